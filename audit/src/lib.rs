@@ -1,0 +1,1 @@
+//! airlock-audit: under construction (see ARCHITECTURE.md for what this crate owns).

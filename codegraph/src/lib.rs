@@ -1,0 +1,1 @@
+//! airlock-codegraph: under construction (see ARCHITECTURE.md for what this crate owns).

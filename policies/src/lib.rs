@@ -1,0 +1,1 @@
+//! airlock-policies: under construction (see ARCHITECTURE.md for what this crate owns).

@@ -1,0 +1,4 @@
+//! airlock-sandbox: under construction.
+#![allow(unsafe_code)]
+
+pub mod helper;

@@ -1,0 +1,1 @@
+//! airlock-schemas: under construction (see ARCHITECTURE.md for what this crate owns).

@@ -1,0 +1,60 @@
+//! Command-line surface of `airlock`. Each area owns one module here.
+
+mod audit;
+mod retrieval;
+mod sandbox;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Exit code for a usage error or an operational failure that is not a refusal.
+pub const EXIT_ERROR: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(name = "airlock", version, about = "One issue on one pinned commit in, one reviewable pull request (or an escalation) out.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Report, layer by layer, what this host supports and whether sandboxed runs would be refused.
+    Doctor(sandbox::DoctorArgs),
+    /// Run a command inside the sandbox.
+    #[command(subcommand)]
+    Sandbox(sandbox::SandboxCommand),
+    /// Build (or incrementally update) the retrieval index of a repository at a commit.
+    Index(retrieval::IndexArgs),
+    /// Search a repository with the fused lexical + structural retrieval engine.
+    Search(retrieval::SearchArgs),
+    /// Render the repository map (PageRank over definitions and references) within a token budget.
+    Map(retrieval::MapArgs),
+    /// Benchmarks of the product's parts.
+    #[command(subcommand)]
+    Eval(retrieval::EvalCommand),
+    /// Query and verify the tamper-evident audit log.
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
+}
+
+/// Parse the process arguments and run the chosen subcommand; returns the process exit code.
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Doctor(args) => sandbox::doctor(args),
+        Command::Sandbox(cmd) => sandbox::run(cmd),
+        Command::Index(args) => retrieval::index(args),
+        Command::Search(args) => retrieval::search(args),
+        Command::Map(args) => retrieval::map(args),
+        Command::Eval(cmd) => retrieval::eval(cmd),
+        Command::Audit(cmd) => audit::run(cmd),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("airlock: error: {err:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! The `airlock` operator CLI. Thin: all logic lives in the library crates.
+
+fn main() -> std::process::ExitCode {
+    // The sandbox re-executes this binary as its set-up helper; that path must run before
+    // anything else (argument parsing, threads) touches the process.
+    airlock_sandbox::helper::run_if_requested();
+    airlock::cli::run()
+}
