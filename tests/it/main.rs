@@ -1,0 +1,6 @@
+//! End-to-end tests of the `airlock` binary: every module runs the real binary as an operator would.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod audit;
+mod retrieval;
+mod sandbox;
