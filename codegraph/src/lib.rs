@@ -1,1 +1,159 @@
-//! airlock-codegraph: under construction (see ARCHITECTURE.md for what this crate owns).
+//! airlock-codegraph: zero-LLM retrieval over one pinned commit of a git repository.
+//!
+//! It owns the retrieval index and everything ranked from it: a lexical channel (BM25 over
+//! file text and path, code-aware tokenizer), a structural channel (BM25 over the
+//! signatures, docstrings, imports and called names that tree-sitter extracts), a symbol
+//! channel (files whose path, module path or defined names the query mentions), their
+//! reciprocal rank fusion, and the repository map (PageRank over a definitions/references
+//! graph, personalised by the query, rendered as a signature outline within a token budget).
+//!
+//! It reads repositories through git objects only (never a work tree, never the network) and
+//! writes only under its index directory. It must never modify a repository, call a model
+//! or emit anything non-deterministic in search results or maps (ties are broken by path).
+//!
+//! # Use
+//! ```no_run
+//! # fn main() -> airlock_codegraph::Result<()> {
+//! use airlock_codegraph::{Engine, default_index_dir};
+//! let mut engine = Engine::open("/path/to/repo.git".as_ref(), &default_index_dir())?;
+//! let stats = engine.index("HEAD")?;            // incremental by blob id
+//! let hits = engine.search(&stats.commit, "TypeError in parse_header", 10)?;
+//! let map = engine.repo_map(&stats.commit, "parse_header", 1024)?;
+//! # let _ = (hits, map);
+//! # Ok(()) }
+//! ```
+//! `search` and `repo_map` index the commit themselves when it was never indexed.
+//!
+//! # Index layout
+//! See [`store`]: per-blob records shared by all commits plus a per-commit manifest, under
+//! `<index-dir>/v1/<repo-key>/`. Moving from commit A to commit B extracts only the blobs B
+//! has that no indexed commit had.
+
+mod bm25;
+mod engine;
+pub mod eval;
+pub mod extract;
+pub mod files;
+pub mod map;
+mod query;
+pub mod rank;
+pub mod store;
+pub mod tokenize;
+
+pub use bm25::Bm25;
+pub use engine::{
+    CHANNEL_WEIGHTS, ChannelRankings, DOCS_FACTOR, Engine, Hit, IndexProgress, IndexStats,
+    TEST_FACTOR, VENDORED_FACTOR, WINDOW_LINES,
+};
+pub use files::Language;
+pub use map::estimate_tokens;
+pub use query::QueryAnalysis;
+
+use std::path::PathBuf;
+
+/// Errors of the retrieval engine.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The path is not a git repository git can open.
+    #[error("cannot open git repository {path}: {source}")]
+    OpenRepo {
+        /// The path given.
+        path: PathBuf,
+        /// git's reason.
+        source: git2::Error,
+    },
+    /// A revision does not name a commit.
+    #[error("cannot resolve {reference:?} to a commit in {repo}: {source}")]
+    Resolve {
+        /// The revision given.
+        reference: String,
+        /// The repository's git directory.
+        repo: PathBuf,
+        /// git's reason.
+        source: git2::Error,
+    },
+    /// A git operation failed.
+    #[error("git failed while {action}: {source}")]
+    Git {
+        /// What was being done.
+        action: String,
+        /// git's reason.
+        source: git2::Error,
+    },
+    /// A file-system operation failed.
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// An index file could not be decoded (or encoded).
+    #[error("index file {path} is corrupt ({source}); delete it and index again")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// The decoding error.
+        source: serde_json::Error,
+    },
+    /// A commit's manifest vanished between indexing and loading.
+    #[error("commit {commit} is not indexed; run `airlock index` on it")]
+    NotIndexed {
+        /// The commit id.
+        commit: String,
+    },
+    /// A tree-sitter grammar or tags query did not load (a build problem, not an input one).
+    #[error("tree-sitter grammar for {language} did not load: {message}")]
+    Grammar {
+        /// Language name.
+        language: &'static str,
+        /// tree-sitter's message.
+        message: String,
+    },
+    /// A line of an instances file is not a valid instance.
+    #[error(
+        "{path}:{line}: not a valid instance ({message}); each line needs instance_id, repo, base_commit, problem_statement and patch"
+    )]
+    Instance {
+        /// The instances file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// The JSON error.
+        message: String,
+    },
+    /// No mirror of a repository was found.
+    #[error("no mirror of {repo}; tried {tried}")]
+    MissingMirror {
+        /// `owner/name`.
+        repo: String,
+        /// The paths tried.
+        tried: String,
+    },
+}
+
+/// Result of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// The default index directory: `$AIRLOCK_HOME/codegraph`, else
+/// `$XDG_CACHE_HOME/airlock/codegraph`, else `~/.cache/airlock/codegraph`, else a folder in
+/// the system temporary directory.
+pub fn default_index_dir() -> PathBuf {
+    let non_empty = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(home) = non_empty("AIRLOCK_HOME") {
+        return home.join("codegraph");
+    }
+    if let Some(cache) = non_empty("XDG_CACHE_HOME") {
+        return cache.join("airlock").join("codegraph");
+    }
+    if let Some(home) = non_empty("HOME") {
+        return home.join(".cache").join("airlock").join("codegraph");
+    }
+    std::env::temp_dir().join("airlock").join("codegraph")
+}

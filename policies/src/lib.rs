@@ -1,1 +1,227 @@
-//! airlock-policies: under construction (see ARCHITECTURE.md for what this crate owns).
+//! airlock-policies owns the shared rules both untrusting processes apply: the write policy
+//! (an allowlist of globs plus classes refused whatever the allowlist says), test recognition
+//! per language, detectors for the six forbidden test-weakening moves, and the diff digest
+//! that the broker recomputes to check a model's `open_pr` claim.
+//!
+//! The rules live in `policies/default.toml`, embedded at build time ([`Policy::default`]);
+//! an operator may load another file ([`Policy::load`]) or narrow the allowlist. Every rule
+//! carries `match`/`not_match` examples checked at load time, so a rule that does not do what
+//! it says cannot be loaded. This crate must never write to a repository, run tests, talk to a
+//! network or a model, or restate a JSON schema (those live in `airlock-schemas`); the only
+//! I/O it does is reading a policy file and reading a repository in [`compute_digest`].
+//!
+//! ```
+//! use airlock_policies::{Policy, WriteDecision};
+//! let policy = Policy::default()?;
+//! assert_eq!(policy.check_write("src/parse.py"), WriteDecision::Allowed);
+//! assert!(matches!(policy.check_write(".GITHUB/workflows/x.yml"), WriteDecision::Refused { .. }));
+//! assert!(policy.is_test_path("tests/test_parse.py"));
+//! # Ok::<(), airlock_policies::Error>(())
+//! ```
+
+mod config;
+mod detect;
+mod diff;
+mod digest;
+mod paths;
+mod testfiles;
+
+pub use config::{Direction, Mode, MoveKind};
+pub use detect::{Finding, Side};
+pub use diff::{DiffLine, FileDiff, Hunk, LineKind, parse_unified_diff};
+pub use digest::{DigestReport, compute_digest};
+pub use paths::{WriteDecision, normalize_path};
+pub use testfiles::{Language, language_of, rust_test_regions};
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Errors of this crate.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The policy file could not be read.
+    #[error("cannot read policy file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The policy file is not valid TOML or does not have the expected shape (unknown keys
+    /// included).
+    #[error("{file}:{line}:{column}: {message}")]
+    Toml {
+        /// The file (or `<embedded default.toml>`).
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What was expected.
+        message: String,
+    },
+    /// A rule is well-formed TOML but wrong: a glob or regex that does not compile, a missing
+    /// field, or an example the rule does not classify as it claims.
+    #[error("{file}:{line}: rule {rule:?}: {message}")]
+    Rule {
+        /// The file (or `<embedded default.toml>`).
+        file: String,
+        /// 1-based line where the rule is defined (best effort, 0 if unknown).
+        line: usize,
+        /// The rule id.
+        rule: String,
+        /// What is wrong and what was expected.
+        message: String,
+    },
+    /// The diff text could not be parsed.
+    #[error("diff line {line}: {message}")]
+    Diff {
+        /// 1-based line in the diff text.
+        line: usize,
+        /// What was expected.
+        message: String,
+    },
+    /// `base_commit` is not a full 40-hex commit id.
+    #[error("base commit {0:?} is not a full 40-character lowercase hex commit id")]
+    BaseCommit(String),
+    /// A git operation failed.
+    #[error("git: {context}: {source}")]
+    Git {
+        /// What was being done.
+        context: String,
+        /// The libgit2 error.
+        source: git2::Error,
+    },
+    /// Reading a file of the working tree failed.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Result of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// The loaded, compiled and self-checked policy.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub(crate) write: paths::WritePolicy,
+    pub(crate) tests: testfiles::TestRules,
+    pub(crate) detectors: detect::Detectors,
+    pub(crate) repos: std::collections::BTreeMap<String, Vec<String>>,
+    pub(crate) origin: String,
+}
+
+const EMBEDDED_NAME: &str = "<embedded policies/default.toml>";
+
+impl Policy {
+    /// The built-in policy (`policies/default.toml`, embedded at build time).
+    #[allow(clippy::should_implement_trait)]
+    pub fn default() -> Result<Policy> {
+        static DEFAULT: OnceLock<std::result::Result<Policy, String>> = OnceLock::new();
+        DEFAULT
+            .get_or_init(|| {
+                Policy::from_toml_str(Policy::default_toml(), EMBEDDED_NAME)
+                    .map_err(|e| e.to_string())
+            })
+            .clone()
+            .map_err(|message| Error::Rule {
+                file: EMBEDDED_NAME.to_string(),
+                line: 0,
+                rule: "<default>".to_string(),
+                message,
+            })
+    }
+
+    /// The text of the built-in policy file.
+    pub fn default_toml() -> &'static str {
+        include_str!("../default.toml")
+    }
+
+    /// Load a policy file; errors name the file and the line.
+    pub fn load(path: &Path) -> Result<Policy> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Policy::from_toml_str(&text, &path.display().to_string())
+    }
+
+    /// Parse, compile and self-check a policy from TOML text. `file` names the source in errors.
+    pub fn from_toml_str(text: &str, file: &str) -> Result<Policy> {
+        config::build(text, file)
+    }
+
+    /// Where this policy came from (a path or the embedded default).
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// A copy whose allowlist is replaced by `globs` (an operator override). The refused
+    /// classes are untouched: they win whatever the allowlist says.
+    pub fn with_allowlist<S: AsRef<str>>(&self, globs: &[S]) -> Result<Policy> {
+        let mut out = self.clone();
+        let globs: Vec<String> = globs.iter().map(|g| g.as_ref().to_string()).collect();
+        out.write.set_allowlist(&globs, &self.origin)?;
+        Ok(out)
+    }
+
+    /// A copy with the allowlist the policy file sets for `repo` (`[repos."owner/name"]`), or
+    /// an unchanged copy when the file names no such repository.
+    pub fn for_repo(&self, repo: &str) -> Result<Policy> {
+        match self.repos.get(repo) {
+            Some(globs) => self.with_allowlist(globs),
+            None => Ok(self.clone()),
+        }
+    }
+
+    /// The allowlist globs in force.
+    pub fn allowlist(&self) -> &[String] {
+        self.write.allowlist()
+    }
+
+    /// Whether the agent may create, edit or delete `path` (repository-relative, as a model
+    /// wrote it). Purely lexical: see [`Policy::check_write_in_root`] for symlinks.
+    pub fn check_write(&self, path: &str) -> WriteDecision {
+        self.write.check(path)
+    }
+
+    /// Like [`Policy::check_write`], and additionally resolves symlinks under `root`: a path
+    /// that reaches outside `root`, through a dangling link, or into a refused class through a
+    /// link is refused.
+    pub fn check_write_in_root(&self, root: &Path, path: &str) -> WriteDecision {
+        self.write.check_in_root(root, path)
+    }
+
+    /// Whether `path` is a test file for its language (by path alone).
+    pub fn is_test_path(&self, path: &str) -> bool {
+        self.tests.is_test_path(path)
+    }
+
+    /// Digest of a unified diff text (no repository needed). Rust `#[cfg(test)]` regions are
+    /// recognised from hunk headers and hunk lines only; [`Policy::compute_digest`] reads the
+    /// full sources instead.
+    pub fn digest_from_unified_diff(&self, text: &str) -> Result<DigestReport> {
+        digest::from_unified_diff(self, text)
+    }
+
+    /// The digest of the working tree of `repo` against `base_commit` (40 hex): tracked
+    /// changes and untracked files, ignored files excluded. Deterministic.
+    pub fn compute_digest(&self, repo: &Path, base_commit: &str) -> Result<DigestReport> {
+        digest::compute(self, repo, base_commit)
+    }
+}
+
+/// [`Policy::digest_from_unified_diff`] with the built-in policy.
+pub fn digest_from_unified_diff(text: &str) -> Result<DigestReport> {
+    Policy::default()?.digest_from_unified_diff(text)
+}
+
+/// [`Policy::is_test_path`] with the built-in policy (false if it failed to load, which the
+/// crate's tests rule out).
+pub fn is_test_path(path: &str) -> bool {
+    Policy::default().is_ok_and(|p| p.is_test_path(path))
+}

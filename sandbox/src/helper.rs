@@ -1,4 +1,281 @@
 //! The re-executed set-up helper.
+//!
+//! The caller's own binary is started again with a hidden first argument. In that fresh,
+//! single-threaded process the helper (the *supervisor*) creates the cgroups, clones the
+//! sandbox's *init* into new user, mount, PID, network, IPC and UTS namespaces, writes its uid
+//! map, releases it, and enforces the wall-clock timeout by killing it (which kills the whole
+//! PID namespace). Init builds the new root, brings loopback up and forks the *target*, which
+//! drops privileges, applies landlock and seccomp, and execs the command.
+
+use crate::cgroup::Cgroups;
+use crate::layers::Failure;
+use crate::spec::{Layer, REPORT_FD, Report, Spec};
+use crate::{mounts, sys, target};
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// First argument that makes the binary act as the run helper.
+pub(crate) const RUN_MARKER: &str = "__airlock-sandbox-helper";
+/// First argument that makes the binary act as the capability probe of `airlock doctor`.
+pub(crate) const PROBE_MARKER: &str = "__airlock-sandbox-probe";
 
 /// If this process was started as the sandbox set-up helper, run it and never return.
-pub fn run_if_requested() {}
+///
+/// Call it as the very first statement of `main` in every binary that uses this crate, before
+/// any thread is started: the helper relies on being single-threaded.
+pub fn run_if_requested() {
+    let Some(first) = std::env::args_os().nth(1) else {
+        return;
+    };
+    if first == RUN_MARKER {
+        supervise()
+    } else if first == PROBE_MARKER {
+        crate::doctor::probe_main()
+    }
+}
+
+/// Write one report line on the report descriptor. Lines stay below `PIPE_BUF`, so concurrent
+/// writers (supervisor, init, target) never interleave.
+pub(crate) fn report(msg: &Report) {
+    if let Ok(mut line) = serde_json::to_vec(msg) {
+        line.truncate(4000);
+        line.push(b'\n');
+        let _ = sys::write_all(REPORT_FD, &line);
+    }
+}
+
+fn abort(failure: Failure) -> ! {
+    report(&failure.into_report());
+    sys::exit_now(125)
+}
+
+fn read_spec() -> Result<Spec, Failure> {
+    let mut buf = Vec::new();
+    std::io::stdin()
+        .lock()
+        .read_to_end(&mut buf)
+        .map_err(|e| Failure::setup("read the run specification", e))?;
+    serde_json::from_slice(&buf).map_err(|e| Failure {
+        feature: None,
+        stage: "parse the run specification".into(),
+        detail: e.to_string(),
+    })
+}
+
+/// Descriptor hygiene: stdin becomes /dev/null, the report descriptor is close-on-exec and
+/// nothing else the caller may have leaked survives.
+fn tidy_descriptors() -> Result<(), Failure> {
+    let null = std::fs::File::open("/dev/null").map_err(|e| Failure::setup("open /dev/null", e))?;
+    sys::dup2(null.as_raw_fd(), 0).map_err(|e| Failure::setup("stdin to /dev/null", e))?;
+    drop(null);
+    sys::set_cloexec(REPORT_FD, true).map_err(|e| Failure::setup("report descriptor", e))?;
+    sys::close_from(REPORT_FD as u32 + 1).map_err(|e| Failure::setup("close_range", e))
+}
+
+const NAMESPACES: [Layer; 6] = [
+    Layer::UserNamespace,
+    Layer::MountNamespace,
+    Layer::PidNamespace,
+    Layer::NetNamespace,
+    Layer::IpcNamespace,
+    Layer::UtsNamespace,
+];
+
+/// All namespace flags the sandbox's init is cloned with.
+pub(crate) const CLONE_FLAGS: libc::c_int = libc::CLONE_NEWUSER
+    | libc::CLONE_NEWNS
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWCGROUP;
+
+/// Write the outer uid/gid maps of a freshly cloned process: its root is the caller.
+pub(crate) fn write_outer_maps(pid: libc::pid_t, uid: u32, gid: u32) -> std::io::Result<()> {
+    std::fs::write(format!("/proc/{pid}/setgroups"), "deny")?;
+    std::fs::write(format!("/proc/{pid}/uid_map"), format!("0 {uid} 1"))?;
+    std::fs::write(format!("/proc/{pid}/gid_map"), format!("0 {gid} 1"))
+}
+
+fn supervise() -> ! {
+    let spec = match read_spec() {
+        Ok(spec) => spec,
+        Err(failure) => abort(failure),
+    };
+    if let Err(failure) = tidy_descriptors() {
+        abort(failure)
+    }
+    // Die with the caller, so a killed caller never leaves a sandbox behind.
+    let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+
+    let (uid, gid) = sys::ids();
+    if uid == 0 {
+        // Supplementary groups survive into user namespaces; a root caller drops them.
+        let _ = sys::clear_groups();
+    }
+    let mut cgroups = Cgroups::create(&spec.limits, &spec.pretend_missing);
+    let (sync_r, sync_w) = match sys::pipe() {
+        Ok(p) => p,
+        Err(e) => abort(Failure::setup("pipe", e)),
+    };
+
+    let cloned = if spec.pretend_missing.contains(&Layer::UserNamespace) {
+        Err(std::io::Error::from_raw_os_error(libc::EPERM))
+    } else {
+        sys::clone_fork(CLONE_FLAGS)
+    };
+    let (pid, with_ns) = match cloned {
+        Ok(pid) => (pid, true),
+        Err(e) if spec.allow_degraded => match sys::fork() {
+            Ok(pid) => {
+                let _ = e;
+                (pid, false)
+            }
+            Err(e) => {
+                cgroups.remove();
+                abort(Failure::setup("fork", e))
+            }
+        },
+        Err(e) => {
+            cgroups.remove();
+            abort(Failure::missing(
+                Layer::UserNamespace,
+                "clone the sandbox's namespaces",
+                e.to_string(),
+            ))
+        }
+    };
+    let cgroup_memory = cgroups.applied().contains(&Layer::CgroupMemory);
+    if pid == 0 {
+        drop(sync_w);
+        init(&spec, sync_r, with_ns, cgroup_memory)
+    }
+    drop(sync_r);
+    if with_ns && let Err(e) = write_outer_maps(pid, uid, gid) {
+        let _ = sys::kill(pid, libc::SIGKILL);
+        let _ = sys::waitpid(pid, 0);
+        cgroups.remove();
+        abort(Failure::missing(
+            Layer::UserNamespace,
+            "write the uid map",
+            e.to_string(),
+        ))
+    }
+    cgroups.add(pid);
+    report(&Report::Layers {
+        applied: cgroups.applied(),
+        missing: cgroups.missing.clone(),
+        landlock_abi: None,
+    });
+    if let Err(e) = sys::write_all(sync_w.as_raw_fd(), b"1") {
+        let _ = sys::kill(pid, libc::SIGKILL);
+        abort(Failure::setup("release the sandbox", e))
+    }
+    drop(sync_w);
+
+    let timed_out = wait_with_timeout(pid, Duration::from_millis(spec.limits.timeout_ms), &cgroups);
+    let status = sys::waitpid(pid, 0).map(|(_, s)| s).unwrap_or(0);
+    let peak = cgroups.peak_memory();
+    cgroups.remove();
+    report(&Report::Supervisor {
+        timed_out,
+        peak_memory_bytes: peak,
+        init_signal: sys::decode_status(status).1,
+    });
+    sys::exit_now(0)
+}
+
+/// Wait until `pid` exits or the timeout passes; on timeout kill it (and, through the PID
+/// namespace or the cgroup, everything it started). Returns whether the timeout fired.
+fn wait_with_timeout(pid: libc::pid_t, timeout: Duration, cgroups: &Cgroups) -> bool {
+    let deadline = Instant::now() + timeout;
+    let pidfd = sys::pidfd_open(pid).ok();
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            let _ = sys::kill(pid, libc::SIGKILL);
+            cgroups.kill_all();
+            return true;
+        }
+        let slice = remaining.as_millis().min(i32::MAX as u128) as i32;
+        match &pidfd {
+            Some(fd) => {
+                if let Ok(revents) = sys::poll_readable(&[fd.as_raw_fd()], slice.max(1))
+                    && revents[0] != 0
+                {
+                    return false;
+                }
+            }
+            None => {
+                if let Ok((p, _)) = sys::waitpid(pid, libc::WNOHANG)
+                    && p == pid
+                {
+                    // Reaped already: the supervisor's own waitpid then sees ECHILD.
+                    return false;
+                }
+                std::thread::sleep(Duration::from_millis(5).min(remaining));
+            }
+        }
+    }
+}
+
+/// The sandbox's init: PID 1 of the new PID namespace.
+fn init(spec: &Spec, sync_r: OwnedFd, with_ns: bool, cgroup_memory: bool) -> ! {
+    let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+    let mut byte = [0u8; 1];
+    if !matches!(sys::read(sync_r.as_raw_fd(), &mut byte), Ok(1)) {
+        sys::exit_now(1)
+    }
+    drop(sync_r);
+    let mut applied = Vec::new();
+    let mut missing = Vec::new();
+    if with_ns {
+        applied.extend(NAMESPACES);
+        if let Err(failure) = mounts::build_root(spec) {
+            abort(failure)
+        }
+        if !spec.overlays.is_empty() {
+            applied.push(Layer::Overlay);
+        }
+        let _ = sys::sethostname("airlock");
+        if let Err(e) = sys::loopback_up() {
+            abort(Failure::missing(
+                Layer::NetNamespace,
+                "bring loopback up",
+                e.to_string(),
+            ))
+        }
+    } else {
+        missing.extend(NAMESPACES);
+        if !spec.overlays.is_empty() {
+            abort(Failure::missing(
+                Layer::Overlay,
+                "overlay",
+                "an overlay needs user and mount namespaces; it is never degraded".into(),
+            ))
+        }
+    }
+    report(&Report::Layers {
+        applied,
+        missing,
+        landlock_abi: None,
+    });
+    let child = match sys::fork() {
+        Ok(0) => target::run(spec, with_ns, cgroup_memory),
+        Ok(pid) => pid,
+        Err(e) => abort(Failure::setup("fork the target", e)),
+    };
+    loop {
+        match sys::waitpid(-1, 0) {
+            Ok((pid, status)) if pid == child => {
+                let (code, signal) = sys::decode_status(status);
+                report(&Report::Exited { code, signal });
+                // Leaving now kills every process still in the PID namespace.
+                sys::exit_now(0)
+            }
+            Ok(_) => continue,
+            Err(_) => sys::exit_now(1),
+        }
+    }
+}

@@ -1,4 +1,62 @@
-//! airlock-sandbox: under construction.
+//! airlock-sandbox: runs one command inside a locked-down Linux sandbox.
+//!
+//! This crate owns every layer that stands between an untrusted command and the host:
+//! user, mount, PID, IPC, UTS and network namespaces (the child sees only the roots it was
+//! granted, its own `/proc`, a private `/tmp` and a loopback-only network); landlock
+//! (filesystem roots, TCP bind/connect, abstract unix sockets and signals); a seccomp filter;
+//! `no_new_privs`, dropped capabilities and an unprivileged uid even for a root caller;
+//! cgroup and rlimit limits; a wall-clock timeout that kills the whole PID namespace; an output
+//! cap with a drain deadline; and copy-on-write overlays whose writes never reach the lower tree.
+//!
+//! It must never weaken a layer silently: if a layer cannot be applied the run is refused with
+//! an error naming the missing kernel feature, unless the caller asked for
+//! [`SandboxBuilder::allow_degraded`], in which case [`RunSummary::layers_missing`] says what
+//! was skipped. It has no network code of its own and never runs set-up code after `fork()` in a
+//! multi-threaded process: all namespace, mount, landlock and seccomp work happens in a freshly
+//! executed, single-threaded helper (the caller's own binary re-executed under a hidden argv
+//! marker), which is why every binary using this crate must call
+//! [`helper::run_if_requested`] as the first line of `main`.
+//!
+//! # Use
+//!
+//! ```no_run
+//! use airlock_sandbox::SandboxBuilder;
+//! use std::time::Duration;
+//!
+//! # fn main() -> airlock_sandbox::Result<()> {
+//! let captured = SandboxBuilder::new()
+//!     .ro("/usr")
+//!     .rw("/work/tree")
+//!     .overlay("/work/worktree", "/work/tree-view")
+//!     .timeout(Duration::from_secs(60))
+//!     .memory_mb(2048)
+//!     .cwd("/work/tree")
+//!     .build()?
+//!     .run_captured(&["python3", "-m", "unittest"])?;
+//! println!("exit {:?}, dropped {}", captured.summary.exit_code, captured.summary.output_bytes_dropped);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A non-zero exit of the child is not an error: it is in the [`RunSummary`]. Errors are
+//! refusals ([`Error::Refused`], a missing kernel feature) and set-up failures.
 #![allow(unsafe_code)]
 
+mod builder;
+mod cgroup;
+mod doctor;
+mod error;
 pub mod helper;
+mod layers;
+mod mounts;
+mod spec;
+mod summary;
+mod sys;
+mod target;
+
+pub use builder::{Captured, Sandbox, SandboxBuilder};
+pub use builder::{DEFAULT_PATH, SYSTEM_RO};
+pub use doctor::{DoctorReport, LayerStatus, PRETEND_MISSING_ENV, probe};
+pub use error::{Error, Result};
+pub use spec::Layer;
+pub use summary::RunSummary;

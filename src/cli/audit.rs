@@ -1,12 +1,335 @@
-//! `airlock audit verify|injections|show`. Owned by the audit work.
+//! `airlock audit verify|injections|show|detect|fp-scan`. Owned by the audit work.
+//!
+//! Exit codes of `verify`: 0 the chain is intact, 1 tampering or corruption was found, 3 only a
+//! torn tail (a crash mid-append, repaired by the next append). 2 is an operational error.
+//! `detect` exits 1 when it flags something; `fp-scan` exits 1 when the source false-positive
+//! rate is at or above 1 per 1,000 files.
 
-use clap::Subcommand;
+use airlock_audit::{self as audit, ProblemKind, SourceKind, Timestamp};
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// Exit code of `audit verify` when tampering or corruption was found.
+pub const EXIT_TAMPERED: u8 = 1;
+/// Exit code of `audit verify` when the only problem is a torn tail.
+pub const EXIT_TORN_TAIL: u8 = 3;
+
+/// Where the log is: `--log PATH`, else `$AIRLOCK_AUDIT_LOG`, else `$AIRLOCK_HOME/audit.jsonl`,
+/// else `~/.local/share/airlock/audit.jsonl`.
+#[derive(Debug, Args)]
+pub struct LogArg {
+    /// The audit log (default: $AIRLOCK_AUDIT_LOG, else $AIRLOCK_HOME/audit.jsonl, else
+    /// ~/.local/share/airlock/audit.jsonl).
+    #[arg(long = "log", value_name = "PATH")]
+    log: Option<PathBuf>,
+}
+
+impl LogArg {
+    fn resolve(&self) -> anyhow::Result<PathBuf> {
+        match &self.log {
+            Some(p) => Ok(p.clone()),
+            None => Ok(audit::default_log_path()?),
+        }
+    }
+}
+
+/// Kind of text given to `audit detect`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum SourceArg {
+    /// A repository file.
+    File,
+    /// A search snippet.
+    SearchSnippet,
+    /// An issue body (Markdown).
+    IssueBody,
+    /// Tool output.
+    ToolOutput,
+}
+
+impl From<SourceArg> for SourceKind {
+    fn from(s: SourceArg) -> Self {
+        match s {
+            SourceArg::File => SourceKind::File,
+            SourceArg::SearchSnippet => SourceKind::SearchSnippet,
+            SourceArg::IssueBody => SourceKind::IssueBody,
+            SourceArg::ToolOutput => SourceKind::ToolOutput,
+        }
+    }
+}
 
 /// Subcommands of `airlock audit`.
 #[derive(Debug, Subcommand)]
-pub enum AuditCommand {}
+pub enum AuditCommand {
+    /// Walk the hash chain; name every edited, removed, inserted or reordered record.
+    Verify {
+        /// The log to verify (default as for --log).
+        path: Option<PathBuf>,
+        #[command(flatten)]
+        log: LogArg,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The security team's queue: every injection observed or suspected, newest first.
+    Injections {
+        /// Only those recorded at or after this time (RFC 3339, a date, or an age: 24h, 7d).
+        #[arg(long, value_name = "T")]
+        since: Option<String>,
+        /// Print JSON (an array) instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        log: LogArg,
+    },
+    /// One run's timeline.
+    Show {
+        /// The run id.
+        run: String,
+        /// Print the records as JSON lines.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        log: LogArg,
+    },
+    /// Run the injection detector over files and print its findings (the files are not changed).
+    Detect {
+        /// Files to scan.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// What kind of text the files hold.
+        #[arg(long, value_enum, default_value = "file")]
+        source: SourceArg,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure the detector's false positives over directories of ordinary source.
+    FpScan {
+        /// Directories (or files) to scan.
+        #[arg(required = true)]
+        roots: Vec<PathBuf>,
+        /// List every flagged file with its findings.
+        #[arg(long)]
+        list: bool,
+        /// Print the full report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
 
+/// Run one `airlock audit` subcommand.
 pub fn run(cmd: AuditCommand) -> anyhow::Result<ExitCode> {
-    match cmd {}
+    match cmd {
+        AuditCommand::Verify { path, log, json } => verify(path, &log, json),
+        AuditCommand::Injections { since, json, log } => injections(since.as_deref(), json, &log),
+        AuditCommand::Show { run, json, log } => show(&run, json, &log),
+        AuditCommand::Detect { files, source, json } => detect(&files, source.into(), json),
+        AuditCommand::FpScan { roots, list, json } => fp_scan(&roots, list, json),
+    }
+}
+
+fn verify(path: Option<PathBuf>, log: &LogArg, json: bool) -> anyhow::Result<ExitCode> {
+    let path = match path {
+        Some(p) => p,
+        None => log.resolve()?,
+    };
+    let report = audit::verify(&path)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "{}: {} lines, {} valid records, last seq {}",
+            report.path.display(),
+            report.lines,
+            report.records,
+            report.last_seq
+        );
+        if let Some(h) = &report.head_hash {
+            println!("head hash {h} (keep it elsewhere to detect a later rewrite)");
+        }
+        if !report.head_checked {
+            println!("note: no head file next to the log; records cut off the end cannot be detected");
+        }
+        for r in &report.repaired {
+            println!(
+                "note: torn write of {} bytes at offset {} repaired by seq {} (line {})",
+                r.len, r.offset, r.seq, r.line
+            );
+        }
+        for p in &report.problems {
+            let kind = serde_json::to_value(p.kind)?;
+            let seq = p.seq.map(|s| format!(" seq {s}")).unwrap_or_default();
+            println!(
+                "{} line {}{seq}: {}",
+                kind.as_str().unwrap_or("problem").to_uppercase(),
+                p.line,
+                p.message
+            );
+        }
+        if report.is_intact() {
+            println!("OK: the chain is intact");
+        } else if report.is_tampered() {
+            println!("FAILED: {} problem(s)", report.problems.len());
+        } else {
+            println!("TORN TAIL: the last write did not finish; no tampering found");
+        }
+    }
+    let code = if report.is_tampered() {
+        EXIT_TAMPERED
+    } else if report.problems.iter().any(|p| p.kind == ProblemKind::TornTail) {
+        EXIT_TORN_TAIL
+    } else {
+        0
+    };
+    Ok(ExitCode::from(code))
+}
+
+fn read_scan(log: &LogArg) -> anyhow::Result<audit::Scan> {
+    let path = log.resolve()?;
+    let scan = audit::scan(&path).with_context(|| format!("reading {}", path.display()))?;
+    if !scan.unreadable.is_empty() {
+        eprintln!(
+            "airlock: warning: {} line(s) of {} are not readable records (lines {:?}); run `airlock audit verify`",
+            scan.unreadable.len(),
+            path.display(),
+            scan.unreadable
+        );
+    }
+    Ok(scan)
+}
+
+fn injections(since: Option<&str>, json: bool, log: &LogArg) -> anyhow::Result<ExitCode> {
+    let since = since
+        .map(|s| Timestamp::parse_since(s, Timestamp::now()))
+        .transpose()?;
+    let scan = read_scan(log)?;
+    let list = audit::injections(&scan, since);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if list.is_empty() {
+        println!("no injections recorded");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for i in &list {
+        let short = |s: &Option<String>, n: usize| {
+            s.as_deref()
+                .map(|x| x.chars().take(n).collect::<String>())
+                .unwrap_or_else(|| "?".into())
+        };
+        let place = match i.line {
+            Some(l) => format!("{}:{l}", i.path),
+            None => i.path.clone(),
+        };
+        let what = match &i.rule {
+            Some(rule) => format!("suspected ({rule})"),
+            None => "observed".to_string(),
+        };
+        println!(
+            "{}  run {}  {}@{}  issue {}  {place}  {what}\n    {}",
+            i.ts,
+            i.run_id,
+            short(&i.repository, 60),
+            short(&i.commit, 12),
+            short(&i.issue, 30),
+            i.excerpt
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show(run: &str, json: bool, log: &LogArg) -> anyhow::Result<ExitCode> {
+    let scan = read_scan(log)?;
+    let records = audit::timeline(&scan, run);
+    if records.is_empty() {
+        anyhow::bail!("no records for run {run:?}");
+    }
+    for r in records {
+        if json {
+            println!("{}", serde_json::to_string(r)?);
+        } else {
+            println!("{:>6}  {}  {:<20}  {}", r.seq, r.ts, r.kind, summary(&r.payload));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `key=value` pairs of a payload on one line.
+fn summary(payload: &serde_json::Value) -> String {
+    let Some(map) = payload.as_object() else {
+        return payload.to_string();
+    };
+    map.iter()
+        .map(|(k, v)| match v {
+            serde_json::Value::String(s) => format!("{k}={s:?}"),
+            other => format!("{k}={other}"),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn detect(files: &[PathBuf], source: SourceKind, json: bool) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(audit::detect::rules_ready(), "a detector pattern failed to compile");
+    let mut any = false;
+    let mut all = Vec::new();
+    for file in files {
+        let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        let text = String::from_utf8_lossy(&bytes);
+        let shown = file.to_string_lossy();
+        let findings = audit::detect(&text, source, Some(&shown));
+        any |= !findings.is_empty();
+        if json {
+            all.push(serde_json::json!({ "path": shown, "findings": findings }));
+        } else {
+            for f in findings {
+                println!("{shown}:{}: {}: {}", f.line, f.rule, f.excerpt);
+            }
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&all)?);
+    }
+    Ok(if any { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn fp_scan(roots: &[PathBuf], list: bool, json: bool) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(audit::detect::rules_ready(), "a detector pattern failed to compile");
+    let report = audit::scan_corpus(roots)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for root in roots {
+            println!("root: {}", root.display());
+        }
+        println!(
+            "source files: {} scanned, {} flagged, {:.3} per 1,000",
+            report.source.scanned,
+            report.source.flagged,
+            report.source.per_thousand()
+        );
+        println!(
+            "doc files:    {} scanned, {} flagged, {:.3} per 1,000",
+            report.docs.scanned,
+            report.docs.flagged,
+            report.docs.per_thousand()
+        );
+        println!("skipped (large, binary or unreadable): {}", report.skipped);
+        let rules: Vec<String> = report.by_rule.iter().map(|(r, n)| format!("{r}={n}")).collect();
+        println!("findings by rule: {}", if rules.is_empty() { "none".into() } else { rules.join(" ") });
+        if list {
+            for f in &report.flagged {
+                for x in &f.findings {
+                    println!("  {}:{}: {}: {}", f.path.display(), x.line, x.rule, x.excerpt);
+                }
+            }
+        }
+    }
+    Ok(if report.source.per_thousand() < 1.0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -2,6 +2,7 @@
 
 mod audit;
 mod retrieval;
+mod run;
 mod sandbox;
 
 use clap::{Parser, Subcommand};
@@ -36,6 +37,12 @@ enum Command {
     /// Query and verify the tamper-evident audit log.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
+    /// Turn one issue on one pinned commit into a queued pull request or an escalation.
+    /// Exit codes: 0 pull request queued, 3 escalated, 4 issue not ready, 2 error.
+    Run(run::RunArgs),
+    /// A sandboxed reader worker (started by `airlock run`; not for direct use).
+    #[command(hide = true)]
+    ReaderWorker(run::ReaderWorkerArgs),
 }
 
 /// Parse the process arguments and run the chosen subcommand; returns the process exit code.
@@ -49,6 +56,8 @@ pub fn run() -> ExitCode {
         Command::Map(args) => retrieval::map(args),
         Command::Eval(cmd) => retrieval::eval(cmd),
         Command::Audit(cmd) => audit::run(cmd),
+        Command::Run(args) => run::run(args),
+        Command::ReaderWorker(args) => run::reader_worker(args),
     };
     match result {
         Ok(code) => code,

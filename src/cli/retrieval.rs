@@ -1,30 +1,249 @@
-//! `airlock index|search|map|eval`. Owned by the checkout/codegraph work.
+//! `airlock index|search|map|eval`: the retrieval engine (`airlock-codegraph`) from the shell.
+//! Parsing and printing only; all logic is in the library.
 
+use airlock_codegraph::{Engine, IndexProgress, default_index_dir, eval};
 use clap::{Args, Subcommand};
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// Where the index lives (shared by all retrieval commands).
+#[derive(Debug, Args)]
+pub struct IndexDirArg {
+    /// Index directory [default: $AIRLOCK_HOME/codegraph, $XDG_CACHE_HOME/airlock/codegraph or ~/.cache/airlock/codegraph].
+    #[arg(long, value_name = "DIR")]
+    index_dir: Option<PathBuf>,
+}
+
+impl IndexDirArg {
+    fn resolve(&self) -> PathBuf {
+        self.index_dir.clone().unwrap_or_else(default_index_dir)
+    }
+}
 
 /// Arguments of `airlock index`.
 #[derive(Debug, Args)]
-pub struct IndexArgs {}
+pub struct IndexArgs {
+    /// Path to a git repository (bare or with a work tree).
+    repo: PathBuf,
+    /// Commit (any revision) to index.
+    #[arg(long, default_value = "HEAD")]
+    commit: String,
+    /// Print the statistics as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    index_dir: IndexDirArg,
+}
+
 /// Arguments of `airlock search`.
 #[derive(Debug, Args)]
-pub struct SearchArgs {}
+pub struct SearchArgs {
+    /// Path to a git repository (bare or with a work tree).
+    repo: PathBuf,
+    /// The query (an issue's text works).
+    query: String,
+    /// Number of hits.
+    #[arg(short, long, default_value_t = 10)]
+    k: usize,
+    /// Print hits as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Commit (any revision) to search.
+    #[arg(long, default_value = "HEAD")]
+    commit: String,
+    #[command(flatten)]
+    index_dir: IndexDirArg,
+}
+
 /// Arguments of `airlock map`.
 #[derive(Debug, Args)]
-pub struct MapArgs {}
+pub struct MapArgs {
+    /// Path to a git repository (bare or with a work tree).
+    repo: PathBuf,
+    /// Personalise the map toward what this text names.
+    #[arg(long, default_value = "")]
+    query: String,
+    /// Token budget (estimated as characters / 4).
+    #[arg(long, default_value_t = 1024)]
+    tokens: usize,
+    /// Commit (any revision) to map.
+    #[arg(long, default_value = "HEAD")]
+    commit: String,
+    #[command(flatten)]
+    index_dir: IndexDirArg,
+}
+
 /// Subcommands of `airlock eval`.
 #[derive(Debug, Subcommand)]
-pub enum EvalCommand {}
+pub enum EvalCommand {
+    /// File-level retrieval recall on SWE-bench-style instances against local mirrors.
+    Retrieval(EvalRetrievalArgs),
+}
 
-pub fn index(_args: IndexArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("index is not built yet")
+/// Arguments of `airlock eval retrieval`.
+#[derive(Debug, Args)]
+pub struct EvalRetrievalArgs {
+    /// JSON-lines file of instances (instance_id, repo, base_commit, problem_statement, patch).
+    #[arg(long, value_name = "FILE.jsonl")]
+    instances: PathBuf,
+    /// Directory of mirrors named <owner>+<name> (bare or normal clones; <owner>+<name>/repo also accepted).
+    #[arg(long, value_name = "DIR")]
+    mirrors: PathBuf,
+    /// Print the full report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Evaluate only the first N instances.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Index directory [default: a fresh temporary one, so first indexes are full].
+    #[arg(long, value_name = "DIR")]
+    index_dir: Option<PathBuf>,
 }
-pub fn search(_args: SearchArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("search is not built yet")
+
+fn progress_printer(label: &str) -> impl FnMut(IndexProgress) + '_ {
+    let mut last = 0usize;
+    move |p: IndexProgress| {
+        // Every 200 blobs and at the end: enough to show life on a large repository.
+        if p.done == p.total || p.done >= last + 200 {
+            last = p.done;
+            eprintln!("{label}: extracted {}/{} new blobs", p.done, p.total);
+        }
+    }
 }
-pub fn map(_args: MapArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("map is not built yet")
+
+/// `airlock index`.
+pub fn index(args: IndexArgs) -> anyhow::Result<ExitCode> {
+    let mut engine = Engine::open(&args.repo, &args.index_dir.resolve())?;
+    let mut progress = progress_printer("index");
+    let stats = engine.index_with_progress(&args.commit, &mut progress)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&stats)?);
+    } else {
+        println!(
+            "indexed {} at {}: {} files ({} searchable, {} with structure, {} skipped); {} new blobs, {} reused; {} ms",
+            args.repo.display(),
+            stats.commit,
+            stats.files,
+            stats.indexed,
+            stats.structural,
+            stats.skipped,
+            stats.blobs_new,
+            stats.blobs_reused,
+            stats.elapsed_ms
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
+
+fn rank_text(rank: Option<u32>) -> String {
+    rank.map_or_else(|| "-".to_string(), |r| r.to_string())
+}
+
+/// `airlock search`.
+pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
+    let mut engine = Engine::open(&args.repo, &args.index_dir.resolve())?;
+    let mut progress = progress_printer("index");
+    engine.index_with_progress(&args.commit, &mut progress)?;
+    let hits = engine.search(&args.commit, &args.query, args.k)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&hits)?)?;
+    } else {
+        for (i, hit) in hits.iter().enumerate() {
+            let mut flags = String::new();
+            if hit.is_test {
+                flags.push_str(" [test]");
+            }
+            if hit.is_vendored {
+                flags.push_str(" [vendored]");
+            }
+            writeln!(
+                out,
+                "{:>3}. {}:{}-{}  score {:.5}  (lexical {}, structural {}, symbol {}){}",
+                i + 1,
+                hit.path,
+                hit.line_start,
+                hit.line_end,
+                hit.score,
+                rank_text(hit.lexical_rank),
+                rank_text(hit.structural_rank),
+                rank_text(hit.symbol_rank),
+                flags
+            )?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `airlock map`.
+pub fn map(args: MapArgs) -> anyhow::Result<ExitCode> {
+    let mut engine = Engine::open(&args.repo, &args.index_dir.resolve())?;
+    let mut progress = progress_printer("index");
+    engine.index_with_progress(&args.commit, &mut progress)?;
+    let map = engine.repo_map(&args.commit, &args.query, args.tokens)?;
+    print!("{map}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `airlock eval ...`.
 pub fn eval(cmd: EvalCommand) -> anyhow::Result<ExitCode> {
-    match cmd {}
+    match cmd {
+        EvalCommand::Retrieval(args) => eval_retrieval(args),
+    }
+}
+
+fn fmt_rank(rank: Option<&Option<u32>>) -> String {
+    rank_text(rank.copied().flatten())
+}
+
+fn eval_retrieval(args: EvalRetrievalArgs) -> anyhow::Result<ExitCode> {
+    let options = eval::EvalOptions {
+        instances: args.instances,
+        mirrors: args.mirrors,
+        index_dir: args.index_dir,
+        limit: args.limit,
+    };
+    let report = eval::run(&options, &mut |r| {
+        eprintln!(
+            "{}: first gold rank fused {} (lexical {}, structural {}, symbol {}); index {:.0} ms ({} new blobs), query {:.1} ms",
+            r.instance_id,
+            fmt_rank(r.first_gold_rank.get("fused")),
+            fmt_rank(r.first_gold_rank.get("lexical")),
+            fmt_rank(r.first_gold_rank.get("structural")),
+            fmt_rank(r.first_gold_rank.get("symbol")),
+            r.index_ms,
+            r.blobs_new,
+            r.query_ms
+        );
+    })?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(out, "instances: {}", report.instances)?;
+    writeln!(
+        out,
+        "{:<11} {:>9} {:>9} {:>10} {:>7}",
+        "channel", "recall@1", "recall@5", "recall@10", "MRR"
+    )?;
+    for name in eval::CHANNELS {
+        if let Some(m) = report.channels.get(name) {
+            writeln!(
+                out,
+                "{:<11} {:>9.3} {:>9.3} {:>10.3} {:>7.3}",
+                name, m.recall_at_1, m.recall_at_5, m.recall_at_10, m.mrr
+            )?;
+        }
+    }
+    writeln!(
+        out,
+        "full index p50 {:.0} ms; incremental index p50 {:.0} ms; query p50 {:.1} ms (max {:.1} ms)",
+        report.full_index_ms_p50,
+        report.incremental_index_ms_p50,
+        report.query_ms_p50,
+        report.query_ms_max
+    )?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,20 +1,237 @@
 //! `airlock sandbox run` and `airlock doctor`. Owned by the sandbox work.
+//!
+//! Exit codes of `airlock sandbox run`: the child's own exit code; 128 + N when a signal N
+//! killed it; 124 when the timeout fired; 125 when the sandbox refused to run (a missing
+//! kernel feature) or could not be set up. `airlock doctor` exits 0 when every layer is
+//! available, 1 otherwise.
 
+use airlock_sandbox::{Error, Layer, SandboxBuilder};
 use clap::{Args, Subcommand};
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+/// Exit code when the sandbox refuses to run or cannot be set up.
+pub const EXIT_SANDBOX_REFUSED: u8 = 125;
+/// Exit code when the child was killed by the timeout.
+pub const EXIT_TIMED_OUT: u8 = 124;
 
 /// Arguments of `airlock doctor`.
 #[derive(Debug, Args)]
-pub struct DoctorArgs {}
+pub struct DoctorArgs {
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
 
 /// Subcommands of `airlock sandbox`.
 #[derive(Debug, Subcommand)]
-pub enum SandboxCommand {}
-
-pub fn doctor(_args: DoctorArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("doctor is not built yet")
+pub enum SandboxCommand {
+    /// Run a command inside the sandbox, streaming its output.
+    Run(RunArgs),
 }
 
+/// Arguments of `airlock sandbox run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Grant PATH read-only (repeatable).
+    #[arg(long = "ro", value_name = "PATH")]
+    ro: Vec<PathBuf>,
+    /// Grant PATH read-write (repeatable).
+    #[arg(long = "rw", value_name = "PATH")]
+    rw: Vec<PathBuf>,
+    /// Show LOWER read-write at MOUNTPOINT; writes land in a scratch directory (repeatable).
+    #[arg(long = "overlay", value_name = "LOWER:MOUNTPOINT")]
+    overlay: Vec<String>,
+    /// Keep the overlay writes in DIR/upper instead of discarding them (single overlay only).
+    #[arg(long = "overlay-keep", value_name = "DIR")]
+    overlay_keep: Option<PathBuf>,
+    /// Wall-clock limit in seconds; the whole sandbox is killed when it passes.
+    #[arg(long, value_name = "SECS", default_value_t = 300.0)]
+    timeout: f64,
+    /// Memory limit in MB.
+    #[arg(long, value_name = "MB", default_value_t = 2048)]
+    memory: u64,
+    /// Process (task) limit.
+    #[arg(long = "max-procs", value_name = "N", default_value_t = 512)]
+    max_procs: u32,
+    /// Bytes of output passed on; the rest is dropped and counted.
+    #[arg(long = "max-output", value_name = "BYTES", default_value_t = 16 * 1024 * 1024)]
+    max_output: u64,
+    /// Largest file the child may write, in MB.
+    #[arg(long = "max-file-size", value_name = "MB", default_value_t = 1024)]
+    max_file_size: u64,
+    /// Pass the caller's variable NAME, or set NAME=VALUE (repeatable). Nothing else passes.
+    #[arg(long = "env", value_name = "NAME[=VALUE]")]
+    env: Vec<String>,
+    /// Working directory inside the sandbox (default: the first --rw, else the first overlay, else /).
+    #[arg(long, value_name = "PATH")]
+    cwd: Option<PathBuf>,
+    /// Do not grant the system program and library directories (/usr, /bin, /lib, ...) read-only.
+    #[arg(long = "no-system")]
+    no_system: bool,
+    /// Run even if some layers are missing on this host; the summary lists them.
+    #[arg(long = "allow-degraded")]
+    allow_degraded: bool,
+    /// After the output, print the run summary as one JSON line on stdout.
+    #[arg(long)]
+    json: bool,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+/// `airlock doctor`: layer-by-layer support of this host.
+pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
+    let report = airlock_sandbox::probe(None)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "airlock doctor: kernel {}, landlock ABI {}",
+            report.kernel, report.landlock_abi
+        );
+        for l in &report.layers {
+            let state = if l.available {
+                "ok"
+            } else if l.required {
+                "MISSING"
+            } else {
+                "missing (optional)"
+            };
+            println!(
+                "  {:<18} {:<19} {}: {}",
+                l.layer.name(),
+                state,
+                l.feature,
+                l.detail
+            );
+        }
+        println!(
+            "runs would be refused: {}",
+            if report.runs_refused {
+                "yes (use --allow-degraded to run weaker)"
+            } else {
+                "no"
+            }
+        );
+    }
+    Ok(if report.all_available() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `airlock sandbox ...`.
 pub fn run(cmd: SandboxCommand) -> anyhow::Result<ExitCode> {
-    match cmd {}
+    match cmd {
+        SandboxCommand::Run(args) => run_command(args),
+    }
+}
+
+fn builder_from(args: &RunArgs) -> anyhow::Result<SandboxBuilder> {
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        anyhow::bail!("--timeout must be a positive number of seconds");
+    }
+    let mut b = SandboxBuilder::new();
+    if !args.no_system {
+        b = b.system_ro();
+    }
+    for p in &args.ro {
+        b = b.ro(p);
+    }
+    for p in &args.rw {
+        b = b.rw(p);
+    }
+    if args.overlay_keep.is_some() && args.overlay.len() != 1 {
+        anyhow::bail!("--overlay-keep needs exactly one --overlay");
+    }
+    for o in &args.overlay {
+        let Some((lower, mountpoint)) = o.split_once(':') else {
+            anyhow::bail!("--overlay {o}: expected LOWER:MOUNTPOINT");
+        };
+        b = match &args.overlay_keep {
+            Some(keep) => b.overlay_keep(lower, mountpoint, keep),
+            None => b.overlay(lower, mountpoint),
+        };
+    }
+    for e in &args.env {
+        b = match e.split_once('=') {
+            Some((name, value)) => b.env(name, value),
+            None => b.pass_env(e),
+        };
+    }
+    if let Some(cwd) = &args.cwd {
+        b = b.cwd(cwd);
+    }
+    Ok(b.timeout(Duration::from_secs_f64(args.timeout))
+        .memory_mb(args.memory)
+        .max_procs(args.max_procs)
+        .max_output(args.max_output)
+        .max_file_size_mb(args.max_file_size)
+        .allow_degraded(args.allow_degraded))
+}
+
+/// Remembers whether the last byte written ended a line, so the JSON summary starts on its own.
+struct LineTracker<W: Write> {
+    inner: W,
+    at_line_start: bool,
+}
+
+impl<W: Write> Write for LineTracker<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        if n > 0 {
+            self.at_line_start = buf[n - 1] == b'\n';
+        }
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let builder = builder_from(&args)?;
+    let mut stdout = LineTracker {
+        inner: std::io::stdout().lock(),
+        at_line_start: true,
+    };
+    let mut stderr = std::io::stderr().lock();
+    let summary = match builder.run_streaming(&args.command, &mut stdout, &mut stderr) {
+        Ok(s) => s,
+        Err(
+            err @ (Error::Refused { .. }
+            | Error::Setup { .. }
+            | Error::Path { .. }
+            | Error::Config(_)),
+        ) => {
+            drop(stderr);
+            eprintln!("airlock: sandbox: {err}");
+            if let Error::Refused { feature, .. } = &err {
+                eprintln!("airlock: missing layer: {}", Layer::name(*feature));
+            }
+            return Ok(ExitCode::from(EXIT_SANDBOX_REFUSED));
+        }
+        Err(err) => return Err(err.into()),
+    };
+    if args.json {
+        if !stdout.at_line_start {
+            writeln!(stdout)?;
+        }
+        writeln!(stdout, "{}", serde_json::to_string(&summary)?)?;
+        stdout.flush()?;
+    }
+    let code = if summary.timed_out {
+        EXIT_TIMED_OUT
+    } else if let Some(code) = summary.exit_code {
+        code.clamp(0, 255) as u8
+    } else if let Some(sig) = summary.signal {
+        (128 + sig).clamp(0, 255) as u8
+    } else {
+        EXIT_SANDBOX_REFUSED
+    };
+    Ok(ExitCode::from(code))
 }

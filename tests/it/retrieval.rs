@@ -1,1 +1,312 @@
-//! End-to-end tests of the `airlock` retrieval commands.
+//! End-to-end tests of the `airlock` retrieval commands (`index`, `search`, `map`, `eval`).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_DATE", "2020-01-01T00:00:00Z")
+        .env("GIT_COMMITTER_DATE", "2020-01-01T00:00:00Z")
+        .output()
+        .expect("the git command is needed by these tests");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn write(dir: &Path, path: &str, content: &str) {
+    let full = dir.join(path);
+    std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+    std::fs::write(full, content).unwrap();
+}
+
+/// A small repository: a parser package, a test, a README. Returns the first commit.
+fn fixture(dir: &Path) -> String {
+    git(dir, &["init", "-q", "-b", "main"]);
+    write(
+        dir,
+        "pkg/parser.py",
+        "\"\"\"Parse configuration files.\"\"\"\n\n\nclass ConfigParser:\n    \"\"\"Reads ini-style configuration.\"\"\"\n\n    def parse_section(self, text):\n        return text.strip()\n",
+    );
+    write(
+        dir,
+        "pkg/render.py",
+        "from pkg.parser import ConfigParser\n\n\ndef render_table(rows):\n    \"\"\"Render rows as an ASCII table.\"\"\"\n    return ConfigParser().parse_section(str(rows))\n",
+    );
+    write(
+        dir,
+        "tests/test_parser.py",
+        "from pkg.parser import ConfigParser\n\n\ndef test_parse_section():\n    assert ConfigParser().parse_section(' a ') == 'a'\n",
+    );
+    write(
+        dir,
+        "README.md",
+        "# pkg\n\nConfiguration parsing and table rendering.\n",
+    );
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "one"]);
+    git(dir, &["rev-parse", "HEAD"])
+}
+
+fn airlock(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+#[test]
+fn index_reports_files_and_is_incremental() {
+    let repo = tempfile::tempdir().unwrap();
+    let index = tempfile::tempdir().unwrap();
+    let head = fixture(repo.path());
+    let (r, i) = (
+        repo.path().to_str().unwrap(),
+        index.path().to_str().unwrap(),
+    );
+    let first: serde_json::Value =
+        serde_json::from_str(&stdout(&airlock(&["index", r, "--index-dir", i, "--json"]))).unwrap();
+    assert_eq!(first["commit"], head.as_str());
+    assert_eq!(first["files"], 4);
+    assert_eq!(first["structural"], 3);
+    assert_eq!(first["blobs_new"], 4);
+
+    write(
+        repo.path(),
+        "pkg/render.py",
+        "def render_table(rows):\n    return rows\n",
+    );
+    git(repo.path(), &["commit", "-q", "-am", "two"]);
+    let second: serde_json::Value = serde_json::from_str(&stdout(&airlock(&[
+        "index",
+        r,
+        "--index-dir",
+        i,
+        "--json",
+        "--commit",
+        "main",
+    ])))
+    .unwrap();
+    assert_eq!(second["blobs_new"], 1);
+    assert_eq!(second["blobs_reused"], 3);
+
+    let text = stdout(&airlock(&["index", r, "--index-dir", i, "--commit", &head]));
+    assert!(text.contains(&format!("at {head}: 4 files")), "{text}");
+}
+
+#[test]
+fn search_json_lists_hits_with_channel_ranks() {
+    let repo = tempfile::tempdir().unwrap();
+    let index = tempfile::tempdir().unwrap();
+    fixture(repo.path());
+    let (r, i) = (
+        repo.path().to_str().unwrap(),
+        index.path().to_str().unwrap(),
+    );
+    let out = stdout(&airlock(&[
+        "search",
+        r,
+        "ConfigParser.parse_section drops whitespace",
+        "--json",
+        "-k",
+        "3",
+        "--index-dir",
+        i,
+    ]));
+    let hits: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(hits.len(), 3);
+    assert_eq!(hits[0]["path"], "pkg/parser.py");
+    assert_eq!(hits[0]["symbol_rank"], 1);
+    assert_eq!(hits[0]["is_test"], false);
+    let test_hit = hits
+        .iter()
+        .find(|h| h["path"] == "tests/test_parser.py")
+        .unwrap();
+    assert_eq!(test_hit["is_test"], true);
+    for key in [
+        "score",
+        "lexical_rank",
+        "structural_rank",
+        "line_start",
+        "line_end",
+        "is_vendored",
+    ] {
+        assert!(hits[0].get(key).is_some(), "missing {key}");
+    }
+}
+
+#[test]
+fn search_text_output_is_deterministic() {
+    let repo = tempfile::tempdir().unwrap();
+    fixture(repo.path());
+    let r = repo.path().to_str().unwrap();
+    let run = || {
+        let index = tempfile::tempdir().unwrap();
+        stdout(&airlock(&[
+            "search",
+            r,
+            "render an ascii table",
+            "--index-dir",
+            index.path().to_str().unwrap(),
+        ]))
+    };
+    let first = run();
+    assert_eq!(first, run());
+    let top = first.lines().next().unwrap();
+    assert!(top.starts_with("  1. pkg/render.py:"), "{first}");
+}
+
+#[test]
+fn map_fits_the_token_budget() {
+    let repo = tempfile::tempdir().unwrap();
+    let index = tempfile::tempdir().unwrap();
+    fixture(repo.path());
+    let (r, i) = (
+        repo.path().to_str().unwrap(),
+        index.path().to_str().unwrap(),
+    );
+    let full = stdout(&airlock(&["map", r, "--index-dir", i, "--tokens", "2000"]));
+    assert!(full.contains("class ConfigParser"), "{full}");
+    assert!(full.contains("def render_table(rows)"), "{full}");
+    for tokens in [5usize, 20, 60] {
+        let map = stdout(&airlock(&[
+            "map",
+            r,
+            "--index-dir",
+            i,
+            "--tokens",
+            &tokens.to_string(),
+            "--query",
+            "render_table",
+        ]));
+        assert!(map.chars().count().div_ceil(4) <= tokens, "{tokens}: {map}");
+    }
+    let small = stdout(&airlock(&[
+        "map",
+        r,
+        "--index-dir",
+        i,
+        "--tokens",
+        "20",
+        "--query",
+        "render_table",
+    ]));
+    assert!(small.starts_with("pkg/render.py:\n"), "{small}");
+}
+
+#[test]
+fn not_a_repository_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = airlock(&[
+        "search",
+        dir.path().to_str().unwrap(),
+        "x",
+        "--index-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot open git repository"), "{err}");
+}
+
+#[test]
+fn eval_retrieval_scores_instances_against_mirrors() {
+    let mirrors = tempfile::tempdir().unwrap();
+    let mirror = mirrors.path().join("acme+pkg");
+    std::fs::create_dir_all(&mirror).unwrap();
+    let head = fixture(&mirror);
+    let instance = |id: &str, problem: &str, file: &str| {
+        serde_json::json!({
+            "instance_id": id, "repo": "acme/pkg", "base_commit": head,
+            "problem_statement": problem,
+            "patch": format!("diff --git a/{file} b/{file}\n--- a/{file}\n+++ b/{file}\n"),
+            "hints_text": "",
+        })
+        .to_string()
+    };
+    let lines = [
+        instance(
+            "acme__pkg-1",
+            "ConfigParser.parse_section keeps inner spaces",
+            "pkg/parser.py",
+        ),
+        instance(
+            "acme__pkg-2",
+            "render_table output is not an ASCII table",
+            "pkg/render.py",
+        ),
+    ];
+    let file = mirrors.path().join("instances.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let out = stdout(&airlock(&[
+        "eval",
+        "retrieval",
+        "--instances",
+        file.to_str().unwrap(),
+        "--mirrors",
+        mirrors.path().to_str().unwrap(),
+        "--json",
+    ]));
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["instances"], 2);
+    for channel in ["lexical", "structural", "symbol", "fused"] {
+        assert!(
+            report["channels"][channel]["recall_at_10"].is_number(),
+            "{channel}"
+        );
+    }
+    assert_eq!(report["channels"]["fused"]["recall_at_1"], 1.0);
+    assert_eq!(
+        report["results"][0]["gold"],
+        serde_json::json!(["pkg/parser.py"])
+    );
+
+    let text = stdout(&airlock(&[
+        "eval",
+        "retrieval",
+        "--instances",
+        file.to_str().unwrap(),
+        "--mirrors",
+        mirrors.path().to_str().unwrap(),
+        "--limit",
+        "1",
+    ]));
+    assert!(text.contains("instances: 1"), "{text}");
+    assert!(text.contains("fused"), "{text}");
+
+    let missing = airlock(&[
+        "eval",
+        "retrieval",
+        "--instances",
+        file.to_str().unwrap(),
+        "--mirrors",
+        "/nonexistent",
+    ]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no mirror of acme/pkg"));
+}

@@ -1,1 +1,961 @@
-//! End-to-end tests of the `airlock` sandbox commands.
+//! End-to-end tests of the `airlock` sandbox commands: the escape suite and the positive runs.
+//!
+//! Every test runs the real binary. Escape tests assert both that the attempt failed inside
+//! and that the caller is unharmed outside. A host without a kernel feature the sandbox needs
+//! fails these tests with a message naming the feature (see `require_full_sandbox`); they
+//! never skip.
+
+use serde_json::Value;
+use std::net::{TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use tempfile::TempDir;
+
+const PYTHON: &str = "/usr/bin/python3";
+
+fn airlock() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_airlock"))
+}
+
+/// Fail (never skip) when the host lacks a layer, naming the missing kernel features.
+fn require_full_sandbox() {
+    static DOCTOR: OnceLock<Result<(), String>> = OnceLock::new();
+    let verdict = DOCTOR.get_or_init(|| {
+        let out = airlock().args(["doctor", "--json"]).output().unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .map_err(|e| format!("airlock doctor --json printed no report ({e})"))?;
+        let missing: Vec<String> = report["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["available"] != Value::Bool(true))
+            .map(|l| format!("{} ({})", l["feature"], l["detail"]))
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "this host lacks kernel features the sandbox needs: {}",
+                missing.join("; ")
+            ))
+        }
+    });
+    if let Err(msg) = verdict {
+        panic!("{msg}");
+    }
+}
+
+/// The result of one `airlock sandbox run --json`.
+struct Run {
+    out: Output,
+    /// The child's stdout (the summary line removed).
+    stdout: String,
+    stderr: String,
+    summary: Value,
+}
+
+impl Run {
+    fn code(&self) -> Option<i32> {
+        self.out.status.code()
+    }
+    fn timed_out(&self) -> bool {
+        self.summary["timed_out"] == Value::Bool(true)
+    }
+    fn exit_code(&self) -> Option<i64> {
+        self.summary["exit_code"].as_i64()
+    }
+}
+
+fn sandbox_with(envs: &[(&str, &str)], args: &[&str], cmd: &[&str]) -> Run {
+    require_full_sandbox();
+    let mut c = airlock();
+    c.args(["sandbox", "run", "--json"])
+        .args(args)
+        .arg("--")
+        .args(cmd);
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    let out = c.stdin(Stdio::null()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let trimmed = text.trim_end_matches('\n');
+    let (body, last) = match trimmed.rfind('\n') {
+        Some(i) => (&trimmed[..i + 1], &trimmed[i + 1..]),
+        None => ("", trimmed),
+    };
+    let summary: Value = serde_json::from_str(last).unwrap_or_else(|e| {
+        panic!(
+            "no JSON summary ({e}); exit {:?}\nstdout:\n{text}\nstderr:\n{stderr}",
+            out.status
+        )
+    });
+    Run {
+        out,
+        stdout: body.to_string(),
+        stderr,
+        summary,
+    }
+}
+
+fn sandbox(args: &[&str], cmd: &[&str]) -> Run {
+    sandbox_with(&[], args, cmd)
+}
+
+fn sh(args: &[&str], script: &str) -> Run {
+    sandbox(args, &["/bin/sh", "-c", script])
+}
+
+fn py(args: &[&str], code: &str) -> Run {
+    sandbox(args, &[PYTHON, "-c", code])
+}
+
+fn s(p: &Path) -> String {
+    p.to_str().unwrap().to_string()
+}
+
+fn dir() -> TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+// ---------------------------------------------------------------- network
+
+#[test]
+fn tcp_connect_to_a_host_loopback_listener_fails() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let r = py(
+        &[],
+        &format!(
+            "import socket\ntry:\n s=socket.create_connection(('127.0.0.1',{port}),timeout=3)\n print('CONNECTED')\nexcept OSError as e:\n print('BLOCKED', e)"
+        ),
+    );
+    assert!(r.stdout.contains("BLOCKED"), "{}{}", r.stdout, r.stderr);
+    assert!(!r.stdout.contains("CONNECTED"));
+    assert!(
+        listener.accept().is_err(),
+        "the host listener saw a connection"
+    );
+}
+
+#[test]
+fn udp_send_to_the_host_fails() {
+    let host = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = host.local_addr().unwrap().port();
+    let r = py(
+        &[],
+        &format!(
+            "import socket\ntry:\n s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n s.sendto(b'leak',('127.0.0.1',{port}))\n print('SENT')\nexcept OSError as e:\n print('BLOCKED', e)"
+        ),
+    );
+    assert!(r.stdout.contains("BLOCKED"), "{}{}", r.stdout, r.stderr);
+    host.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 16];
+    assert!(
+        host.recv_from(&mut buf).is_err(),
+        "the host received a datagram"
+    );
+}
+
+#[test]
+fn dns_lookup_fails() {
+    let r = py(
+        &[],
+        "import socket\ntry:\n print('RESOLVED', socket.getaddrinfo('example.com', 80))\nexcept OSError as e:\n print('BLOCKED', e)",
+    );
+    assert!(r.stdout.contains("BLOCKED"), "{}{}", r.stdout, r.stderr);
+}
+
+#[test]
+fn bash_dev_tcp_fails() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let r = sandbox(
+        &[],
+        &[
+            "/bin/bash",
+            "-c",
+            &format!(
+                "if echo leak > /dev/tcp/127.0.0.1/{port}; then echo CONNECTED; else echo BLOCKED; fi"
+            ),
+        ],
+    );
+    assert!(r.stdout.contains("BLOCKED"), "{}{}", r.stdout, r.stderr);
+    assert!(
+        listener.accept().is_err(),
+        "the host listener saw a connection"
+    );
+}
+
+#[test]
+fn abstract_unix_socket_to_a_host_listener_fails() {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixListener};
+    let name = format!("airlock-escape-{}", std::process::id());
+    let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = UnixListener::bind_addr(&addr).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let r = py(
+        &[],
+        &format!(
+            "import socket\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect('\\0{name}')\n print('CONNECTED')\nexcept OSError as e:\n print('BLOCKED', e)"
+        ),
+    );
+    assert!(r.stdout.contains("BLOCKED"), "{}{}", r.stdout, r.stderr);
+    assert!(
+        listener.accept().is_err(),
+        "the host listener saw a connection"
+    );
+}
+
+#[test]
+fn named_unix_socket_outside_the_roots_is_unreachable() {
+    use std::os::unix::net::UnixListener;
+    let outside = dir();
+    let path = outside.path().join("host.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let r = py(
+        &[],
+        &format!(
+            "import socket\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect({:?})\n print('CONNECTED')\nexcept OSError as e:\n print('BLOCKED', e)",
+            s(&path)
+        ),
+    );
+    assert!(r.stdout.contains("BLOCKED"), "{}{}", r.stdout, r.stderr);
+    assert!(
+        listener.accept().is_err(),
+        "the host listener saw a connection"
+    );
+}
+
+#[test]
+fn only_loopback_exists_and_it_is_up() {
+    let r = sh(&[], "cat /proc/net/dev; echo ---; cat /proc/net/if_inet6");
+    let (dev, inet6) = r.stdout.split_once("---\n").unwrap();
+    let ifaces: Vec<&str> = dev
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(':').next())
+        .map(str::trim)
+        .collect();
+    assert_eq!(ifaces, vec!["lo"], "{}", r.stdout);
+    // The kernel only gives loopback its ::1 address once the interface is up.
+    assert!(
+        inet6
+            .lines()
+            .any(|l| l.starts_with("00000000000000000000000000000001") && l.ends_with("lo")),
+        "loopback is not up: {inet6}"
+    );
+}
+
+// ---------------------------------------------------------------- filesystem
+
+#[test]
+fn write_outside_the_rw_roots_fails() {
+    let ro = dir();
+    let rw = dir();
+    let outside = dir();
+    std::fs::write(ro.path().join("keep"), "original").unwrap();
+    let script = format!(
+        "echo x > {ro}/keep; echo x > {ro}/new; echo x > {out}/new; echo x > /etc/airlock-escape; echo x > /newfile; echo ok > {rw}/ok",
+        ro = s(ro.path()),
+        rw = s(rw.path()),
+        out = s(outside.path())
+    );
+    let r = sh(&["--ro", &s(ro.path()), "--rw", &s(rw.path())], &script);
+    assert_eq!(
+        std::fs::read_to_string(ro.path().join("keep")).unwrap(),
+        "original"
+    );
+    assert!(!ro.path().join("new").exists());
+    assert!(!outside.path().join("new").exists());
+    assert!(!Path::new("/etc/airlock-escape").exists());
+    assert!(!Path::new("/newfile").exists());
+    assert_eq!(
+        std::fs::read_to_string(rw.path().join("ok")).unwrap(),
+        "ok\n",
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_write_into_lower_through_the_overlay_never_reaches_lower() {
+    let lower = dir();
+    std::fs::write(lower.path().join("f"), "lower\n").unwrap();
+    std::fs::create_dir(lower.path().join("sub")).unwrap();
+    let overlay = format!("{}:/work/tree", s(lower.path()));
+    let script = "cat f; echo changed > f; echo new > g; rm -r sub; cat f; ls";
+    let r = sh(&["--overlay", &overlay], script);
+    assert_eq!(r.exit_code(), Some(0), "{}", r.stderr);
+    assert!(r.stdout.starts_with("lower\nchanged\n"), "{}", r.stdout);
+    assert!(r.stdout.contains('g'));
+    assert_eq!(
+        std::fs::read_to_string(lower.path().join("f")).unwrap(),
+        "lower\n"
+    );
+    assert!(!lower.path().join("g").exists());
+    assert!(lower.path().join("sub").is_dir());
+    // The lower tree itself is not granted: not even visible at its own path.
+    let r = sh(
+        &["--overlay", &overlay],
+        &format!("cat {}/f || echo HIDDEN", s(lower.path())),
+    );
+    assert!(r.stdout.contains("HIDDEN"), "{}", r.stdout);
+}
+
+#[test]
+fn overlay_keep_puts_the_writes_in_the_scratch_directory() {
+    let lower = dir();
+    let scratch = dir();
+    std::fs::write(lower.path().join("f"), "lower\n").unwrap();
+    let overlay = format!("{}:/work/tree", s(lower.path()));
+    let r = sh(
+        &["--overlay", &overlay, "--overlay-keep", &s(scratch.path())],
+        "echo changed > f",
+    );
+    assert_eq!(r.exit_code(), Some(0), "{}", r.stderr);
+    assert_eq!(
+        std::fs::read_to_string(scratch.path().join("upper/f")).unwrap(),
+        "changed\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(lower.path().join("f")).unwrap(),
+        "lower\n"
+    );
+}
+
+#[test]
+fn a_symlink_planted_in_a_rw_root_cannot_write_outside() {
+    let rw = dir();
+    let outside = dir();
+    let target = outside.path().join("target");
+    std::fs::write(&target, "untouched").unwrap();
+    std::os::unix::fs::symlink(&target, rw.path().join("link")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", rw.path().join("passwd")).unwrap();
+    let r = sh(
+        &["--rw", &s(rw.path())],
+        "echo pwned > link; echo pwned >> passwd; ln -s /etc/hostname own; echo pwned > own; cat link passwd own 2>&1; echo END",
+    );
+    assert!(r.stdout.contains("END"));
+    assert!(
+        !r.stdout.contains("root:"),
+        "host /etc/passwd leaked: {}",
+        r.stdout
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched");
+    assert!(
+        !std::fs::read_to_string("/etc/passwd")
+            .unwrap()
+            .contains("pwned")
+    );
+}
+
+#[test]
+fn a_hardlink_to_an_outside_file_cannot_be_made() {
+    let rw = dir();
+    let outside = dir();
+    let secret = outside.path().join("secret");
+    std::fs::write(&secret, "outside").unwrap();
+    let r = sh(
+        &["--rw", &s(rw.path())],
+        &format!(
+            "ln {sec} hl 2>&1 || echo NOLINK; ln /usr/bin/id idlink 2>&1 || echo NOLINK2; echo pwned > hl; ls",
+            sec = s(&secret)
+        ),
+    );
+    assert!(r.stdout.contains("NOLINK"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("NOLINK2"),
+        "cross-root hardlink allowed: {}",
+        r.stdout
+    );
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "outside");
+    assert!(!rw.path().join("idlink").exists());
+}
+
+#[test]
+fn a_secret_file_outside_the_roots_cannot_be_read() {
+    let home = dir();
+    let ssh = home.path().join(".ssh");
+    std::fs::create_dir(&ssh).unwrap();
+    std::fs::write(
+        ssh.join("id_rsa"),
+        "-----BEGIN FAKE KEY----- airlock-secret",
+    )
+    .unwrap();
+    let rw = dir();
+    let r = sh(
+        &["--rw", &s(rw.path())],
+        &format!(
+            "cat {}/id_rsa 2>&1; cat /root/.ssh/id_rsa 2>&1; ls {} 2>&1; echo END",
+            s(&ssh),
+            s(home.path())
+        ),
+    );
+    assert!(r.stdout.contains("END"));
+    assert!(!r.stdout.contains("airlock-secret"), "{}", r.stdout);
+    assert!(!r.stdout.contains("BEGIN"), "{}", r.stdout);
+}
+
+#[test]
+fn host_files_outside_the_roots_are_not_visible() {
+    let r = sh(
+        &[],
+        "ls /etc /home /sys /root 2>&1; cat /etc/hostname /etc/shadow 2>&1; echo END",
+    );
+    assert!(r.stdout.contains("END"));
+    let host_name = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+    if !host_name.trim().is_empty() {
+        assert!(
+            !r.stdout.contains(&format!("\n{}\n", host_name.trim())),
+            "{}",
+            r.stdout
+        );
+    }
+    assert!(!r.stdout.contains("root:"), "{}", r.stdout);
+}
+
+#[test]
+fn filling_the_disk_stops_at_the_file_size_limit() {
+    let rw = dir();
+    let r = sh(
+        &["--rw", &s(rw.path()), "--max-file-size", "8"],
+        "head -c 67108864 /dev/zero > big; echo status=$?",
+    );
+    let size = std::fs::metadata(rw.path().join("big")).unwrap().len();
+    assert!(size <= 8 * 1024 * 1024, "file grew to {size} bytes");
+    assert!(!r.stdout.contains("status=0"), "{}", r.stdout);
+    // The private /tmp is bounded too and vanishes with the sandbox.
+    let r = sh(
+        &[],
+        "head -c 1073741824 /dev/zero > /tmp/big; echo status=$?",
+    );
+    assert!(!r.stdout.contains("status=0"), "{}", r.stdout);
+}
+
+// ---------------------------------------------------------------- processes and privileges
+
+#[test]
+fn the_parents_environ_cannot_be_read() {
+    let me = std::process::id();
+    let r = sandbox_with(
+        &[("AIRLOCK_TEST_PARENT_SECRET", "s3cr3t-parent")],
+        &[],
+        &[
+            "/bin/sh",
+            "-c",
+            &format!("cat /proc/{me}/environ /proc/1/environ /proc/*/environ 2>&1; echo END"),
+        ],
+    );
+    assert!(r.stdout.contains("END"));
+    assert!(!r.stdout.contains("s3cr3t-parent"), "{}", r.stdout);
+}
+
+#[test]
+fn host_processes_are_invisible_and_cannot_be_signalled_or_traced() {
+    let mut victim = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = victim.id();
+    let code = format!(
+        r#"import os, ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+for p in ({pid}, 1, os.getppid()):
+    try:
+        os.kill(p, 9)
+        print('KILLED', p)
+    except OSError as e:
+        print('nokill', p, e.errno)
+    r = libc.ptrace(16, p, 0, 0)
+    print('ATTACHED' if r == 0 else 'noptrace', p, ctypes.get_errno())
+print('pids', sorted(int(d) for d in os.listdir('/proc') if d.isdigit()))
+"#
+    );
+    let r = py(&[], &code);
+    assert!(!r.stdout.contains("KILLED"), "{}{}", r.stdout, r.stderr);
+    assert!(!r.stdout.contains("ATTACHED"), "{}", r.stdout);
+    assert!(r.stdout.contains("pids"), "{}", r.stderr);
+    assert!(
+        victim.try_wait().unwrap().is_none(),
+        "a host process was killed"
+    );
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    let pids_line = r.stdout.lines().find(|l| l.starts_with("pids")).unwrap();
+    let visible: Vec<u32> = pids_line
+        .trim_start_matches("pids")
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    assert!(
+        !visible.contains(&pid),
+        "host pid {pid} visible: {pids_line}"
+    );
+    assert!(
+        visible.len() < 10,
+        "too many processes visible: {pids_line}"
+    );
+}
+
+#[test]
+fn the_child_is_unprivileged_with_every_capability_dropped() {
+    let r = sh(
+        &[],
+        "id -u; id -g; grep -E '^(Cap|NoNewPrivs|Seccomp:)' /proc/self/status",
+    );
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines[0], "1000", "{}", r.stdout);
+    assert_eq!(lines[1], "1000");
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        let line = lines.iter().find(|l| l.starts_with(set)).unwrap();
+        assert!(line.ends_with("0000000000000000"), "{line}");
+    }
+    assert!(r.stdout.contains("NoNewPrivs:\t1"));
+    assert!(r.stdout.contains("Seccomp:\t2"));
+}
+
+#[test]
+fn a_setuid_binary_gains_no_privilege() {
+    let rw = dir();
+    let suid = rw.path().join("id-suid");
+    std::fs::copy("/usr/bin/id", &suid).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let r = sh(
+        &["--rw", &s(rw.path())],
+        &format!(
+            "{} -u; /usr/bin/su -c 'id -u' root 2>&1 </dev/null; /usr/bin/mount -t tmpfs x /tmp 2>&1; echo END",
+            s(&suid)
+        ),
+    );
+    assert!(r.stdout.contains("END"));
+    assert!(r.stdout.starts_with("1000\n"), "{}", r.stdout);
+    assert!(!r.stdout.lines().any(|l| l.trim() == "0"), "{}", r.stdout);
+}
+
+#[test]
+fn mount_and_unshare_are_refused() {
+    let r = py(
+        &[],
+        "import ctypes, os\nlibc=ctypes.CDLL(None, use_errno=True)\n\
+print('mount', libc.mount(b'none', b'/tmp', b'tmpfs', 0, None), ctypes.get_errno())\n\
+print('unshare', libc.unshare(0x10000000), ctypes.get_errno())\n\
+print('unshare_ns', libc.unshare(0x00020000), ctypes.get_errno())",
+    );
+    assert!(
+        r.stdout.contains(&format!("mount -1 {}", libc_eperm())),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+    assert!(
+        r.stdout.contains(&format!("unshare -1 {}", libc_eperm())),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains(&format!("unshare_ns -1 {}", libc_eperm())),
+        "{}",
+        r.stdout
+    );
+    let r = sh(&[], "mount -t tmpfs none /tmp 2>&1; echo status=$?");
+    assert!(!r.stdout.contains("status=0"), "{}", r.stdout);
+}
+
+fn libc_eperm() -> i32 {
+    1
+}
+
+#[test]
+fn io_uring_is_refused() {
+    let r = py(
+        &[],
+        "import ctypes\nlibc=ctypes.CDLL(None, use_errno=True)\nbuf=ctypes.create_string_buffer(256)\n\
+r=libc.syscall(425, 8, buf)\nprint('io_uring_setup', r, ctypes.get_errno())",
+    );
+    assert!(
+        r.stdout.contains("io_uring_setup -1 1"),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+}
+
+#[test]
+fn bpf_perf_keyctl_userfaultfd_and_process_vm_are_refused() {
+    let code = r#"import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+for name, nr in (('bpf', 321), ('perf_event_open', 298), ('keyctl', 250), ('userfaultfd', 323),
+                 ('process_vm_readv', 310), ('ptrace', 101), ('kexec_load', 246)):
+    r = libc.syscall(nr, 0, 0, 0, 0, 0)
+    print(name, r, ctypes.get_errno())
+"#;
+    let r = py(&[], code);
+    for name in [
+        "bpf",
+        "perf_event_open",
+        "keyctl",
+        "userfaultfd",
+        "process_vm_readv",
+        "ptrace",
+        "kexec_load",
+    ] {
+        assert!(
+            r.stdout.contains(&format!("{name} -1 1\n")),
+            "{name}: {}{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+}
+
+// ---------------------------------------------------------------- limits
+
+#[test]
+fn a_fork_bomb_is_contained() {
+    let marker = format!("airlock-forkbomb-{}", std::process::id());
+    let r = sandbox(
+        &["--max-procs", "64", "--timeout", "5"],
+        &[
+            "/bin/bash",
+            "-c",
+            &format!(
+                "exec -a {marker} /bin/bash -c 'b() {{ b | b & }}; b; sleep 2; echo survived'"
+            ),
+        ],
+    );
+    assert!(r.code().is_some(), "airlock itself was killed");
+    // The caller can still start processes, and no sandboxed process is left behind.
+    assert!(Command::new("true").status().unwrap().success());
+    let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&ps.stdout).contains(&marker),
+        "a fork-bomb process outlived the sandbox"
+    );
+}
+
+#[test]
+fn a_memory_bomb_is_stopped() {
+    let r = py(
+        &["--memory", "128"],
+        "x = bytearray(1 << 31)\nprint('ALLOCATED', len(x))",
+    );
+    assert!(!r.stdout.contains("ALLOCATED"), "{}", r.stdout);
+    assert_ne!(r.exit_code(), Some(0));
+    let oom_killed = r.summary["signal"].as_i64() == Some(9);
+    assert!(
+        oom_killed || r.stderr.contains("MemoryError"),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+}
+
+#[test]
+fn a_busy_loop_is_killed_at_the_timeout() {
+    let r = sh(&["--timeout", "1"], "while :; do :; done");
+    assert!(r.timed_out(), "{}", r.summary);
+    assert_eq!(r.summary["signal"].as_i64(), Some(9));
+    assert_eq!(r.code(), Some(124));
+}
+
+#[test]
+fn sleeping_past_the_timeout_is_killed_with_its_whole_tree() {
+    let marker = format!("airlock-sleep-marker-{}", std::process::id());
+    let r = sh(
+        &["--timeout", "1"],
+        &format!("(exec -a {marker} sleep 300 &); sleep 300"),
+    );
+    assert!(r.timed_out(), "{}", r.summary);
+    assert_eq!(r.code(), Some(124));
+    let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&ps.stdout).contains(&marker),
+        "a sandboxed process outlived the timeout"
+    );
+}
+
+#[test]
+fn a_grandchild_holding_stdout_does_not_hang_the_caller() {
+    let r = sh(
+        &["--timeout", "60"],
+        "(sleep 300 &); (exec sleep 301 >&2 &); echo done",
+    );
+    assert_eq!(r.exit_code(), Some(0));
+    assert!(!r.timed_out());
+    assert!(r.stdout.contains("done"));
+}
+
+#[test]
+fn output_is_capped_and_the_dropped_bytes_counted() {
+    let r = sh(
+        &["--max-output", "1000"],
+        "head -c 100000 /dev/zero | tr '\\0' a; echo; echo tail >&2",
+    );
+    assert_eq!(
+        r.summary["stdout_bytes"].as_u64().unwrap() + r.summary["stderr_bytes"].as_u64().unwrap(),
+        1000
+    );
+    assert_eq!(
+        r.summary["output_bytes_dropped"].as_u64(),
+        Some(100000 + 1 + 5 - 1000)
+    );
+    assert_eq!(r.stdout.trim_end().len(), 1000);
+}
+
+// ---------------------------------------------------------------- environment
+
+#[test]
+fn the_callers_environment_does_not_arrive_unless_named() {
+    let envs = [
+        ("AIRLOCK_TEST_SECRET", "caller-secret-value"),
+        ("AIRLOCK_TEST_NAMED", "named-value"),
+    ];
+    let r = sandbox_with(
+        &envs,
+        &["--env", "AIRLOCK_TEST_NAMED", "--env", "SET_HERE=x"],
+        &["/usr/bin/env"],
+    );
+    assert!(!r.stdout.contains("caller-secret-value"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("AIRLOCK_TEST_NAMED=named-value"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("SET_HERE=x"));
+    let names: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter_map(|l| l.split('=').next())
+        .collect();
+    assert_eq!(
+        names,
+        vec!["AIRLOCK_TEST_NAMED", "HOME", "PATH", "SET_HERE"],
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn stdin_is_closed_and_the_child_has_its_own_session() {
+    let r = py(
+        &[],
+        "import os, sys\nprint(repr(sys.stdin.read()))\nprint(os.getsid(0) == os.getpid(), os.getpgrp() == os.getpid())",
+    );
+    assert!(
+        r.stdout.contains("''\nTrue True"),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+}
+
+// ---------------------------------------------------------------- refusal and degraded runs
+
+#[test]
+fn a_missing_layer_refuses_the_run_and_names_the_feature() {
+    require_full_sandbox();
+    for layer in ["landlock_fs", "user_namespace", "seccomp", "overlay"] {
+        let lower = dir();
+        let out = airlock()
+            .env("AIRLOCK_SANDBOX_PRETEND_MISSING", layer)
+            .args([
+                "sandbox",
+                "run",
+                "--overlay",
+                &format!("{}:/work/x", s(lower.path())),
+                "--",
+                "/bin/true",
+            ])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{layer}: {stderr}");
+        assert!(
+            stderr.contains(&format!("missing layer: {layer}")),
+            "{layer}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn allow_degraded_runs_weaker_and_lists_the_missing_layers() {
+    let r = sandbox_with(
+        &[("AIRLOCK_SANDBOX_PRETEND_MISSING", "seccomp,landlock_scope")],
+        &["--allow-degraded"],
+        &["/bin/true"],
+    );
+    assert_eq!(r.exit_code(), Some(0), "{}", r.stderr);
+    let missing: Vec<&str> = r.summary["layers_missing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(missing, vec!["landlock_scope", "seccomp"]);
+}
+
+#[test]
+fn doctor_reports_every_layer_and_that_runs_are_not_refused() {
+    require_full_sandbox();
+    let out = airlock().args(["doctor", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["runs_refused"], Value::Bool(false));
+    assert!(report["landlock_abi"].as_u64().unwrap() >= 6);
+    assert_eq!(report["layers"].as_array().unwrap().len(), 17);
+    let text = airlock().arg("doctor").output().unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains("runs would be refused: no"));
+    let refused = airlock()
+        .env("AIRLOCK_SANDBOX_PRETEND_MISSING", "landlock_fs")
+        .arg("doctor")
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stdout).contains("runs would be refused: yes"));
+}
+
+// ---------------------------------------------------------------- positive runs
+
+#[test]
+fn granted_roots_are_readable_and_rw_roots_writable() {
+    let ro = dir();
+    let rw = dir();
+    std::fs::write(ro.path().join("data"), "readable").unwrap();
+    let r = sh(
+        &["--ro", &s(ro.path()), "--rw", &s(rw.path())],
+        &format!(
+            "cat {}/data; mkdir sub; echo written > sub/out; echo tmp > /tmp/t && cat /tmp/t",
+            s(ro.path())
+        ),
+    );
+    assert_eq!(r.exit_code(), Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout, "readabletmp\n");
+    assert_eq!(
+        std::fs::read_to_string(rw.path().join("sub/out")).unwrap(),
+        "written\n"
+    );
+    let applied = r.summary["layers_applied"].as_array().unwrap();
+    assert!(applied.len() >= 16, "{}", r.summary);
+    assert!(r.summary["layers_missing"].as_array().unwrap().is_empty());
+}
+
+fn real_python() -> PathBuf {
+    let versions = Path::new("/root/.pyenv/versions/3.11.7");
+    let candidate = versions.join("bin/python3");
+    let found = std::fs::canonicalize(&candidate).unwrap_or_else(|e| {
+        panic!(
+            "the Python test needs the pyenv interpreter {} ({e})",
+            candidate.display()
+        )
+    });
+    assert!(found.starts_with(versions));
+    found
+}
+
+#[test]
+fn a_python_unittest_suite_runs_green_inside() {
+    let python = real_python();
+    let proj = dir();
+    std::fs::write(
+        proj.path().join("calc.py"),
+        "def add(a, b):\n    return a + b\n",
+    )
+    .unwrap();
+    std::fs::write(
+        proj.path().join("test_calc.py"),
+        "import os, tempfile, unittest\nimport calc\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(calc.add(2, 3), 5)\n\n    def test_tmp(self):\n        with tempfile.NamedTemporaryFile() as f:\n            f.write(b'x')\n\n    def test_cwd_writable(self):\n        with open('out.txt', 'w') as f:\n            f.write('ok')\n",
+    )
+    .unwrap();
+    let r = sandbox(
+        &[
+            "--ro",
+            "/root/.pyenv/versions/3.11.7",
+            "--rw",
+            &s(proj.path()),
+        ],
+        &[&s(&python), "-m", "unittest", "-v"],
+    );
+    assert_eq!(r.exit_code(), Some(0), "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("Ran 3 tests"), "{}", r.stderr);
+    assert!(r.stderr.contains("OK"));
+}
+
+#[test]
+fn cargo_test_of_a_tiny_offline_crate_runs_green_inside() {
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let cargo_home = std::env::var("CARGO_HOME").unwrap_or_else(|_| format!("{home}/.cargo"));
+    let rustup_home = std::env::var("RUSTUP_HOME").unwrap_or_else(|_| format!("{home}/.rustup"));
+    let proj = dir();
+    std::fs::create_dir(proj.path().join("src")).unwrap();
+    std::fs::write(
+        proj.path().join("Cargo.toml"),
+        "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        proj.path().join("src/lib.rs"),
+        "pub fn double(x: u32) -> u32 { x * 2 }\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn doubles() { assert_eq!(super::double(21), 42); }\n}\n",
+    )
+    .unwrap();
+    let target = dir();
+    let path = format!("{cargo_home}/bin:/usr/bin:/bin");
+    let r = sandbox(
+        &[
+            "--ro",
+            &cargo_home,
+            "--ro",
+            &rustup_home,
+            "--rw",
+            &s(proj.path()),
+            "--rw",
+            &s(target.path()),
+            "--env",
+            &format!("CARGO_HOME={cargo_home}"),
+            "--env",
+            &format!("RUSTUP_HOME={rustup_home}"),
+            "--env",
+            &format!("PATH={path}"),
+            "--env",
+            &format!("CARGO_TARGET_DIR={}", s(target.path())),
+            "--env",
+            "CARGO_NET_OFFLINE=true",
+            "--timeout",
+            "300",
+        ],
+        &["cargo", "test", "--offline"],
+    );
+    assert_eq!(r.exit_code(), Some(0), "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("test tests::doubles ... ok"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn a_failing_child_is_a_summary_not_an_error() {
+    let r = sh(&[], "echo out; echo err >&2; exit 7");
+    assert_eq!(r.code(), Some(7));
+    assert_eq!(r.exit_code(), Some(7));
+    assert_eq!(r.stdout, "out\n");
+    assert_eq!(r.stderr, "err\n");
+    let r = sh(&[], "kill -TERM $$");
+    assert_eq!(r.summary["signal"].as_i64(), Some(15));
+    assert_eq!(r.code(), Some(128 + 15));
+}
+
+#[test]
+fn a_missing_command_is_a_setup_error() {
+    require_full_sandbox();
+    let out = airlock()
+        .args(["sandbox", "run", "--", "no-such-command-airlock"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-command-airlock"));
+}

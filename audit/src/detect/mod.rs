@@ -1,0 +1,165 @@
+//! The deterministic prompt-injection detector.
+//!
+//! It runs over every text a tool hands a model (file reads, search snippets, issue bodies,
+//! tool output) and returns findings: line, rule and excerpt. It flags and records; it never
+//! blocks, rewrites or strips the text, which reaches the model unchanged and stays data.
+//!
+//! How it keeps false positives low (measured with `airlock audit fp-scan`): ordinary source
+//! and documentation constantly say "add this dependency", "install the package" or "send the
+//! token to the server" to human readers, so a request to add a URL, dependency, credential,
+//! workflow or file is only flagged when the text is also aimed at the agent's own work ("when
+//! you fix this…", "…in your pull request"), sits next to text that addresses an AI or
+//! overrides instructions, or is hidden (an HTML comment in Markdown, a line carrying invisible
+//! characters). Text that addresses an AI, claims to change the agent's instructions, tries to
+//! hide something from the reviewer, or carries chat-template tokens is flagged on its own.
+//!
+//! Matching runs on a normalised copy of the text: lowercased, comment leaders stripped,
+//! invisible characters removed, Unicode tag characters decoded to the ASCII they smuggle and
+//! common Cyrillic/Greek/fullwidth look-alikes folded to Latin, so that "іgnore" spelt with a
+//! Cyrillic і or a phrase split by zero-width spaces still matches. Excerpts come from the
+//! original text with invisible characters shown as `<U+XXXX>`.
+
+mod hidden;
+mod rules;
+
+use serde::{Deserialize, Serialize};
+
+/// What kind of text is being scanned; decides which rules apply (HTML comments are only
+/// hidden text in Markdown and issue bodies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    /// A file of the checkout (read_file).
+    File,
+    /// A snippet returned by search.
+    SearchSnippet,
+    /// The body of the issue being worked on (Markdown).
+    IssueBody,
+    /// Output of a tool run (test output, reader digest).
+    ToolOutput,
+}
+
+/// A detector rule. The string ids are stable: they are stored in audit records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rule {
+    /// Zero-width or otherwise invisible characters (ZWSP, word joiner, mid-text BOM, invisible
+    /// operators, Hangul fillers; ZWJ/ZWNJ only where they do not join non-ASCII script).
+    InvisibleCharacter,
+    /// Bidirectional embedding, override or isolate controls (and LRM/RLM/ALM on lines
+    /// without right-to-left script).
+    BidiControl,
+    /// Unicode tag characters (U+E0000..U+E007F), which can smuggle invisible ASCII.
+    TagCharacters,
+    /// An HTML comment in Markdown (hidden when rendered) that carries instructions.
+    HiddenHtmlComment,
+    /// Text that addresses an AI, assistant, agent or language model.
+    AddressesAi,
+    /// Text that claims to change, replace or override the agent's instructions.
+    OverridesInstructions,
+    /// Text that asks to hide something from the user or reviewer.
+    ConcealsFromReviewer,
+    /// Chat-template control tokens (`<|im_start|>`, `[INST]`, `<<SYS>>`).
+    ChatTemplateToken,
+    /// A request to add or include a URL.
+    RequestsUrl,
+    /// A request to add a dependency.
+    RequestsDependency,
+    /// A request to add, reveal or send a credential.
+    RequestsCredential,
+    /// A request to add a CI workflow or hook.
+    RequestsWorkflow,
+    /// A request to create a file.
+    RequestsFile,
+    /// Instructions to send a secret to an outside address.
+    ExfiltratesSecret,
+}
+
+impl Rule {
+    /// The stable id stored in audit records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::InvisibleCharacter => "invisible-character",
+            Rule::BidiControl => "bidi-control",
+            Rule::TagCharacters => "tag-characters",
+            Rule::HiddenHtmlComment => "hidden-html-comment",
+            Rule::AddressesAi => "addresses-ai",
+            Rule::OverridesInstructions => "overrides-instructions",
+            Rule::ConcealsFromReviewer => "conceals-from-reviewer",
+            Rule::ChatTemplateToken => "chat-template-token",
+            Rule::RequestsUrl => "requests-url",
+            Rule::RequestsDependency => "requests-dependency",
+            Rule::RequestsCredential => "requests-credential",
+            Rule::RequestsWorkflow => "requests-workflow",
+            Rule::RequestsFile => "requests-file",
+            Rule::ExfiltratesSecret => "exfiltrates-secret",
+        }
+    }
+}
+
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One flagged place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    /// 1-based line number.
+    pub line: u64,
+    /// The rule that fired.
+    pub rule: Rule,
+    /// The original line, trimmed, at most 200 characters, invisible characters as `<U+XXXX>`.
+    pub excerpt: String,
+}
+
+/// Scan `text` and return findings sorted by line then rule, at most one per (line, rule).
+/// `path` is where the text came from (used to recognise Markdown); the text is not changed.
+pub fn detect(text: &str, source: SourceKind, path: Option<&str>) -> Vec<Finding> {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let mut hits: Vec<(usize, Rule)> = hidden::scan(&lines);
+    let markdown = source == SourceKind::IssueBody || path.is_some_and(is_markdown);
+    rules::scan(text, &lines, markdown, &mut hits);
+    hits.sort_unstable();
+    hits.dedup();
+    hits.into_iter()
+        .map(|(i, rule)| Finding {
+            line: i as u64 + 1,
+            rule,
+            excerpt: excerpt(lines.get(i).copied().unwrap_or_default()),
+        })
+        .collect()
+}
+
+/// Whether every detector pattern compiled. Always true in a tested build; callers that
+/// measure or rely on the detector check it so a broken pattern can never pass silently.
+pub fn rules_ready() -> bool {
+    rules::all_compiled()
+}
+
+/// Whether a path names a Markdown document.
+pub fn is_markdown(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    [".md", ".markdown", ".mdx", ".mkd", ".mdown"]
+        .iter()
+        .any(|ext| lower.ends_with(ext))
+}
+
+/// The line as a person should see it in a report.
+pub fn excerpt(line: &str) -> String {
+    const MAX_CHARS: usize = 200;
+    let mut out = String::new();
+    for (count, c) in line.trim().chars().enumerate() {
+        if count >= MAX_CHARS {
+            out.push('…');
+            break;
+        }
+        if hidden::is_invisible_or_control(c) {
+            out.push_str(&format!("<U+{:04X}>", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}

@@ -1,0 +1,312 @@
+//! Phrase rules over the normalised text.
+
+use super::Rule;
+use super::hidden::fold;
+use regex::Regex;
+use std::sync::OnceLock;
+
+/// Gap between two words of a phrase (punctuation, spaces, a comment line break).
+const G: &str = r"\W{1,6}";
+
+/// Nouns that can only mean an AI system.
+const AI: &str = r"(?:ai|a\.i\.|llms?|large\W{1,3}language\W{1,3}models?|language\W{1,3}models?|ai\W{1,3}(?:models?|assistants?|agents?|tools?|systems?|reviewers?|bots?|coders?|helpers?)|(?:coding|code|software|autonomous|automated|ai-powered)\W{1,3}(?:assistants?|agents?|bots?|reviewers?)|chatbots?|chat\W?gpt|gpt-?\d(?:\.\d)?o?|claude|copilot|gemini|codex|devin|cline|aider)";
+
+/// AI nouns plus the generic ones that need a strong context around them.
+fn ai_any() -> String {
+    format!(r"(?:{AI}|assistants?|agents?|bots?)")
+}
+
+/// Phrases that put a request into the agent's own work.
+fn agent_context_when() -> String {
+    format!(
+        r"(?:\b(?:when(?:ever)?|after|before|while|once|as\W+soon\W+as)\W{{1,3}}you{G}(?:fix|patch|submit|resolve|address|finish|complete|work{G}on|open{G}(?:the|a|your){G}(?:pr|pull\W?request))\b|\b(?:as\W+part\W+of|while|when){G}(?:fixing|resolving|addressing|patching|working\W+on){G}(?:this|the\W+issue|the\W+bug)\b)"
+    )
+}
+
+/// Phrases that put a request into the agent's output ("…in your pull request").
+fn agent_context_in() -> String {
+    format!(
+        r"(?:\b(?:in|to|into|with){G}your{G}(?:pull\W?request|pr|pr\W(?:description|body|title)|patch|diff|fix|commit(?:\W+message)?|response|reply|answer|output|summary|solution|submission)\b|\b(?:in|to|into){G}the{G}(?:pull\W?request|pr)(?:\W(?:description|body|title))?\b)"
+    )
+}
+
+/// Any character of a sentence: a dot only when it is not followed by a space (URLs, paths).
+const SENT: &str = r"(?:[^.!?;]|\.\S)";
+
+const REQUEST_VERB: &str = r"\b(?:add|adds|adding|include|insert|append|embed|install|import|require|download|fetch|curl|wget|send|upload|post|create|put|paste|reference|print|echo|reveal|output|commit|register)\b";
+
+fn objects() -> [(Rule, &'static str); 5] {
+    [
+        (Rule::RequestsCredential, r"\b(?:credentials?|secrets?|tokens?|api\W?keys?|passwords?|ssh\W?keys?|private\W?keys?|access\W?keys?|id_rsa|aws_(?:secret|access)\w*|github_token|npm_token|environment\W+variables|env\W+vars)\b|\.env\b|~/\.ssh"),
+        (Rule::RequestsWorkflow, r"\b(?:workflows?|github\W+actions?|ci\W+(?:job|step|config|configuration|pipeline)s?|pipelines?|pre-commit\W+hooks?|git\W+hooks?|cron\W?jobs?|gitlab-ci|jenkinsfile)\b|\.github/"),
+        (Rule::RequestsDependency, r"\b(?:dependenc(?:y|ies)|package|library|crate|gem|plugin|requirements\.txt|package\.json|cargo\.toml|pom\.xml|go\.mod|gemfile|pyproject\.toml|npm\W+install|pip\W+install|cargo\W+add)\b"),
+        (Rule::RequestsUrl, r"https?://|\bwww\.\w|\b(?:urls?|endpoints?|webhooks?|tracking\W+pixels?|(?:this|the\W+following)\W+(?:link|domain|address))\b"),
+        (Rule::RequestsFile, r"\b(?:new\W+file|(?:a|the)\W+file\W+(?:named|called)|create\W+(?:a\W+|the\W+)?file|(?:add|create)\W+(?:a\W+)?(?:script|binary|executable))\b"),
+    ]
+}
+
+struct Compiled {
+    /// Rules that flag on their own.
+    strong: Vec<(Rule, Regex)>,
+    /// Request verb followed by an object of one category, in the agent's context.
+    in_context: Vec<(Rule, Regex)>,
+    /// Request verb followed by an object, without context (flagged only near strong findings
+    /// or in hidden text).
+    weak: Vec<(Rule, Regex)>,
+    /// Rules matched against the original text, case-sensitive.
+    raw: Vec<(Rule, Regex)>,
+    /// Instruction-like text inside a Markdown HTML comment.
+    comment_imperative: Option<Regex>,
+    expected: usize,
+    compiled: usize,
+}
+
+fn strong_patterns() -> Vec<(Rule, String)> {
+    let ai_any = ai_any();
+    vec![
+        // "Note to the AI:", "Instructions for LLM agents", "Hey Claude"
+        (Rule::AddressesAi, format!(r"\b(?:note|notice|message|instructions?|reminder|attention|attn|warning|important|psa|directive|hint|memo)\W{{0,4}}(?:to|for){G}(?:(?:the|all|any|every)\W{{1,3}})?{ai_any}\b")),
+        (Rule::AddressesAi, format!(r"\b(?:attention|attn|hey|hi|hello|dear|greetings|yo|calling){G}(?:(?:the|all|any|fellow|every)\W{{1,3}})?{AI}\b")),
+        (Rule::AddressesAi, format!(r"\b(?:dear|hey|hello){G}(?:assistant|agent)s?\b")),
+        // Vocative at the start of a sentence: "AI: please…", "Assistant, ignore…"
+        (Rule::AddressesAi, format!(r"(?m)(?:^|[.!?]\s+)\W*{AI}\s*[,:]\s*(?:please|you|ignore|disregard|forget|do\s+not|don't|never|always|add|include|insert|make\s+sure|ensure|remember|stop|before|when|from\s+now|your)\b")),
+        (Rule::AddressesAi, r"(?m)(?:^|[.!?]\s+)\W*(?:assistant|agent)\s*[,:]\s*(?:please\W+)?(?:ignore|disregard|forget|do\s+not|don't|never|you\s+must|from\s+now)\b".to_string()),
+        (Rule::AddressesAi, format!(r"\bif\W+you\W{{1,3}}(?:are|re)\W+(?:an?\W+|the\W+)?(?:{AI}|assistant|agent|bot)\b")),
+        (Rule::AddressesAi, format!(r"\b(?:{AI}|assistants|agents)\W{{1,3}}(?:that\W+(?:is|are)\W+|who\W+(?:is|are)\W+)?(?:reading|processing|parsing|analy[sz]ing|reviewing|scanning|ingesting|summari[sz]ing|crawling|indexing|seeing|working\W+(?:on|with)|fixing|tasked\W+with)\W{{1,3}}(?:this|these)\b")),
+        (Rule::AddressesAi, format!(r"\byou\W+are\W+(?:now\W+)?(?:an?\W+)?(?:{AI}|(?:helpful|harmless|honest|coding|programming|software\W+engineering)\W+(?:assistant|agent|ai))\b")),
+        (Rule::AddressesAi, format!(r"\bas\W+an?\W+(?:{AI}|assistant|agent)\b[^\n.]{{0,40}}\byou\b")),
+        (Rule::OverridesInstructions, r"\byou\W+are\W+now\W+(?:in\W+)?(?:developer|dev|maintenance|god|debug|unrestricted|jailbreak|jailbroken|admin|root|sudo|dan)\W+mode\b".to_string()),
+        // "ignore all previous instructions", "disregard the above system prompt"
+        (Rule::OverridesInstructions, r"\b(?:ignore|disregard|forget|bypass|abandon|discard|set\W+aside|stop\W+following|do\W+not\W+follow|don't\W+follow|no\W+longer\W+follow)\W{1,6}(?:(?:all|any|every|each|of|the|your|my|these|those|its|their|other)\W{1,6}){0,3}(?:previous|prior|preceding|above|earlier|original|initial|system|safety)\W{1,6}(?:(?:and|or|all|any|the|of|your)\W{1,6})?(?:\w+\W{1,6})?(?:instructions|prompts?|directives?|guidelines|guardrails|rules|constraints|orders|context|messages)\b".to_string()),
+        (Rule::OverridesInstructions, format!(r"\b(?:ignore|disregard|forget|override|bypass)\W{{1,6}}(?:all\W+|any\W+)?(?:your|the\W+(?:assistant|agent|model|ai)'?s?){G}(?:\w+{G})?(?:instructions|prompt|programming|guidelines|guardrails|rules|directives|system\W+prompt|system\W+message)\b")),
+        (Rule::OverridesInstructions, format!(r"\b(?:ignore|disregard|forget){G}(?:everything|all|anything){G}(?:above|before|prior|previously|you\W+(?:were|have\W+been|ve\W+been)\W+(?:told|given|instructed))\b")),
+        (Rule::OverridesInstructions, format!(r"\b(?:ignore|disregard|forget){G}the{G}above{G}(?:and|instructions|directions|text|prompt|context)\b")),
+        (Rule::OverridesInstructions, format!(r"\b(?:ignore|disregard|forget|abandon){G}(?:the|your){G}(?:(?:original|current|assigned|actual|given|real){G})?(?:issue|task|assignment|goal|objective|ticket){G}(?:you{G}(?:were|have\W+been|ve\W+been){G}(?:given|assigned|asked)|and{G}instead)\b")),
+        (Rule::OverridesInstructions, format!(r"\b(?:your|the\W+(?:assistant|agent|model|ai)'?s?){G}(?:new|real|actual|true|updated|revised|only|primary|sole|secret){G}(?:instructions?|directives?|system\W+prompt|task|goal|objective|mission|orders|job|priority|purpose){G}(?:is|are|was|were|has|have)\b|\b(?:your|the\W+(?:assistant|agent|model|ai)'?s?){G}(?:new|real|actual|true|updated|revised|secret){G}(?:instructions?|directives?|system\W+prompt|task|goal|objective|mission|orders)\s*:")),
+        (Rule::OverridesInstructions, format!(r"\b(?:new|updated|revised|additional|special|secret|hidden|priority|urgent|override){G}(?:instructions?|directives?|system\W+prompt|orders){G}(?:for|to){G}(?:(?:the|all|any){G})?(?:{ai_any}|models?|you)\b")),
+        (Rule::OverridesInstructions, r"\b(?:system|admin|administrator|prompt|instruction)\W{1,3}(?:prompt\W{1,3})?override\b\s*(?::|mode|activated|enabled|engaged|in\W+effect|protocol)".to_string()),
+        (Rule::OverridesInstructions, format!(r"\boverride{G}(?:all{G}|any{G})?(?:your|the{G}(?:previous|prior|above|original|system))(?:{G}\w+)?{G}(?:instructions|prompt|system\W+prompt|directives|guardrails)\b")),
+        (Rule::OverridesInstructions, format!(r"\byour{G}(?:\w+{G})?(?:instructions|system\W+prompt|prompt|directives|guidelines|guardrails|rules|task|orders){G}(?:have|has){G}(?:been{G})?(?:changed|updated|overridden|replaced|revised|superseded|modified|lifted|removed|disabled)\b")),
+        (Rule::OverridesInstructions, format!(r"\b(?:system\W+prompt|(?:the\W+)?instructions\W+you\W+(?:were|have\W+been)\W+given){G}(?:has|have|is|are){G}(?:been{G})?(?:changed|updated|overridden|replaced|revised|superseded|outdated|obsolete|void)\b")),
+        (Rule::OverridesInstructions, r"\b(?:do\W+anything\W+now|dan\W+mode)\b".to_string()),
+        (Rule::ConcealsFromReviewer, format!(r"\b(?:do\W+not|don't|dont|never|must\W+not){G}(?:tell|mention|reveal|disclose){G}(?:(?:this|that|it|anything|about\W+(?:this|it)){G})?(?:to{G})?(?:the{G}|your{G})?(?:user|human|reviewer|operator|approver|maintainer|supervisor|owner)s?\b")),
+        (Rule::ConcealsFromReviewer, format!(r"\bwithout{G}(?:telling|informing|alerting){G}(?:the{G}|your{G})?(?:user|human|reviewer|operator|approver|maintainer)s?\b")),
+        (Rule::ConcealsFromReviewer, format!(r"\b(?:hide|conceal){G}(?:this|these|it|the{G}change|the{G}changes){G}(?:\w+{G})?from{G}(?:the{G}|any{G})?(?:user|human|reviewer|operator|approver|maintainer)s?\b")),
+        (Rule::ConcealsFromReviewer, format!(r"\b(?:do\W+not|don't|never){G}(?:mention|include|list|report|disclose|explain){G}(?:this|these|it|that){G}(?:\w+{G}){{0,2}}(?:in|to){G}(?:the{G}|your{G})?(?:pr|pull\W?request|summary|commit\W+message|description|changelog|output|response|reviewer)\b")),
+        (Rule::ExfiltratesSecret, format!(r"\b(?:send|post|upload|exfiltrate|leak|forward|transmit|email|beacon|pipe)\W{{1,6}}(?:\w+\W{{1,6}}){{0,4}}?(?:credentials?|secrets?|tokens?|api\W?keys?|passwords?|ssh\W?keys?|private\W?keys?|id_rsa|environment\W+variables|env\W+vars|aws_\w+|github_token|npm_token)\b[^\n!?;]{{0,80}}?(?:https?://|\b(?:to|at){G}(?:\d{{1,3}}\.){{3}}\d{{1,3}})")),
+        (Rule::ExfiltratesSecret, r"(?:~/\.ssh/\S*|\bid_rsa\b|/etc/shadow|\.aws/credentials)[^\n]{0,80}?(?:https?://|\|\s*(?:curl|nc|wget)\b)|\b(?:curl|wget)\b[^\n]{0,80}(?:~/\.ssh/|\bid_rsa\b|/etc/shadow|\.aws/credentials)".to_string()),
+    ]
+}
+
+fn compile() -> Compiled {
+    let mut expected = 0;
+    let mut compiled = 0;
+    let mut build = |p: &str| {
+        expected += 1;
+        let r = Regex::new(p).ok();
+        compiled += usize::from(r.is_some());
+        r
+    };
+    let strong = strong_patterns()
+        .into_iter()
+        .filter_map(|(rule, p)| build(&p).map(|r| (rule, r)))
+        .collect();
+    let raw = [(
+        Rule::ChatTemplateToken,
+        r"<\|(?:im_start|im_end|im_sep|system|endoftext|eot_id|start_header_id|end_header_id|begin_of_text)\|>|\[/?INST\]|<</?SYS>>",
+    )]
+    .into_iter()
+    .filter_map(|(rule, p)| build(p).map(|r| (rule, r)))
+    .collect();
+    let ctx_when = agent_context_when();
+    let ctx_in = agent_context_in();
+    let mut in_context = Vec::new();
+    let mut weak = Vec::new();
+    for (rule, obj) in objects() {
+        let before = format!(r"(?:{ctx_when}|{ctx_in}){SENT}{{0,120}}?{REQUEST_VERB}{SENT}{{0,80}}?(?:{obj})");
+        let after = format!(r"{REQUEST_VERB}{SENT}{{0,100}}?(?:{obj}){SENT}{{0,100}}?{ctx_in}");
+        if let Some(r) = build(&format!("{before}|{after}")) {
+            in_context.push((rule, r));
+        }
+        if let Some(r) = build(&format!(r"{REQUEST_VERB}[^!?;\n]{{0,80}}?(?:{obj})")) {
+            weak.push((rule, r));
+        }
+    }
+    let comment_imperative = build(&format!(
+        r"\b(?:you|please|must|make\W+sure|be\W+sure|remember\W+to|always|never|should){G}(?:\w+{G}){{0,4}}?{REQUEST_VERB}[^!?;]{{0,80}}?(?:https?://|\b(?:url|endpoint|webhook|dependency|dependencies|package|credentials?|secrets?|tokens?|api\W?keys?|passwords?|workflows?|script|new\W+file)\b|\.github/)"
+    ));
+    Compiled {
+        strong,
+        in_context,
+        weak,
+        raw,
+        comment_imperative,
+        expected,
+        compiled,
+    }
+}
+
+fn compiled() -> &'static Compiled {
+    static RULES: OnceLock<Compiled> = OnceLock::new();
+    RULES.get_or_init(compile)
+}
+
+/// True when every pattern compiled (a unit test holds this).
+pub(crate) fn all_compiled() -> bool {
+    let c = compiled();
+    c.expected == c.compiled && c.comment_imperative.is_some()
+}
+
+/// The normalised text with a map back to line numbers.
+struct Normalized {
+    text: String,
+    line_starts: Vec<usize>,
+}
+
+impl Normalized {
+    fn new(lines: &[&str]) -> Self {
+        let mut text = String::new();
+        let mut line_starts = Vec::with_capacity(lines.len());
+        let mut buf = String::new();
+        for line in lines {
+            buf.clear();
+            buf.extend(line.chars().filter_map(fold));
+            let mut s = buf.trim_start();
+            if let Some(rest) = s.strip_prefix("<!--") {
+                s = rest;
+            }
+            let s = s.trim_start_matches(|c: char| {
+                matches!(c, ' ' | '\t' | '/' | '#' | '*' | ';' | '%' | '>' | '!' | '-' | '"' | '\'' | '`')
+            });
+            line_starts.push(text.len());
+            text.push_str(s);
+            text.push('\n');
+        }
+        Normalized { text, line_starts }
+    }
+
+    fn line_of(&self, offset: usize) -> usize {
+        self.line_starts.partition_point(|&s| s <= offset).saturating_sub(1)
+    }
+}
+
+/// How many lines after a strong finding a bare request still counts as part of it.
+const NEAR_LINES: usize = 3;
+
+pub(crate) fn scan(text: &str, lines: &[&str], markdown: bool, hits: &mut Vec<(usize, Rule)>) {
+    let rules = compiled();
+    let norm = Normalized::new(lines);
+    let hidden_lines: Vec<usize> = hits.iter().map(|(l, _)| *l).collect();
+    let mut strong_lines = Vec::new();
+    for (rule, re) in &rules.strong {
+        for m in re.find_iter(&norm.text) {
+            let line = norm.line_of(meaningful_start(m));
+            strong_lines.push(line);
+            hits.push((line, *rule));
+        }
+    }
+    for (rule, re) in &rules.raw {
+        for m in re.find_iter(text) {
+            let line = text[..m.start()].bytes().filter(|&b| b == b'\n').count();
+            strong_lines.push(line);
+            hits.push((line, *rule));
+        }
+    }
+    for (rule, re) in &rules.in_context {
+        for m in re.find_iter(&norm.text) {
+            hits.push((norm.line_of(meaningful_start(m)), *rule));
+        }
+    }
+    let hidden_comments = if markdown { html_comments(text) } else { Vec::new() };
+    for (rule, re) in &rules.weak {
+        for m in re.find_iter(&norm.text) {
+            let line = norm.line_of(m.start());
+            let near_strong = strong_lines
+                .iter()
+                .any(|&s| line >= s && line <= s + NEAR_LINES);
+            let in_hidden = hidden_lines.contains(&line)
+                || hidden_comments.iter().any(|&(a, b)| line >= a && line <= b);
+            if near_strong || in_hidden {
+                hits.push((line, *rule));
+            }
+        }
+    }
+    for (first, last) in hidden_comments {
+        let inner = Normalized::new(&lines[first..=last.min(lines.len().saturating_sub(1))]);
+        let flagged = rules.strong.iter().any(|(_, re)| re.is_match(&inner.text))
+            || rules.in_context.iter().any(|(_, re)| re.is_match(&inner.text))
+            || rules
+                .comment_imperative
+                .as_ref()
+                .is_some_and(|re| re.is_match(&inner.text));
+        if flagged {
+            hits.push((first, Rule::HiddenHtmlComment));
+        }
+    }
+}
+
+/// Where a match really starts: patterns may begin with punctuation or line breaks.
+fn meaningful_start(m: regex::Match<'_>) -> usize {
+    m.start()
+        + m.as_str()
+            .find(|c: char| c.is_alphanumeric() || c == '<' || c == '[')
+            .unwrap_or(0)
+}
+
+/// Line ranges (0-based, inclusive) of `<!-- … -->` comments, skipping fenced code blocks.
+fn html_comments(text: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut in_fence = false;
+    let mut open: Option<usize> = None;
+    for (i, line) in text.split('\n').enumerate() {
+        let t = line.trim_start();
+        if open.is_none() && (t.starts_with("```") || t.starts_with("~~~")) {
+            in_fence = !in_fence;
+            continue;
+        }
+        if in_fence {
+            continue;
+        }
+        let mut rest = line;
+        loop {
+            match open {
+                None => match rest.find("<!--") {
+                    Some(p) => {
+                        open = Some(i);
+                        rest = &rest[p + 4..];
+                    }
+                    None => break,
+                },
+                Some(start) => match rest.find("-->") {
+                    Some(p) => {
+                        out.push((start, i));
+                        open = None;
+                        rest = &rest[p + 3..];
+                    }
+                    None => break,
+                },
+            }
+        }
+    }
+    if let Some(start) = open {
+        // An unclosed comment hides the rest of the document.
+        out.push((start, text.split('\n').count().saturating_sub(1)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pattern_compiles() {
+        assert!(all_compiled(), "a detector pattern failed to compile");
+    }
+
+    #[test]
+    fn comment_ranges() {
+        let t = "a\n<!-- x\ny -->\n```\n<!-- in code -->\n```\n<!-- z -->";
+        assert_eq!(html_comments(t), vec![(1, 2), (6, 6)]);
+    }
+}

@@ -1,0 +1,98 @@
+//! Errors of the audit crate.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while writing, reading or verifying an audit log.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The log (or its lock, or its head file) could not be opened, read or written.
+    #[error("audit log {path}: {action}: {source}")]
+    Io {
+        /// The file concerned.
+        path: PathBuf,
+        /// What was being done when the I/O error happened.
+        action: &'static str,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The end of the log is not a valid record and is not a torn write either, so appending
+    /// would extend a chain whose state cannot be established.
+    #[error(
+        "audit log {path}: line {line} (byte {offset}) is not a valid record: {reason}; \
+         refusing to append. Run `airlock audit verify {path}` and have an operator inspect the file"
+    )]
+    CorruptTail {
+        /// The log.
+        path: PathBuf,
+        /// 1-based line number of the offending line.
+        line: u64,
+        /// Byte offset where the offending line starts.
+        offset: u64,
+        /// Why the line is not accepted.
+        reason: String,
+    },
+    /// A run id that cannot be recorded (empty, too long or containing control characters).
+    #[error("invalid run id {run_id:?}: {reason}")]
+    InvalidRunId {
+        /// The rejected run id.
+        run_id: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// An event field that must never be recorded (for example something that looks like a key
+    /// where a model name belongs).
+    #[error("refusing to record event {kind}: field {field} {reason}")]
+    RejectedField {
+        /// The event kind.
+        kind: &'static str,
+        /// The field name.
+        field: &'static str,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// A record's payload does not have the shape its kind requires.
+    #[error("record seq {seq}: payload of kind {kind} does not match its schema: {source}")]
+    Payload {
+        /// Sequence number of the record.
+        seq: u64,
+        /// The record's kind.
+        kind: String,
+        /// The decoding error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A timestamp or duration given by a person could not be understood.
+    #[error(
+        "cannot read time {input:?}: expected RFC 3339 (2026-11-29T18:00:00Z), a date (2026-11-29) \
+         or an age such as 30m, 24h, 7d"
+    )]
+    BadTime {
+        /// What was given.
+        input: String,
+    },
+    /// No audit log path was given and none could be derived from the environment.
+    #[error("no audit log path: pass --log PATH or set AIRLOCK_AUDIT_LOG, AIRLOCK_HOME or HOME")]
+    NoDefaultPath,
+    /// Serialising a record failed (should not happen for the typed events).
+    #[error("cannot serialise event {kind}: {source}")]
+    Serialize {
+        /// The event kind.
+        kind: &'static str,
+        /// The serde error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Result type of the audit crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+pub(crate) fn io(path: &std::path::Path, action: &'static str) -> impl FnOnce(std::io::Error) -> Error {
+    let path = path.to_path_buf();
+    move |source| Error::Io {
+        path,
+        action,
+        source,
+    }
+}

@@ -1,0 +1,331 @@
+//! The typed events a run records. On disk each becomes `"kind": <snake_case name>` and
+//! `"payload": {fields}`.
+
+use crate::detect::SourceKind;
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+/// Whether a test run used a narrow selector or the whole suite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TestScope {
+    /// A selector narrower than the whole suite.
+    Narrow,
+    /// No selector: the whole suite.
+    Full,
+}
+
+/// How a test run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TestResult {
+    /// Every selected test passed.
+    Passed,
+    /// At least one test failed.
+    Failed,
+    /// The test command could not run or crashed.
+    Error,
+    /// The sandbox stopped the run at its time limit.
+    TimedOut,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunOutcome {
+    /// A pull request was submitted to the broker.
+    Pr,
+    /// The issue was handed back with a reason.
+    Escalate,
+    /// The run stopped on an internal error.
+    Failed,
+}
+
+/// One step of a run. Serialised adjacently tagged: `kind` names the variant, `payload` holds
+/// its fields. Nothing here carries a credential: there is no field for one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "payload", rename_all = "snake_case")]
+pub enum Event {
+    /// A run began on one issue of one repository at one pinned commit.
+    RunStarted {
+        /// Repository slug or URL.
+        repository: String,
+        /// The pinned 40-hex commit.
+        commit: String,
+        /// The issue identifier.
+        issue: String,
+        /// SHA-256 of the effective configuration.
+        config_digest: String,
+    },
+    /// One language-model call (never a key, never the prompt).
+    ModelCall {
+        /// Model identifier.
+        model: String,
+        /// Prompt tokens.
+        input_tokens: u64,
+        /// Completion tokens.
+        output_tokens: u64,
+        /// Wall-clock latency in milliseconds.
+        latency_ms: u64,
+    },
+    /// One tool call made by the model.
+    ToolCall {
+        /// Tool name (`search_repo`, `read_file`, ...).
+        tool: String,
+        /// SHA-256 of the canonical JSON arguments.
+        args_digest: String,
+        /// Size of the result handed to the model, in bytes.
+        result_bytes: u64,
+        /// Whether the result was cut at a bound.
+        truncated: bool,
+        /// For reads: the repository-relative path read.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+        /// For reads: bytes of file content returned.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bytes_returned: Option<u64>,
+    },
+    /// A reader subagent returned its digest.
+    ReaderDigest {
+        /// SHA-256 of the brief the reader was given.
+        brief_digest: String,
+        /// SHA-256 of the digest JSON it returned.
+        digest_digest: String,
+        /// File reads the reader used.
+        reads_used: u32,
+        /// Whether the reader said it answered completely.
+        complete: bool,
+        /// Number of anchors returned.
+        anchors: u32,
+    },
+    /// A sandboxed test run.
+    TestRun {
+        /// The selector, absent for a full run.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        selector: Option<String>,
+        /// Narrow or full.
+        scope: TestScope,
+        /// How it ended.
+        result: TestResult,
+        /// True for the broker's witness run against the pinned test tree.
+        #[serde(default, skip_serializing_if = "is_false")]
+        witness: bool,
+    },
+    /// A tool call refused by policy (write allowlist, bounded read refusal, ...).
+    PolicyRefusal {
+        /// The path (or argument) refused.
+        path: String,
+        /// The rule that refused it.
+        rule: String,
+    },
+    /// A model reported text that tried to steer it (`injection_observed` in its output).
+    InjectionObserved {
+        /// Where the text was.
+        path: String,
+        /// What the model quoted or said about it.
+        excerpt: String,
+        /// Line, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        line: Option<u64>,
+    },
+    /// The deterministic detector flagged text a tool handed to a model.
+    InjectionSuspected {
+        /// Where the text came from (file path, `search:<query>`, `issue:<id>`).
+        path: String,
+        /// 1-based line within that text.
+        line: u64,
+        /// The detector rule that fired.
+        rule: String,
+        /// The flagged line, invisible characters shown as `<U+XXXX>`.
+        excerpt: String,
+        /// What kind of text it was.
+        source: SourceKind,
+    },
+    /// The model called `open_pr`; the broker received the submission.
+    OpenPrSubmitted {
+        /// SHA-256 of the submitted arguments.
+        args_digest: String,
+        /// The proposed title.
+        title: String,
+        /// Files the submission claims to change.
+        files_changed: Vec<String>,
+    },
+    /// The broker's decision on a submission: one of the broker's error codes
+    /// (`SCHEMA_INVALID`, `DIGEST_MISMATCH`, `POLICY_VIOLATION`, `APPROVAL_DENIED`,
+    /// `APPROVAL_TIMEOUT`) or `QUEUED` when it was queued for a human.
+    BrokerDecision {
+        /// The code.
+        code: String,
+        /// One line of detail (the failing pointer, offending path, ...).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
+    /// A human approved the diff.
+    Approval {
+        /// Who approved.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reviewer: Option<String>,
+        /// Optional note.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A human denied the diff.
+    Denial {
+        /// Who denied.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reviewer: Option<String>,
+        /// The reviewer's one-line reason.
+        reason: String,
+    },
+    /// A recomputed value did not match what was claimed (for example a diff digest field).
+    IntegrityViolation {
+        /// What was checked (`diff_digest.insertions`, `base_commit`, ...).
+        check: String,
+        /// The claimed value.
+        claimed: String,
+        /// The recomputed value.
+        computed: String,
+    },
+    /// The run ended.
+    RunFinished {
+        /// How.
+        outcome: RunOutcome,
+        /// One line of why, for escalations and failures.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// Written by the log itself when it found a torn write (a crash mid-append) at its end.
+    /// The torn bytes stay in the file where they were; this record names their byte range and
+    /// hash so they cannot be changed later unnoticed.
+    TailRepaired {
+        /// Byte offset where the torn region starts.
+        offset: u64,
+        /// Length of the torn region in bytes.
+        len: u64,
+        /// SHA-256 of the torn bytes.
+        sha256: String,
+        /// The torn bytes as lossy UTF-8, cut at 512 bytes.
+        excerpt: String,
+    },
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl Event {
+    /// The on-disk `kind` name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::RunStarted { .. } => "run_started",
+            Event::ModelCall { .. } => "model_call",
+            Event::ToolCall { .. } => "tool_call",
+            Event::ReaderDigest { .. } => "reader_digest",
+            Event::TestRun { .. } => "test_run",
+            Event::PolicyRefusal { .. } => "policy_refusal",
+            Event::InjectionObserved { .. } => "injection_observed",
+            Event::InjectionSuspected { .. } => "injection_suspected",
+            Event::OpenPrSubmitted { .. } => "open_pr_submitted",
+            Event::BrokerDecision { .. } => "broker_decision",
+            Event::Approval { .. } => "approval",
+            Event::Denial { .. } => "denial",
+            Event::IntegrityViolation { .. } => "integrity_violation",
+            Event::RunFinished { .. } => "run_finished",
+            Event::TailRepaired { .. } => "tail_repaired",
+        }
+    }
+
+    /// Records that must survive a power cut once `append` returns: decisions a human or the
+    /// broker made, and the ends of runs.
+    pub fn must_sync(&self) -> bool {
+        matches!(
+            self,
+            Event::OpenPrSubmitted { .. }
+                | Event::BrokerDecision { .. }
+                | Event::Approval { .. }
+                | Event::Denial { .. }
+                | Event::IntegrityViolation { .. }
+                | Event::RunFinished { .. }
+                | Event::TailRepaired { .. }
+        )
+    }
+
+    /// Split into the on-disk `kind` and `payload`, refusing values that must never be logged.
+    pub(crate) fn to_kind_payload(&self) -> Result<(&'static str, serde_json::Value)> {
+        let kind = self.kind();
+        if let Event::ModelCall { model, .. } = self
+            && looks_like_secret(model)
+        {
+            return Err(Error::RejectedField {
+                kind,
+                field: "model",
+                reason: "looks like a credential, not a model name",
+            });
+        }
+        let mut value =
+            serde_json::to_value(self).map_err(|source| Error::Serialize { kind, source })?;
+        let payload = value
+            .get_mut("payload")
+            .map(serde_json::Value::take)
+            .unwrap_or_else(|| serde_json::Value::Object(serde_json::Map::new()));
+        Ok((kind, payload))
+    }
+
+    /// Rebuild an event from a record's `kind` and `payload`.
+    pub fn from_kind_payload(seq: u64, kind: &str, payload: &serde_json::Value) -> Result<Event> {
+        let wrapped = serde_json::json!({ "kind": kind, "payload": payload });
+        serde_json::from_value(wrapped).map_err(|source| Error::Payload {
+            seq,
+            kind: kind.to_string(),
+            source,
+        })
+    }
+}
+
+/// Shapes of well-known API keys and tokens; a model name never looks like this.
+fn looks_like_secret(s: &str) -> bool {
+    let prefixes = ["sk-", "sk_", "ghp_", "gho_", "ghs_", "github_pat_", "xoxb-", "AKIA", "AIza", "Bearer "];
+    // Random tokens have long unbroken alphanumeric runs; model names are short hyphenated parts.
+    let longest_run = s
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    let long_token = longest_run >= 24;
+    prefixes.iter().any(|p| s.starts_with(p)) || long_token
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_matches_serde_tag() {
+        let e = Event::Denial {
+            reviewer: None,
+            reason: "touches CI".into(),
+        };
+        let (kind, payload) = e.to_kind_payload().unwrap();
+        assert_eq!(kind, "denial");
+        assert_eq!(payload, serde_json::json!({"reason": "touches CI"}));
+        assert_eq!(Event::from_kind_payload(1, kind, &payload).unwrap(), e);
+    }
+
+    #[test]
+    fn model_call_refuses_a_key() {
+        let e = Event::ModelCall {
+            model: "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789".into(),
+            input_tokens: 1,
+            output_tokens: 1,
+            latency_ms: 1,
+        };
+        assert!(matches!(e.to_kind_payload(), Err(Error::RejectedField { field: "model", .. })));
+        let ok = Event::ModelCall {
+            model: "claude-sonnet-4-5-20250929".into(),
+            input_tokens: 1,
+            output_tokens: 1,
+            latency_ms: 1,
+        };
+        assert!(ok.to_kind_payload().is_ok());
+    }
+}

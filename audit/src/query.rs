@@ -1,0 +1,148 @@
+//! Reading the log for people: the security team's injection queue and one run's timeline.
+//!
+//! Queries read records leniently (a damaged line is skipped and counted, never fatal) because
+//! someone triaging an incident still needs the rest; `verify` is where damage is judged.
+
+use crate::detect::SourceKind;
+use crate::error::{Result, io};
+use crate::record::{self, Record};
+use crate::time::Timestamp;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Every readable record of a log, in file order.
+#[derive(Debug, Clone)]
+pub struct Scan {
+    /// `(line number, record)` for every line that decoded (self-hash mismatches included:
+    /// they are still worth reading, and `verify` reports them).
+    pub records: Vec<(u64, Record)>,
+    /// Line numbers that could not be read as records.
+    pub unreadable: Vec<u64>,
+}
+
+/// Read every record of the log at `path`.
+pub fn scan(path: impl AsRef<Path>) -> Result<Scan> {
+    let path = path.as_ref();
+    let data = std::fs::read(path).map_err(io(path, "read"))?;
+    let mut records = Vec::new();
+    let mut unreadable = Vec::new();
+    for (i, line) in data.split(|&b| b == b'\n').enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        match record::decode(line) {
+            Ok(r) => records.push((i as u64 + 1, r)),
+            Err(record::LineFault::HashMismatch(r)) => records.push((i as u64 + 1, *r)),
+            Err(record::LineFault::Malformed(_)) => unreadable.push(i as u64 + 1),
+        }
+    }
+    Ok(Scan {
+        records,
+        unreadable,
+    })
+}
+
+/// One entry of the security team's queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Injection {
+    /// Seq of the record.
+    pub seq: u64,
+    /// When it was recorded.
+    pub ts: String,
+    /// The run.
+    pub run_id: String,
+    /// Repository of the run, from its `run_started` record.
+    pub repository: Option<String>,
+    /// Pinned commit of the run.
+    pub commit: Option<String>,
+    /// Issue of the run.
+    pub issue: Option<String>,
+    /// `injection_observed` (a model reported it) or `injection_suspected` (the detector did).
+    pub kind: String,
+    /// Where the text was.
+    pub path: String,
+    /// Line, when known.
+    pub line: Option<u64>,
+    /// Detector rule (suspected only).
+    pub rule: Option<String>,
+    /// Kind of text (suspected only).
+    pub source: Option<SourceKind>,
+    /// The excerpt.
+    pub excerpt: String,
+}
+
+/// Injections across all runs, newest first, optionally only those recorded at or after `since`.
+pub fn injections(scan: &Scan, since: Option<Timestamp>) -> Vec<Injection> {
+    let mut runs: HashMap<&str, (String, String, String)> = HashMap::new();
+    for (_, r) in &scan.records {
+        if r.kind == "run_started" {
+            let field = |k: &str| {
+                r.payload
+                    .get(k)
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            runs.insert(&r.run_id, (field("repository"), field("commit"), field("issue")));
+        }
+    }
+    let mut out = Vec::new();
+    for (_, r) in &scan.records {
+        if r.kind != "injection_observed" && r.kind != "injection_suspected" {
+            continue;
+        }
+        if let Some(since) = since {
+            match Timestamp::parse_rfc3339(&r.ts) {
+                Ok(t) if t >= since => {}
+                _ => continue,
+            }
+        }
+        let text = |k: &str| r.payload.get(k).and_then(serde_json::Value::as_str).map(str::to_string);
+        let run = runs.get(r.run_id.as_str());
+        out.push(Injection {
+            seq: r.seq,
+            ts: r.ts.clone(),
+            run_id: r.run_id.clone(),
+            repository: run.map(|x| x.0.clone()),
+            commit: run.map(|x| x.1.clone()),
+            issue: run.map(|x| x.2.clone()),
+            kind: r.kind.clone(),
+            path: text("path").unwrap_or_default(),
+            line: r.payload.get("line").and_then(serde_json::Value::as_u64),
+            rule: text("rule"),
+            source: r
+                .payload
+                .get("source")
+                .and_then(|v| serde_json::from_value(v.clone()).ok()),
+            excerpt: text("excerpt").unwrap_or_default(),
+        });
+    }
+    out.sort_by_key(|i| std::cmp::Reverse(i.seq));
+    out
+}
+
+/// The records of one run, in log order.
+pub fn timeline<'a>(scan: &'a Scan, run_id: &str) -> Vec<&'a Record> {
+    scan.records
+        .iter()
+        .map(|(_, r)| r)
+        .filter(|r| r.run_id == run_id)
+        .collect()
+}
+
+/// Where the audit log lives when no path is given: `$AIRLOCK_AUDIT_LOG`, else
+/// `$AIRLOCK_HOME/audit.jsonl`, else `$HOME/.local/share/airlock/audit.jsonl`.
+pub fn default_log_path() -> Result<PathBuf> {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if let Some(p) = var("AIRLOCK_AUDIT_LOG") {
+        return Ok(PathBuf::from(p));
+    }
+    if let Some(h) = var("AIRLOCK_HOME") {
+        return Ok(PathBuf::from(h).join("audit.jsonl"));
+    }
+    if let Some(h) = var("HOME") {
+        return Ok(PathBuf::from(h).join(".local/share/airlock/audit.jsonl"));
+    }
+    Err(crate::error::Error::NoDefaultPath)
+}

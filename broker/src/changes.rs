@@ -1,0 +1,191 @@
+//! The change set of a run: the run's worktree compared with the pinned commit of the broker's
+//! own clone. The worktree's files are read as plain bytes (symlinks as links, never followed)
+//! and written as objects into the broker's clone, so the diff, the witness trees and the
+//! approved commit all come from one tree the broker built itself.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// What happened to one path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// New path.
+    Added,
+    /// Content or mode changed.
+    Modified,
+    /// Removed.
+    Deleted,
+}
+
+/// One changed path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileChange {
+    /// Repository-relative path with `/` separators.
+    pub path: String,
+    /// Added, modified or deleted.
+    pub kind: ChangeKind,
+    /// Whether `airlock-policies` recognises the path as a test file.
+    pub is_test: bool,
+    /// New content (`None` for deletions).
+    pub content: Option<Vec<u8>>,
+    /// Git file mode of the new content (0o100644, 0o100755 or 0o120000).
+    pub filemode: i32,
+}
+
+/// The whole change of a run against its pin.
+#[derive(Debug, Clone)]
+pub struct ChangeSet {
+    /// Changed paths, sorted.
+    pub files: Vec<FileChange>,
+    /// The patched tree, written into the broker's clone.
+    pub tree: git2::Oid,
+    /// The full unified diff (pin -> patched).
+    pub diff: String,
+    /// Lines added.
+    pub insertions: usize,
+    /// Lines removed.
+    pub deletions: usize,
+}
+
+fn worktree_files(root: &Path) -> Result<Vec<(String, Vec<u8>, i32)>> {
+    use std::os::unix::fs::PermissionsExt;
+    let ignores = git2::Repository::open(root).ok().filter(|r| !r.is_bare());
+    let mut out = Vec::new();
+    let mut stack = vec![String::new()];
+    while let Some(rel) = stack.pop() {
+        let dir = if rel.is_empty() { root.to_path_buf() } else { root.join(&rel) };
+        let entries = std::fs::read_dir(&dir).map_err(Error::io(format!("reading {}", dir.display())))?;
+        for entry in entries {
+            let entry = entry.map_err(Error::io(format!("reading {}", dir.display())))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else {
+                return Err(Error::Witness(format!(
+                    "a file name under {} is not UTF-8",
+                    dir.display()
+                )));
+            };
+            if rel.is_empty() && name == ".git" {
+                continue;
+            }
+            let child = if rel.is_empty() { name.to_owned() } else { format!("{rel}/{name}") };
+            let meta = entry
+                .path()
+                .symlink_metadata()
+                .map_err(Error::io(format!("reading {}", entry.path().display())))?;
+            if let Some(repo) = &ignores
+                && repo.is_path_ignored(Path::new(&child)).unwrap_or(false)
+            {
+                continue;
+            }
+            if meta.is_dir() {
+                stack.push(child);
+            } else if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(entry.path())
+                    .map_err(Error::io(format!("reading link {}", entry.path().display())))?;
+                out.push((child, target.to_string_lossy().into_owned().into_bytes(), 0o120000));
+            } else if meta.is_file() {
+                let content = std::fs::read(entry.path())
+                    .map_err(Error::io(format!("reading {}", entry.path().display())))?;
+                let mode = if meta.permissions().mode() & 0o111 != 0 { 0o100755 } else { 0o100644 };
+                out.push((child, content, mode));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+fn index_entry(path: &str, id: git2::Oid, mode: i32, size: usize) -> git2::IndexEntry {
+    git2::IndexEntry {
+        ctime: git2::IndexTime::new(0, 0),
+        mtime: git2::IndexTime::new(0, 0),
+        dev: 0,
+        ino: 0,
+        mode: mode as u32,
+        uid: 0,
+        gid: 0,
+        file_size: size as u32,
+        id,
+        flags: (path.len().min(0xfff)) as u16,
+        flags_extended: 0,
+        path: path.as_bytes().to_vec(),
+    }
+}
+
+/// Compare the worktree with commit `pin` of the broker's clone `repo`; `is_test` classifies paths.
+pub fn collect(
+    repo: &git2::Repository,
+    pin: git2::Oid,
+    worktree: &Path,
+    is_test: &dyn Fn(&str) -> bool,
+) -> Result<ChangeSet> {
+    let pin_tree = repo
+        .find_commit(pin)
+        .and_then(|c| c.tree())
+        .map_err(Error::git(format!("reading the tree of pinned commit {pin}")))?;
+    let mut index = git2::Index::new().map_err(Error::git("creating an in-memory index"))?;
+    let files = worktree_files(worktree)?;
+    for (path, content, mode) in &files {
+        let id = repo.blob(content).map_err(Error::git(format!("storing {path}")))?;
+        index
+            .add(&index_entry(path, id, *mode, content.len()))
+            .map_err(Error::git(format!("staging {path}")))?;
+    }
+    let tree_id = index
+        .write_tree_to(repo)
+        .map_err(Error::git("writing the patched tree"))?;
+    let new_tree = repo.find_tree(tree_id).map_err(Error::git("reading the patched tree"))?;
+    let mut opts = git2::DiffOptions::new();
+    opts.context_lines(3);
+    let diff = repo
+        .diff_tree_to_tree(Some(&pin_tree), Some(&new_tree), Some(&mut opts))
+        .map_err(Error::git("diffing the patched tree against the pin"))?;
+    let stats = diff.stats().map_err(Error::git("counting the diff"))?;
+    let mut text = Vec::new();
+    diff.print(git2::DiffFormat::Patch, |_, _, line| {
+        if matches!(line.origin(), '+' | '-' | ' ') {
+            text.push(line.origin() as u8);
+        }
+        text.extend_from_slice(line.content());
+        true
+    })
+    .map_err(Error::git("printing the diff"))?;
+    let mut changes = Vec::new();
+    for delta in diff.deltas() {
+        let (kind, file) = match delta.status() {
+            git2::Delta::Added => (ChangeKind::Added, delta.new_file()),
+            git2::Delta::Deleted => (ChangeKind::Deleted, delta.old_file()),
+            _ => (ChangeKind::Modified, delta.new_file()),
+        };
+        let Some(path) = file.path().and_then(|p| p.to_str()).map(str::to_owned) else {
+            continue;
+        };
+        let content = if kind == ChangeKind::Deleted {
+            None
+        } else {
+            Some(
+                repo.find_blob(file.id())
+                    .map_err(Error::git(format!("reading {path}")))?
+                    .content()
+                    .to_vec(),
+            )
+        };
+        changes.push(FileChange {
+            is_test: is_test(&path),
+            path,
+            kind,
+            content,
+            filemode: i32::from(file.mode()),
+        });
+    }
+    changes.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(ChangeSet {
+        files: changes,
+        tree: tree_id,
+        diff: String::from_utf8_lossy(&text).into_owned(),
+        insertions: stats.insertions(),
+        deletions: stats.deletions(),
+    })
+}

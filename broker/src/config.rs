@@ -1,0 +1,247 @@
+//! `broker.toml`: where the broker listens, keeps its state and finds the repositories it may
+//! publish to. Every path is operator-controlled; nothing here ever comes from a run.
+
+use crate::error::{Error, Result};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The broker's configuration, as read from `broker.toml`.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// Unix socket the supervisors connect to (created with mode 0600).
+    pub socket: PathBuf,
+    /// SQLite state database (runs, submissions, queue, decisions).
+    pub state_db: PathBuf,
+    /// Every registered worktree must lie under this directory (after canonicalisation).
+    pub runs_root: PathBuf,
+    /// The tamper-evident audit log every decision is appended to.
+    pub audit_log: PathBuf,
+    /// Where fresh witness trees are built; the system temporary directory when unset.
+    pub work_dir: Option<PathBuf>,
+    /// A queued pull request older than this is expired (APPROVAL_TIMEOUT).
+    pub queue_max_age: Duration,
+    /// Wall-clock limit of one witness test command.
+    pub witness_timeout: Duration,
+    /// Extra host paths the witness sandbox may read (toolchains outside `/usr`).
+    pub witness_ro: Vec<PathBuf>,
+    /// An `airlock-policies` policy file; the built-in policy when unset.
+    pub policy: Option<PathBuf>,
+    /// Repositories this broker may publish to, by the name runs register with.
+    pub repositories: BTreeMap<String, RepositoryConfig>,
+}
+
+/// One repository the broker holds a clone of and may push to.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RepositoryConfig {
+    /// The broker's own clone (witness trees and approved commits are built from it).
+    pub clone: PathBuf,
+    /// Remote to push approved branches to: a remote name of the clone or a URL/path.
+    pub remote: String,
+    /// Name of the environment variable holding the forge token; no draft pull request
+    /// is opened when unset or when the variable is empty.
+    #[serde(default)]
+    pub forge_token_env: Option<String>,
+    /// Base URL of the GitHub REST API (tests point it at a local server).
+    #[serde(default = "default_github_api")]
+    pub github_api: String,
+    /// `owner/name` on the forge; defaults to the repository's name in this file.
+    #[serde(default)]
+    pub forge_repo: Option<String>,
+    /// Branch the draft pull request targets.
+    #[serde(default = "default_base_branch")]
+    pub base_branch: String,
+    /// Author and committer name of approved commits.
+    #[serde(default = "default_author_name")]
+    pub author_name: String,
+    /// Author and committer e-mail of approved commits.
+    #[serde(default = "default_author_email")]
+    pub author_email: String,
+}
+
+fn default_github_api() -> String {
+    "https://api.github.com".to_owned()
+}
+fn default_base_branch() -> String {
+    "main".to_owned()
+}
+fn default_author_name() -> String {
+    "airlock-broker".to_owned()
+}
+fn default_author_email() -> String {
+    "airlock-broker@localhost".to_owned()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    socket: PathBuf,
+    state_db: PathBuf,
+    runs_root: PathBuf,
+    audit_log: PathBuf,
+    #[serde(default)]
+    work_dir: Option<PathBuf>,
+    queue_max_age: String,
+    #[serde(default = "default_witness_timeout")]
+    witness_timeout: String,
+    #[serde(default)]
+    witness_ro: Vec<PathBuf>,
+    #[serde(default)]
+    policy: Option<PathBuf>,
+    #[serde(default)]
+    repositories: BTreeMap<String, RepositoryConfig>,
+}
+
+fn default_witness_timeout() -> String {
+    "20m".to_owned()
+}
+
+impl BrokerConfig {
+    /// Read and validate a `broker.toml`. Relative paths are resolved against the file's folder.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::ConfigRead {
+            path: path.to_owned(),
+            source,
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Self::parse(&text, base).map_err(|message| Error::ConfigInvalid {
+            path: path.to_owned(),
+            message,
+        })
+    }
+
+    /// Parse configuration text; relative paths are resolved against `base`.
+    pub fn parse(text: &str, base: &Path) -> std::result::Result<Self, String> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        let abs = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
+        let queue_max_age = parse_duration(&raw.queue_max_age)
+            .map_err(|e| format!("queue_max_age: {e}"))?;
+        let witness_timeout = parse_duration(&raw.witness_timeout)
+            .map_err(|e| format!("witness_timeout: {e}"))?;
+        if witness_timeout.is_zero() {
+            return Err("witness_timeout: must be greater than zero".to_owned());
+        }
+        let mut repositories = BTreeMap::new();
+        for (name, mut repo) in raw.repositories {
+            if name.is_empty() {
+                return Err("repositories: a repository name must not be empty".to_owned());
+            }
+            if repo.remote.trim().is_empty() {
+                return Err(format!("repositories.{name:?}.remote: must not be empty"));
+            }
+            if let Some(env) = &repo.forge_token_env
+                && (env.is_empty() || env.contains('='))
+            {
+                return Err(format!(
+                    "repositories.{name:?}.forge_token_env: {env:?} is not an environment variable name"
+                ));
+            }
+            if !(repo.github_api.starts_with("https://") || repo.github_api.starts_with("http://")) {
+                return Err(format!(
+                    "repositories.{name:?}.github_api: {:?} must start with https:// or http://",
+                    repo.github_api
+                ));
+            }
+            let forge_repo = repo.forge_repo.clone().unwrap_or_else(|| name.clone());
+            if forge_repo.split('/').count() != 2 || forge_repo.split('/').any(str::is_empty) {
+                return Err(format!(
+                    "repositories.{name:?}.forge_repo: {forge_repo:?} is not of the form owner/name"
+                ));
+            }
+            repo.clone = abs(repo.clone);
+            repositories.insert(name, repo);
+        }
+        Ok(BrokerConfig {
+            socket: abs(raw.socket),
+            state_db: abs(raw.state_db),
+            runs_root: abs(raw.runs_root),
+            audit_log: abs(raw.audit_log),
+            work_dir: raw.work_dir.map(abs),
+            queue_max_age,
+            witness_timeout,
+            witness_ro: raw.witness_ro.into_iter().map(abs).collect(),
+            policy: raw.policy.map(abs),
+            repositories,
+        })
+    }
+}
+
+impl RepositoryConfig {
+    /// `owner/name` on the forge for the repository registered as `name`.
+    pub fn forge_slug(&self, name: &str) -> String {
+        self.forge_repo.clone().unwrap_or_else(|| name.to_owned())
+    }
+}
+
+/// Parse a duration such as `90s`, `15m`, `72h` or `7d` (a bare number is seconds).
+pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    let text = text.trim();
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 90s, 15m, 72h or 7d"))?;
+    let secs = match unit {
+        "s" => Some(n),
+        "m" => n.checked_mul(60),
+        "h" => n.checked_mul(3600),
+        "d" => n.checked_mul(86_400),
+        _ => None,
+    }
+    .ok_or_else(|| format!("{text:?} is not a duration like 90s, 15m, 72h or 7d"))?;
+    Ok(Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+socket = "broker.sock"
+state_db = "/var/lib/airlock/broker.db"
+runs_root = "runs"
+audit_log = "audit.log"
+queue_max_age = "72h"
+
+[repositories."acme/widgets"]
+clone = "clones/widgets"
+remote = "origin"
+forge_token_env = "AIRLOCK_FORGE_TOKEN"
+"#;
+
+    #[test]
+    fn parses_and_resolves_relative_paths() {
+        let c = BrokerConfig::parse(GOOD, Path::new("/etc/airlock")).unwrap();
+        assert_eq!(c.socket, PathBuf::from("/etc/airlock/broker.sock"));
+        assert_eq!(c.state_db, PathBuf::from("/var/lib/airlock/broker.db"));
+        assert_eq!(c.queue_max_age, Duration::from_secs(72 * 3600));
+        let r = &c.repositories["acme/widgets"];
+        assert_eq!(r.clone, PathBuf::from("/etc/airlock/clones/widgets"));
+        assert_eq!(r.github_api, "https://api.github.com");
+        assert_eq!(r.forge_slug("acme/widgets"), "acme/widgets");
+    }
+
+    #[test]
+    fn rejects_unknown_keys_and_bad_durations() {
+        let err = BrokerConfig::parse(&format!("{GOOD}\nsocket_mode = 1"), Path::new("/")).unwrap_err();
+        assert!(err.contains("socket_mode"), "{err}");
+        let err = BrokerConfig::parse(&GOOD.replace("72h", "soon"), Path::new("/")).unwrap_err();
+        assert!(err.contains("queue_max_age"), "{err}");
+        let err = BrokerConfig::parse(&GOOD.replace("runs_root = \"runs\"", ""), Path::new("/")).unwrap_err();
+        assert!(err.contains("runs_root"), "{err}");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("0s").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
+        assert_eq!(parse_duration("7d").unwrap(), Duration::from_secs(7 * 86_400));
+        assert_eq!(parse_duration("42").unwrap(), Duration::from_secs(42));
+        assert!(parse_duration("3w").is_err());
+        assert!(parse_duration("").is_err());
+    }
+}

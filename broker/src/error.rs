@@ -1,0 +1,118 @@
+//! Operational errors of the broker: the things that go wrong around a submission (bad
+//! configuration, storage, git, the socket), as opposed to the agent-facing refusal codes of the
+//! open_pr error contract, which are replies and live in `airlock-schemas`.
+
+use std::path::PathBuf;
+
+/// Everything that can stop the broker from doing its own job.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The configuration file could not be read.
+    #[error("cannot read broker config {path}: {source}")]
+    ConfigRead {
+        /// The file that was read.
+        path: PathBuf,
+        /// The I/O failure.
+        source: std::io::Error,
+    },
+    /// The configuration file is not valid.
+    #[error("invalid broker config {path}: {message}")]
+    ConfigInvalid {
+        /// The file that was read.
+        path: PathBuf,
+        /// What is wrong and what was expected.
+        message: String,
+    },
+    /// The state database failed.
+    #[error("state database ({context}): {source}")]
+    Store {
+        /// What the broker was doing.
+        context: String,
+        /// The SQLite failure.
+        source: rusqlite::Error,
+    },
+    /// A value stored in the state database does not have the expected shape.
+    #[error("state database holds a malformed {what}: {message}")]
+    StoreCorrupt {
+        /// Which stored value.
+        what: String,
+        /// Why it could not be read.
+        message: String,
+    },
+    /// A file-system operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What the broker was doing, naming the path.
+        context: String,
+        /// The I/O failure.
+        source: std::io::Error,
+    },
+    /// A git operation in the broker's own clone failed.
+    #[error("git ({context}): {source}")]
+    Git {
+        /// What the broker was doing.
+        context: String,
+        /// The libgit2 failure.
+        source: git2::Error,
+    },
+    /// A peer sent something that is not a protocol message, or replied out of contract.
+    #[error("protocol: {0}")]
+    Protocol(String),
+    /// A run registration was refused.
+    #[error("run registration refused: {0}")]
+    Registration(String),
+    /// The named run is not registered.
+    #[error("run {0:?} is not registered with this broker")]
+    UnknownRun(String),
+    /// The named queue item does not exist.
+    #[error("no queue item with id {0}")]
+    UnknownQueueItem(i64),
+    /// The queue item is not in a state that allows the requested action.
+    #[error("queue item {id} is {status}: {action} is not possible")]
+    WrongState {
+        /// The queue item.
+        id: i64,
+        /// Its current status.
+        status: String,
+        /// What was attempted.
+        action: String,
+    },
+    /// A denial needs a one-line, non-empty reason.
+    #[error("a denial needs a reason on one line (non-empty, no newline)")]
+    BadReason,
+    /// The witness run could not be carried out at all (not the same as a red witness).
+    #[error("witness could not run: {0}")]
+    Witness(String),
+    /// The forge refused or failed the pull-request request.
+    #[error("forge: {0}")]
+    Forge(String),
+    /// The audit log refused an event.
+    #[error("audit log: {0}")]
+    Audit(String),
+    /// A shared rule or contract crate reported an operational failure.
+    #[error("{0}")]
+    Dependency(String),
+}
+
+/// Result of broker operations.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// Wrap an I/O error with what the broker was doing.
+    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+        let context = context.into();
+        move |source| Error::Io { context, source }
+    }
+
+    /// Wrap a libgit2 error with what the broker was doing.
+    pub(crate) fn git(context: impl Into<String>) -> impl FnOnce(git2::Error) -> Error {
+        let context = context.into();
+        move |source| Error::Git { context, source }
+    }
+
+    /// Wrap an SQLite error with what the broker was doing.
+    pub(crate) fn store(context: impl Into<String>) -> impl FnOnce(rusqlite::Error) -> Error {
+        let context = context.into();
+        move |source| Error::Store { context, source }
+    }
+}

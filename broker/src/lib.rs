@@ -1,0 +1,34 @@
+//! airlock-broker: the only component that can turn a run's work into a pull request.
+//!
+//! It owns the broker side of `open_pr`: run registration, intake in the fixed order (schema,
+//! policy, digest recomputation, witness run, queue), the approval queue and its approver
+//! commands, and publication (commit on the pinned base in the broker's own clone, push, draft
+//! pull request). Its state lives behind the [`store::Store`] trait (SQLite by default) and
+//! survives a kill -9 with nothing lost or duplicated.
+//!
+//! It must never trust what a run tells it: the diff, every digest field and the test verdict are
+//! recomputed from the broker's own clone, and tests run in the sandbox on fresh trees. It must
+//! never hand its forge credentials to anyone, never take a test command from a run's arguments,
+//! and never restate a schema or a path rule: those live in `airlock-schemas` and
+//! `airlock-policies`.
+
+pub mod changes;
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod error;
+pub mod protocol;
+pub mod publish;
+pub mod results;
+pub mod rules;
+pub mod sandboxed;
+pub mod server;
+pub mod service;
+pub mod store;
+pub mod witness;
+
+pub use client::BrokerClient;
+pub use config::BrokerConfig;
+pub use error::{Error, Result};
+pub use protocol::{BrokerReply, RunRegistration, TestRunner};
+pub use airlock_schemas::{BrokerError, ErrorCode};

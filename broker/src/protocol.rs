@@ -1,0 +1,138 @@
+//! The broker's wire protocol: one JSON object per line over the Unix socket, one reply line per
+//! request. The open_pr arguments travel as raw JSON so the approver sees them byte for byte.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use airlock_schemas::BrokerError;
+
+/// How the operator's test command runs and reports; decides both how one test is selected and
+/// which per-test result parser reads the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TestRunner {
+    /// `pytest -rA`-style output; one test is selected by appending its node id.
+    Pytest,
+    /// `python -m unittest -v`; one test is selected by appending its dotted name.
+    Unittest,
+    /// `cargo test`; one test is selected with `-- --exact NAME`.
+    Cargo,
+    /// `go test -v`; one test is selected with `-run '^NAME$'`.
+    Go,
+    /// `jest --verbose`; one test is selected with `-t NAME`.
+    Jest,
+    /// `vitest run --reporter verbose`; one test is selected with `-t NAME`.
+    Vitest,
+}
+
+impl TestRunner {
+    /// The command line that runs only `test` (a fully qualified test name), built from the
+    /// operator's full-suite command.
+    pub fn select_one(self, command: &[String], test: &str) -> Vec<String> {
+        let mut argv = command.to_vec();
+        match self {
+            TestRunner::Pytest | TestRunner::Unittest => argv.push(test.to_owned()),
+            TestRunner::Cargo => {
+                if !argv.iter().any(|a| a == "--") {
+                    argv.push("--".to_owned());
+                }
+                argv.push("--exact".to_owned());
+                argv.push(test.to_owned());
+            }
+            TestRunner::Go => {
+                let name = test.rsplit('.').next().unwrap_or(test);
+                let at = argv.iter().position(|a| a == "test").map_or(argv.len(), |i| i + 1);
+                argv.insert(at, "-run".to_owned());
+                argv.insert(at + 1, format!("^{name}$"));
+            }
+            TestRunner::Jest | TestRunner::Vitest => {
+                argv.push("-t".to_owned());
+                argv.push(test.to_owned());
+            }
+        }
+        argv
+    }
+}
+
+/// What a supervisor tells the broker about a run when the run starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunRegistration {
+    /// The run's id (unique per broker).
+    pub run_id: String,
+    /// Repository name as configured in `broker.toml`.
+    pub repository: String,
+    /// The pinned base commit, 40 lower-case hex digits.
+    pub base_commit: String,
+    /// The run's worktree; must lie under the configured runs root.
+    pub worktree: String,
+    /// The operator's full-suite test command (argv), run with the tree as working directory.
+    pub test_command: Vec<String>,
+    /// How that command selects one test and reports results.
+    pub test_runner: TestRunner,
+    /// The run's write allowlist (glob patterns, interpreted by `airlock-policies`).
+    pub write_allowlist: Vec<String>,
+}
+
+/// One request line. `op` is `register_run`, `open_pr` or `decision`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Request {
+    /// The operation.
+    pub op: String,
+    /// For `register_run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunRegistration>,
+    /// For `open_pr` and `decision`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// For `open_pr`: the idempotency key; a retried request with the same key gets the
+    /// stored reply instead of a second intake.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// For `open_pr`: the tool-call arguments exactly as the model produced them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Box<RawValue>>,
+}
+
+/// One reply line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum BrokerReply {
+    /// The run is registered (or was already registered with identical details).
+    Registered {
+        /// The run.
+        run_id: String,
+    },
+    /// open_pr passed every check and waits for a human.
+    Queued {
+        /// Queue item id, as `airlock-broker show` takes it.
+        queue_id: i64,
+    },
+    /// No decision yet on the run's queued pull request.
+    Pending {
+        /// Queue item id.
+        queue_id: i64,
+    },
+    /// Approved and published.
+    Approved {
+        /// Queue item id.
+        queue_id: i64,
+        /// The pushed branch, `airlock/<issue-id>`.
+        branch: String,
+        /// The commit that was pushed.
+        commit: String,
+        /// The draft pull request, when a forge token is configured.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pr_url: Option<String>,
+    },
+    /// Refused under the open_pr error contract.
+    Refused {
+        /// The refusal: code, retryability and what the code returns.
+        error: BrokerError,
+    },
+    /// The broker could not do its job (not a verdict on the submission).
+    Failed {
+        /// What went wrong.
+        message: String,
+    },
+}

@@ -1,0 +1,164 @@
+use super::*;
+
+const UNITTEST_FAIL: &str = "\
+test_add (tests.test_calc.TestCalc.test_add) ... ok
+test_div (tests.test_calc.TestCalc.test_div) ... FAIL
+test_old (tests.test_calc.TestCalc) ... skipped 'later'
+
+======================================================================
+FAIL: test_div (tests.test_calc.TestCalc.test_div)
+----------------------------------------------------------------------
+Traceback (most recent call last):
+AssertionError: 1 != 2
+
+----------------------------------------------------------------------
+Ran 3 tests in 0.001s
+
+FAILED (failures=1, skipped=1)
+";
+
+#[test]
+fn unittest_verbose_and_failure_headers() {
+    let run = parse(TestRunner::Unittest, UNITTEST_FAIL);
+    assert!(run.summary_seen);
+    assert_eq!(run.tests["tests.test_calc.TestCalc.test_add"], TestStatus::Passed);
+    assert_eq!(run.tests["tests.test_calc.TestCalc.test_div"], TestStatus::Failed);
+    assert_eq!(run.tests["tests.test_calc.TestCalc.test_old"], TestStatus::Skipped);
+    assert_eq!(run.status_of("tests/test_calc.py::TestCalc::test_div"), Some(TestStatus::Failed));
+    assert_eq!(run.status_of("TestCalc.test_add"), Some(TestStatus::Passed));
+    assert!(grade_must_fail(&run, Some(1), "tests.test_calc.TestCalc.test_div").is_ok());
+    assert!(!grade_suite_green(&run, Some(1)).is_ok());
+}
+
+#[test]
+fn fake_passed_line_does_not_hide_the_real_failure() {
+    let fake = format!("test_div (tests.test_calc.TestCalc.test_div) ... ok\n{UNITTEST_FAIL}");
+    let run = parse(TestRunner::Unittest, &fake);
+    assert_eq!(run.status_of("tests.test_calc.TestCalc.test_div"), Some(TestStatus::Failed));
+    assert!(!grade_must_pass(&run, Some(1), "tests.test_calc.TestCalc.test_div").is_ok());
+}
+
+#[test]
+fn exit_code_and_results_must_agree() {
+    let only_fake = "test_div (tests.test_calc.TestCalc.test_div) ... ok\n";
+    let run = parse(TestRunner::Unittest, only_fake);
+    assert!(matches!(grade_suite_green(&run, Some(1)), Grade::Invalid(_)));
+    let nothing = parse(TestRunner::Unittest, "python3: can't open file\n");
+    assert!(matches!(grade_suite_green(&nothing, Some(0)), Grade::Invalid(_)));
+    assert!(matches!(grade_must_fail(&nothing, Some(2), "a.b"), Grade::Invalid(_)));
+    assert!(matches!(grade_suite_green(&nothing, None), Grade::Invalid(_)));
+}
+
+#[test]
+fn skipped_fail_to_pass_counts_as_failed() {
+    let run = parse(TestRunner::Unittest, "test_x (m.C.test_x) ... skipped 'no'\n\nRan 1 test in 0.0s\n\nOK (skipped=1)\n");
+    assert!(matches!(grade_must_pass(&run, Some(0), "m.C.test_x"), Grade::NotOk(_)));
+}
+
+#[test]
+fn already_passing_test_is_not_fail_to_pass() {
+    let run = parse(TestRunner::Unittest, "test_x (m.C.test_x) ... ok\n\nRan 1 test in 0.0s\n\nOK\n");
+    assert!(matches!(grade_must_fail(&run, Some(0), "m.C.test_x"), Grade::NotOk(_)));
+}
+
+#[test]
+fn unittest_import_error_of_new_module_counts_as_failing() {
+    let out = "\
+ERROR: tests.test_new (unittest.loader._FailedTest.tests.test_new)
+----------------------------------------------------------------------
+ImportError: cannot import name 'clamp'
+
+Ran 1 test in 0.000s
+
+FAILED (errors=1)
+";
+    let run = parse(TestRunner::Unittest, out);
+    assert!(grade_must_fail(&run, Some(1), "tests.test_new.TestClamp.test_clamp").is_ok());
+}
+
+#[test]
+fn pytest_summary_and_verbose() {
+    let out = "\
+tests/test_a.py::test_one PASSED                                        [ 50%]
+tests/test_a.py::TestK::test_two FAILED                                 [100%]
+=========================== short test summary info ============================
+PASSED tests/test_a.py::test_one
+FAILED tests/test_a.py::TestK::test_two - assert 1 == 2
+SKIPPED [1] tests/test_b.py:3: unconditional skip
+========================= 1 failed, 1 passed in 0.02s ==========================
+";
+    let run = parse(TestRunner::Pytest, out);
+    assert!(run.summary_seen);
+    assert_eq!(run.tests.len(), 2);
+    assert_eq!(run.status_of("tests/test_a.py::TestK::test_two"), Some(TestStatus::Failed));
+    assert_eq!(run.status_of("tests/test_a.py::test_one"), Some(TestStatus::Passed));
+    assert!(grade_must_fail(&run, Some(1), "tests/test_a.py::TestK::test_two").is_ok());
+}
+
+#[test]
+fn cargo_test_lines() {
+    let out = "\
+running 3 tests
+test parse::tests::empty ... ok
+test parse::tests::long ... FAILED
+test slow ... ignored, needs network
+
+failures:
+    parse::tests::long
+
+test result: FAILED. 1 passed; 1 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.00s
+";
+    let run = parse(TestRunner::Cargo, out);
+    assert!(run.summary_seen);
+    assert_eq!(run.tests["parse::tests::empty"], TestStatus::Passed);
+    assert_eq!(run.tests["parse::tests::long"], TestStatus::Failed);
+    assert_eq!(run.tests["slow"], TestStatus::Skipped);
+    assert_eq!(run.status_of("parse::tests::long"), Some(TestStatus::Failed));
+}
+
+#[test]
+fn go_test_lines() {
+    let out = "\
+=== RUN   TestAdd
+--- PASS: TestAdd (0.00s)
+=== RUN   TestDiv
+    --- FAIL: TestDiv/zero (0.00s)
+--- FAIL: TestDiv (0.00s)
+--- SKIP: TestLater (0.00s)
+FAIL
+FAIL\texample.com/calc\t0.002s
+";
+    let run = parse(TestRunner::Go, out);
+    assert!(run.summary_seen);
+    assert_eq!(run.tests["TestAdd"], TestStatus::Passed);
+    assert_eq!(run.tests["TestDiv/zero"], TestStatus::Failed);
+    assert_eq!(run.tests["TestLater"], TestStatus::Skipped);
+    assert!(grade_must_fail(&run, Some(1), "TestDiv").is_ok());
+}
+
+#[test]
+fn jest_and_vitest_lines() {
+    let jest = "\
+ PASS  src/sum.test.js
+  sum
+    ✓ adds numbers (3 ms)
+    ✕ handles NaN (1 ms)
+    ○ skipped later
+
+Tests:       1 failed, 1 skipped, 1 passed, 3 total
+";
+    let run = parse(TestRunner::Jest, jest);
+    assert!(run.summary_seen);
+    assert_eq!(run.tests["adds numbers"], TestStatus::Passed);
+    assert_eq!(run.tests["handles NaN"], TestStatus::Failed);
+    assert_eq!(run.tests["later"], TestStatus::Skipped);
+    let vitest = "\
+ ✓ src/sum.test.ts > sum > adds numbers 2ms
+ × src/sum.test.ts > sum > handles NaN 3ms
+ Tests  1 failed | 1 passed (2)
+";
+    let run = parse(TestRunner::Vitest, vitest);
+    assert!(run.summary_seen);
+    assert_eq!(run.status_of("sum > adds numbers"), Some(TestStatus::Passed));
+    assert_eq!(run.status_of("handles NaN"), Some(TestStatus::Failed));
+}

@@ -1,0 +1,47 @@
+//! The production [`TestExecutor`]: every witness command runs in `airlock-sandbox`, with the
+//! host's program directories read-only, the witness tree behind a copy-on-write overlay (the
+//! run cannot change the tree it is judged on), no network and the configured time limit.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use airlock_sandbox::SandboxBuilder;
+
+use crate::error::{Error, Result};
+use crate::witness::{CapturedRun, TestExecutor};
+
+/// Runs witness commands in the sandbox.
+pub struct SandboxExecutor {
+    extra_ro: Vec<PathBuf>,
+}
+
+impl SandboxExecutor {
+    /// An executor granting `extra_ro` read-only beside the system directories.
+    pub fn new(extra_ro: Vec<PathBuf>) -> Self {
+        SandboxExecutor { extra_ro }
+    }
+}
+
+impl TestExecutor for SandboxExecutor {
+    fn run(&self, tree: &Path, argv: &[String], timeout: Duration) -> Result<CapturedRun> {
+        let mut builder = SandboxBuilder::new().system_ro();
+        for path in &self.extra_ro {
+            builder = builder.ro(path.clone());
+        }
+        let captured = builder
+            .overlay(tree, tree)
+            .cwd(tree)
+            .timeout(timeout)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("CARGO_TARGET_DIR", "/tmp/airlock-witness-target")
+            .env("CI", "true")
+            .build()
+            .and_then(|sandbox| sandbox.run_captured(argv))
+            .map_err(|e| Error::Witness(format!("sandbox: {e}")))?;
+        Ok(CapturedRun {
+            exit_code: if captured.summary.timed_out { None } else { captured.summary.exit_code },
+            stdout: String::from_utf8_lossy(&captured.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&captured.stderr).into_owned(),
+        })
+    }
+}

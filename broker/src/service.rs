@@ -1,0 +1,546 @@
+//! The broker's request handling: run registration, open_pr intake in the fixed order, decision
+//! polling, and the approver's actions. One [`Broker`] serves every connection; intakes of one
+//! run are serialised, intakes of different runs proceed in parallel.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use airlock_audit::Event;
+use airlock_schemas::{BrokerError, OpenPr};
+use sha2::{Digest, Sha256};
+
+use crate::changes;
+use crate::config::BrokerConfig;
+use crate::error::{Error, Result};
+use crate::protocol::{BrokerReply, Request, RunRegistration};
+use crate::publish::{self, Forge};
+use crate::rules::Rules;
+use crate::store::{Decision, IntakeOutcome, IntakeStart, NewQueueItem, QueueItem, QueueStatus, RunState, Store};
+use crate::witness::{self, TestExecutor, WitnessPlan};
+
+/// Where audit events go. Production: the tamper-evident log of `airlock-audit`.
+pub trait Journal: Send + Sync {
+    /// Append `event` for `run_id`.
+    fn record(&self, run_id: &str, event: Event) -> Result<()>;
+}
+
+/// [`Journal`] over an `airlock-audit` log file.
+pub struct AuditJournal {
+    log: airlock_audit::AuditLog,
+}
+
+impl AuditJournal {
+    /// Open (creating if needed) the audit log at `path`.
+    pub fn open(path: &Path) -> Result<Self> {
+        if let Some(parent) = path.parent()
+            && !parent.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(parent).map_err(Error::io(format!("creating {}", parent.display())))?;
+        }
+        let log = airlock_audit::AuditLog::open(path).map_err(|e| Error::Audit(e.to_string()))?;
+        Ok(AuditJournal { log })
+    }
+}
+
+impl Journal for AuditJournal {
+    fn record(&self, run_id: &str, event: Event) -> Result<()> {
+        self.log
+            .append(run_id, event)
+            .map(|_| ())
+            .map_err(|e| Error::Audit(e.to_string()))
+    }
+}
+
+/// Unix seconds now.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// The idempotency key of an open_pr call: SHA-256 of the run id and the exact argument bytes.
+/// A supervisor that resends the same call after a broker crash gets the same key.
+pub fn request_id_for(run_id: &str, args: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(run_id.as_bytes());
+    h.update([0u8]);
+    h.update(args.as_bytes());
+    hex::encode(h.finalize())
+}
+
+/// The broker service.
+pub struct Broker {
+    config: BrokerConfig,
+    store: Mutex<Box<dyn Store>>,
+    rules: Box<dyn Rules>,
+    executor: Box<dyn TestExecutor>,
+    journal: Box<dyn Journal>,
+    forge: Box<dyn Forge>,
+    run_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+}
+
+fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicking holder cannot leave the store half-written (SQLite transactions), so the
+    // data behind a poisoned lock is still consistent.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Broker {
+    /// Assemble a broker from its parts.
+    pub fn new(
+        config: BrokerConfig,
+        store: Box<dyn Store>,
+        rules: Box<dyn Rules>,
+        executor: Box<dyn TestExecutor>,
+        journal: Box<dyn Journal>,
+        forge: Box<dyn Forge>,
+    ) -> Self {
+        Broker {
+            config,
+            store: Mutex::new(store),
+            rules,
+            executor,
+            journal,
+            forge,
+            run_locks: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+
+    fn store(&self) -> MutexGuard<'_, Box<dyn Store>> {
+        lock(&self.store)
+    }
+
+    fn run_lock(&self, run_id: &str) -> Arc<Mutex<()>> {
+        lock(&self.run_locks)
+            .entry(run_id.to_owned())
+            .or_insert_with(|| Arc::new(Mutex::new(())))
+            .clone()
+    }
+
+    /// Answer one protocol request. Operational failures become [`BrokerReply::Failed`].
+    pub fn handle(&self, request: Request) -> BrokerReply {
+        let result = match request.op.as_str() {
+            "register_run" => match request.run {
+                Some(run) => self.register_run(&run).map(|()| BrokerReply::Registered { run_id: run.run_id }),
+                None => Err(Error::Protocol("register_run needs \"run\"".to_owned())),
+            },
+            "open_pr" => match (&request.run_id, &request.args) {
+                (Some(run_id), Some(args)) => {
+                    let request_id = request
+                        .request_id
+                        .clone()
+                        .unwrap_or_else(|| request_id_for(run_id, args.get()));
+                    self.open_pr(run_id, &request_id, args.get())
+                }
+                _ => Err(Error::Protocol("open_pr needs \"run_id\" and \"args\"".to_owned())),
+            },
+            "decision" => match &request.run_id {
+                Some(run_id) => self.decision(run_id),
+                None => Err(Error::Protocol("decision needs \"run_id\"".to_owned())),
+            },
+            other => Err(Error::Protocol(format!(
+                "unknown op {other:?} (expected register_run, open_pr or decision)"
+            ))),
+        };
+        result.unwrap_or_else(|e| BrokerReply::Failed { message: e.to_string() })
+    }
+
+    /// Register a run after checking it against the configuration.
+    pub fn register_run(&self, run: &RunRegistration) -> Result<()> {
+        if run.run_id.trim().is_empty() || run.run_id.len() > 200 {
+            return Err(Error::Registration("run_id must be 1 to 200 characters".to_owned()));
+        }
+        let repo_cfg = self.config.repositories.get(&run.repository).ok_or_else(|| {
+            Error::Registration(format!(
+                "repository {:?} is not configured in broker.toml",
+                run.repository
+            ))
+        })?;
+        if run.base_commit.len() != 40 || !run.base_commit.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            return Err(Error::Registration(format!(
+                "base_commit {:?} is not a full 40-hex commit id",
+                run.base_commit
+            )));
+        }
+        let repo = open_clone(&repo_cfg.clone)?;
+        let oid = git2::Oid::from_str(&run.base_commit).map_err(Error::git("parsing base_commit"))?;
+        repo.find_commit(oid).map_err(|_| {
+            Error::Registration(format!(
+                "base_commit {} is not in the broker's clone {}",
+                run.base_commit,
+                repo_cfg.clone.display()
+            ))
+        })?;
+        self.worktree_under_root(&run.worktree)?;
+        if run.test_command.is_empty() || run.test_command[0].trim().is_empty() {
+            return Err(Error::Registration("test_command must not be empty".to_owned()));
+        }
+        self.store().register_run(run, unix_now())
+    }
+
+    fn worktree_under_root(&self, worktree: &str) -> Result<PathBuf> {
+        let root = self.config.runs_root.canonicalize().map_err(|e| {
+            Error::Registration(format!("runs root {}: {e}", self.config.runs_root.display()))
+        })?;
+        let tree = Path::new(worktree)
+            .canonicalize()
+            .map_err(|e| Error::Registration(format!("worktree {worktree}: {e}")))?;
+        if tree == root || !tree.starts_with(&root) {
+            return Err(Error::Registration(format!(
+                "worktree {} is not under the runs root {}",
+                tree.display(),
+                root.display()
+            )));
+        }
+        if !tree.is_dir() {
+            return Err(Error::Registration(format!("worktree {} is not a directory", tree.display())));
+        }
+        Ok(tree)
+    }
+
+    /// Take in one open_pr call. A request already answered gets its stored reply; a request
+    /// whose intake was cut short (the broker died) is evaluated again from the start.
+    pub fn open_pr(&self, run_id: &str, request_id: &str, args: &str) -> Result<BrokerReply> {
+        let run_lock = self.run_lock(run_id);
+        let _serialised = lock(&run_lock);
+        let run = self.store().run(run_id)?.ok_or_else(|| Error::UnknownRun(run_id.to_owned()))?;
+        let start = self.store().begin_intake(run_id, request_id, args, unix_now())?;
+        if let IntakeStart::Completed(reply) = start {
+            return Ok(reply);
+        }
+        let parsed: Option<OpenPr> = serde_json::from_str::<serde_json::Value>(args)
+            .ok()
+            .and_then(|v| serde_json::from_value(v).ok());
+        self.journal.record(
+            run_id,
+            Event::OpenPrSubmitted {
+                args_digest: hex::encode(Sha256::digest(args.as_bytes())),
+                title: parsed.as_ref().map(|p| p.title.clone()).unwrap_or_default(),
+                files_changed: parsed.as_ref().map(|p| p.diff_digest.files_changed.clone()).unwrap_or_default(),
+            },
+        )?;
+        let outcome = self.evaluate(&run.registration, run.state, args)?;
+        let reply = self.store().finish_intake(run_id, request_id, outcome, unix_now())?;
+        let (code, detail) = match &reply {
+            BrokerReply::Queued { queue_id } => ("QUEUED".to_owned(), Some(format!("queue item {queue_id}"))),
+            BrokerReply::Refused { error } => (error.code.as_str().to_owned(), Some(error.message.clone())),
+            other => ("UNEXPECTED".to_owned(), Some(format!("{other:?}"))),
+        };
+        self.journal.record(run_id, Event::BrokerDecision { code, detail })?;
+        Ok(reply)
+    }
+
+    /// schema -> policy -> digest -> witness -> queue. Operational failures are errors (the
+    /// request stays unanswered and can be retried); verdicts are outcomes.
+    fn evaluate(&self, run: &RunRegistration, state: RunState, args: &str) -> Result<IntakeOutcome> {
+        // 1. Schema.
+        let call: OpenPr = match airlock_schemas::parse::<OpenPr>(args) {
+            Ok(call) => call,
+            Err(err) => {
+                let violations = err.violations();
+                if violations.is_empty() {
+                    return Err(Error::Dependency(err.to_string()));
+                }
+                return Ok(IntakeOutcome::Refuse(BrokerError::schema_invalid(&violations)));
+            }
+        };
+        // 2. Policy.
+        match state {
+            RunState::Queued => {
+                return Ok(refuse_policy("second_open_pr", "one_open_pr_per_run", "this run already has an accepted open_pr"));
+            }
+            RunState::Ended => {
+                return Ok(refuse_policy("run_ended", "final_refusal_ends_run", "an earlier final refusal ended this run"));
+            }
+            RunState::Active => {}
+        }
+        if call.base_commit != run.base_commit {
+            return Ok(refuse_policy(
+                "base_commit",
+                "base_commit_is_the_pin",
+                &format!("base_commit {} is not the run's pinned commit {}", call.base_commit, run.base_commit),
+            ));
+        }
+        let repo_cfg = self
+            .config
+            .repositories
+            .get(&run.repository)
+            .ok_or_else(|| Error::Registration(format!("repository {:?} is no longer configured", run.repository)))?;
+        let repo = open_clone(&repo_cfg.clone)?;
+        let pin = git2::Oid::from_str(&run.base_commit).map_err(Error::git("parsing the pin"))?;
+        let worktree = self.worktree_under_root(&run.worktree)?;
+        let is_test = |p: &str| self.rules.is_test_file(p);
+        let changes = changes::collect(&repo, pin, &worktree, &is_test)?;
+        let changed: Vec<&str> = changes.files.iter().map(|c| c.path.as_str()).collect();
+        if let Some(refusal) = self.rules.check_writes(&run.write_allowlist, &changes)? {
+            return Ok(IntakeOutcome::Refuse(BrokerError::policy_violation(
+                &refusal.path,
+                &refusal.rule,
+                &refusal.reason,
+            )));
+        }
+        // 3. Digest.
+        let (computed, mut flags) = self.rules.digest(&worktree, &run.base_commit)?;
+        let fields = call.diff_digest.mismatched_fields(&computed);
+        if !fields.is_empty() {
+            let claimed_json = serde_json::to_value(&call.diff_digest).unwrap_or_default();
+            let computed_json = serde_json::to_value(&computed).unwrap_or_default();
+            for field in &fields {
+                self.journal.record(
+                    &run.run_id,
+                    Event::IntegrityViolation {
+                        check: format!("diff_digest.{field}"),
+                        claimed: claimed_json.get(field).map(|v| v.to_string()).unwrap_or_default(),
+                        computed: computed_json.get(field).map(|v| v.to_string()).unwrap_or_default(),
+                    },
+                )?;
+            }
+            return Ok(IntakeOutcome::Refuse(BrokerError::digest_mismatch(&call.diff_digest, &computed)));
+        }
+        let mut digest_files: Vec<&str> = computed.files_changed.iter().map(String::as_str).collect();
+        digest_files.sort_unstable();
+        digest_files.dedup();
+        if digest_files != changed {
+            return Err(Error::Witness(format!(
+                "the broker's own tree changes {changed:?} but the recomputed digest names {digest_files:?}"
+            )));
+        }
+        // 4. Witness.
+        let pinned_tests = pinned_test_files(&repo, pin, &*self.rules)?;
+        let plan = WitnessPlan {
+            test_command: &run.test_command,
+            runner: run.test_runner,
+            before_failing_test: &call.test_evidence.before_failing_test,
+            timeout: self.config.witness_timeout,
+        };
+        let work_dir = self.config.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let report = witness::run_witness(&repo, pin, &changes, &pinned_tests, &plan, &*self.executor, &work_dir)?;
+        for out in &report.outputs {
+            let result = match (&out.grade, out.exit_code) {
+                (_, None) => airlock_audit::TestResult::TimedOut,
+                (crate::results::Grade::Invalid(_), _) => airlock_audit::TestResult::Error,
+                (_, Some(0)) => airlock_audit::TestResult::Passed,
+                _ => airlock_audit::TestResult::Failed,
+            };
+            let full = out.step == "patched_full";
+            self.journal.record(
+                &run.run_id,
+                Event::TestRun {
+                    selector: (!full).then(|| call.test_evidence.before_failing_test.clone()),
+                    scope: if full { airlock_audit::TestScope::Full } else { airlock_audit::TestScope::Narrow },
+                    result,
+                    witness: true,
+                },
+            )?;
+        }
+        if !report.green {
+            let mut err = BrokerError::policy_violation(
+                "witness_run",
+                "witness_green",
+                &format!("witness not green: {}", report.failure.clone().unwrap_or_default()),
+            );
+            if let Some(details) = err.details.as_object_mut() {
+                details.insert(
+                    "outputs".to_owned(),
+                    serde_json::to_value(&report.outputs).unwrap_or_default(),
+                );
+            }
+            return Ok(IntakeOutcome::Refuse(err));
+        }
+        // 5. Queue.
+        if call.test_change_reason != airlock_schemas::TestChangeReason::None {
+            flags.push(format!(
+                "senior-review: test_change_reason is {}",
+                serde_json::to_value(call.test_change_reason).unwrap_or_default()
+            ));
+        }
+        flags.sort();
+        Ok(IntakeOutcome::Queue(Box::new(NewQueueItem {
+            repository: run.repository.clone(),
+            base_commit: run.base_commit.clone(),
+            issue_id: call.issue_id.clone(),
+            title: call.title.clone(),
+            args: args.to_owned(),
+            diff: changes.diff.clone(),
+            digest: serde_json::to_value(&computed).unwrap_or_default(),
+            evidence: report.outputs,
+            flags,
+        })))
+    }
+
+    /// The state of a run's pull request: pending, approved (with branch and draft PR), or the
+    /// refusal that ended it (APPROVAL_DENIED with the reason, APPROVAL_TIMEOUT with the age).
+    pub fn decision(&self, run_id: &str) -> Result<BrokerReply> {
+        self.expire()?;
+        let item = self.store().queue_item_for_run(run_id)?;
+        let Some(item) = item else {
+            if self.store().run(run_id)?.is_none() {
+                return Err(Error::UnknownRun(run_id.to_owned()));
+            }
+            return Err(Error::Protocol(format!("run {run_id:?} has no queued pull request")));
+        };
+        Ok(reply_for(&item))
+    }
+
+    /// Expire queued items older than the configured age; each expiry is audited.
+    pub fn expire(&self) -> Result<Vec<QueueItem>> {
+        let now = unix_now();
+        let max_age = i64::try_from(self.config.queue_max_age.as_secs()).unwrap_or(i64::MAX);
+        let expired = self.store().expire_queued_before(now.saturating_sub(max_age), now)?;
+        for item in &expired {
+            self.journal.record(
+                &item.run_id,
+                Event::BrokerDecision {
+                    code: "APPROVAL_TIMEOUT".to_owned(),
+                    detail: Some(format!("queue item {} expired after {} s", item.id, now - item.queued_at)),
+                },
+            )?;
+        }
+        Ok(expired)
+    }
+
+    /// Every queue item (after expiring the overdue ones), oldest first.
+    pub fn queue(&self) -> Result<Vec<QueueItem>> {
+        self.expire()?;
+        self.store().queue()
+    }
+
+    /// One queue item.
+    pub fn queue_item(&self, id: i64) -> Result<QueueItem> {
+        self.expire()?;
+        self.store().queue_item(id)?.ok_or(Error::UnknownQueueItem(id))
+    }
+
+    /// Approve a queued item and publish it.
+    pub fn approve(&self, id: i64, by: &str) -> Result<QueueItem> {
+        self.expire()?;
+        let item = self.store().decide(id, &Decision::Approve { by: by.to_owned() }, unix_now())?;
+        self.journal.record(
+            &item.run_id,
+            Event::Approval { reviewer: Some(by.to_owned()), reason: None },
+        )?;
+        self.publish(id)
+    }
+
+    /// Deny a queued item with a one-line reason, which goes back to the run.
+    pub fn deny(&self, id: i64, by: &str, reason: &str) -> Result<QueueItem> {
+        let reason = reason.trim();
+        if reason.is_empty() || reason.contains(['\n', '\r']) {
+            return Err(Error::BadReason);
+        }
+        self.expire()?;
+        let item = self.store().decide(
+            id,
+            &Decision::Deny { by: by.to_owned(), reason: reason.to_owned() },
+            unix_now(),
+        )?;
+        self.journal.record(
+            &item.run_id,
+            Event::Denial { reviewer: Some(by.to_owned()), reason: reason.to_owned() },
+        )?;
+        Ok(item)
+    }
+
+    /// Publish an approved item (idempotent: a publication cut short by a crash resumes).
+    pub fn publish(&self, id: i64) -> Result<QueueItem> {
+        let item = self.store().queue_item(id)?.ok_or(Error::UnknownQueueItem(id))?;
+        if item.status == QueueStatus::Published {
+            return Ok(item);
+        }
+        if item.status != QueueStatus::Approved {
+            return Err(Error::WrongState { id, status: item.status.as_str().to_owned(), action: "publish".to_owned() });
+        }
+        let repo_cfg = self.config.repositories.get(&item.item.repository).ok_or_else(|| {
+            Error::Registration(format!("repository {:?} is no longer configured", item.item.repository))
+        })?;
+        let pushed = publish::commit_and_push(repo_cfg, &item)?;
+        self.store().record_push(id, &pushed.branch, &pushed.commit)?;
+        let pr_url = self.forge.open_draft(&item.item.repository, repo_cfg, &item, &pushed)?;
+        self.store().record_published(id, pr_url.as_deref())?;
+        self.journal.record(
+            &item.run_id,
+            Event::BrokerDecision {
+                code: "PUBLISHED".to_owned(),
+                detail: Some(match &pr_url {
+                    Some(url) => format!("pushed {} at {}; draft pull request {url}", pushed.branch, pushed.commit),
+                    None => format!("pushed {} at {}", pushed.branch, pushed.commit),
+                }),
+            },
+        )?;
+        self.store().queue_item(id)?.ok_or(Error::UnknownQueueItem(id))
+    }
+
+    /// Finish every publication a crash interrupted. Returns the ids published.
+    pub fn resume_publications(&self) -> Result<Vec<i64>> {
+        let pending: Vec<i64> = self
+            .store()
+            .queue()?
+            .into_iter()
+            .filter(|i| i.status == QueueStatus::Approved)
+            .map(|i| i.id)
+            .collect();
+        for id in &pending {
+            self.publish(*id)?;
+        }
+        Ok(pending)
+    }
+}
+
+fn refuse_policy(offending: &str, rule: &str, reason: &str) -> IntakeOutcome {
+    IntakeOutcome::Refuse(BrokerError::policy_violation(offending, rule, reason))
+}
+
+/// The reply a run gets for its queue item.
+pub fn reply_for(item: &QueueItem) -> BrokerReply {
+    match item.status {
+        QueueStatus::Queued | QueueStatus::Approved => BrokerReply::Pending { queue_id: item.id },
+        QueueStatus::Published => BrokerReply::Approved {
+            queue_id: item.id,
+            branch: item.branch.clone().unwrap_or_default(),
+            commit: item.commit.clone().unwrap_or_default(),
+            pr_url: item.pr_url.clone(),
+        },
+        QueueStatus::Denied => BrokerReply::Refused {
+            error: BrokerError::approval_denied(item.reason.as_deref().unwrap_or("")),
+        },
+        QueueStatus::Expired => BrokerReply::Refused {
+            error: BrokerError::approval_timeout(
+                u64::try_from(item.decided_at.unwrap_or(item.queued_at) - item.queued_at).unwrap_or(0),
+            ),
+        },
+    }
+}
+
+/// Open the broker's own clone.
+pub fn open_clone(path: &Path) -> Result<git2::Repository> {
+    git2::Repository::open(path).map_err(Error::git(format!("opening the broker's clone {}", path.display())))
+}
+
+fn pinned_test_files(repo: &git2::Repository, pin: git2::Oid, rules: &dyn Rules) -> Result<Vec<String>> {
+    let tree = repo
+        .find_commit(pin)
+        .and_then(|c| c.tree())
+        .map_err(Error::git("reading the pinned tree"))?;
+    let mut out = Vec::new();
+    tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+        if entry.kind() == Some(git2::ObjectType::Blob)
+            && let Ok(name) = entry.name()
+        {
+            let path = format!("{dir}{name}");
+            if rules.is_test_file(&path) {
+                out.push(path);
+            }
+        }
+        git2::TreeWalkResult::Ok
+    })
+    .map_err(Error::git("walking the pinned tree"))?;
+    out.sort();
+    Ok(out)
+}

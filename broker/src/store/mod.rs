@@ -1,0 +1,213 @@
+//! Durable broker state behind the [`Store`] trait: registered runs, open_pr submissions keyed by
+//! (run id, request id), the approval queue and its decisions. The SQLite implementation is the
+//! default; the trait is what a server-grade backend implements.
+
+mod sqlite;
+
+pub use sqlite::SqliteStore;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+use crate::protocol::{BrokerReply, RunRegistration};
+use airlock_schemas::BrokerError;
+use crate::witness::WitnessOutput;
+
+/// Where a run stands with the broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// Registered; no open_pr accepted or finally refused yet.
+    Active,
+    /// An open_pr was accepted and queued.
+    Queued,
+    /// A final refusal ended the run.
+    Ended,
+}
+
+impl RunState {
+    fn as_str(self) -> &'static str {
+        match self {
+            RunState::Active => "active",
+            RunState::Queued => "queued",
+            RunState::Ended => "ended",
+        }
+    }
+}
+
+/// A registered run as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRecord {
+    /// What the supervisor registered.
+    pub registration: RunRegistration,
+    /// Current state.
+    pub state: RunState,
+    /// Unix seconds of registration.
+    pub registered_at: i64,
+}
+
+/// What `begin_intake` found for a (run id, request id).
+#[derive(Debug, Clone, PartialEq)]
+pub enum IntakeStart {
+    /// No reply has been recorded: run the intake (first time, or again after a crash).
+    Run,
+    /// This request already has a reply: return it, do nothing else.
+    Completed(BrokerReply),
+}
+
+/// Status of a queue item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueStatus {
+    /// Waiting for a human.
+    Queued,
+    /// Approved; the commit, push or draft pull request may still be under way.
+    Approved,
+    /// Approved and published (pushed, and the draft pull request opened when configured).
+    Published,
+    /// Denied with a reason.
+    Denied,
+    /// Nobody decided within the queue age; the diff is kept for a human.
+    Expired,
+}
+
+impl QueueStatus {
+    /// The status as shown and stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueStatus::Queued => "queued",
+            QueueStatus::Approved => "approved",
+            QueueStatus::Published => "published",
+            QueueStatus::Denied => "denied",
+            QueueStatus::Expired => "expired",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "queued" => QueueStatus::Queued,
+            "approved" => QueueStatus::Approved,
+            "published" => QueueStatus::Published,
+            "denied" => QueueStatus::Denied,
+            "expired" => QueueStatus::Expired,
+            _ => return None,
+        })
+    }
+}
+
+/// Everything the approver sees, assembled by a successful intake.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewQueueItem {
+    /// Repository name.
+    pub repository: String,
+    /// The pinned base.
+    pub base_commit: String,
+    /// issue_id from the arguments.
+    pub issue_id: String,
+    /// title from the arguments.
+    pub title: String,
+    /// The open_pr arguments, verbatim.
+    pub args: String,
+    /// The full unified diff the broker computed.
+    pub diff: String,
+    /// The digest the broker computed (JSON).
+    pub digest: serde_json::Value,
+    /// Every witness command's output.
+    pub evidence: Vec<WitnessOutput>,
+    /// The detectors' flags, sorted.
+    pub flags: Vec<String>,
+}
+
+/// A queue item as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueItem {
+    /// Queue id.
+    pub id: i64,
+    /// The run it came from.
+    pub run_id: String,
+    /// The submission's request id.
+    pub request_id: String,
+    /// What the intake assembled.
+    pub item: NewQueueItem,
+    /// Current status.
+    pub status: QueueStatus,
+    /// Unix seconds it was queued.
+    pub queued_at: i64,
+    /// Unix seconds of the decision (approval, denial or expiry).
+    pub decided_at: Option<i64>,
+    /// Who decided (user name), when a person did.
+    pub decided_by: Option<String>,
+    /// The denial reason.
+    pub reason: Option<String>,
+    /// The pushed branch.
+    pub branch: Option<String>,
+    /// The pushed commit.
+    pub commit: Option<String>,
+    /// The draft pull request's URL.
+    pub pr_url: Option<String>,
+}
+
+/// The result of an intake, recorded atomically by [`Store::finish_intake`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum IntakeOutcome {
+    /// Every check passed: queue it.
+    Queue(Box<NewQueueItem>),
+    /// Refused under the error contract.
+    Refuse(BrokerError),
+}
+
+/// A human decision on a queue item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Approve for publication.
+    Approve {
+        /// Who approved.
+        by: String,
+    },
+    /// Deny with a one-line reason.
+    Deny {
+        /// Who denied.
+        by: String,
+        /// The one-line reason returned to the run.
+        reason: String,
+    },
+}
+
+/// Durable broker state. Every method is atomic: a crash leaves either the before or the after.
+pub trait Store: Send {
+    /// Register a run; registering the same run again with identical details is a no-op, with
+    /// different details an error.
+    fn register_run(&mut self, run: &RunRegistration, now: i64) -> Result<()>;
+    /// A registered run.
+    fn run(&mut self, run_id: &str) -> Result<Option<RunRecord>>;
+    /// Record that an open_pr request arrived (idempotent per (run id, request id)) and say
+    /// whether it still has to be evaluated.
+    fn begin_intake(&mut self, run_id: &str, request_id: &str, args: &str, now: i64)
+    -> Result<IntakeStart>;
+    /// Record an intake's outcome and the reply, and move the run and queue accordingly, in one
+    /// transaction. Returns the reply to send (a concurrent accepted open_pr turns a queue
+    /// outcome into a POLICY_VIOLATION).
+    fn finish_intake(
+        &mut self,
+        run_id: &str,
+        request_id: &str,
+        outcome: IntakeOutcome,
+        now: i64,
+    ) -> Result<BrokerReply>;
+    /// Requests received whose intake never finished (the broker died during it).
+    fn unfinished_intakes(&mut self) -> Result<Vec<(String, String, String)>>;
+    /// All queue items, oldest first.
+    fn queue(&mut self) -> Result<Vec<QueueItem>>;
+    /// One queue item.
+    fn queue_item(&mut self, id: i64) -> Result<Option<QueueItem>>;
+    /// The queue item of a run, if it has one.
+    fn queue_item_for_run(&mut self, run_id: &str) -> Result<Option<QueueItem>>;
+    /// Mark queued items queued at or before `cutoff` as expired; returns them.
+    fn expire_queued_before(&mut self, cutoff: i64, now: i64) -> Result<Vec<QueueItem>>;
+    /// Apply a human decision to a queued item.
+    fn decide(&mut self, id: i64, decision: &Decision, now: i64) -> Result<QueueItem>;
+    /// Record the pushed branch and commit of an approved item.
+    fn record_push(&mut self, id: i64, branch: &str, commit: &str) -> Result<()>;
+    /// Record the draft pull request (if any) and mark the item published.
+    fn record_published(&mut self, id: i64, pr_url: Option<&str>) -> Result<()>;
+}

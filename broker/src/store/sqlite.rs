@@ -1,0 +1,511 @@
+//! The SQLite [`Store`]: one file, WAL journal, every state change in one transaction.
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use std::path::Path;
+
+use super::{
+    Decision, IntakeOutcome, IntakeStart, NewQueueItem, QueueItem, QueueStatus, RunRecord,
+    RunState, Store,
+};
+use crate::error::{Error, Result};
+use crate::protocol::{BrokerReply, RunRegistration};
+use airlock_schemas::BrokerError;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    registration TEXT NOT NULL,
+    state TEXT NOT NULL,
+    registered_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS submissions (
+    run_id TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    args TEXT NOT NULL,
+    received_at INTEGER NOT NULL,
+    attempts INTEGER NOT NULL,
+    reply TEXT,
+    finished_at INTEGER,
+    PRIMARY KEY (run_id, request_id)
+);
+CREATE TABLE IF NOT EXISTS queue (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL UNIQUE,
+    request_id TEXT NOT NULL,
+    repository TEXT NOT NULL,
+    base_commit TEXT NOT NULL,
+    issue_id TEXT NOT NULL,
+    title TEXT NOT NULL,
+    args TEXT NOT NULL,
+    diff TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    evidence TEXT NOT NULL,
+    flags TEXT NOT NULL,
+    status TEXT NOT NULL,
+    queued_at INTEGER NOT NULL,
+    decided_at INTEGER,
+    decided_by TEXT,
+    reason TEXT,
+    branch TEXT,
+    commit_oid TEXT,
+    pr_url TEXT
+);
+";
+
+/// The SQLite-backed store.
+pub struct SqliteStore {
+    conn: Connection,
+}
+
+impl SqliteStore {
+    /// Open (creating if needed) the database at `path`, in WAL mode.
+    pub fn open(path: &Path) -> Result<Self> {
+        if let Some(parent) = path.parent()
+            && !parent.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(parent)
+                .map_err(Error::io(format!("creating {}", parent.display())))?;
+        }
+        let ctx = format!("opening {}", path.display());
+        let conn = Connection::open(path).map_err(Error::store(ctx.clone()))?;
+        conn.busy_timeout(std::time::Duration::from_secs(30))
+            .map_err(Error::store(ctx.clone()))?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(Error::store(ctx.clone()))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(Error::StoreCorrupt {
+                what: "journal mode".to_owned(),
+                message: format!("{} refused WAL (got {mode})", path.display()),
+            });
+        }
+        conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
+            .map_err(Error::store(ctx.clone()))?;
+        conn.execute_batch(SCHEMA).map_err(Error::store(ctx))?;
+        Ok(SqliteStore { conn })
+    }
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T> {
+    serde_json::from_str(text).map_err(|e| Error::StoreCorrupt {
+        what: what.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::StoreCorrupt {
+        what: what.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+const QUEUE_COLUMNS: &str = "id, run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, reason, branch, commit_oid, pr_url";
+
+struct RawQueueRow {
+    id: i64,
+    run_id: String,
+    request_id: String,
+    repository: String,
+    base_commit: String,
+    issue_id: String,
+    title: String,
+    args: String,
+    diff: String,
+    digest: String,
+    evidence: String,
+    flags: String,
+    status: String,
+    queued_at: i64,
+    decided_at: Option<i64>,
+    decided_by: Option<String>,
+    reason: Option<String>,
+    branch: Option<String>,
+    commit: Option<String>,
+    pr_url: Option<String>,
+}
+
+fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawQueueRow> {
+    Ok(RawQueueRow {
+        id: r.get(0)?,
+        run_id: r.get(1)?,
+        request_id: r.get(2)?,
+        repository: r.get(3)?,
+        base_commit: r.get(4)?,
+        issue_id: r.get(5)?,
+        title: r.get(6)?,
+        args: r.get(7)?,
+        diff: r.get(8)?,
+        digest: r.get(9)?,
+        evidence: r.get(10)?,
+        flags: r.get(11)?,
+        status: r.get(12)?,
+        queued_at: r.get(13)?,
+        decided_at: r.get(14)?,
+        decided_by: r.get(15)?,
+        reason: r.get(16)?,
+        branch: r.get(17)?,
+        commit: r.get(18)?,
+        pr_url: r.get(19)?,
+    })
+}
+
+impl RawQueueRow {
+    fn into_item(self) -> Result<QueueItem> {
+        let status = QueueStatus::parse(&self.status).ok_or_else(|| Error::StoreCorrupt {
+            what: "queue status".to_owned(),
+            message: format!("{:?}", self.status),
+        })?;
+        Ok(QueueItem {
+            id: self.id,
+            run_id: self.run_id,
+            request_id: self.request_id,
+            item: NewQueueItem {
+                repository: self.repository,
+                base_commit: self.base_commit,
+                issue_id: self.issue_id,
+                title: self.title,
+                args: self.args,
+                diff: self.diff,
+                digest: from_json("queue digest", &self.digest)?,
+                evidence: from_json("queue evidence", &self.evidence)?,
+                flags: from_json("queue flags", &self.flags)?,
+            },
+            status,
+            queued_at: self.queued_at,
+            decided_at: self.decided_at,
+            decided_by: self.decided_by,
+            reason: self.reason,
+            branch: self.branch,
+            commit: self.commit,
+            pr_url: self.pr_url,
+        })
+    }
+}
+
+fn query_items(
+    conn: &Connection,
+    where_clause: &str,
+    param: &dyn rusqlite::ToSql,
+) -> Result<Vec<QueueItem>> {
+    let sql = format!("SELECT {QUEUE_COLUMNS} FROM queue {where_clause} ORDER BY id");
+    let mut stmt = conn.prepare(&sql).map_err(Error::store("reading the queue"))?;
+    let rows: Vec<RawQueueRow> = if where_clause.contains('?') {
+        stmt.query_map([param], raw_row)
+    } else {
+        stmt.query_map([], raw_row)
+    }
+    .map_err(Error::store("reading the queue"))?
+    .collect::<rusqlite::Result<_>>()
+    .map_err(Error::store("reading the queue"))?;
+    rows.into_iter().map(RawQueueRow::into_item).collect()
+}
+
+fn parse_state(s: &str) -> Result<RunState> {
+    Ok(match s {
+        "active" => RunState::Active,
+        "queued" => RunState::Queued,
+        "ended" => RunState::Ended,
+        other => {
+            return Err(Error::StoreCorrupt {
+                what: "run state".to_owned(),
+                message: format!("{other:?}"),
+            });
+        }
+    })
+}
+
+impl Store for SqliteStore {
+    fn register_run(&mut self, run: &RunRegistration, now: i64) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(Error::store("registering a run"))?;
+        let existing: Option<String> = tx
+            .query_row(
+                "SELECT registration FROM runs WHERE run_id = ?1",
+                [&run.run_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(Error::store("registering a run"))?;
+        match existing {
+            Some(text) => {
+                let stored: RunRegistration = from_json("run registration", &text)?;
+                if &stored != run {
+                    return Err(Error::Registration(format!(
+                        "run {:?} is already registered with different details",
+                        run.run_id
+                    )));
+                }
+            }
+            None => {
+                tx.execute(
+                    "INSERT INTO runs (run_id, registration, state, registered_at) VALUES (?1, ?2, ?3, ?4)",
+                    params![run.run_id, to_json("run registration", run)?, RunState::Active.as_str(), now],
+                )
+                .map_err(Error::store("registering a run"))?;
+            }
+        }
+        tx.commit().map_err(Error::store("registering a run"))
+    }
+
+    fn run(&mut self, run_id: &str) -> Result<Option<RunRecord>> {
+        let row: Option<(String, String, i64)> = self
+            .conn
+            .query_row(
+                "SELECT registration, state, registered_at FROM runs WHERE run_id = ?1",
+                [run_id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(Error::store("reading a run"))?;
+        row.map(|(reg, state, at)| {
+            Ok(RunRecord {
+                registration: from_json("run registration", &reg)?,
+                state: parse_state(&state)?,
+                registered_at: at,
+            })
+        })
+        .transpose()
+    }
+
+    fn begin_intake(
+        &mut self,
+        run_id: &str,
+        request_id: &str,
+        args: &str,
+        now: i64,
+    ) -> Result<IntakeStart> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(Error::store("recording a submission"))?;
+        let existing: Option<Option<String>> = tx
+            .query_row(
+                "SELECT reply FROM submissions WHERE run_id = ?1 AND request_id = ?2",
+                [run_id, request_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(Error::store("recording a submission"))?;
+        let start = match existing {
+            Some(Some(reply)) => IntakeStart::Completed(from_json("submission reply", &reply)?),
+            Some(None) => {
+                tx.execute(
+                    "UPDATE submissions SET attempts = attempts + 1 WHERE run_id = ?1 AND request_id = ?2",
+                    [run_id, request_id],
+                )
+                .map_err(Error::store("recording a submission"))?;
+                IntakeStart::Run
+            }
+            None => {
+                tx.execute(
+                    "INSERT INTO submissions (run_id, request_id, args, received_at, attempts) VALUES (?1, ?2, ?3, ?4, 1)",
+                    params![run_id, request_id, args, now],
+                )
+                .map_err(Error::store("recording a submission"))?;
+                IntakeStart::Run
+            }
+        };
+        tx.commit().map_err(Error::store("recording a submission"))?;
+        Ok(start)
+    }
+
+    fn finish_intake(
+        &mut self,
+        run_id: &str,
+        request_id: &str,
+        outcome: IntakeOutcome,
+        now: i64,
+    ) -> Result<BrokerReply> {
+        let ctx = "recording an intake outcome";
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(Error::store(ctx))?;
+        let already: Option<Option<String>> = tx
+            .query_row(
+                "SELECT reply FROM submissions WHERE run_id = ?1 AND request_id = ?2",
+                [run_id, request_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(Error::store(ctx))?;
+        if let Some(Some(reply)) = already {
+            // A concurrent attempt at the same request finished first: its reply stands.
+            return from_json("submission reply", &reply);
+        }
+        let reply = match outcome {
+            IntakeOutcome::Queue(item) => {
+                let taken: Option<i64> = tx
+                    .query_row("SELECT id FROM queue WHERE run_id = ?1", [run_id], |r| r.get(0))
+                    .optional()
+                    .map_err(Error::store(ctx))?;
+                if taken.is_some() {
+                    BrokerReply::Refused {
+                        error: BrokerError::policy_violation(
+                            "second_open_pr",
+                            "one_open_pr_per_run",
+                            "this run already has an accepted open_pr",
+                        ),
+                    }
+                } else {
+                    tx.execute(
+                        "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                        params![
+                            run_id,
+                            request_id,
+                            item.repository,
+                            item.base_commit,
+                            item.issue_id,
+                            item.title,
+                            item.args,
+                            item.diff,
+                            to_json("digest", &item.digest)?,
+                            to_json("evidence", &item.evidence)?,
+                            to_json("flags", &item.flags)?,
+                            QueueStatus::Queued.as_str(),
+                            now
+                        ],
+                    )
+                    .map_err(Error::store(ctx))?;
+                    let id = tx.last_insert_rowid();
+                    tx.execute(
+                        "UPDATE runs SET state = ?2 WHERE run_id = ?1",
+                        [run_id, RunState::Queued.as_str()],
+                    )
+                    .map_err(Error::store(ctx))?;
+                    BrokerReply::Queued { queue_id: id }
+                }
+            }
+            IntakeOutcome::Refuse(refusal) => {
+                if !refusal.retryable {
+                    // A final refusal ends the run, unless it already has an accepted open_pr
+                    // (a refused second call must not take the queued one down with it).
+                    tx.execute(
+                        "UPDATE runs SET state = ?2 WHERE run_id = ?1 AND state = ?3",
+                        [run_id, RunState::Ended.as_str(), RunState::Active.as_str()],
+                    )
+                    .map_err(Error::store(ctx))?;
+                }
+                BrokerReply::Refused { error: refusal }
+            }
+        };
+        tx.execute(
+            "UPDATE submissions SET reply = ?3, finished_at = ?4 WHERE run_id = ?1 AND request_id = ?2",
+            params![run_id, request_id, to_json("reply", &reply)?, now],
+        )
+        .map_err(Error::store(ctx))?;
+        tx.commit().map_err(Error::store(ctx))?;
+        Ok(reply)
+    }
+
+    fn unfinished_intakes(&mut self) -> Result<Vec<(String, String, String)>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT run_id, request_id, args FROM submissions WHERE reply IS NULL ORDER BY received_at, run_id, request_id")
+            .map_err(Error::store("listing unfinished intakes"))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .map_err(Error::store("listing unfinished intakes"))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(Error::store("listing unfinished intakes"))?;
+        Ok(rows)
+    }
+
+    fn queue(&mut self) -> Result<Vec<QueueItem>> {
+        query_items(&self.conn, "", &0)
+    }
+
+    fn queue_item(&mut self, id: i64) -> Result<Option<QueueItem>> {
+        Ok(query_items(&self.conn, "WHERE id = ?1", &id)?.into_iter().next())
+    }
+
+    fn queue_item_for_run(&mut self, run_id: &str) -> Result<Option<QueueItem>> {
+        Ok(query_items(&self.conn, "WHERE run_id = ?1", &run_id)?.into_iter().next())
+    }
+
+    fn expire_queued_before(&mut self, cutoff: i64, now: i64) -> Result<Vec<QueueItem>> {
+        let ctx = "expiring queue items";
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(Error::store(ctx))?;
+        let ids: Vec<i64> = {
+            let mut stmt = tx
+                .prepare("SELECT id FROM queue WHERE status = 'queued' AND queued_at <= ?1 ORDER BY id")
+                .map_err(Error::store(ctx))?;
+            stmt.query_map([cutoff], |r| r.get(0))
+                .map_err(Error::store(ctx))?
+                .collect::<rusqlite::Result<_>>()
+                .map_err(Error::store(ctx))?
+        };
+        for id in &ids {
+            tx.execute(
+                "UPDATE queue SET status = 'expired', decided_at = ?2 WHERE id = ?1",
+                params![id, now],
+            )
+            .map_err(Error::store(ctx))?;
+        }
+        tx.commit().map_err(Error::store(ctx))?;
+        let mut out = Vec::new();
+        for id in ids {
+            if let Some(item) = self.queue_item(id)? {
+                out.push(item);
+            }
+        }
+        Ok(out)
+    }
+
+    fn decide(&mut self, id: i64, decision: &Decision, now: i64) -> Result<QueueItem> {
+        let ctx = "recording a decision";
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(Error::store(ctx))?;
+        let status: Option<String> = tx
+            .query_row("SELECT status FROM queue WHERE id = ?1", [id], |r| r.get(0))
+            .optional()
+            .map_err(Error::store(ctx))?;
+        let status = status.ok_or(Error::UnknownQueueItem(id))?;
+        let (action, new_status, by, reason) = match decision {
+            Decision::Approve { by } => ("approve", QueueStatus::Approved, by, None),
+            Decision::Deny { by, reason } => ("deny", QueueStatus::Denied, by, Some(reason)),
+        };
+        if status != QueueStatus::Queued.as_str() {
+            return Err(Error::WrongState {
+                id,
+                status,
+                action: action.to_owned(),
+            });
+        }
+        tx.execute(
+            "UPDATE queue SET status = ?2, decided_at = ?3, decided_by = ?4, reason = ?5 WHERE id = ?1",
+            params![id, new_status.as_str(), now, by, reason],
+        )
+        .map_err(Error::store(ctx))?;
+        tx.commit().map_err(Error::store(ctx))?;
+        self.queue_item(id)?.ok_or(Error::UnknownQueueItem(id))
+    }
+
+    fn record_push(&mut self, id: i64, branch: &str, commit: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE queue SET branch = ?2, commit_oid = ?3 WHERE id = ?1",
+                params![id, branch, commit],
+            )
+            .map_err(Error::store("recording a push"))?;
+        Ok(())
+    }
+
+    fn record_published(&mut self, id: i64, pr_url: Option<&str>) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE queue SET status = 'published', pr_url = ?2 WHERE id = ?1 AND status = 'approved'",
+                params![id, pr_url],
+            )
+            .map_err(Error::store("recording a publication"))?;
+        Ok(())
+    }
+}

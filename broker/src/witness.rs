@@ -1,0 +1,319 @@
+//! The witness run: fresh trees built from the broker's own clone (never from the run's
+//! worktree), the claimed fail-to-pass test run on the pinned source and on the patched source,
+//! then the full suite on the patched source, each in the sandbox, each graded from its output.
+//!
+//! Both trees start from the pinned commit. The pinned tree gets only the newly added test
+//! files; the patched tree gets the diff's non-test changes plus the newly added test files.
+//! Pre-existing test files are never taken from the diff: they stay as pinned, read-only, so a
+//! weakened test cannot make the witness green.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::changes::{ChangeKind, ChangeSet};
+use crate::error::{Error, Result};
+use crate::protocol::TestRunner;
+use crate::results::{self, Grade, ParsedRun};
+
+/// Bytes of stdout and of stderr kept per witness command in replies and the queue.
+pub const OUTPUT_KEEP_BYTES: usize = 64 * 1024;
+
+/// What one sandboxed command printed and returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapturedRun {
+    /// Exit code; `None` when killed (timeout, signal).
+    pub exit_code: Option<i32>,
+    /// Standard output, lossily decoded.
+    pub stdout: String,
+    /// Standard error, lossily decoded.
+    pub stderr: String,
+}
+
+/// Runs a test command in a tree. The production implementation is the sandbox.
+pub trait TestExecutor: Send + Sync {
+    /// Run `argv` with `tree` as working directory, within `timeout`.
+    fn run(&self, tree: &Path, argv: &[String], timeout: Duration) -> Result<CapturedRun>;
+}
+
+/// One witness step as recorded in the queue and attached to refusals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WitnessOutput {
+    /// `pinned_selected`, `patched_selected` or `patched_full`.
+    pub step: String,
+    /// What the step must show: `fail`, `pass` or `green`.
+    pub expect: String,
+    /// The command line.
+    pub argv: Vec<String>,
+    /// Exit code, `None` when killed.
+    pub exit_code: Option<i32>,
+    /// Standard output (cut at [`OUTPUT_KEEP_BYTES`], the cut marked).
+    pub stdout: String,
+    /// Standard error (cut likewise).
+    pub stderr: String,
+    /// Per-test results parsed from the output.
+    pub parsed: ParsedRun,
+    /// The grade of this step.
+    pub grade: Grade,
+}
+
+/// The outcome of the whole witness.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WitnessReport {
+    /// Every step that ran, in order.
+    pub outputs: Vec<WitnessOutput>,
+    /// Whether every step met its requirement.
+    pub green: bool,
+    /// The first unmet requirement, for the refusal message.
+    pub failure: Option<String>,
+}
+
+/// The test set-up a witness needs from the run registration.
+#[derive(Debug, Clone)]
+pub struct WitnessPlan<'a> {
+    /// The operator's full-suite command.
+    pub test_command: &'a [String],
+    /// How it selects one test and reports.
+    pub runner: TestRunner,
+    /// The claimed fail-to-pass test.
+    pub before_failing_test: &'a str,
+    /// Per-command time limit.
+    pub timeout: Duration,
+}
+
+fn keep(text: String) -> String {
+    if text.len() <= OUTPUT_KEEP_BYTES {
+        return text;
+    }
+    let mut cut = OUTPUT_KEEP_BYTES;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}\n[... {} bytes cut by the broker]", &text[..cut], text.len() - cut)
+}
+
+/// Write the tree of commit `pin` of `repo` into the empty directory `dest`.
+pub fn write_pinned_tree(repo: &git2::Repository, pin: git2::Oid, dest: &Path) -> Result<()> {
+    let commit = repo
+        .find_commit(pin)
+        .map_err(Error::git(format!("finding pinned commit {pin}")))?;
+    let tree = commit.tree().map_err(Error::git("reading the pinned tree"))?;
+    write_tree(repo, &tree, dest)
+}
+
+fn write_tree(repo: &git2::Repository, tree: &git2::Tree<'_>, dest: &Path) -> Result<()> {
+    std::fs::create_dir_all(dest).map_err(Error::io(format!("creating {}", dest.display())))?;
+    for entry in tree.iter() {
+        let Ok(name) = entry.name() else {
+            return Err(Error::Witness(format!(
+                "a path in the pinned tree under {} is not UTF-8",
+                dest.display()
+            )));
+        };
+        let path = dest.join(name);
+        match entry.kind() {
+            Some(git2::ObjectType::Tree) => {
+                let sub = repo
+                    .find_tree(entry.id())
+                    .map_err(Error::git(format!("reading tree {name}")))?;
+                write_tree(repo, &sub, &path)?;
+            }
+            Some(git2::ObjectType::Blob) => {
+                let blob = repo
+                    .find_blob(entry.id())
+                    .map_err(Error::git(format!("reading blob {name}")))?;
+                write_entry(&path, blob.content(), entry.filemode())?;
+            }
+            // Submodules (commits) are not part of the witness tree.
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Write one file (or symlink, for mode 0o120000) with git's file mode.
+pub(crate) fn write_entry(path: &Path, content: &[u8], filemode: i32) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(Error::io(format!("creating {}", parent.display())))?;
+    }
+    if path.symlink_metadata().is_ok() {
+        std::fs::remove_file(path).map_err(Error::io(format!("replacing {}", path.display())))?;
+    }
+    if filemode == 0o120000 {
+        let target = String::from_utf8_lossy(content).into_owned();
+        return std::os::unix::fs::symlink(&target, path)
+            .map_err(Error::io(format!("creating symlink {}", path.display())));
+    }
+    std::fs::write(path, content).map_err(Error::io(format!("writing {}", path.display())))?;
+    let mode = if filemode == 0o100755 { 0o755 } else { 0o644 };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(Error::io(format!("setting mode of {}", path.display())))
+}
+
+fn make_read_only(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = match path.symlink_metadata() {
+        Ok(m) if m.file_type().is_file() => m,
+        _ => return Ok(()),
+    };
+    let mode = meta.permissions().mode() & 0o555;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(Error::io(format!("making {} read-only", path.display())))
+}
+
+/// Which witness tree to build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TreeKind {
+    /// The pinned source plus the newly added test files.
+    PinnedWithNewTests,
+    /// The pinned source plus the diff's non-test changes plus the newly added test files.
+    Patched,
+}
+
+/// Build a witness tree in the empty directory `dest`. Every test file of the pinned tree and
+/// every newly added test file is left read-only.
+pub fn build_tree(
+    repo: &git2::Repository,
+    pin: git2::Oid,
+    changes: &ChangeSet,
+    pinned_test_files: &[String],
+    kind: TreeKind,
+    dest: &Path,
+) -> Result<()> {
+    write_pinned_tree(repo, pin, dest)?;
+    for change in &changes.files {
+        let take = match (kind, change.is_test, change.kind) {
+            (_, true, ChangeKind::Added) => true,
+            // Pre-existing test files stay as pinned, whatever the diff did to them.
+            (_, true, _) => false,
+            (TreeKind::Patched, false, _) => true,
+            (TreeKind::PinnedWithNewTests, false, _) => false,
+        };
+        if !take {
+            continue;
+        }
+        let path = dest.join(&change.path);
+        match (&change.kind, &change.content) {
+            (ChangeKind::Deleted, _) => {
+                if path.symlink_metadata().is_ok() {
+                    std::fs::remove_file(&path)
+                        .map_err(Error::io(format!("removing {}", path.display())))?;
+                }
+            }
+            (_, Some(content)) => write_entry(&path, content, change.filemode)?,
+            (_, None) => {
+                return Err(Error::Witness(format!(
+                    "the change to {} carries no content",
+                    change.path
+                )));
+            }
+        }
+    }
+    for test in pinned_test_files {
+        make_read_only(&dest.join(test))?;
+    }
+    for change in changes.files.iter().filter(|c| c.is_test && c.kind == ChangeKind::Added) {
+        make_read_only(&dest.join(&change.path))?;
+    }
+    Ok(())
+}
+
+fn step(
+    executor: &dyn TestExecutor,
+    plan: &WitnessPlan<'_>,
+    tree: &Path,
+    name: &str,
+    expect: &str,
+    argv: Vec<String>,
+) -> Result<WitnessOutput> {
+    let run = executor.run(tree, &argv, plan.timeout)?;
+    let combined = format!("{}\n{}", run.stdout, run.stderr);
+    let parsed = results::parse(plan.runner, &combined);
+    let grade = match expect {
+        "fail" => results::grade_must_fail(&parsed, run.exit_code, plan.before_failing_test),
+        "pass" => results::grade_must_pass(&parsed, run.exit_code, plan.before_failing_test),
+        _ => results::grade_suite_green(&parsed, run.exit_code),
+    };
+    Ok(WitnessOutput {
+        step: name.to_owned(),
+        expect: expect.to_owned(),
+        argv,
+        exit_code: run.exit_code,
+        stdout: keep(run.stdout),
+        stderr: keep(run.stderr),
+        parsed,
+        grade,
+    })
+}
+
+/// Run the witness: build both trees under `work_dir` and run the three steps, stopping at the
+/// first unmet requirement.
+pub fn run_witness(
+    repo: &git2::Repository,
+    pin: git2::Oid,
+    changes: &ChangeSet,
+    pinned_test_files: &[String],
+    plan: &WitnessPlan<'_>,
+    executor: &dyn TestExecutor,
+    work_dir: &Path,
+) -> Result<WitnessReport> {
+    std::fs::create_dir_all(work_dir).map_err(Error::io(format!("creating {}", work_dir.display())))?;
+    let scratch = tempfile::Builder::new()
+        .prefix("witness-")
+        .tempdir_in(work_dir)
+        .map_err(Error::io(format!("creating a witness directory in {}", work_dir.display())))?;
+    let pinned: PathBuf = scratch.path().join("pinned");
+    let patched: PathBuf = scratch.path().join("patched");
+    build_tree(repo, pin, changes, pinned_test_files, TreeKind::PinnedWithNewTests, &pinned)?;
+    build_tree(repo, pin, changes, pinned_test_files, TreeKind::Patched, &patched)?;
+
+    let one = plan.runner.select_one(plan.test_command, plan.before_failing_test);
+    let steps: [(&str, &str, &Path, Vec<String>); 3] = [
+        ("pinned_selected", "fail", &pinned, one.clone()),
+        ("patched_selected", "pass", &patched, one),
+        ("patched_full", "green", &patched, plan.test_command.to_vec()),
+    ];
+    let mut outputs = Vec::new();
+    let mut failure = None;
+    for (name, expect, tree, argv) in steps {
+        let out = step(executor, plan, tree, name, expect, argv)?;
+        let grade = out.grade.clone();
+        outputs.push(out);
+        match grade {
+            Grade::Ok => {}
+            Grade::NotOk(why) => {
+                failure = Some(format!("{name} (must {expect}): {why}"));
+                break;
+            }
+            Grade::Invalid(why) => {
+                failure = Some(format!("{name} (must {expect}) is invalid: {why}"));
+                break;
+            }
+        }
+    }
+    restore_writable(scratch.path());
+    Ok(WitnessReport {
+        green: failure.is_none(),
+        outputs,
+        failure,
+    })
+}
+
+/// Give write permission back so the scratch directory can be removed.
+fn restore_writable(root: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.path().symlink_metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else if meta.is_file() {
+                let mode = meta.permissions().mode() | 0o200;
+                let _ = std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(mode));
+            }
+        }
+    }
+}

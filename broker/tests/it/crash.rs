@@ -1,0 +1,90 @@
+//! kill -9 of the broker during intake and during approval: after a restart nothing is lost and
+//! nothing is duplicated.
+
+use std::time::{Duration, Instant};
+
+use crate::harness::*;
+use airlock_broker::BrokerReply;
+use airlock_broker::store::{SqliteStore, Store};
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn kill_during_intake_then_restart_and_resend_queues_exactly_once() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-crash");
+    apply_fix(&wt);
+    // A slow new test keeps the witness busy long enough to kill the broker inside it.
+    write(&wt, "tests/test_clamp_high.py", &NEW_TEST.replace("    def test_clamp_high(self):\n", "    def test_clamp_high(self):\n        import time\n        time.sleep(3)\n"));
+    let args = honest_args(&fx, &wt);
+    let socket = fx.socket.clone();
+    let sent = args.clone();
+    let pending = std::thread::spawn(move || airlock_broker::BrokerClient::connect(&socket).unwrap().open_pr("run-crash", sent));
+    let work = fx.dir.path().join("work");
+    wait_for("the witness to start", || {
+        std::fs::read_dir(&work).map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("witness-"))).unwrap_or(false)
+    });
+    fx.kill();
+    assert!(pending.join().unwrap().is_err(), "the killed broker cannot have answered");
+    {
+        let mut store = SqliteStore::open(&fx.db).unwrap();
+        assert_eq!(store.unfinished_intakes().unwrap().len(), 1, "the request was recorded before the kill");
+        assert!(store.queue().unwrap().is_empty());
+    }
+    fx.start();
+    let reply = fx.client().open_pr("run-crash", args.clone()).unwrap();
+    let BrokerReply::Queued { queue_id } = reply else { panic!("{reply:?}") };
+    assert_eq!(fx.client().open_pr("run-crash", args).unwrap(), BrokerReply::Queued { queue_id });
+    let mut store = SqliteStore::open(&fx.db).unwrap();
+    assert!(store.unfinished_intakes().unwrap().is_empty());
+    assert_eq!(store.queue().unwrap().len(), 1);
+}
+
+#[test]
+fn kill_during_approval_then_restart_publishes_once() {
+    let forge = MockForge::start();
+    let mut fx = Fixture::with(Options { forge: Some((forge.base.clone(), "AIRLOCK_IT_FORGE_TOKEN".into())), ..Options::default() });
+    fx.start();
+    let id = queue_honest(&fx, "run-crash-approve");
+    forge.stall_posts.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut approve = std::process::Command::new(BIN)
+        .arg("--config")
+        .arg(&fx.config)
+        .args(["approve", &id.to_string()])
+        .env("AIRLOCK_IT_FORGE_TOKEN", "tok")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the pull request request", || forge.requests().iter().any(|r| r.method == "POST"));
+    approve.kill().unwrap();
+    approve.wait().unwrap();
+    fx.kill();
+    let branch_commit = fx.remote_ref("airlock/CALC-42").expect("pushed before the kill");
+    {
+        let mut store = SqliteStore::open(&fx.db).unwrap();
+        let item = store.queue_item(id).unwrap().unwrap();
+        assert_eq!(item.status.as_str(), "approved", "the approval survived, publication unfinished");
+    }
+    forge.stall_posts.store(false, std::sync::atomic::Ordering::SeqCst);
+    fx.start_with_env(&[("AIRLOCK_IT_FORGE_TOKEN", "tok")]);
+    let reply = fx.client().decision("run-crash-approve").unwrap();
+    assert_eq!(
+        reply,
+        BrokerReply::Approved {
+            queue_id: id,
+            branch: "airlock/CALC-42".into(),
+            commit: branch_commit.clone(),
+            pr_url: Some("https://forge.example/acme/calc/pull/1".into())
+        }
+    );
+    assert_eq!(forge.requests().iter().filter(|r| r.method == "POST").count(), 1, "no second pull request");
+    assert_eq!(fx.remote_ref("airlock/CALC-42").as_deref(), Some(branch_commit.as_str()));
+}

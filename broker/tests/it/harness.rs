@@ -1,0 +1,400 @@
+//! Fixtures: a Python project with a bug, the broker's clone and a bare remote, a run worktree
+//! the "agent" edits, a `broker.toml`, and the real `airlock-broker serve` process.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use airlock_broker::{BrokerClient, BrokerReply, RunRegistration, TestRunner};
+use serde_json::{Value, json};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_airlock-broker");
+
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+pub fn write(root: &Path, rel: &str, text: &str) {
+    let path = root.join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+pub const BUGGY_OPS: &str = "\
+def clamp(x, lo, hi):
+    \"\"\"Clamp x into [lo, hi].\"\"\"
+    return max(lo, x)
+";
+
+pub const FIXED_OPS: &str = "\
+def clamp(x, lo, hi):
+    \"\"\"Clamp x into [lo, hi].\"\"\"
+    return max(lo, min(x, hi))
+";
+
+pub const EXISTING_TEST: &str = "\
+import unittest
+
+from calc.ops import clamp
+
+
+class TestClampLow(unittest.TestCase):
+    def test_clamp_low(self):
+        self.assertEqual(clamp(-5, 0, 3), 0)
+
+    def test_identity(self):
+        self.assertEqual(clamp(2, 0, 3), 2)
+";
+
+pub const NEW_TEST: &str = "\
+import unittest
+
+from calc.ops import clamp
+
+
+class TestClampHigh(unittest.TestCase):
+    def test_clamp_high(self):
+        self.assertEqual(clamp(9, 0, 3), 3)
+";
+
+pub const NEW_TEST_NAME: &str = "tests.test_clamp_high.TestClampHigh.test_clamp_high";
+
+/// Everything one test needs.
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+    pub origin: PathBuf,
+    pub remote: PathBuf,
+    pub clone: PathBuf,
+    pub runs: PathBuf,
+    pub config: PathBuf,
+    pub socket: PathBuf,
+    pub audit: PathBuf,
+    pub db: PathBuf,
+    pub pin: String,
+    pub server: Option<Child>,
+}
+
+pub struct Options {
+    pub queue_max_age: &'static str,
+    pub forge: Option<(String, String)>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { queue_max_age: "72h", forge: None }
+    }
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        Fixture::with(Options::default())
+    }
+
+    pub fn with(opts: Options) -> Fixture {
+        let dir = tempfile::Builder::new()
+            .prefix("broker-it-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        let root = dir.path().to_path_buf();
+        let origin = root.join("origin");
+        std::fs::create_dir_all(&origin).unwrap();
+        git(&origin, &["init", "-q", "-b", "main"]);
+        write(&origin, "calc/__init__.py", "");
+        write(&origin, "calc/ops.py", BUGGY_OPS);
+        write(&origin, "tests/__init__.py", "");
+        write(&origin, "tests/test_ops.py", EXISTING_TEST);
+        write(&origin, "README.md", "calc\n");
+        git(&origin, &["add", "-A"]);
+        git(&origin, &["commit", "-q", "-m", "initial"]);
+        let pin = git(&origin, &["rev-parse", "HEAD"]);
+        let remote = root.join("remote.git");
+        git(&root, &["clone", "-q", "--bare", origin.to_str().unwrap(), remote.to_str().unwrap()]);
+        let clone = root.join("broker-clone");
+        git(&root, &["clone", "-q", remote.to_str().unwrap(), clone.to_str().unwrap()]);
+        let runs = root.join("runs");
+        std::fs::create_dir_all(&runs).unwrap();
+        let socket = root.join("broker.sock");
+        let audit = root.join("audit.jsonl");
+        let db = root.join("state/broker.db");
+        let forge = match &opts.forge {
+            Some((api, env)) => format!("forge_token_env = \"{env}\"\ngithub_api = \"{api}\"\n"),
+            None => String::new(),
+        };
+        let config = root.join("broker.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "socket = \"{}\"\nstate_db = \"{}\"\nruns_root = \"{}\"\naudit_log = \"{}\"\nwork_dir = \"{}\"\nqueue_max_age = \"{}\"\nwitness_timeout = \"120s\"\n\n[repositories.\"acme/calc\"]\nclone = \"{}\"\nremote = \"origin\"\n{forge}",
+                socket.display(),
+                db.display(),
+                runs.display(),
+                audit.display(),
+                root.join("work").display(),
+                opts.queue_max_age,
+                clone.display(),
+            ),
+        )
+        .unwrap();
+        Fixture { dir, origin, remote, clone, runs, config, socket, audit, db, pin, server: None }
+    }
+
+    /// A fresh worktree for a run: a clone at the pin.
+    pub fn worktree(&self, run_id: &str) -> PathBuf {
+        let wt = self.runs.join(run_id);
+        git(&self.runs, &["clone", "-q", self.origin.to_str().unwrap(), wt.to_str().unwrap()]);
+        git(&wt, &["checkout", "-q", &self.pin]);
+        wt
+    }
+
+    pub fn start(&mut self) {
+        self.start_with_env(&[]);
+    }
+
+    pub fn start_with_env(&mut self, env: &[(&str, &str)]) {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("--config").arg(&self.config).arg("serve").stdout(Stdio::null()).stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().unwrap();
+        self.server = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
+            assert!(Instant::now() < deadline, "broker did not start listening");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.server.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    pub fn client(&self) -> BrokerClient {
+        BrokerClient::connect(&self.socket).unwrap()
+    }
+
+    pub fn registration(&self, run_id: &str, worktree: &Path) -> RunRegistration {
+        RunRegistration {
+            run_id: run_id.to_owned(),
+            repository: "acme/calc".to_owned(),
+            base_commit: self.pin.clone(),
+            worktree: worktree.display().to_string(),
+            test_command: vec!["python3".into(), "-m".into(), "unittest".into(), "-v".into()],
+            test_runner: TestRunner::Unittest,
+            write_allowlist: vec!["calc/**".into(), "tests/**".into()],
+        }
+    }
+
+    /// Register a run and return its worktree.
+    pub fn register(&self, run_id: &str) -> PathBuf {
+        let wt = self.worktree(run_id);
+        let reply = self.client().register_run(&self.registration(run_id, &wt)).unwrap();
+        assert_eq!(reply, BrokerReply::Registered { run_id: run_id.to_owned() });
+        wt
+    }
+
+    /// The approver CLI.
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        Command::new(BIN).arg("--config").arg(&self.config).args(args).env("AIRLOCK_REVIEWER", "rev").output().unwrap()
+    }
+
+    pub fn audit_kinds(&self) -> Vec<(String, Value)> {
+        let text = std::fs::read_to_string(&self.audit).unwrap_or_default();
+        text.lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                (v["kind"].as_str().unwrap().to_owned(), v["payload"].clone())
+            })
+            .collect()
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The agent's honest fix: the source change plus a new fail-to-pass test.
+pub fn apply_fix(wt: &Path) {
+    write(wt, "calc/ops.py", FIXED_OPS);
+    write(wt, "tests/test_clamp_high.py", NEW_TEST);
+}
+
+/// Honest open_pr arguments for the worktree as it is now (digest from `airlock-policies`).
+pub fn honest_args(fx: &Fixture, wt: &Path) -> Value {
+    let report = airlock_policies::compute_digest(wt, &fx.pin).unwrap();
+    let digest = serde_json::to_value(report.to_diff_digest()).unwrap();
+    let scope = if report.test_files_added.is_empty() { "source-only" } else { "source-plus-new-tests" };
+    json!({
+        "issue_id": "CALC-42",
+        "base_commit": fx.pin,
+        "title": "fix: clamp respects the upper bound",
+        "body": "clamp ignored hi. It now returns max(lo, min(x, hi)); the new test fails before and passes after.",
+        "scope": scope,
+        "diff_digest": digest,
+        "test_evidence": {
+            "before_selector": NEW_TEST_NAME,
+            "before_failing_test": NEW_TEST_NAME,
+            "after_full_run": "green",
+            "witness_run": "green"
+        },
+        "confidence": 0.9
+    })
+}
+
+pub fn code_of(reply: &BrokerReply) -> &'static str {
+    match reply {
+        BrokerReply::Refused { error } => error.code.as_str(),
+        BrokerReply::Queued { .. } => "QUEUED",
+        BrokerReply::Pending { .. } => "PENDING",
+        BrokerReply::Approved { .. } => "APPROVED",
+        BrokerReply::Registered { .. } => "REGISTERED",
+        BrokerReply::Failed { .. } => "FAILED",
+    }
+}
+
+/// One request the mock forge received.
+#[derive(Debug, Clone)]
+pub struct SeenRequest {
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl SeenRequest {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// A tiny GitHub stand-in on 127.0.0.1: `GET .../pulls` lists what was POSTed, `POST .../pulls`
+/// records the pull request (or, when `stall_posts` is set, records it and never answers).
+pub struct MockForge {
+    pub base: String,
+    pub seen: std::sync::Arc<std::sync::Mutex<Vec<SeenRequest>>>,
+    pub stall_posts: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl MockForge {
+    pub fn start() -> MockForge {
+        use std::io::{BufRead, BufReader, Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<SeenRequest>::new()));
+        let stall = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (seen2, stall2) = (seen.clone(), stall.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                let (seen, stall) = (seen2.clone(), stall2.clone());
+                std::thread::spawn(move || {
+                    let mut writer = stream.try_clone().unwrap();
+                    let mut reader = BufReader::new(stream);
+                    loop {
+                        let mut first = String::new();
+                        if reader.read_line(&mut first).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let mut parts = first.split_whitespace();
+                        let method = parts.next().unwrap_or("").to_owned();
+                        let path = parts.next().unwrap_or("").to_owned();
+                        let mut headers = Vec::new();
+                        loop {
+                            let mut line = String::new();
+                            reader.read_line(&mut line).unwrap();
+                            let line = line.trim_end();
+                            if line.is_empty() {
+                                break;
+                            }
+                            if let Some((k, v)) = line.split_once(':') {
+                                headers.push((k.trim().to_owned(), v.trim().to_owned()));
+                            }
+                        }
+                        let len: usize = headers
+                            .iter()
+                            .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+                            .map(|(_, v)| v.parse().unwrap())
+                            .unwrap_or(0);
+                        let mut body = vec![0u8; len];
+                        reader.read_exact(&mut body).unwrap();
+                        let req = SeenRequest { method: method.clone(), path: path.clone(), headers, body: String::from_utf8_lossy(&body).into_owned() };
+                        let prior_posts: Vec<SeenRequest> = seen.lock().unwrap().iter().filter(|r| r.method == "POST").cloned().collect();
+                        seen.lock().unwrap().push(req.clone());
+                        let (status, reply) = if method == "GET" {
+                            let list: Vec<serde_json::Value> = prior_posts
+                                .iter()
+                                .enumerate()
+                                .map(|(i, _)| json!({"number": i + 1, "html_url": format!("https://forge.example/acme/calc/pull/{}", i + 1)}))
+                                .collect();
+                            ("200 OK", serde_json::to_string(&list).unwrap())
+                        } else {
+                            if stall.load(Ordering::SeqCst) {
+                                // Never answer: the broker is killed while waiting.
+                                std::thread::sleep(Duration::from_secs(600));
+                                return;
+                            }
+                            let n = prior_posts.len() + 1;
+                            ("201 Created", json!({"number": n, "html_url": format!("https://forge.example/acme/calc/pull/{n}")}).to_string())
+                        };
+                        let resp = format!("HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{reply}", reply.len());
+                        if writer.write_all(resp.as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        MockForge { base, seen, stall_posts: stall }
+    }
+
+    pub fn requests(&self) -> Vec<SeenRequest> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// Run an honest submission to the queue; returns the queue id.
+pub fn queue_honest(fx: &Fixture, run_id: &str) -> i64 {
+    let wt = fx.register(run_id);
+    apply_fix(&wt);
+    let reply = fx.client().open_pr(run_id, honest_args(fx, &wt)).unwrap();
+    match reply {
+        BrokerReply::Queued { queue_id } => queue_id,
+        other => panic!("expected queued, got {other:?}"),
+    }
+}
+
+impl Fixture {
+    /// The approver CLI with extra environment.
+    pub fn cli_env(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("--config").arg(&self.config).args(args).env("AIRLOCK_REVIEWER", "rev");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    }
+
+    pub fn remote_ref(&self, branch: &str) -> Option<String> {
+        let out = Command::new("git")
+            .args(["--git-dir", self.remote.to_str().unwrap(), "rev-parse", "--verify", "-q", &format!("refs/heads/{branch}")])
+            .output()
+            .unwrap();
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+}

@@ -1,0 +1,297 @@
+//! open_pr intake through the real broker: queue, every refusal code, the witness.
+
+use crate::harness::*;
+use airlock_broker::BrokerReply;
+use serde_json::{Value, json};
+
+fn refused(reply: &BrokerReply) -> &airlock_broker::BrokerError {
+    match reply {
+        BrokerReply::Refused { error } => error,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn honest_fix_is_queued_with_diff_args_and_evidence() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-ok");
+    apply_fix(&wt);
+    let args = honest_args(&fx, &wt);
+    let reply = fx.client().open_pr("run-ok", args.clone()).unwrap();
+    let BrokerReply::Queued { queue_id } = reply else { panic!("expected queued, got {reply:?}") };
+    let show = fx.cli(&["show", &queue_id.to_string()]);
+    assert!(show.status.success(), "{}", String::from_utf8_lossy(&show.stderr));
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(text.contains("+    return max(lo, min(x, hi))"), "{text}");
+    assert!(text.contains("pinned_selected (must fail): exit Some(1), Ok"), "{text}");
+    assert!(text.contains("patched_selected (must pass): exit Some(0), Ok"), "{text}");
+    assert!(text.contains("patched_full (must green): exit Some(0), Ok"), "{text}");
+    assert!(text.contains(&serde_json::to_string(&args).unwrap()), "args verbatim: {text}");
+    assert!(!text.contains("\x1b["), "no colour when not a terminal");
+    let coloured = fx.cli(&["show", &queue_id.to_string(), "--color", "always"]);
+    assert!(String::from_utf8_lossy(&coloured.stdout).contains("\x1b[32m+    return max(lo, min(x, hi))"));
+
+    let queue = fx.cli(&["queue"]);
+    let table = String::from_utf8_lossy(&queue.stdout);
+    assert!(table.starts_with("ID  STATUS"), "{table}");
+    assert!(table.contains("queued") && table.contains("CALC-42") && table.contains("fix: clamp respects the upper bound"), "{table}");
+
+    let kinds: Vec<String> = fx.audit_kinds().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(kinds, ["open_pr_submitted", "test_run", "test_run", "test_run", "broker_decision"]);
+    let (_, last) = fx.audit_kinds().pop().unwrap();
+    assert_eq!(last["code"], "QUEUED");
+
+    // Still pending for the run.
+    assert_eq!(fx.client().decision("run-ok").unwrap(), BrokerReply::Pending { queue_id });
+}
+
+#[test]
+fn schema_invalid_is_retryable_and_names_pointer_and_constraint() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-schema");
+    apply_fix(&wt);
+    let good = honest_args(&fx, &wt);
+    let mut bad = good.clone();
+    bad["title"] = json!("clamp fix");
+    let reply = fx.client().open_pr("run-schema", bad).unwrap();
+    let err = refused(&reply);
+    assert_eq!(err.code.as_str(), "SCHEMA_INVALID");
+    assert!(err.retryable);
+    let violations = err.details["violations"].as_array().unwrap();
+    assert!(violations.iter().any(|v| v["pointer"] == "/title"), "{violations:?}");
+    // The only retryable code: the corrected call goes through.
+    let reply = fx.client().open_pr("run-schema", good).unwrap();
+    assert!(matches!(reply, BrokerReply::Queued { .. }), "{reply:?}");
+}
+
+#[test]
+fn base_commit_as_branch_name_is_schema_invalid_and_wrong_sha_is_policy() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-branch");
+    apply_fix(&wt);
+    let mut args = honest_args(&fx, &wt);
+    args["base_commit"] = json!("main");
+    let reply = fx.client().open_pr("run-branch", args.clone()).unwrap();
+    let err = refused(&reply);
+    assert_eq!(err.code.as_str(), "SCHEMA_INVALID");
+    let v = &err.details["violations"][0];
+    assert_eq!((v["pointer"].as_str(), v["keyword"].as_str()), (Some("/base_commit"), Some("pattern")));
+
+    args["base_commit"] = json!("0".repeat(40));
+    let reply = fx.client().open_pr("run-branch", args).unwrap();
+    let err = refused(&reply);
+    assert_eq!(err.code.as_str(), "POLICY_VIOLATION");
+    assert!(!err.retryable);
+    assert_eq!(err.details["offending"], "base_commit");
+}
+
+#[test]
+fn paths_outside_the_allowlist_or_in_refused_classes_are_policy_violations() {
+    let mut fx = Fixture::new();
+    fx.start();
+    for (run, path) in [("run-readme", "README.md"), ("run-ci", ".github/workflows/ci.yml")] {
+        let wt = fx.register(run);
+        apply_fix(&wt);
+        write(&wt, path, "changed\n");
+        let args = honest_args(&fx, &wt);
+        let reply = fx.client().open_pr(run, args).unwrap();
+        let err = refused(&reply);
+        assert_eq!(err.code.as_str(), "POLICY_VIOLATION", "{path}");
+        assert_eq!(err.details["offending"], path, "{err:?}");
+    }
+}
+
+#[test]
+fn a_lie_in_any_digest_field_is_a_digest_mismatch_and_an_integrity_event() {
+    let mut fx = Fixture::new();
+    fx.start();
+    type Lie = fn(&std::path::Path, &mut Value);
+    let lies: [(&str, Lie); 7] = [
+        ("files_changed", |_, a| {
+            a["diff_digest"]["files_changed"] = json!(["calc/ops.py"]);
+        }),
+        ("insertions", |_, a| {
+            let n = a["diff_digest"]["insertions"].as_u64().unwrap();
+            a["diff_digest"]["insertions"] = json!(n + 1);
+        }),
+        ("deletions", |_, a| {
+            a["diff_digest"]["deletions"] = json!(0);
+        }),
+        ("test_files_added", |_, a| {
+            a["diff_digest"]["test_files_added"] = json!([]);
+        }),
+        ("test_files_modified", |_, a| {
+            a["diff_digest"]["test_files_modified"] = json!(["tests/test_ops.py"]);
+            a["test_change_reason"] = json!("existing-test-asserts-the-buggy-behaviour");
+        }),
+        ("assertions_removed", |wt, a| {
+            // Really remove an assertion, declare the test edit, claim none removed.
+            write(wt, "tests/test_ops.py", &EXISTING_TEST.replace("        self.assertEqual(clamp(2, 0, 3), 2)\n", "        pass\n"));
+            let fx_digest = airlock_policies::compute_digest(wt, a["base_commit"].as_str().unwrap()).unwrap();
+            let mut d = serde_json::to_value(fx_digest.to_diff_digest()).unwrap();
+            assert_eq!(d["assertions_removed"], 1, "the detector must see the removed assertion");
+            d["assertions_removed"] = json!(0);
+            a["diff_digest"] = d;
+            a["test_change_reason"] = json!("existing-test-asserts-the-buggy-behaviour");
+        }),
+        ("skip_markers_added", |wt, a| {
+            write(wt, "tests/test_ops.py", &EXISTING_TEST.replace("    def test_identity", "    @unittest.skip(\"flaky\")\n    def test_identity"));
+            let fx_digest = airlock_policies::compute_digest(wt, a["base_commit"].as_str().unwrap()).unwrap();
+            let mut d = serde_json::to_value(fx_digest.to_diff_digest()).unwrap();
+            assert_eq!(d["skip_markers_added"], 1, "the detector must see the skip marker");
+            d["skip_markers_added"] = json!(0);
+            a["diff_digest"] = d;
+            if !d_is_empty(&a["diff_digest"]["test_files_modified"]) {
+                a["test_change_reason"] = json!("existing-test-asserts-the-buggy-behaviour");
+            }
+        }),
+    ];
+    fn d_is_empty(v: &Value) -> bool {
+        v.as_array().is_none_or(|a| a.is_empty())
+    }
+    for (field, lie) in lies {
+        let run = format!("run-lie-{}", field.replace('_', "-"));
+        let wt = fx.register(&run);
+        apply_fix(&wt);
+        let mut args = honest_args(&fx, &wt);
+        lie(&wt, &mut args);
+        let reply = fx.client().open_pr(&run, args.clone()).unwrap();
+        let err = refused(&reply);
+        assert_eq!(err.code.as_str(), "DIGEST_MISMATCH", "{field}: {err:?}");
+        assert!(!err.retryable);
+        assert_eq!(err.details["fields"], json!([field]), "{field}: {err:?}");
+        assert_eq!(err.details["claimed"], args["diff_digest"], "{field}");
+        assert_ne!(err.details["computed"][field], args["diff_digest"][field], "{field}");
+        // The run is over: another call (schema-valid, different bytes) is refused as final.
+        let mut again = args.clone();
+        again["confidence"] = json!(0.7);
+        let again = fx.client().open_pr(&run, again).unwrap();
+        assert_eq!(refused(&again).code.as_str(), "POLICY_VIOLATION", "{field}");
+    }
+    let integrity: Vec<String> = fx
+        .audit_kinds()
+        .into_iter()
+        .filter(|(k, _)| k == "integrity_violation")
+        .map(|(_, p)| p["check"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        integrity,
+        [
+            "diff_digest.files_changed",
+            "diff_digest.insertions",
+            "diff_digest.deletions",
+            "diff_digest.test_files_added",
+            "diff_digest.test_files_modified",
+            "diff_digest.assertions_removed",
+            "diff_digest.skip_markers_added"
+        ]
+    );
+}
+
+#[test]
+fn a_second_open_pr_is_refused_and_a_resent_one_is_answered_once() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-twice");
+    apply_fix(&wt);
+    let args = honest_args(&fx, &wt);
+    let first = fx.client().open_pr("run-twice", args.clone()).unwrap();
+    let BrokerReply::Queued { queue_id } = first else { panic!("{first:?}") };
+    // The same call resent (a supervisor retrying after a lost reply): the same answer.
+    assert_eq!(fx.client().open_pr("run-twice", args.clone()).unwrap(), first);
+    let mut second = args;
+    second["confidence"] = json!(0.95);
+    let reply = fx.client().open_pr("run-twice", second).unwrap();
+    let err = refused(&reply);
+    assert_eq!(err.code.as_str(), "POLICY_VIOLATION");
+    assert_eq!(err.details["offending"], "second_open_pr");
+    // The queued one is untouched.
+    assert_eq!(fx.client().decision("run-twice").unwrap(), BrokerReply::Pending { queue_id });
+    let table = String::from_utf8_lossy(&fx.cli(&["queue"]).stdout).into_owned();
+    assert_eq!(table.lines().count(), 2, "{table}");
+}
+
+#[test]
+fn an_edited_existing_test_is_restored_so_the_weakened_test_cannot_go_green() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-weaken");
+    // A wrong "fix" that breaks the lower bound, with the existing test edited to match it.
+    write(&wt, "calc/ops.py", &FIXED_OPS.replace("max(lo, min(x, hi))", "min(x, hi)"));
+    write(&wt, "tests/test_clamp_high.py", NEW_TEST);
+    write(&wt, "tests/test_ops.py", &EXISTING_TEST.replace("clamp(-5, 0, 3), 0)", "clamp(-5, 0, 3), -5)"));
+    let mut args = honest_args(&fx, &wt);
+    assert_eq!(args["diff_digest"]["test_files_modified"], json!(["tests/test_ops.py"]));
+    args["test_change_reason"] = json!("existing-test-asserts-the-buggy-behaviour");
+    let reply = fx.client().open_pr("run-weaken", args).unwrap();
+    let err = refused(&reply);
+    assert_eq!(err.code.as_str(), "POLICY_VIOLATION");
+    assert_eq!(err.details["offending"], "witness_run");
+    assert!(err.message.contains("witness not green"), "{}", err.message);
+    let outputs = err.details["outputs"].as_array().unwrap();
+    let full = outputs.iter().find(|o| o["step"] == "patched_full").expect("the full suite ran");
+    assert!(full["stderr"].as_str().unwrap().contains("FAIL: test_clamp_low"), "{full}");
+    assert_eq!(full["parsed"]["tests"]["tests.test_ops.TestClampLow.test_clamp_low"], "failed");
+}
+
+#[test]
+fn a_new_test_that_already_passes_on_the_pin_is_not_fail_to_pass() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-nofail");
+    write(&wt, "calc/ops.py", FIXED_OPS);
+    write(&wt, "tests/test_clamp_high.py", &NEW_TEST.replace("clamp(9, 0, 3), 3)", "clamp(2, 0, 3), 2)"));
+    let args = honest_args(&fx, &wt);
+    let reply = fx.client().open_pr("run-nofail", args).unwrap();
+    let err = refused(&reply);
+    assert_eq!(err.code.as_str(), "POLICY_VIOLATION");
+    assert!(err.message.contains("already passes on the pinned source"), "{}", err.message);
+    assert_eq!(err.details["outputs"].as_array().unwrap().len(), 1, "stops at the first unmet step");
+}
+
+#[test]
+fn fake_passed_lines_printed_by_the_patch_do_not_make_the_witness_green() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-fake");
+    // The "fix" does not fix anything; importing it prints what a passing run would print.
+    write(
+        &wt,
+        "calc/ops.py",
+        &format!(
+            "import sys\nsys.stderr.write('test_clamp_high ({NEW_TEST_NAME}) ... ok\\ntest_clamp_low (tests.test_ops.TestClampLow.test_clamp_low) ... ok\\n')\n\n{BUGGY_OPS}"
+        ),
+    );
+    write(&wt, "tests/test_clamp_high.py", NEW_TEST);
+    let args = honest_args(&fx, &wt);
+    let reply = fx.client().open_pr("run-fake", args).unwrap();
+    let err = refused(&reply);
+    assert_eq!(err.code.as_str(), "POLICY_VIOLATION");
+    assert_eq!(err.details["offending"], "witness_run");
+    let outputs = err.details["outputs"].as_array().unwrap();
+    let step = outputs.last().unwrap();
+    assert_eq!(step["step"], "patched_selected");
+    assert!(step["stderr"].as_str().unwrap().contains("... ok"), "the fake line was printed");
+    assert_eq!(step["parsed"]["tests"][NEW_TEST_NAME], "failed");
+}
+
+#[test]
+fn unknown_run_and_bad_registration_fail_cleanly() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let reply = fx.client().open_pr("nobody", json!({})).unwrap();
+    assert!(matches!(&reply, BrokerReply::Failed { message } if message.contains("not registered")), "{reply:?}");
+    let outside = fx.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let reg = fx.registration("run-out", &outside);
+    let reply = fx.client().register_run(&reg).unwrap();
+    assert!(matches!(&reply, BrokerReply::Failed { message } if message.contains("not under the runs root")), "{reply:?}");
+    let wt = fx.worktree("run-branchpin");
+    let mut reg = fx.registration("run-branchpin", &wt);
+    reg.base_commit = "main".into();
+    let reply = fx.client().register_run(&reg).unwrap();
+    assert!(matches!(&reply, BrokerReply::Failed { message } if message.contains("40-hex")), "{reply:?}");
+}

@@ -1,0 +1,7 @@
+//! End-to-end tests of the `airlock-broker` binary over repositories the tests create.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod approval;
+mod crash;
+mod harness;
+mod intake;

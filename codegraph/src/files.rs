@@ -1,0 +1,163 @@
+//! What a path is: its language, and whether it is a test, vendored or documentation file.
+//!
+//! Classification looks at the path only (and, for binary detection, at the first bytes),
+//! so the same path always gets the same answer.
+
+use serde::{Deserialize, Serialize};
+
+/// Files larger than this are skipped as huge (generated data, dumps).
+pub const MAX_FILE_BYTES: usize = 1024 * 1024;
+/// Files larger than this are indexed lexically but not parsed.
+pub const MAX_PARSE_BYTES: usize = 512 * 1024;
+/// How many leading bytes are checked for a NUL byte to call a file binary.
+pub const BINARY_SNIFF_BYTES: usize = 8 * 1024;
+
+/// The languages with a structural channel (tree-sitter grammar and tags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Language {
+    /// Python (`.py`, `.pyi`).
+    Python,
+    /// Rust (`.rs`).
+    Rust,
+    /// JavaScript (`.js`, `.mjs`, `.cjs`, `.jsx`).
+    Javascript,
+    /// TypeScript (`.ts`, `.mts`, `.cts`).
+    Typescript,
+    /// TypeScript with JSX (`.tsx`).
+    Tsx,
+    /// Go (`.go`).
+    Go,
+    /// Java (`.java`).
+    Java,
+}
+
+impl Language {
+    /// The language of a path, from its extension; `None` for files indexed lexically only.
+    pub fn from_path(path: &str) -> Option<Language> {
+        let ext = extension(path)?;
+        Some(match ext.as_str() {
+            "py" | "pyi" => Language::Python,
+            "rs" => Language::Rust,
+            "js" | "mjs" | "cjs" | "jsx" => Language::Javascript,
+            "ts" | "mts" | "cts" => Language::Typescript,
+            "tsx" => Language::Tsx,
+            "go" => Language::Go,
+            "java" => Language::Java,
+            _ => return None,
+        })
+    }
+
+    /// Short stable name, used in cache keys and output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Language::Python => "python",
+            Language::Rust => "rust",
+            Language::Javascript => "javascript",
+            Language::Typescript => "typescript",
+            Language::Tsx => "tsx",
+            Language::Go => "go",
+            Language::Java => "java",
+        }
+    }
+}
+
+fn extension(path: &str) -> Option<String> {
+    let name = path.rsplit('/').next()?;
+    let (_, ext) = name.rsplit_once('.')?;
+    Some(ext.to_ascii_lowercase())
+}
+
+/// Extensions that are binary (or never useful as text) and are skipped without reading.
+const BINARY_EXTENSIONS: &[&str] = &[
+    "7z", "a", "avi", "bin", "bmp", "bz2", "class", "dat", "dcm", "dll", "doc", "docx", "dylib",
+    "eot", "exe", "gif", "gz", "h5", "hdf5", "ico", "jar", "jpeg", "jpg", "lz4", "mat", "mov",
+    "mp3", "mp4", "nc", "npy", "npz", "o", "otf", "parquet", "pdf", "pickle", "pkl", "png", "ppt",
+    "pptx", "pyc", "pyd", "so", "sqlite", "svgz", "tar", "tgz", "tif", "tiff", "ttf", "wasm",
+    "wav", "webm", "webp", "whl", "woff", "woff2", "xls", "xlsx", "xz", "zip", "zst",
+];
+
+/// Whether the extension alone says the file is binary.
+pub fn has_binary_extension(path: &str) -> bool {
+    extension(path).is_some_and(|e| BINARY_EXTENSIONS.contains(&e.as_str()))
+}
+
+/// Whether content looks binary: a NUL byte among the first [`BINARY_SNIFF_BYTES`].
+pub fn looks_binary(content: &[u8]) -> bool {
+    content[..content.len().min(BINARY_SNIFF_BYTES)].contains(&0)
+}
+
+fn dirs(path: &str) -> impl Iterator<Item = String> + '_ {
+    let mut comps: Vec<&str> = path.split('/').collect();
+    comps.pop();
+    comps.into_iter().map(|c| c.to_ascii_lowercase())
+}
+
+fn file_name(path: &str) -> String {
+    path.rsplit('/').next().unwrap_or(path).to_ascii_lowercase()
+}
+
+/// Whether the path is a test file (by directory or by naming convention).
+pub fn is_test_path(path: &str) -> bool {
+    let test_dirs = [
+        "test",
+        "tests",
+        "testing",
+        "__tests__",
+        "spec",
+        "specs",
+        "testdata",
+    ];
+    if dirs(path).any(|d| test_dirs.contains(&d.as_str())) {
+        return true;
+    }
+    let name = file_name(path);
+    let stem = name.rsplit_once('.').map_or(name.as_str(), |(s, _)| s);
+    stem.starts_with("test_")
+        || stem.ends_with("_test")
+        || stem.ends_with("_tests")
+        || stem.ends_with(".test")
+        || stem.ends_with(".spec")
+        || stem == "conftest"
+        || (path.ends_with("Test.java") || path.ends_with("Tests.java"))
+}
+
+/// Whether the path is vendored or third-party code.
+pub fn is_vendored_path(path: &str) -> bool {
+    let vendor_dirs = [
+        "vendor",
+        "vendored",
+        "_vendor",
+        "third_party",
+        "thirdparty",
+        "third-party",
+        "node_modules",
+        "external",
+        "externals",
+        "site-packages",
+    ];
+    dirs(path).any(|d| vendor_dirs.contains(&d.as_str()))
+        || file_name(path).ends_with(".min.js")
+        || file_name(path).ends_with(".min.css")
+}
+
+/// Whether the path is documentation, examples or benchmarks rather than the product's code.
+pub fn is_docs_path(path: &str) -> bool {
+    let doc_dirs = [
+        "doc",
+        "docs",
+        "documentation",
+        "example",
+        "examples",
+        "benchmarks",
+        "bench",
+        "asv_bench",
+    ];
+    if dirs(path).any(|d| doc_dirs.contains(&d.as_str())) {
+        return true;
+    }
+    matches!(
+        extension(path).as_deref(),
+        Some("md" | "rst" | "txt" | "adoc" | "html" | "css" | "svg")
+    )
+}

@@ -1,0 +1,209 @@
+//! The on-disk index: per-blob records shared by every commit of a repository, and one
+//! manifest per commit mapping paths to blobs.
+//!
+//! Layout under the index directory:
+//! `v1/<repo-key>/blobs/<aa>/<blob-id>.<language|text>.json` (a [`BlobRecord`]),
+//! `v1/<repo-key>/blobs/<aa>/<blob-id>.skip` (the blob is binary or huge; the file holds why),
+//! `v1/<repo-key>/commits/<sha>.json` (a [`Manifest`]).
+//! A blob record depends only on the blob's bytes and the language it is parsed as, so moving
+//! to another commit re-extracts only blobs never seen before. Files are written to a temporary
+//! name and renamed, so a reader never sees half a file.
+
+use crate::extract::Symbols;
+use crate::files::Language;
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// Version of the on-disk layout; bumped when a record's meaning changes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// What the index keeps about one blob (as one language).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlobRecord {
+    /// Number of lines.
+    pub lines: u32,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Term frequencies of the file text (sorted by term).
+    pub lexical: Vec<(String, u32)>,
+    /// Term frequencies of the structural text (sorted by term); empty for text files.
+    pub structural: Vec<(String, u32)>,
+    /// Extracted symbols, for files in a supported language that parsed.
+    pub symbols: Option<Symbols>,
+}
+
+/// Why a file is in the manifest but not searchable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SkipReason {
+    /// A NUL byte in the first 8 KB, or a binary extension.
+    Binary,
+    /// Larger than [`crate::files::MAX_FILE_BYTES`].
+    Huge,
+    /// Not in the object database (a partial clone); never stored as a skip marker.
+    Missing,
+}
+
+/// One tracked file of a commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestEntry {
+    /// Path relative to the repository root, `/`-separated.
+    pub path: String,
+    /// Git blob id (40 hex).
+    pub blob: String,
+    /// Language with a structural channel, if any.
+    pub language: Option<Language>,
+    /// Set when the file is not indexed.
+    pub skipped: Option<SkipReason>,
+}
+
+/// The files of one commit, sorted by path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// [`FORMAT_VERSION`] at the time of writing.
+    pub format: u32,
+    /// The full commit id.
+    pub commit: String,
+    /// Every tracked regular file, sorted by path.
+    pub files: Vec<ManifestEntry>,
+}
+
+/// The index directory of one repository.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+}
+
+/// The cache key of a blob parsed as a language (or as text).
+pub fn blob_key(blob: &str, language: Option<Language>) -> String {
+    format!("{blob}.{}", language.map_or("text", Language::name))
+}
+
+/// A stable directory name for a repository: its folder name plus a hash of its canonical path.
+pub fn repo_key(repo_path: &Path) -> String {
+    let canonical = repo_path
+        .canonicalize()
+        .unwrap_or_else(|_| repo_path.to_path_buf());
+    let mut name = String::new();
+    for comp in canonical.components().rev() {
+        let part = comp.as_os_str().to_string_lossy();
+        if part != "repo" && part != ".git" && !part.is_empty() && part != "/" {
+            name = part.to_string();
+            break;
+        }
+    }
+    let name: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let digest = Sha256::digest(canonical.to_string_lossy().as_bytes());
+    format!("{name}-{}", &hex::encode(digest)[..12])
+}
+
+fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |source| Error::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl Store {
+    /// The store of `repo_path` under `index_dir` (created lazily on first write).
+    pub fn new(index_dir: &Path, repo_path: &Path) -> Store {
+        Store {
+            root: index_dir
+                .join(format!("v{FORMAT_VERSION}"))
+                .join(repo_key(repo_path)),
+        }
+    }
+
+    /// The repository's directory inside the index directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn blob_path(&self, key: &str, suffix: &str) -> PathBuf {
+        let shard = key.get(..2).unwrap_or("xx");
+        self.root
+            .join("blobs")
+            .join(shard)
+            .join(format!("{key}{suffix}"))
+    }
+
+    fn skip_path(&self, blob: &str) -> PathBuf {
+        self.blob_path(blob, ".skip")
+    }
+
+    fn manifest_path(&self, commit: &str) -> PathBuf {
+        self.root.join("commits").join(format!("{commit}.json"))
+    }
+
+    /// Whether a record for this key is stored.
+    pub fn has_record(&self, key: &str) -> bool {
+        self.blob_path(key, ".json").is_file()
+    }
+
+    /// The stored skip reason of a blob, if it was found binary or huge before.
+    pub fn skip_reason(&self, blob: &str) -> Option<SkipReason> {
+        let text = std::fs::read_to_string(self.skip_path(blob)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// Load a blob record.
+    pub fn load_record(&self, key: &str) -> Result<BlobRecord> {
+        let path = self.blob_path(key, ".json");
+        let bytes = std::fs::read(&path).map_err(io_err("read", &path))?;
+        serde_json::from_slice(&bytes).map_err(|source| Error::Corrupt { path, source })
+    }
+
+    /// Store a blob record.
+    pub fn save_record(&self, key: &str, record: &BlobRecord) -> Result<()> {
+        let path = self.blob_path(key, ".json");
+        write_json(&path, record)
+    }
+
+    /// Remember that a blob is not indexed, and why.
+    pub fn save_skip(&self, blob: &str, reason: SkipReason) -> Result<()> {
+        write_json(&self.skip_path(blob), &reason)
+    }
+
+    /// Load a commit's manifest, `None` if the commit was never indexed.
+    pub fn load_manifest(&self, commit: &str) -> Result<Option<Manifest>> {
+        let path = self.manifest_path(commit);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err("read", &path)(e)),
+        };
+        let manifest: Manifest =
+            serde_json::from_slice(&bytes).map_err(|source| Error::Corrupt { path, source })?;
+        Ok((manifest.format == FORMAT_VERSION).then_some(manifest))
+    }
+
+    /// Store a commit's manifest (last, once every record it names is stored).
+    pub fn save_manifest(&self, manifest: &Manifest) -> Result<()> {
+        write_json(&self.manifest_path(&manifest.commit), manifest)
+    }
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io_err("create directory", dir))?;
+    let bytes = serde_json::to_vec(value).map_err(|source| Error::Corrupt {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(io_err("write", &tmp))?;
+    std::fs::rename(&tmp, path).map_err(io_err("rename into place", path))?;
+    Ok(())
+}

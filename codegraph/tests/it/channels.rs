@@ -1,0 +1,166 @@
+//! Each channel finds what it should, hits carry their flags and windows, output is stable.
+
+use crate::fixture::{Repo, index_dir, python_project};
+use airlock_codegraph::{Engine, Hit};
+
+fn search(repo: &Repo, query: &str) -> Vec<Hit> {
+    let dir = index_dir();
+    let mut engine = Engine::open(repo.path(), dir.path()).unwrap();
+    engine.search("HEAD", query, 10).unwrap()
+}
+
+fn hit<'a>(hits: &'a [Hit], path: &str) -> &'a Hit {
+    hits.iter()
+        .find(|h| h.path == path)
+        .unwrap_or_else(|| panic!("{path} not in {hits:#?}"))
+}
+
+#[test]
+fn lexical_channel_finds_words_of_the_body() {
+    let repo = python_project();
+    let hits = search(&repo, "the toy shop");
+    let readme = hit(&hits, "README.md");
+    assert_eq!(readme.lexical_rank, Some(1));
+    // README has no structure: the structural channel never ranks it.
+    assert_eq!(readme.structural_rank, None);
+    assert_eq!(readme.language, None);
+}
+
+#[test]
+fn structural_channel_finds_docstrings_and_signatures() {
+    let repo = python_project();
+    let hits = search(&repo, "seasonal discount");
+    assert_eq!(hits[0].path, "shop/pricing.py");
+    assert_eq!(hits[0].structural_rank, Some(1));
+}
+
+#[test]
+fn symbol_channel_finds_the_file_defining_a_named_class() {
+    let repo = python_project();
+    let hits = search(&repo, "Creating a `ShoppingCart` twice fails");
+    let cart = hit(&hits, "shop/cart.py");
+    assert_eq!(cart.symbol_rank, Some(1));
+    assert_eq!(hits[0].path, "shop/cart.py");
+}
+
+#[test]
+fn symbol_channel_reads_traceback_paths() {
+    let repo = python_project();
+    let query = "Traceback (most recent call last):\n  File \"/usr/lib/python3/site-packages/shop/inventory.py\", line 7, in restock\nAttributeError: boom";
+    let hits = search(&repo, query);
+    assert_eq!(hits[0].path, "shop/inventory.py");
+    assert_eq!(hits[0].symbol_rank, Some(1));
+}
+
+#[test]
+fn module_paths_map_to_files() {
+    let repo = python_project();
+    let hits = search(&repo, "importing shop.pricing breaks");
+    assert_eq!(hit(&hits, "shop/pricing.py").symbol_rank, Some(1));
+}
+
+#[test]
+fn test_files_are_flagged_and_ranked_below_source() {
+    let repo = python_project();
+    let hits = search(&repo, "add_item ShoppingCart");
+    let test = hit(&hits, "tests/test_cart.py");
+    assert!(test.is_test);
+    assert!(!test.is_vendored);
+    assert!(!hit(&hits, "shop/cart.py").is_test);
+    let pos = |p: &str| hits.iter().position(|h| h.path == p).unwrap();
+    assert!(pos("shop/cart.py") < pos("tests/test_cart.py"));
+}
+
+#[test]
+fn vendored_files_are_flagged() {
+    let repo = python_project();
+    repo.write(
+        "vendor/six.py",
+        "def ensure_text(value):\n    return value\n",
+    );
+    repo.commit("vendor");
+    let hits = search(&repo, "ensure_text");
+    assert!(hit(&hits, "vendor/six.py").is_vendored);
+}
+
+#[test]
+fn binary_files_are_skipped() {
+    let repo = python_project();
+    let dir = index_dir();
+    let mut engine = Engine::open(repo.path(), dir.path()).unwrap();
+    let stats = engine.index("HEAD").unwrap();
+    assert_eq!(stats.files, 6);
+    assert_eq!(stats.skipped, 1);
+    assert_eq!(stats.structural, 4);
+    let hits = engine.search("HEAD", "logo assets bin", 10).unwrap();
+    assert!(hits.iter().all(|h| h.path != "assets/logo.bin"));
+}
+
+#[test]
+fn the_line_window_covers_the_matching_definition() {
+    let repo = python_project();
+    let mut body = String::new();
+    for i in 0..80 {
+        body.push_str(&format!("def filler_{i}():\n    return {i}\n\n"));
+    }
+    body.push_str(
+        "def refund_payment(order):\n    \"\"\"Give the money back.\"\"\"\n    return order\n",
+    );
+    repo.write("shop/payments.py", &body);
+    repo.commit("payments");
+    let hits = search(&repo, "refund_payment is wrong");
+    let h = hit(&hits, "shop/payments.py");
+    let def_line = 80 * 3 + 1;
+    assert!(h.line_start <= def_line && def_line <= h.line_end, "{h:?}");
+    assert!(h.line_end - h.line_start < airlock_codegraph::WINDOW_LINES);
+}
+
+#[test]
+fn results_are_sorted_and_bounded_by_k() {
+    let repo = python_project();
+    let dir = index_dir();
+    let mut engine = Engine::open(repo.path(), dir.path()).unwrap();
+    let hits = engine
+        .search("HEAD", "cart discount warehouse item", 2)
+        .unwrap();
+    assert_eq!(hits.len(), 2);
+    assert!(hits[0].score >= hits[1].score);
+}
+
+#[test]
+fn two_runs_are_byte_identical() {
+    let repo = python_project();
+    let query = "ShoppingCart total ignores the discount in shop/pricing.py";
+    let run = || {
+        let dir = index_dir();
+        let mut engine = Engine::open(repo.path(), dir.path()).unwrap();
+        let hits = serde_json::to_string(&engine.search("HEAD", query, 10).unwrap()).unwrap();
+        let map = engine.repo_map("HEAD", query, 200).unwrap();
+        (hits, map)
+    };
+    assert_eq!(run(), run());
+}
+
+#[test]
+fn any_revision_resolves_to_the_full_commit() {
+    let repo = python_project();
+    let head = repo.git(&["rev-parse", "HEAD"]);
+    let dir = index_dir();
+    let mut engine = Engine::open(repo.path(), dir.path()).unwrap();
+    assert_eq!(engine.resolve("main").unwrap(), head);
+    assert_eq!(engine.resolve(&head[..8]).unwrap(), head);
+    assert_eq!(engine.index("main").unwrap().commit, head);
+    assert!(engine.resolve("no-such-branch").is_err());
+}
+
+#[test]
+fn bare_repositories_work() {
+    let repo = python_project();
+    let bare = tempfile::tempdir().unwrap();
+    let target = bare.path().join("mirror.git");
+    repo.git(&["clone", "-q", "--bare", ".", target.to_str().unwrap()]);
+    let dir = index_dir();
+    let mut engine = Engine::open(&target, dir.path()).unwrap();
+    let hits = engine.search("HEAD", "seasonal discount", 3).unwrap();
+    assert_eq!(hits[0].path, "shop/pricing.py");
+}

@@ -1,0 +1,140 @@
+//! tree-sitter extraction per language: definitions, nesting, docs, imports, calls.
+
+use airlock_codegraph::Language;
+use airlock_codegraph::extract::{Extractor, Symbols};
+
+fn extract(language: Language, source: &str) -> Symbols {
+    Extractor::new().unwrap().extract(language, source).unwrap()
+}
+
+fn names(symbols: &Symbols) -> Vec<(String, String, u32)> {
+    symbols
+        .defs
+        .iter()
+        .map(|d| (d.kind.clone(), d.name.clone(), d.depth))
+        .collect()
+}
+
+fn owned(list: &[(&str, &str, u32)]) -> Vec<(String, String, u32)> {
+    list.iter()
+        .map(|(k, n, d)| (k.to_string(), n.to_string(), *d))
+        .collect()
+}
+
+#[test]
+fn python_classes_methods_docstrings_imports_calls() {
+    let s = extract(
+        Language::Python,
+        "import os\nfrom a.b import c\n\nclass Reader(Base):\n    \"\"\"Reads things.\"\"\"\n    def read(self, n: int) -> bytes:\n        return os.read(n)\n\ndef helper():\n    Reader().read(3)\n",
+    );
+    assert_eq!(
+        names(&s),
+        owned(&[
+            ("class", "Reader", 0),
+            ("method", "read", 1),
+            ("function", "helper", 0)
+        ])
+    );
+    assert_eq!(s.defs[0].doc.as_deref(), Some("Reads things."));
+    assert_eq!(s.defs[1].signature, "def read(self, n: int) -> bytes");
+    assert_eq!(s.defs[1].line, 6);
+    assert_eq!(s.imports, ["import os", "from a.b import c"]);
+    assert!(s.calls.contains(&"read".to_string()) && s.calls.contains(&"Reader".to_string()));
+    assert!(s.idents.contains_key("os"));
+    assert!(s.structural_text().contains("Reads things."));
+}
+
+#[test]
+fn rust_items() {
+    let s = extract(
+        Language::Rust,
+        "use std::fmt;\n/// A point.\npub struct Point { x: i32 }\nimpl Point {\n    pub fn norm(&self) -> i32 { abs(self.x) }\n}\nfn main() { let p = Point { x: 1 }; p.norm(); }\n",
+    );
+    let defs = names(&s);
+    assert!(
+        defs.contains(&("class".into(), "Point".into(), 0)),
+        "{defs:?}"
+    );
+    assert!(defs.iter().any(|(_, n, _)| n == "norm"), "{defs:?}");
+    assert!(defs.iter().any(|(_, n, _)| n == "main"), "{defs:?}");
+    assert_eq!(s.imports, ["use std::fmt;"]);
+    let point = s.defs.iter().find(|d| d.name == "Point").unwrap();
+    assert_eq!(point.doc.as_deref(), Some("A point."));
+    assert!(s.calls.contains(&"abs".to_string()));
+}
+
+#[test]
+fn javascript_and_typescript() {
+    let js = extract(
+        Language::Javascript,
+        "import x from './x';\nclass Widget {\n  render() { return draw(); }\n}\nfunction mount(el) { new Widget().render(); }\n",
+    );
+    let defs = names(&js);
+    assert!(
+        defs.contains(&("class".into(), "Widget".into(), 0)),
+        "{defs:?}"
+    );
+    assert!(
+        defs.contains(&("method".into(), "render".into(), 1)),
+        "{defs:?}"
+    );
+    assert!(
+        defs.contains(&("function".into(), "mount".into(), 0)),
+        "{defs:?}"
+    );
+    assert_eq!(js.imports, ["import x from './x';"]);
+
+    let ts = extract(
+        Language::Typescript,
+        "interface Shape { area(): number }\nexport function total(shapes: Shape[]): number { return sum(shapes); }\n",
+    );
+    let defs = names(&ts);
+    assert!(
+        defs.iter()
+            .any(|(k, n, _)| k == "interface" && n == "Shape"),
+        "{defs:?}"
+    );
+    assert!(defs.iter().any(|(_, n, _)| n == "total"), "{defs:?}");
+}
+
+#[test]
+fn go_and_java() {
+    let go = extract(
+        Language::Go,
+        "package main\nimport \"fmt\"\n// Greet says hello.\nfunc Greet(name string) string { return fmt.Sprintf(\"hi %s\", name) }\ntype Server struct{}\nfunc (s *Server) Start() error { return nil }\n",
+    );
+    let defs = names(&go);
+    assert!(
+        defs.contains(&("function".into(), "Greet".into(), 0)),
+        "{defs:?}"
+    );
+    assert!(
+        defs.contains(&("method".into(), "Start".into(), 0)),
+        "{defs:?}"
+    );
+    assert!(defs.iter().any(|(_, n, _)| n == "Server"), "{defs:?}");
+    assert_eq!(go.imports, ["\"fmt\""]);
+    assert_eq!(go.defs[0].doc.as_deref(), Some("Greet says hello."));
+    assert!(go.calls.contains(&"Sprintf".to_string()));
+
+    let java = extract(
+        Language::Java,
+        "package a.b;\nimport java.util.List;\npublic class Repo {\n  public List<String> names() { return load(); }\n}\n",
+    );
+    let defs = names(&java);
+    assert!(
+        defs.contains(&("class".into(), "Repo".into(), 0)),
+        "{defs:?}"
+    );
+    assert!(
+        defs.contains(&("method".into(), "names".into(), 1)),
+        "{defs:?}"
+    );
+    assert!(java.imports.contains(&"import java.util.List;".to_string()));
+}
+
+#[test]
+fn broken_source_still_yields_what_parses() {
+    let s = extract(Language::Python, "def ok():\n    pass\n\ndef broken(:\n");
+    assert!(s.defs.iter().any(|d| d.name == "ok"));
+}

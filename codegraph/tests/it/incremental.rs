@@ -1,0 +1,85 @@
+//! The index persists per (repository, commit) and moves between commits by blob id.
+
+use crate::fixture::{index_dir, python_project, tree_bytes};
+use airlock_codegraph::Engine;
+
+#[test]
+fn moving_between_commits_extracts_only_changed_blobs() {
+    let repo = python_project();
+    let a = repo.git(&["rev-parse", "HEAD"]);
+    repo.write(
+        "shop/pricing.py",
+        "def apply_discount(amount):\n    return amount * 0.8\n",
+    );
+    repo.write(
+        "shop/shipping.py",
+        "def shipping_cost(weight):\n    return weight * 2\n",
+    );
+    repo.git(&["mv", "shop/inventory.py", "shop/stock.py"]);
+    let b = repo.commit("B");
+
+    let dir = index_dir();
+    let mut engine = Engine::open(repo.path(), dir.path()).unwrap();
+    let first = engine.index(&a).unwrap();
+    // Six files; the `.bin` one is skipped by its extension without being read.
+    assert_eq!(first.blobs_new, 5);
+    let again = engine.index(&a).unwrap();
+    assert_eq!(again.blobs_new, 0);
+    let moved = engine.index(&b).unwrap();
+    // The changed and the added file; the renamed one keeps its blob.
+    assert_eq!(moved.blobs_new, 2, "{moved:?}");
+    // Everything else is reused, except the `.bin` file, which is never read at all.
+    assert_eq!(moved.blobs_reused, moved.files - 3);
+
+    // A second engine (a later process) reuses what the first stored.
+    let mut later = Engine::open(repo.path(), dir.path()).unwrap();
+    assert_eq!(later.index(&b).unwrap().blobs_new, 0);
+}
+
+#[test]
+fn incremental_index_equals_a_full_index_of_the_same_commit() {
+    let repo = python_project();
+    let a = repo.git(&["rev-parse", "HEAD"]);
+    repo.write(
+        "shop/pricing.py",
+        "def apply_discount(amount):\n    return amount * 0.8\n",
+    );
+    repo.write(
+        "shop/shipping.py",
+        "def shipping_cost(weight):\n    \"\"\"Cost to ship.\"\"\"\n    return weight * 2\n",
+    );
+    repo.remove("README.md");
+    let b = repo.commit("B");
+
+    let incremental_dir = index_dir();
+    let mut incremental = Engine::open(repo.path(), incremental_dir.path()).unwrap();
+    incremental.index(&a).unwrap();
+    incremental.index(&b).unwrap();
+
+    let full_dir = index_dir();
+    let mut full = Engine::open(repo.path(), full_dir.path()).unwrap();
+    full.index(&b).unwrap();
+
+    // Every file of the full index exists, byte for byte, in the incremental one (which also
+    // holds commit A's manifest and the blobs only A had).
+    let incremental_files = tree_bytes(incremental_dir.path());
+    let full_files = tree_bytes(full_dir.path());
+    assert!(!full_files.is_empty());
+    for file in &full_files {
+        assert!(incremental_files.contains(file), "{:?} differs", file.0);
+    }
+
+    let query = "shipping cost and discount";
+    let hits_inc = serde_json::to_string(&incremental.search(&b, query, 10).unwrap()).unwrap();
+    let hits_full = serde_json::to_string(&full.search(&b, query, 10).unwrap()).unwrap();
+    assert_eq!(hits_inc, hits_full);
+    assert_eq!(
+        incremental.repo_map(&b, query, 300).unwrap(),
+        full.repo_map(&b, query, 300).unwrap()
+    );
+    // Commit A is still searchable and still sees its own files.
+    let hits_a = incremental.search(&a, "toy shop", 10).unwrap();
+    assert!(hits_a.iter().any(|h| h.path == "README.md"));
+    let hits_b = incremental.search(&b, "toy shop", 10).unwrap();
+    assert!(hits_b.iter().all(|h| h.path != "README.md"));
+}

@@ -1,0 +1,10 @@
+//! Integration tests of airlock-codegraph over small repositories the tests create.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod channels;
+mod extract;
+mod fixture;
+mod incremental;
+mod map;
+mod rank;
+mod tokenizer;

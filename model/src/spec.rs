@@ -1,0 +1,126 @@
+//! Model spec strings (`openai:gpt-4o`, `scripted:demo.jsonl`, ...) and the factory that turns
+//! one into a [`ChatModel`].
+
+use std::path::PathBuf;
+
+use crate::{ChatModel, Error, HttpModel, ModelConfig, ReplayModel, Result, ScriptedModel};
+
+/// The forms [`ModelSpec::parse`] accepts, quoted in its errors.
+pub const ACCEPTED_SPECS: &str = "openai:MODEL, anthropic:MODEL, ollama:MODEL, \
+openai-compatible:BASE_URL#MODEL, scripted:PATH, replay:PATH";
+
+/// Where Ollama serves the OpenAI protocol by default.
+pub const OLLAMA_BASE_URL: &str = "http://127.0.0.1:11434/v1";
+
+/// A parsed model spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelSpec {
+    /// `openai:MODEL`: OpenAI's hosted chat completions.
+    OpenAi {
+        /// The model name.
+        model: String,
+    },
+    /// `anthropic:MODEL`: Anthropic's hosted Messages API.
+    Anthropic {
+        /// The model name.
+        model: String,
+    },
+    /// `ollama:MODEL`: the OpenAI protocol on Ollama's usual local port.
+    Ollama {
+        /// The model name.
+        model: String,
+    },
+    /// `openai-compatible:BASE_URL#MODEL`: any server speaking OpenAI chat completions.
+    OpenAiCompatible {
+        /// The base URL, up to and including `/v1`.
+        base_url: String,
+        /// The model name.
+        model: String,
+    },
+    /// `scripted:PATH`: plays a script of assistant turns.
+    Scripted {
+        /// The script file.
+        path: PathBuf,
+    },
+    /// `replay:PATH`: replays a recorded cassette strictly in order.
+    Replay {
+        /// The cassette file.
+        path: PathBuf,
+    },
+}
+
+impl ModelSpec {
+    /// Parses a spec string; the error lists the accepted forms.
+    pub fn parse(spec: &str) -> Result<Self> {
+        let bad = |reason: &str| Error::BadSpec {
+            spec: spec.to_string(),
+            reason: reason.to_string(),
+            accepted: ACCEPTED_SPECS,
+        };
+        let Some((kind, rest)) = spec.split_once(':') else {
+            return Err(bad("missing the `KIND:` prefix"));
+        };
+        let rest = rest.trim();
+        if rest.is_empty() {
+            return Err(bad("nothing after the `:`"));
+        }
+        let model = || rest.to_string();
+        match kind {
+            "openai" => Ok(ModelSpec::OpenAi { model: model() }),
+            "anthropic" => Ok(ModelSpec::Anthropic { model: model() }),
+            "ollama" => Ok(ModelSpec::Ollama { model: model() }),
+            "openai-compatible" => {
+                // A base URL has no use for a fragment, so the first `#` ends it.
+                let Some((base_url, model)) = rest.split_once('#') else {
+                    return Err(bad("openai-compatible needs BASE_URL#MODEL"));
+                };
+                if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+                    return Err(bad("the base URL must start with http:// or https://"));
+                }
+                if model.is_empty() {
+                    return Err(bad("empty model name after `#`"));
+                }
+                Ok(ModelSpec::OpenAiCompatible {
+                    base_url: base_url.trim_end_matches('/').to_string(),
+                    model: model.to_string(),
+                })
+            }
+            "scripted" => Ok(ModelSpec::Scripted {
+                path: PathBuf::from(rest),
+            }),
+            "replay" => Ok(ModelSpec::Replay {
+                path: PathBuf::from(rest),
+            }),
+            _ => Err(bad(&format!("unknown kind `{kind}`"))),
+        }
+    }
+}
+
+impl std::str::FromStr for ModelSpec {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        ModelSpec::parse(s)
+    }
+}
+
+/// Builds the model a spec names. HTTP adapters read their API key now (failing early if the
+/// variable is missing) and record to `config.record_cassette` when it is set. The result is
+/// not metered: wrap it in [`crate::Metered`] with the run's [`crate::Budget`].
+pub fn from_spec(spec: &str, config: &ModelConfig) -> Result<Box<dyn ChatModel>> {
+    from_spec_with_env(spec, config, &|var| std::env::var(var).ok())
+}
+
+/// As [`from_spec`], looking environment variables (the API key) up with `env`.
+pub fn from_spec_with_env(
+    spec: &str,
+    config: &ModelConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Box<dyn ChatModel>> {
+    let parsed = ModelSpec::parse(spec)?;
+    Ok(match &parsed {
+        ModelSpec::Scripted { path } => Box::new(ScriptedModel::open(path, config)?),
+        ModelSpec::Replay { path } => Box::new(ReplayModel::open(path, config)?),
+        _ => Box::new(HttpModel::with_env(&parsed, config, env)?),
+    })
+}

@@ -1,0 +1,95 @@
+//! Model spec strings.
+
+use std::path::PathBuf;
+
+use airlock_model::{ACCEPTED_SPECS, Error, ModelConfig, ModelSpec, from_spec};
+
+#[test]
+fn accepted_forms_parse() {
+    let cases = [
+        (
+            "openai:gpt-4o",
+            ModelSpec::OpenAi {
+                model: "gpt-4o".into(),
+            },
+        ),
+        (
+            "anthropic:claude-sonnet-4-5",
+            ModelSpec::Anthropic {
+                model: "claude-sonnet-4-5".into(),
+            },
+        ),
+        (
+            "ollama:qwen2.5-coder:7b",
+            ModelSpec::Ollama {
+                model: "qwen2.5-coder:7b".into(),
+            },
+        ),
+        (
+            "openai-compatible:http://10.0.0.2:8000/v1/#org/model#2",
+            ModelSpec::OpenAiCompatible {
+                base_url: "http://10.0.0.2:8000/v1".into(),
+                model: "org/model#2".into(),
+            },
+        ),
+        (
+            "scripted:demo/script.jsonl",
+            ModelSpec::Scripted {
+                path: PathBuf::from("demo/script.jsonl"),
+            },
+        ),
+        (
+            "replay:run.cassette.jsonl",
+            ModelSpec::Replay {
+                path: PathBuf::from("run.cassette.jsonl"),
+            },
+        ),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(ModelSpec::parse(text).unwrap(), expected, "{text}");
+        assert_eq!(text.parse::<ModelSpec>().unwrap(), expected, "{text}");
+    }
+}
+
+#[test]
+fn bad_specs_list_the_accepted_forms() {
+    for (text, reason) in [
+        ("gpt-4o", "missing the `KIND:` prefix"),
+        ("openai:", "nothing after"),
+        ("mistral:large", "unknown kind `mistral`"),
+        ("openai-compatible:http://x/v1", "needs BASE_URL#MODEL"),
+        ("openai-compatible:ftp://x#m", "http:// or https://"),
+        ("openai-compatible:http://x#", "empty model name"),
+    ] {
+        let err = ModelSpec::parse(text).unwrap_err();
+        assert!(matches!(err, Error::BadSpec { .. }), "{text}: {err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains(reason), "{text}: {msg}");
+        assert!(msg.contains(ACCEPTED_SPECS), "{text}: {msg}");
+    }
+    let err = from_spec("mistral:large", &ModelConfig::default())
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("scripted:PATH"), "{err}");
+}
+
+#[test]
+fn missing_files_are_io_errors() {
+    let err = from_spec(
+        "scripted:/nonexistent/airlock/script.jsonl",
+        &ModelConfig::default(),
+    )
+    .err()
+    .unwrap();
+    assert!(matches!(err, Error::Io { .. }), "{err:?}");
+    let err = from_spec(
+        "replay:/nonexistent/airlock/c.jsonl",
+        &ModelConfig::default(),
+    )
+    .err()
+    .unwrap();
+    assert!(
+        err.to_string().contains("/nonexistent/airlock/c.jsonl"),
+        "{err}"
+    );
+}

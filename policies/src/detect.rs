@@ -1,0 +1,471 @@
+//! The detectors for the six forbidden moves, run over the test parts of a parsed diff.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use regex::Regex;
+use serde::Serialize;
+
+use crate::config::{DetectorSection, Direction, Example, Mode, MoveKind, rule_error};
+use crate::testfiles::Language;
+use crate::{Error, Result};
+
+/// Which side of the diff a finding's line number refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    /// The base commit's version of the file.
+    Old,
+    /// The working tree's version of the file.
+    New,
+}
+
+/// One forbidden move found in a diff.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Finding {
+    /// Repository-relative path.
+    pub file: String,
+    /// 1-based line on `side`.
+    pub line: usize,
+    /// Which version `line` refers to.
+    pub side: Side,
+    /// Which of the six moves.
+    pub kind: MoveKind,
+    /// The id of the rule that fired.
+    pub rule: String,
+    /// The offending line (or `before -> after` for a replacement), trimmed, at most 200 chars.
+    pub excerpt: String,
+}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    id: String,
+    kind: MoveKind,
+    languages: Vec<Language>,
+    mode: Mode,
+    pattern: Option<Regex>,
+    before: Option<Regex>,
+    after: Option<Regex>,
+    numeric: Option<Direction>,
+}
+
+/// Number and time-unit helpers for `numeric` pair rules.
+#[derive(Debug, Clone)]
+struct Numbers {
+    number: Regex,
+    units: Vec<(Regex, UnitStyle)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum UnitStyle {
+    /// Unit name in capture 1, number in capture 2.
+    UnitThenNumber,
+    /// Number in capture 1, unit name in capture 2.
+    NumberThenUnit,
+    /// Unit name in capture 1, the number is 1.
+    UnitAlone,
+}
+
+const NUM: &str = r"(\d[\d_]*(?:\.\d+)?(?:[eE][-+]?\d+)?)";
+
+fn unit_nanos(unit: &str) -> Option<f64> {
+    Some(match unit {
+        "nanos" | "Nanos" | "Nanosecond" => 1.0,
+        "micros" | "Micros" | "Microsecond" => 1e3,
+        "millis" | "Millis" | "Millisecond" => 1e6,
+        "secs" | "secs_f64" | "secs_f32" | "Seconds" | "Second" => 1e9,
+        "Minutes" | "Minute" | "mins" => 60e9,
+        "Hours" | "Hour" => 3600e9,
+        "Days" => 86400e9,
+        _ => return None,
+    })
+}
+
+fn parse_number(text: &str) -> Option<f64> {
+    text.replace('_', "").parse::<f64>().ok()
+}
+
+impl Numbers {
+    fn new() -> std::result::Result<Numbers, regex::Error> {
+        let go_units = "(Nanosecond|Microsecond|Millisecond|Second|Minute|Hour)";
+        Ok(Numbers {
+            number: Regex::new(&format!(r"\b{NUM}"))?,
+            units: vec![
+                (
+                    Regex::new(&format!(
+                        r"Duration::from_(secs_f64|secs_f32|secs|millis|micros|nanos|mins)\s*\(\s*{NUM}\s*\)"
+                    ))?,
+                    UnitStyle::UnitThenNumber,
+                ),
+                (
+                    Regex::new(&format!(
+                        r"Duration\.of(Nanos|Millis|Seconds|Minutes|Hours|Days)\s*\(\s*{NUM}\s*\)"
+                    ))?,
+                    UnitStyle::UnitThenNumber,
+                ),
+                (
+                    Regex::new(&format!(r"\b{NUM}\s*\*\s*time\.{go_units}\b"))?,
+                    UnitStyle::NumberThenUnit,
+                ),
+                (
+                    Regex::new(&format!(r"\btime\.{go_units}\s*\*\s*{NUM}"))?,
+                    UnitStyle::UnitThenNumber,
+                ),
+                (
+                    Regex::new(&format!(r"\btime\.{go_units}\b"))?,
+                    UnitStyle::UnitAlone,
+                ),
+            ],
+        })
+    }
+
+    /// The line with durations folded to `<nanoseconds>__T`.
+    fn fold_units(&self, line: &str) -> String {
+        let mut text = line.to_string();
+        for (re, style) in &self.units {
+            text = re
+                .replace_all(&text, |caps: &regex::Captures<'_>| {
+                    let (unit, number) = match style {
+                        UnitStyle::UnitThenNumber => (caps.get(1), caps.get(2)),
+                        UnitStyle::NumberThenUnit => (caps.get(2), caps.get(1)),
+                        UnitStyle::UnitAlone => (caps.get(1), None),
+                    };
+                    let factor = unit.and_then(|u| unit_nanos(u.as_str()));
+                    let value = match number {
+                        Some(n) => parse_number(n.as_str()),
+                        None => Some(1.0),
+                    };
+                    match (factor, value) {
+                        (Some(f), Some(v)) => format!("{}__T", (f * v).round()),
+                        _ => caps.get(0).map_or(String::new(), |m| m.as_str().to_string()),
+                    }
+                })
+                .into_owned();
+        }
+        text
+    }
+
+    /// The shape (numbers replaced by `#`, whitespace dropped) and the numbers of a line.
+    fn shape(&self, line: &str) -> (String, Vec<f64>) {
+        let folded = self.fold_units(line);
+        let mut values = Vec::new();
+        let shape = self
+            .number
+            .replace_all(&folded, |caps: &regex::Captures<'_>| {
+                values.push(caps.get(1).and_then(|m| parse_number(m.as_str())).unwrap_or(0.0));
+                "#"
+            })
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        (shape, values)
+    }
+
+    /// True when `before` and `after` are the same but for numbers that moved in `direction`.
+    fn moved(&self, before: &str, after: &str, direction: Direction) -> bool {
+        let (shape_b, values_b) = self.shape(before);
+        let (shape_a, values_a) = self.shape(after);
+        if shape_b != shape_a || values_b.len() != values_a.len() {
+            return false;
+        }
+        let up = values_b.iter().zip(&values_a).any(|(b, a)| a > b);
+        let down = values_b.iter().zip(&values_a).any(|(b, a)| a < b);
+        match direction {
+            Direction::Increase => up && !down,
+            Direction::Decrease => down && !up,
+        }
+    }
+}
+
+/// One line of a diff as the detectors see it.
+#[derive(Debug, Clone)]
+pub(crate) struct LineRef {
+    pub(crate) line: usize,
+    pub(crate) text: String,
+}
+
+/// The test-context lines of one changed file.
+#[derive(Debug, Clone)]
+pub(crate) struct FileLines {
+    pub(crate) path: String,
+    pub(crate) language: Language,
+    /// The file did not exist at base.
+    pub(crate) new_file: bool,
+    pub(crate) removed: Vec<LineRef>,
+    pub(crate) added: Vec<LineRef>,
+    /// Removed line replaced by added line at the same position of a change block.
+    pub(crate) pairs: Vec<(LineRef, LineRef)>,
+}
+
+/// The compiled detector rules.
+#[derive(Debug, Clone)]
+pub(crate) struct Detectors {
+    rules: Vec<Rule>,
+    numbers: Numbers,
+}
+
+fn compile(
+    text: &str,
+    file: &str,
+    id: &str,
+    field: &str,
+    pattern: Option<&String>,
+) -> Result<Option<Regex>> {
+    pattern
+        .map(|p| {
+            Regex::new(p).map_err(|e| {
+                rule_error(text, file, id, format!("{field} regex does not compile: {e}"))
+            })
+        })
+        .transpose()
+}
+
+fn excerpt(text: &str) -> String {
+    let t = text.trim();
+    if t.chars().count() <= 200 {
+        t.to_string()
+    } else {
+        t.chars().take(200).collect()
+    }
+}
+
+impl Detectors {
+    pub(crate) fn build(sections: &[DetectorSection], text: &str, file: &str) -> Result<Detectors> {
+        let numbers = Numbers::new().map_err(|e| Error::Rule {
+            file: file.to_string(),
+            line: 0,
+            rule: "<numbers>".to_string(),
+            message: e.to_string(),
+        })?;
+        let mut rules = Vec::new();
+        let mut seen = BTreeSet::new();
+        for s in sections {
+            let err = |m: String| rule_error(text, file, &s.id, m);
+            if !seen.insert(s.id.clone()) {
+                return Err(err("duplicate rule id".to_string()));
+            }
+            if s.languages.is_empty() {
+                return Err(err("`languages` is empty".to_string()));
+            }
+            let rule = Rule {
+                id: s.id.clone(),
+                kind: s.kind,
+                languages: s.languages.clone(),
+                mode: s.mode,
+                pattern: compile(text, file, &s.id, "pattern", s.pattern.as_ref())?,
+                before: compile(text, file, &s.id, "before", s.before.as_ref())?,
+                after: compile(text, file, &s.id, "after", s.after.as_ref())?,
+                numeric: s.numeric,
+            };
+            match s.mode {
+                Mode::Removed | Mode::Added => {
+                    if rule.pattern.is_none() || rule.before.is_some() || rule.after.is_some() {
+                        return Err(err(
+                            "a removed/added rule needs `pattern` and no `before`/`after`"
+                                .to_string(),
+                        ));
+                    }
+                    if rule.numeric.is_some() {
+                        return Err(err("`numeric` applies to pair rules only".to_string()));
+                    }
+                }
+                Mode::Pair => {
+                    if rule.pattern.is_some() || rule.before.is_none() || rule.after.is_none() {
+                        return Err(err(
+                            "a pair rule needs `before` and `after` and no `pattern`".to_string(),
+                        ));
+                    }
+                }
+            }
+            if s.must_match.is_empty() || s.not_match.is_empty() {
+                return Err(err(
+                    "needs at least one `match` and one `not_match` example".to_string(),
+                ));
+            }
+            let language = rule.languages[0];
+            for (expected, examples) in [(true, &s.must_match), (false, &s.not_match)] {
+                for example in examples {
+                    let fired = match (s.mode, example) {
+                        (Mode::Removed | Mode::Added, Example::Line(line)) => {
+                            rule.line_fires(language, line)
+                        }
+                        (Mode::Pair, Example::Pair(pair)) if pair.len() == 2 => {
+                            rule.pair_fires(&numbers, language, &pair[0], &pair[1])
+                        }
+                        _ => {
+                            return Err(err(format!(
+                                "example {example:?} has the wrong shape: removed/added rules take strings, pair rules take [before, after]"
+                            )));
+                        }
+                    };
+                    if fired != expected {
+                        let which = if expected { "match" } else { "not_match" };
+                        return Err(err(format!(
+                            "{which} example {example:?} {} the rule",
+                            if fired { "fires" } else { "does not fire" }
+                        )));
+                    }
+                }
+            }
+            rules.push(rule);
+        }
+        Ok(Detectors { rules, numbers })
+    }
+
+    /// Every finding in `files`, sorted.
+    pub(crate) fn run(&self, files: &[FileLines]) -> Vec<Finding> {
+        let mut findings: BTreeSet<Finding> = BTreeSet::new();
+        // Pair rules.
+        for rule in self.rules.iter().filter(|r| r.mode == Mode::Pair) {
+            for f in files.iter().filter(|f| rule.languages.contains(&f.language)) {
+                for (before, after) in &f.pairs {
+                    if rule.pair_fires(&self.numbers, f.language, &before.text, &after.text) {
+                        findings.insert(Finding {
+                            file: f.path.clone(),
+                            line: after.line,
+                            side: Side::New,
+                            kind: rule.kind,
+                            rule: rule.id.clone(),
+                            excerpt: excerpt(&format!(
+                                "{} -> {}",
+                                before.text.trim(),
+                                after.text.trim()
+                            )),
+                        });
+                    }
+                }
+            }
+        }
+        // Removed/added rules, netted per (kind, mode).
+        let groups: BTreeSet<(MoveKind, bool)> = self
+            .rules
+            .iter()
+            .filter(|r| r.mode != Mode::Pair)
+            .map(|r| (r.kind, r.mode == Mode::Removed))
+            .collect();
+        for (kind, removed_mode) in groups {
+            let rules: Vec<&Rule> = self
+                .rules
+                .iter()
+                .filter(|r| r.kind == kind && r.mode != Mode::Pair && (r.mode == Mode::Removed) == removed_mode)
+                .collect();
+            self.run_group(kind, removed_mode, &rules, files, &mut findings);
+        }
+        // One finding per (file, line, side, kind): several rules of a kind may fire on a line.
+        let mut seen = BTreeSet::new();
+        findings
+            .into_iter()
+            .filter(|f| seen.insert((f.file.clone(), f.line, f.side, f.kind)))
+            .collect()
+    }
+
+    fn run_group(
+        &self,
+        kind: MoveKind,
+        removed_mode: bool,
+        rules: &[&Rule],
+        files: &[FileLines],
+        findings: &mut BTreeSet<Finding>,
+    ) {
+        struct Hit {
+            file: usize,
+            line: usize,
+            text: String,
+            rule: String,
+            cancelled: bool,
+        }
+        let first_rule = |language: Language, text: &str| -> Option<String> {
+            rules
+                .iter()
+                .find(|r| r.languages.contains(&language) && r.line_fires(language, text))
+                .map(|r| r.id.clone())
+        };
+        let mut primary: Vec<Hit> = Vec::new();
+        let mut counter: Vec<Hit> = Vec::new();
+        for (index, f) in files.iter().enumerate() {
+            // Only skip markers count in files that are new: a new test may legitimately
+            // catch broadly or use a small input, but a new skipped test is no test. A new
+            // file's lines still cancel moves (a renamed test file).
+            let primary_counts = !f.new_file || (kind == MoveKind::SkipMarkerAdded && !removed_mode);
+            let (main, other) = if removed_mode {
+                (&f.removed, &f.added)
+            } else {
+                (&f.added, &f.removed)
+            };
+            let empty = Vec::new();
+            let main = if primary_counts { main } else { &empty };
+            for (lines, out) in [(main, &mut primary), (other, &mut counter)] {
+                for l in lines {
+                    if let Some(rule) = first_rule(f.language, &l.text) {
+                        out.push(Hit {
+                            file: index,
+                            line: l.line,
+                            text: l.text.trim().to_string(),
+                            rule,
+                            cancelled: false,
+                        });
+                    }
+                }
+            }
+        }
+        // Moves: an identical line on the other side anywhere in the diff cancels one hit.
+        let mut by_text: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, c) in counter.iter().enumerate() {
+            by_text.entry(c.text.as_str()).or_default().push(i);
+        }
+        let mut cancelled_counter = vec![false; counter.len()];
+        for p in primary.iter_mut() {
+            if let Some(list) = by_text.get_mut(p.text.as_str())
+                && let Some(i) = list.pop()
+            {
+                p.cancelled = true;
+                if let Some(flag) = cancelled_counter.get_mut(i) {
+                    *flag = true;
+                }
+            }
+        }
+        // Same-file replacements: each remaining counter hit cancels one remaining primary.
+        let mut counter_left: BTreeMap<usize, usize> = BTreeMap::new();
+        for (i, c) in counter.iter().enumerate() {
+            if !cancelled_counter.get(i).copied().unwrap_or(true) {
+                *counter_left.entry(c.file).or_default() += 1;
+            }
+        }
+        for p in primary.iter().filter(|p| !p.cancelled) {
+            let left = counter_left.entry(p.file).or_default();
+            if *left > 0 {
+                *left -= 1;
+                continue;
+            }
+            let Some(f) = files.get(p.file) else { continue };
+            findings.insert(Finding {
+                file: f.path.clone(),
+                line: p.line,
+                side: if removed_mode { Side::Old } else { Side::New },
+                kind,
+                rule: p.rule.clone(),
+                excerpt: excerpt(&p.text),
+            });
+        }
+    }
+}
+
+impl Rule {
+    fn line_fires(&self, language: Language, line: &str) -> bool {
+        !language.is_comment_line(line) && self.pattern.as_ref().is_some_and(|p| p.is_match(line))
+    }
+
+    fn pair_fires(&self, numbers: &Numbers, language: Language, before: &str, after: &str) -> bool {
+        if language.is_comment_line(before) || language.is_comment_line(after) {
+            return false;
+        }
+        let shape_ok = self.before.as_ref().is_some_and(|r| r.is_match(before))
+            && self.after.as_ref().is_some_and(|r| r.is_match(after));
+        if !shape_ok {
+            return false;
+        }
+        match self.numeric {
+            Some(direction) => numbers.moved(before, after, direction),
+            None => true,
+        }
+    }
+}

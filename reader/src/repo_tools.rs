@@ -1,0 +1,132 @@
+//! The real read tools over a checkout: the bounded reader of `airlock-checkout` and the
+//! retrieval engine of `airlock-codegraph`, rendered the same way for the supervisor and the
+//! reader so both see identical text for identical calls.
+
+use crate::tools::ReaderTools;
+use airlock_checkout::{BoundedReader, ReadOutcome};
+use airlock_codegraph::{Engine, Hit};
+use std::path::Path;
+use std::sync::Mutex;
+
+/// Render a bounded read for a model: a header line, then each line as `N| text`.
+pub fn render_read(out: &ReadOutcome) -> String {
+    let mut text = format!(
+        "{} lines {}-{} of {}{}\n",
+        out.path,
+        out.line_start,
+        out.line_end,
+        out.line_count,
+        if out.truncated {
+            " (cut at the 10 KB read cap: read on from the last line shown)"
+        } else {
+            ""
+        }
+    );
+    for (i, line) in out.content.lines().enumerate() {
+        let n = u64::from(out.line_start) + i as u64;
+        text.push_str(&format!("{n}| {line}\n"));
+    }
+    text
+}
+
+/// Render search hits for a model, one per line: `path:start-end score ... [test]`.
+pub fn render_hits(hits: &[Hit]) -> String {
+    if hits.is_empty() {
+        return "no hits".to_string();
+    }
+    let mut text = String::new();
+    for (i, h) in hits.iter().enumerate() {
+        text.push_str(&format!(
+            "{}. {}:{}-{} score {:.4}{}{}\n",
+            i + 1,
+            h.path,
+            h.line_start,
+            h.line_end,
+            h.score,
+            if h.is_test { " [test]" } else { "" },
+            if h.is_vendored { " [vendored]" } else { "" },
+        ));
+    }
+    text
+}
+
+/// Read lines of a file through the bounded reader, rendered; the refusal text on failure.
+pub fn read_rendered(
+    reader: &BoundedReader,
+    path: &str,
+    start: usize,
+    end: usize,
+) -> Result<String, (String, String)> {
+    let start = u32::try_from(start).unwrap_or(u32::MAX);
+    let end = u32::try_from(end).unwrap_or(u32::MAX);
+    reader
+        .read(path, Some((start, end)))
+        .map(|out| render_read(&out))
+        .map_err(|refusal| (refusal.code().as_str().to_string(), refusal.to_string()))
+}
+
+/// Search and map over one pinned commit of a repository.
+pub struct CodegraphSearch {
+    engine: Mutex<Engine>,
+    commit: String,
+}
+
+impl CodegraphSearch {
+    /// Open the engine over `repo` (a worktree or a `.git` directory) with its index under
+    /// `index_dir`, for `commit`.
+    pub fn open(repo: &Path, index_dir: &Path, commit: &str) -> Result<Self, String> {
+        let engine = Engine::open(repo, index_dir).map_err(|e| e.to_string())?;
+        Ok(CodegraphSearch {
+            engine: Mutex::new(engine),
+            commit: commit.to_string(),
+        })
+    }
+
+    /// Index the commit now (incremental), so later searches do not write the index.
+    pub fn prepare(&self) -> Result<(), String> {
+        let mut engine = self.engine.lock().map_err(|_| "search engine poisoned".to_string())?;
+        engine.prepare(&self.commit).map_err(|e| e.to_string())
+    }
+
+    /// Ranked hits, rendered.
+    pub fn search(&self, query: &str, limit: usize) -> Result<String, String> {
+        let mut engine = self.engine.lock().map_err(|_| "search engine poisoned".to_string())?;
+        engine
+            .search(&self.commit, query, limit)
+            .map(|hits| render_hits(&hits))
+            .map_err(|e| e.to_string())
+    }
+
+    /// The repository map within about `token_budget` tokens, personalised by `query`.
+    pub fn repo_map(&self, query: &str, token_budget: usize) -> Result<String, String> {
+        let mut engine = self.engine.lock().map_err(|_| "search engine poisoned".to_string())?;
+        engine
+            .repo_map(&self.commit, query, token_budget)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The reader's tools over a checkout: bounded reads and codegraph search, nothing else.
+pub struct CheckoutTools {
+    reader: BoundedReader,
+    search: CodegraphSearch,
+}
+
+impl CheckoutTools {
+    /// Tools over the checkout at `root` pinned at `commit`, with the index under `index_dir`.
+    pub fn open(root: &Path, index_dir: &Path, commit: &str) -> Result<Self, String> {
+        let reader = BoundedReader::open(root).map_err(|e| e.to_string())?;
+        let search = CodegraphSearch::open(root, index_dir, commit)?;
+        Ok(CheckoutTools { reader, search })
+    }
+}
+
+impl ReaderTools for CheckoutTools {
+    fn search(&self, query: &str, limit: usize) -> Result<String, String> {
+        self.search.search(query, limit)
+    }
+
+    fn read_lines(&self, path: &str, start: usize, end: usize) -> Result<String, String> {
+        read_rendered(&self.reader, path, start, end).map_err(|(code, message)| format!("{code}: {message}"))
+    }
+}

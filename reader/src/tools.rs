@@ -1,0 +1,107 @@
+//! The two read tools, shared by the reader and the supervisor: their specs and the trait the
+//! worker executes them through.
+
+use airlock_model::ToolSpec;
+use serde_json::json;
+
+/// The only tool names a reader has.
+pub const READER_TOOL_NAMES: [&str; 2] = ["search_repo", "read_file"];
+
+/// `search_repo`: zero-LLM retrieval over the checkout.
+pub fn search_repo_spec() -> ToolSpec {
+    ToolSpec {
+        name: "search_repo".into(),
+        description: "Search the checkout (lexical and structural retrieval, no model). Returns \
+                      ranked hits as path, line range, symbol and score. Locate before you read."
+            .into(),
+        input_schema: json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["query"],
+            "properties": {
+                "query": {"type": "string", "minLength": 1, "description": "Words, identifiers or an error message."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 20, "description": "Most hits (default 8)."}
+            }
+        }),
+    }
+}
+
+/// `read_file`: a bounded read of a line range.
+pub fn read_file_spec() -> ToolSpec {
+    ToolSpec {
+        name: "read_file".into(),
+        description: "Read lines start_line..=end_line (1-based) of one file of the checkout. \
+                      A line range is required; reads are capped at 10 KB and refuse absolute \
+                      paths, `..`, symlink escapes, directories and binary files."
+            .into(),
+        input_schema: json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["path", "start_line", "end_line"],
+            "properties": {
+                "path": {"type": "string", "description": "Path relative to the checkout root."},
+                "start_line": {"type": "integer", "minimum": 1},
+                "end_line": {"type": "integer", "minimum": 1}
+            }
+        }),
+    }
+}
+
+/// The reader's whole tool list.
+pub fn tool_specs() -> Vec<ToolSpec> {
+    vec![search_repo_spec(), read_file_spec()]
+}
+
+/// How the worker executes its two tools; `Err` is the refusal text the model sees.
+pub trait ReaderTools {
+    /// Ranked hits for a query, rendered.
+    fn search(&self, query: &str, limit: usize) -> Result<String, String>;
+    /// Lines `start..=end` of `path`, through the bounded reader.
+    fn read_lines(&self, path: &str, start: usize, end: usize) -> Result<String, String>;
+}
+
+/// Arguments of `search_repo`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchArgs {
+    /// The query.
+    pub query: String,
+    /// Most hits.
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// Arguments of `read_file`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadArgs {
+    /// Path relative to the checkout root.
+    pub path: String,
+    /// First line, 1-based.
+    pub start_line: usize,
+    /// Last line, inclusive.
+    pub end_line: usize,
+}
+
+/// Decode a tool call's arguments into `T`; the error is the text handed back to the model
+/// (malformed JSON, a missing field, a wrong type, an unknown field).
+pub fn decode_args<T: serde::de::DeserializeOwned>(
+    call: &airlock_model::ToolCall,
+) -> Result<T, String> {
+    let value = call
+        .checked_arguments()
+        .map_err(|e| format!("invalid arguments for {}: {e}", call.name))?;
+    serde_json::from_value::<T>(value.clone())
+        .map_err(|e| format!("invalid arguments for {}: {e}", call.name))
+}
+
+/// Check a read range: 1-based, ordered; the error is the text handed back to the model.
+pub fn check_range(args: &ReadArgs) -> Result<(), String> {
+    if args.start_line == 0 || args.end_line < args.start_line {
+        return Err(format!(
+            "invalid line range {}..{}: lines are 1-based and end_line >= start_line",
+            args.start_line, args.end_line
+        ));
+    }
+    Ok(())
+}

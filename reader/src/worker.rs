@@ -1,0 +1,208 @@
+//! The worker loop: brief in, digest text out, every model call relayed by the supervisor.
+
+use crate::brief::render_brief;
+use crate::protocol::{FromSupervisor, FromWorker};
+use crate::tools::{ReadArgs, ReaderTools, SearchArgs, check_range, decode_args, tool_specs};
+use airlock_model::{ChatOptions, ChatRequest, ChatResponse, Message, ToolCall, ToolChoice};
+use std::io::{BufRead, Write};
+
+/// Errors of the worker process (the protocol broke; model-side problems are not errors).
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// Reading stdin or writing stdout failed.
+    #[error("reader worker I/O: {0}")]
+    Io(#[from] std::io::Error),
+    /// A line from the supervisor was not a protocol message.
+    #[error("reader worker got a malformed message: {0}")]
+    Protocol(String),
+    /// The supervisor closed stdin before the exchange ended.
+    #[error("reader worker: the supervisor hung up")]
+    HungUp,
+}
+
+/// Result alias for the worker.
+pub type Result<T> = std::result::Result<T, WorkerError>;
+
+const BEGIN: &str = "Begin. Answer the question in your brief and finish with the JSON object only.";
+
+struct Channel<R, W> {
+    input: R,
+    output: W,
+}
+
+impl<R: BufRead, W: Write> Channel<R, W> {
+    fn send(&mut self, msg: &FromWorker) -> Result<()> {
+        let line = serde_json::to_string(msg).map_err(|e| WorkerError::Protocol(e.to_string()))?;
+        self.output.write_all(line.as_bytes())?;
+        self.output.write_all(b"\n")?;
+        self.output.flush()?;
+        Ok(())
+    }
+
+    fn recv(&mut self) -> Result<FromSupervisor> {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if self.input.read_line(&mut line)? == 0 {
+                return Err(WorkerError::HungUp);
+            }
+            if !line.trim().is_empty() {
+                break;
+            }
+        }
+        serde_json::from_str(line.trim()).map_err(|e| WorkerError::Protocol(e.to_string()))
+    }
+
+    /// Relay one request; `None` when the supervisor refused or the model failed.
+    fn chat(&mut self, request: ChatRequest) -> Result<Option<ChatResponse>> {
+        self.send(&FromWorker::Chat { request })?;
+        match self.recv()? {
+            FromSupervisor::ChatResult { response } => Ok(Some(response)),
+            FromSupervisor::ChatError { .. } | FromSupervisor::Finish => Ok(None),
+            other => Err(WorkerError::Protocol(format!("expected a chat result, got {other:?}"))),
+        }
+    }
+}
+
+/// Run one reader: wait for `start`, loop within the brief's budget, send the digest text,
+/// answer at most the supervisor's repair requests, stop at `finish`.
+pub fn run_worker(input: impl BufRead, output: impl Write, tools: &dyn ReaderTools) -> Result<()> {
+    let mut ch = Channel { input, output };
+    let brief = match ch.recv()? {
+        FromSupervisor::Start { brief } => brief,
+        FromSupervisor::Finish => return Ok(()),
+        other => return Err(WorkerError::Protocol(format!("expected start, got {other:?}"))),
+    };
+    let mut messages = vec![Message::system(render_brief(&brief)), Message::user(BEGIN)];
+    let mut reads: u32 = 0;
+    let mut final_text: Option<String> = None;
+    for _turn in 0..brief.max_turns {
+        let request = ChatRequest {
+            messages: messages.clone(),
+            tools: tool_specs(),
+            options: ChatOptions::default(),
+        };
+        let Some(response) = ch.chat(request)? else {
+            ch.send(&FromWorker::Failed {
+                message: "the supervisor refused or failed a model call".into(),
+            })?;
+            return wait_for_finish(&mut ch);
+        };
+        let calls = response.message.tool_calls.clone();
+        let text = response.message.text.clone();
+        messages.push(Message::Assistant(response.message));
+        if calls.is_empty() {
+            final_text = Some(text);
+            break;
+        }
+        for call in &calls {
+            let (content, is_error) = match execute(call, tools, &mut reads, brief.max_reads) {
+                Ok(text) => (text, false),
+                Err(text) => (text, true),
+            };
+            messages.push(Message::tool_result(&call.id, content, is_error));
+        }
+    }
+    let text = match final_text {
+        Some(text) => text,
+        None => {
+            messages.push(Message::user(format!(
+                "Your turn budget ({} turns) is spent. Reply now with the JSON object only, with \
+                 \"complete\": false and \"reads_used\": {reads}.",
+                brief.max_turns
+            )));
+            match ch.chat(closing_request(&messages))? {
+                Some(response) => {
+                    let text = response.message.text.clone();
+                    messages.push(Message::Assistant(response.message));
+                    text
+                }
+                None => {
+                    ch.send(&FromWorker::Failed {
+                        message: "no final answer: the closing model call failed".into(),
+                    })?;
+                    return wait_for_finish(&mut ch);
+                }
+            }
+        }
+    };
+    ch.send(&FromWorker::Digest { text })?;
+    loop {
+        match ch.recv()? {
+            FromSupervisor::Finish => return Ok(()),
+            FromSupervisor::Repair { message } => {
+                messages.push(Message::user(message));
+                match ch.chat(closing_request(&messages))? {
+                    Some(response) => {
+                        let text = response.message.text.clone();
+                        messages.push(Message::Assistant(response.message));
+                        ch.send(&FromWorker::Digest { text })?;
+                    }
+                    None => {
+                        ch.send(&FromWorker::Failed {
+                            message: "the repair model call failed".into(),
+                        })?;
+                        return wait_for_finish(&mut ch);
+                    }
+                }
+            }
+            other => {
+                return Err(WorkerError::Protocol(format!(
+                    "expected repair or finish, got {other:?}"
+                )));
+            }
+        }
+    }
+}
+
+fn closing_request(messages: &[Message]) -> ChatRequest {
+    ChatRequest {
+        messages: messages.to_vec(),
+        tools: Vec::new(),
+        options: ChatOptions {
+            tool_choice: ToolChoice::None,
+            ..ChatOptions::default()
+        },
+    }
+}
+
+fn wait_for_finish<R: BufRead, W: Write>(ch: &mut Channel<R, W>) -> Result<()> {
+    loop {
+        match ch.recv() {
+            Ok(FromSupervisor::Finish) | Err(WorkerError::HungUp) => return Ok(()),
+            Ok(_) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Execute one call. Every `read_file` call counts as a read, refused or not, so the count
+/// the supervisor makes from the relayed calls is the same number.
+fn execute(
+    call: &ToolCall,
+    tools: &dyn ReaderTools,
+    reads: &mut u32,
+    max_reads: u32,
+) -> std::result::Result<String, String> {
+    match call.name.as_str() {
+        "search_repo" => {
+            let args: SearchArgs = decode_args(call)?;
+            tools.search(&args.query, args.limit.unwrap_or(8).clamp(1, 20))
+        }
+        "read_file" => {
+            *reads += 1;
+            if *reads > max_reads {
+                return Err(format!(
+                    "read budget spent ({max_reads} reads): answer with what you have and set \
+                     \"complete\": false"
+                ));
+            }
+            let args: ReadArgs = decode_args(call)?;
+            check_range(&args)?;
+            tools.read_lines(&args.path, args.start_line, args.end_line)
+        }
+        other => Err(format!(
+            "no such tool `{other}`: a reader has only search_repo and read_file"
+        )),
+    }
+}

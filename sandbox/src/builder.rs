@@ -1,0 +1,960 @@
+//! The caller's side: the builder, spawning the helper, streaming output, the summary.
+
+use crate::doctor::pretend_missing_from_env;
+use crate::error::{Error, Result};
+use crate::spec::{Layer, Limits, OverlaySpec, REPORT_FD, Report, Spec};
+use crate::summary::RunSummary;
+use crate::sys;
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `PATH` the child gets when the caller sets none.
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The host paths [`SandboxBuilder::system_ro`] grants read-only (those that exist): programs,
+/// libraries and the dynamic loader's configuration, nothing with secrets.
+pub const SYSTEM_RO: [&str; 10] = [
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/alternatives",
+];
+
+/// Configures a sandbox. Every setter takes and returns the builder, so calls chain.
+///
+/// Defaults: no granted paths, 300 s timeout, 2048 MB memory, 512 processes, 16 MiB of output,
+/// 1024 open files, 1024 MB per file, 2 s drain deadline, `PATH` = [`DEFAULT_PATH`],
+/// `HOME` = `/tmp`, working directory = the first rw root (else the first overlay, else `/`),
+/// helper = the current executable, degraded runs refused.
+#[derive(Debug, Clone)]
+pub struct SandboxBuilder {
+    ro: Vec<PathBuf>,
+    rw: Vec<PathBuf>,
+    overlays: Vec<(PathBuf, PathBuf, Option<PathBuf>)>,
+    timeout: Duration,
+    memory_mb: u64,
+    max_procs: u32,
+    max_output: u64,
+    open_files: u64,
+    file_size_mb: u64,
+    tmp_size_mb: u64,
+    env: Vec<(String, String)>,
+    pass_env: Vec<String>,
+    cwd: Option<PathBuf>,
+    allow_degraded: bool,
+    helper_exe: Option<PathBuf>,
+    drain_timeout: Duration,
+}
+
+impl Default for SandboxBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SandboxBuilder {
+    /// A builder with the defaults listed on the type.
+    pub fn new() -> Self {
+        SandboxBuilder {
+            ro: Vec::new(),
+            rw: Vec::new(),
+            overlays: Vec::new(),
+            timeout: Duration::from_secs(300),
+            memory_mb: 2048,
+            max_procs: 512,
+            max_output: 16 * 1024 * 1024,
+            open_files: 1024,
+            file_size_mb: 1024,
+            tmp_size_mb: 512,
+            env: Vec::new(),
+            pass_env: Vec::new(),
+            cwd: None,
+            allow_degraded: false,
+            helper_exe: None,
+            drain_timeout: Duration::from_secs(2),
+        }
+    }
+
+    /// Grant `path` read-only (at the same path inside).
+    pub fn ro(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ro.push(path.into());
+        self
+    }
+
+    /// Grant `path` read-write (at the same path inside).
+    pub fn rw(mut self, path: impl Into<PathBuf>) -> Self {
+        self.rw.push(path.into());
+        self
+    }
+
+    /// Grant the host's program and library directories read-only ([`SYSTEM_RO`]).
+    pub fn system_ro(mut self) -> Self {
+        for path in SYSTEM_RO {
+            if Path::new(path).symlink_metadata().is_ok() {
+                self.ro.push(PathBuf::from(path));
+            }
+        }
+        self
+    }
+
+    /// Show `lower` read-write at `mountpoint`; writes land in a scratch directory that is
+    /// deleted after the run, never in `lower`.
+    pub fn overlay(mut self, lower: impl Into<PathBuf>, mountpoint: impl Into<PathBuf>) -> Self {
+        self.overlays.push((lower.into(), mountpoint.into(), None));
+        self
+    }
+
+    /// Like [`Self::overlay`], but the writes are kept: they land in `scratch/upper` (the
+    /// overlay's work directory is `scratch/work`). `scratch` must be on a filesystem with user
+    /// extended attributes and is created if missing.
+    pub fn overlay_keep(
+        mut self,
+        lower: impl Into<PathBuf>,
+        mountpoint: impl Into<PathBuf>,
+        scratch: impl Into<PathBuf>,
+    ) -> Self {
+        self.overlays
+            .push((lower.into(), mountpoint.into(), Some(scratch.into())));
+        self
+    }
+
+    /// Wall-clock limit; when it passes the whole sandbox is killed.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Memory limit in MB (cgroup memory controller, else the address-space rlimit).
+    pub fn memory_mb(mut self, mb: u64) -> Self {
+        self.memory_mb = mb;
+        self
+    }
+
+    /// Process (task) limit (cgroup pids controller and `RLIMIT_NPROC`).
+    pub fn max_procs(mut self, n: u32) -> Self {
+        self.max_procs = n;
+        self
+    }
+
+    /// Bytes of output (stdout and stderr together) passed on; the rest is counted and dropped.
+    pub fn max_output(mut self, bytes: u64) -> Self {
+        self.max_output = bytes;
+        self
+    }
+
+    /// Open-file limit (`RLIMIT_NOFILE`).
+    pub fn open_files(mut self, n: u64) -> Self {
+        self.open_files = n;
+        self
+    }
+
+    /// Largest file the child may write, in MB (`RLIMIT_FSIZE`).
+    pub fn max_file_size_mb(mut self, mb: u64) -> Self {
+        self.file_size_mb = mb;
+        self
+    }
+
+    /// Size of the private `/tmp` tmpfs, in MB.
+    pub fn tmp_size_mb(mut self, mb: u64) -> Self {
+        self.tmp_size_mb = mb;
+        self
+    }
+
+    /// Set a variable in the child's (otherwise empty) environment.
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// Pass the caller's variable `name` through, if it is set.
+    pub fn pass_env(mut self, name: impl Into<String>) -> Self {
+        self.pass_env.push(name.into());
+        self
+    }
+
+    /// Working directory of the child (a path inside the sandbox).
+    pub fn cwd(mut self, path: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(path.into());
+        self
+    }
+
+    /// Run even when layers are missing; the summary lists them. Off by default.
+    pub fn allow_degraded(mut self, allow: bool) -> Self {
+        self.allow_degraded = allow;
+        self
+    }
+
+    /// The binary to re-execute as the set-up helper (its `main` must call
+    /// [`crate::helper::run_if_requested`] first). Default: the current executable.
+    pub fn helper_exe(mut self, path: impl Into<PathBuf>) -> Self {
+        self.helper_exe = Some(path.into());
+        self
+    }
+
+    /// How long to keep reading output after the sandbox is gone.
+    pub fn drain_timeout(mut self, timeout: Duration) -> Self {
+        self.drain_timeout = timeout;
+        self
+    }
+
+    /// Check the configuration and resolve the paths.
+    pub fn build(self) -> Result<Sandbox> {
+        let helper_exe = match self.helper_exe {
+            Some(p) => p,
+            None => std::env::current_exe().map_err(|source| Error::Helper {
+                exe: PathBuf::from("(current executable)"),
+                source,
+            })?,
+        };
+        if self.timeout.is_zero() || self.memory_mb == 0 || self.max_procs == 0 {
+            return Err(Error::Config(
+                "timeout, memory and max_procs must be greater than zero".into(),
+            ));
+        }
+        let ro = self
+            .ro
+            .iter()
+            .map(|p| grant_path(p))
+            .collect::<Result<Vec<_>>>()?;
+        let rw = self
+            .rw
+            .iter()
+            .map(|p| grant_path(p))
+            .collect::<Result<Vec<_>>>()?;
+        let mut overlays = Vec::new();
+        for (lower, mountpoint, keep) in &self.overlays {
+            let lower = existing_dir(lower)?;
+            let mountpoint = absolute_inside(mountpoint)?;
+            let keep = keep.as_ref().map(|k| absolute_inside(k)).transpose()?;
+            for p in [&lower, &mountpoint] {
+                check_overlay_chars(p)?;
+            }
+            overlays.push((lower, mountpoint, keep));
+        }
+        let mut env: Vec<(String, String)> = Vec::new();
+        for name in &self.pass_env {
+            if let Ok(value) = std::env::var(name) {
+                env.push((name.clone(), value));
+            }
+        }
+        env.extend(self.env.iter().cloned());
+        for (name, default) in [("PATH", DEFAULT_PATH), ("HOME", "/tmp")] {
+            if !env.iter().any(|(k, _)| k == name) {
+                env.push((name.into(), default.into()));
+            }
+        }
+        // Last definition wins, then sort for a deterministic environment.
+        let mut dedup: std::collections::BTreeMap<String, String> = Default::default();
+        for (k, v) in env {
+            if k.is_empty() || k.contains('=') {
+                return Err(Error::Config(format!(
+                    "invalid environment variable name {k:?}"
+                )));
+            }
+            dedup.insert(k, v);
+        }
+        let cwd = match &self.cwd {
+            Some(c) => absolute_inside(c)?,
+            None => rw
+                .first()
+                .cloned()
+                .or_else(|| overlays.first().map(|o| o.1.clone()))
+                .unwrap_or_else(|| PathBuf::from("/")),
+        };
+        let timeout_ms = self.timeout.as_millis().min(u64::MAX as u128) as u64;
+        Ok(Sandbox {
+            helper_exe,
+            ro,
+            rw,
+            overlays,
+            env: dedup.into_iter().collect(),
+            cwd,
+            limits: Limits {
+                timeout_ms,
+                memory_mb: self.memory_mb,
+                max_procs: self.max_procs,
+                cpu_secs: self.timeout.as_secs() + 1,
+                open_files: self.open_files,
+                file_size_mb: self.file_size_mb,
+                tmp_size_mb: self.tmp_size_mb,
+            },
+            allow_degraded: self.allow_degraded,
+            max_output: self.max_output,
+            drain_timeout: self.drain_timeout,
+        })
+    }
+
+    /// Build and run, streaming output to the given writers. See [`Sandbox::run_streaming`].
+    pub fn run_streaming<S: AsRef<str>>(
+        self,
+        argv: &[S],
+        stdout: &mut dyn Write,
+        stderr: &mut dyn Write,
+    ) -> Result<RunSummary> {
+        self.build()?.run_streaming(argv, stdout, stderr)
+    }
+
+    /// Build and run, capturing output. See [`Sandbox::run_captured`].
+    pub fn run_captured<S: AsRef<str>>(self, argv: &[S]) -> Result<Captured> {
+        self.build()?.run_captured(argv)
+    }
+}
+
+fn grant_path(path: &Path) -> Result<PathBuf> {
+    let abs = absolute_inside(path)?;
+    let meta = abs.symlink_metadata().map_err(|e| Error::Path {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    // A symlink is mirrored as a symlink (its target must be granted on its own); anything
+    // else is resolved so that a bind never follows a link planted later.
+    if meta.file_type().is_symlink() {
+        return Ok(abs);
+    }
+    let canonical = abs.canonicalize().map_err(|e| Error::Path {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    for forbidden in ["/proc", "/dev"] {
+        if canonical.starts_with(forbidden) {
+            return Err(Error::Path {
+                path: path.to_path_buf(),
+                reason: format!("{forbidden} is provided by the sandbox and cannot be granted"),
+            });
+        }
+    }
+    Ok(canonical)
+}
+
+fn existing_dir(path: &Path) -> Result<PathBuf> {
+    let canonical = absolute_inside(path)?
+        .canonicalize()
+        .map_err(|e| Error::Path {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    if !canonical.is_dir() {
+        return Err(Error::Path {
+            path: path.to_path_buf(),
+            reason: "not a directory".into(),
+        });
+    }
+    Ok(canonical)
+}
+
+fn absolute_inside(path: &Path) -> Result<PathBuf> {
+    if !path.is_absolute() {
+        return match std::env::current_dir() {
+            Ok(cwd) => absolute_inside(&cwd.join(path)),
+            Err(e) => Err(Error::Path {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            }),
+        };
+    }
+    if path
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(Error::Path {
+            path: path.to_path_buf(),
+            reason: "must not contain `..`".into(),
+        });
+    }
+    Ok(path.to_path_buf())
+}
+
+fn check_overlay_chars(path: &Path) -> Result<()> {
+    let s = path.to_string_lossy();
+    if s.contains(',') || s.contains(':') || s.contains('\\') {
+        return Err(Error::Path {
+            path: path.to_path_buf(),
+            reason: "overlay paths may not contain `,`, `:` or `\\`".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Output and summary of a captured run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Captured {
+    /// The child's stdout (up to the output cap).
+    pub stdout: Vec<u8>,
+    /// The child's stderr (up to the output cap).
+    pub stderr: Vec<u8>,
+    /// What happened.
+    pub summary: RunSummary,
+}
+
+/// A configured sandbox, ready to run commands. Each run gets fresh namespaces and fresh
+/// overlay scratch space; the sandbox itself holds no processes between runs.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    helper_exe: PathBuf,
+    ro: Vec<PathBuf>,
+    rw: Vec<PathBuf>,
+    overlays: Vec<(PathBuf, PathBuf, Option<PathBuf>)>,
+    env: Vec<(String, String)>,
+    cwd: PathBuf,
+    limits: Limits,
+    allow_degraded: bool,
+    max_output: u64,
+    drain_timeout: Duration,
+}
+
+/// Scratch directories of one run's overlays; deleted on drop unless kept.
+struct Scratch {
+    _temp: Vec<tempfile::TempDir>,
+}
+
+impl Sandbox {
+    /// Run `argv` and capture its output (up to the output cap).
+    pub fn run_captured<S: AsRef<str>>(&self, argv: &[S]) -> Result<Captured> {
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        let summary = self.run_streaming(argv, &mut stdout, &mut stderr)?;
+        Ok(Captured {
+            stdout,
+            stderr,
+            summary,
+        })
+    }
+
+    fn overlay_specs(&self) -> Result<(Vec<OverlaySpec>, Scratch)> {
+        let mut specs = Vec::new();
+        let mut temp = Vec::new();
+        for (lower, mountpoint, keep) in &self.overlays {
+            let scratch = match keep {
+                Some(dir) => dir.clone(),
+                None => {
+                    let dir = tempfile::Builder::new()
+                        .prefix("airlock-overlay-")
+                        .tempdir()
+                        .map_err(|e| Error::Path {
+                            path: std::env::temp_dir(),
+                            reason: format!("overlay scratch directory: {e}"),
+                        })?;
+                    let path = dir.path().to_path_buf();
+                    temp.push(dir);
+                    path
+                }
+            };
+            check_overlay_chars(&scratch)?;
+            for sub in ["upper", "work"] {
+                std::fs::create_dir_all(scratch.join(sub)).map_err(|e| Error::Path {
+                    path: scratch.join(sub),
+                    reason: e.to_string(),
+                })?;
+            }
+            specs.push(OverlaySpec {
+                lower: lower.clone(),
+                mountpoint: mountpoint.clone(),
+                upper: scratch.join("upper"),
+                work: scratch.join("work"),
+            });
+        }
+        Ok((specs, Scratch { _temp: temp }))
+    }
+
+    /// Run `argv` in the sandbox, writing its stdout and stderr to the given writers as it
+    /// arrives. Returns the summary; a failing child is not an error.
+    pub fn run_streaming<S: AsRef<str>>(
+        &self,
+        argv: &[S],
+        stdout: &mut dyn Write,
+        stderr: &mut dyn Write,
+    ) -> Result<RunSummary> {
+        if argv.is_empty() || argv[0].as_ref().is_empty() {
+            return Err(Error::Config("no command to run".into()));
+        }
+        let (overlays, scratch) = self.overlay_specs()?;
+        let spec = Spec {
+            argv: argv.iter().map(|a| a.as_ref().to_string()).collect(),
+            ro: self.ro.clone(),
+            rw: self.rw.clone(),
+            overlays,
+            env: self.env.clone(),
+            cwd: self.cwd.clone(),
+            limits: self.limits.clone(),
+            allow_degraded: self.allow_degraded,
+            pretend_missing: pretend_missing_from_env(),
+        };
+        let result = self.spawn_and_collect(&spec, stdout, stderr);
+        drop(scratch);
+        result
+    }
+
+    fn helper_err(&self, source: std::io::Error) -> Error {
+        Error::Helper {
+            exe: self.helper_exe.clone(),
+            source,
+        }
+    }
+
+    fn spawn_and_collect(
+        &self,
+        spec: &Spec,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> Result<RunSummary> {
+        let spec_json = serde_json::to_vec(spec).map_err(|e| Error::Protocol(e.to_string()))?;
+        let (report_r, report_w) = sys::pipe().map_err(|e| self.helper_err(e))?;
+        let report_w_raw = report_w.as_raw_fd();
+        let mut command = Command::new(&self.helper_exe);
+        command
+            .arg(crate::helper::RUN_MARKER)
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // SAFETY: the closure only calls dup2/fcntl, which are async-signal-safe; it does no
+        // set-up of the sandbox (that happens in the freshly executed helper).
+        unsafe {
+            command.pre_exec(move || {
+                if report_w_raw == REPORT_FD {
+                    sys::set_cloexec(REPORT_FD, false)
+                } else {
+                    sys::dup2(report_w_raw, REPORT_FD)
+                }
+            });
+        }
+        let started = Instant::now();
+        let mut child = command.spawn().map_err(|e| self.helper_err(e))?;
+        drop(report_w);
+        let pid = child.id() as libc::pid_t;
+        let pidfd = sys::pidfd_open(pid).map_err(|e| self.helper_err(e))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // The helper reads the whole spec before doing anything; a write error means it
+            // died, which the report below will show.
+            let _ = stdin.write_all(&spec_json);
+        }
+        let child_out: OwnedFd = child
+            .stdout
+            .take()
+            .map(OwnedFd::from)
+            .ok_or_else(|| Error::Protocol("helper stdout missing".into()))?;
+        let child_err: OwnedFd = child
+            .stderr
+            .take()
+            .map(OwnedFd::from)
+            .ok_or_else(|| Error::Protocol("helper stderr missing".into()))?;
+        let collected = self.collect(pid, &pidfd, &child_out, &child_err, &report_r, out, err);
+        let collected = match collected {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = sys::kill(pid, libc::SIGKILL);
+                let _ = sys::wait4(pid);
+                return Err(e);
+            }
+        };
+        summarize(spec, collected, started.elapsed(), self.allow_degraded)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn collect(
+        &self,
+        pid: libc::pid_t,
+        pidfd: &OwnedFd,
+        child_out: &OwnedFd,
+        child_err: &OwnedFd,
+        report_r: &OwnedFd,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> Result<Collected> {
+        for fd in [child_out, child_err, report_r] {
+            sys::set_nonblocking(fd.as_raw_fd()).map_err(|e| self.helper_err(e))?;
+        }
+        // The helper enforces the timeout; this backstop only fires if the helper itself hangs.
+        let backstop = Instant::now()
+            + Duration::from_millis(self.limits.timeout_ms)
+            + Duration::from_secs(30);
+        let mut c = Collected::default();
+        let mut open = [true, true, true];
+        let fds: [RawFd; 3] = [
+            child_out.as_raw_fd(),
+            child_err.as_raw_fd(),
+            report_r.as_raw_fd(),
+        ];
+        let mut helper_alive = true;
+        let mut drain_deadline: Option<Instant> = None;
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            if !helper_alive && !open.iter().any(|o| *o) {
+                break;
+            }
+            let now = Instant::now();
+            let deadline = drain_deadline.unwrap_or(backstop);
+            if now >= deadline {
+                if helper_alive {
+                    let _ = sys::kill(pid, libc::SIGKILL);
+                    c.backstop_killed = true;
+                    continue_wait(pid, &mut c, &mut helper_alive);
+                    drain_deadline = Some(Instant::now() + self.drain_timeout);
+                    continue;
+                }
+                c.drain_timed_out = open[0] || open[1];
+                break;
+            }
+            let wait_ms = (deadline - now).as_millis().clamp(1, i32::MAX as u128) as i32;
+            let mut poll_fds: Vec<RawFd> = Vec::new();
+            let mut which: Vec<usize> = Vec::new();
+            for (i, fd) in fds.iter().enumerate() {
+                if open[i] {
+                    poll_fds.push(*fd);
+                    which.push(i);
+                }
+            }
+            if helper_alive {
+                poll_fds.push(pidfd.as_raw_fd());
+                which.push(3);
+            }
+            let revents = sys::poll_readable(&poll_fds, wait_ms).map_err(|e| self.helper_err(e))?;
+            for (k, &i) in which.iter().enumerate() {
+                if revents[k] == 0 {
+                    continue;
+                }
+                if i == 3 {
+                    continue_wait(pid, &mut c, &mut helper_alive);
+                    drain_deadline = Some(Instant::now() + self.drain_timeout);
+                    continue;
+                }
+                match sys::read(fds[i], &mut buf) {
+                    Ok(0) => open[i] = false,
+                    Ok(n) => {
+                        let chunk = &buf[..n];
+                        match i {
+                            2 => c.report.extend_from_slice(chunk),
+                            _ => {
+                                let room = self
+                                    .max_output
+                                    .saturating_sub(c.stdout_bytes + c.stderr_bytes);
+                                let keep = (n as u64).min(room) as usize;
+                                c.dropped += (n - keep) as u64;
+                                if keep > 0 {
+                                    let w: &mut dyn Write =
+                                        if i == 0 { &mut *out } else { &mut *err };
+                                    w.write_all(&chunk[..keep]).map_err(Error::Output)?;
+                                    w.flush().map_err(Error::Output)?;
+                                    if i == 0 {
+                                        c.stdout_bytes += keep as u64;
+                                    } else {
+                                        c.stderr_bytes += keep as u64;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => open[i] = false,
+                }
+            }
+        }
+        Ok(c)
+    }
+}
+
+fn continue_wait(pid: libc::pid_t, c: &mut Collected, helper_alive: &mut bool) {
+    if let Ok((_, usage)) = sys::wait4(pid) {
+        let ms = |tv: libc::timeval| tv.tv_sec as u64 * 1000 + tv.tv_usec as u64 / 1000;
+        c.cpu_ms = ms(usage.ru_utime) + ms(usage.ru_stime);
+        c.max_rss_bytes = usage.ru_maxrss as u64 * 1024;
+    }
+    *helper_alive = false;
+}
+
+#[derive(Default)]
+struct Collected {
+    report: Vec<u8>,
+    stdout_bytes: u64,
+    stderr_bytes: u64,
+    dropped: u64,
+    drain_timed_out: bool,
+    backstop_killed: bool,
+    cpu_ms: u64,
+    max_rss_bytes: u64,
+}
+
+fn summarize(
+    spec: &Spec,
+    c: Collected,
+    wall: Duration,
+    allow_degraded: bool,
+) -> Result<RunSummary> {
+    let mut applied: Vec<Layer> = Vec::new();
+    let mut missing: Vec<Layer> = Vec::new();
+    let mut exited: Option<(Option<i32>, Option<i32>)> = None;
+    let mut supervisor: Option<(bool, Option<u64>)> = None;
+    let mut landlock_abi = 0;
+    for line in c.report.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let msg: Report = serde_json::from_slice(line)
+            .map_err(|e| Error::Protocol(format!("bad report line ({e})")))?;
+        match msg {
+            Report::Failed {
+                feature: Some(feature),
+                detail,
+                stage,
+            } => {
+                return Err(Error::Refused {
+                    feature,
+                    detail: format!("{stage}: {detail}"),
+                });
+            }
+            Report::Failed {
+                feature: None,
+                stage,
+                detail,
+            } => return Err(Error::Setup { stage, detail }),
+            Report::Layers {
+                applied: a,
+                missing: m,
+                landlock_abi: abi,
+            } => {
+                applied.extend(a);
+                missing.extend(m);
+                if let Some(abi) = abi {
+                    landlock_abi = abi;
+                }
+            }
+            Report::Exited { code, signal } => exited = Some((code, signal)),
+            Report::Supervisor {
+                timed_out,
+                peak_memory_bytes,
+                ..
+            } => supervisor = Some((timed_out, peak_memory_bytes)),
+        }
+    }
+    let timed_out = supervisor.map(|s| s.0).unwrap_or(false) || c.backstop_killed;
+    let (exit_code, signal) = match exited {
+        Some(e) => e,
+        None if timed_out => (None, Some(libc::SIGKILL)),
+        None => {
+            return Err(Error::Protocol(
+                "the helper ended without reporting the child's exit".into(),
+            ));
+        }
+    };
+    applied.sort();
+    applied.dedup();
+    missing.sort();
+    missing.dedup();
+    applied.retain(|l| !missing.contains(l));
+    if !allow_degraded && let Some(layer) = missing.iter().find(|l| l.required()) {
+        return Err(Error::Refused {
+            feature: *layer,
+            detail: "reported missing by the helper".into(),
+        });
+    }
+    if spec.overlays.is_empty() {
+        applied.retain(|l| *l != Layer::Overlay);
+    }
+    let cgroup_peak = supervisor.and_then(|s| s.1);
+    let (peak_memory_bytes, peak_memory_source) = match cgroup_peak {
+        Some(p) => (Some(p), Some("cgroup".to_string())),
+        None if c.max_rss_bytes > 0 => (Some(c.max_rss_bytes), Some("max_rss".to_string())),
+        None => (None, None),
+    };
+    Ok(RunSummary {
+        exit_code,
+        signal,
+        timed_out,
+        wall_ms: wall.as_millis() as u64,
+        cpu_ms: c.cpu_ms,
+        peak_memory_bytes,
+        peak_memory_source,
+        stdout_bytes: c.stdout_bytes,
+        stderr_bytes: c.stderr_bytes,
+        output_bytes_dropped: c.dropped,
+        drain_timed_out: c.drain_timed_out,
+        layers_applied: applied,
+        layers_missing: missing,
+        landlock_abi,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> Spec {
+        Spec {
+            argv: vec!["true".into()],
+            ro: Vec::new(),
+            rw: Vec::new(),
+            overlays: Vec::new(),
+            env: Vec::new(),
+            cwd: PathBuf::from("/"),
+            limits: Limits {
+                timeout_ms: 1000,
+                memory_mb: 64,
+                max_procs: 8,
+                cpu_secs: 2,
+                open_files: 64,
+                file_size_mb: 1,
+                tmp_size_mb: 1,
+            },
+            allow_degraded: false,
+            pretend_missing: Vec::new(),
+        }
+    }
+
+    fn collected(lines: &[Report]) -> Collected {
+        let mut c = Collected::default();
+        for l in lines {
+            c.report.extend(serde_json::to_vec(l).unwrap());
+            c.report.push(b'\n');
+        }
+        c
+    }
+
+    fn layers(applied: &[Layer], missing: &[Layer]) -> Report {
+        Report::Layers {
+            applied: applied.to_vec(),
+            missing: missing.to_vec(),
+            landlock_abi: Some(7),
+        }
+    }
+
+    #[test]
+    fn a_failure_naming_a_feature_is_a_refusal() {
+        let c = collected(&[Report::Failed {
+            feature: Some(Layer::LandlockFs),
+            stage: "landlock".into(),
+            detail: "no ABI".into(),
+        }]);
+        let err = summarize(&spec(), c, Duration::ZERO, false).unwrap_err();
+        assert!(matches!(
+            err,
+            Error::Refused {
+                feature: Layer::LandlockFs,
+                ..
+            }
+        ));
+        assert!(err.to_string().contains("landlock"));
+    }
+
+    #[test]
+    fn a_failure_without_a_feature_is_a_setup_error() {
+        let c = collected(&[
+            Report::Failed {
+                feature: None,
+                stage: "exec".into(),
+                detail: "not found".into(),
+            },
+            Report::Exited {
+                code: Some(127),
+                signal: None,
+            },
+        ]);
+        let err = summarize(&spec(), c, Duration::ZERO, false).unwrap_err();
+        assert!(matches!(err, Error::Setup { ref stage, .. } if stage == "exec"));
+    }
+
+    #[test]
+    fn a_timeout_without_an_exit_report_is_a_kill_not_an_error() {
+        let c = collected(&[
+            layers(&[Layer::Seccomp], &[]),
+            Report::Supervisor {
+                timed_out: true,
+                peak_memory_bytes: Some(4096),
+                init_signal: Some(9),
+            },
+        ]);
+        let s = summarize(&spec(), c, Duration::ZERO, false).unwrap();
+        assert!(s.timed_out);
+        assert_eq!(s.signal, Some(9));
+        assert_eq!(s.exit_code, None);
+        assert_eq!(s.peak_memory_bytes, Some(4096));
+        assert_eq!(s.peak_memory_source.as_deref(), Some("cgroup"));
+        assert!(!s.success());
+    }
+
+    #[test]
+    fn layers_are_merged_sorted_and_missing_ones_removed_from_applied() {
+        let c = collected(&[
+            layers(&[Layer::CgroupPids], &[Layer::CgroupMemory]),
+            layers(&[Layer::Seccomp, Layer::UserNamespace, Layer::Overlay], &[]),
+            Report::Exited {
+                code: Some(0),
+                signal: None,
+            },
+        ]);
+        let s = summarize(&spec(), c, Duration::ZERO, false).unwrap();
+        // No overlay was requested, so none is claimed.
+        assert_eq!(
+            s.layers_applied,
+            vec![Layer::UserNamespace, Layer::Seccomp, Layer::CgroupPids]
+        );
+        assert_eq!(s.layers_missing, vec![Layer::CgroupMemory]);
+        assert!(s.success());
+    }
+
+    #[test]
+    fn a_missing_required_layer_is_refused_unless_degraded() {
+        let lines = [
+            layers(&[], &[Layer::Seccomp]),
+            Report::Exited {
+                code: Some(0),
+                signal: None,
+            },
+        ];
+        assert!(summarize(&spec(), collected(&lines), Duration::ZERO, false).is_err());
+        let s = summarize(&spec(), collected(&lines), Duration::ZERO, true).unwrap();
+        assert_eq!(s.layers_missing, vec![Layer::Seccomp]);
+    }
+
+    #[test]
+    fn a_helper_that_vanishes_is_a_protocol_error() {
+        let c = collected(&[layers(&[Layer::Seccomp], &[])]);
+        assert!(matches!(
+            summarize(&spec(), c, Duration::ZERO, false),
+            Err(Error::Protocol(_))
+        ));
+    }
+
+    #[test]
+    fn the_builder_rejects_parent_components_and_forbidden_grants() {
+        let exe = std::env::current_exe().unwrap();
+        let err = SandboxBuilder::new()
+            .helper_exe(&exe)
+            .ro("/usr/../etc")
+            .build()
+            .unwrap_err();
+        assert!(matches!(err, Error::Path { .. }));
+        let err = SandboxBuilder::new()
+            .helper_exe(&exe)
+            .ro("/proc")
+            .build()
+            .unwrap_err();
+        assert!(err.to_string().contains("/proc"));
+        let err = SandboxBuilder::new()
+            .helper_exe(&exe)
+            .ro("/definitely/not/here")
+            .build()
+            .unwrap_err();
+        assert!(matches!(err, Error::Path { .. }));
+    }
+
+    #[test]
+    fn the_environment_is_an_allowlist_with_defaults_and_sorted() {
+        let sandbox = SandboxBuilder::new()
+            .helper_exe("/bin/true")
+            .env("ZED", "1")
+            .env("A", "2")
+            .pass_env("AIRLOCK_SURELY_UNSET_VARIABLE")
+            .build()
+            .unwrap();
+        let names: Vec<&str> = sandbox.env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, vec!["A", "HOME", "PATH", "ZED"]);
+    }
+}

@@ -1,0 +1,294 @@
+//! The landlock and seccomp layers, and the failure type every set-up step reports.
+
+use crate::spec::{Layer, Report};
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope,
+};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule,
+};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A set-up step that failed inside the helper.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    /// Set when the failure means a kernel feature is missing (a refusal).
+    pub feature: Option<Layer>,
+    pub stage: String,
+    pub detail: String,
+}
+
+impl Failure {
+    pub(crate) fn setup(stage: impl Into<String>, err: std::io::Error) -> Failure {
+        Failure {
+            feature: None,
+            stage: stage.into(),
+            detail: err.to_string(),
+        }
+    }
+
+    pub(crate) fn missing(feature: Layer, stage: impl Into<String>, detail: String) -> Failure {
+        Failure {
+            feature: Some(feature),
+            stage: stage.into(),
+            detail,
+        }
+    }
+
+    pub(crate) fn into_report(self) -> Report {
+        Report::Failed {
+            feature: self.feature,
+            stage: self.stage,
+            detail: self.detail,
+        }
+    }
+}
+
+/// What the landlock layer managed to apply.
+pub(crate) struct LandlockOutcome {
+    pub applied: Vec<Layer>,
+    pub missing: Vec<Layer>,
+}
+
+fn ll_err(stage: &str, err: impl std::fmt::Display) -> Failure {
+    Failure::missing(Layer::LandlockFs, stage, err.to_string())
+}
+
+/// Restrict the calling process with landlock: filesystem access only beneath `roots`
+/// (read-only or read-write), the device nodes and `/proc` readable, TCP bind/connect denied
+/// and abstract unix sockets and signals scoped when the ABI has them.
+///
+/// `abi` is the kernel's landlock ABI (possibly lowered to pretend a feature is missing).
+pub(crate) fn apply_landlock(
+    abi_version: u32,
+    roots: &[(PathBuf, bool)],
+    with_ns: bool,
+) -> Result<LandlockOutcome, Failure> {
+    let mut applied = Vec::new();
+    let mut missing = Vec::new();
+    if abi_version == 0 {
+        return Err(Failure::missing(
+            Layer::LandlockFs,
+            "landlock",
+            "the kernel offers no landlock ABI".into(),
+        ));
+    }
+    let abi = ABI::from(abi_version as i32);
+    let mut ruleset = Ruleset::default()
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(|e| ll_err("landlock handle fs", e))?;
+    if abi_version >= 4 {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(|e| ll_err("landlock handle net", e))?;
+        applied.push(Layer::LandlockNet);
+    } else {
+        missing.push(Layer::LandlockNet);
+    }
+    if abi_version >= 6 {
+        ruleset = ruleset
+            .scope(Scope::from_all(abi))
+            .map_err(|e| ll_err("landlock scope", e))?;
+        applied.push(Layer::LandlockScope);
+    } else {
+        missing.push(Layer::LandlockScope);
+    }
+    let mut created = ruleset.create().map_err(|e| ll_err("landlock create", e))?;
+
+    let read = AccessFs::from_read(abi);
+    let all = AccessFs::from_all(abi);
+    let file_only = AccessFs::from_file(abi);
+    let mut rules: Vec<(PathBuf, BitFlags<AccessFs>)> = Vec::new();
+    for (path, writable) in roots {
+        rules.push((path.clone(), if *writable { all } else { read }));
+    }
+    if with_ns {
+        // Our own /proc, of the sandbox's PID namespace; the host's is never granted.
+        rules.push((PathBuf::from("/proc"), read & !AccessFs::Execute));
+    }
+    for dev in crate::mounts::DEVICES {
+        rules.push((Path::new("/dev").join(dev), file_only & !AccessFs::Execute));
+    }
+    rules.push((PathBuf::from("/dev"), AccessFs::ReadDir.into()));
+    for (path, access) in rules {
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(_) => continue, // not mounted (for example /proc in a degraded run)
+        };
+        if meta.file_type().is_symlink() {
+            continue; // its target is granted (or not) on its own
+        }
+        let access = if meta.is_dir() {
+            access
+        } else {
+            access & file_only
+        };
+        let fd = PathFd::new(&path)
+            .map_err(|e| ll_err(&format!("landlock open {}", path.display()), e))?;
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| ll_err(&format!("landlock rule {}", path.display()), e))?;
+    }
+    let status = created
+        .restrict_self()
+        .map_err(|e| ll_err("landlock restrict_self", e))?;
+    match status.ruleset {
+        RulesetStatus::FullyEnforced | RulesetStatus::PartiallyEnforced => {
+            applied.push(Layer::LandlockFs)
+        }
+        RulesetStatus::NotEnforced => {
+            return Err(Failure::missing(
+                Layer::LandlockFs,
+                "landlock",
+                "the ruleset was not enforced".into(),
+            ));
+        }
+    }
+    Ok(LandlockOutcome { applied, missing })
+}
+
+/// Syscalls refused outright (with EPERM) once the sandbox is set up.
+const DENIED_SYSCALLS: &[libc::c_long] = &[
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_bpf,
+    libc::SYS_perf_event_open,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_kexec_load,
+    libc::SYS_kexec_file_load,
+    libc::SYS_userfaultfd,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_unshare,
+    libc::SYS_setns,
+    libc::SYS_pivot_root,
+    libc::SYS_chroot,
+    libc::SYS_move_mount,
+    libc::SYS_open_tree,
+    libc::SYS_fsopen,
+    libc::SYS_fsconfig,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+    libc::SYS_mount_setattr,
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_reboot,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_acct,
+    libc::SYS_open_by_handle_at,
+    libc::SYS_name_to_handle_at,
+    libc::SYS_syslog,
+    libc::SYS_quotactl,
+    libc::SYS_vhangup,
+    libc::SYS_iopl,
+    libc::SYS_ioperm,
+    libc::SYS_settimeofday,
+    libc::SYS_clock_settime,
+    libc::SYS_clock_adjtime,
+    libc::SYS_adjtimex,
+    libc::SYS_pidfd_getfd,
+];
+
+/// Namespace flags that `clone()` may not use inside the sandbox.
+const NAMESPACE_FLAGS: [libc::c_int; 7] = [
+    libc::CLONE_NEWNS,
+    libc::CLONE_NEWUSER,
+    libc::CLONE_NEWPID,
+    libc::CLONE_NEWNET,
+    libc::CLONE_NEWIPC,
+    libc::CLONE_NEWUTS,
+    libc::CLONE_NEWCGROUP,
+];
+
+fn sc_err(err: impl std::fmt::Display) -> Failure {
+    Failure::missing(Layer::Seccomp, "seccomp filter", err.to_string())
+}
+
+fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, Failure> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(sc_err)
+}
+
+/// The two filters: the main one (EPERM) and one making `clone3` fail with ENOSYS, so that
+/// libc falls back to `clone`, whose flags the main filter can inspect.
+pub(crate) fn seccomp_programs() -> Result<[BpfProgram; 2], Failure> {
+    let arch = std::env::consts::ARCH.try_into().map_err(sc_err)?;
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for &nr in DENIED_SYSCALLS {
+        rules.insert(nr, Vec::new());
+    }
+    rules.insert(
+        libc::SYS_socket,
+        vec![
+            SeccompRule::new(vec![cond(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?])
+                .map_err(sc_err)?,
+        ],
+    );
+    let mut clone_rules = Vec::new();
+    for flag in NAMESPACE_FLAGS {
+        clone_rules.push(
+            SeccompRule::new(vec![cond(
+                0,
+                SeccompCmpOp::MaskedEq(flag as u64),
+                flag as u64,
+            )?])
+            .map_err(sc_err)?,
+        );
+    }
+    rules.insert(libc::SYS_clone, clone_rules);
+    rules.insert(
+        libc::SYS_ioctl,
+        vec![SeccompRule::new(vec![cond(1, SeccompCmpOp::Eq, libc::TIOCSTI)?]).map_err(sc_err)?],
+    );
+    let main = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(sc_err)?;
+    let mut clone3 = BTreeMap::new();
+    clone3.insert(libc::SYS_clone3, Vec::new());
+    let clone3 = SeccompFilter::new(
+        clone3,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        arch,
+    )
+    .map_err(sc_err)?;
+    Ok([
+        main.try_into().map_err(sc_err)?,
+        clone3.try_into().map_err(sc_err)?,
+    ])
+}
+
+/// Install the seccomp filters on the calling thread (requires `no_new_privs`).
+pub(crate) fn apply_seccomp(programs: &[BpfProgram; 2]) -> Result<(), Failure> {
+    for program in programs {
+        seccompiler::apply_filter(program).map_err(sc_err)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_seccomp_programs_compile_for_this_architecture() {
+        let [main, clone3] = seccomp_programs().unwrap();
+        // Every denied syscall and the socket/clone/ioctl rules make it into the main program.
+        assert!(main.len() > DENIED_SYSCALLS.len() * 2, "{}", main.len());
+        assert!(!clone3.is_empty());
+    }
+}

@@ -1,0 +1,374 @@
+//! Builds the child's filesystem: a fresh tmpfs root holding only the granted paths.
+//!
+//! Runs in the sandbox's init process, inside the new user and mount namespaces, before the
+//! target is forked. The host's root stays reachable under `/oldroot` only until the final
+//! `pivot_root`, after which it is detached.
+
+use crate::layers::Failure;
+use crate::spec::{Layer, OverlaySpec, Spec};
+use crate::sys;
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+
+const BASE: &str = "/tmp";
+const NEW_ROOT: &str = "/newroot";
+const OLD_ROOT: &str = "/oldroot";
+
+/// Device nodes bind-mounted from the host into the child's `/dev`.
+pub(crate) const DEVICES: [&str; 5] = ["null", "zero", "full", "random", "urandom"];
+
+/// One step of building the new root.
+#[derive(Debug, Clone)]
+enum Entry {
+    Bind { path: PathBuf, ro: bool },
+    Symlink { path: PathBuf, target: PathBuf },
+    Tmpfs { path: PathBuf, size_mb: u64 },
+    Proc,
+    Dev,
+    Overlay(OverlaySpec),
+}
+
+impl Entry {
+    fn path(&self) -> &Path {
+        match self {
+            Entry::Bind { path, .. } | Entry::Symlink { path, .. } | Entry::Tmpfs { path, .. } => {
+                path
+            }
+            Entry::Proc => Path::new("/proc"),
+            Entry::Dev => Path::new("/dev"),
+            Entry::Overlay(o) => &o.mountpoint,
+        }
+    }
+}
+
+fn depth(path: &Path) -> usize {
+    path.components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .count()
+}
+
+/// Where `path` (absolute, as the child sees it) lives under `root`.
+pub(crate) fn under(root: &str, path: &Path) -> PathBuf {
+    let mut out = PathBuf::from(root);
+    for c in path.components() {
+        if let Component::Normal(part) = c {
+            out.push(part);
+        }
+    }
+    out
+}
+
+/// The mount plan, parents before children so a later mount never hides an earlier one.
+fn plan(spec: &Spec, host_root: &str) -> Vec<Entry> {
+    let mut entries = Vec::new();
+    for path in &spec.ro {
+        entries.push(grant(host_root, path, true));
+    }
+    for path in &spec.rw {
+        entries.push(grant(host_root, path, false));
+    }
+    for overlay in &spec.overlays {
+        entries.push(Entry::Overlay(overlay.clone()));
+    }
+    entries.push(Entry::Proc);
+    entries.push(Entry::Dev);
+    if !entries.iter().any(|e| e.path() == Path::new("/tmp")) {
+        entries.push(Entry::Tmpfs {
+            path: PathBuf::from("/tmp"),
+            size_mb: spec.limits.tmp_size_mb,
+        });
+    }
+    // Stable sort: equal depths keep their order (ro before rw before overlays).
+    entries.sort_by_key(|e| depth(e.path()));
+    entries
+}
+
+fn grant(host_root: &str, path: &Path, ro: bool) -> Entry {
+    let on_host = under(host_root, path);
+    match fs::symlink_metadata(&on_host) {
+        Ok(meta) if meta.file_type().is_symlink() => match fs::read_link(&on_host) {
+            Ok(target) => Entry::Symlink {
+                path: path.to_path_buf(),
+                target,
+            },
+            Err(_) => Entry::Bind {
+                path: path.to_path_buf(),
+                ro,
+            },
+        },
+        _ => Entry::Bind {
+            path: path.to_path_buf(),
+            ro,
+        },
+    }
+}
+
+fn fail(stage: impl Into<String>, err: std::io::Error) -> Failure {
+    Failure::setup(stage, err)
+}
+
+/// Create a mount point for `src` at `dst`: a directory for a directory, an empty file otherwise.
+fn make_mountpoint(src: &Path, dst: &Path) -> Result<(), Failure> {
+    let is_dir = fs::metadata(src)
+        .map_err(|e| fail(format!("stat {}", src.display()), e))?
+        .is_dir();
+    if is_dir {
+        if !dst.is_dir() {
+            fs::create_dir_all(dst).map_err(|e| fail(format!("mkdir {}", dst.display()), e))?;
+        }
+    } else {
+        if let Some(parent) = dst.parent()
+            && !parent.is_dir()
+        {
+            fs::create_dir_all(parent)
+                .map_err(|e| fail(format!("mkdir {}", parent.display()), e))?;
+        }
+        if fs::symlink_metadata(dst).is_err() {
+            fs::File::create(dst).map_err(|e| fail(format!("create {}", dst.display()), e))?;
+        }
+    }
+    Ok(())
+}
+
+fn bind(src: &Path, dst: &Path, ro: bool, device: bool) -> Result<(), Failure> {
+    make_mountpoint(src, dst)?;
+    sys::mount(Some(src), dst, None, libc::MS_BIND | libc::MS_REC, None)
+        .map_err(|e| fail(format!("bind {}", src.display()), e))?;
+    let mut attrs = sys::MOUNT_ATTR_NOSUID;
+    if !device {
+        attrs |= sys::MOUNT_ATTR_NODEV;
+    }
+    if ro {
+        attrs |= sys::MOUNT_ATTR_RDONLY;
+    }
+    sys::mount_setattr(dst, true, attrs)
+        .map_err(|e| fail(format!("make {} read-only", dst.display()), e))
+}
+
+fn tmpfs(dst: &Path, size_mb: u64, mode: &str) -> Result<(), Failure> {
+    if !dst.is_dir() {
+        fs::create_dir_all(dst).map_err(|e| fail(format!("mkdir {}", dst.display()), e))?;
+    }
+    let data = format!("mode={mode},size={size_mb}m");
+    sys::mount(
+        Some(Path::new("tmpfs")),
+        dst,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some(&data),
+    )
+    .map_err(|e| fail(format!("mount tmpfs at {}", dst.display()), e))
+}
+
+fn dev(new_root: &Path) -> Result<(), Failure> {
+    let dev = new_root.join("dev");
+    tmpfs(&dev, 1, "0755")?;
+    for name in DEVICES {
+        bind(
+            &Path::new(OLD_ROOT).join("dev").join(name),
+            &dev.join(name),
+            false,
+            true,
+        )?;
+    }
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(target, dev.join(name))
+            .map_err(|e| fail(format!("symlink /dev/{name}"), e))?;
+    }
+    tmpfs(&dev.join("shm"), 64, "1777")?;
+    sys::mount_setattr(&dev, false, sys::MOUNT_ATTR_RDONLY)
+        .map_err(|e| fail("make /dev read-only", e))
+}
+
+fn overlay(o: &OverlaySpec, pretend_missing: bool) -> Result<(), Failure> {
+    let dst = under(NEW_ROOT, &o.mountpoint);
+    if !dst.is_dir() {
+        fs::create_dir_all(&dst).map_err(|e| fail(format!("mkdir {}", dst.display()), e))?;
+    }
+    if pretend_missing {
+        return Err(Failure::missing(
+            Layer::Overlay,
+            "overlay",
+            "treated as unavailable (AIRLOCK_SANDBOX_PRETEND_MISSING)".into(),
+        ));
+    }
+    let data = format!(
+        "lowerdir={},upperdir={},workdir={},userxattr",
+        under(OLD_ROOT, &o.lower).display(),
+        under(OLD_ROOT, &o.upper).display(),
+        under(OLD_ROOT, &o.work).display(),
+    );
+    sys::mount(
+        Some(Path::new("overlay")),
+        &dst,
+        Some("overlay"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some(&data),
+    )
+    .map_err(|e| {
+        Failure::missing(
+            Layer::Overlay,
+            format!("mount overlay at {}", o.mountpoint.display()),
+            e.to_string(),
+        )
+    })
+}
+
+/// Build the new root from the spec and `pivot_root` into it. Afterwards the process sees only
+/// the granted paths, a fresh `/proc`, a minimal `/dev` and a private `/tmp`.
+pub(crate) fn build_root(spec: &Spec) -> Result<(), Failure> {
+    let root = Path::new("/");
+    sys::mount(None, root, None, libc::MS_REC | libc::MS_PRIVATE, None)
+        .map_err(|e| fail("make / private", e))?;
+    let base = Path::new(BASE);
+    sys::mount(
+        Some(Path::new("tmpfs")),
+        base,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some("mode=0755,size=1m"),
+    )
+    .map_err(|e| fail("mount the set-up tmpfs", e))?;
+    std::env::set_current_dir(base).map_err(|e| fail("chdir to the set-up tmpfs", e))?;
+    for dir in ["newroot", "oldroot"] {
+        fs::create_dir(dir).map_err(|e| fail(format!("mkdir {dir}"), e))?;
+    }
+    sys::pivot_root(Path::new("."), Path::new("oldroot")).map_err(|e| fail("pivot_root", e))?;
+    std::env::set_current_dir(root).map_err(|e| fail("chdir /", e))?;
+    let new_root = Path::new(NEW_ROOT);
+    sys::mount(
+        Some(Path::new("tmpfs")),
+        new_root,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some("mode=0755,size=1m"),
+    )
+    .map_err(|e| fail("mount the new root", e))?;
+
+    let pretend_overlay = spec.pretend_missing.contains(&Layer::Overlay);
+    for entry in plan(spec, OLD_ROOT) {
+        match &entry {
+            Entry::Bind { path, ro } => {
+                bind(&under(OLD_ROOT, path), &under(NEW_ROOT, path), *ro, false)?
+            }
+            Entry::Symlink { path, target } => {
+                let dst = under(NEW_ROOT, path);
+                if fs::symlink_metadata(&dst).is_err() {
+                    if let Some(parent) = dst.parent() {
+                        fs::create_dir_all(parent)
+                            .map_err(|e| fail(format!("mkdir {}", parent.display()), e))?;
+                    }
+                    std::os::unix::fs::symlink(target, &dst)
+                        .map_err(|e| fail(format!("symlink {}", path.display()), e))?;
+                }
+            }
+            Entry::Tmpfs { path, size_mb } => tmpfs(&under(NEW_ROOT, path), *size_mb, "1777")?,
+            Entry::Proc => {
+                let dst = new_root.join("proc");
+                fs::create_dir_all(&dst).map_err(|e| fail("mkdir /proc", e))?;
+                sys::mount(
+                    Some(Path::new("proc")),
+                    &dst,
+                    Some("proc"),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    None,
+                )
+                .map_err(|e| fail("mount /proc", e))?;
+            }
+            Entry::Dev => dev(new_root)?,
+            Entry::Overlay(o) => overlay(o, pretend_overlay)?,
+        }
+    }
+    // The root tmpfs itself (mount points only) becomes read-only.
+    sys::mount_setattr(new_root, false, sys::MOUNT_ATTR_RDONLY)
+        .map_err(|e| fail("make the new root read-only", e))?;
+    std::env::set_current_dir(new_root).map_err(|e| fail("chdir to the new root", e))?;
+    sys::pivot_root(Path::new("."), Path::new(".")).map_err(|e| fail("pivot_root", e))?;
+    sys::umount_detach(Path::new(".")).map_err(|e| fail("detach the host root", e))?;
+    std::env::set_current_dir(root).map_err(|e| fail("chdir /", e))?;
+    Ok(())
+}
+
+/// The paths the child may use, for the landlock rules: (path, writable). The private `/tmp`
+/// and `/dev/shm` exist only with a mount namespace; without one (a degraded run) those paths
+/// would be the host's, so they are not granted.
+pub(crate) fn landlock_roots(spec: &Spec, with_ns: bool) -> Vec<(PathBuf, bool)> {
+    let mut roots: Vec<(PathBuf, bool)> = Vec::new();
+    for path in &spec.ro {
+        roots.push((path.clone(), false));
+    }
+    for path in &spec.rw {
+        roots.push((path.clone(), true));
+    }
+    for o in &spec.overlays {
+        roots.push((o.mountpoint.clone(), true));
+    }
+    if with_ns {
+        roots.push((PathBuf::from("/tmp"), true));
+        roots.push((PathBuf::from("/dev/shm"), true));
+    }
+    roots
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::Limits;
+
+    fn spec(ro: &[&str], rw: &[&str]) -> Spec {
+        Spec {
+            argv: vec!["true".into()],
+            ro: ro.iter().map(PathBuf::from).collect(),
+            rw: rw.iter().map(PathBuf::from).collect(),
+            overlays: Vec::new(),
+            env: Vec::new(),
+            cwd: PathBuf::from("/"),
+            limits: Limits {
+                timeout_ms: 1000,
+                memory_mb: 64,
+                max_procs: 8,
+                cpu_secs: 1,
+                open_files: 64,
+                file_size_mb: 1,
+                tmp_size_mb: 1,
+            },
+            allow_degraded: false,
+            pretend_missing: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn parents_are_mounted_before_children() {
+        let entries = plan(&spec(&["/definitely/not/here/a/b", "/"], &["/tmp/x"]), "/");
+        let paths: Vec<_> = entries.iter().map(|e| e.path().to_path_buf()).collect();
+        let pos = |p: &str| paths.iter().position(|x| x == Path::new(p)).unwrap();
+        assert!(pos("/") < pos("/tmp"));
+        assert!(pos("/tmp") < pos("/tmp/x"));
+        assert!(pos("/tmp/x") < pos("/definitely/not/here/a/b"));
+    }
+
+    #[test]
+    fn granting_tmp_replaces_the_private_tmp() {
+        let entries = plan(&spec(&[], &["/tmp"]), "/");
+        let tmp: Vec<_> = entries
+            .iter()
+            .filter(|e| e.path() == Path::new("/tmp"))
+            .collect();
+        assert_eq!(tmp.len(), 1);
+        assert!(matches!(tmp[0], Entry::Bind { ro: false, .. }));
+    }
+
+    #[test]
+    fn under_strips_the_leading_slash_and_dots() {
+        assert_eq!(
+            under("/oldroot", Path::new("/a/b")),
+            PathBuf::from("/oldroot/a/b")
+        );
+        assert_eq!(under("/newroot", Path::new("/")), PathBuf::from("/newroot"));
+    }
+}

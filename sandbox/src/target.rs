@@ -1,0 +1,306 @@
+//! The last process before the target: drops to an unprivileged uid, drops every capability,
+//! applies rlimits, `no_new_privs`, landlock and seccomp, then execs the command.
+
+use crate::helper::report;
+use crate::layers::{self, Failure};
+use crate::spec::{Layer, Report, Spec};
+use crate::sys;
+use std::ffi::CString;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// The uid and gid the command runs as inside the sandbox.
+pub(crate) const SANDBOX_ID: u32 = 1000;
+/// The uid a root caller's child drops to when there is no user namespace (degraded runs).
+const NOBODY: u32 = 65534;
+
+struct Progress {
+    applied: Vec<Layer>,
+    missing: Vec<Layer>,
+    allow_degraded: bool,
+}
+
+impl Progress {
+    /// Record a layer's outcome: a failure is fatal unless degraded runs are allowed.
+    fn layer(&mut self, layer: Layer, outcome: Result<(), Failure>) -> Result<(), Failure> {
+        match outcome {
+            Ok(()) => {
+                self.applied.push(layer);
+                Ok(())
+            }
+            Err(failure) if self.allow_degraded && failure.feature.is_some() => {
+                self.missing.push(layer);
+                Ok(())
+            }
+            Err(failure) => Err(failure),
+        }
+    }
+}
+
+fn io_missing(layer: Layer, stage: &str) -> impl Fn(std::io::Error) -> Failure + '_ {
+    move |e| Failure::missing(layer, stage, e.to_string())
+}
+
+/// Enter a nested user namespace where the caller's id (0 in the outer namespace) is
+/// `SANDBOX_ID`, then become that id: the child owns the caller's files but holds no capability
+/// over the mount or network namespaces, which belong to the outer user namespace.
+fn become_unprivileged(with_ns: bool) -> Result<(), Failure> {
+    let stage = "unprivileged uid";
+    if with_ns {
+        let (uid, gid) = sys::ids();
+        // Drop the bounding set while we still hold CAP_SETPCAP in the outer namespace.
+        drop_bounding_set()?;
+        sys::unshare(libc::CLONE_NEWUSER).map_err(io_missing(Layer::UnprivilegedUid, stage))?;
+        let _ = fs::write("/proc/self/setgroups", "deny");
+        fs::write("/proc/self/uid_map", format!("{SANDBOX_ID} {uid} 1")).map_err(io_missing(
+            Layer::UnprivilegedUid,
+            "write the nested uid_map",
+        ))?;
+        fs::write("/proc/self/gid_map", format!("{SANDBOX_ID} {gid} 1")).map_err(io_missing(
+            Layer::UnprivilegedUid,
+            "write the nested gid_map",
+        ))?;
+        drop_bounding_set()?;
+        sys::setresgid(SANDBOX_ID).map_err(io_missing(Layer::UnprivilegedUid, "setresgid"))?;
+        sys::setresuid(SANDBOX_ID).map_err(io_missing(Layer::UnprivilegedUid, "setresuid"))?;
+    } else if sys::ids().0 == 0 {
+        drop_bounding_set()?;
+        sys::clear_groups().map_err(io_missing(Layer::UnprivilegedUid, "setgroups"))?;
+        sys::setresgid(NOBODY).map_err(io_missing(Layer::UnprivilegedUid, "setresgid"))?;
+        sys::setresuid(NOBODY).map_err(io_missing(Layer::UnprivilegedUid, "setresuid"))?;
+    }
+    if sys::ids().0 == 0 {
+        return Err(Failure::missing(
+            Layer::UnprivilegedUid,
+            stage,
+            "still uid 0 after dropping privileges".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn last_cap() -> u64 {
+    fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(40)
+}
+
+fn drop_bounding_set() -> Result<(), Failure> {
+    for cap in 0..=last_cap() {
+        // EINVAL for capabilities the kernel does not know; EPERM without CAP_SETPCAP, in which
+        // case the final check below catches a non-empty set.
+        let _ = sys::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0);
+    }
+    Ok(())
+}
+
+/// Clear the ambient, effective, permitted and inheritable sets and check every set is empty.
+fn drop_capabilities() -> Result<(), Failure> {
+    let stage = "drop capabilities";
+    let _ = sys::prctl(
+        libc::PR_CAP_AMBIENT,
+        libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+        0,
+    );
+    sys::capset_clear().map_err(io_missing(Layer::DropCapabilities, stage))?;
+    let status = fs::read_to_string("/proc/self/status").map_err(io_missing(
+        Layer::DropCapabilities,
+        "read /proc/self/status",
+    ))?;
+    for line in status.lines() {
+        for set in ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {
+            if let Some(value) = line.strip_prefix(set)
+                && value.trim().chars().any(|c| c != '0')
+            {
+                return Err(Failure::missing(
+                    Layer::DropCapabilities,
+                    stage,
+                    format!("{set} is {} after dropping", value.trim()),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn apply_rlimits(spec: &Spec, cgroup_memory: bool) -> Result<(), Failure> {
+    let l = &spec.limits;
+    let mb = 1024 * 1024;
+    // With the memory cgroup in force the address-space limit is only a backstop: runtimes
+    // reserve far more virtual memory than they touch.
+    let address_space = if cgroup_memory {
+        l.memory_mb.saturating_mul(4).max(l.memory_mb + 4096)
+    } else {
+        l.memory_mb
+    };
+    let limits = [
+        (libc::RLIMIT_CPU, l.cpu_secs),
+        (libc::RLIMIT_AS, address_space.saturating_mul(mb)),
+        (libc::RLIMIT_NOFILE, l.open_files),
+        (libc::RLIMIT_FSIZE, l.file_size_mb.saturating_mul(mb)),
+        (libc::RLIMIT_NPROC, u64::from(l.max_procs)),
+        (libc::RLIMIT_CORE, 0),
+    ];
+    for (resource, value) in limits {
+        sys::setrlimit(resource, value).map_err(io_missing(Layer::Rlimits, "setrlimit"))?;
+    }
+    Ok(())
+}
+
+/// Find the program the way `execvp` would, using the child's own `PATH`.
+fn resolve_program(program: &str, env: &[(String, String)]) -> Result<PathBuf, Failure> {
+    if program.contains('/') {
+        return Ok(PathBuf::from(program));
+    }
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("/usr/bin:/bin");
+    for dir in path.split(':').filter(|d| !d.is_empty()) {
+        let candidate = Path::new(dir).join(program);
+        if let Ok(meta) = fs::metadata(&candidate)
+            && meta.is_file()
+            && meta.permissions().mode() & 0o111 != 0
+        {
+            return Ok(candidate);
+        }
+    }
+    Err(Failure {
+        feature: None,
+        stage: "exec".into(),
+        detail: format!("{program}: command not found in the sandbox's PATH ({path})"),
+    })
+}
+
+fn cstrings(items: impl Iterator<Item = String>) -> Result<Vec<CString>, Failure> {
+    items
+        .map(|s| {
+            CString::new(s).map_err(|_| Failure {
+                feature: None,
+                stage: "exec".into(),
+                detail: "an argument or variable contains a NUL byte".into(),
+            })
+        })
+        .collect()
+}
+
+/// Set up the target process and exec the command. Never returns: on failure it reports and
+/// exits with 127.
+pub(crate) fn run(spec: &Spec, with_ns: bool, cgroup_memory: bool) -> ! {
+    match prepare_and_exec(spec, with_ns, cgroup_memory) {
+        Ok(never) => match never {},
+        Err(failure) => {
+            report(&failure.into_report());
+            sys::exit_now(127)
+        }
+    }
+}
+
+enum Never {}
+
+fn prepare_and_exec(spec: &Spec, with_ns: bool, cgroup_memory: bool) -> Result<Never, Failure> {
+    let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+    sys::setsid().map_err(|e| Failure::setup("setsid", e))?;
+    let mut progress = Progress {
+        applied: Vec::new(),
+        missing: Vec::new(),
+        allow_degraded: spec.allow_degraded,
+    };
+    let pretend = |layer: Layer| spec.pretend_missing.contains(&layer);
+
+    progress.layer(Layer::UnprivilegedUid, become_unprivileged(with_ns))?;
+    progress.layer(Layer::DropCapabilities, drop_capabilities())?;
+    progress.layer(Layer::Rlimits, apply_rlimits(spec, cgroup_memory))?;
+    std::env::set_current_dir(&spec.cwd)
+        .map_err(|e| Failure::setup(format!("chdir {}", spec.cwd.display()), e))?;
+    progress.layer(
+        Layer::NoNewPrivs,
+        sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0)
+            .map(|_| ())
+            .map_err(io_missing(Layer::NoNewPrivs, "prctl(PR_SET_NO_NEW_PRIVS)")),
+    )?;
+
+    let mut abi = if pretend(Layer::LandlockFs) {
+        0
+    } else {
+        sys::landlock_abi()
+    };
+    if pretend(Layer::LandlockNet) {
+        abi = abi.min(3);
+    }
+    if pretend(Layer::LandlockScope) {
+        abi = abi.min(5);
+    }
+    let roots = crate::mounts::landlock_roots(spec, with_ns);
+    match layers::apply_landlock(abi, &roots, with_ns) {
+        Ok(outcome) => {
+            for layer in outcome.missing {
+                progress.layer(
+                    layer,
+                    Err(Failure::missing(
+                        layer,
+                        "landlock",
+                        format!("the kernel offers landlock ABI {abi}"),
+                    )),
+                )?;
+            }
+            progress.applied.extend(outcome.applied);
+        }
+        Err(failure) => {
+            for layer in [Layer::LandlockFs, Layer::LandlockNet, Layer::LandlockScope] {
+                if !progress.allow_degraded {
+                    return Err(failure);
+                }
+                progress.missing.push(layer);
+            }
+        }
+    }
+
+    let program = resolve_program(&spec.argv[0], &spec.env)?;
+    let path = CString::new(program.as_os_str().as_encoded_bytes()).map_err(|_| Failure {
+        feature: None,
+        stage: "exec".into(),
+        detail: "program path contains a NUL byte".into(),
+    })?;
+    let argv = cstrings(spec.argv.iter().cloned())?;
+    let envp = cstrings(spec.env.iter().map(|(k, v)| format!("{k}={v}")))?;
+
+    let seccomp = if pretend(Layer::Seccomp) {
+        Err(Failure::missing(
+            Layer::Seccomp,
+            "seccomp",
+            "treated as unavailable (AIRLOCK_SANDBOX_PRETEND_MISSING)".into(),
+        ))
+    } else {
+        layers::seccomp_programs()
+    };
+    // Report before the filter goes on: after it, nothing but the exec should run.
+    match seccomp {
+        Ok(programs) => {
+            progress.applied.push(Layer::Seccomp);
+            report(&Report::Layers {
+                applied: progress.applied.clone(),
+                missing: progress.missing.clone(),
+                landlock_abi: Some(sys::landlock_abi()),
+            });
+            layers::apply_seccomp(&programs)?;
+        }
+        Err(failure) => {
+            progress.layer(Layer::Seccomp, Err(failure))?;
+            report(&Report::Layers {
+                applied: progress.applied.clone(),
+                missing: progress.missing.clone(),
+                landlock_abi: Some(sys::landlock_abi()),
+            });
+        }
+    }
+    let err = sys::execve(&path, &argv, &envp);
+    Err(Failure {
+        feature: None,
+        stage: "exec".into(),
+        detail: format!("{}: {err}", program.display()),
+    })
+}

@@ -1,0 +1,119 @@
+//! `airlock run` (one issue to a queued pull request or an escalation) and the hidden
+//! `airlock reader-worker` that the supervisor starts inside the sandbox.
+//!
+//! Exit codes of `airlock run`: 0 a pull request is queued for a human; 3 the run escalated
+//! (by the model, a budget, or the confidence floor); 4 triage found the issue not ready
+//! (needs-info or needs-triage; no model call was made); 2 an operational error.
+
+use airlock_supervisor::RunEnd;
+use airlock_supervisor::runner::{self, Overrides, RunArgs as SupervisorArgs};
+use anyhow::Context;
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `airlock run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The repository: a local path or a URL (mirrored once into the checkout cache).
+    #[arg(long)]
+    repo: String,
+    /// Any revision; it is pinned to a 40-hex commit before anything else.
+    #[arg(long)]
+    commit: String,
+    /// The issue: a JSON file or Markdown with front matter (id, title, labels); `-` for stdin.
+    #[arg(long)]
+    issue: PathBuf,
+    /// Model spec (openai:MODEL, anthropic:MODEL, ollama:MODEL, scripted:PATH, replay:PATH, ...).
+    #[arg(long)]
+    model: Option<String>,
+    /// The repository's airlock.toml (tests, allowlist, budgets, model, broker, paths).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Print the outcome document as JSON instead of a summary.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of the hidden `airlock reader-worker`.
+#[derive(Debug, Args)]
+pub struct ReaderWorkerArgs {
+    /// The read-only checkout.
+    #[arg(long)]
+    root: PathBuf,
+    /// The codegraph index directory (read-only).
+    #[arg(long)]
+    index_dir: PathBuf,
+    /// The pinned commit.
+    #[arg(long)]
+    commit: String,
+    /// Where the supervisor's messages arrive (a FIFO); stdin when absent.
+    #[arg(long)]
+    input: Option<PathBuf>,
+}
+
+/// `airlock run`.
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let exe = std::env::current_exe().context("locating the airlock binary for reader workers")?;
+    let report = runner::run_issue(
+        &SupervisorArgs {
+            repo: args.repo,
+            commit: args.commit,
+            issue: args.issue,
+            model: args.model,
+            config: args.config,
+            exe,
+        },
+        Overrides::default(),
+    )?;
+    if args.json {
+        let text = std::fs::read_to_string(&report.outcome_path)
+            .with_context(|| format!("reading {}", report.outcome_path.display()))?;
+        print!("{text}");
+    } else {
+        match &report.end {
+            RunEnd::NotReady(triage) => {
+                println!("not ready: {} ({})", triage.state.label(), triage.reason);
+            }
+            RunEnd::Finished {
+                outcome,
+                pr_queued,
+                stop,
+            } => {
+                let summary = outcome.get("summary").and_then(|s| s.as_str()).unwrap_or("");
+                if *pr_queued {
+                    println!("pull request queued for review: {summary}");
+                } else {
+                    println!("escalated ({stop}): {summary}");
+                }
+            }
+        }
+        println!("run: {} at {}", report.run_id, report.base_commit);
+        println!("outcome: {}", report.outcome_path.display());
+        println!("trajectory: {}", report.trajectory_path.display());
+    }
+    if let Some(problem) = &report.model_finish_problem {
+        eprintln!("airlock: warning: {problem}");
+    }
+    Ok(ExitCode::from(report.exit_code()))
+}
+
+/// `airlock reader-worker`: serve one reader over stdout and the input FIFO (or stdin).
+pub fn reader_worker(args: ReaderWorkerArgs) -> anyhow::Result<ExitCode> {
+    let tools =
+        airlock_reader::repo_tools::CheckoutTools::open(&args.root, &args.index_dir, &args.commit)
+            .map_err(anyhow::Error::msg)
+            .context("opening the checkout for the reader")?;
+    let stdout = std::io::stdout().lock();
+    match &args.input {
+        Some(path) => {
+            let file = std::fs::File::open(path)
+                .with_context(|| format!("opening reader input {}", path.display()))?;
+            airlock_reader::run_worker(std::io::BufReader::new(file), stdout, &tools)?;
+        }
+        None => {
+            airlock_reader::run_worker(std::io::stdin().lock(), stdout, &tools)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

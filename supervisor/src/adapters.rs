@@ -1,0 +1,462 @@
+//! The real implementations of the ports: the checkout's bounded reader, codegraph, the
+//! sandbox, the broker's socket, and the sandboxed reader-worker process.
+
+use crate::delegate::{ReaderChannel, ReaderLauncher};
+use crate::ports::{
+    PortResult, PrReply, PrSink, Retrieval, RunRegistration, TestReport, TestRunner, ToolFailure,
+    Worktree,
+};
+use airlock_checkout::BoundedReader;
+use airlock_reader::repo_tools::{CodegraphSearch, read_rendered};
+use airlock_reader::{FromSupervisor, FromWorker};
+use airlock_sandbox::SandboxBuilder;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Most bytes of test output handed to the model (the tail, where the verdict is).
+pub const TEST_OUTPUT_TAIL_BYTES: usize = 8 * 1024;
+
+/// The worktree through `airlock-checkout`: every read and write goes through the bounded reader.
+pub struct CheckoutWorktree {
+    reader: BoundedReader,
+    tracked: Vec<String>,
+    query: String,
+}
+
+impl CheckoutWorktree {
+    /// Open the worktree at `root`; `tracked` are the pinned commit's files (for the tree) and
+    /// `query` the issue text (the tree keeps matching directories expanded).
+    pub fn open(root: &Path, tracked: Vec<String>, query: &str) -> PortResult<Self> {
+        let reader =
+            BoundedReader::open(root).map_err(|e| ToolFailure::new("worktree", e.to_string()))?;
+        Ok(CheckoutWorktree {
+            reader,
+            tracked,
+            query: query.to_string(),
+        })
+    }
+}
+
+impl Worktree for CheckoutWorktree {
+    fn root(&self) -> &Path {
+        self.reader.root()
+    }
+
+    fn read_lines(&self, path: &str, start: usize, end: usize) -> PortResult<String> {
+        read_rendered(&self.reader, path, start, end)
+            .map_err(|(code, message)| ToolFailure::new(code, message))
+    }
+
+    fn read_for_edit(&self, path: &str) -> PortResult<String> {
+        let out = self
+            .reader
+            .read(path, None)
+            .map_err(|r| ToolFailure::new(r.code().as_str(), r.to_string()))?;
+        if out.truncated {
+            return Err(ToolFailure::new(
+                "too_large",
+                format!(
+                    "`{path}` is larger than the 10 KB read cap; edit_file cannot rewrite it safely"
+                ),
+            ));
+        }
+        Ok(out.content)
+    }
+
+    fn write(&self, path: &str, content: &str) -> PortResult<()> {
+        self.reader
+            .write(path, content.as_bytes())
+            .map(|_| ())
+            .map_err(|r| ToolFailure::new(r.code().as_str(), r.to_string()))
+    }
+
+    fn line_count(&self, path: &str) -> Option<usize> {
+        self.reader
+            .read(path, Some((1, 1)))
+            .ok()
+            .map(|o| o.line_count as usize)
+    }
+
+    fn file_tree(&self, char_budget: usize) -> String {
+        airlock_checkout::render_file_tree(
+            &self.tracked,
+            &airlock_checkout::FileTreeOptions {
+                char_budget,
+                query: Some(&self.query),
+            },
+        )
+    }
+}
+
+/// Retrieval through `airlock-codegraph` at the pinned commit.
+pub struct CodegraphRetrieval {
+    search: CodegraphSearch,
+    map_query: String,
+}
+
+impl CodegraphRetrieval {
+    /// Open and index (incrementally) the commit; `map_query` personalises the repo map.
+    pub fn open(repo: &Path, index_dir: &Path, commit: &str, map_query: &str) -> PortResult<Self> {
+        let search = CodegraphSearch::open(repo, index_dir, commit)
+            .map_err(|e| ToolFailure::new("index", e))?;
+        search.prepare().map_err(|e| ToolFailure::new("index", e))?;
+        Ok(CodegraphRetrieval {
+            search,
+            map_query: map_query.to_string(),
+        })
+    }
+}
+
+impl Retrieval for CodegraphRetrieval {
+    fn search(&self, query: &str, limit: usize) -> PortResult<String> {
+        self.search
+            .search(query, limit)
+            .map_err(|e| ToolFailure::new("search", e))
+    }
+
+    fn repo_map(&self, token_budget: usize) -> PortResult<String> {
+        self.search
+            .repo_map(&self.map_query, token_budget)
+            .map_err(|e| ToolFailure::new("repo_map", e))
+    }
+}
+
+/// Runs the test command in the sandbox over a copy-on-write overlay of the worktree mounted at
+/// the worktree's own path: the tests see the agent's edits, and whatever they write is
+/// discarded, so it never enters the diff. The sandbox's network namespace has loopback only.
+pub struct SandboxTestRunner {
+    worktree: PathBuf,
+    command: Vec<String>,
+    timeout: Duration,
+    extra_ro: Vec<PathBuf>,
+}
+
+impl SandboxTestRunner {
+    /// A runner of `command` over `worktree`.
+    pub fn new(worktree: &Path, command: Vec<String>, timeout: Duration) -> Self {
+        SandboxTestRunner {
+            worktree: worktree.to_path_buf(),
+            command,
+            timeout,
+            extra_ro: Vec::new(),
+        }
+    }
+
+    /// Also grant `path` read-only (an interpreter outside the system directories).
+    pub fn with_ro(mut self, path: &Path) -> Self {
+        self.extra_ro.push(path.to_path_buf());
+        self
+    }
+}
+
+impl TestRunner for SandboxTestRunner {
+    fn run(&self, selector: Option<&str>) -> PortResult<TestReport> {
+        let mut argv = self.command.clone();
+        if let Some(sel) = selector {
+            argv.push(sel.to_string());
+        }
+        let mut builder = SandboxBuilder::new()
+            .system_ro()
+            .overlay(&self.worktree, &self.worktree)
+            .cwd(&self.worktree)
+            .timeout(self.timeout)
+            .env("PYTHONDONTWRITEBYTECODE", "1");
+        for p in &self.extra_ro {
+            builder = builder.ro(p);
+        }
+        let captured = builder
+            .run_captured(&argv)
+            .map_err(|e| ToolFailure::new("sandbox", e.to_string()))?;
+        let mut output = String::from_utf8_lossy(&captured.stdout).into_owned();
+        output.push_str(&String::from_utf8_lossy(&captured.stderr));
+        Ok(TestReport {
+            selector: selector.map(str::to_string),
+            exit_code: captured.summary.exit_code,
+            timed_out: captured.summary.timed_out,
+            output: tail(&output, TEST_OUTPUT_TAIL_BYTES),
+        })
+    }
+}
+
+fn tail(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("[... {} earlier bytes cut]\n{}", start, &text[start..])
+}
+
+/// The broker client: one JSON request line per connection to the broker's Unix socket, one
+/// reply line back. It carries no credential; the broker holds those.
+pub struct BrokerSocket {
+    socket: PathBuf,
+    timeout: Duration,
+    requests: u64,
+}
+
+impl BrokerSocket {
+    /// A client of the broker listening on `socket`. `timeout` bounds each exchange (a queued
+    /// `open_pr` answers as soon as it is queued, not when a human decides).
+    pub fn new(socket: &Path, timeout: Duration) -> Self {
+        BrokerSocket {
+            socket: socket.to_path_buf(),
+            timeout,
+            requests: 0,
+        }
+    }
+
+    fn exchange(&self, request: &Value) -> PortResult<Value> {
+        let fail = |what: &str, e: &dyn std::fmt::Display| {
+            ToolFailure::new(
+                "broker_unreachable",
+                format!("{what} {}: {e}", self.socket.display()),
+            )
+        };
+        let mut stream = std::os::unix::net::UnixStream::connect(&self.socket)
+            .map_err(|e| fail("cannot connect to the broker at", &e))?;
+        stream
+            .set_read_timeout(Some(self.timeout))
+            .map_err(|e| fail("socket", &e))?;
+        let mut line = request.to_string();
+        line.push('\n');
+        stream
+            .write_all(line.as_bytes())
+            .map_err(|e| fail("cannot write to", &e))?;
+        let mut reply = String::new();
+        BufReader::new(&stream)
+            .read_line(&mut reply)
+            .map_err(|e| fail("no reply from", &e))?;
+        serde_json::from_str(reply.trim()).map_err(|e| fail("malformed reply from", &e))
+    }
+}
+
+impl PrSink for BrokerSocket {
+    fn register_run(&mut self, run: &RunRegistration) -> PortResult<()> {
+        let reply = self.exchange(&json!({
+            "op": "register_run",
+            "run": {
+                "run_id": run.run_id,
+                "repository": run.repo,
+                "base_commit": run.base_commit,
+                "worktree": run.worktree,
+                "test_command": run.test_command,
+                "test_runner": run.test_runner,
+                "write_allowlist": run.write_allowlist,
+            }
+        }))?;
+        match reply.get("status").and_then(Value::as_str) {
+            Some("registered") => Ok(()),
+            _ => Err(ToolFailure::new("broker_refused", reply.to_string())),
+        }
+    }
+
+    fn open_pr(&mut self, run_id: &str, arguments: &Value) -> PortResult<PrReply> {
+        self.requests += 1;
+        let reply = self.exchange(&json!({
+            "op": "open_pr",
+            "run_id": run_id,
+            "request_id": format!("{run_id}-{}", self.requests),
+            "args": arguments,
+        }))?;
+        Ok(pr_reply_from_broker(reply))
+    }
+}
+
+/// Interpret a broker reply line: queued is accepted; a refusal carries its code and
+/// retryability; anything else is a failure the model sees verbatim.
+pub fn pr_reply_from_broker(reply: Value) -> PrReply {
+    let status = reply.get("status").and_then(Value::as_str).unwrap_or("");
+    match status {
+        "queued" | "pending" | "approved" => PrReply {
+            accepted: true,
+            code: None,
+            retryable: false,
+            body: reply,
+        },
+        "refused" => PrReply {
+            accepted: false,
+            code: reply
+                .pointer("/error/code")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            retryable: reply
+                .pointer("/error/retryable")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            body: reply,
+        },
+        _ => PrReply {
+            accepted: false,
+            code: Some("BROKER_FAILED".into()),
+            retryable: false,
+            body: reply,
+        },
+    }
+}
+
+/// Starts `airlock reader-worker` in the sandbox: read-only over the worktree and the index,
+/// no network, no credentials (the sandbox passes no environment but what it is told). The
+/// worker writes protocol lines to stdout; the supervisor's messages reach it through a FIFO,
+/// because the sandbox gives its child no stdin.
+pub struct SandboxReaderLauncher {
+    /// The `airlock` binary (re-executed as `airlock reader-worker`).
+    pub exe: PathBuf,
+    /// The worktree (mounted read-only).
+    pub worktree: PathBuf,
+    /// The codegraph index directory (mounted read-only).
+    pub index_dir: PathBuf,
+    /// The pinned commit.
+    pub commit: String,
+    /// Scratch directory for the FIFO.
+    pub scratch: PathBuf,
+    /// Wall-clock limit of one worker.
+    pub timeout: Duration,
+}
+
+struct SandboxChannel {
+    to_worker: std::fs::File,
+    from_worker: mpsc::Receiver<Result<String, String>>,
+    done: Option<std::thread::JoinHandle<String>>,
+    fifo_dir: PathBuf,
+    timeout: Duration,
+}
+
+/// A `Write` that splits what the worker prints into lines and passes each on.
+struct LineSink {
+    buf: Vec<u8>,
+    tx: mpsc::Sender<Result<String, String>>,
+}
+
+impl Write for LineSink {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        while let Some(pos) = self.buf.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.buf.drain(..=pos).collect();
+            let text = String::from_utf8_lossy(&line).trim().to_string();
+            if !text.is_empty() {
+                // The receiver may be gone (the supervisor stopped listening); nothing to do.
+                let _ = self.tx.send(Ok(text));
+            }
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl ReaderLauncher for SandboxReaderLauncher {
+    fn launch(&self) -> PortResult<Box<dyn ReaderChannel>> {
+        std::fs::create_dir_all(&self.scratch)?;
+        let fifo_dir = tempfile::Builder::new()
+            .prefix("reader-")
+            .tempdir_in(&self.scratch)?
+            .keep();
+        let fifo = fifo_dir.join("in");
+        let status = std::process::Command::new("mkfifo")
+            .arg("-m")
+            .arg("0644")
+            .arg(&fifo)
+            .status()
+            .map_err(|e| ToolFailure::new("reader_start", format!("mkfifo: {e}")))?;
+        if !status.success() {
+            return Err(ToolFailure::new("reader_start", "mkfifo failed"));
+        }
+        // Opening read-write never blocks on a FIFO, and keeps the pipe open whatever the
+        // worker does; the worker opens it read-only.
+        let to_worker = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&fifo)?;
+        let (tx, rx) = mpsc::channel();
+        let builder = SandboxBuilder::new()
+            .system_ro()
+            .ro(&self.exe)
+            .ro(&self.worktree)
+            .ro(&self.index_dir)
+            .ro(&fifo_dir)
+            .cwd(&self.worktree)
+            .timeout(self.timeout);
+        let argv: Vec<String> = vec![
+            self.exe.display().to_string(),
+            "reader-worker".into(),
+            "--root".into(),
+            self.worktree.display().to_string(),
+            "--index-dir".into(),
+            self.index_dir.display().to_string(),
+            "--commit".into(),
+            self.commit.clone(),
+            "--input".into(),
+            fifo.display().to_string(),
+        ];
+        let done = std::thread::spawn(move || {
+            let mut sink = LineSink {
+                buf: Vec::new(),
+                tx: tx.clone(),
+            };
+            let mut stderr = Vec::new();
+            let result = builder.run_streaming(&argv, &mut sink, &mut stderr);
+            let description = match &result {
+                Ok(summary) => format!(
+                    "worker exited with {:?}{}",
+                    summary.exit_code,
+                    if summary.timed_out { ", timed out" } else { "" }
+                ),
+                Err(e) => format!("worker could not run: {e}"),
+            };
+            let err_text = String::from_utf8_lossy(&stderr).trim().to_string();
+            let _ = tx.send(Err(if err_text.is_empty() {
+                description.clone()
+            } else {
+                format!("{description}: {}", tail(&err_text, 2000))
+            }));
+            description
+        });
+        Ok(Box::new(SandboxChannel {
+            to_worker,
+            from_worker: rx,
+            done: Some(done),
+            fifo_dir,
+            timeout: self.timeout,
+        }))
+    }
+}
+
+impl ReaderChannel for SandboxChannel {
+    fn send(&mut self, msg: &FromSupervisor) -> PortResult<()> {
+        let mut line = serde_json::to_string(msg)
+            .map_err(|e| ToolFailure::new("reader_protocol", e.to_string()))?;
+        line.push('\n');
+        self.to_worker.write_all(line.as_bytes())?;
+        self.to_worker.flush()?;
+        Ok(())
+    }
+
+    fn recv(&mut self) -> PortResult<FromWorker> {
+        match self.from_worker.recv_timeout(self.timeout) {
+            Ok(Ok(line)) => serde_json::from_str(&line).map_err(|e| {
+                ToolFailure::new("reader_protocol", format!("malformed worker line: {e}"))
+            }),
+            Ok(Err(ended)) => Err(ToolFailure::new("reader_ended", ended)),
+            Err(_) => Err(ToolFailure::new("reader_timeout", "the reader stopped answering")),
+        }
+    }
+
+    fn close(&mut self) -> String {
+        let description = match self.done.take() {
+            Some(handle) => handle
+                .join()
+                .unwrap_or_else(|_| "worker thread panicked".to_string()),
+            None => "already closed".to_string(),
+        };
+        let _ = std::fs::remove_dir_all(&self.fifo_dir);
+        description
+    }
+}

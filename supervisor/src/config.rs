@@ -1,0 +1,437 @@
+//! `airlock.toml`: the operator's per-repository configuration of a run.
+//!
+//! The file is operator input, never read from the checkout under work (repository text is
+//! data). Every key has a default, so an empty file is valid; unknown keys are refused so a typo
+//! cannot silently fall back to a default. Errors name the file and, for syntax and type errors,
+//! the line and column.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Errors loading or validating `airlock.toml`.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or does not match the expected shape; `message` carries the
+    /// line and column.
+    #[error("invalid config {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message, which names the line, the column and the key.
+        message: String,
+    },
+    /// A value is syntactically fine but out of bounds.
+    #[error("invalid config {path}: `{key}` {problem}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The dotted key, e.g. `budgets.max_turns`.
+        key: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+/// Result alias for configuration loading.
+pub type Result<T> = std::result::Result<T, ConfigError>;
+
+/// How a `run_tests` selector is handed to the test command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SelectorStyle {
+    /// A dotted Python name (`package.tests.test_mod.TestCase.test_name`), appended as one
+    /// argument (unittest, Django).
+    Dotted,
+    /// A pytest node id (`tests/test_mod.py::TestCase::test_name`), appended as one argument.
+    NodeId,
+    /// Any single argument that does not look like an option, appended as is.
+    Append,
+}
+
+impl SelectorStyle {
+    /// Check a model-supplied selector against this style; `Err` says why it is refused.
+    /// A selector never starts with `-`, so a model cannot smuggle options into the command.
+    pub fn check(self, selector: &str) -> std::result::Result<(), String> {
+        if selector.is_empty() {
+            return Err("the selector is empty; omit it for a full run".into());
+        }
+        if selector.starts_with('-') {
+            return Err("a selector may not start with '-' (options are not selectors)".into());
+        }
+        if selector.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err("a selector is one name without whitespace".into());
+        }
+        let ok = match self {
+            SelectorStyle::Dotted => selector.split('.').all(|part| {
+                !part.is_empty()
+                    && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && !part.starts_with(|c: char| c.is_ascii_digit())
+            }),
+            SelectorStyle::NodeId => {
+                let mut parts = selector.split("::");
+                let path_ok = parts.next().is_some_and(|p| {
+                    !p.is_empty() && !p.starts_with('/') && !p.split('/').any(|s| s == "..")
+                });
+                path_ok
+                    && parts.all(|p| {
+                        !p.is_empty()
+                            && p.chars().all(|c| {
+                                c.is_ascii_alphanumeric() || "_[]-.".contains(c)
+                            })
+                    })
+            }
+            SelectorStyle::Append => true,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("`{selector}` is not a valid {} selector", self.name()))
+        }
+    }
+
+    /// The configuration spelling of this style.
+    pub fn name(self) -> &'static str {
+        match self {
+            SelectorStyle::Dotted => "dotted",
+            SelectorStyle::NodeId => "node-id",
+            SelectorStyle::Append => "append",
+        }
+    }
+}
+
+/// `[tests]`: how the repository's tests are run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TestsConfig {
+    /// The full-run command, as argv (no shell), run from the worktree root.
+    pub command: Vec<String>,
+    /// How a selector is appended for a narrow run.
+    pub selector_style: SelectorStyle,
+    /// The broker's name for the runner that reads results (`unittest`, `pytest`, `cargo`,
+    /// `go`, `jest`, `vitest`), passed on at registration.
+    pub runner: String,
+    /// Wall-clock limit of one test run, in seconds.
+    pub timeout_secs: u64,
+}
+
+impl Default for TestsConfig {
+    fn default() -> Self {
+        TestsConfig {
+            command: vec!["python3".into(), "-m".into(), "unittest".into()],
+            selector_style: SelectorStyle::Dotted,
+            runner: "unittest".into(),
+            timeout_secs: 600,
+        }
+    }
+}
+
+/// `[write]`: where the agent may write; handed to `airlock-policies`, which owns the rules.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WriteConfig {
+    /// Glob patterns of writable paths; empty means the policy's default allowlist.
+    pub allowlist: Vec<String>,
+}
+
+/// `[budgets]`: the limits that end a run as an escalation when reached.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Budgets {
+    /// Model turns of the supervisor (MAX_TURNS).
+    pub max_turns: u32,
+    /// Test runs without a selector (MAX_FULL_RUNS).
+    pub max_full_runs: u32,
+    /// `read_file` calls made by the supervisor itself.
+    pub max_reads: u32,
+    /// Repair prompts for an invalid final message before the run escalates.
+    pub max_repair_prompts: u32,
+    /// Upper bound on a reader worker's `max_reads`, whatever the model asks for.
+    pub reader_max_reads: u32,
+    /// Upper bound on a reader worker's `max_turns`, whatever the model asks for.
+    pub reader_max_turns: u32,
+    /// Write refusals tolerated before the run escalates (retrying a refused class counts).
+    pub max_refusals: u32,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Budgets {
+            max_turns: 40,
+            max_full_runs: 3,
+            max_reads: 40,
+            max_repair_prompts: 2,
+            reader_max_reads: 40,
+            reader_max_turns: 20,
+            max_refusals: 3,
+        }
+    }
+}
+
+/// `[model]`: which model drives the run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// Model spec (e.g. `scripted:/path/turns.jsonl`); `--model` overrides it.
+    pub spec: Option<String>,
+    /// Model-specific settings, passed to `airlock-model` as JSON.
+    pub config: toml::Table,
+}
+
+/// `[tokens]`: budgets of the warm-start message, in tokens (about four characters each).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TokenBudgets {
+    /// The whole warm-start message.
+    pub warm_start: usize,
+    /// The repository map inside it.
+    pub repo_map: usize,
+    /// The file tree inside it.
+    pub file_tree: usize,
+    /// The codegraph candidate block inside it.
+    pub candidates: usize,
+    /// How many search candidates the warm start lists.
+    pub candidate_count: usize,
+}
+
+impl Default for TokenBudgets {
+    fn default() -> Self {
+        TokenBudgets {
+            warm_start: 8000,
+            repo_map: 2000,
+            file_tree: 1500,
+            candidates: 1500,
+            candidate_count: 8,
+        }
+    }
+}
+
+/// `[broker]`: where the pull-request broker listens.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BrokerConfig {
+    /// The broker's Unix socket.
+    pub socket: Option<PathBuf>,
+}
+
+/// `[paths]`: where the run's records go.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PathsConfig {
+    /// Each run writes `<runs_root>/<run_id>/` (trajectory, outcome, worktree).
+    pub runs_root: PathBuf,
+    /// The audit log every step is appended to.
+    pub audit_log: PathBuf,
+    /// The checkout mirror cache.
+    pub cache_dir: PathBuf,
+    /// The codegraph index directory.
+    pub index_dir: PathBuf,
+}
+
+impl Default for PathsConfig {
+    fn default() -> Self {
+        PathsConfig {
+            runs_root: PathBuf::from(".airlock/runs"),
+            audit_log: PathBuf::from(".airlock/audit.log"),
+            cache_dir: PathBuf::from(".airlock/cache"),
+            index_dir: PathBuf::from(".airlock/index"),
+        }
+    }
+}
+
+/// The whole of `airlock.toml`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// `[tests]`.
+    pub tests: TestsConfig,
+    /// `[write]`.
+    pub write: WriteConfig,
+    /// `[budgets]`.
+    pub budgets: Budgets,
+    /// `[model]`.
+    pub model: ModelConfig,
+    /// `[tokens]`.
+    pub tokens: TokenBudgets,
+    /// `[broker]`.
+    pub broker: BrokerConfig,
+    /// `[paths]`.
+    pub paths: PathsConfig,
+}
+
+impl Config {
+    /// Load and validate a config file. Relative paths under `[paths]` and `[broker]` are
+    /// resolved against the file's directory, so a run does not depend on the caller's cwd.
+    pub fn load(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut config = Config::parse(&text, path)?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        config.resolve_relative_to(base);
+        Ok(config)
+    }
+
+    /// Parse and validate config text; `origin` only names the file in errors.
+    pub fn parse(text: &str, origin: &Path) -> Result<Config> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: origin.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        config.validate(origin)?;
+        Ok(config)
+    }
+
+    /// Make relative record paths absolute against `base`.
+    pub fn resolve_relative_to(&mut self, base: &Path) {
+        let fix = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        fix(&mut self.paths.runs_root);
+        fix(&mut self.paths.audit_log);
+        fix(&mut self.paths.cache_dir);
+        fix(&mut self.paths.index_dir);
+        if let Some(socket) = self.broker.socket.as_mut() {
+            fix(socket);
+        }
+    }
+
+    /// The model settings as JSON, as `airlock-model` takes them.
+    pub fn model_config_json(&self) -> serde_json::Value {
+        serde_json::to_value(&self.model.config).unwrap_or(serde_json::Value::Null)
+    }
+
+    fn validate(&self, origin: &Path) -> Result<()> {
+        let invalid = |key: &str, problem: &str| ConfigError::Invalid {
+            path: origin.to_path_buf(),
+            key: key.to_string(),
+            problem: problem.to_string(),
+        };
+        if self.tests.command.is_empty() || self.tests.command[0].is_empty() {
+            return Err(invalid("tests.command", "must name a program"));
+        }
+        if self.tests.timeout_secs == 0 {
+            return Err(invalid("tests.timeout_secs", "must be at least 1"));
+        }
+        let b = &self.budgets;
+        for (key, value) in [
+            ("budgets.max_turns", b.max_turns),
+            ("budgets.max_full_runs", b.max_full_runs),
+            ("budgets.max_reads", b.max_reads),
+            ("budgets.reader_max_reads", b.reader_max_reads),
+            ("budgets.reader_max_turns", b.reader_max_turns),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be at least 1"));
+            }
+        }
+        let t = &self.tokens;
+        for (key, value) in [
+            ("tokens.warm_start", t.warm_start),
+            ("tokens.repo_map", t.repo_map),
+            ("tokens.file_tree", t.file_tree),
+            ("tokens.candidates", t.candidates),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be at least 1"));
+            }
+        }
+        if t.repo_map + t.file_tree + t.candidates > t.warm_start {
+            return Err(invalid(
+                "tokens.warm_start",
+                "must be at least tokens.repo_map + tokens.file_tree + tokens.candidates",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let c = Config::parse("", Path::new("airlock.toml")).unwrap();
+        assert_eq!(c.budgets.max_turns, 40);
+        assert_eq!(c.tests.selector_style, SelectorStyle::Dotted);
+    }
+
+    #[test]
+    fn full_file_parses() {
+        let text = r#"
+[tests]
+command = ["pytest", "-q"]
+selector_style = "node-id"
+timeout_secs = 60
+
+[write]
+allowlist = ["src/**", "tests/**"]
+
+[budgets]
+max_turns = 12
+max_full_runs = 2
+
+[model]
+spec = "scripted:turns.jsonl"
+[model.config]
+temperature = 0
+
+[broker]
+socket = "broker.sock"
+"#;
+        let mut c = Config::parse(text, Path::new("airlock.toml")).unwrap();
+        c.resolve_relative_to(Path::new("/etc/airlock"));
+        assert_eq!(c.tests.command, vec!["pytest", "-q"]);
+        assert_eq!(c.budgets.max_turns, 12);
+        assert_eq!(c.budgets.max_reads, 40);
+        assert_eq!(c.broker.socket.clone().unwrap(), PathBuf::from("/etc/airlock/broker.sock"));
+        assert_eq!(c.model_config_json()["temperature"], 0);
+    }
+
+    #[test]
+    fn syntax_error_names_file_and_line() {
+        let err = Config::parse("[budgets]\nmax_turns = \"many\"\n", Path::new("/x/airlock.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("/x/airlock.toml"), "{err}");
+        assert!(err.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn unknown_key_is_refused() {
+        let err = Config::parse("[budgets]\nmax_turn = 3\n", Path::new("a.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("max_turn"), "{err}");
+        assert!(err.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn zero_budget_is_refused_by_key() {
+        let err = Config::parse("[budgets]\nmax_full_runs = 0\n", Path::new("a.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("budgets.max_full_runs"), "{err}");
+    }
+
+    #[test]
+    fn selectors_are_checked_per_style() {
+        assert!(SelectorStyle::Dotted.check("tests.test_x.T.test_a").is_ok());
+        assert!(SelectorStyle::Dotted.check("--help").is_err());
+        assert!(SelectorStyle::Dotted.check("tests/test_x.py").is_err());
+        assert!(SelectorStyle::NodeId.check("tests/test_x.py::T::test_a").is_ok());
+        assert!(SelectorStyle::NodeId.check("../x.py::t").is_err());
+        assert!(SelectorStyle::Append.check("a b").is_err());
+    }
+}

@@ -1,0 +1,295 @@
+//! The issue file: one issue (id, title, body, labels) as JSON or as Markdown with front matter.
+//!
+//! Markdown form:
+//!
+//! ```text
+//! ---
+//! id: CALC-7
+//! title: add() returns the wrong sign for negative numbers
+//! labels: [bug, ready-for-agent]
+//! ---
+//! The body, free Markdown.
+//! ```
+//!
+//! The front matter is a deliberately small YAML subset (`key: value`, inline `[a, b]` lists and
+//! `- item` block lists); `+++` TOML front matter is accepted too. A missing `title` falls back
+//! to the body's first `# heading`.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Errors reading an issue file.
+#[derive(Debug, thiserror::Error)]
+pub enum IssueError {
+    /// The file could not be read.
+    #[error("cannot read issue {origin}: {source}")]
+    Read {
+        /// The file (or `-` for stdin).
+        origin: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The text is not a valid issue; `line` is 1-based when known.
+    #[error("invalid issue {origin}{}: {problem}", line.map(|l| format!(" line {l}")).unwrap_or_default())]
+    Invalid {
+        /// The file (or `-` for stdin).
+        origin: PathBuf,
+        /// The offending line, when there is one.
+        line: Option<usize>,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+/// Result alias for issue parsing.
+pub type Result<T> = std::result::Result<T, IssueError>;
+
+/// One issue, as the run sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Issue {
+    /// The issue id, e.g. `CALC-7` (it becomes `open_pr.issue_id`).
+    pub id: String,
+    /// One-line title.
+    pub title: String,
+    /// Free-text body.
+    #[serde(default)]
+    pub body: String,
+    /// Labels, as given.
+    #[serde(default)]
+    pub labels: Vec<String>,
+}
+
+impl Issue {
+    /// Parse issue text; JSON when it starts with `{`, otherwise Markdown with front matter.
+    /// `origin` only names the source in errors.
+    pub fn parse(text: &str, origin: &std::path::Path) -> Result<Issue> {
+        let trimmed = text.trim_start_matches('\u{feff}');
+        let issue = if trimmed.trim_start().starts_with('{') {
+            serde_json::from_str::<Issue>(trimmed).map_err(|e| IssueError::Invalid {
+                origin: origin.to_path_buf(),
+                line: Some(e.line()),
+                problem: e.to_string(),
+            })?
+        } else {
+            parse_markdown(trimmed, origin)?
+        };
+        issue.validate(origin)
+    }
+
+    /// Read an issue from a file, or from stdin when `path` is `-`.
+    pub fn read(path: &std::path::Path) -> Result<Issue> {
+        let text = if path.as_os_str() == "-" {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map(|_| s)
+        } else {
+            std::fs::read_to_string(path)
+        };
+        let text = text.map_err(|source| IssueError::Read {
+            origin: path.to_path_buf(),
+            source,
+        })?;
+        Issue::parse(&text, path)
+    }
+
+    fn validate(mut self, origin: &std::path::Path) -> Result<Issue> {
+        self.id = self.id.trim().to_string();
+        self.title = self.title.trim().to_string();
+        let invalid = |problem: &str| IssueError::Invalid {
+            origin: origin.to_path_buf(),
+            line: None,
+            problem: problem.to_string(),
+        };
+        if self.id.is_empty() {
+            return Err(invalid("the issue has no id"));
+        }
+        if self.id.chars().any(|c| c.is_whitespace() || c == '/') {
+            return Err(invalid("the issue id may not contain whitespace or '/'"));
+        }
+        if self.title.is_empty() {
+            return Err(invalid("the issue has no title"));
+        }
+        self.labels = self
+            .labels
+            .iter()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect();
+        Ok(self)
+    }
+}
+
+fn parse_markdown(text: &str, origin: &std::path::Path) -> Result<Issue> {
+    let invalid = |line: usize, problem: String| IssueError::Invalid {
+        origin: origin.to_path_buf(),
+        line: Some(line),
+        problem,
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let fence = match lines.first().map(|l| l.trim_end()) {
+        Some("---") => "---",
+        Some("+++") => "+++",
+        _ => return Err(invalid(1, "expected front matter starting with `---` (or `+++`)".into())),
+    };
+    let end = lines
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find(|(_, l)| l.trim_end() == fence)
+        .map(|(i, _)| i)
+        .ok_or_else(|| invalid(1, format!("front matter opened with `{fence}` is never closed")))?;
+    let body_text = lines[end + 1..].join("\n");
+    let mut issue = Issue {
+        id: String::new(),
+        title: String::new(),
+        body: body_text.trim().to_string(),
+        labels: Vec::new(),
+    };
+    if fence == "+++" {
+        let table: toml::Table = toml::from_str(&lines[1..end].join("\n"))
+            .map_err(|e| invalid(2, e.to_string().trim_end().to_string()))?;
+        for (key, value) in table {
+            let as_string = |v: &toml::Value| match v {
+                toml::Value::String(s) => Some(s.clone()),
+                toml::Value::Integer(i) => Some(i.to_string()),
+                _ => None,
+            };
+            match key.as_str() {
+                "id" => issue.id = as_string(&value).unwrap_or_default(),
+                "title" => issue.title = as_string(&value).unwrap_or_default(),
+                "labels" => {
+                    issue.labels = value
+                        .as_array()
+                        .map(|a| a.iter().filter_map(as_string).collect())
+                        .unwrap_or_default()
+                }
+                other => return Err(invalid(2, format!("unknown front matter key `{other}`"))),
+            }
+        }
+    } else {
+        let mut i = 1;
+        while i < end {
+            let line_no = i + 1;
+            let line = lines[i];
+            i += 1;
+            if line.trim().is_empty() || line.trim_start().starts_with('#') {
+                continue;
+            }
+            let (key, value) = line
+                .split_once(':')
+                .ok_or_else(|| invalid(line_no, format!("expected `key: value`, got `{line}`")))?;
+            let value = value.trim();
+            match key.trim() {
+                "id" => issue.id = unquote(value),
+                "title" => issue.title = unquote(value),
+                "labels" => {
+                    if let Some(inner) = value.strip_prefix('[') {
+                        let inner = inner.strip_suffix(']').ok_or_else(|| {
+                            invalid(line_no, "an inline list must end with `]`".into())
+                        })?;
+                        issue.labels = inner
+                            .split(',')
+                            .map(unquote)
+                            .filter(|l| !l.is_empty())
+                            .collect();
+                    } else if value.is_empty() {
+                        while i < end {
+                            let Some(item) = lines[i].trim_start().strip_prefix("- ") else {
+                                break;
+                            };
+                            issue.labels.push(unquote(item));
+                            i += 1;
+                        }
+                    } else {
+                        issue.labels = value.split(',').map(unquote).collect();
+                    }
+                }
+                other => {
+                    return Err(invalid(line_no, format!("unknown front matter key `{other}`")));
+                }
+            }
+        }
+    }
+    if issue.title.is_empty()
+        && let Some(heading) = issue.body.lines().find_map(|l| l.strip_prefix("# "))
+    {
+        issue.title = heading.trim().to_string();
+    }
+    Ok(issue)
+}
+
+fn unquote(s: &str) -> String {
+    let s = s.trim();
+    let stripped = s
+        .strip_prefix('"')
+        .and_then(|x| x.strip_suffix('"'))
+        .or_else(|| s.strip_prefix('\'').and_then(|x| x.strip_suffix('\'')));
+    stripped.unwrap_or(s).trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn json_issue() {
+        let i = Issue::parse(
+            r#"{"id":"CALC-7","title":"add is wrong","body":"b","labels":["bug"]}"#,
+            Path::new("i.json"),
+        )
+        .unwrap();
+        assert_eq!(i.id, "CALC-7");
+        assert_eq!(i.labels, vec!["bug"]);
+    }
+
+    #[test]
+    fn markdown_issue_with_inline_and_block_labels() {
+        let i = Issue::parse(
+            "---\nid: CALC-7\ntitle: \"add() is wrong\"\nlabels: [bug, ready-for-agent]\n---\nBody line.\n",
+            Path::new("i.md"),
+        )
+        .unwrap();
+        assert_eq!(i.title, "add() is wrong");
+        assert_eq!(i.labels, vec!["bug", "ready-for-agent"]);
+        assert_eq!(i.body, "Body line.");
+        let j = Issue::parse(
+            "---\nid: CALC-8\nlabels:\n  - needs-info\n  - question\n---\n# Heading title\nmore\n",
+            Path::new("i.md"),
+        )
+        .unwrap();
+        assert_eq!(j.labels, vec!["needs-info", "question"]);
+        assert_eq!(j.title, "Heading title");
+    }
+
+    #[test]
+    fn toml_front_matter() {
+        let i = Issue::parse(
+            "+++\nid = \"AB-1\"\ntitle = \"t\"\nlabels = [\"x\"]\n+++\nbody",
+            Path::new("i.md"),
+        )
+        .unwrap();
+        assert_eq!(i.id, "AB-1");
+        assert_eq!(i.labels, vec!["x"]);
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let err = Issue::parse("---\nid: A-1\nnonsense\n---\n", Path::new("i.md"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("i.md line 3"), "{err}");
+        let err = Issue::parse("---\nid: A-1\n", Path::new("i.md")).unwrap_err().to_string();
+        assert!(err.contains("never closed"), "{err}");
+        let err = Issue::parse("{\"id\": \"A-1\",\n\"title\": 3}", Path::new("i.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn missing_id_is_refused() {
+        let err = Issue::parse("---\ntitle: x\n---\n", Path::new("i.md")).unwrap_err().to_string();
+        assert!(err.contains("no id"), "{err}");
+    }
+}

@@ -1,0 +1,45 @@
+//! airlock-supervisor: the process that turns one issue on one pinned commit into one queued
+//! pull request or an honest escalation.
+//!
+//! It owns the run: configuration (`airlock.toml`), the issue file, triage, the warm-start
+//! message, the tool loop and its budgets, validation of the final message, the trajectory and
+//! the audit events of every step. It must never hold forge credentials (only the broker does),
+//! never write outside the write policy, never run tests outside the sandbox, and never restate
+//! a schema or a path rule: contracts come from `airlock-schemas`, path rules from
+//! `airlock-policies`.
+
+pub mod adapters;
+pub mod config;
+pub mod issue;
+pub mod prompts;
+pub mod runner;
+pub mod triage;
+pub mod delegate;
+pub mod outcome;
+pub mod ports;
+pub mod session;
+pub mod trajectory;
+
+pub use config::Config;
+pub use issue::Issue;
+pub use session::{Env, RunEnd, RunSpec, run};
+
+/// Exit code: a pull request is queued for a human.
+pub const EXIT_PR_QUEUED: u8 = 0;
+/// Exit code: an operational error (bad input, unreachable broker, failed model call).
+pub const EXIT_ERROR: u8 = 2;
+/// Exit code: the run ended as an escalation (by the model or by a budget).
+pub const EXIT_ESCALATED: u8 = 3;
+/// Exit code: triage found the issue not ready (needs-info or needs-triage); no model call.
+pub const EXIT_NOT_READY: u8 = 4;
+
+impl RunEnd {
+    /// The documented exit code of this end.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RunEnd::NotReady(_) => EXIT_NOT_READY,
+            RunEnd::Finished { pr_queued: true, .. } => EXIT_PR_QUEUED,
+            RunEnd::Finished { .. } => EXIT_ESCALATED,
+        }
+    }
+}

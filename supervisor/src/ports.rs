@@ -1,0 +1,128 @@
+//! The capabilities a run uses, as small traits. The real implementations (in `adapters`) wrap
+//! the product's crates; tests substitute doubles where the issue allows it (the broker) or
+//! where a capability is not under test. The loop in `session` sees nothing else.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::Path;
+
+/// A refusal or failure a tool hands back to the model as an error result (never a crash).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolFailure {
+    /// A short stable code, e.g. `not_found`, `policy_refused`.
+    pub code: String,
+    /// The message the model sees.
+    pub message: String,
+}
+
+impl ToolFailure {
+    /// A failure with a code and a message.
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        ToolFailure {
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ToolFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+/// Outcome type of a port call.
+pub type PortResult<T> = std::result::Result<T, ToolFailure>;
+
+/// Zero-LLM retrieval over the pinned checkout (codegraph).
+pub trait Retrieval {
+    /// The top `limit` hits for `query`, rendered for the model (path, lines, symbol, score).
+    fn search(&self, query: &str, limit: usize) -> PortResult<String>;
+    /// The repository map within about `token_budget` tokens.
+    fn repo_map(&self, token_budget: usize) -> PortResult<String>;
+}
+
+/// The worktree of the run: bounded reads, the file tree, and writes (the caller has already
+/// checked the write policy).
+pub trait Worktree {
+    /// The worktree root.
+    fn root(&self) -> &Path;
+    /// Lines `start..=end` (1-based) of `path`, through the bounded reader.
+    fn read_lines(&self, path: &str, start: usize, end: usize) -> PortResult<String>;
+    /// The whole text of `path` for an exact-match edit (bounded like any read).
+    fn read_for_edit(&self, path: &str) -> PortResult<String>;
+    /// Write `content` to `path`, creating parent directories inside the worktree.
+    fn write(&self, path: &str, content: &str) -> PortResult<()>;
+    /// The number of lines of a regular text file, `None` when it does not exist or is refused.
+    fn line_count(&self, path: &str) -> Option<usize>;
+    /// The tracked file tree within `char_budget` characters.
+    fn file_tree(&self, char_budget: usize) -> String;
+}
+
+/// One sandboxed test run's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestReport {
+    /// The selector, `None` for a full run.
+    pub selector: Option<String>,
+    /// The exit code (`None` when killed).
+    pub exit_code: Option<i32>,
+    /// True when the run was stopped by its time limit.
+    pub timed_out: bool,
+    /// Combined output, tail-truncated to a bound.
+    pub output: String,
+}
+
+impl TestReport {
+    /// Green means exit code 0 and not timed out.
+    pub fn green(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+}
+
+/// Runs the configured test command in the sandbox, on an overlay of the worktree.
+pub trait TestRunner {
+    /// Run with an optional (already checked) selector.
+    fn run(&self, selector: Option<&str>) -> PortResult<TestReport>;
+}
+
+/// The registration of a run with the broker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRegistration {
+    /// The run id.
+    pub run_id: String,
+    /// The repository as given.
+    pub repo: String,
+    /// The pinned commit.
+    pub base_commit: String,
+    /// The issue id.
+    pub issue_id: String,
+    /// The worktree the broker recomputes the diff from.
+    pub worktree: String,
+    /// The full-suite test command (argv).
+    pub test_command: Vec<String>,
+    /// The broker's name for the test runner (`unittest`, `pytest`, ...).
+    pub test_runner: String,
+    /// The write allowlist in force.
+    pub write_allowlist: Vec<String>,
+}
+
+/// The broker's answer to `open_pr`, handed to the model verbatim.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrReply {
+    /// True when the pull request was queued for a human.
+    pub accepted: bool,
+    /// The error code (`SCHEMA_INVALID`, `DIGEST_MISMATCH`, ...) when not accepted.
+    pub code: Option<String>,
+    /// Whether the model may fix and resubmit.
+    pub retryable: bool,
+    /// The broker's reply, verbatim.
+    pub body: Value,
+}
+
+/// Where `open_pr` goes: the broker client in production, a stub in tests.
+pub trait PrSink {
+    /// Register the run before the loop starts.
+    fn register_run(&mut self, run: &RunRegistration) -> PortResult<()>;
+    /// Forward one `open_pr` call.
+    fn open_pr(&mut self, run_id: &str, arguments: &Value) -> PortResult<PrReply>;
+}

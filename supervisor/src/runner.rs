@@ -1,0 +1,307 @@
+//! `airlock run` as a library call: pin, materialise, wire the real capabilities, run the
+//! session, write the outcome. The CLI is a thin wrapper around [`run_issue`].
+
+use crate::adapters::{
+    BrokerSocket, CheckoutWorktree, CodegraphRetrieval, SandboxReaderLauncher, SandboxTestRunner,
+};
+use crate::config::{Config, ConfigError};
+use crate::delegate::ReaderLauncher;
+use crate::issue::{Issue, IssueError};
+use crate::ports::{PrSink, Retrieval, TestRunner};
+use crate::session::{self, Env, RunEnd, RunSpec, SessionError};
+use crate::trajectory::{Trajectory, TrajectoryError};
+use airlock_audit::AuditLog;
+use airlock_checkout::MirrorCache;
+use airlock_model::ModelConfig;
+use airlock_policies::Policy;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Errors that stop `airlock run` before or outside the loop.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// `airlock.toml` is unreadable or invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The issue file is unreadable or invalid.
+    #[error(transparent)]
+    Issue(#[from] IssueError),
+    /// Mirroring, resolving or materialising the commit failed.
+    #[error("checkout: {0}")]
+    Checkout(#[from] airlock_checkout::CheckoutError),
+    /// The write policy could not be built.
+    #[error("policy: {0}")]
+    Policy(#[from] airlock_policies::Error),
+    /// The audit log could not be opened.
+    #[error("audit log: {0}")]
+    Audit(#[from] airlock_audit::Error),
+    /// The model spec or its configuration is invalid.
+    #[error("model: {0}")]
+    Model(String),
+    /// No broker socket is configured.
+    #[error("no broker: set [broker] socket in {config} (airlock run never opens a pull request itself)")]
+    NoBroker {
+        /// The config file consulted.
+        config: String,
+    },
+    /// Indexing or another capability could not be set up.
+    #[error("setting up {what}: {message}")]
+    Setup {
+        /// Which capability.
+        what: &'static str,
+        /// Why.
+        message: String,
+    },
+    /// The run's records could not be written.
+    #[error(transparent)]
+    Trajectory(#[from] TrajectoryError),
+    /// Writing the outcome file failed.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The loop stopped on an error.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
+/// What `airlock run` was asked.
+#[derive(Debug, Clone)]
+pub struct RunArgs {
+    /// Repository path or URL.
+    pub repo: String,
+    /// Any revision; pinned to 40 hex before anything else.
+    pub commit: String,
+    /// The issue file, or `-` for stdin.
+    pub issue: PathBuf,
+    /// Model spec; overrides `[model] spec`.
+    pub model: Option<String>,
+    /// `airlock.toml`; defaults apply when absent.
+    pub config: Option<PathBuf>,
+    /// The `airlock` executable, re-executed as `airlock reader-worker`.
+    pub exe: PathBuf,
+}
+
+/// Replacements for capabilities, for tests and embedding (the broker stub until the broker is
+/// reachable, an in-process reader launcher where the binary is not available).
+#[derive(Default)]
+pub struct Overrides {
+    /// Replaces the broker socket client.
+    pub pr_sink: Option<Box<dyn PrSink>>,
+    /// Replaces the sandboxed reader launcher.
+    pub readers: Option<Box<dyn ReaderLauncher>>,
+    /// Replaces the sandboxed test runner.
+    pub tests: Option<Box<dyn TestRunner>>,
+}
+
+/// What a finished `airlock run` produced.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The run id.
+    pub run_id: String,
+    /// `<runs_root>/<run_id>`.
+    pub run_dir: PathBuf,
+    /// The pinned commit.
+    pub base_commit: String,
+    /// How the run ended.
+    pub end: RunEnd,
+    /// `<run_dir>/outcome.json`.
+    pub outcome_path: PathBuf,
+    /// `<run_dir>/trajectory.jsonl`.
+    pub trajectory_path: PathBuf,
+    /// The model's end-of-run check (a scripted model with turns left unplayed), if it failed.
+    pub model_finish_problem: Option<String>,
+}
+
+impl RunReport {
+    /// The documented exit code.
+    pub fn exit_code(&self) -> u8 {
+        self.end.exit_code()
+    }
+}
+
+/// Load the config named on the command line, or the defaults relative to the current
+/// directory when none is given.
+pub fn load_config(path: Option<&Path>) -> Result<(Config, String), RunError> {
+    match path {
+        Some(p) => Ok((Config::load(p)?, p.display().to_string())),
+        None => {
+            let mut c = Config::default();
+            let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+            c.resolve_relative_to(&cwd);
+            Ok((c, "(defaults; no --config given)".to_string()))
+        }
+    }
+}
+
+/// Run one issue end to end.
+pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunError> {
+    let (config, config_origin) = load_config(args.config.as_deref())?;
+    let issue = Issue::read(&args.issue)?;
+    let spec_text = args
+        .model
+        .clone()
+        .or_else(|| config.model.spec.clone())
+        .ok_or_else(|| RunError::Model("no model: pass --model or set [model] spec".into()))?;
+    let model_config: ModelConfig = serde_json::from_value(config.model_config_json())
+        .map_err(|e| RunError::Model(format!("[model.config] in {config_origin}: {e}")))?;
+
+    // Pin first: everything after this reads exactly this tree.
+    let cache = MirrorCache::new(&config.paths.cache_dir)?;
+    let mirror = cache.mirror(&args.repo)?;
+    let commit = mirror.resolve(&args.commit)?;
+    let run_id = next_run_id(&config.paths.runs_root, &issue.id, commit.as_str());
+    let run_dir = config.paths.runs_root.join(&run_id);
+    let worktree_dir = run_dir.join("worktree");
+    std::fs::create_dir_all(&run_dir).map_err(|source| RunError::Write {
+        path: run_dir.clone(),
+        source,
+    })?;
+    let worktree = mirror.materialize(&commit, &worktree_dir)?;
+    let tracked = worktree.tracked_files()?;
+    let issue_query = format!("{} {}", issue.title, issue.body);
+
+    let base_policy = Policy::default()?;
+    let policy = if config.write.allowlist.is_empty() {
+        base_policy.for_repo(&args.repo)?
+    } else {
+        base_policy.with_allowlist(&config.write.allowlist)?
+    };
+    let audit = AuditLog::open(&config.paths.audit_log)?;
+    let trajectory_path = run_dir.join("trajectory.jsonl");
+    let mut trajectory = Trajectory::create(&trajectory_path)?;
+
+    let model = airlock_model::from_spec(&spec_text, &model_config)
+        .map_err(|e| RunError::Model(e.to_string()))?;
+
+    let wt = CheckoutWorktree::open(worktree.path(), tracked, &issue_query).map_err(|e| {
+        RunError::Setup {
+            what: "the worktree",
+            message: e.to_string(),
+        }
+    })?;
+    let index_dir = config.paths.index_dir.clone();
+    let retrieval: Box<dyn Retrieval> = Box::new(
+        CodegraphRetrieval::open(worktree.path(), &index_dir, commit.as_str(), &issue_query)
+            .map_err(|e| RunError::Setup {
+                what: "the retrieval index",
+                message: e.to_string(),
+            })?,
+    );
+    let tests: Box<dyn TestRunner> = match overrides.tests {
+        Some(t) => t,
+        None => Box::new(SandboxTestRunner::new(
+            worktree.path(),
+            config.tests.command.clone(),
+            Duration::from_secs(config.tests.timeout_secs),
+        )),
+    };
+    let readers: Box<dyn ReaderLauncher> = match overrides.readers {
+        Some(r) => r,
+        None => Box::new(SandboxReaderLauncher {
+            exe: args.exe.clone(),
+            worktree: worktree.path().to_path_buf(),
+            index_dir: index_dir.clone(),
+            commit: commit.as_str().to_string(),
+            scratch: run_dir.join("readers"),
+            timeout: Duration::from_secs(config.tests.timeout_secs),
+        }),
+    };
+    let mut pr_sink: Box<dyn PrSink> = match overrides.pr_sink {
+        Some(p) => p,
+        None => {
+            let socket = config.broker.socket.clone().ok_or_else(|| RunError::NoBroker {
+                config: config_origin.clone(),
+            })?;
+            Box::new(BrokerSocket::new(&socket, Duration::from_secs(120)))
+        }
+    };
+
+    let spec = RunSpec {
+        run_id: run_id.clone(),
+        repo: args.repo.clone(),
+        base_commit: commit.as_str().to_string(),
+        issue,
+        config,
+    };
+    let mut env = Env {
+        model: model.as_ref(),
+        retrieval: retrieval.as_ref(),
+        worktree: &wt,
+        policy: &policy,
+        tests: tests.as_ref(),
+        readers: readers.as_ref(),
+        broker: pr_sink.as_mut(),
+        audit: &audit,
+        trajectory: &mut trajectory,
+    };
+    let end = session::run(&spec, &mut env)?;
+    let model_finish_problem = model.finish().err().map(|e| e.to_string());
+    if let Some(problem) = &model_finish_problem {
+        trajectory.record("model_finish_problem", json!({"problem": problem}))?;
+    }
+
+    let outcome_path = run_dir.join("outcome.json");
+    let document = outcome_document(&run_id, commit.as_str(), &spec.issue.id, &end);
+    let text = serde_json::to_string_pretty(&document).unwrap_or_default() + "\n";
+    std::fs::write(&outcome_path, text).map_err(|source| RunError::Write {
+        path: outcome_path.clone(),
+        source,
+    })?;
+    Ok(RunReport {
+        run_id,
+        run_dir,
+        base_commit: commit.as_str().to_string(),
+        end,
+        outcome_path,
+        trajectory_path,
+        model_finish_problem,
+    })
+}
+
+/// The outcome file: the run's identity, how it ended, and the outcome object (or the triage).
+pub fn outcome_document(run_id: &str, base_commit: &str, issue_id: &str, end: &RunEnd) -> Value {
+    match end {
+        RunEnd::NotReady(triage) => json!({
+            "run_id": run_id,
+            "base_commit": base_commit,
+            "issue_id": issue_id,
+            "result": "not_ready",
+            "triage": triage,
+        }),
+        RunEnd::Finished {
+            outcome,
+            pr_queued,
+            stop,
+        } => json!({
+            "run_id": run_id,
+            "base_commit": base_commit,
+            "issue_id": issue_id,
+            "result": if *pr_queued { "pr_queued" } else { "escalated" },
+            "stop": stop,
+            "outcome": outcome,
+        }),
+    }
+}
+
+/// `<issue>-<commit[..12]>-<n>`: the first `n` whose directory does not exist yet. No clock or
+/// random part, so the same inputs name their runs the same way.
+fn next_run_id(runs_root: &Path, issue_id: &str, commit: &str) -> String {
+    let safe: String = issue_id
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .collect();
+    let short = commit.get(..12).unwrap_or(commit);
+    let mut n = 1u32;
+    loop {
+        let id = format!("{safe}-{short}-{n}");
+        if !runs_root.join(&id).exists() {
+            return id;
+        }
+        n += 1;
+    }
+}

@@ -1,0 +1,255 @@
+//! Fixtures: a small Python package in a git repository, a config, scripts for the scripted
+//! model, a broker stub and an in-process reader launcher.
+
+use airlock_reader::repo_tools::CheckoutTools;
+use airlock_reader::{FromSupervisor, FromWorker};
+use airlock_supervisor::delegate::{ReaderChannel, ReaderLauncher};
+use airlock_supervisor::ports::{PortResult, PrReply, PrSink, RunRegistration, ToolFailure};
+use airlock_supervisor::runner::{self, Overrides, RunArgs, RunReport};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+pub const OPS_PY: &str = "\"\"\"Arithmetic helpers.\"\"\"\n\n\ndef add(a, b):\n    \"\"\"Return the sum of a and b.\"\"\"\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
+
+pub const TEST_OPS_PY: &str = "import unittest\n\nfrom calc.ops import mul\n\n\nclass MulTest(unittest.TestCase):\n    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n\n\nif __name__ == \"__main__\":\n    unittest.main()\n";
+
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+    pub repo: PathBuf,
+    pub commit: String,
+}
+
+fn git(repo: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(repo)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .env("GIT_AUTHOR_DATE", "2024-01-01T00:00:00Z")
+        .env("GIT_COMMITTER_DATE", "2024-01-01T00:00:00Z")
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+impl Fixture {
+    /// A repository with `calc/ops.py` (add subtracts: the bug), a passing test of mul, a CI
+    /// workflow and a lockfile.
+    pub fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("calc-repo");
+        let files: &[(&str, &str)] = &[
+            ("calc/__init__.py", ""),
+            ("calc/ops.py", OPS_PY),
+            ("tests/__init__.py", ""),
+            ("tests/test_ops.py", TEST_OPS_PY),
+            (".github/workflows/ci.yml", "on: push\njobs: {}\n"),
+            ("poetry.lock", "# lock\n"),
+            ("README.md", "# calc\n\nSmall arithmetic helpers.\n"),
+        ];
+        for (path, text) in files {
+            let p = repo.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        git(&repo, &["init", "-q", "-b", "main"]);
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-q", "-m", "initial"]);
+        let commit = git(&repo, &["rev-parse", "HEAD"]);
+        Fixture { dir, repo, commit }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Write `airlock.toml` with the given extra TOML appended to `[budgets]`.
+    pub fn config(&self, budgets: &str) -> PathBuf {
+        let text = format!(
+            "[tests]\ncommand = [\"python3\", \"-m\", \"unittest\"]\nselector_style = \"dotted\"\ntimeout_secs = 120\n\n\
+             [budgets]\n{budgets}\n\n\
+             [paths]\nruns_root = \"runs\"\naudit_log = \"audit.jsonl\"\ncache_dir = \"cache\"\nindex_dir = \"index\"\n"
+        );
+        let p = self.path("airlock.toml");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    pub fn issue(&self, json: Value) -> PathBuf {
+        let p = self.path("issue.json");
+        std::fs::write(&p, json.to_string()).unwrap();
+        p
+    }
+
+    pub fn script(&self, turns: &[Value]) -> String {
+        let p = self.path("script.jsonl");
+        let text: Vec<String> = turns.iter().map(|t| t.to_string()).collect();
+        std::fs::write(&p, text.join("\n") + "\n").unwrap();
+        format!("scripted:{}", p.display())
+    }
+
+    /// Run with the broker stub and the in-process reader launcher.
+    pub fn run(&self, issue: &Path, model: &str, config: &Path, broker: &BrokerStub) -> RunReport {
+        runner::run_issue(
+            &RunArgs {
+                repo: self.repo.display().to_string(),
+                commit: "main".into(),
+                issue: issue.to_path_buf(),
+                model: Some(model.to_string()),
+                config: Some(config.to_path_buf()),
+                exe: PathBuf::from("/nonexistent/airlock"),
+            },
+            Overrides {
+                pr_sink: Some(Box::new(broker.clone())),
+                readers: Some(Box::new(ThreadLauncher {
+                    index_dir: self.path("index"),
+                })),
+                tests: None,
+            },
+        )
+        .expect("run completes")
+    }
+
+    pub fn audit_kinds(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(self.path("audit.jsonl")).unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["kind"].as_str().unwrap().to_string())
+            .collect()
+    }
+}
+
+pub fn trajectory(report: &RunReport) -> Vec<Value> {
+    std::fs::read_to_string(&report.trajectory_path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+pub fn kinds(entries: &[Value], kind: &str) -> Vec<Value> {
+    entries.iter().filter(|e| e["kind"] == kind).cloned().collect()
+}
+
+pub fn ready_issue() -> Value {
+    json!({
+        "id": "CALC-7",
+        "title": "add() returns the wrong result",
+        "body": "Calling `calc.ops.add(2, 3)` returns -1; expected 5.",
+        "labels": ["bug", "ready-for-agent"],
+    })
+}
+
+pub fn call(name: &str, args: Value) -> Value {
+    json!({"tool_calls": [{"name": name, "arguments": args}]})
+}
+
+pub fn outcome(kind: &str, confidence: f64) -> Value {
+    json!({
+        "outcome": kind,
+        "summary": "summary",
+        "root_cause": "add subtracts",
+        "files_changed": [],
+        "tests_added": [],
+        "test_evidence": {"before": "", "after": ""},
+        "also_noticed": [],
+        "injection_observed": [],
+        "confidence": confidence,
+    })
+}
+
+pub fn final_turn(value: &Value) -> Value {
+    json!({"text": value.to_string()})
+}
+
+/// A broker stub for tests only: registration always succeeds; open_pr is validated against
+/// the open_pr contract (SCHEMA_INVALID when it fails) and otherwise queued.
+#[derive(Clone, Default)]
+pub struct BrokerStub {
+    pub registered: Arc<Mutex<Vec<RunRegistration>>>,
+    pub submitted: Arc<Mutex<Vec<Value>>>,
+}
+
+impl PrSink for BrokerStub {
+    fn register_run(&mut self, run: &RunRegistration) -> PortResult<()> {
+        self.registered.lock().unwrap().push(run.clone());
+        Ok(())
+    }
+
+    fn open_pr(&mut self, _run_id: &str, arguments: &Value) -> PortResult<PrReply> {
+        self.submitted.lock().unwrap().push(arguments.clone());
+        let reply = match airlock_schemas::from_value::<airlock_schemas::OpenPr>(arguments) {
+            Ok(_) => json!({"status": "queued", "queue_id": 1}),
+            Err(e) => json!({
+                "status": "refused",
+                "error": airlock_schemas::BrokerError::schema_invalid(&e.violations()).to_json(),
+            }),
+        };
+        Ok(airlock_supervisor::adapters::pr_reply_from_broker(reply))
+    }
+}
+
+/// Runs the reader worker loop on a thread over pipes (the sandboxed process launcher is
+/// exercised by the root integration tests through the real binary).
+pub struct ThreadLauncher {
+    pub index_dir: PathBuf,
+}
+
+struct ThreadChannel {
+    to_worker: std::io::PipeWriter,
+    from_worker: BufReader<std::io::PipeReader>,
+    handle: Option<std::thread::JoinHandle<String>>,
+}
+
+impl ReaderLauncher for ThreadLauncher {
+    fn launch(&self) -> PortResult<Box<dyn ReaderChannel>> {
+        let (worker_out_r, worker_out_w) = std::io::pipe()?;
+        let (worker_in_r, worker_in_w) = std::io::pipe()?;
+        let index_dir = self.index_dir.clone();
+        let handle = std::thread::spawn(move || {
+            let mut input = BufReader::new(worker_in_r);
+            // The brief names the commit and repo; the worktree is the current run's. Peek the
+            // start message to learn nothing more than the tools need: the test's worktree is
+            // found from the index directory's sibling `runs/` (one run per fixture).
+            let runs = index_dir.parent().unwrap().join("runs");
+            let run = std::fs::read_dir(&runs).unwrap().next().unwrap().unwrap().path();
+            let root = run.join("worktree");
+            let commit = git(&root, &["rev-parse", "HEAD"]);
+            let tools = CheckoutTools::open(&root, &index_dir, &commit).unwrap();
+            match airlock_reader::run_worker(&mut input, worker_out_w, &tools) {
+                Ok(()) => "worker finished".to_string(),
+                Err(e) => format!("worker error: {e}"),
+            }
+        });
+        Ok(Box::new(ThreadChannel {
+            to_worker: worker_in_w,
+            from_worker: BufReader::new(worker_out_r),
+            handle: Some(handle),
+        }))
+    }
+}
+
+impl ReaderChannel for ThreadChannel {
+    fn send(&mut self, msg: &FromSupervisor) -> PortResult<()> {
+        let line = serde_json::to_string(msg).unwrap() + "\n";
+        self.to_worker.write_all(line.as_bytes())?;
+        Ok(())
+    }
+
+    fn recv(&mut self) -> PortResult<FromWorker> {
+        let mut line = String::new();
+        if self.from_worker.read_line(&mut line)? == 0 {
+            return Err(ToolFailure::new("reader_ended", "worker closed its output"));
+        }
+        serde_json::from_str(line.trim()).map_err(|e| ToolFailure::new("reader_protocol", e.to_string()))
+    }
+
+    fn close(&mut self) -> String {
+        self.handle.take().map(|h| h.join().unwrap()).unwrap_or_default()
+    }
+}
