@@ -102,12 +102,19 @@ pub fn scan_corpus(roots: &[PathBuf]) -> Result<CorpusReport> {
         let shown = path.to_string_lossy();
         let findings = detect::detect(&text, SourceKind::File, Some(&shown));
         *report.by_extension.entry(ext).or_default() += 1;
-        let class = if is_doc { &mut report.docs } else { &mut report.source };
+        let class = if is_doc {
+            &mut report.docs
+        } else {
+            &mut report.source
+        };
         class.scanned += 1;
         if !findings.is_empty() {
             class.flagged += 1;
             for f in &findings {
-                *report.by_rule.entry(f.rule.as_str().to_string()).or_default() += 1;
+                *report
+                    .by_rule
+                    .entry(f.rule.as_str().to_string())
+                    .or_default() += 1;
             }
             report.flagged.push(FlaggedFile { path, findings });
         }

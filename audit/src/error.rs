@@ -88,7 +88,10 @@ pub enum Error {
 /// Result type of the audit crate.
 pub type Result<T> = std::result::Result<T, Error>;
 
-pub(crate) fn io(path: &std::path::Path, action: &'static str) -> impl FnOnce(std::io::Error) -> Error {
+pub(crate) fn io(
+    path: &std::path::Path,
+    action: &'static str,
+) -> impl FnOnce(std::io::Error) -> Error {
     let path = path.to_path_buf();
     move |source| Error::Io {
         path,

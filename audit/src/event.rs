@@ -284,7 +284,18 @@ impl Event {
 
 /// Shapes of well-known API keys and tokens; a model name never looks like this.
 fn looks_like_secret(s: &str) -> bool {
-    let prefixes = ["sk-", "sk_", "ghp_", "gho_", "ghs_", "github_pat_", "xoxb-", "AKIA", "AIza", "Bearer "];
+    let prefixes = [
+        "sk-",
+        "sk_",
+        "ghp_",
+        "gho_",
+        "ghs_",
+        "github_pat_",
+        "xoxb-",
+        "AKIA",
+        "AIza",
+        "Bearer ",
+    ];
     // Random tokens have long unbroken alphanumeric runs; model names are short hyphenated parts.
     let longest_run = s
         .split(|c: char| !c.is_ascii_alphanumeric())
@@ -319,7 +330,10 @@ mod tests {
             output_tokens: 1,
             latency_ms: 1,
         };
-        assert!(matches!(e.to_kind_payload(), Err(Error::RejectedField { field: "model", .. })));
+        assert!(matches!(
+            e.to_kind_payload(),
+            Err(Error::RejectedField { field: "model", .. })
+        ));
         let ok = Event::ModelCall {
             model: "claude-sonnet-4-5-20250929".into(),
             input_tokens: 1,

@@ -118,7 +118,10 @@ impl AuditLog {
         check_run_id(run_id)?;
         let (kind, payload) = event.to_kind_payload()?;
         let sync = self.options.sync_all || event.must_sync();
-        let file = self.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let file = self
+            .file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         file.lock().map_err(io(&self.path, "lock"))?;
         let guard = FlockGuard(&file);
         let tail = read_tail(&self.path, guard.0)?;
@@ -133,8 +136,12 @@ impl AuditLog {
                 excerpt: String::from_utf8_lossy(&torn[..torn.len().min(512)]).into_owned(),
             };
             let (rkind, rpayload) = repair.to_kind_payload()?;
-            let (line, _) = record::encode(seq + 1, &ts, run_id, rkind, &rpayload, &prev)
-                .map_err(|source| Error::Serialize { kind: rkind, source })?;
+            let (line, _) = record::encode(seq + 1, &ts, run_id, rkind, &rpayload, &prev).map_err(
+                |source| Error::Serialize {
+                    kind: rkind,
+                    source,
+                },
+            )?;
             if !torn.ends_with(b"\n") {
                 buf.push(b'\n');
             }
@@ -207,7 +214,8 @@ fn read_tail(path: &Path, file: &File) -> Result<Tail> {
     loop {
         let start = len.saturating_sub(chunk);
         let mut buf = vec![0u8; usize::try_from(len - start).unwrap_or(usize::MAX)];
-        file.read_exact_at(&mut buf, start).map_err(io(path, "read tail"))?;
+        file.read_exact_at(&mut buf, start)
+            .map_err(io(path, "read tail"))?;
         if let Some(tail) = scan_tail(path, file, &buf, start)? {
             return Ok(tail);
         }
@@ -218,7 +226,10 @@ fn read_tail(path: &Path, file: &File) -> Result<Tail> {
 /// `None` when the buffer does not reach back far enough to decide.
 fn scan_tail(path: &Path, file: &File, buf: &[u8], start: u64) -> Result<Option<Tail>> {
     if buf.is_empty() {
-        return Ok(Some(Tail { last: None, torn: None }));
+        return Ok(Some(Tail {
+            last: None,
+            torn: None,
+        }));
     }
     let whole_torn = || Tail {
         last: None,

@@ -84,7 +84,10 @@ pub fn injections(scan: &Scan, since: Option<Timestamp>) -> Vec<Injection> {
                     .unwrap_or_default()
                     .to_string()
             };
-            runs.insert(&r.run_id, (field("repository"), field("commit"), field("issue")));
+            runs.insert(
+                &r.run_id,
+                (field("repository"), field("commit"), field("issue")),
+            );
         }
     }
     let mut out = Vec::new();
@@ -98,7 +101,12 @@ pub fn injections(scan: &Scan, since: Option<Timestamp>) -> Vec<Injection> {
                 _ => continue,
             }
         }
-        let text = |k: &str| r.payload.get(k).and_then(serde_json::Value::as_str).map(str::to_string);
+        let text = |k: &str| {
+            r.payload
+                .get(k)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string)
+        };
         let run = runs.get(r.run_id.as_str());
         out.push(Injection {
             seq: r.seq,

@@ -122,13 +122,27 @@ mod tests {
     #[test]
     fn encode_then_decode() {
         let payload = serde_json::json!({"a": "x\ny"});
-        let (line, _) = encode(3, "2026-01-01T00:00:00.000000Z", "run-1", "k", &payload, GENESIS).unwrap();
+        let (line, _) = encode(
+            3,
+            "2026-01-01T00:00:00.000000Z",
+            "run-1",
+            "k",
+            &payload,
+            GENESIS,
+        )
+        .unwrap();
         assert!(!line.contains('\n'));
         let r = decode(line.as_bytes()).unwrap();
         assert_eq!(r.seq, 3);
         assert_eq!(r.payload, payload);
         let edited = line.replace("run-1", "run-2");
-        assert!(matches!(decode(edited.as_bytes()), Err(LineFault::HashMismatch(_))));
-        assert!(matches!(decode(b"{\"seq\":1"), Err(LineFault::Malformed(_))));
+        assert!(matches!(
+            decode(edited.as_bytes()),
+            Err(LineFault::HashMismatch(_))
+        ));
+        assert!(matches!(
+            decode(b"{\"seq\":1"),
+            Err(LineFault::Malformed(_))
+        ));
     }
 }

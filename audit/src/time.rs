@@ -18,7 +18,10 @@ impl Timestamp {
 
     /// Convert a `SystemTime`; times before 1970 clamp to the epoch.
     pub fn from_system(t: SystemTime) -> Self {
-        let micros = t.duration_since(UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0);
+        let micros = t
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_micros())
+            .unwrap_or(0);
         Timestamp(i64::try_from(micros).unwrap_or(i64::MAX))
     }
 
@@ -94,7 +97,10 @@ fn parse_rfc3339(s: &str) -> Option<Timestamp> {
     if s.len() == 10 {
         return Some(Timestamp(days * 86_400 * 1_000_000));
     }
-    if !matches!(b.get(10), Some(b'T' | b't' | b' ')) || b.get(13) != Some(&b':') || b.get(16) != Some(&b':') {
+    if !matches!(b.get(10), Some(b'T' | b't' | b' '))
+        || b.get(13) != Some(&b':')
+        || b.get(16) != Some(&b':')
+    {
         return None;
     }
     let h = digits(s, 11, 2)?;

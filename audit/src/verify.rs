@@ -84,7 +84,9 @@ impl VerifyReport {
 
     /// A problem other than a torn tail: evidence of tampering or corruption.
     pub fn is_tampered(&self) -> bool {
-        self.problems.iter().any(|p| p.kind != ProblemKind::TornTail)
+        self.problems
+            .iter()
+            .any(|p| p.kind != ProblemKind::TornTail)
     }
 }
 
@@ -188,7 +190,9 @@ fn verify_bytes(path: &Path, data: &[u8], head: Option<&Head>) -> VerifyReport {
     for (i, l) in lines.iter().enumerate() {
         match &l.decoded {
             Ok(r) => referenced_by.entry(r.prev.as_str()).or_default().push(i),
-            Err(LineFault::HashMismatch(r)) => referenced_by.entry(r.prev.as_str()).or_default().push(i),
+            Err(LineFault::HashMismatch(r)) => {
+                referenced_by.entry(r.prev.as_str()).or_default().push(i)
+            }
             Err(LineFault::Malformed(_)) => {}
         }
     }
@@ -320,7 +324,10 @@ fn verify_bytes(path: &Path, data: &[u8], head: Option<&Head>) -> VerifyReport {
                         line: l.number,
                         seq: Some(expected),
                         message: if r.seq - 1 == expected {
-                            format!("record seq {expected} was removed (missing before line {})", l.number)
+                            format!(
+                                "record seq {expected} was removed (missing before line {})",
+                                l.number
+                            )
                         } else {
                             format!(
                                 "records seq {expected}..={} were removed (missing before line {})",

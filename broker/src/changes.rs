@@ -55,8 +55,13 @@ fn worktree_files(root: &Path) -> Result<Vec<(String, Vec<u8>, i32)>> {
     let mut out = Vec::new();
     let mut stack = vec![String::new()];
     while let Some(rel) = stack.pop() {
-        let dir = if rel.is_empty() { root.to_path_buf() } else { root.join(&rel) };
-        let entries = std::fs::read_dir(&dir).map_err(Error::io(format!("reading {}", dir.display())))?;
+        let dir = if rel.is_empty() {
+            root.to_path_buf()
+        } else {
+            root.join(&rel)
+        };
+        let entries =
+            std::fs::read_dir(&dir).map_err(Error::io(format!("reading {}", dir.display())))?;
         for entry in entries {
             let entry = entry.map_err(Error::io(format!("reading {}", dir.display())))?;
             let name = entry.file_name();
@@ -69,7 +74,11 @@ fn worktree_files(root: &Path) -> Result<Vec<(String, Vec<u8>, i32)>> {
             if rel.is_empty() && name == ".git" {
                 continue;
             }
-            let child = if rel.is_empty() { name.to_owned() } else { format!("{rel}/{name}") };
+            let child = if rel.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{rel}/{name}")
+            };
             let meta = entry
                 .path()
                 .symlink_metadata()
@@ -82,13 +91,23 @@ fn worktree_files(root: &Path) -> Result<Vec<(String, Vec<u8>, i32)>> {
             if meta.is_dir() {
                 stack.push(child);
             } else if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(entry.path())
-                    .map_err(Error::io(format!("reading link {}", entry.path().display())))?;
-                out.push((child, target.to_string_lossy().into_owned().into_bytes(), 0o120000));
+                let target = std::fs::read_link(entry.path()).map_err(Error::io(format!(
+                    "reading link {}",
+                    entry.path().display()
+                )))?;
+                out.push((
+                    child,
+                    target.to_string_lossy().into_owned().into_bytes(),
+                    0o120000,
+                ));
             } else if meta.is_file() {
                 let content = std::fs::read(entry.path())
                     .map_err(Error::io(format!("reading {}", entry.path().display())))?;
-                let mode = if meta.permissions().mode() & 0o111 != 0 { 0o100755 } else { 0o100644 };
+                let mode = if meta.permissions().mode() & 0o111 != 0 {
+                    0o100755
+                } else {
+                    0o100644
+                };
                 out.push((child, content, mode));
             }
         }
@@ -124,11 +143,15 @@ pub fn collect(
     let pin_tree = repo
         .find_commit(pin)
         .and_then(|c| c.tree())
-        .map_err(Error::git(format!("reading the tree of pinned commit {pin}")))?;
+        .map_err(Error::git(format!(
+            "reading the tree of pinned commit {pin}"
+        )))?;
     let mut index = git2::Index::new().map_err(Error::git("creating an in-memory index"))?;
     let files = worktree_files(worktree)?;
     for (path, content, mode) in &files {
-        let id = repo.blob(content).map_err(Error::git(format!("storing {path}")))?;
+        let id = repo
+            .blob(content)
+            .map_err(Error::git(format!("storing {path}")))?;
         index
             .add(&index_entry(path, id, *mode, content.len()))
             .map_err(Error::git(format!("staging {path}")))?;
@@ -136,7 +159,9 @@ pub fn collect(
     let tree_id = index
         .write_tree_to(repo)
         .map_err(Error::git("writing the patched tree"))?;
-    let new_tree = repo.find_tree(tree_id).map_err(Error::git("reading the patched tree"))?;
+    let new_tree = repo
+        .find_tree(tree_id)
+        .map_err(Error::git("reading the patched tree"))?;
     let mut opts = git2::DiffOptions::new();
     opts.context_lines(3);
     let diff = repo

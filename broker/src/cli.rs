@@ -25,7 +25,11 @@ pub const EXIT_REFUSED: u8 = 1;
 pub const EXIT_ERROR: u8 = 2;
 
 #[derive(Debug, Parser)]
-#[command(name = "airlock-broker", version, about = "Checks every open_pr claim, runs the witness tests and queues pull requests for a human.")]
+#[command(
+    name = "airlock-broker",
+    version,
+    about = "Checks every open_pr claim, runs the witness tests and queues pull requests for a human."
+)]
 struct Cli {
     /// The broker configuration (default: $AIRLOCK_BROKER_CONFIG, else /etc/airlock/broker.toml).
     #[arg(long, global = true)]
@@ -84,7 +88,14 @@ pub fn production_broker(config: BrokerConfig) -> crate::Result<Broker> {
     let store = SqliteStore::open(&config.state_db)?;
     let rules = PolicyRules::load(config.policy.as_deref())?;
     let journal = AuditJournal::open(&config.audit_log)?;
-    let executor = SandboxExecutor::new(config.witness_ro.clone());
+    let executor = SandboxExecutor::new(
+        config.witness_ro.clone(),
+        config
+            .witness_env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    );
     Ok(Broker::new(
         config,
         Box::new(store),
@@ -123,16 +134,32 @@ pub fn run() -> ExitCode {
 
 fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
     let mut out = std::io::stdout().lock();
-    let w = |e: std::io::Error| Error::Io { context: "writing to stdout".to_owned(), source: e };
+    let w = |e: std::io::Error| Error::Io {
+        context: "writing to stdout".to_owned(),
+        source: e,
+    };
     match command {
         Command::Serve => {
             let resumed = broker.resume_publications()?;
             if !resumed.is_empty() {
                 eprintln!("airlock-broker: resumed publication of queue items {resumed:?}");
             }
-            let listener = crate::server::bind(&broker.config().socket)?;
-            eprintln!("airlock-broker: listening on {}", broker.config().socket.display());
-            crate::server::serve(Arc::new(broker), listener)
+            let work_dir = broker.config().witness_work_dir();
+            let listener = crate::server::bind(&broker.config().socket, || {
+                crate::witness::remove_stale_scratch(&work_dir).map(|_| ())
+            })?;
+            eprintln!(
+                "airlock-broker: listening on {}",
+                broker.config().socket.display()
+            );
+            let broker = Arc::new(broker);
+            let resuming = broker.clone();
+            std::thread::spawn(move || {
+                if let Err(e) = resuming.resume_intakes() {
+                    eprintln!("airlock-broker: resuming interrupted intakes: {e}");
+                }
+            });
+            crate::server::serve(broker, listener)
         }
         Command::Queue => {
             let items = broker.queue()?;
@@ -145,7 +172,9 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
                 Color::Never => false,
                 Color::Auto => std::io::stdout().is_terminal(),
             };
-            write!(out, "{}", render_item(&item, colored)).map_err(w)
+            write!(out, "{}", render_item(&item, colored)).map_err(w)?;
+            let score = SqliteStore::open(&broker.config().state_db)?.judge_score(id)?;
+            write!(out, "{}", render_judge_score(score.as_ref())).map_err(w)
         }
         Command::Approve { id } => {
             let item = broker.approve(id, &reviewer())?;
@@ -155,13 +184,22 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
                 item.id,
                 item.branch.as_deref().unwrap_or("?"),
                 item.commit.as_deref().unwrap_or("?"),
-                item.pr_url.as_deref().map(|u| format!("; draft pull request {u}")).unwrap_or_default()
+                item.pr_url
+                    .as_deref()
+                    .map(|u| format!("; draft pull request {u}"))
+                    .unwrap_or_default()
             )
             .map_err(w)
         }
         Command::Deny { id, reason } => {
             let item = broker.deny(id, &reviewer(), &reason)?;
-            writeln!(out, "denied {}: {}", item.id, item.reason.unwrap_or_default()).map_err(w)
+            writeln!(
+                out,
+                "denied {}: {}",
+                item.id,
+                item.reason.unwrap_or_default()
+            )
+            .map_err(w)
         }
         Command::Expire => {
             let expired = broker.expire()?;
@@ -217,7 +255,13 @@ pub fn render_queue(items: &[QueueItem], now: i64) -> String {
             .iter()
             .zip(widths)
             .enumerate()
-            .map(|(n, (cell, w))| if n == 6 { cell.clone() } else { format!("{cell:<w$}") })
+            .map(|(n, (cell, w))| {
+                if n == 6 {
+                    cell.clone()
+                } else {
+                    format!("{cell:<w$}")
+                }
+            })
             .collect();
         out.push_str(line.join("  ").trim_end());
         out.push('\n');
@@ -228,17 +272,18 @@ pub fn render_queue(items: &[QueueItem], now: i64) -> String {
 fn colour_diff(diff: &str) -> String {
     let mut out = String::new();
     for line in diff.lines() {
-        let code = if line.starts_with("+++") || line.starts_with("---") || line.starts_with("diff ") {
-            "\x1b[1m"
-        } else if line.starts_with('+') {
-            "\x1b[32m"
-        } else if line.starts_with('-') {
-            "\x1b[31m"
-        } else if line.starts_with("@@") {
-            "\x1b[36m"
-        } else {
-            ""
-        };
+        let code =
+            if line.starts_with("+++") || line.starts_with("---") || line.starts_with("diff ") {
+                "\x1b[1m"
+            } else if line.starts_with('+') {
+                "\x1b[32m"
+            } else if line.starts_with('-') {
+                "\x1b[31m"
+            } else if line.starts_with("@@") {
+                "\x1b[36m"
+            } else {
+                ""
+            };
         if code.is_empty() {
             out.push_str(line);
         } else {
@@ -254,16 +299,26 @@ fn colour_diff(diff: &str) -> String {
 /// One queue item for the approver.
 pub fn render_item(item: &QueueItem, colored: bool) -> String {
     let mut out = String::new();
-    out.push_str(&format!("queue item {}  [{}]\n", item.id, item.status.as_str()));
+    out.push_str(&format!(
+        "queue item {}  [{}]\n",
+        item.id,
+        item.status.as_str()
+    ));
     out.push_str(&format!("run:        {}\n", item.run_id));
-    out.push_str(&format!("repository: {} at {}\n", item.item.repository, item.item.base_commit));
+    out.push_str(&format!(
+        "repository: {} at {}\n",
+        item.item.repository, item.item.base_commit
+    ));
     out.push_str(&format!("issue:      {}\n", item.item.issue_id));
     out.push_str(&format!("title:      {}\n", item.item.title));
     if let Some(reason) = &item.reason {
         out.push_str(&format!("reason:     {reason}\n"));
     }
     if let Some(branch) = &item.branch {
-        out.push_str(&format!("branch:     {branch} at {}\n", item.commit.as_deref().unwrap_or("?")));
+        out.push_str(&format!(
+            "branch:     {branch} at {}\n",
+            item.commit.as_deref().unwrap_or("?")
+        ));
     }
     if let Some(url) = &item.pr_url {
         out.push_str(&format!("pr:         {url}\n"));
@@ -300,6 +355,55 @@ pub fn render_item(item: &QueueItem, colored: bool) -> String {
         out.push_str(&colour_diff(&item.item.diff));
     } else {
         out.push_str(&item.item.diff);
+    }
+    out
+}
+
+/// The judge's score section of `show`: verdict, the five scores, unsupported claims, the
+/// reason and the rules the code enforced; `(not judged)` when `airlock judge` has not run.
+pub fn render_judge_score(score: Option<&(serde_json::Value, i64)>) -> String {
+    let mut out = String::from("\n== judge score\n");
+    let Some((j, _at)) = score else {
+        out.push_str("(not judged)\n");
+        return out;
+    };
+    let status = j["status"].as_str().unwrap_or("?");
+    out.push_str(&format!(
+        "model:   {}\n",
+        j["model"].as_str().unwrap_or("?")
+    ));
+    if status != "scored" {
+        out.push_str(&format!(
+            "status:  {status} (the judge's answer broke the contract twice)\n"
+        ));
+        return out;
+    }
+    let v = &j["verdict"];
+    out.push_str(&format!(
+        "verdict: {}\n",
+        v["verdict"].as_str().unwrap_or("?")
+    ));
+    let s = &v["scores"];
+    out.push_str(&format!(
+        "scores:  root_cause {}  minimality {}  test_honesty {}  conventions {}  faithfulness {}\n",
+        s["root_cause"], s["minimality"], s["test_honesty"], s["conventions"], s["faithfulness"]
+    ));
+    out.push_str(&format!(
+        "reason:  {}\n",
+        v["one_line_reason"].as_str().unwrap_or("")
+    ));
+    for claim in v["unsupported_claims"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "unsupported claim: {}\n",
+            claim.as_str().unwrap_or("")
+        ));
+    }
+    for rule in j["rules_applied"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "rule enforced: {} ({})\n",
+            rule["rule"].as_str().unwrap_or(""),
+            rule["change"].as_str().unwrap_or("")
+        ));
     }
     out
 }

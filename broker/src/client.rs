@@ -20,27 +20,49 @@ impl BrokerClient {
     /// Connect to the broker's socket.
     pub fn connect(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let writer = UnixStream::connect(path).map_err(Error::io(format!("connecting to the broker at {}", path.display())))?;
-        let reader = BufReader::new(writer.try_clone().map_err(Error::io("cloning the broker connection"))?);
+        let writer = UnixStream::connect(path).map_err(Error::io(format!(
+            "connecting to the broker at {}",
+            path.display()
+        )))?;
+        let reader = BufReader::new(
+            writer
+                .try_clone()
+                .map_err(Error::io("cloning the broker connection"))?,
+        );
         Ok(BrokerClient { reader, writer })
     }
 
     /// Send one request and read its reply.
     pub fn request(&mut self, request: &Request) -> Result<BrokerReply> {
-        let mut line = serde_json::to_string(request).map_err(|e| Error::Protocol(e.to_string()))?;
+        let mut line =
+            serde_json::to_string(request).map_err(|e| Error::Protocol(e.to_string()))?;
         line.push('\n');
-        self.writer.write_all(line.as_bytes()).map_err(Error::io("sending to the broker"))?;
+        self.writer
+            .write_all(line.as_bytes())
+            .map_err(Error::io("sending to the broker"))?;
         let mut reply = String::new();
-        let n = self.reader.read_line(&mut reply).map_err(Error::io("reading the broker's reply"))?;
+        let n = self
+            .reader
+            .read_line(&mut reply)
+            .map_err(Error::io("reading the broker's reply"))?;
         if n == 0 {
-            return Err(Error::Protocol("the broker closed the connection without a reply".to_owned()));
+            return Err(Error::Protocol(
+                "the broker closed the connection without a reply".to_owned(),
+            ));
         }
-        serde_json::from_str(reply.trim_end()).map_err(|e| Error::Protocol(format!("bad reply {reply:?}: {e}")))
+        serde_json::from_str(reply.trim_end())
+            .map_err(|e| Error::Protocol(format!("bad reply {reply:?}: {e}")))
     }
 
     /// Register a run (idempotent for identical details).
     pub fn register_run(&mut self, run: &RunRegistration) -> Result<BrokerReply> {
-        self.request(&Request { op: "register_run".to_owned(), run: Some(run.clone()), run_id: None, request_id: None, args: None })
+        self.request(&Request {
+            op: "register_run".to_owned(),
+            run: Some(run.clone()),
+            run_id: None,
+            request_id: None,
+            args: None,
+        })
     }
 
     /// Submit the model's open_pr arguments. The request id is derived from the run id and the
@@ -57,9 +79,15 @@ impl BrokerClient {
     }
 
     /// Submit open_pr arguments under an explicit idempotency key.
-    pub fn open_pr_with_request_id(&mut self, run_id: &str, request_id: &str, args: &str) -> Result<BrokerReply> {
-        let raw = RawValue::from_string(args.to_owned())
-            .map_err(|e| Error::Protocol(format!("open_pr arguments are not one JSON value: {e}")))?;
+    pub fn open_pr_with_request_id(
+        &mut self,
+        run_id: &str,
+        request_id: &str,
+        args: &str,
+    ) -> Result<BrokerReply> {
+        let raw = RawValue::from_string(args.to_owned()).map_err(|e| {
+            Error::Protocol(format!("open_pr arguments are not one JSON value: {e}"))
+        })?;
         self.request(&Request {
             op: "open_pr".to_owned(),
             run: None,
@@ -71,6 +99,12 @@ impl BrokerClient {
 
     /// The current decision on the run's queued pull request.
     pub fn decision(&mut self, run_id: &str) -> Result<BrokerReply> {
-        self.request(&Request { op: "decision".to_owned(), run: None, run_id: Some(run_id.to_owned()), request_id: None, args: None })
+        self.request(&Request {
+            op: "decision".to_owned(),
+            run: None,
+            run_id: Some(run_id.to_owned()),
+            request_id: None,
+            args: None,
+        })
     }
 }

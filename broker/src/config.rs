@@ -18,7 +18,7 @@ pub struct BrokerConfig {
     pub runs_root: PathBuf,
     /// The tamper-evident audit log every decision is appended to.
     pub audit_log: PathBuf,
-    /// Where fresh witness trees are built; the system temporary directory when unset.
+    /// Where fresh witness trees are built; `<state_db folder>/witness` when unset.
     pub work_dir: Option<PathBuf>,
     /// A queued pull request older than this is expired (APPROVAL_TIMEOUT).
     pub queue_max_age: Duration,
@@ -26,6 +26,8 @@ pub struct BrokerConfig {
     pub witness_timeout: Duration,
     /// Extra host paths the witness sandbox may read (toolchains outside `/usr`).
     pub witness_ro: Vec<PathBuf>,
+    /// Extra environment for witness commands (e.g. `RUSTC`, `CARGO_HOME`), set by the operator.
+    pub witness_env: BTreeMap<String, String>,
     /// An `airlock-policies` policy file; the built-in policy when unset.
     pub policy: Option<PathBuf>,
     /// Repositories this broker may publish to, by the name runs register with.
@@ -89,6 +91,8 @@ struct RawConfig {
     #[serde(default)]
     witness_ro: Vec<PathBuf>,
     #[serde(default)]
+    witness_env: BTreeMap<String, String>,
+    #[serde(default)]
     policy: Option<PathBuf>,
     #[serde(default)]
     repositories: BTreeMap<String, RepositoryConfig>,
@@ -116,10 +120,10 @@ impl BrokerConfig {
     pub fn parse(text: &str, base: &Path) -> std::result::Result<Self, String> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| e.to_string())?;
         let abs = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
-        let queue_max_age = parse_duration(&raw.queue_max_age)
-            .map_err(|e| format!("queue_max_age: {e}"))?;
-        let witness_timeout = parse_duration(&raw.witness_timeout)
-            .map_err(|e| format!("witness_timeout: {e}"))?;
+        let queue_max_age =
+            parse_duration(&raw.queue_max_age).map_err(|e| format!("queue_max_age: {e}"))?;
+        let witness_timeout =
+            parse_duration(&raw.witness_timeout).map_err(|e| format!("witness_timeout: {e}"))?;
         if witness_timeout.is_zero() {
             return Err("witness_timeout: must be greater than zero".to_owned());
         }
@@ -138,7 +142,8 @@ impl BrokerConfig {
                     "repositories.{name:?}.forge_token_env: {env:?} is not an environment variable name"
                 ));
             }
-            if !(repo.github_api.starts_with("https://") || repo.github_api.starts_with("http://")) {
+            if !(repo.github_api.starts_with("https://") || repo.github_api.starts_with("http://"))
+            {
                 return Err(format!(
                     "repositories.{name:?}.github_api: {:?} must start with https:// or http://",
                     repo.github_api
@@ -162,8 +167,21 @@ impl BrokerConfig {
             queue_max_age,
             witness_timeout,
             witness_ro: raw.witness_ro.into_iter().map(abs).collect(),
+            witness_env: raw.witness_env,
             policy: raw.policy.map(abs),
             repositories,
+        })
+    }
+}
+
+impl BrokerConfig {
+    /// The folder witness trees are built in (and that `serve` clears of a killed
+    /// predecessor's leftovers).
+    pub fn witness_work_dir(&self) -> PathBuf {
+        self.work_dir.clone().unwrap_or_else(|| {
+            self.state_db
+                .parent()
+                .map_or_else(|| PathBuf::from("witness"), |p| p.join("witness"))
         })
     }
 }
@@ -227,11 +245,13 @@ forge_token_env = "AIRLOCK_FORGE_TOKEN"
 
     #[test]
     fn rejects_unknown_keys_and_bad_durations() {
-        let err = BrokerConfig::parse(&format!("{GOOD}\nsocket_mode = 1"), Path::new("/")).unwrap_err();
+        let err =
+            BrokerConfig::parse(&format!("{GOOD}\nsocket_mode = 1"), Path::new("/")).unwrap_err();
         assert!(err.contains("socket_mode"), "{err}");
         let err = BrokerConfig::parse(&GOOD.replace("72h", "soon"), Path::new("/")).unwrap_err();
         assert!(err.contains("queue_max_age"), "{err}");
-        let err = BrokerConfig::parse(&GOOD.replace("runs_root = \"runs\"", ""), Path::new("/")).unwrap_err();
+        let err = BrokerConfig::parse(&GOOD.replace("runs_root = \"runs\"", ""), Path::new("/"))
+            .unwrap_err();
         assert!(err.contains("runs_root"), "{err}");
     }
 
@@ -239,7 +259,10 @@ forge_token_env = "AIRLOCK_FORGE_TOKEN"
     fn durations() {
         assert_eq!(parse_duration("0s").unwrap(), Duration::ZERO);
         assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
-        assert_eq!(parse_duration("7d").unwrap(), Duration::from_secs(7 * 86_400));
+        assert_eq!(
+            parse_duration("7d").unwrap(),
+            Duration::from_secs(7 * 86_400)
+        );
         assert_eq!(parse_duration("42").unwrap(), Duration::from_secs(42));
         assert!(parse_duration("3w").is_err());
         assert!(parse_duration("").is_err());

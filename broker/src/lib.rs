@@ -27,8 +27,8 @@ pub mod service;
 pub mod store;
 pub mod witness;
 
+pub use airlock_schemas::{BrokerError, ErrorCode};
 pub use client::BrokerClient;
 pub use config::BrokerConfig;
 pub use error::{Error, Result};
 pub use protocol::{BrokerReply, RunRegistration, TestRunner};
-pub use airlock_schemas::{BrokerError, ErrorCode};

@@ -41,7 +41,10 @@ impl TestRunner {
             }
             TestRunner::Go => {
                 let name = test.rsplit('.').next().unwrap_or(test);
-                let at = argv.iter().position(|a| a == "test").map_or(argv.len(), |i| i + 1);
+                let at = argv
+                    .iter()
+                    .position(|a| a == "test")
+                    .map_or(argv.len(), |i| i + 1);
                 argv.insert(at, "-run".to_owned());
                 argv.insert(at + 1, format!("^{name}$"));
             }

@@ -37,14 +37,21 @@ fn forge_token(cfg: &RepositoryConfig) -> Option<String> {
 pub fn commit_and_push(cfg: &RepositoryConfig, item: &QueueItem) -> Result<Pushed> {
     let repo = crate::service::open_clone(&cfg.clone)?;
     let pin = git2::Oid::from_str(&item.item.base_commit).map_err(Error::git("parsing the pin"))?;
-    let base = repo.find_commit(pin).map_err(Error::git(format!("finding pinned commit {pin}")))?;
+    let base = repo
+        .find_commit(pin)
+        .map_err(Error::git(format!("finding pinned commit {pin}")))?;
     let base_tree = base.tree().map_err(Error::git("reading the pinned tree"))?;
-    let diff = git2::Diff::from_buffer(item.item.diff.as_bytes()).map_err(Error::git("reading the queued diff"))?;
+    let diff = git2::Diff::from_buffer(item.item.diff.as_bytes())
+        .map_err(Error::git("reading the queued diff"))?;
     let mut index = repo
         .apply_to_tree(&base_tree, &diff, None)
         .map_err(Error::git("applying the queued diff to the pinned tree"))?;
-    let tree_id = index.write_tree_to(&repo).map_err(Error::git("writing the approved tree"))?;
-    let tree = repo.find_tree(tree_id).map_err(Error::git("reading the approved tree"))?;
+    let tree_id = index
+        .write_tree_to(&repo)
+        .map_err(Error::git("writing the approved tree"))?;
+    let tree = repo
+        .find_tree(tree_id)
+        .map_err(Error::git("reading the approved tree"))?;
     let when = git2::Time::new(item.queued_at, 0);
     let sig = git2::Signature::new(&cfg.author_name, &cfg.author_email, &when)
         .map_err(Error::git("building the commit signature"))?;
@@ -57,8 +64,13 @@ pub fn commit_and_push(cfg: &RepositoryConfig, item: &QueueItem) -> Result<Pushe
         .map_err(Error::git("committing the approved diff"))?;
     let branch = branch_name(&item.item.issue_id);
     let refname = format!("refs/heads/{branch}");
-    repo.reference(&refname, commit, true, "airlock-broker: approved pull request")
-        .map_err(Error::git(format!("updating {refname}")))?;
+    repo.reference(
+        &refname,
+        commit,
+        true,
+        "airlock-broker: approved pull request",
+    )
+    .map_err(Error::git(format!("updating {refname}")))?;
 
     let mut remote = match repo.find_remote(&cfg.remote) {
         Ok(r) => r,
@@ -71,7 +83,9 @@ pub fn commit_and_push(cfg: &RepositoryConfig, item: &QueueItem) -> Result<Pushe
     let mut callbacks = git2::RemoteCallbacks::new();
     callbacks.credentials(move |_url, _user, _allowed| match &token {
         Some(t) => git2::Cred::userpass_plaintext("x-access-token", t),
-        None => Err(git2::Error::from_str("no forge token configured for this remote")),
+        None => Err(git2::Error::from_str(
+            "no forge token configured for this remote",
+        )),
     });
     callbacks.push_update_reference(|name, status| {
         if let Some(msg) = status {
@@ -89,7 +103,10 @@ pub fn commit_and_push(cfg: &RepositoryConfig, item: &QueueItem) -> Result<Pushe
     if let Some(why) = rejected {
         return Err(Error::Forge(format!("the remote rejected {branch}: {why}")));
     }
-    Ok(Pushed { branch, commit: commit.to_string() })
+    Ok(Pushed {
+        branch,
+        commit: commit.to_string(),
+    })
 }
 
 /// Opens draft pull requests. Production: [`GitHubForge`].
@@ -116,16 +133,17 @@ impl Default for GitHubForge {
             .timeout_global(Some(Duration::from_secs(60)))
             .http_status_as_error(false)
             .build();
-        GitHubForge { agent: ureq::Agent::new_with_config(config) }
+        GitHubForge {
+            agent: ureq::Agent::new_with_config(config),
+        }
     }
 }
 
 fn pr_body(item: &QueueItem) -> String {
-    let body = serde_json::from_str::<serde_json::Value>(&item.item.args)
+    serde_json::from_str::<serde_json::Value>(&item.item.args)
         .ok()
         .and_then(|v| v.get("body").and_then(|b| b.as_str()).map(str::to_owned))
-        .unwrap_or_default();
-    body
+        .unwrap_or_default()
 }
 
 impl Forge for GitHubForge {
@@ -144,7 +162,10 @@ impl Forge for GitHubForge {
         let api = cfg.github_api.trim_end_matches('/');
         let auth = format!("Bearer {token}");
         // An earlier attempt may have opened it before the broker died: look first.
-        let list_url = format!("{api}/repos/{slug}/pulls?state=all&head={owner}:{}", pushed.branch);
+        let list_url = format!(
+            "{api}/repos/{slug}/pulls?state=all&head={owner}:{}",
+            pushed.branch
+        );
         let mut resp = self
             .agent
             .get(&list_url)
@@ -155,9 +176,15 @@ impl Forge for GitHubForge {
             .call()
             .map_err(|e| Error::Forge(format!("GET {list_url}: {e}")))?;
         if resp.status().is_success() {
-            let text = resp.body_mut().read_to_string().map_err(|e| Error::Forge(format!("GET {list_url}: {e}")))?;
-            if let Ok(serde_json::Value::Array(prs)) = serde_json::from_str::<serde_json::Value>(&text)
-                && let Some(url) = prs.iter().find_map(|p| p.get("html_url").and_then(|u| u.as_str()))
+            let text = resp
+                .body_mut()
+                .read_to_string()
+                .map_err(|e| Error::Forge(format!("GET {list_url}: {e}")))?;
+            if let Ok(serde_json::Value::Array(prs)) =
+                serde_json::from_str::<serde_json::Value>(&text)
+                && let Some(url) = prs
+                    .iter()
+                    .find_map(|p| p.get("html_url").and_then(|u| u.as_str()))
             {
                 return Ok(Some(url.to_owned()));
             }
@@ -181,12 +208,18 @@ impl Forge for GitHubForge {
             .send(request.to_string())
             .map_err(|e| Error::Forge(format!("POST {url}: {e}")))?;
         let status = resp.status();
-        let text = resp.body_mut().read_to_string().map_err(|e| Error::Forge(format!("POST {url}: {e}")))?;
+        let text = resp
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| Error::Forge(format!("POST {url}: {e}")))?;
         if !status.is_success() {
-            return Err(Error::Forge(format!("POST {url} answered {status}: {}", text.chars().take(500).collect::<String>())));
+            return Err(Error::Forge(format!(
+                "POST {url} answered {status}: {}",
+                text.chars().take(500).collect::<String>()
+            )));
         }
-        let value: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| Error::Forge(format!("POST {url}: reply is not JSON: {e}")))?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Error::Forge(format!("POST {url}: reply is not JSON: {e}")))?;
         let html = value
             .get("html_url")
             .and_then(|u| u.as_str())

@@ -26,7 +26,11 @@ pub trait Rules: Send + Sync {
     /// Whether `path` (repository-relative) is a test file.
     fn is_test_file(&self, path: &str) -> bool;
     /// The first changed path the allowlist or an always-refused class refuses, if any.
-    fn check_writes(&self, allowlist: &[String], changes: &ChangeSet) -> Result<Option<PathRefusal>>;
+    fn check_writes(
+        &self,
+        allowlist: &[String],
+        changes: &ChangeSet,
+    ) -> Result<Option<PathRefusal>>;
     /// Every diff_digest field recomputed from the worktree against the pin, and the
     /// detectors' flags (sorted).
     fn digest(&self, worktree: &Path, base_commit: &str) -> Result<(DiffDigest, Vec<String>)>;
@@ -54,7 +58,11 @@ impl Rules for PolicyRules {
         self.policy.is_test_path(path)
     }
 
-    fn check_writes(&self, allowlist: &[String], changes: &ChangeSet) -> Result<Option<PathRefusal>> {
+    fn check_writes(
+        &self,
+        allowlist: &[String],
+        changes: &ChangeSet,
+    ) -> Result<Option<PathRefusal>> {
         let policy = if allowlist.is_empty() {
             self.policy.clone()
         } else {
@@ -64,7 +72,11 @@ impl Rules for PolicyRules {
         };
         for change in &changes.files {
             if let WriteDecision::Refused { rule, reason } = policy.check_write(&change.path) {
-                return Ok(Some(PathRefusal { path: change.path.clone(), rule, reason }));
+                return Ok(Some(PathRefusal {
+                    path: change.path.clone(),
+                    rule,
+                    reason,
+                }));
             }
         }
         Ok(None)
@@ -78,7 +90,16 @@ impl Rules for PolicyRules {
         let mut flags: Vec<String> = report
             .findings
             .iter()
-            .map(|f| format!("{} {}:{} ({}): {}", f.kind.as_str(), f.file, f.line, f.rule, f.excerpt))
+            .map(|f| {
+                format!(
+                    "{} {}:{} ({}): {}",
+                    f.kind.as_str(),
+                    f.file,
+                    f.line,
+                    f.rule,
+                    f.excerpt
+                )
+            })
             .collect();
         flags.sort();
         Ok((report.to_diff_digest(), flags))

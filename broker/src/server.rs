@@ -16,34 +16,51 @@ pub const MAX_REQUEST_BYTES: u64 = 1024 * 1024;
 
 /// Bind the socket at `path` with mode 0600. The socket is created under a temporary name,
 /// restricted, then renamed into place, so it is never reachable with wider permissions. A
-/// stale socket left by a killed broker is replaced; a live one is an error.
-pub fn bind(path: &Path) -> Result<UnixListener> {
+/// stale socket left by a killed broker is replaced; a live one is an error. `before_listening`
+/// runs once this process is known to be the only broker on `path`, before the socket appears
+/// (clean-up of a killed predecessor's leftovers).
+pub fn bind(path: &Path, before_listening: impl FnOnce() -> Result<()>) -> Result<UnixListener> {
     if let Some(parent) = path.parent()
         && !parent.as_os_str().is_empty()
     {
-        std::fs::create_dir_all(parent).map_err(Error::io(format!("creating {}", parent.display())))?;
+        std::fs::create_dir_all(parent)
+            .map_err(Error::io(format!("creating {}", parent.display())))?;
     }
     if let Ok(meta) = path.symlink_metadata() {
         if !meta.file_type().is_socket() {
             return Err(Error::Io {
                 context: format!("socket path {}", path.display()),
-                source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "exists and is not a socket"),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "exists and is not a socket",
+                ),
             });
         }
         if UnixStream::connect(path).is_ok() {
             return Err(Error::Io {
                 context: format!("socket {}", path.display()),
-                source: std::io::Error::new(std::io::ErrorKind::AddrInUse, "another broker is listening"),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AddrInUse,
+                    "another broker is listening",
+                ),
             });
         }
-        std::fs::remove_file(path).map_err(Error::io(format!("removing stale socket {}", path.display())))?;
+        std::fs::remove_file(path).map_err(Error::io(format!(
+            "removing stale socket {}",
+            path.display()
+        )))?;
     }
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
-    let listener = UnixListener::bind(&tmp).map_err(Error::io(format!("binding {}", tmp.display())))?;
+    let listener =
+        UnixListener::bind(&tmp).map_err(Error::io(format!("binding {}", tmp.display())))?;
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
         .map_err(Error::io(format!("restricting {}", tmp.display())))?;
-    std::fs::rename(&tmp, path).map_err(Error::io(format!("moving the socket to {}", path.display())))?;
+    before_listening()?;
+    std::fs::rename(&tmp, path).map_err(Error::io(format!(
+        "moving the socket to {}",
+        path.display()
+    )))?;
     Ok(listener)
 }
 
@@ -81,11 +98,15 @@ fn handle_connection(broker: &Broker, stream: UnixStream) -> std::io::Result<()>
             return Ok(());
         }
         let reply = if n as u64 > MAX_REQUEST_BYTES {
-            BrokerReply::Failed { message: format!("request longer than {MAX_REQUEST_BYTES} bytes") }
+            BrokerReply::Failed {
+                message: format!("request longer than {MAX_REQUEST_BYTES} bytes"),
+            }
         } else {
             match serde_json::from_str::<Request>(line.trim_end()) {
                 Ok(request) => broker.handle(request),
-                Err(e) => BrokerReply::Failed { message: format!("not a request: {e}") },
+                Err(e) => BrokerReply::Failed {
+                    message: format!("not a request: {e}"),
+                },
             }
         };
         let mut text = serde_json::to_string(&reply).unwrap_or_else(|e| {

@@ -16,7 +16,9 @@ use crate::error::{Error, Result};
 use crate::protocol::{BrokerReply, Request, RunRegistration};
 use crate::publish::{self, Forge};
 use crate::rules::Rules;
-use crate::store::{Decision, IntakeOutcome, IntakeStart, NewQueueItem, QueueItem, QueueStatus, RunState, Store};
+use crate::store::{
+    Decision, IntakeOutcome, IntakeStart, NewQueueItem, QueueItem, QueueStatus, RunState, Store,
+};
 use crate::witness::{self, TestExecutor, WitnessPlan};
 
 /// Where audit events go. Production: the tamper-evident log of `airlock-audit`.
@@ -36,7 +38,8 @@ impl AuditJournal {
         if let Some(parent) = path.parent()
             && !parent.as_os_str().is_empty()
         {
-            std::fs::create_dir_all(parent).map_err(Error::io(format!("creating {}", parent.display())))?;
+            std::fs::create_dir_all(parent)
+                .map_err(Error::io(format!("creating {}", parent.display())))?;
         }
         let log = airlock_audit::AuditLog::open(path).map_err(|e| Error::Audit(e.to_string()))?;
         Ok(AuditJournal { log })
@@ -128,7 +131,9 @@ impl Broker {
     pub fn handle(&self, request: Request) -> BrokerReply {
         let result = match request.op.as_str() {
             "register_run" => match request.run {
-                Some(run) => self.register_run(&run).map(|()| BrokerReply::Registered { run_id: run.run_id }),
+                Some(run) => self
+                    .register_run(&run)
+                    .map(|()| BrokerReply::Registered { run_id: run.run_id }),
                 None => Err(Error::Protocol("register_run needs \"run\"".to_owned())),
             },
             "open_pr" => match (&request.run_id, &request.args) {
@@ -139,7 +144,9 @@ impl Broker {
                         .unwrap_or_else(|| request_id_for(run_id, args.get()));
                     self.open_pr(run_id, &request_id, args.get())
                 }
-                _ => Err(Error::Protocol("open_pr needs \"run_id\" and \"args\"".to_owned())),
+                _ => Err(Error::Protocol(
+                    "open_pr needs \"run_id\" and \"args\"".to_owned(),
+                )),
             },
             "decision" => match &request.run_id {
                 Some(run_id) => self.decision(run_id),
@@ -149,28 +156,42 @@ impl Broker {
                 "unknown op {other:?} (expected register_run, open_pr or decision)"
             ))),
         };
-        result.unwrap_or_else(|e| BrokerReply::Failed { message: e.to_string() })
+        result.unwrap_or_else(|e| BrokerReply::Failed {
+            message: e.to_string(),
+        })
     }
 
     /// Register a run after checking it against the configuration.
     pub fn register_run(&self, run: &RunRegistration) -> Result<()> {
         if run.run_id.trim().is_empty() || run.run_id.len() > 200 {
-            return Err(Error::Registration("run_id must be 1 to 200 characters".to_owned()));
+            return Err(Error::Registration(
+                "run_id must be 1 to 200 characters".to_owned(),
+            ));
         }
-        let repo_cfg = self.config.repositories.get(&run.repository).ok_or_else(|| {
-            Error::Registration(format!(
-                "repository {:?} is not configured in broker.toml",
-                run.repository
-            ))
-        })?;
-        if run.base_commit.len() != 40 || !run.base_commit.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        let repo_cfg = self
+            .config
+            .repositories
+            .get(&run.repository)
+            .ok_or_else(|| {
+                Error::Registration(format!(
+                    "repository {:?} is not configured in broker.toml",
+                    run.repository
+                ))
+            })?;
+        if run.base_commit.len() != 40
+            || !run
+                .base_commit
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
             return Err(Error::Registration(format!(
                 "base_commit {:?} is not a full 40-hex commit id",
                 run.base_commit
             )));
         }
         let repo = open_clone(&repo_cfg.clone)?;
-        let oid = git2::Oid::from_str(&run.base_commit).map_err(Error::git("parsing base_commit"))?;
+        let oid =
+            git2::Oid::from_str(&run.base_commit).map_err(Error::git("parsing base_commit"))?;
         repo.find_commit(oid).map_err(|_| {
             Error::Registration(format!(
                 "base_commit {} is not in the broker's clone {}",
@@ -180,14 +201,19 @@ impl Broker {
         })?;
         self.worktree_under_root(&run.worktree)?;
         if run.test_command.is_empty() || run.test_command[0].trim().is_empty() {
-            return Err(Error::Registration("test_command must not be empty".to_owned()));
+            return Err(Error::Registration(
+                "test_command must not be empty".to_owned(),
+            ));
         }
         self.store().register_run(run, unix_now())
     }
 
     fn worktree_under_root(&self, worktree: &str) -> Result<PathBuf> {
         let root = self.config.runs_root.canonicalize().map_err(|e| {
-            Error::Registration(format!("runs root {}: {e}", self.config.runs_root.display()))
+            Error::Registration(format!(
+                "runs root {}: {e}",
+                self.config.runs_root.display()
+            ))
         })?;
         let tree = Path::new(worktree)
             .canonicalize()
@@ -200,7 +226,10 @@ impl Broker {
             )));
         }
         if !tree.is_dir() {
-            return Err(Error::Registration(format!("worktree {} is not a directory", tree.display())));
+            return Err(Error::Registration(format!(
+                "worktree {} is not a directory",
+                tree.display()
+            )));
         }
         Ok(tree)
     }
@@ -210,8 +239,13 @@ impl Broker {
     pub fn open_pr(&self, run_id: &str, request_id: &str, args: &str) -> Result<BrokerReply> {
         let run_lock = self.run_lock(run_id);
         let _serialised = lock(&run_lock);
-        let run = self.store().run(run_id)?.ok_or_else(|| Error::UnknownRun(run_id.to_owned()))?;
-        let start = self.store().begin_intake(run_id, request_id, args, unix_now())?;
+        let run = self
+            .store()
+            .run(run_id)?
+            .ok_or_else(|| Error::UnknownRun(run_id.to_owned()))?;
+        let start = self
+            .store()
+            .begin_intake(run_id, request_id, args, unix_now())?;
         if let IntakeStart::Completed(reply) = start {
             return Ok(reply);
         }
@@ -223,23 +257,38 @@ impl Broker {
             Event::OpenPrSubmitted {
                 args_digest: hex::encode(Sha256::digest(args.as_bytes())),
                 title: parsed.as_ref().map(|p| p.title.clone()).unwrap_or_default(),
-                files_changed: parsed.as_ref().map(|p| p.diff_digest.files_changed.clone()).unwrap_or_default(),
+                files_changed: parsed
+                    .as_ref()
+                    .map(|p| p.diff_digest.files_changed.clone())
+                    .unwrap_or_default(),
             },
         )?;
         let outcome = self.evaluate(&run.registration, run.state, args)?;
-        let reply = self.store().finish_intake(run_id, request_id, outcome, unix_now())?;
+        let reply = self
+            .store()
+            .finish_intake(run_id, request_id, outcome, unix_now())?;
         let (code, detail) = match &reply {
-            BrokerReply::Queued { queue_id } => ("QUEUED".to_owned(), Some(format!("queue item {queue_id}"))),
-            BrokerReply::Refused { error } => (error.code.as_str().to_owned(), Some(error.message.clone())),
+            BrokerReply::Queued { queue_id } => {
+                ("QUEUED".to_owned(), Some(format!("queue item {queue_id}")))
+            }
+            BrokerReply::Refused { error } => {
+                (error.code.as_str().to_owned(), Some(error.message.clone()))
+            }
             other => ("UNEXPECTED".to_owned(), Some(format!("{other:?}"))),
         };
-        self.journal.record(run_id, Event::BrokerDecision { code, detail })?;
+        self.journal
+            .record(run_id, Event::BrokerDecision { code, detail })?;
         Ok(reply)
     }
 
     /// schema -> policy -> digest -> witness -> queue. Operational failures are errors (the
     /// request stays unanswered and can be retried); verdicts are outcomes.
-    fn evaluate(&self, run: &RunRegistration, state: RunState, args: &str) -> Result<IntakeOutcome> {
+    fn evaluate(
+        &self,
+        run: &RunRegistration,
+        state: RunState,
+        args: &str,
+    ) -> Result<IntakeOutcome> {
         // 1. Schema.
         let call: OpenPr = match airlock_schemas::parse::<OpenPr>(args) {
             Ok(call) => call,
@@ -248,16 +297,26 @@ impl Broker {
                 if violations.is_empty() {
                     return Err(Error::Dependency(err.to_string()));
                 }
-                return Ok(IntakeOutcome::Refuse(BrokerError::schema_invalid(&violations)));
+                return Ok(IntakeOutcome::Refuse(BrokerError::schema_invalid(
+                    &violations,
+                )));
             }
         };
         // 2. Policy.
         match state {
             RunState::Queued => {
-                return Ok(refuse_policy("second_open_pr", "one_open_pr_per_run", "this run already has an accepted open_pr"));
+                return Ok(refuse_policy(
+                    "second_open_pr",
+                    "one_open_pr_per_run",
+                    "this run already has an accepted open_pr",
+                ));
             }
             RunState::Ended => {
-                return Ok(refuse_policy("run_ended", "final_refusal_ends_run", "an earlier final refusal ended this run"));
+                return Ok(refuse_policy(
+                    "run_ended",
+                    "final_refusal_ends_run",
+                    "an earlier final refusal ended this run",
+                ));
             }
             RunState::Active => {}
         }
@@ -265,14 +324,22 @@ impl Broker {
             return Ok(refuse_policy(
                 "base_commit",
                 "base_commit_is_the_pin",
-                &format!("base_commit {} is not the run's pinned commit {}", call.base_commit, run.base_commit),
+                &format!(
+                    "base_commit {} is not the run's pinned commit {}",
+                    call.base_commit, run.base_commit
+                ),
             ));
         }
         let repo_cfg = self
             .config
             .repositories
             .get(&run.repository)
-            .ok_or_else(|| Error::Registration(format!("repository {:?} is no longer configured", run.repository)))?;
+            .ok_or_else(|| {
+                Error::Registration(format!(
+                    "repository {:?} is no longer configured",
+                    run.repository
+                ))
+            })?;
         let repo = open_clone(&repo_cfg.clone)?;
         let pin = git2::Oid::from_str(&run.base_commit).map_err(Error::git("parsing the pin"))?;
         let worktree = self.worktree_under_root(&run.worktree)?;
@@ -297,14 +364,24 @@ impl Broker {
                     &run.run_id,
                     Event::IntegrityViolation {
                         check: format!("diff_digest.{field}"),
-                        claimed: claimed_json.get(field).map(|v| v.to_string()).unwrap_or_default(),
-                        computed: computed_json.get(field).map(|v| v.to_string()).unwrap_or_default(),
+                        claimed: claimed_json
+                            .get(field)
+                            .map(|v| v.to_string())
+                            .unwrap_or_default(),
+                        computed: computed_json
+                            .get(field)
+                            .map(|v| v.to_string())
+                            .unwrap_or_default(),
                     },
                 )?;
             }
-            return Ok(IntakeOutcome::Refuse(BrokerError::digest_mismatch(&call.diff_digest, &computed)));
+            return Ok(IntakeOutcome::Refuse(BrokerError::digest_mismatch(
+                &call.diff_digest,
+                &computed,
+            )));
         }
-        let mut digest_files: Vec<&str> = computed.files_changed.iter().map(String::as_str).collect();
+        let mut digest_files: Vec<&str> =
+            computed.files_changed.iter().map(String::as_str).collect();
         digest_files.sort_unstable();
         digest_files.dedup();
         if digest_files != changed {
@@ -320,8 +397,20 @@ impl Broker {
             before_failing_test: &call.test_evidence.before_failing_test,
             timeout: self.config.witness_timeout,
         };
-        let work_dir = self.config.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let report = witness::run_witness(&repo, pin, &changes, &pinned_tests, &plan, &*self.executor, &work_dir)?;
+        let work_dir = self
+            .config
+            .work_dir
+            .clone()
+            .unwrap_or_else(std::env::temp_dir);
+        let report = witness::run_witness(
+            &repo,
+            pin,
+            &changes,
+            &pinned_tests,
+            &plan,
+            &*self.executor,
+            &work_dir,
+        )?;
         for out in &report.outputs {
             let result = match (&out.grade, out.exit_code) {
                 (_, None) => airlock_audit::TestResult::TimedOut,
@@ -334,7 +423,11 @@ impl Broker {
                 &run.run_id,
                 Event::TestRun {
                     selector: (!full).then(|| call.test_evidence.before_failing_test.clone()),
-                    scope: if full { airlock_audit::TestScope::Full } else { airlock_audit::TestScope::Narrow },
+                    scope: if full {
+                        airlock_audit::TestScope::Full
+                    } else {
+                        airlock_audit::TestScope::Narrow
+                    },
                     result,
                     witness: true,
                 },
@@ -344,7 +437,10 @@ impl Broker {
             let mut err = BrokerError::policy_violation(
                 "witness_run",
                 "witness_green",
-                &format!("witness not green: {}", report.failure.clone().unwrap_or_default()),
+                &format!(
+                    "witness not green: {}",
+                    report.failure.clone().unwrap_or_default()
+                ),
             );
             if let Some(details) = err.details.as_object_mut() {
                 details.insert(
@@ -384,7 +480,9 @@ impl Broker {
             if self.store().run(run_id)?.is_none() {
                 return Err(Error::UnknownRun(run_id.to_owned()));
             }
-            return Err(Error::Protocol(format!("run {run_id:?} has no queued pull request")));
+            return Err(Error::Protocol(format!(
+                "run {run_id:?} has no queued pull request"
+            )));
         };
         Ok(reply_for(&item))
     }
@@ -393,13 +491,19 @@ impl Broker {
     pub fn expire(&self) -> Result<Vec<QueueItem>> {
         let now = unix_now();
         let max_age = i64::try_from(self.config.queue_max_age.as_secs()).unwrap_or(i64::MAX);
-        let expired = self.store().expire_queued_before(now.saturating_sub(max_age), now)?;
+        let expired = self
+            .store()
+            .expire_queued_before(now.saturating_sub(max_age), now)?;
         for item in &expired {
             self.journal.record(
                 &item.run_id,
                 Event::BrokerDecision {
                     code: "APPROVAL_TIMEOUT".to_owned(),
-                    detail: Some(format!("queue item {} expired after {} s", item.id, now - item.queued_at)),
+                    detail: Some(format!(
+                        "queue item {} expired after {} s",
+                        item.id,
+                        now - item.queued_at
+                    )),
                 },
             )?;
         }
@@ -415,16 +519,31 @@ impl Broker {
     /// One queue item.
     pub fn queue_item(&self, id: i64) -> Result<QueueItem> {
         self.expire()?;
-        self.store().queue_item(id)?.ok_or(Error::UnknownQueueItem(id))
+        self.store()
+            .queue_item(id)?
+            .ok_or(Error::UnknownQueueItem(id))
     }
 
     /// Approve a queued item and publish it.
     pub fn approve(&self, id: i64, by: &str) -> Result<QueueItem> {
         self.expire()?;
-        let item = self.store().decide(id, &Decision::Approve { by: by.to_owned() }, unix_now())?;
+        // Approved before, publication cut short (a crash): finish it rather than refuse.
+        if self
+            .store()
+            .queue_item(id)?
+            .is_some_and(|i| i.status == QueueStatus::Approved)
+        {
+            return self.publish(id);
+        }
+        let item = self
+            .store()
+            .decide(id, &Decision::Approve { by: by.to_owned() }, unix_now())?;
         self.journal.record(
             &item.run_id,
-            Event::Approval { reviewer: Some(by.to_owned()), reason: None },
+            Event::Approval {
+                reviewer: Some(by.to_owned()),
+                reason: None,
+            },
         )?;
         self.publish(id)
     }
@@ -438,43 +557,85 @@ impl Broker {
         self.expire()?;
         let item = self.store().decide(
             id,
-            &Decision::Deny { by: by.to_owned(), reason: reason.to_owned() },
+            &Decision::Deny {
+                by: by.to_owned(),
+                reason: reason.to_owned(),
+            },
             unix_now(),
         )?;
         self.journal.record(
             &item.run_id,
-            Event::Denial { reviewer: Some(by.to_owned()), reason: reason.to_owned() },
+            Event::Denial {
+                reviewer: Some(by.to_owned()),
+                reason: reason.to_owned(),
+            },
         )?;
         Ok(item)
     }
 
     /// Publish an approved item (idempotent: a publication cut short by a crash resumes).
     pub fn publish(&self, id: i64) -> Result<QueueItem> {
-        let item = self.store().queue_item(id)?.ok_or(Error::UnknownQueueItem(id))?;
+        let item = self
+            .store()
+            .queue_item(id)?
+            .ok_or(Error::UnknownQueueItem(id))?;
         if item.status == QueueStatus::Published {
             return Ok(item);
         }
         if item.status != QueueStatus::Approved {
-            return Err(Error::WrongState { id, status: item.status.as_str().to_owned(), action: "publish".to_owned() });
+            return Err(Error::WrongState {
+                id,
+                status: item.status.as_str().to_owned(),
+                action: "publish".to_owned(),
+            });
         }
-        let repo_cfg = self.config.repositories.get(&item.item.repository).ok_or_else(|| {
-            Error::Registration(format!("repository {:?} is no longer configured", item.item.repository))
-        })?;
+        let repo_cfg = self
+            .config
+            .repositories
+            .get(&item.item.repository)
+            .ok_or_else(|| {
+                Error::Registration(format!(
+                    "repository {:?} is no longer configured",
+                    item.item.repository
+                ))
+            })?;
         let pushed = publish::commit_and_push(repo_cfg, &item)?;
-        self.store().record_push(id, &pushed.branch, &pushed.commit)?;
-        let pr_url = self.forge.open_draft(&item.item.repository, repo_cfg, &item, &pushed)?;
+        self.store()
+            .record_push(id, &pushed.branch, &pushed.commit)?;
+        let pr_url = self
+            .forge
+            .open_draft(&item.item.repository, repo_cfg, &item, &pushed)?;
         self.store().record_published(id, pr_url.as_deref())?;
         self.journal.record(
             &item.run_id,
             Event::BrokerDecision {
                 code: "PUBLISHED".to_owned(),
                 detail: Some(match &pr_url {
-                    Some(url) => format!("pushed {} at {}; draft pull request {url}", pushed.branch, pushed.commit),
+                    Some(url) => format!(
+                        "pushed {} at {}; draft pull request {url}",
+                        pushed.branch, pushed.commit
+                    ),
                     None => format!("pushed {} at {}", pushed.branch, pushed.commit),
                 }),
             },
         )?;
-        self.store().queue_item(id)?.ok_or(Error::UnknownQueueItem(id))
+        self.store()
+            .queue_item(id)?
+            .ok_or(Error::UnknownQueueItem(id))
+    }
+
+    /// Evaluate again every open_pr request whose intake a crash cut short, so its reply is
+    /// ready when the supervisor resends or polls. Returns how many were answered.
+    pub fn resume_intakes(&self) -> Result<usize> {
+        let unfinished = self.store().unfinished_intakes()?;
+        let mut answered = 0;
+        for (run_id, request_id, args) in unfinished {
+            match self.open_pr(&run_id, &request_id, &args) {
+                Ok(_) => answered += 1,
+                Err(e) => eprintln!("airlock-broker: resuming intake {run_id}/{request_id}: {e}"),
+            }
+        }
+        Ok(answered)
     }
 
     /// Finish every publication a crash interrupted. Returns the ids published.
@@ -512,7 +673,8 @@ pub fn reply_for(item: &QueueItem) -> BrokerReply {
         },
         QueueStatus::Expired => BrokerReply::Refused {
             error: BrokerError::approval_timeout(
-                u64::try_from(item.decided_at.unwrap_or(item.queued_at) - item.queued_at).unwrap_or(0),
+                u64::try_from(item.decided_at.unwrap_or(item.queued_at) - item.queued_at)
+                    .unwrap_or(0),
             ),
         },
     }
@@ -520,10 +682,17 @@ pub fn reply_for(item: &QueueItem) -> BrokerReply {
 
 /// Open the broker's own clone.
 pub fn open_clone(path: &Path) -> Result<git2::Repository> {
-    git2::Repository::open(path).map_err(Error::git(format!("opening the broker's clone {}", path.display())))
+    git2::Repository::open(path).map_err(Error::git(format!(
+        "opening the broker's clone {}",
+        path.display()
+    )))
 }
 
-fn pinned_test_files(repo: &git2::Repository, pin: git2::Oid, rules: &dyn Rules) -> Result<Vec<String>> {
+fn pinned_test_files(
+    repo: &git2::Repository,
+    pin: git2::Oid,
+    rules: &dyn Rules,
+) -> Result<Vec<String>> {
     let tree = repo
         .find_commit(pin)
         .and_then(|c| c.tree())

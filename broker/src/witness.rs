@@ -89,7 +89,11 @@ fn keep(text: String) -> String {
     while !text.is_char_boundary(cut) {
         cut -= 1;
     }
-    format!("{}\n[... {} bytes cut by the broker]", &text[..cut], text.len() - cut)
+    format!(
+        "{}\n[... {} bytes cut by the broker]",
+        &text[..cut],
+        text.len() - cut
+    )
 }
 
 /// Write the tree of commit `pin` of `repo` into the empty directory `dest`.
@@ -97,7 +101,9 @@ pub fn write_pinned_tree(repo: &git2::Repository, pin: git2::Oid, dest: &Path) -
     let commit = repo
         .find_commit(pin)
         .map_err(Error::git(format!("finding pinned commit {pin}")))?;
-    let tree = commit.tree().map_err(Error::git("reading the pinned tree"))?;
+    let tree = commit
+        .tree()
+        .map_err(Error::git("reading the pinned tree"))?;
     write_tree(repo, &tree, dest)
 }
 
@@ -135,7 +141,8 @@ fn write_tree(repo: &git2::Repository, tree: &git2::Tree<'_>, dest: &Path) -> Re
 pub(crate) fn write_entry(path: &Path, content: &[u8], filemode: i32) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(Error::io(format!("creating {}", parent.display())))?;
+        std::fs::create_dir_all(parent)
+            .map_err(Error::io(format!("creating {}", parent.display())))?;
     }
     if path.symlink_metadata().is_ok() {
         std::fs::remove_file(path).map_err(Error::io(format!("replacing {}", path.display())))?;
@@ -213,7 +220,11 @@ pub fn build_tree(
     for test in pinned_test_files {
         make_read_only(&dest.join(test))?;
     }
-    for change in changes.files.iter().filter(|c| c.is_test && c.kind == ChangeKind::Added) {
+    for change in changes
+        .files
+        .iter()
+        .filter(|c| c.is_test && c.kind == ChangeKind::Added)
+    {
         make_read_only(&dest.join(&change.path))?;
     }
     Ok(())
@@ -258,21 +269,46 @@ pub fn run_witness(
     executor: &dyn TestExecutor,
     work_dir: &Path,
 ) -> Result<WitnessReport> {
-    std::fs::create_dir_all(work_dir).map_err(Error::io(format!("creating {}", work_dir.display())))?;
+    std::fs::create_dir_all(work_dir)
+        .map_err(Error::io(format!("creating {}", work_dir.display())))?;
     let scratch = tempfile::Builder::new()
         .prefix("witness-")
         .tempdir_in(work_dir)
-        .map_err(Error::io(format!("creating a witness directory in {}", work_dir.display())))?;
+        .map_err(Error::io(format!(
+            "creating a witness directory in {}",
+            work_dir.display()
+        )))?;
     let pinned: PathBuf = scratch.path().join("pinned");
     let patched: PathBuf = scratch.path().join("patched");
-    build_tree(repo, pin, changes, pinned_test_files, TreeKind::PinnedWithNewTests, &pinned)?;
-    build_tree(repo, pin, changes, pinned_test_files, TreeKind::Patched, &patched)?;
+    build_tree(
+        repo,
+        pin,
+        changes,
+        pinned_test_files,
+        TreeKind::PinnedWithNewTests,
+        &pinned,
+    )?;
+    build_tree(
+        repo,
+        pin,
+        changes,
+        pinned_test_files,
+        TreeKind::Patched,
+        &patched,
+    )?;
 
-    let one = plan.runner.select_one(plan.test_command, plan.before_failing_test);
+    let one = plan
+        .runner
+        .select_one(plan.test_command, plan.before_failing_test);
     let steps: [(&str, &str, &Path, Vec<String>); 3] = [
         ("pinned_selected", "fail", &pinned, one.clone()),
         ("patched_selected", "pass", &patched, one),
-        ("patched_full", "green", &patched, plan.test_command.to_vec()),
+        (
+            "patched_full",
+            "green",
+            &patched,
+            plan.test_command.to_vec(),
+        ),
     ];
     let mut outputs = Vec::new();
     let mut failure = None;
@@ -300,19 +336,44 @@ pub fn run_witness(
     })
 }
 
+/// Remove witness scratch directories a killed broker left in `work_dir`. Call only when no
+/// other witness can be running there (the serving broker holds the socket).
+pub fn remove_stale_scratch(work_dir: &Path) -> Result<usize> {
+    let Ok(entries) = std::fs::read_dir(work_dir) else {
+        return Ok(0);
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let is_scratch = entry.file_name().to_string_lossy().starts_with("witness-")
+            && entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_scratch {
+            restore_writable(&entry.path());
+            std::fs::remove_dir_all(entry.path())
+                .map_err(Error::io(format!("removing {}", entry.path().display())))?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 /// Give write permission back so the scratch directory can be removed.
 fn restore_writable(root: &Path) {
     use std::os::unix::fs::PermissionsExt;
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for entry in entries.flatten() {
-            let Ok(meta) = entry.path().symlink_metadata() else { continue };
+            let Ok(meta) = entry.path().symlink_metadata() else {
+                continue;
+            };
             if meta.is_dir() {
                 stack.push(entry.path());
             } else if meta.is_file() {
                 let mode = meta.permissions().mode() | 0o200;
-                let _ = std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(mode));
+                let _ =
+                    std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(mode));
             }
         }
     }

@@ -12,9 +12,25 @@
 //! (same repository, commit and input give byte-identical results). It decides nothing about
 //! which paths an agent may write: that policy lives in `airlock-policies` and is checked by
 //! the supervisor before it calls [`BoundedReader::write`].
+//!
+//! A run uses it in this order (errors elided):
+//!
+//! ```text
+//! let cache = MirrorCache::new("/var/cache/airlock/mirrors")?;
+//! let mirror = cache.mirror("https://github.com/owner/name")?;   // cloned once, then reused
+//! let commit: CommitId = mirror.resolve("v1.2.3")?;              // pinned from here on
+//! let worktree = mirror.materialize(&commit, &run_dir.join("wt"))?;
+//! let tree = worktree.file_tree(&FileTreeOptions { char_budget: 4000, query: Some(issue) })?;
+//! let reader = worktree.reader()?;
+//! match reader.read("src/lib.rs", Some((1, 80))) {
+//!     Ok(outcome) => { /* ReadOutcome: content <= 10 KB, line window, sizes */ }
+//!     Err(refusal) => { /* refusal.code(): absolute_path, parent_segment, escapes_root, ... */ }
+//! }
+//! ```
 
 mod commit;
 mod mirror;
+mod pack;
 mod read;
 mod tree;
 

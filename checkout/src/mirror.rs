@@ -1,6 +1,7 @@
 //! The mirror cache (one bare clone per source, reused across runs and issues), ref resolution
 //! and per-run worktrees of a pinned commit.
 
+use std::collections::HashSet;
 use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -285,9 +286,7 @@ impl Mirror {
         let repo = git2::Repository::init_opts(dest, &init)
             .map_err(git_err(format!("init worktree {}", dest.display())))?;
 
-        let t0 = std::time::Instant::now();
         copy_commit_objects(&self.repo, &repo, &source_commit)?;
-        eprintln!("TIMING copy {:?}", t0.elapsed());
         let shallow = repo.path().join("shallow");
         fs::write(&shallow, format!("{commit}\n")).map_err(io_err("write", &shallow))?;
         repo.set_head_detached(oid)
@@ -306,35 +305,57 @@ impl Mirror {
     }
 }
 
-/// Copies the commit object and every tree and blob reachable from its root tree, as one
-/// pack built in memory (one indexed pack instead of thousands of loose objects). Submodule
-/// entries (commits of other repositories) are not included: they are not in this object
-/// database.
+/// Copies the commit object and every tree and blob reachable from its root tree into `to`
+/// as one pack. Submodule entries (commits of other repositories) are not included: they are
+/// not in this object database.
+///
+/// The pack is written by hand, without delta compression and with zlib "stored" blocks, and
+/// indexed by libgit2: libgit2's own pack builder spends most of its time searching for
+/// deltas, which a throwaway per-run repository does not need (the pack is about the size
+/// of the checked-out files).
 fn copy_commit_objects(
     from: &git2::Repository,
     to: &git2::Repository,
     commit: &git2::Commit<'_>,
 ) -> Result<()> {
-    let mut builder = from
-        .packbuilder()
-        .map_err(git_err("start pack of the pinned commit"))?;
-    builder.set_threads(0);
-    builder
-        .insert_commit(commit.id())
-        .map_err(git_err(format!("pack commit {}", commit.id())))?;
-    let t0 = std::time::Instant::now();
-    let mut pack = git2::Buf::new();
-    builder
-        .write_buf(&mut pack)
-        .map_err(git_err(format!("pack commit {}", commit.id())))?;
-    eprintln!("TIMING packbuild {:?} {} bytes", t0.elapsed(), pack.len());
-    let odb = to.odb().map_err(git_err("open worktree object database"))?;
-    let mut writer = odb
+    let mut ids = vec![commit.id()];
+    let root = commit.tree().map_err(git_err("read root tree"))?;
+    let mut seen: HashSet<git2::Oid> = HashSet::new();
+    seen.insert(root.id());
+    ids.push(root.id());
+    let mut pending = vec![root];
+    while let Some(tree) = pending.pop() {
+        for entry in tree.iter() {
+            let id = entry.id();
+            match entry.kind() {
+                Some(git2::ObjectType::Tree) if seen.insert(id) => {
+                    ids.push(id);
+                    let sub = from
+                        .find_tree(id)
+                        .map_err(git_err(format!("read tree {id}")))?;
+                    pending.push(sub);
+                }
+                Some(git2::ObjectType::Blob) if seen.insert(id) => ids.push(id),
+                _ => {}
+            }
+        }
+    }
+
+    let src = from.odb().map_err(git_err("open mirror object database"))?;
+    let dst = to.odb().map_err(git_err("open worktree object database"))?;
+    let writer = dst
         .packwriter()
         .map_err(git_err("open worktree pack writer"))?;
-    writer
-        .write_all(&pack)
-        .map_err(io_err("write pack", to.path()))?;
+    let mut pack = crate::pack::PackWriter::new(writer, ids.len())
+        .map_err(io_err("write worktree pack", to.path()))?;
+    for id in ids {
+        let object = src.read(id).map_err(git_err(format!("read object {id}")))?;
+        pack.object(object.kind(), object.data())
+            .map_err(io_err("write worktree pack", to.path()))?;
+    }
+    let mut writer = pack
+        .finish()
+        .map_err(io_err("write worktree pack", to.path()))?;
     writer
         .commit()
         .map_err(git_err("index the worktree pack"))?;
@@ -572,10 +593,58 @@ fn trim_repo_path(path: &str) -> String {
     path.strip_suffix(".git").unwrap_or(path).to_owned()
 }
 
+/// A local clone copies (hard-links where possible) the source's object files, as
+/// `git clone --local` does, instead of packing every object through the fetch protocol;
+/// then drops the remote from the mirror's config (refreshes fetch from the source given on
+/// that call).
 fn clone_local(src: &Path, dest: &Path, display: &str) -> Result<()> {
-    let repo = git2::Repository::init_bare(dest)
-        .map_err(git_err(format!("init mirror {}", dest.display())))?;
-    fetch_local(&repo, src, display)
+    let url = src.display().to_string();
+    let mut builder = git2::build::RepoBuilder::new();
+    builder
+        .bare(true)
+        .clone_local(git2::build::CloneLocal::Local)
+        .remote_create(|repo, name, url| repo.remote_with_fetch(name, url, MIRROR_REFSPEC));
+    let repo = builder
+        .clone(&url, dest)
+        .map_err(|e| CheckoutError::CloneFailed {
+            spec: display.to_owned(),
+            detail: e.message().to_owned(),
+        })?;
+    let mut config = repo
+        .config()
+        .map_err(git_err(format!("open config of {}", dest.display())))?;
+    config
+        .remove_multivar("remote.origin.fetch", ".*")
+        .map_err(git_err("remove the mirror's fetch refspec"))?;
+    config
+        .remove("remote.origin.url")
+        .map_err(git_err("remove the mirror's remote URL"))?;
+    sync_head(&repo, src)
+}
+
+/// Points the mirror's HEAD where the local source's HEAD points (a branch, or a detached
+/// commit), so `HEAD` resolves as it would in the source. A source with an unborn HEAD
+/// leaves the mirror's HEAD as it is.
+fn sync_head(mirror: &git2::Repository, src: &Path) -> Result<()> {
+    let source =
+        git2::Repository::open(src).map_err(git_err(format!("open source {}", src.display())))?;
+    let Ok(head) = source.find_reference("HEAD") else {
+        return Ok(());
+    };
+    if let Ok(Some(target)) = head.symbolic_target() {
+        if mirror.find_reference(target).is_ok() {
+            mirror
+                .set_head(target)
+                .map_err(git_err(format!("set mirror HEAD to {target}")))?;
+        }
+    } else if let Some(oid) = head.target()
+        && mirror.find_commit(oid).is_ok()
+    {
+        mirror
+            .set_head_detached(oid)
+            .map_err(git_err(format!("detach mirror HEAD at {oid}")))?;
+    }
+    Ok(())
 }
 
 fn fetch_local(repo: &git2::Repository, src: &Path, display: &str) -> Result<()> {
@@ -594,15 +663,7 @@ fn fetch_local(repo: &git2::Repository, src: &Path, display: &str) -> Result<()>
             spec: display.to_owned(),
             detail: e.message().to_owned(),
         })?;
-    // Point the mirror's HEAD where the source's HEAD points, so `HEAD` resolves as it would
-    // there. A source with a detached HEAD leaves the mirror's HEAD unborn.
-    if let Ok(branch) = remote.default_branch()
-        && let Ok(name) = branch.as_str()
-    {
-        repo.set_head(name)
-            .map_err(git_err(format!("set mirror HEAD to {name}")))?;
-    }
-    Ok(())
+    sync_head(repo, src)
 }
 
 fn clone_remote(url: &str, dest: &Path, display: &str) -> Result<()> {

@@ -83,7 +83,9 @@ impl Bm25 {
     /// Score every document matching at least one query term. `query` holds (term, weight)
     /// pairs; each distinct term should appear once. Result: best first, ties by document id.
     pub fn search(&self, query: &[(String, f64)]) -> Vec<(u32, f64)> {
-        let mut scores: HashMap<u32, f64> = HashMap::new();
+        // Dense accumulators: one slot per document, plus the list of documents touched.
+        let mut scores = vec![0.0f64; self.doc_len.len()];
+        let mut touched: Vec<u32> = Vec::new();
         for (term, weight) in query {
             let Some(list) = self.postings.get(term) else {
                 continue;
@@ -97,10 +99,18 @@ impl Bm25 {
                 } else {
                     1.0
                 };
-                *scores.entry(doc).or_insert(0.0) += idf * tf * (K1 + 1.0) / (tf + K1 * norm);
+                let slot = &mut scores[doc as usize];
+                if *slot == 0.0 {
+                    touched.push(doc);
+                }
+                *slot += idf * tf * (K1 + 1.0) / (tf + K1 * norm);
             }
         }
-        let mut ranked: Vec<(u32, f64)> = scores.into_iter().collect();
+        let mut ranked: Vec<(u32, f64)> = touched
+            .into_iter()
+            .map(|d| (d, scores[d as usize]))
+            .filter(|(_, s)| *s > 0.0)
+            .collect();
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         ranked
     }

@@ -127,6 +127,8 @@ pub(crate) struct Snapshot {
     pub defs_by_name: HashMap<String, Vec<u32>>,
     /// Lowercased file stem -> files with that stem.
     pub by_stem: HashMap<String, Vec<u32>>,
+    /// Each file's path components, lowercased.
+    pub components: Vec<Vec<String>>,
 }
 
 /// The retrieval engine over one git repository (bare or not) and one index directory.
@@ -269,10 +271,12 @@ impl Engine {
         tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
             let is_blob = entry.kind() == Some(git2::ObjectType::Blob);
             // Symlinks (0o120000) hold a target path, not content.
-            if is_blob && entry.filemode() != 0o120000
-                && let Ok(name) = entry.name() {
-                    entries.push((format!("{dir}{name}"), entry.id()));
-                }
+            if is_blob
+                && entry.filemode() != 0o120000
+                && let Ok(name) = entry.name()
+            {
+                entries.push((format!("{dir}{name}"), entry.id()));
+            }
             git2::TreeWalkResult::Ok
         })
         .map_err(git_err("walking the commit's tree"))?;
@@ -317,9 +321,10 @@ impl Engine {
         let skipped_now = self.extract_all(work, progress)?;
         for entry in &mut manifest_files {
             if entry.skipped.is_none()
-                && let Some(reason) = skipped_now.get(&entry.blob) {
-                    entry.skipped = Some(*reason);
-                }
+                && let Some(reason) = skipped_now.get(&entry.blob)
+            {
+                entry.skipped = Some(*reason);
+            }
         }
         let manifest = Manifest {
             format: FORMAT_VERSION,
@@ -417,9 +422,10 @@ impl Engine {
     pub(crate) fn snapshot(&mut self, commit: &str) -> Result<Arc<Snapshot>> {
         let sha = self.resolve(commit)?;
         if let Some(snap) = &self.snapshot
-            && snap.commit == sha {
-                return Ok(Arc::clone(snap));
-            }
+            && snap.commit == sha
+        {
+            return Ok(Arc::clone(snap));
+        }
         let manifest = match self.store.load_manifest(&sha)? {
             Some(m) => m,
             None => {
@@ -557,17 +563,25 @@ impl Engine {
             .filter(|d| analysis.identifiers.iter().any(|(i, _)| *i == d.name))
             .map(|d| d.line)
             .collect();
+        // Whole words only (lowercased), without identifier splitting: windows are computed
+        // per query on up to k files, so this must stay cheap.
         let mut line_scores: Vec<f64> = Vec::new();
+        let mut seen: Vec<&str> = Vec::new();
         for (i, line) in text.lines().enumerate() {
-            let mut seen: Vec<String> = Vec::new();
+            let lowered = line.to_lowercase();
+            seen.clear();
             let mut score = 0.0;
-            for_each_term(line, |t| {
-                if let Some(w) = weights.get(t)
-                    && !seen.iter().any(|s| s == t) {
-                        seen.push(t.to_string());
+            for word in lowered
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .filter(|w| w.len() >= 2)
+            {
+                if let Some((term, w)) = weights.get_key_value(word) {
+                    if !seen.contains(term) {
+                        seen.push(term);
                         score += w;
                     }
-            });
+                }
+            }
             if def_lines.contains(&(i as u32 + 1)) {
                 score += 10.0;
             }
@@ -682,8 +696,10 @@ fn build_snapshot(commit: String, files: Vec<SnapFile>) -> Snapshot {
         }
         by_stem.entry(stem_of(&file.path)).or_default().push(id);
     }
+    let components = files.iter().map(|f| split_lower(&f.path)).collect();
     Snapshot {
         commit,
+        components,
         files,
         lexical,
         structural,
@@ -721,7 +737,7 @@ const PACKAGE_FILES: &[&str] = &["__init__.py", "mod.rs", "index.js", "index.ts"
 /// identifiers it names, and files whose stem is such an identifier.
 pub(crate) fn symbol_scores(snap: &Snapshot, analysis: &QueryAnalysis) -> Vec<(u32, f64)> {
     let mut scores: HashMap<u32, f64> = HashMap::new();
-    let comps: Vec<Vec<String>> = snap.files.iter().map(|f| split_lower(&f.path)).collect();
+    let comps = &snap.components;
     for (mention, weight) in &analysis.paths {
         let wanted = split_lower(mention);
         if wanted.is_empty() {
@@ -793,12 +809,13 @@ pub(crate) fn symbol_scores(snap: &Snapshot, analysis: &QueryAnalysis) -> Vec<(u
             }
         }
         if let Some(files) = snap.by_stem.get(&ident.to_lowercase())
-            && files.len() <= 10 {
-                let n = files.len() as f64;
-                for &id in files {
-                    *scores.entry(id).or_insert(0.0) += weight * 1.5 / n;
-                }
+            && files.len() <= 10
+        {
+            let n = files.len() as f64;
+            for &id in files {
+                *scores.entry(id).or_insert(0.0) += weight * 1.5 / n;
             }
+        }
     }
     let mut ranked: Vec<(u32, f64)> = scores.into_iter().collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));

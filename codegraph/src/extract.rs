@@ -79,7 +79,7 @@ struct LanguageSupport {
     tags: Query,
 }
 
-/// A reusable extractor: one parser and the compiled tags queries of every language.
+/// A reusable extractor: one parser and the compiled tags queries of the languages met so far.
 /// Not shareable between threads; create one per thread.
 pub struct Extractor {
     parser: Parser,
@@ -132,51 +132,45 @@ fn import_kinds(language: Language) -> &'static [&'static str] {
     }
 }
 
-const ALL_LANGUAGES: [Language; 7] = [
-    Language::Python,
-    Language::Rust,
-    Language::Javascript,
-    Language::Typescript,
-    Language::Tsx,
-    Language::Go,
-    Language::Java,
-];
-
 impl Extractor {
-    /// Compile every grammar's tags query.
+    /// A new extractor. Grammars and tags queries are loaded on first use of each language
+    /// (compiling a query costs milliseconds; an incremental run may need only one language).
     pub fn new() -> Result<Extractor> {
-        let mut languages = Vec::new();
-        for language in ALL_LANGUAGES {
-            let (ts_language, mut source) = grammar(language);
-            // TypeScript's tags query only adds TS-specific patterns on top of JavaScript's.
-            if matches!(language, Language::Typescript | Language::Tsx) {
-                let combined = format!("{}\n{}", tree_sitter_javascript::TAGS_QUERY, source);
-                if Query::new(&ts_language, &combined).is_ok() {
-                    source = combined;
-                }
-            }
-            let tags = Query::new(&ts_language, &source).map_err(|e| Error::Grammar {
-                language: language.name(),
-                message: e.to_string(),
-            })?;
-            languages.push(LanguageSupport {
-                language,
-                ts_language,
-                tags,
-            });
-        }
         Ok(Extractor {
             parser: Parser::new(),
-            languages,
+            languages: Vec::new(),
         })
+    }
+
+    fn support(&mut self, language: Language) -> Result<usize> {
+        if let Some(i) = self.languages.iter().position(|l| l.language == language) {
+            return Ok(i);
+        }
+        let (ts_language, mut source) = grammar(language);
+        // TypeScript's tags query only adds TS-specific patterns on top of JavaScript's.
+        if matches!(language, Language::Typescript | Language::Tsx) {
+            let combined = format!("{}\n{}", tree_sitter_javascript::TAGS_QUERY, source);
+            if Query::new(&ts_language, &combined).is_ok() {
+                source = combined;
+            }
+        }
+        let tags = Query::new(&ts_language, &source).map_err(|e| Error::Grammar {
+            language: language.name(),
+            message: e.to_string(),
+        })?;
+        self.languages.push(LanguageSupport {
+            language,
+            ts_language,
+            tags,
+        });
+        Ok(self.languages.len() - 1)
     }
 
     /// Extract the symbols of one file. A file that does not parse cleanly still yields
     /// whatever tree-sitter recovered.
     pub fn extract(&mut self, language: Language, source: &str) -> Result<Symbols> {
-        let Some(support) = self.languages.iter().find(|l| l.language == language) else {
-            return Ok(Symbols::default());
-        };
+        let index = self.support(language)?;
+        let support = &self.languages[index];
         self.parser
             .set_language(&support.ts_language)
             .map_err(|e| Error::Grammar {
@@ -266,11 +260,14 @@ impl Extractor {
                     imports.push(collapse(text, MAX_SIGNATURE_CHARS));
                 }
             }
-            if node.child_count() == 0 && kind.contains("identifier")
+            if node.child_count() == 0
+                && kind.contains("identifier")
                 && let Ok(text) = node.utf8_text(bytes)
-                    && text.len() >= 2 && !def_names.contains(text) {
-                        *idents.entry(text.to_string()).or_insert(0) += 1;
-                    }
+                && text.len() >= 2
+                && !def_names.contains(text)
+            {
+                *idents.entry(text.to_string()).or_insert(0) += 1;
+            }
             true
         });
 

@@ -82,37 +82,53 @@ impl QueryAnalysis {
 
         let mut paths: BTreeMap<String, f64> = BTreeMap::new();
         let mut idents: BTreeMap<String, f64> = BTreeMap::new();
-        let bytes: Vec<char> = text.chars().collect();
-        // Candidate spans: runs of identifier characters, dots, slashes, dashes.
-        let mut i = 0;
-        while i < bytes.len() {
-            let c = bytes[i];
-            if !(c.is_alphanumeric() || matches!(c, '_' | '.' | '/' | '\\' | '-')) {
-                i += 1;
+        // Identifiers in fenced blocks (SQL, logs, configuration) are weaker evidence than
+        // those in prose; paths (tracebacks) count wherever they are.
+        let mut fenced: BTreeMap<String, f64> = BTreeMap::new();
+        let mut in_fence = false;
+        for line in text.lines() {
+            if line.trim_start().starts_with("```") {
+                in_fence = !in_fence;
                 continue;
             }
-            let start = i;
-            while i < bytes.len()
-                && (bytes[i].is_alphanumeric() || matches!(bytes[i], '_' | '.' | '/' | '\\' | '-'))
-            {
-                i += 1;
-            }
-            let raw: String = bytes[start..i].iter().collect();
-            let before = if start > 0 { bytes[start - 1] } else { ' ' };
-            let after = bytes.get(i).copied().unwrap_or(' ');
-            let span = raw.trim_matches(|c: char| matches!(c, '.' | '-' | '/' | '\\'));
-            if span.is_empty() {
-                continue;
-            }
-            let quoted = before == '`' || after == '`' || before == '\'' || before == '"';
-            let called = after == '(';
-            analyse_span(span, quoted, called, &mut paths, &mut idents);
+            let target = if in_fence { &mut fenced } else { &mut idents };
+            scan_spans(line, &mut paths, target);
+        }
+        for (ident, weight) in fenced {
+            *idents.entry(ident).or_insert(0.0) += weight * CODE_BLOCK_WEIGHT;
         }
         QueryAnalysis {
             terms,
             paths: paths.into_iter().collect(),
             identifiers: idents.into_iter().collect(),
         }
+    }
+}
+
+/// Find candidate spans (runs of identifier characters, dots, slashes, dashes) in one line.
+fn scan_spans(line: &str, paths: &mut BTreeMap<String, f64>, idents: &mut BTreeMap<String, f64>) {
+    let chars: Vec<char> = line.chars().collect();
+    let is_span_char = |c: char| c.is_alphanumeric() || matches!(c, '_' | '.' | '/' | '\\' | '-');
+    let mut i = 0;
+    while i < chars.len() {
+        if !is_span_char(chars[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && is_span_char(chars[i]) {
+            i += 1;
+        }
+        let raw: String = chars[start..i].iter().collect();
+        let before = if start > 0 { chars[start - 1] } else { ' ' };
+        let after = chars.get(i).copied().unwrap_or(' ');
+        let span = raw.trim_matches(|c: char| matches!(c, '.' | '-' | '/' | '\\'));
+        if span.is_empty() {
+            continue;
+        }
+        let quoted = before == '`' || after == '`' || before == '\'' || before == '"';
+        let called = after == '(';
+        analyse_span(span, quoted, called, paths, idents);
     }
 }
 
@@ -141,9 +157,10 @@ fn analyse_span(
         if has_file_ext {
             bump(paths, span.trim_start_matches("./").to_string(), 1.0);
             if let Some((stem, _)) = last.rsplit_once('.')
-                && is_identifier(stem) {
-                    bump(idents, stem.to_string(), 0.5);
-                }
+                && is_identifier(stem)
+            {
+                bump(idents, stem.to_string(), 0.5);
+            }
         } else {
             for part in span.split('/') {
                 if looks_like_code(part) {

@@ -6,14 +6,17 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
-    let Ok(policy) = airlock_policies::Policy::default() else {
+    let Ok(policy) = airlock_policies::Policy::builtin() else {
         return;
     };
     if let Ok(report) = policy.digest_from_unified_diff(&text) {
         let mut sorted = report.files_changed.clone();
         sorted.sort();
         sorted.dedup();
-        assert_eq!(sorted, report.files_changed, "files_changed must be sorted and unique");
+        assert_eq!(
+            sorted, report.files_changed,
+            "files_changed must be sorted and unique"
+        );
         let removed = report
             .findings
             .iter()

@@ -8,7 +8,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(raw) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(policy) = airlock_policies::Policy::default() else {
+    let Ok(policy) = airlock_policies::Policy::builtin() else {
         return;
     };
     let decision = policy.check_write(raw);

@@ -121,7 +121,7 @@ fn main() {
         req.messages.len(),
         req.tools.len()
     );
-    println!("{:<44} {:>12} {:>12}", "", "median µs", "p90 µs");
+    println!("{:<52} {:>12} {:>12}", "", "median µs", "p90 µs");
 
     for kind in ["openai", "anthropic"] {
         let cassette = dir.path().join(format!("{kind}.jsonl"));
@@ -154,7 +154,7 @@ fn main() {
             let _: serde_json::Value = serde_json::from_str(&r.text().unwrap()).unwrap();
         });
         println!(
-            "{:<44} {m:>12.0} {p:>12.0}",
+            "{:<52} {m:>12.0} {p:>12.0}",
             format!("{kind}: bare reqwest post (reference)")
         );
 
@@ -172,7 +172,7 @@ fn main() {
             model.chat(&req).unwrap();
         });
         println!(
-            "{:<44} {m:>12.0} {p:>12.0}",
+            "{:<52} {m:>12.0} {p:>12.0}",
             format!("{kind}: HttpModel::chat")
         );
 
@@ -185,7 +185,7 @@ fn main() {
         });
         replay.finish().unwrap();
         println!(
-            "{:<44} {m:>12.0} {p:>12.0}",
+            "{:<52} {m:>12.0} {p:>12.0}",
             format!("{kind}: ReplayModel::chat (encode+compare+decode)")
         );
     }
@@ -201,6 +201,6 @@ fn main() {
     let (m, p) = time(|| {
         scripted.chat(&req).unwrap();
     });
-    println!("{:<44} {m:>12.0} {p:>12.0}", "ScriptedModel::chat");
+    println!("{:<52} {m:>12.0} {p:>12.0}", "ScriptedModel::chat");
     drop(server);
 }

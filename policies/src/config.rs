@@ -178,22 +178,20 @@ pub(crate) fn build(text: &str, file: &str) -> Result<Policy> {
             message: format!("unsupported policy version {}; expected 1", parsed.version),
         });
     }
-    let write = crate::paths::WritePolicy::build(
-        &parsed.write.allow,
-        &parsed.write.refuse,
-        text,
-        file,
-    )?;
+    let write =
+        crate::paths::WritePolicy::build(&parsed.write.allow, &parsed.write.refuse, text, file)?;
     let tests = crate::testfiles::TestRules::build(&parsed.tests, text, file)?;
     let detectors = crate::detect::Detectors::build(&parsed.detectors, text, file)?;
     let mut repos = BTreeMap::new();
     for (slug, section) in parsed.repos {
         // Compile now so a bad per-repository glob is a load error, not a surprise later.
         let mut probe = write.clone();
-        probe.set_allowlist(&section.allow, file).map_err(|e| match e {
-            Error::Rule { message, .. } => rule_error(text, file, &slug, message),
-            other => other,
-        })?;
+        probe
+            .set_allowlist(&section.allow, file)
+            .map_err(|e| match e {
+                Error::Rule { message, .. } => rule_error(text, file, &slug, message),
+                other => other,
+            })?;
         repos.insert(slug, section.allow);
     }
     Ok(Policy {

@@ -136,7 +136,9 @@ impl Numbers {
                     };
                     match (factor, value) {
                         (Some(f), Some(v)) => format!("{}__T", (f * v).round()),
-                        _ => caps.get(0).map_or(String::new(), |m| m.as_str().to_string()),
+                        _ => caps
+                            .get(0)
+                            .map_or(String::new(), |m| m.as_str().to_string()),
                     }
                 })
                 .into_owned();
@@ -151,7 +153,11 @@ impl Numbers {
         let shape = self
             .number
             .replace_all(&folded, |caps: &regex::Captures<'_>| {
-                values.push(caps.get(1).and_then(|m| parse_number(m.as_str())).unwrap_or(0.0));
+                values.push(
+                    caps.get(1)
+                        .and_then(|m| parse_number(m.as_str()))
+                        .unwrap_or(0.0),
+                );
                 "#"
             })
             .chars()
@@ -213,7 +219,12 @@ fn compile(
     pattern
         .map(|p| {
             Regex::new(p).map_err(|e| {
-                rule_error(text, file, id, format!("{field} regex does not compile: {e}"))
+                rule_error(
+                    text,
+                    file,
+                    id,
+                    format!("{field} regex does not compile: {e}"),
+                )
             })
         })
         .transpose()
@@ -316,7 +327,10 @@ impl Detectors {
         let mut findings: BTreeSet<Finding> = BTreeSet::new();
         // Pair rules.
         for rule in self.rules.iter().filter(|r| r.mode == Mode::Pair) {
-            for f in files.iter().filter(|f| rule.languages.contains(&f.language)) {
+            for f in files
+                .iter()
+                .filter(|f| rule.languages.contains(&f.language))
+            {
                 for (before, after) in &f.pairs {
                     if rule.pair_fires(&self.numbers, f.language, &before.text, &after.text) {
                         findings.insert(Finding {
@@ -346,7 +360,11 @@ impl Detectors {
             let rules: Vec<&Rule> = self
                 .rules
                 .iter()
-                .filter(|r| r.kind == kind && r.mode != Mode::Pair && (r.mode == Mode::Removed) == removed_mode)
+                .filter(|r| {
+                    r.kind == kind
+                        && r.mode != Mode::Pair
+                        && (r.mode == Mode::Removed) == removed_mode
+                })
                 .collect();
             self.run_group(kind, removed_mode, &rules, files, &mut findings);
         }
@@ -385,7 +403,8 @@ impl Detectors {
             // Only skip markers count in files that are new: a new test may legitimately
             // catch broadly or use a small input, but a new skipped test is no test. A new
             // file's lines still cancel moves (a renamed test file).
-            let primary_counts = !f.new_file || (kind == MoveKind::SkipMarkerAdded && !removed_mode);
+            let primary_counts =
+                !f.new_file || (kind == MoveKind::SkipMarkerAdded && !removed_mode);
             let (main, other) = if removed_mode {
                 (&f.removed, &f.added)
             } else {

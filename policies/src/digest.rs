@@ -60,7 +60,7 @@ impl DigestReport {
 
 /// [`Policy::compute_digest`] with the built-in policy.
 pub fn compute_digest(repo: &Path, base_commit: &str) -> Result<DigestReport> {
-    Policy::default()?.compute_digest(repo, base_commit)
+    Policy::builtin()?.compute_digest(repo, base_commit)
 }
 
 /// Where the full text of a changed file comes from, when it is known.
@@ -90,7 +90,12 @@ fn in_regions(regions: &[(usize, usize)], line: usize) -> bool {
     regions.iter().any(|(s, e)| (*s..=*e).contains(&line))
 }
 
-fn digest_files(policy: &Policy, files: &[FileDiff], text: &str, sources: Sources<'_>) -> DigestReport {
+fn digest_files(
+    policy: &Policy,
+    files: &[FileDiff],
+    text: &str,
+    sources: Sources<'_>,
+) -> DigestReport {
     let mut files_changed = BTreeSet::new();
     let mut test_files_added = BTreeSet::new();
     let mut test_files_modified = BTreeSet::new();
@@ -104,15 +109,22 @@ fn digest_files(policy: &Policy, files: &[FileDiff], text: &str, sources: Source
         deletions += f.deletions() as u64;
         let path = f.path().to_string();
         let language = language_of(&path);
-        let old_test_path = f.old_path.as_deref().is_some_and(|p| policy.is_test_path(p));
-        let new_test_path = f.new_path.as_deref().is_some_and(|p| policy.is_test_path(p));
+        let old_test_path = f
+            .old_path
+            .as_deref()
+            .is_some_and(|p| policy.is_test_path(p));
+        let new_test_path = f
+            .new_path
+            .as_deref()
+            .is_some_and(|p| policy.is_test_path(p));
         let rust = language == Some(Language::Rust);
         // Rust: test regions from the full sources when available.
         let regions = |side: Side, p: Option<&String>| -> Option<Vec<(usize, usize)>> {
             if !rust {
                 return Some(Vec::new());
             }
-            p.and_then(|p| sources(side, p)).map(|src| rust_test_regions(&src))
+            p.and_then(|p| sources(side, p))
+                .map(|src| rust_test_regions(&src))
         };
         let old_regions = regions(Side::Old, f.old_path.as_ref());
         let new_regions = regions(Side::New, f.new_path.as_ref());
@@ -145,13 +157,14 @@ fn digest_files(policy: &Policy, files: &[FileDiff], text: &str, sources: Source
             };
             let mut run_removed: Vec<LineRef> = Vec::new();
             let mut run_added: Vec<LineRef> = Vec::new();
-            let flush = |removed: &mut Vec<LineRef>, added: &mut Vec<LineRef>, view: &mut FileLines| {
-                for (r, a) in removed.iter().zip(added.iter()) {
-                    view.pairs.push((r.clone(), a.clone()));
-                }
-                removed.clear();
-                added.clear();
-            };
+            let flush =
+                |removed: &mut Vec<LineRef>, added: &mut Vec<LineRef>, view: &mut FileLines| {
+                    for (r, a) in removed.iter().zip(added.iter()) {
+                        view.pairs.push((r.clone(), a.clone()));
+                    }
+                    removed.clear();
+                    added.clear();
+                };
             for line in &hunk.lines {
                 match line.kind {
                     LineKind::Removed => {
@@ -161,7 +174,10 @@ fn digest_files(policy: &Policy, files: &[FileDiff], text: &str, sources: Source
                         let n = line.old_line.unwrap_or(0);
                         if old_test(n) {
                             removed_in_tests = true;
-                            let r = LineRef { line: n, text: line.text.clone() };
+                            let r = LineRef {
+                                line: n,
+                                text: line.text.clone(),
+                            };
                             view.removed.push(r.clone());
                             run_removed.push(r);
                         }
@@ -170,7 +186,10 @@ fn digest_files(policy: &Policy, files: &[FileDiff], text: &str, sources: Source
                         let n = line.new_line.unwrap_or(0);
                         if new_test(n) {
                             added_in_tests = true;
-                            let a = LineRef { line: n, text: line.text.clone() };
+                            let a = LineRef {
+                                line: n,
+                                text: line.text.clone(),
+                            };
                             view.added.push(a.clone());
                             run_added.push(a);
                         }
@@ -183,14 +202,20 @@ fn digest_files(policy: &Policy, files: &[FileDiff], text: &str, sources: Source
         match (&f.old_path, &f.new_path) {
             (None, Some(new)) => {
                 let has_tests = new_test_path
-                    || (rust && new_regions.as_ref().map_or(added_in_tests, |r| !r.is_empty()));
+                    || (rust
+                        && new_regions
+                            .as_ref()
+                            .map_or(added_in_tests, |r| !r.is_empty()));
                 if has_tests {
                     test_files_added.insert(new.clone());
                 }
             }
             (Some(old), new) => {
                 let is_test = old_test_path
-                    || (rust && old_regions.as_ref().map_or(removed_in_tests, |r| !r.is_empty()));
+                    || (rust
+                        && old_regions
+                            .as_ref()
+                            .map_or(removed_in_tests, |r| !r.is_empty()));
                 if is_test && (new.is_none() || removed_in_tests) {
                     test_files_modified.insert(old.clone());
                 }
@@ -229,7 +254,11 @@ fn git(context: &str) -> impl FnOnce(git2::Error) -> Error + '_ {
     }
 }
 
-pub(crate) fn compute(policy: &Policy, repo_path: &Path, base_commit: &str) -> Result<DigestReport> {
+pub(crate) fn compute(
+    policy: &Policy,
+    repo_path: &Path,
+    base_commit: &str,
+) -> Result<DigestReport> {
     let full_hex = base_commit.len() == 40
         && base_commit
             .bytes()

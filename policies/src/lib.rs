@@ -118,21 +118,28 @@ pub struct Policy {
 const EMBEDDED_NAME: &str = "<embedded policies/default.toml>";
 
 impl Policy {
-    /// The built-in policy (`policies/default.toml`, embedded at build time).
+    /// The built-in policy (`policies/default.toml`, embedded at build time), as an owned
+    /// copy to narrow with [`Policy::for_repo`] or [`Policy::with_allowlist`].
     #[allow(clippy::should_implement_trait)]
     pub fn default() -> Result<Policy> {
+        Policy::builtin().cloned()
+    }
+
+    /// The built-in policy, loaded and self-checked once per process. Prefer this on hot
+    /// paths: a copy starts with cold regex caches.
+    pub fn builtin() -> Result<&'static Policy> {
         static DEFAULT: OnceLock<std::result::Result<Policy, String>> = OnceLock::new();
         DEFAULT
             .get_or_init(|| {
                 Policy::from_toml_str(Policy::default_toml(), EMBEDDED_NAME)
                     .map_err(|e| e.to_string())
             })
-            .clone()
+            .as_ref()
             .map_err(|message| Error::Rule {
                 file: EMBEDDED_NAME.to_string(),
                 line: 0,
                 rule: "<default>".to_string(),
-                message,
+                message: message.clone(),
             })
     }
 
@@ -196,6 +203,28 @@ impl Policy {
         self.write.check_in_root(root, path)
     }
 
+    /// Every path of `paths` the policy refuses, with the decision, in input order. The broker
+    /// runs this over [`DigestReport::files_changed`]: deleting a refused file is refused like
+    /// editing or creating it. Pass `root` to also resolve symlinks inside the tree.
+    pub fn refused_paths<'a, S: AsRef<str>>(
+        &self,
+        paths: &'a [S],
+        root: Option<&Path>,
+    ) -> Vec<(&'a str, WriteDecision)> {
+        paths
+            .iter()
+            .map(|p| {
+                let p = p.as_ref();
+                let decision = match root {
+                    Some(root) => self.check_write_in_root(root, p),
+                    None => self.check_write(p),
+                };
+                (p, decision)
+            })
+            .filter(|(_, d)| !d.is_allowed())
+            .collect()
+    }
+
     /// Whether `path` is a test file for its language (by path alone).
     pub fn is_test_path(&self, path: &str) -> bool {
         self.tests.is_test_path(path)
@@ -217,11 +246,11 @@ impl Policy {
 
 /// [`Policy::digest_from_unified_diff`] with the built-in policy.
 pub fn digest_from_unified_diff(text: &str) -> Result<DigestReport> {
-    Policy::default()?.digest_from_unified_diff(text)
+    Policy::builtin()?.digest_from_unified_diff(text)
 }
 
 /// [`Policy::is_test_path`] with the built-in policy (false if it failed to load, which the
 /// crate's tests rule out).
 pub fn is_test_path(path: &str) -> bool {
-    Policy::default().is_ok_and(|p| p.is_test_path(path))
+    Policy::builtin().is_ok_and(|p| p.is_test_path(path))
 }

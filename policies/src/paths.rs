@@ -19,7 +19,8 @@ pub enum WriteDecision {
         /// The rule that refused it: a refused class from the policy file (`ci-config`,
         /// `dependency-manifest`, ...), `allowlist`, or one of the built-in path rules
         /// (`path-empty`, `path-absolute`, `path-traversal`, `path-control-character`,
-        /// `path-invisible-character`, `symlink-escape`, `symlink-dangling`, `root-unreadable`).
+        /// `path-invisible-character`, `symlink-escape`, `symlink-dangling`, `hard-link`,
+        /// `root-unreadable`).
         rule: String,
         /// Why, for a person.
         reason: String,
@@ -102,7 +103,22 @@ pub fn normalize_path(raw: &str) -> std::result::Result<String, WriteDecision> {
         parts.push(component);
     }
     if parts.is_empty() {
-        return Err(WriteDecision::refused("path-empty", "the path names the repository root"));
+        return Err(WriteDecision::refused(
+            "path-empty",
+            "the path names the repository root",
+        ));
+    }
+    // A drive prefix can also surface after `.` components are dropped (`./c:/x`).
+    if parts.first().is_some_and(|first| {
+        let b = first.as_bytes();
+        b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':'
+    }) {
+        return Err(WriteDecision::refused(
+            "path-absolute",
+            format!(
+                "{raw:?} starts with a drive prefix; paths are relative to the repository root"
+            ),
+        ));
     }
     Ok(parts.join("/"))
 }
@@ -144,7 +160,11 @@ fn fold_char(c: char) -> char {
 /// A component as a case-insensitive file system or a hurried reviewer would see it:
 /// look-alikes folded to ASCII, lower-cased, trailing dots and spaces dropped (Windows does).
 fn fold_component(component: &str) -> String {
-    let folded: String = component.chars().map(fold_char).collect::<String>().to_lowercase();
+    let folded: String = component
+        .chars()
+        .map(fold_char)
+        .collect::<String>()
+        .to_lowercase();
     let trimmed = folded.trim_end_matches(['.', ' ']);
     if trimmed.is_empty() && !folded.is_empty() {
         // "..." or ". ." collapse to nothing on Windows: keep the dots so the caller sees them.
@@ -176,7 +196,9 @@ fn compile_globs(globs: &[String], case_insensitive: bool) -> std::result::Resul
             .map_err(|e| format!("glob {glob:?} does not compile: {e}"))?;
         builder.add(compiled);
     }
-    builder.build().map_err(|e| format!("glob set does not compile: {e}"))
+    builder
+        .build()
+        .map_err(|e| format!("glob set does not compile: {e}"))
 }
 
 #[derive(Debug, Clone)]
@@ -184,6 +206,18 @@ struct RefusedClass {
     rule: String,
     reason: String,
     globs: GlobSet,
+}
+
+/// A regular file with more than one name: writing one name writes the others.
+#[cfg(unix)]
+fn has_other_links(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    meta.is_file() && meta.nlink() > 1
+}
+
+#[cfg(not(unix))]
+fn has_other_links(_meta: &std::fs::Metadata) -> bool {
+    false
 }
 
 /// Compiled write rules.
@@ -201,8 +235,8 @@ impl WritePolicy {
         text: &str,
         file: &str,
     ) -> Result<WritePolicy> {
-        let allow_set = compile_globs(allow, false)
-            .map_err(|m| rule_error(text, file, "allow", m))?;
+        let allow_set =
+            compile_globs(allow, false).map_err(|m| rule_error(text, file, "allow", m))?;
         let mut refused = Vec::new();
         for section in refuse {
             let globs = compile_globs(&section.globs, true)
@@ -234,7 +268,9 @@ impl WritePolicy {
                         text,
                         file,
                         &section.rule,
-                        format!("match example {example:?} is not refused by this rule (got {decision:?})"),
+                        format!(
+                            "match example {example:?} is not refused by this rule (got {decision:?})"
+                        ),
                     ));
                 }
             }
@@ -298,7 +334,10 @@ impl WritePolicy {
         } else {
             WriteDecision::refused(
                 "allowlist",
-                format!("{normalized:?} matches none of the allowed globs {:?}", self.allow_globs),
+                format!(
+                    "{normalized:?} matches none of the allowed globs {:?}",
+                    self.allow_globs
+                ),
             )
         }
     }
@@ -328,6 +367,14 @@ impl WritePolicy {
                 Err(_) => break,
             };
             if !meta.file_type().is_symlink() {
+                if index + 1 == components.len() && has_other_links(&meta) {
+                    return WriteDecision::refused(
+                        "hard-link",
+                        format!(
+                            "{normalized:?} is a hard link: writing it would change another path too"
+                        ),
+                    );
+                }
                 current = next;
                 continue;
             }
@@ -361,7 +408,9 @@ impl WritePolicy {
             if let WriteDecision::Refused { rule, reason } = self.check_normalized(&resolved) {
                 return WriteDecision::Refused {
                     rule,
-                    reason: format!("{normalized:?} resolves through a symlink to {resolved:?}: {reason}"),
+                    reason: format!(
+                        "{normalized:?} resolves through a symlink to {resolved:?}: {reason}"
+                    ),
                 };
             }
             current = target;

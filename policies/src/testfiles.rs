@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use globset::GlobSet;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{TestSection, rule_error};
 use crate::Result;
+use crate::config::{TestSection, rule_error};
 
 /// The languages the detectors and test recognition know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -100,9 +100,9 @@ impl TestRules {
                     })?;
                 builder.add(g);
             }
-            let set = builder.build().map_err(|e| {
-                rule_error(text, file, language.as_str(), format!("glob set: {e}"))
-            })?;
+            let set = builder
+                .build()
+                .map_err(|e| rule_error(text, file, language.as_str(), format!("glob set: {e}")))?;
             by_language.insert(*language, set);
         }
         let rules = TestRules { by_language };
@@ -122,7 +122,10 @@ impl TestRules {
                         text,
                         file,
                         &rule,
-                        format!("match example {example:?} is not a {} file", language.as_str()),
+                        format!(
+                            "match example {example:?} is not a {} file",
+                            language.as_str()
+                        ),
                     ));
                 }
                 if !rules.matches(*language, example) {

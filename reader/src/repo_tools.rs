@@ -84,13 +84,19 @@ impl CodegraphSearch {
 
     /// Index the commit now (incremental), so later searches do not write the index.
     pub fn prepare(&self) -> Result<(), String> {
-        let mut engine = self.engine.lock().map_err(|_| "search engine poisoned".to_string())?;
+        let mut engine = self
+            .engine
+            .lock()
+            .map_err(|_| "search engine poisoned".to_string())?;
         engine.prepare(&self.commit).map_err(|e| e.to_string())
     }
 
     /// Ranked hits, rendered.
     pub fn search(&self, query: &str, limit: usize) -> Result<String, String> {
-        let mut engine = self.engine.lock().map_err(|_| "search engine poisoned".to_string())?;
+        let mut engine = self
+            .engine
+            .lock()
+            .map_err(|_| "search engine poisoned".to_string())?;
         engine
             .search(&self.commit, query, limit)
             .map(|hits| render_hits(&hits))
@@ -99,7 +105,10 @@ impl CodegraphSearch {
 
     /// The repository map within about `token_budget` tokens, personalised by `query`.
     pub fn repo_map(&self, query: &str, token_budget: usize) -> Result<String, String> {
-        let mut engine = self.engine.lock().map_err(|_| "search engine poisoned".to_string())?;
+        let mut engine = self
+            .engine
+            .lock()
+            .map_err(|_| "search engine poisoned".to_string())?;
         engine
             .repo_map(&self.commit, query, token_budget)
             .map_err(|e| e.to_string())
@@ -127,6 +136,7 @@ impl ReaderTools for CheckoutTools {
     }
 
     fn read_lines(&self, path: &str, start: usize, end: usize) -> Result<String, String> {
-        read_rendered(&self.reader, path, start, end).map_err(|(code, message)| format!("{code}: {message}"))
+        read_rendered(&self.reader, path, start, end)
+            .map_err(|(code, message)| format!("{code}: {message}"))
     }
 }

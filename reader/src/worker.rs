@@ -23,7 +23,8 @@ pub enum WorkerError {
 /// Result alias for the worker.
 pub type Result<T> = std::result::Result<T, WorkerError>;
 
-const BEGIN: &str = "Begin. Answer the question in your brief and finish with the JSON object only.";
+const BEGIN: &str =
+    "Begin. Answer the question in your brief and finish with the JSON object only.";
 
 struct Channel<R, W> {
     input: R,
@@ -59,7 +60,9 @@ impl<R: BufRead, W: Write> Channel<R, W> {
         match self.recv()? {
             FromSupervisor::ChatResult { response } => Ok(Some(response)),
             FromSupervisor::ChatError { .. } | FromSupervisor::Finish => Ok(None),
-            other => Err(WorkerError::Protocol(format!("expected a chat result, got {other:?}"))),
+            other => Err(WorkerError::Protocol(format!(
+                "expected a chat result, got {other:?}"
+            ))),
         }
     }
 }
@@ -71,7 +74,11 @@ pub fn run_worker(input: impl BufRead, output: impl Write, tools: &dyn ReaderToo
     let brief = match ch.recv()? {
         FromSupervisor::Start { brief } => brief,
         FromSupervisor::Finish => return Ok(()),
-        other => return Err(WorkerError::Protocol(format!("expected start, got {other:?}"))),
+        other => {
+            return Err(WorkerError::Protocol(format!(
+                "expected start, got {other:?}"
+            )));
+        }
     };
     let mut messages = vec![Message::system(render_brief(&brief)), Message::user(BEGIN)];
     let mut reads: u32 = 0;
@@ -204,5 +211,170 @@ fn execute(
         other => Err(format!(
             "no such tool `{other}`: a reader has only search_repo and read_file"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::brief::Brief;
+    use airlock_model::{AssistantMessage, StopReason, ToolCall, Usage};
+    use serde_json::json;
+
+    struct FakeTools;
+
+    impl ReaderTools for FakeTools {
+        fn search(&self, query: &str, _limit: usize) -> std::result::Result<String, String> {
+            Ok(format!("1. calc/ops.py:1-2 for {query}"))
+        }
+        fn read_lines(
+            &self,
+            path: &str,
+            start: usize,
+            end: usize,
+        ) -> std::result::Result<String, String> {
+            Ok(format!("{path} lines {start}-{end}"))
+        }
+    }
+
+    fn reply(calls: Vec<ToolCall>, text: &str) -> String {
+        serde_json::to_string(&FromSupervisor::ChatResult {
+            response: airlock_model::ChatResponse {
+                message: AssistantMessage {
+                    text: text.into(),
+                    tool_calls: calls,
+                },
+                stop_reason: StopReason::EndTurn,
+                usage: Usage::default(),
+                cost_usd: None,
+            },
+        })
+        .unwrap()
+    }
+
+    fn run(lines: &[String]) -> Vec<FromWorker> {
+        let input = lines.join("\n") + "\n";
+        let mut out = Vec::new();
+        run_worker(input.as_bytes(), &mut out, &FakeTools).unwrap();
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn start(max_reads: u32, max_turns: u32) -> String {
+        serde_json::to_string(&FromSupervisor::Start {
+            brief: Brief {
+                repo: "calc".into(),
+                base_commit: "a".repeat(40),
+                question: "What does add return?".into(),
+                why: "Checking a report.".into(),
+                max_reads,
+                max_turns,
+            },
+        })
+        .unwrap()
+    }
+
+    fn last_tool_results(msg: &FromWorker) -> Vec<(String, bool)> {
+        let FromWorker::Chat { request } = msg else {
+            panic!("expected a chat request, got {msg:?}")
+        };
+        request
+            .messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::Tool(r) => Some((r.content.clone(), r.is_error)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn other_tools_are_refused_and_reads_are_budgeted() {
+        let read = |id: &str| {
+            ToolCall::new(
+                id,
+                "read_file",
+                json!({"path": "calc/ops.py", "start_line": 1, "end_line": 2}),
+            )
+        };
+        let out = run(&[
+            start(1, 5),
+            reply(
+                vec![ToolCall::new(
+                    "w",
+                    "write_file",
+                    json!({"path": "x", "content": "y"}),
+                )],
+                "",
+            ),
+            reply(vec![read("r1"), read("r2")], ""),
+            reply(vec![], "{\"answer\": \"done\"}"),
+            serde_json::to_string(&FromSupervisor::Finish).unwrap(),
+        ]);
+        let FromWorker::Chat { request } = &out[0] else {
+            panic!()
+        };
+        let offered: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(offered, vec!["search_repo", "read_file"]);
+        let results = last_tool_results(&out[1]);
+        assert!(results[0].0.contains("no such tool `write_file`") && results[0].1);
+        let results = last_tool_results(&out[2]);
+        assert_eq!(results[1], ("calc/ops.py lines 1-2".to_string(), false));
+        assert!(results[2].0.contains("read budget spent") && results[2].1);
+        assert_eq!(
+            out[3],
+            FromWorker::Digest {
+                text: "{\"answer\": \"done\"}".into()
+            }
+        );
+        assert_eq!(out.len(), 4);
+    }
+
+    #[test]
+    fn an_exhausted_turn_budget_asks_for_an_incomplete_answer_without_tools() {
+        let search = ToolCall::new("s", "search_repo", json!({"query": "add"}));
+        let repair = serde_json::to_string(&FromSupervisor::Repair {
+            message: "fix reads_used".into(),
+        })
+        .unwrap();
+        let out = run(&[
+            start(3, 1),
+            reply(vec![search], ""),
+            reply(vec![], "partial"),
+            repair,
+            reply(vec![], "repaired"),
+            serde_json::to_string(&FromSupervisor::Finish).unwrap(),
+        ]);
+        let FromWorker::Chat { request } = &out[1] else {
+            panic!()
+        };
+        assert!(request.tools.is_empty());
+        assert!(
+            request
+                .messages
+                .last()
+                .unwrap()
+                .text()
+                .contains("\"complete\": false")
+        );
+        assert_eq!(
+            out[2],
+            FromWorker::Digest {
+                text: "partial".into()
+            }
+        );
+        let FromWorker::Chat { request } = &out[3] else {
+            panic!()
+        };
+        assert_eq!(request.messages.last().unwrap().text(), "fix reads_used");
+        assert_eq!(
+            out[4],
+            FromWorker::Digest {
+                text: "repaired".into()
+            }
+        );
     }
 }

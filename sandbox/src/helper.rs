@@ -146,10 +146,9 @@ fn supervise() -> ! {
             ))
         }
     };
-    let cgroup_memory = cgroups.applied().contains(&Layer::CgroupMemory);
     if pid == 0 {
         drop(sync_w);
-        init(&spec, sync_r, with_ns, cgroup_memory)
+        init(&spec, sync_r, with_ns)
     }
     drop(sync_r);
     if with_ns && let Err(e) = write_outer_maps(pid, uid, gid) {
@@ -162,13 +161,26 @@ fn supervise() -> ! {
             e.to_string(),
         ))
     }
+    // First release: init may build its root while we move it into the cgroups (moving a
+    // task between cgroup v1 groups waits for an RCU grace period; overlapping the two keeps
+    // that wait off the critical path). Init forks the target only after the second release,
+    // so every process of the target is born inside the cgroups.
+    if let Err(e) = sys::write_all(sync_w.as_raw_fd(), b"1") {
+        let _ = sys::kill(pid, libc::SIGKILL);
+        abort(Failure::setup("release the sandbox", e))
+    }
     cgroups.add(pid);
     report(&Report::Layers {
         applied: cgroups.applied(),
         missing: cgroups.missing.clone(),
         landlock_abi: None,
     });
-    if let Err(e) = sys::write_all(sync_w.as_raw_fd(), b"1") {
+    let memory_flag: &[u8] = if cgroups.applied().contains(&Layer::CgroupMemory) {
+        b"m"
+    } else {
+        b"n"
+    };
+    if let Err(e) = sys::write_all(sync_w.as_raw_fd(), memory_flag) {
         let _ = sys::kill(pid, libc::SIGKILL);
         abort(Failure::setup("release the sandbox", e))
     }
@@ -221,13 +233,12 @@ fn wait_with_timeout(pid: libc::pid_t, timeout: Duration, cgroups: &Cgroups) -> 
 }
 
 /// The sandbox's init: PID 1 of the new PID namespace.
-fn init(spec: &Spec, sync_r: OwnedFd, with_ns: bool, cgroup_memory: bool) -> ! {
+fn init(spec: &Spec, sync_r: OwnedFd, with_ns: bool) -> ! {
     let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
     let mut byte = [0u8; 1];
     if !matches!(sys::read(sync_r.as_raw_fd(), &mut byte), Ok(1)) {
         sys::exit_now(1)
     }
-    drop(sync_r);
     let mut applied = Vec::new();
     let mut missing = Vec::new();
     if with_ns {
@@ -261,6 +272,13 @@ fn init(spec: &Spec, sync_r: OwnedFd, with_ns: bool, cgroup_memory: bool) -> ! {
         missing,
         landlock_abi: None,
     });
+    // Second release: the supervisor has put us in the cgroups (and says whether the memory
+    // controller is in force, which decides the address-space rlimit).
+    let cgroup_memory = match sys::read(sync_r.as_raw_fd(), &mut byte) {
+        Ok(1) => byte[0] == b'm',
+        _ => sys::exit_now(1),
+    };
+    drop(sync_r);
     let child = match sys::fork() {
         Ok(0) => target::run(spec, with_ns, cgroup_memory),
         Ok(pid) => pid,

@@ -197,8 +197,10 @@ fn overlay(o: &OverlaySpec, pretend_missing: bool) -> Result<(), Failure> {
             "treated as unavailable (AIRLOCK_SANDBOX_PRETEND_MISSING)".into(),
         ));
     }
+    // `volatile`: the upper layer is scratch space, so unmounting must not wait for it to be
+    // synced to disk (a journal commit on the host's filesystem, tens of milliseconds).
     let data = format!(
-        "lowerdir={},upperdir={},workdir={},userxattr",
+        "lowerdir={},upperdir={},workdir={},userxattr,volatile",
         under(OLD_ROOT, &o.lower).display(),
         under(OLD_ROOT, &o.upper).display(),
         under(OLD_ROOT, &o.work).display(),

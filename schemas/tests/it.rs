@@ -73,7 +73,8 @@ fn valid_judge() -> Value {
 
 /// Set `pointer` in `v` to `new` (creating nothing: the parent must exist).
 fn with(mut v: Value, pointer: &str, new: Value) -> Value {
-    *v.pointer_mut(pointer).unwrap_or_else(|| panic!("no {pointer}")) = new;
+    *v.pointer_mut(pointer)
+        .unwrap_or_else(|| panic!("no {pointer}")) = new;
     v
 }
 
@@ -93,7 +94,12 @@ fn every_embedded_schema_compiles() {
     for schema in Schema::ALL {
         let value = schema.value().unwrap();
         assert_eq!(value["type"], "object", "{}", schema.file_name());
-        assert_eq!(value["additionalProperties"], false, "{}", schema.file_name());
+        assert_eq!(
+            value["additionalProperties"],
+            false,
+            "{}",
+            schema.file_name()
+        );
     }
 }
 
@@ -162,7 +168,12 @@ fn open_pr_every_constraint_violated_once() {
         "test_evidence",
         "confidence",
     ] {
-        cases.push(("required", without(ok.clone(), &format!("/{key}")), "", "required"));
+        cases.push((
+            "required",
+            without(ok.clone(), &format!("/{key}")),
+            "",
+            "required",
+        ));
     }
     for key in [
         "files_changed",
@@ -180,7 +191,12 @@ fn open_pr_every_constraint_violated_once() {
             "required",
         ));
     }
-    for key in ["before_selector", "before_failing_test", "after_full_run", "witness_run"] {
+    for key in [
+        "before_selector",
+        "before_failing_test",
+        "after_full_run",
+        "witness_run",
+    ] {
         cases.push((
             "evidence required",
             without(ok.clone(), &format!("/test_evidence/{key}")),
@@ -189,44 +205,254 @@ fn open_pr_every_constraint_violated_once() {
         ));
     }
     cases.extend([
-        ("extra top-level key", add_key(ok.clone(), "", "labels"), "", "additionalProperties"),
-        ("extra digest key", add_key(ok.clone(), "/diff_digest", "renames"), "/diff_digest", "additionalProperties"),
-        ("extra evidence key", add_key(ok.clone(), "/test_evidence", "logs"), "/test_evidence", "additionalProperties"),
-        ("issue id lowercase", with(ok.clone(), "/issue_id", json!("abc-123")), "/issue_id", "pattern"),
-        ("issue id too long", with(ok.clone(), "/issue_id", json!("ABC-1234567")), "/issue_id", "pattern"),
-        ("issue id not a string", with(ok.clone(), "/issue_id", json!(123)), "/issue_id", "type"),
-        ("base HEAD", with(ok.clone(), "/base_commit", json!("HEAD")), "/base_commit", "pattern"),
-        ("base branch", with(ok.clone(), "/base_commit", json!("main")), "/base_commit", "pattern"),
-        ("base tag", with(ok.clone(), "/base_commit", json!("v1.2.3")), "/base_commit", "pattern"),
-        ("base short sha", with(ok.clone(), "/base_commit", json!("0123456")), "/base_commit", "pattern"),
-        ("base uppercase", with(ok.clone(), "/base_commit", json!("0123456789ABCDEF0123456789ABCDEF01234567")), "/base_commit", "pattern"),
-        ("title short", with(ok.clone(), "/title", json!("fix: tiny")), "/title", "minLength"),
-        ("title long", with(ok.clone(), "/title", json!(format!("fix: {}", "x".repeat(70)))), "/title", "maxLength"),
-        ("title prefix", with(ok.clone(), "/title", json!("feat: add a new csv mode")), "/title", "pattern"),
-        ("title no space", with(ok.clone(), "/title", json!("fix:handle empty csv rows")), "/title", "pattern"),
-        ("body long", with(ok.clone(), "/body", json!("x".repeat(4001))), "/body", "maxLength"),
-        ("scope edits tests", with(ok.clone(), "/scope", json!("source-plus-modified-tests")), "/scope", "enum"),
-        ("reason unknown", with(ok.clone(), "/test_change_reason", json!("flaky")), "/test_change_reason", "enum"),
-        ("too many files", with(ok.clone(), "/diff_digest/files_changed", json!((0..13).map(|i| format!("f{i}.py")).collect::<Vec<_>>())), "/diff_digest/files_changed", "maxItems"),
-        ("file not a string", with(ok.clone(), "/diff_digest/files_changed", json!([1])), "/diff_digest/files_changed/0", "type"),
-        ("zero insertions", with(ok.clone(), "/diff_digest/insertions", json!(0)), "/diff_digest/insertions", "minimum"),
-        ("too many insertions", with(ok.clone(), "/diff_digest/insertions", json!(401)), "/diff_digest/insertions", "maximum"),
-        ("fractional insertions", with(ok.clone(), "/diff_digest/insertions", json!(1.5)), "/diff_digest/insertions", "type"),
-        ("negative deletions", with(ok.clone(), "/diff_digest/deletions", json!(-1)), "/diff_digest/deletions", "minimum"),
-        ("too many deletions", with(ok.clone(), "/diff_digest/deletions", json!(401)), "/diff_digest/deletions", "maximum"),
-        ("added not strings", with(ok.clone(), "/diff_digest/test_files_added", json!([true])), "/diff_digest/test_files_added/0", "type"),
-        ("modified not strings", with(ok.clone(), "/diff_digest/test_files_modified", json!([null])), "/diff_digest/test_files_modified/0", "type"),
-        ("assertion removed", with(ok.clone(), "/diff_digest/assertions_removed", json!(1)), "/diff_digest/assertions_removed", "maximum"),
-        ("assertions negative", with(ok.clone(), "/diff_digest/assertions_removed", json!(-1)), "/diff_digest/assertions_removed", "minimum"),
-        ("skip added", with(ok.clone(), "/diff_digest/skip_markers_added", json!(2)), "/diff_digest/skip_markers_added", "maximum"),
-        ("skips negative", with(ok.clone(), "/diff_digest/skip_markers_added", json!(-2)), "/diff_digest/skip_markers_added", "minimum"),
-        ("selector not a string", with(ok.clone(), "/test_evidence/before_selector", json!(7)), "/test_evidence/before_selector", "type"),
-        ("failing test not a string", with(ok.clone(), "/test_evidence/before_failing_test", json!([])), "/test_evidence/before_failing_test", "type"),
-        ("after run red", with(ok.clone(), "/test_evidence/after_full_run", json!("mostly green")), "/test_evidence/after_full_run", "enum"),
-        ("witness red", with(ok.clone(), "/test_evidence/witness_run", json!("red")), "/test_evidence/witness_run", "enum"),
-        ("low confidence", with(ok.clone(), "/confidence", json!(0.59)), "/confidence", "minimum"),
-        ("confidence above one", with(ok.clone(), "/confidence", json!(1.01)), "/confidence", "maximum"),
-        ("confidence as text", with(ok.clone(), "/confidence", json!("high")), "/confidence", "type"),
+        (
+            "extra top-level key",
+            add_key(ok.clone(), "", "labels"),
+            "",
+            "additionalProperties",
+        ),
+        (
+            "extra digest key",
+            add_key(ok.clone(), "/diff_digest", "renames"),
+            "/diff_digest",
+            "additionalProperties",
+        ),
+        (
+            "extra evidence key",
+            add_key(ok.clone(), "/test_evidence", "logs"),
+            "/test_evidence",
+            "additionalProperties",
+        ),
+        (
+            "issue id lowercase",
+            with(ok.clone(), "/issue_id", json!("abc-123")),
+            "/issue_id",
+            "pattern",
+        ),
+        (
+            "issue id too long",
+            with(ok.clone(), "/issue_id", json!("ABC-1234567")),
+            "/issue_id",
+            "pattern",
+        ),
+        (
+            "issue id not a string",
+            with(ok.clone(), "/issue_id", json!(123)),
+            "/issue_id",
+            "type",
+        ),
+        (
+            "base HEAD",
+            with(ok.clone(), "/base_commit", json!("HEAD")),
+            "/base_commit",
+            "pattern",
+        ),
+        (
+            "base branch",
+            with(ok.clone(), "/base_commit", json!("main")),
+            "/base_commit",
+            "pattern",
+        ),
+        (
+            "base tag",
+            with(ok.clone(), "/base_commit", json!("v1.2.3")),
+            "/base_commit",
+            "pattern",
+        ),
+        (
+            "base short sha",
+            with(ok.clone(), "/base_commit", json!("0123456")),
+            "/base_commit",
+            "pattern",
+        ),
+        (
+            "base uppercase",
+            with(
+                ok.clone(),
+                "/base_commit",
+                json!("0123456789ABCDEF0123456789ABCDEF01234567"),
+            ),
+            "/base_commit",
+            "pattern",
+        ),
+        (
+            "title short",
+            with(ok.clone(), "/title", json!("fix: tiny")),
+            "/title",
+            "minLength",
+        ),
+        (
+            "title long",
+            with(
+                ok.clone(),
+                "/title",
+                json!(format!("fix: {}", "x".repeat(70))),
+            ),
+            "/title",
+            "maxLength",
+        ),
+        (
+            "title prefix",
+            with(ok.clone(), "/title", json!("feat: add a new csv mode")),
+            "/title",
+            "pattern",
+        ),
+        (
+            "title no space",
+            with(ok.clone(), "/title", json!("fix:handle empty csv rows")),
+            "/title",
+            "pattern",
+        ),
+        (
+            "body long",
+            with(ok.clone(), "/body", json!("x".repeat(4001))),
+            "/body",
+            "maxLength",
+        ),
+        (
+            "scope edits tests",
+            with(ok.clone(), "/scope", json!("source-plus-modified-tests")),
+            "/scope",
+            "enum",
+        ),
+        (
+            "reason unknown",
+            with(ok.clone(), "/test_change_reason", json!("flaky")),
+            "/test_change_reason",
+            "enum",
+        ),
+        (
+            "too many files",
+            with(
+                ok.clone(),
+                "/diff_digest/files_changed",
+                json!((0..13).map(|i| format!("f{i}.py")).collect::<Vec<_>>()),
+            ),
+            "/diff_digest/files_changed",
+            "maxItems",
+        ),
+        (
+            "file not a string",
+            with(ok.clone(), "/diff_digest/files_changed", json!([1])),
+            "/diff_digest/files_changed/0",
+            "type",
+        ),
+        (
+            "zero insertions",
+            with(ok.clone(), "/diff_digest/insertions", json!(0)),
+            "/diff_digest/insertions",
+            "minimum",
+        ),
+        (
+            "too many insertions",
+            with(ok.clone(), "/diff_digest/insertions", json!(401)),
+            "/diff_digest/insertions",
+            "maximum",
+        ),
+        (
+            "fractional insertions",
+            with(ok.clone(), "/diff_digest/insertions", json!(1.5)),
+            "/diff_digest/insertions",
+            "type",
+        ),
+        (
+            "negative deletions",
+            with(ok.clone(), "/diff_digest/deletions", json!(-1)),
+            "/diff_digest/deletions",
+            "minimum",
+        ),
+        (
+            "too many deletions",
+            with(ok.clone(), "/diff_digest/deletions", json!(401)),
+            "/diff_digest/deletions",
+            "maximum",
+        ),
+        (
+            "added not strings",
+            with(ok.clone(), "/diff_digest/test_files_added", json!([true])),
+            "/diff_digest/test_files_added/0",
+            "type",
+        ),
+        (
+            "modified not strings",
+            with(
+                ok.clone(),
+                "/diff_digest/test_files_modified",
+                json!([null]),
+            ),
+            "/diff_digest/test_files_modified/0",
+            "type",
+        ),
+        (
+            "assertion removed",
+            with(ok.clone(), "/diff_digest/assertions_removed", json!(1)),
+            "/diff_digest/assertions_removed",
+            "maximum",
+        ),
+        (
+            "assertions negative",
+            with(ok.clone(), "/diff_digest/assertions_removed", json!(-1)),
+            "/diff_digest/assertions_removed",
+            "minimum",
+        ),
+        (
+            "skip added",
+            with(ok.clone(), "/diff_digest/skip_markers_added", json!(2)),
+            "/diff_digest/skip_markers_added",
+            "maximum",
+        ),
+        (
+            "skips negative",
+            with(ok.clone(), "/diff_digest/skip_markers_added", json!(-2)),
+            "/diff_digest/skip_markers_added",
+            "minimum",
+        ),
+        (
+            "selector not a string",
+            with(ok.clone(), "/test_evidence/before_selector", json!(7)),
+            "/test_evidence/before_selector",
+            "type",
+        ),
+        (
+            "failing test not a string",
+            with(ok.clone(), "/test_evidence/before_failing_test", json!([])),
+            "/test_evidence/before_failing_test",
+            "type",
+        ),
+        (
+            "after run red",
+            with(
+                ok.clone(),
+                "/test_evidence/after_full_run",
+                json!("mostly green"),
+            ),
+            "/test_evidence/after_full_run",
+            "enum",
+        ),
+        (
+            "witness red",
+            with(ok.clone(), "/test_evidence/witness_run", json!("red")),
+            "/test_evidence/witness_run",
+            "enum",
+        ),
+        (
+            "low confidence",
+            with(ok.clone(), "/confidence", json!(0.59)),
+            "/confidence",
+            "minimum",
+        ),
+        (
+            "confidence above one",
+            with(ok.clone(), "/confidence", json!(1.01)),
+            "/confidence",
+            "maximum",
+        ),
+        (
+            "confidence as text",
+            with(ok.clone(), "/confidence", json!("high")),
+            "/confidence",
+            "type",
+        ),
         ("not an object", json!([1, 2]), "", "type"),
     ]);
     run_cases(Schema::OpenPr, &ok, cases);
@@ -242,12 +468,21 @@ fn open_pr_matches_the_specification_bounds() {
     assert_eq!(d["insertions"]["maximum"], 400);
     assert_eq!(d["assertions_removed"]["maximum"], 0);
     assert_eq!(d["skip_markers_added"]["maximum"], 0);
-    assert_eq!(s["properties"]["scope"]["enum"], json!(["source-only", "source-plus-new-tests"]));
+    assert_eq!(
+        s["properties"]["scope"]["enum"],
+        json!(["source-only", "source-plus-new-tests"])
+    );
     assert_eq!(s["properties"]["test_change_reason"]["default"], "none");
     assert_eq!(s["properties"]["confidence"]["minimum"], 0.6);
-    assert_eq!(s["properties"]["issue_id"]["pattern"], "^[A-Z]{2,6}-[0-9]{1,6}$");
+    assert_eq!(
+        s["properties"]["issue_id"]["pattern"],
+        "^[A-Z]{2,6}-[0-9]{1,6}$"
+    );
     assert_eq!(s["properties"]["base_commit"]["pattern"], "^[0-9a-f]{40}$");
-    assert!(s.get("$schema").is_none(), "open_pr.json is handed to models verbatim");
+    assert!(
+        s.get("$schema").is_none(),
+        "open_pr.json is handed to models verbatim"
+    );
 }
 
 #[test]
@@ -276,13 +511,20 @@ fn open_pr_boundaries_that_must_pass() {
     }
     let no_reason = without(ok, "/test_change_reason");
     let pr: OpenPr = from_value(&no_reason).unwrap();
-    assert_eq!(pr.test_change_reason, airlock_schemas::TestChangeReason::None);
+    assert_eq!(
+        pr.test_change_reason,
+        airlock_schemas::TestChangeReason::None
+    );
 }
 
 #[test]
 fn open_pr_code_level_rules() {
     let ok = valid_open_pr();
-    let modified = with(ok.clone(), "/diff_digest/test_files_modified", json!(["tests/test_a.py"]));
+    let modified = with(
+        ok.clone(),
+        "/diff_digest/test_files_modified",
+        json!(["tests/test_a.py"]),
+    );
     let err = from_value::<OpenPr>(&modified).unwrap_err();
     assert_eq!(
         err.violations(),
@@ -292,7 +534,11 @@ fn open_pr_code_level_rules() {
             message: "diff_digest.test_files_modified is non-empty, so test_change_reason must be a non-default value".into(),
         }]
     );
-    let justified = with(modified, "/test_change_reason", json!("existing-test-asserts-the-buggy-behaviour"));
+    let justified = with(
+        modified,
+        "/test_change_reason",
+        json!("existing-test-asserts-the-buggy-behaviour"),
+    );
     assert!(from_value::<OpenPr>(&justified).is_ok());
     let wrong_scope = with(ok, "/scope", json!("source-only"));
     let err = from_value::<OpenPr>(&wrong_scope).unwrap_err();
@@ -315,28 +561,112 @@ fn outcome_every_constraint_violated_once() {
         "injection_observed",
         "confidence",
     ] {
-        cases.push(("required", without(ok.clone(), &format!("/{key}")), "", "required"));
+        cases.push((
+            "required",
+            without(ok.clone(), &format!("/{key}")),
+            "",
+            "required",
+        ));
     }
     cases.extend([
-        ("evidence before", without(ok.clone(), "/test_evidence/before"), "/test_evidence", "required"),
-        ("evidence after", without(ok.clone(), "/test_evidence/after"), "/test_evidence", "required"),
-        ("extra key", add_key(ok.clone(), "", "plan"), "", "additionalProperties"),
-        ("extra evidence key", add_key(ok.clone(), "/test_evidence", "during"), "/test_evidence", "additionalProperties"),
-        ("outcome enum", with(ok.clone(), "/outcome", json!("merged")), "/outcome", "enum"),
-        ("summary type", with(ok.clone(), "/summary", json!(1)), "/summary", "type"),
-        ("root cause type", with(ok.clone(), "/root_cause", json!(null)), "/root_cause", "type"),
-        ("files type", with(ok.clone(), "/files_changed", json!("src/a.py")), "/files_changed", "type"),
-        ("tests item type", with(ok.clone(), "/tests_added", json!([1])), "/tests_added/0", "type"),
-        ("noticed item type", with(ok.clone(), "/also_noticed", json!([{}])), "/also_noticed/0", "type"),
-        ("injection item type", with(ok.clone(), "/injection_observed", json!([false])), "/injection_observed/0", "type"),
-        ("evidence type", with(ok.clone(), "/test_evidence/before", json!(0)), "/test_evidence/before", "type"),
-        ("confidence above one", with(ok.clone(), "/confidence", json!(1.5)), "/confidence", "maximum"),
-        ("confidence negative", with(ok.clone(), "/confidence", json!(-0.1)), "/confidence", "minimum"),
-        ("pr below the floor", with(ok.clone(), "/confidence", json!(0.5)), "/confidence", "minimum"),
+        (
+            "evidence before",
+            without(ok.clone(), "/test_evidence/before"),
+            "/test_evidence",
+            "required",
+        ),
+        (
+            "evidence after",
+            without(ok.clone(), "/test_evidence/after"),
+            "/test_evidence",
+            "required",
+        ),
+        (
+            "extra key",
+            add_key(ok.clone(), "", "plan"),
+            "",
+            "additionalProperties",
+        ),
+        (
+            "extra evidence key",
+            add_key(ok.clone(), "/test_evidence", "during"),
+            "/test_evidence",
+            "additionalProperties",
+        ),
+        (
+            "outcome enum",
+            with(ok.clone(), "/outcome", json!("merged")),
+            "/outcome",
+            "enum",
+        ),
+        (
+            "summary type",
+            with(ok.clone(), "/summary", json!(1)),
+            "/summary",
+            "type",
+        ),
+        (
+            "root cause type",
+            with(ok.clone(), "/root_cause", json!(null)),
+            "/root_cause",
+            "type",
+        ),
+        (
+            "files type",
+            with(ok.clone(), "/files_changed", json!("src/a.py")),
+            "/files_changed",
+            "type",
+        ),
+        (
+            "tests item type",
+            with(ok.clone(), "/tests_added", json!([1])),
+            "/tests_added/0",
+            "type",
+        ),
+        (
+            "noticed item type",
+            with(ok.clone(), "/also_noticed", json!([{}])),
+            "/also_noticed/0",
+            "type",
+        ),
+        (
+            "injection item type",
+            with(ok.clone(), "/injection_observed", json!([false])),
+            "/injection_observed/0",
+            "type",
+        ),
+        (
+            "evidence type",
+            with(ok.clone(), "/test_evidence/before", json!(0)),
+            "/test_evidence/before",
+            "type",
+        ),
+        (
+            "confidence above one",
+            with(ok.clone(), "/confidence", json!(1.5)),
+            "/confidence",
+            "maximum",
+        ),
+        (
+            "confidence negative",
+            with(ok.clone(), "/confidence", json!(-0.1)),
+            "/confidence",
+            "minimum",
+        ),
+        (
+            "pr below the floor",
+            with(ok.clone(), "/confidence", json!(0.5)),
+            "/confidence",
+            "minimum",
+        ),
     ]);
     run_cases(Schema::Outcome, &ok, cases);
     // Below the floor is legal when escalating.
-    let escalate = with(with(ok, "/outcome", json!("escalate")), "/confidence", json!(0.2));
+    let escalate = with(
+        with(ok, "/outcome", json!("escalate")),
+        "/confidence",
+        json!(0.2),
+    );
     assert!(from_value::<Outcome>(&escalate).is_ok());
 }
 
@@ -353,7 +683,12 @@ fn reader_digest_every_constraint_violated_once() {
         "complete",
         "reads_used",
     ] {
-        cases.push(("required", without(ok.clone(), &format!("/{key}")), "", "required"));
+        cases.push((
+            "required",
+            without(ok.clone(), &format!("/{key}")),
+            "",
+            "required",
+        ));
     }
     for key in ["path", "line_start", "line_end", "claim"] {
         cases.push((
@@ -364,20 +699,90 @@ fn reader_digest_every_constraint_violated_once() {
         ));
     }
     cases.extend([
-        ("extra key", add_key(ok.clone(), "", "plan"), "", "additionalProperties"),
-        ("extra anchor key", add_key(ok.clone(), "/anchors/0", "quote"), "/anchors/0", "additionalProperties"),
-        ("answer type", with(ok.clone(), "/answer", json!(["a"])), "/answer", "type"),
-        ("anchors type", with(ok.clone(), "/anchors", json!({})), "/anchors", "type"),
-        ("empty path", with(ok.clone(), "/anchors/0/path", json!("")), "/anchors/0/path", "minLength"),
-        ("line zero", with(ok.clone(), "/anchors/0/line_start", json!(0)), "/anchors/0/line_start", "minimum"),
-        ("end zero", with(ok.clone(), "/anchors/0/line_end", json!(0)), "/anchors/0/line_end", "minimum"),
-        ("line fractional", with(ok.clone(), "/anchors/0/line_start", json!(2.5)), "/anchors/0/line_start", "type"),
-        ("empty claim", with(ok.clone(), "/anchors/0/claim", json!("")), "/anchors/0/claim", "minLength"),
-        ("ruled out item", with(ok.clone(), "/ruled_out", json!([3])), "/ruled_out/0", "type"),
-        ("noticed item", with(ok.clone(), "/also_noticed", json!([3])), "/also_noticed/0", "type"),
-        ("injection item", with(ok.clone(), "/injection_observed", json!([3])), "/injection_observed/0", "type"),
-        ("complete type", with(ok.clone(), "/complete", json!("yes")), "/complete", "type"),
-        ("reads negative", with(ok.clone(), "/reads_used", json!(-1)), "/reads_used", "minimum"),
+        (
+            "extra key",
+            add_key(ok.clone(), "", "plan"),
+            "",
+            "additionalProperties",
+        ),
+        (
+            "extra anchor key",
+            add_key(ok.clone(), "/anchors/0", "quote"),
+            "/anchors/0",
+            "additionalProperties",
+        ),
+        (
+            "answer type",
+            with(ok.clone(), "/answer", json!(["a"])),
+            "/answer",
+            "type",
+        ),
+        (
+            "anchors type",
+            with(ok.clone(), "/anchors", json!({})),
+            "/anchors",
+            "type",
+        ),
+        (
+            "empty path",
+            with(ok.clone(), "/anchors/0/path", json!("")),
+            "/anchors/0/path",
+            "minLength",
+        ),
+        (
+            "line zero",
+            with(ok.clone(), "/anchors/0/line_start", json!(0)),
+            "/anchors/0/line_start",
+            "minimum",
+        ),
+        (
+            "end zero",
+            with(ok.clone(), "/anchors/0/line_end", json!(0)),
+            "/anchors/0/line_end",
+            "minimum",
+        ),
+        (
+            "line fractional",
+            with(ok.clone(), "/anchors/0/line_start", json!(2.5)),
+            "/anchors/0/line_start",
+            "type",
+        ),
+        (
+            "empty claim",
+            with(ok.clone(), "/anchors/0/claim", json!("")),
+            "/anchors/0/claim",
+            "minLength",
+        ),
+        (
+            "ruled out item",
+            with(ok.clone(), "/ruled_out", json!([3])),
+            "/ruled_out/0",
+            "type",
+        ),
+        (
+            "noticed item",
+            with(ok.clone(), "/also_noticed", json!([3])),
+            "/also_noticed/0",
+            "type",
+        ),
+        (
+            "injection item",
+            with(ok.clone(), "/injection_observed", json!([3])),
+            "/injection_observed/0",
+            "type",
+        ),
+        (
+            "complete type",
+            with(ok.clone(), "/complete", json!("yes")),
+            "/complete",
+            "type",
+        ),
+        (
+            "reads negative",
+            with(ok.clone(), "/reads_used", json!(-1)),
+            "/reads_used",
+            "minimum",
+        ),
     ]);
     run_cases(Schema::ReaderDigest, &ok, cases);
 }
@@ -390,12 +795,18 @@ fn reader_answer_is_capped_at_300_words_in_code() {
     let over = with(ok.clone(), "/answer", json!(vec!["word"; 301].join("\n ")));
     let err = from_value::<ReaderDigest>(&over).unwrap_err();
     let v = err.violations();
-    assert_eq!((v[0].pointer.as_str(), v[0].keyword.as_str()), ("/answer", "maxWords"));
+    assert_eq!(
+        (v[0].pointer.as_str(), v[0].keyword.as_str()),
+        ("/answer", "maxWords")
+    );
     assert!(v[0].message.contains("301 words"), "{}", v[0].message);
     let backwards = with(ok, "/anchors/0/line_end", json!(3));
     let err = from_value::<ReaderDigest>(&backwards).unwrap_err();
     let v = err.violations();
-    assert_eq!((v[0].pointer.as_str(), v[0].keyword.as_str()), ("/anchors/0/line_end", "lineOrder"));
+    assert_eq!(
+        (v[0].pointer.as_str(), v[0].keyword.as_str()),
+        ("/anchors/0/line_end", "lineOrder")
+    );
 }
 
 #[test]
@@ -409,39 +820,117 @@ fn judge_verdict_every_constraint_violated_once() {
         "one_line_reason",
         "would_a_reviewer_request_changes",
     ] {
-        cases.push(("required", without(ok.clone(), &format!("/{key}")), "", "required"));
+        cases.push((
+            "required",
+            without(ok.clone(), &format!("/{key}")),
+            "",
+            "required",
+        ));
     }
-    for key in ["root_cause", "minimality", "test_honesty", "conventions", "faithfulness"] {
-        cases.push(("score required", without(ok.clone(), &format!("/scores/{key}")), "/scores", "required"));
+    for key in [
+        "root_cause",
+        "minimality",
+        "test_honesty",
+        "conventions",
+        "faithfulness",
+    ] {
+        cases.push((
+            "score required",
+            without(ok.clone(), &format!("/scores/{key}")),
+            "/scores",
+            "required",
+        ));
         let p = format!("/scores/{key}");
         let leaked: &'static str = Box::leak(p.clone().into_boxed_str());
-        cases.push(("score zero", with(ok.clone(), &p, json!(0)), leaked, "minimum"));
-        cases.push(("score six", with(ok.clone(), &p, json!(6)), leaked, "maximum"));
-        cases.push(("score fractional", with(ok.clone(), &p, json!(3.5)), leaked, "type"));
+        cases.push((
+            "score zero",
+            with(ok.clone(), &p, json!(0)),
+            leaked,
+            "minimum",
+        ));
+        cases.push((
+            "score six",
+            with(ok.clone(), &p, json!(6)),
+            leaked,
+            "maximum",
+        ));
+        cases.push((
+            "score fractional",
+            with(ok.clone(), &p, json!(3.5)),
+            leaked,
+            "type",
+        ));
     }
     cases.extend([
-        ("extra key", add_key(ok.clone(), "", "trace"), "", "additionalProperties"),
-        ("extra score", add_key(ok.clone(), "/scores", "style"), "/scores", "additionalProperties"),
-        ("verdict enum", with(ok.clone(), "/verdict", json!("merge")), "/verdict", "enum"),
-        ("claims item", with(ok.clone(), "/unsupported_claims", json!([1])), "/unsupported_claims/0", "type"),
-        ("reason two lines", with(ok.clone(), "/one_line_reason", json!("a\nb")), "/one_line_reason", "pattern"),
-        ("reason empty", with(ok.clone(), "/one_line_reason", json!("")), "/one_line_reason", "minLength"),
-        ("request type", with(ok.clone(), "/would_a_reviewer_request_changes", json!("no")), "/would_a_reviewer_request_changes", "type"),
+        (
+            "extra key",
+            add_key(ok.clone(), "", "trace"),
+            "",
+            "additionalProperties",
+        ),
+        (
+            "extra score",
+            add_key(ok.clone(), "/scores", "style"),
+            "/scores",
+            "additionalProperties",
+        ),
+        (
+            "verdict enum",
+            with(ok.clone(), "/verdict", json!("merge")),
+            "/verdict",
+            "enum",
+        ),
+        (
+            "claims item",
+            with(ok.clone(), "/unsupported_claims", json!([1])),
+            "/unsupported_claims/0",
+            "type",
+        ),
+        (
+            "reason two lines",
+            with(ok.clone(), "/one_line_reason", json!("a\nb")),
+            "/one_line_reason",
+            "pattern",
+        ),
+        (
+            "reason empty",
+            with(ok.clone(), "/one_line_reason", json!("")),
+            "/one_line_reason",
+            "minLength",
+        ),
+        (
+            "request type",
+            with(ok.clone(), "/would_a_reviewer_request_changes", json!("no")),
+            "/would_a_reviewer_request_changes",
+            "type",
+        ),
         (
             "test honesty veto",
-            with(with(ok.clone(), "/scores/test_honesty", json!(1)), "/verdict", json!("accept")),
+            with(
+                with(ok.clone(), "/scores/test_honesty", json!(1)),
+                "/verdict",
+                json!("accept"),
+            ),
             "/verdict",
             "const",
         ),
         (
             "faithfulness cap",
-            with(ok.clone(), "/unsupported_claims", json!(["added a regression test"])),
+            with(
+                ok.clone(),
+                "/unsupported_claims",
+                json!(["added a regression test"]),
+            ),
             "/scores/faithfulness",
             "maximum",
         ),
     ]);
     run_cases(Schema::JudgeVerdict, &ok, cases);
-    let vetoed = with(with(ok, "/scores/test_honesty", json!(1)), "/verdict", json!("reject"));
+    let vetoed = with(
+        with(ok, "/scores/test_honesty", json!(1)),
+        "/verdict",
+        json!("reject"),
+    );
     assert!(from_value::<JudgeVerdict>(&vetoed).is_ok());
 }
 
@@ -449,11 +938,23 @@ fn judge_verdict_every_constraint_violated_once() {
 fn error_contract_codes_and_retryability() {
     let codes: Vec<String> = ErrorCode::ALL
         .iter()
-        .map(|c| serde_json::to_value(c).unwrap().as_str().unwrap().to_string())
+        .map(|c| {
+            serde_json::to_value(c)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     assert_eq!(
         codes,
-        ["SCHEMA_INVALID", "DIGEST_MISMATCH", "POLICY_VIOLATION", "APPROVAL_DENIED", "APPROVAL_TIMEOUT"]
+        [
+            "SCHEMA_INVALID",
+            "DIGEST_MISMATCH",
+            "POLICY_VIOLATION",
+            "APPROVAL_DENIED",
+            "APPROVAL_TIMEOUT"
+        ]
     );
     let contract = airlock_schemas::error_contract().unwrap();
     let entries = contract.as_array().unwrap();
@@ -486,7 +987,11 @@ fn every_constructed_broker_error_satisfies_error_json() {
     let errors = [
         BrokerError::schema_invalid(std::slice::from_ref(&violation)),
         BrokerError::digest_mismatch(&claimed, &computed),
-        BrokerError::policy_violation(".github/workflows/ci.yml", "ci-config", "CI configuration is never written"),
+        BrokerError::policy_violation(
+            ".github/workflows/ci.yml",
+            "ci-config",
+            "CI configuration is never written",
+        ),
         BrokerError::approval_denied("touches the public API"),
         BrokerError::approval_timeout(86_400),
     ];
@@ -519,17 +1024,46 @@ fn error_json_rejects_contract_breaches() {
         Schema::BrokerError,
         &ok,
         vec![
-            ("denied but retryable", with(ok.clone(), "/retryable", json!(true)), "/retryable", "const"),
-            ("unknown code", with(ok.clone(), "/code", json!("RATE_LIMITED")), "/code", "enum"),
-            ("denied without reason", with(ok.clone(), "/details", json!({})), "/details", "required"),
             (
-                "schema invalid not retryable",
-                with(BrokerError::schema_invalid(&[]).to_json(), "/retryable", json!(false)),
+                "denied but retryable",
+                with(ok.clone(), "/retryable", json!(true)),
                 "/retryable",
                 "const",
             ),
-            ("message type", with(ok.clone(), "/message", json!(1)), "/message", "type"),
-            ("extra key", add_key(ok.clone(), "", "hint"), "", "additionalProperties"),
+            (
+                "unknown code",
+                with(ok.clone(), "/code", json!("RATE_LIMITED")),
+                "/code",
+                "enum",
+            ),
+            (
+                "denied without reason",
+                with(ok.clone(), "/details", json!({})),
+                "/details",
+                "required",
+            ),
+            (
+                "schema invalid not retryable",
+                with(
+                    BrokerError::schema_invalid(&[]).to_json(),
+                    "/retryable",
+                    json!(false),
+                ),
+                "/retryable",
+                "const",
+            ),
+            (
+                "message type",
+                with(ok.clone(), "/message", json!(1)),
+                "/message",
+                "type",
+            ),
+            (
+                "extra key",
+                add_key(ok.clone(), "", "hint"),
+                "",
+                "additionalProperties",
+            ),
         ],
     );
 }
@@ -557,7 +1091,12 @@ fn not_json_and_prose_are_refused_with_position() {
 fn tool_definition_carries_the_verbatim_input_schema() {
     let tool = open_pr_tool().unwrap();
     assert_eq!(tool["name"], "open_pr");
-    assert!(tool["description"].as_str().unwrap().starts_with("Submit the sandbox working tree"));
+    assert!(
+        tool["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("Submit the sandbox working tree")
+    );
     let file: Value = serde_json::from_str(Schema::OpenPr.source()).unwrap();
     assert_eq!(tool["input_schema"], file);
     assert_eq!(tool["x_error_contract"][0]["code"], "SCHEMA_INVALID");
@@ -590,7 +1129,12 @@ fn check_level<T: Contract>(schema_node: &Value, root: &Value, serialised: &Valu
         let mut schema_keys: Vec<&String> = props.keys().collect();
         type_keys.sort();
         schema_keys.sort();
-        assert_eq!(type_keys, schema_keys, "{}: keys at {pointer:?}", T::SCHEMA.file_name());
+        assert_eq!(
+            type_keys,
+            schema_keys,
+            "{}: keys at {pointer:?}",
+            T::SCHEMA.file_name()
+        );
     }
     let required: Vec<&str> = schema_node
         .get("required")
@@ -602,7 +1146,11 @@ fn check_level<T: Contract>(schema_node: &Value, root: &Value, serialised: &Valu
     let mut extra = root.clone();
     if let Some(obj) = extra.pointer_mut(pointer).and_then(Value::as_object_mut) {
         obj.insert("zz_not_in_schema".into(), json!(1));
-        assert!(!deserialises::<T>(&extra), "{}: {pointer:?} accepts unknown keys", T::SCHEMA.file_name());
+        assert!(
+            !deserialises::<T>(&extra),
+            "{}: {pointer:?} accepts unknown keys",
+            T::SCHEMA.file_name()
+        );
     }
     for (key, sub) in props {
         let child = format!("{pointer}/{key}");
@@ -617,16 +1165,25 @@ fn check_level<T: Contract>(schema_node: &Value, root: &Value, serialised: &Valu
                 T::SCHEMA.file_name()
             );
             if !is_required {
-                assert!(sub.get("default").is_some(), "{child}: optional without a default");
+                assert!(
+                    sub.get("default").is_some(),
+                    "{child}: optional without a default"
+                );
             }
         }
         if let Some(members) = sub.get("enum").and_then(Value::as_array) {
             for m in members {
                 let v = with(root.clone(), &child, m.clone());
-                assert!(deserialises::<T>(&v), "{child}: member {m} refused by the type");
+                assert!(
+                    deserialises::<T>(&v),
+                    "{child}: member {m} refused by the type"
+                );
             }
             let v = with(root.clone(), &child, json!("zz-not-a-member"));
-            assert!(!deserialises::<T>(&v), "{child}: the type accepts a non-member");
+            assert!(
+                !deserialises::<T>(&v),
+                "{child}: the type accepts a non-member"
+            );
         }
         if sub.get("type") == Some(&json!("object")) {
             check_level::<T>(sub, root, serialised, &child);

@@ -125,7 +125,11 @@ pub fn run(cmd: AuditCommand) -> anyhow::Result<ExitCode> {
         AuditCommand::Verify { path, log, json } => verify(path, &log, json),
         AuditCommand::Injections { since, json, log } => injections(since.as_deref(), json, &log),
         AuditCommand::Show { run, json, log } => show(&run, json, &log),
-        AuditCommand::Detect { files, source, json } => detect(&files, source.into(), json),
+        AuditCommand::Detect {
+            files,
+            source,
+            json,
+        } => detect(&files, source.into(), json),
         AuditCommand::FpScan { roots, list, json } => fp_scan(&roots, list, json),
     }
 }
@@ -150,7 +154,9 @@ fn verify(path: Option<PathBuf>, log: &LogArg, json: bool) -> anyhow::Result<Exi
             println!("head hash {h} (keep it elsewhere to detect a later rewrite)");
         }
         if !report.head_checked {
-            println!("note: no head file next to the log; records cut off the end cannot be detected");
+            println!(
+                "note: no head file next to the log; records cut off the end cannot be detected"
+            );
         }
         for r in &report.repaired {
             println!(
@@ -178,7 +184,11 @@ fn verify(path: Option<PathBuf>, log: &LogArg, json: bool) -> anyhow::Result<Exi
     }
     let code = if report.is_tampered() {
         EXIT_TAMPERED
-    } else if report.problems.iter().any(|p| p.kind == ProblemKind::TornTail) {
+    } else if report
+        .problems
+        .iter()
+        .any(|p| p.kind == ProblemKind::TornTail)
+    {
         EXIT_TORN_TAIL
     } else {
         0
@@ -251,7 +261,13 @@ fn show(run: &str, json: bool, log: &LogArg) -> anyhow::Result<ExitCode> {
         if json {
             println!("{}", serde_json::to_string(r)?);
         } else {
-            println!("{:>6}  {}  {:<20}  {}", r.seq, r.ts, r.kind, summary(&r.payload));
+            println!(
+                "{:>6}  {}  {:<20}  {}",
+                r.seq,
+                r.ts,
+                r.kind,
+                summary(&r.payload)
+            );
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -272,7 +288,10 @@ fn summary(payload: &serde_json::Value) -> String {
 }
 
 fn detect(files: &[PathBuf], source: SourceKind, json: bool) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(audit::detect::rules_ready(), "a detector pattern failed to compile");
+    anyhow::ensure!(
+        audit::detect::rules_ready(),
+        "a detector pattern failed to compile"
+    );
     let mut any = false;
     let mut all = Vec::new();
     for file in files {
@@ -292,11 +311,18 @@ fn detect(files: &[PathBuf], source: SourceKind, json: bool) -> anyhow::Result<E
     if json {
         println!("{}", serde_json::to_string_pretty(&all)?);
     }
-    Ok(if any { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if any {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn fp_scan(roots: &[PathBuf], list: bool, json: bool) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(audit::detect::rules_ready(), "a detector pattern failed to compile");
+    anyhow::ensure!(
+        audit::detect::rules_ready(),
+        "a detector pattern failed to compile"
+    );
     let report = audit::scan_corpus(roots)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -317,12 +343,29 @@ fn fp_scan(roots: &[PathBuf], list: bool, json: bool) -> anyhow::Result<ExitCode
             report.docs.per_thousand()
         );
         println!("skipped (large, binary or unreadable): {}", report.skipped);
-        let rules: Vec<String> = report.by_rule.iter().map(|(r, n)| format!("{r}={n}")).collect();
-        println!("findings by rule: {}", if rules.is_empty() { "none".into() } else { rules.join(" ") });
+        let rules: Vec<String> = report
+            .by_rule
+            .iter()
+            .map(|(r, n)| format!("{r}={n}"))
+            .collect();
+        println!(
+            "findings by rule: {}",
+            if rules.is_empty() {
+                "none".into()
+            } else {
+                rules.join(" ")
+            }
+        );
         if list {
             for f in &report.flagged {
                 for x in &f.findings {
-                    println!("  {}:{}: {}: {}", f.path.display(), x.line, x.rule, x.excerpt);
+                    println!(
+                        "  {}:{}: {}: {}",
+                        f.path.display(),
+                        x.line,
+                        x.rule,
+                        x.excerpt
+                    );
                 }
             }
         }

@@ -1,6 +1,8 @@
 //! Command-line surface of `airlock`. Each area owns one module here.
 
 mod audit;
+mod demo;
+mod judge;
 mod retrieval;
 mod run;
 mod sandbox;
@@ -43,6 +45,12 @@ enum Command {
     /// A sandboxed reader worker (started by `airlock run`; not for direct use).
     #[command(hide = true)]
     ReaderWorker(run::ReaderWorkerArgs),
+    /// Score queued pull requests with the judge, or re-run its calibration set.
+    /// Exit codes: 0 done, 1 a judgement failed or the accept rate is above the ceiling, 2 error.
+    Judge(judge::JudgeArgs),
+    /// Run the whole product on bundled example repositories with scripted models and a real
+    /// broker, then check every scenario. Exit codes: 0 all as expected, 1 not, 2 error.
+    Demo(demo::DemoArgs),
 }
 
 /// Parse the process arguments and run the chosen subcommand; returns the process exit code.
@@ -58,6 +66,8 @@ pub fn run() -> ExitCode {
         Command::Audit(cmd) => audit::run(cmd),
         Command::Run(args) => run::run(args),
         Command::ReaderWorker(args) => run::reader_worker(args),
+        Command::Judge(args) => judge::run(args),
+        Command::Demo(args) => demo::run(args),
     };
     match result {
         Ok(code) => code,

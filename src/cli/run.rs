@@ -80,7 +80,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 pr_queued,
                 stop,
             } => {
-                let summary = outcome.get("summary").and_then(|s| s.as_str()).unwrap_or("");
+                let summary = outcome
+                    .get("summary")
+                    .and_then(|s| s.as_str())
+                    .unwrap_or("");
                 if *pr_queued {
                     println!("pull request queued for review: {summary}");
                 } else {

@@ -162,8 +162,7 @@ impl TestRunner for SandboxTestRunner {
             .system_ro()
             .overlay(&self.worktree, &self.worktree)
             .cwd(&self.worktree)
-            .timeout(self.timeout)
-            .env("PYTHONDONTWRITEBYTECODE", "1");
+            .timeout(self.timeout);
         for p in &self.extra_ro {
             builder = builder.ro(p);
         }
@@ -258,10 +257,16 @@ impl PrSink for BrokerSocket {
 
     fn open_pr(&mut self, run_id: &str, arguments: &Value) -> PortResult<PrReply> {
         self.requests += 1;
+        // The broker's idempotency key: SHA-256 of the run id, a NUL byte and the argument
+        // text, so a resend after a broker restart is answered once, not queued twice.
+        let args_text = arguments.to_string();
+        let mut keyed = run_id.as_bytes().to_vec();
+        keyed.push(0);
+        keyed.extend_from_slice(args_text.as_bytes());
         let reply = self.exchange(&json!({
             "op": "open_pr",
             "run_id": run_id,
-            "request_id": format!("{run_id}-{}", self.requests),
+            "request_id": airlock_audit::sha256_hex(&keyed),
             "args": arguments,
         }))?;
         Ok(pr_reply_from_broker(reply))
@@ -445,7 +450,10 @@ impl ReaderChannel for SandboxChannel {
                 ToolFailure::new("reader_protocol", format!("malformed worker line: {e}"))
             }),
             Ok(Err(ended)) => Err(ToolFailure::new("reader_ended", ended)),
-            Err(_) => Err(ToolFailure::new("reader_timeout", "the reader stopped answering")),
+            Err(_) => Err(ToolFailure::new(
+                "reader_timeout",
+                "the reader stopped answering",
+            )),
         }
     }
 

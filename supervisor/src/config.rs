@@ -66,7 +66,10 @@ impl SelectorStyle {
         if selector.starts_with('-') {
             return Err("a selector may not start with '-' (options are not selectors)".into());
         }
-        if selector.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        if selector
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+        {
             return Err("a selector is one name without whitespace".into());
         }
         let ok = match self {
@@ -83,9 +86,8 @@ impl SelectorStyle {
                 path_ok
                     && parts.all(|p| {
                         !p.is_empty()
-                            && p.chars().all(|c| {
-                                c.is_ascii_alphanumeric() || "_[]-.".contains(c)
-                            })
+                            && p.chars()
+                                .all(|c| c.is_ascii_alphanumeric() || "_[]-.".contains(c))
                     })
             }
             SelectorStyle::Append => true,
@@ -93,7 +95,10 @@ impl SelectorStyle {
         if ok {
             Ok(())
         } else {
-            Err(format!("`{selector}` is not a valid {} selector", self.name()))
+            Err(format!(
+                "`{selector}` is not a valid {} selector",
+                self.name()
+            ))
         }
     }
 
@@ -219,6 +224,9 @@ impl Default for TokenBudgets {
 pub struct BrokerConfig {
     /// The broker's Unix socket.
     pub socket: Option<PathBuf>,
+    /// The repository's name in the broker's `broker.toml` (`[repositories."owner/name"]`);
+    /// defaults to `--repo` as given.
+    pub repository: Option<String>,
 }
 
 /// `[paths]`: where the run's records go.
@@ -395,15 +403,21 @@ socket = "broker.sock"
         assert_eq!(c.tests.command, vec!["pytest", "-q"]);
         assert_eq!(c.budgets.max_turns, 12);
         assert_eq!(c.budgets.max_reads, 40);
-        assert_eq!(c.broker.socket.clone().unwrap(), PathBuf::from("/etc/airlock/broker.sock"));
+        assert_eq!(
+            c.broker.socket.clone().unwrap(),
+            PathBuf::from("/etc/airlock/broker.sock")
+        );
         assert_eq!(c.model_config_json()["temperature"], 0);
     }
 
     #[test]
     fn syntax_error_names_file_and_line() {
-        let err = Config::parse("[budgets]\nmax_turns = \"many\"\n", Path::new("/x/airlock.toml"))
-            .unwrap_err()
-            .to_string();
+        let err = Config::parse(
+            "[budgets]\nmax_turns = \"many\"\n",
+            Path::new("/x/airlock.toml"),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("/x/airlock.toml"), "{err}");
         assert!(err.contains("line 2"), "{err}");
     }
@@ -430,7 +444,11 @@ socket = "broker.sock"
         assert!(SelectorStyle::Dotted.check("tests.test_x.T.test_a").is_ok());
         assert!(SelectorStyle::Dotted.check("--help").is_err());
         assert!(SelectorStyle::Dotted.check("tests/test_x.py").is_err());
-        assert!(SelectorStyle::NodeId.check("tests/test_x.py::T::test_a").is_ok());
+        assert!(
+            SelectorStyle::NodeId
+                .check("tests/test_x.py::T::test_a")
+                .is_ok()
+        );
         assert!(SelectorStyle::NodeId.check("../x.py::t").is_err());
         assert!(SelectorStyle::Append.check("a b").is_err());
     }

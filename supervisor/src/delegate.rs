@@ -7,9 +7,9 @@
 //! then dropped with a recorded reason.
 
 use crate::ports::{PortResult, ToolFailure, Worktree};
-use airlock_schemas::ReaderDigest;
 use airlock_model::{ChatModel, ChatRequest, Message};
 use airlock_reader::{Brief, FromSupervisor, FromWorker, MAX_QUOTED_LINES, tool_specs};
+use airlock_schemas::ReaderDigest;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
@@ -130,7 +130,11 @@ fn relay(
                 }
                 // The tool list is the control: whatever the worker asked for, the model is
                 // offered exactly the reader's tools (none on a closing call).
-                let tools = if request.tools.is_empty() { Vec::new() } else { tool_specs() };
+                let tools = if request.tools.is_empty() {
+                    Vec::new()
+                } else {
+                    tool_specs()
+                };
                 let relayed = ChatRequest {
                     messages: request.messages,
                     tools,
@@ -213,7 +217,17 @@ fn check_digest(
         }
         return Err(violations
             .iter()
-            .map(|v| format!("{}: {}", if v.pointer.is_empty() { "/" } else { &v.pointer }, v.message))
+            .map(|v| {
+                format!(
+                    "{}: {}",
+                    if v.pointer.is_empty() {
+                        "/"
+                    } else {
+                        &v.pointer
+                    },
+                    v.message
+                )
+            })
             .collect());
     }
     let mut problems = Vec::new();
@@ -221,7 +235,9 @@ fn check_digest(
     if claimed != Some(u64::from(reads_made)) {
         problems.push(format!(
             "/reads_used: says {} but the reader made {reads_made} read_file calls",
-            claimed.map(|c| c.to_string()).unwrap_or_else(|| "nothing".into())
+            claimed
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "nothing".into())
         ));
     }
     if let Some(anchors) = value.get("anchors").and_then(Value::as_array) {
@@ -230,7 +246,9 @@ fn check_digest(
             let start = a.get("line_start").and_then(Value::as_u64).unwrap_or(0);
             let end = a.get("line_end").and_then(Value::as_u64).unwrap_or(0);
             match ctx.worktree.line_count(path) {
-                None => problems.push(format!("/anchors/{i}/path: `{path}` is not a file of the checkout")),
+                None => problems.push(format!(
+                    "/anchors/{i}/path: `{path}` is not a file of the checkout"
+                )),
                 Some(n) => {
                     if start < 1 || end < start || end > n as u64 {
                         problems.push(format!(
@@ -247,7 +265,11 @@ fn check_digest(
             "the digest quotes {quoted} lines; at most {MAX_QUOTED_LINES} in total"
         ));
     }
-    if problems.is_empty() { Ok(value) } else { Err(problems) }
+    if problems.is_empty() {
+        Ok(value)
+    } else {
+        Err(problems)
+    }
 }
 
 /// Lines of the digest's text fields that are quotations: lines inside fenced code blocks, lines
@@ -263,7 +285,11 @@ pub fn count_quoted_lines(digest: &Value, shown_lines: &BTreeSet<String>) -> usi
         }
     }
     if let Some(anchors) = digest.get("anchors").and_then(Value::as_array) {
-        texts.extend(anchors.iter().filter_map(|a| a.get("claim").and_then(Value::as_str)));
+        texts.extend(
+            anchors
+                .iter()
+                .filter_map(|a| a.get("claim").and_then(Value::as_str)),
+        );
     }
     let mut count = 0;
     for text in texts {

@@ -129,7 +129,12 @@ fn parse_markdown(text: &str, origin: &std::path::Path) -> Result<Issue> {
     let fence = match lines.first().map(|l| l.trim_end()) {
         Some("---") => "---",
         Some("+++") => "+++",
-        _ => return Err(invalid(1, "expected front matter starting with `---` (or `+++`)".into())),
+        _ => {
+            return Err(invalid(
+                1,
+                "expected front matter starting with `---` (or `+++`)".into(),
+            ));
+        }
     };
     let end = lines
         .iter()
@@ -137,7 +142,12 @@ fn parse_markdown(text: &str, origin: &std::path::Path) -> Result<Issue> {
         .skip(1)
         .find(|(_, l)| l.trim_end() == fence)
         .map(|(i, _)| i)
-        .ok_or_else(|| invalid(1, format!("front matter opened with `{fence}` is never closed")))?;
+        .ok_or_else(|| {
+            invalid(
+                1,
+                format!("front matter opened with `{fence}` is never closed"),
+            )
+        })?;
     let body_text = lines[end + 1..].join("\n");
     let mut issue = Issue {
         id: String::new(),
@@ -205,7 +215,10 @@ fn parse_markdown(text: &str, origin: &std::path::Path) -> Result<Issue> {
                     }
                 }
                 other => {
-                    return Err(invalid(line_no, format!("unknown front matter key `{other}`")));
+                    return Err(invalid(
+                        line_no,
+                        format!("unknown front matter key `{other}`"),
+                    ));
                 }
             }
         }
@@ -279,7 +292,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("i.md line 3"), "{err}");
-        let err = Issue::parse("---\nid: A-1\n", Path::new("i.md")).unwrap_err().to_string();
+        let err = Issue::parse("---\nid: A-1\n", Path::new("i.md"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("never closed"), "{err}");
         let err = Issue::parse("{\"id\": \"A-1\",\n\"title\": 3}", Path::new("i.json"))
             .unwrap_err()
@@ -289,7 +304,9 @@ mod tests {
 
     #[test]
     fn missing_id_is_refused() {
-        let err = Issue::parse("---\ntitle: x\n---\n", Path::new("i.md")).unwrap_err().to_string();
+        let err = Issue::parse("---\ntitle: x\n---\n", Path::new("i.md"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("no id"), "{err}");
     }
 }

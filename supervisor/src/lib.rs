@@ -10,15 +10,15 @@
 
 pub mod adapters;
 pub mod config;
-pub mod issue;
-pub mod prompts;
-pub mod runner;
-pub mod triage;
 pub mod delegate;
+pub mod issue;
 pub mod outcome;
 pub mod ports;
+pub mod prompts;
+pub mod runner;
 pub mod session;
 pub mod trajectory;
+pub mod triage;
 
 pub use config::Config;
 pub use issue::Issue;
@@ -38,7 +38,9 @@ impl RunEnd {
     pub fn exit_code(&self) -> u8 {
         match self {
             RunEnd::NotReady(_) => EXIT_NOT_READY,
-            RunEnd::Finished { pr_queued: true, .. } => EXIT_PR_QUEUED,
+            RunEnd::Finished {
+                pr_queued: true, ..
+            } => EXIT_PR_QUEUED,
             RunEnd::Finished { .. } => EXIT_ESCALATED,
         }
     }

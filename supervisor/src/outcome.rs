@@ -94,7 +94,9 @@ pub fn apply_confidence_floor(value: &mut Value) -> Option<String> {
                 )),
             );
         }
-        return Some(format!("confidence {confidence} is below {CONFIDENCE_FLOOR}"));
+        return Some(format!(
+            "confidence {confidence} is below {CONFIDENCE_FLOOR}"
+        ));
     }
     None
 }
@@ -142,7 +144,11 @@ pub fn supervisor_escalation(reason: &str, facts: &RunFacts) -> Value {
 pub fn force_escalate(value: &mut Value, reason: &str) {
     if let Some(obj) = value.as_object_mut() {
         obj.insert("outcome".into(), json!("escalate"));
-        let summary = obj.get("summary").and_then(Value::as_str).unwrap_or("").to_string();
+        let summary = obj
+            .get("summary")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         obj.insert(
             "summary".into(),
             json!(format!("Escalated by the supervisor: {reason}. {summary}")),
@@ -158,9 +164,21 @@ mod tests {
     fn extracts_one_object_and_refuses_prose() {
         assert!(extract_json_object("  {\"a\": 1}\n").is_ok());
         assert!(extract_json_object("```json\n{\"a\": 1}\n```").is_ok());
-        assert!(extract_json_object("Here it is: {\"a\": 1}").unwrap_err().contains("prose"));
-        assert!(extract_json_object("{\"a\": 1} done").unwrap_err().contains("after"));
-        assert!(extract_json_object("{\"a\": ").unwrap_err().contains("not valid JSON"));
+        assert!(
+            extract_json_object("Here it is: {\"a\": 1}")
+                .unwrap_err()
+                .contains("prose")
+        );
+        assert!(
+            extract_json_object("{\"a\": 1} done")
+                .unwrap_err()
+                .contains("after")
+        );
+        assert!(
+            extract_json_object("{\"a\": ")
+                .unwrap_err()
+                .contains("not valid JSON")
+        );
         assert!(extract_json_object("[1]").is_err());
     }
 

@@ -12,7 +12,7 @@ use crate::session::{self, Env, RunEnd, RunSpec, SessionError};
 use crate::trajectory::{Trajectory, TrajectoryError};
 use airlock_audit::AuditLog;
 use airlock_checkout::MirrorCache;
-use airlock_model::ModelConfig;
+use airlock_model::{Budget, ChatModel, Metered, ModelConfig};
 use airlock_policies::Policy;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -40,7 +40,9 @@ pub enum RunError {
     #[error("model: {0}")]
     Model(String),
     /// No broker socket is configured.
-    #[error("no broker: set [broker] socket in {config} (airlock run never opens a pull request itself)")]
+    #[error(
+        "no broker: set [broker] socket in {config} (airlock run never opens a pull request itself)"
+    )]
     NoBroker {
         /// The config file consulted.
         config: String,
@@ -175,8 +177,10 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
     let trajectory_path = run_dir.join("trajectory.jsonl");
     let mut trajectory = Trajectory::create(&trajectory_path)?;
 
-    let model = airlock_model::from_spec(&spec_text, &model_config)
+    let inner = airlock_model::from_spec(&spec_text, &model_config)
         .map_err(|e| RunError::Model(e.to_string()))?;
+    // Every call, the supervisor's and the readers', is metered against `[model.config.budget]`.
+    let model = Metered::new(inner, Budget::new(model_config.budget.clone()));
 
     let wt = CheckoutWorktree::open(worktree.path(), tracked, &issue_query).map_err(|e| {
         RunError::Setup {
@@ -214,9 +218,13 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
     let mut pr_sink: Box<dyn PrSink> = match overrides.pr_sink {
         Some(p) => p,
         None => {
-            let socket = config.broker.socket.clone().ok_or_else(|| RunError::NoBroker {
-                config: config_origin.clone(),
-            })?;
+            let socket = config
+                .broker
+                .socket
+                .clone()
+                .ok_or_else(|| RunError::NoBroker {
+                    config: config_origin.clone(),
+                })?;
             Box::new(BrokerSocket::new(&socket, Duration::from_secs(120)))
         }
     };
@@ -229,7 +237,7 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
         config,
     };
     let mut env = Env {
-        model: model.as_ref(),
+        model: &model,
         retrieval: retrieval.as_ref(),
         worktree: &wt,
         policy: &policy,
@@ -246,7 +254,15 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
     }
 
     let outcome_path = run_dir.join("outcome.json");
-    let document = outcome_document(&run_id, commit.as_str(), &spec.issue.id, &end);
+    let mut document = outcome_document(&run_id, commit.as_str(), &spec.issue.id, &end);
+    let totals = model.budget().totals();
+    document["model_usage"] = json!({
+        "calls": totals.calls,
+        "input_tokens": totals.usage.input_tokens,
+        "output_tokens": totals.usage.output_tokens,
+        "cost_usd": totals.cost_usd,
+    });
+    trajectory.record("model_usage", document["model_usage"].clone())?;
     let text = serde_json::to_string_pretty(&document).unwrap_or_default() + "\n";
     std::fs::write(&outcome_path, text).map_err(|source| RunError::Write {
         path: outcome_path.clone(),
@@ -293,7 +309,13 @@ pub fn outcome_document(run_id: &str, base_commit: &str, issue_id: &str, end: &R
 fn next_run_id(runs_root: &Path, issue_id: &str, commit: &str) -> String {
     let safe: String = issue_id
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     let short = commit.get(..12).unwrap_or(commit);
     let mut n = 1u32;

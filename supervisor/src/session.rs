@@ -5,17 +5,15 @@ use crate::delegate::{self, DelegateCtx, ReaderLauncher};
 use crate::issue::Issue;
 use crate::outcome::{self, RunFacts};
 use crate::ports::{PrSink, Retrieval, RunRegistration, TestRunner, ToolFailure, Worktree};
-use airlock_audit::{AuditLog, Event, RunOutcome, SourceKind, TestResult, TestScope, sha256_hex};
-use airlock_policies::{Policy, WriteDecision};
-use airlock_schemas::{OPEN_PR_TOOL_DESCRIPTION, OPEN_PR_TOOL_NAME, Schema};
 use crate::prompts::{self, SystemVars};
 use crate::trajectory::{Trajectory, TrajectoryError};
 use crate::triage::{self, Triage, TriageState};
-use airlock_model::{
-    ChatModel, ChatOptions, ChatRequest, Message, ToolCall, ToolChoice, ToolSpec,
-};
+use airlock_audit::{AuditLog, Event, RunOutcome, SourceKind, TestResult, TestScope, sha256_hex};
+use airlock_model::{ChatModel, ChatOptions, ChatRequest, Message, ToolCall, ToolChoice, ToolSpec};
+use airlock_policies::{Policy, WriteDecision};
 use airlock_reader::tools::{ReadArgs, SearchArgs, check_range, decode_args};
 use airlock_reader::{Brief, read_file_spec, search_repo_spec};
+use airlock_schemas::{OPEN_PR_TOOL_DESCRIPTION, OPEN_PR_TOOL_NAME, Schema};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -233,21 +231,27 @@ struct Loop<'e, 'a> {
 pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
     let triage = triage::classify(&spec.issue);
     let config_json = serde_json::to_string(&spec.config).unwrap_or_default();
-    env.audit.append(&spec.run_id, Event::RunStarted {
-        repository: spec.repo.clone(),
-        commit: spec.base_commit.clone(),
-        issue: spec.issue.id.clone(),
-        config_digest: sha256_hex(config_json.as_bytes()),
-    })?;
-    env.trajectory.record("run_started", json!({
-        "run_id": spec.run_id,
-        "repo": spec.repo,
-        "base_commit": spec.base_commit,
-        "issue_id": spec.issue.id,
-        "model": env.model.name(),
-        "system_prompt": prompts::system_version(),
-        "reader_brief": airlock_reader::brief_version(),
-    }))?;
+    env.audit.append(
+        &spec.run_id,
+        Event::RunStarted {
+            repository: spec.repo.clone(),
+            commit: spec.base_commit.clone(),
+            issue: spec.issue.id.clone(),
+            config_digest: sha256_hex(config_json.as_bytes()),
+        },
+    )?;
+    env.trajectory.record(
+        "run_started",
+        json!({
+            "run_id": spec.run_id,
+            "repo": spec.repo,
+            "base_commit": spec.base_commit,
+            "issue_id": spec.issue.id,
+            "model": env.model.name(),
+            "system_prompt": prompts::system_version(),
+            "reader_brief": airlock_reader::brief_version(),
+        }),
+    )?;
     env.trajectory.record("triage", json!({"triage": triage}))?;
     let issue_text = format!("{}\n\n{}", spec.issue.title, spec.issue.body);
     airlock_audit::record_suspected_injections(
@@ -258,16 +262,28 @@ pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
         &format!("issue:{}", spec.issue.id),
     )?;
     if triage.state != TriageState::ReadyForAgent {
-        env.audit.append(&spec.run_id, Event::RunFinished {
-            outcome: RunOutcome::Escalate,
-            reason: Some(format!("not ready: {}: {}", triage.state.label(), triage.reason)),
-        })?;
+        env.audit.append(
+            &spec.run_id,
+            Event::RunFinished {
+                outcome: RunOutcome::Escalate,
+                reason: Some(format!(
+                    "not ready: {}: {}",
+                    triage.state.label(),
+                    triage.reason
+                )),
+            },
+        )?;
         return Ok(RunEnd::NotReady(triage));
     }
     env.broker
         .register_run(&RunRegistration {
             run_id: spec.run_id.clone(),
-            repo: spec.repo.clone(),
+            repo: spec
+                .config
+                .broker
+                .repository
+                .clone()
+                .unwrap_or_else(|| spec.repo.clone()),
             base_commit: spec.base_commit.clone(),
             issue_id: spec.issue.id.clone(),
             worktree: env.worktree.root().display().to_string(),
@@ -308,25 +324,38 @@ pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
         .flatten()
         .filter_map(Value::as_str)
     {
-        lp.env.audit.append(&spec.run_id, Event::InjectionObserved {
-            path: path.to_string(),
-            excerpt: "reported by the supervisor model in its final message".into(),
-            line: None,
-        })?;
+        lp.env.audit.append(
+            &spec.run_id,
+            Event::InjectionObserved {
+                path: path.to_string(),
+                excerpt: "reported by the supervisor model in its final message".into(),
+                line: None,
+            },
+        )?;
     }
-    lp.env.trajectory.record("outcome", json!({
-        "outcome": outcome,
-        "stop": stop,
-        "pr_queued": pr_queued,
-        "turns": lp.turns,
-        "reads": lp.reads,
-        "full_runs": lp.full_runs,
-        "refusals": lp.refusals,
-    }))?;
-    lp.env.audit.append(&spec.run_id, Event::RunFinished {
-        outcome: if pr_queued { RunOutcome::Pr } else { RunOutcome::Escalate },
-        reason: if pr_queued { None } else { Some(stop.clone()) },
-    })?;
+    lp.env.trajectory.record(
+        "outcome",
+        json!({
+            "outcome": outcome,
+            "stop": stop,
+            "pr_queued": pr_queued,
+            "turns": lp.turns,
+            "reads": lp.reads,
+            "full_runs": lp.full_runs,
+            "refusals": lp.refusals,
+        }),
+    )?;
+    lp.env.audit.append(
+        &spec.run_id,
+        Event::RunFinished {
+            outcome: if pr_queued {
+                RunOutcome::Pr
+            } else {
+                RunOutcome::Escalate
+            },
+            reason: if pr_queued { None } else { Some(stop.clone()) },
+        },
+    )?;
     Ok(end)
 }
 
@@ -348,10 +377,9 @@ impl Loop<'_, '_> {
         )?;
         if !findings.is_empty() {
             let rules: Vec<&str> = findings.iter().map(|f| f.rule.as_str()).collect();
-            self.env.trajectory.record(
-                "injection_suspected",
-                json!({"path": path, "rules": rules}),
-            )?;
+            self.env
+                .trajectory
+                .record("injection_suspected", json!({"path": path, "rules": rules}))?;
         }
         Ok(())
     }
@@ -363,7 +391,11 @@ impl Loop<'_, '_> {
             "# Issue {}: {}\nLabels: {}\n\n{}",
             issue.id,
             issue.title,
-            if issue.labels.is_empty() { "(none)".to_string() } else { issue.labels.join(", ") },
+            if issue.labels.is_empty() {
+                "(none)".to_string()
+            } else {
+                issue.labels.join(", ")
+            },
             issue.body
         );
         let repo_map = match self.env.retrieval.repo_map(cfg.repo_map) {
@@ -413,13 +445,18 @@ impl Loop<'_, '_> {
         self.screen(SourceKind::SearchSnippet, "warm_start", &warm)?;
         let mut messages = vec![Message::system(system), Message::user(warm)];
         for m in &messages {
-            self.env.trajectory.record("message", json!({"message": m}))?;
+            self.env
+                .trajectory
+                .record("message", json!({"message": m}))?;
         }
         let tools = tool_specs().map_err(SessionError::Contract)?;
         let mut repairs_left = budgets.max_repair_prompts;
         loop {
             if self.turns >= budgets.max_turns {
-                return self.budget_end(&mut messages, format!("MAX_TURNS ({}) reached", budgets.max_turns));
+                return self.budget_end(
+                    &mut messages,
+                    format!("MAX_TURNS ({}) reached", budgets.max_turns),
+                );
             }
             self.turns += 1;
             let request = ChatRequest {
@@ -428,10 +465,20 @@ impl Loop<'_, '_> {
                 options: ChatOptions::default(),
             };
             let started = std::time::Instant::now();
-            let response = self.env.model.chat(&request).map_err(|e| SessionError::Model {
-                turn: self.turns,
-                message: e.to_string(),
-            })?;
+            let response = match self.env.model.chat(&request) {
+                Ok(r) => r,
+                // The token/cost budget of the model crate is a budget like the others: the run
+                // ends as an escalation, not as an error.
+                Err(e @ airlock_model::Error::BudgetExhausted { .. }) => {
+                    return self.budget_end(&mut messages, format!("model budget spent ({e})"));
+                }
+                Err(e) => {
+                    return Err(SessionError::Model {
+                        turn: self.turns,
+                        message: e.to_string(),
+                    });
+                }
+            };
             self.append(Event::ModelCall {
                 model: self.env.model.name().to_string(),
                 input_tokens: response.usage.input_tokens,
@@ -439,7 +486,9 @@ impl Loop<'_, '_> {
                 latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             })?;
             let assistant = Message::Assistant(response.message.clone());
-            self.env.trajectory.record("message", json!({"message": assistant}))?;
+            self.env
+                .trajectory
+                .record("message", json!({"message": assistant}))?;
             messages.push(assistant);
             let calls = response.message.tool_calls;
             if calls.is_empty() {
@@ -462,8 +511,12 @@ impl Loop<'_, '_> {
                              JSON object that satisfies the output contract, nothing else.",
                             problems.join("\n- ")
                         ));
-                        self.env.trajectory.record("repair_prompt", json!({"problems": problems}))?;
-                        self.env.trajectory.record("message", json!({"message": repair}))?;
+                        self.env
+                            .trajectory
+                            .record("repair_prompt", json!({"problems": problems}))?;
+                        self.env
+                            .trajectory
+                            .record("message", json!({"message": repair}))?;
                         messages.push(repair);
                         continue;
                     }
@@ -477,29 +530,40 @@ impl Loop<'_, '_> {
                         "not run: the run ended before this call",
                         true,
                     );
-                    self.env.trajectory.record("tool_result", json!({"message": skipped}))?;
+                    self.env
+                        .trajectory
+                        .record("tool_result", json!({"message": skipped}))?;
                     messages.push(skipped);
                     continue;
                 }
-                self.env.trajectory.record("tool_call", json!({"call": call}))?;
+                self.env
+                    .trajectory
+                    .record("tool_call", json!({"call": call}))?;
                 let (content, is_error, flow) = self.dispatch(call)?;
                 let (kind, path) = screen_source(call);
                 self.screen(kind, &path, &content)?;
-                let read_path = if matches!(call.name.as_str(), "read_file" | "write_file" | "edit_file") {
-                    call.arguments.get("path").and_then(Value::as_str).map(str::to_string)
-                } else {
-                    None
-                };
+                let read_path =
+                    if matches!(call.name.as_str(), "read_file" | "write_file" | "edit_file") {
+                        call.arguments
+                            .get("path")
+                            .and_then(Value::as_str)
+                            .map(str::to_string)
+                    } else {
+                        None
+                    };
                 self.append(Event::ToolCall {
                     tool: call.name.clone(),
                     args_digest: sha256_hex(call.arguments_text().as_bytes()),
                     result_bytes: content.len() as u64,
                     truncated: content.contains(TRUNCATED_MARK),
-                    bytes_returned: (call.name == "read_file" && !is_error).then_some(content.len() as u64),
+                    bytes_returned: (call.name == "read_file" && !is_error)
+                        .then_some(content.len() as u64),
                     path: read_path,
                 })?;
                 let result = Message::tool_result(&call.id, content, is_error);
-                self.env.trajectory.record("tool_result", json!({"message": result}))?;
+                self.env
+                    .trajectory
+                    .record("tool_result", json!({"message": result}))?;
                 messages.push(result);
                 if let Flow::End(reason) = flow {
                     end = Some(reason);
@@ -525,11 +589,25 @@ impl Loop<'_, '_> {
             self.forced = None;
             return Err(violations
                 .iter()
-                .map(|v| format!("{}: {}", if v.pointer.is_empty() { "/" } else { &v.pointer }, v.message))
+                .map(|v| {
+                    format!(
+                        "{}: {}",
+                        if v.pointer.is_empty() {
+                            "/"
+                        } else {
+                            &v.pointer
+                        },
+                        v.message
+                    )
+                })
                 .collect());
         }
         let problems = outcome::contract_problems(&value, &self.facts_now());
-        if problems.is_empty() { Ok(value) } else { Err(problems) }
+        if problems.is_empty() {
+            Ok(value)
+        } else {
+            Err(problems)
+        }
     }
 
     fn finish(&mut self, mut value: Value, stop: &str) -> Result<RunEnd> {
@@ -544,8 +622,8 @@ impl Loop<'_, '_> {
                 .record("forced_escalation", json!({"reason": reason}))?;
             stop = format!("{stop}; forced escalate: {reason}");
         }
-        let pr_queued = self.facts.pr_accepted
-            && value.get("outcome").and_then(Value::as_str) == Some("pr");
+        let pr_queued =
+            self.facts.pr_accepted && value.get("outcome").and_then(Value::as_str) == Some("pr");
         Ok(RunEnd::Finished {
             outcome: value,
             pr_queued,
@@ -556,12 +634,16 @@ impl Loop<'_, '_> {
     /// A budget or terminal code ended the loop: one closing turn without tools asks the model
     /// for its escalation; if that is not a valid outcome, the supervisor writes one.
     fn budget_end(&mut self, messages: &mut Vec<Message>, reason: String) -> Result<RunEnd> {
-        self.env.trajectory.record("budget_exhausted", json!({"reason": reason}))?;
+        self.env
+            .trajectory
+            .record("budget_exhausted", json!({"reason": reason}))?;
         let ask = Message::user(format!(
             "The run is over: {reason}. Reply now with the final JSON object only, outcome \
              \"escalate\": say what you established, what you ruled out, and what you would read next."
         ));
-        self.env.trajectory.record("message", json!({"message": ask}))?;
+        self.env
+            .trajectory
+            .record("message", json!({"message": ask}))?;
         messages.push(ask);
         let request = ChatRequest {
             messages: messages.clone(),
@@ -574,7 +656,9 @@ impl Loop<'_, '_> {
         let closing = match self.env.model.chat(&request) {
             Ok(r) => {
                 let m = Message::Assistant(r.message.clone());
-                self.env.trajectory.record("message", json!({"message": m}))?;
+                self.env
+                    .trajectory
+                    .record("message", json!({"message": m}))?;
                 if r.message.tool_calls.is_empty() {
                     self.judge_final(&r.message.text).ok()
                 } else {
@@ -626,7 +710,11 @@ impl Loop<'_, '_> {
                     Err(e) => return err(e),
                 };
                 self.facts.searches.push(args.query.clone());
-                match self.env.retrieval.search(&args.query, args.limit.unwrap_or(8).clamp(1, 20)) {
+                match self
+                    .env
+                    .retrieval
+                    .search(&args.query, args.limit.unwrap_or(8).clamp(1, 20))
+                {
                     Ok(text) => ok(text),
                     Err(e) => err(e.to_string()),
                 }
@@ -641,7 +729,10 @@ impl Loop<'_, '_> {
                 }
                 if self.reads >= self.spec.config.budgets.max_reads {
                     return Ok((
-                        format!("read budget spent ({} reads)", self.spec.config.budgets.max_reads),
+                        format!(
+                            "read budget spent ({} reads)",
+                            self.spec.config.budgets.max_reads
+                        ),
                         true,
                         Flow::End(format!(
                             "read budget ({}) spent",
@@ -650,7 +741,10 @@ impl Loop<'_, '_> {
                     ));
                 }
                 self.reads += 1;
-                let result = self.env.worktree.read_lines(&args.path, args.start_line, args.end_line);
+                let result =
+                    self.env
+                        .worktree
+                        .read_lines(&args.path, args.start_line, args.end_line);
                 if let Err(refusal) = &result {
                     self.append(Event::PolicyRefusal {
                         path: args.path.clone(),
@@ -659,9 +753,10 @@ impl Loop<'_, '_> {
                 }
                 match result {
                     Ok(text) => {
-                        self.facts
-                            .reads
-                            .push(format!("{}:{}-{}", args.path, args.start_line, args.end_line));
+                        self.facts.reads.push(format!(
+                            "{}:{}-{}",
+                            args.path, args.start_line, args.end_line
+                        ));
                         self.read_paths.insert(args.path.clone());
                         ok(text)
                     }
@@ -743,12 +838,16 @@ impl Loop<'_, '_> {
             path: path.to_string(),
             rule: rule.clone(),
         })?;
-        self.env.trajectory.record("policy_refusal", json!({
-            "path": path, "rule": rule, "class": class, "retry_of_refused_class": retry,
-            "refusals": self.refusals,
-        }))?;
-        let mut message =
-            format!("write refused by policy: `{path}` (rule `{rule}`: {reason}). Nothing was written.");
+        self.env.trajectory.record(
+            "policy_refusal",
+            json!({
+                "path": path, "rule": rule, "class": class, "retry_of_refused_class": retry,
+                "refusals": self.refusals,
+            }),
+        )?;
+        let mut message = format!(
+            "write refused by policy: `{path}` (rule `{rule}`: {reason}). Nothing was written."
+        );
         if retry {
             message.push_str(
                 " This is a retry of a path class already refused in this run; it is counted.",
@@ -776,7 +875,11 @@ impl Loop<'_, '_> {
                 self.wrote = true;
                 self.green_full_since_write = false;
                 self.facts.files_written.push(path.to_string());
-                Ok((format!("wrote {path} ({} bytes)", content.len()), false, Flow::Continue))
+                Ok((
+                    format!("wrote {path} ({} bytes)", content.len()),
+                    false,
+                    Flow::Continue,
+                ))
             }
             Err(e) => Ok((e.to_string(), true, Flow::Continue)),
         }
@@ -792,7 +895,10 @@ impl Loop<'_, '_> {
         if selector.is_none() {
             if self.full_runs >= budgets.max_full_runs {
                 return Ok((
-                    format!("full-run budget spent ({} full runs)", budgets.max_full_runs),
+                    format!(
+                        "full-run budget spent ({} full runs)",
+                        budgets.max_full_runs
+                    ),
                     true,
                     Flow::End(format!("MAX_FULL_RUNS ({}) spent", budgets.max_full_runs)),
                 ));
@@ -802,7 +908,13 @@ impl Loop<'_, '_> {
         let report = self.env.tests.run(selector.as_deref());
         let (text, is_error) = match &report {
             Ok(r) => {
-                let verdict = if r.green() { "green" } else if r.timed_out { "timed out" } else { "red" };
+                let verdict = if r.green() {
+                    "green"
+                } else if r.timed_out {
+                    "timed out"
+                } else {
+                    "red"
+                };
                 self.facts.test_runs.push(format!(
                     "{} -> {verdict}",
                     r.selector.as_deref().unwrap_or("full")
@@ -813,8 +925,14 @@ impl Loop<'_, '_> {
                 (
                     format!(
                         "{} run: {verdict} (exit code {}){}\n{}",
-                        if r.selector.is_some() { "selected" } else { "full" },
-                        r.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "none".into()),
+                        if r.selector.is_some() {
+                            "selected"
+                        } else {
+                            "full"
+                        },
+                        r.exit_code
+                            .map(|c| c.to_string())
+                            .unwrap_or_else(|| "none".into()),
                         if selector.is_none() {
                             format!(
                                 "; full runs used {}/{}",
@@ -855,7 +973,11 @@ impl Loop<'_, '_> {
             _ => TestResult::Error,
         };
         self.append(Event::TestRun {
-            scope: if selector.is_some() { TestScope::Narrow } else { TestScope::Full },
+            scope: if selector.is_some() {
+                TestScope::Narrow
+            } else {
+                TestScope::Full
+            },
             selector,
             result,
             witness: false,
@@ -882,19 +1004,30 @@ impl Loop<'_, '_> {
         let d = match result {
             Ok(d) => d,
             Err(e) => {
-                self.env.trajectory.record("reader_digest", json!({
-                    "question": brief.question, "accepted": false,
-                    "dropped_reason": format!("the reader could not start: {e}"),
-                }))?;
+                self.env.trajectory.record(
+                    "reader_digest",
+                    json!({
+                        "question": brief.question, "accepted": false,
+                        "dropped_reason": format!("the reader could not start: {e}"),
+                    }),
+                )?;
                 self.append(Event::PolicyRefusal {
                     path: "delegate_read".into(),
                     rule: "reader-not-started".into(),
                 })?;
-                return Ok((format!("delegate_read failed: the reader could not start: {e}"), true, Flow::Continue));
+                return Ok((
+                    format!("delegate_read failed: the reader could not start: {e}"),
+                    true,
+                    Flow::Continue,
+                ));
             }
         };
         for (i, text) in d.tool_texts.iter().enumerate() {
-            self.screen(SourceKind::ToolOutput, &format!("reader:tool_result:{i}"), text)?;
+            self.screen(
+                SourceKind::ToolOutput,
+                &format!("reader:tool_result:{i}"),
+                text,
+            )?;
         }
         for call in &d.calls {
             self.append(Event::ModelCall {
@@ -914,7 +1047,10 @@ impl Loop<'_, '_> {
                     brief_digest: sha256_hex(brief_json.as_bytes()),
                     digest_digest: sha256_hex(digest.to_string().as_bytes()),
                     reads_used: d.reads_made,
-                    complete: digest.get("complete").and_then(Value::as_bool).unwrap_or(false),
+                    complete: digest
+                        .get("complete")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
                     anchors: digest
                         .get("anchors")
                         .and_then(Value::as_array)
@@ -949,7 +1085,13 @@ impl Loop<'_, '_> {
     fn open_pr(&mut self, call: &ToolCall) -> Result<(String, bool, Flow)> {
         let args = match call.checked_arguments() {
             Ok(v) => v.clone(),
-            Err(e) => return Ok((format!("invalid arguments for open_pr: {e}"), true, Flow::Continue)),
+            Err(e) => {
+                return Ok((
+                    format!("invalid arguments for open_pr: {e}"),
+                    true,
+                    Flow::Continue,
+                ));
+            }
         };
         if !self.wrote {
             return Ok((
@@ -980,7 +1122,11 @@ impl Loop<'_, '_> {
                     (text, true, Flow::Continue)
                 } else {
                     let code = r.code.clone().unwrap_or_else(|| "UNKNOWN".into());
-                    (text, true, Flow::End(format!("open_pr answered {code} (not retryable)")))
+                    (
+                        text,
+                        true,
+                        Flow::End(format!("open_pr answered {code} (not retryable)")),
+                    )
                 }
             }
             Err(e) => (
@@ -991,19 +1137,31 @@ impl Loop<'_, '_> {
         };
         self.append(Event::OpenPrSubmitted {
             args_digest: sha256_hex(call.arguments_text().as_bytes()),
-            title: args.get("title").and_then(Value::as_str).unwrap_or("").to_string(),
+            title: args
+                .get("title")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
             files_changed: args
                 .pointer("/diff_digest/files_changed")
                 .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
                 .unwrap_or_default(),
         })?;
-        self.env.trajectory.record("open_pr_reply", json!({
-            "accepted": reply.as_ref().map(|r| r.accepted).unwrap_or(false),
-            "code": reply.as_ref().ok().and_then(|r| r.code.clone()),
-            "reply": reply.as_ref().ok().map(|r| r.body.clone()),
-            "error": reply.as_ref().err().map(ToString::to_string),
-        }))?;
+        self.env.trajectory.record(
+            "open_pr_reply",
+            json!({
+                "accepted": reply.as_ref().map(|r| r.accepted).unwrap_or(false),
+                "code": reply.as_ref().ok().and_then(|r| r.code.clone()),
+                "reply": reply.as_ref().ok().map(|r| r.body.clone()),
+                "error": reply.as_ref().err().map(ToString::to_string),
+            }),
+        )?;
         Ok((text, is_error, flow))
     }
 }
@@ -1014,16 +1172,29 @@ fn describe_allowlist(policy: &Policy) -> String {
     if globs.is_empty() {
         "(nothing: every write is refused)".to_string()
     } else {
-        globs.iter().map(|g| format!("`{g}`")).collect::<Vec<_>>().join(", ")
+        globs
+            .iter()
+            .map(|g| format!("`{g}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
 /// What kind of text a tool result is, and where it came from, for the injection detector.
 fn screen_source(call: &ToolCall) -> (SourceKind, String) {
-    let arg = |k: &str| call.arguments.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let arg = |k: &str| {
+        call.arguments
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     match call.name.as_str() {
         "read_file" => (SourceKind::File, arg("path")),
-        "search_repo" => (SourceKind::SearchSnippet, format!("search:{}", arg("query"))),
+        "search_repo" => (
+            SourceKind::SearchSnippet,
+            format!("search:{}", arg("query")),
+        ),
         other => (SourceKind::ToolOutput, format!("tool:{other}")),
     }
 }
@@ -1047,7 +1218,9 @@ fn clip(text: &str, max_chars: usize) -> String {
 fn candidate_paths(rendered: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for line in rendered.lines() {
-        let first = line.trim().trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == ' ');
+        let first = line
+            .trim()
+            .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == ' ');
         let path = first.split([':', ' ']).next().unwrap_or("");
         if path.contains('.') && !path.is_empty() && !out.iter().any(|p| p == path) {
             out.push(path.to_string());

@@ -49,7 +49,11 @@ pub fn classify(issue: &Issue) -> Triage {
         TriageState::NeedsTriage,
         TriageState::ReadyForAgent,
     ] {
-        if issue.labels.iter().any(|l| l.eq_ignore_ascii_case(state.label())) {
+        if issue
+            .labels
+            .iter()
+            .any(|l| l.eq_ignore_ascii_case(state.label()))
+        {
             return Triage {
                 state,
                 reason: format!("labelled `{}`", state.label()),
@@ -89,11 +93,31 @@ pub fn signals(title: &str, body: &str) -> Signals {
         });
     let has = |words: &[&str]| words.iter().any(|w| contains_word(&lower, w));
     let expected_vs_actual = has(&["expected", "expect", "should"])
-        && has(&["actual", "actually", "got", "instead", "but", "returns", "returned", "gives"]);
+        && has(&[
+            "actual", "actually", "got", "instead", "but", "returns", "returned", "gives",
+        ]);
     let symptom = has(&[
-        "raises", "raise", "returns", "returned", "crash", "crashes", "error", "exception",
-        "fails", "failed", "failing", "wrong", "incorrect", "broken", "hangs", "leaks", "bug",
-        "regression", "typeerror", "valueerror", "keyerror",
+        "raises",
+        "raise",
+        "returns",
+        "returned",
+        "crash",
+        "crashes",
+        "error",
+        "exception",
+        "fails",
+        "failed",
+        "failing",
+        "wrong",
+        "incorrect",
+        "broken",
+        "hangs",
+        "leaks",
+        "bug",
+        "regression",
+        "typeerror",
+        "valueerror",
+        "keyerror",
     ]);
     let reproduction = text.contains("```") || lower.contains("steps to reproduce");
     let mut identifiers: Vec<String> = Vec::new();
@@ -138,7 +162,10 @@ pub fn classify_text(title: &str, body: &str) -> Triage {
     let concrete = !s.identifiers.is_empty() || s.reproduction;
     let problem = s.symptom || s.expected_vs_actual;
     let (state, reason) = if s.traceback || (concrete && problem) {
-        (TriageState::ReadyForAgent, format!("text has {}", found.join(", ")))
+        (
+            TriageState::ReadyForAgent,
+            format!("text has {}", found.join(", ")),
+        )
     } else if problem {
         (
             TriageState::NeedsInfo,
@@ -205,9 +232,11 @@ fn identifier_in(raw: &str, token: &str) -> Option<String> {
     let camel = word.chars().skip(1).any(|c| c.is_ascii_uppercase())
         && word.chars().any(|c| c.is_ascii_lowercase())
         && !word.contains('/');
-    let file = [".py", ".rs", ".js", ".ts", ".go", ".java", ".c", ".h", ".rb", ".toml", ".cfg"]
-        .iter()
-        .any(|ext| word.ends_with(ext));
+    let file = [
+        ".py", ".rs", ".js", ".ts", ".go", ".java", ".c", ".h", ".rb", ".toml", ".cfg",
+    ]
+    .iter()
+    .any(|ext| word.ends_with(ext));
     (call || snake || camel || file).then(|| word.to_string())
 }
 
@@ -256,13 +285,21 @@ mod tests {
 
     #[test]
     fn symptom_without_code_needs_info() {
-        let t = classify(&issue("It crashes", "The app crashes sometimes, please fix.", &[]));
+        let t = classify(&issue(
+            "It crashes",
+            "The app crashes sometimes, please fix.",
+            &[],
+        ));
         assert_eq!(t.state, TriageState::NeedsInfo, "{}", t.reason);
     }
 
     #[test]
     fn vague_text_needs_triage() {
-        let t = classify(&issue("Improve things", "Could the project be nicer to use?", &[]));
+        let t = classify(&issue(
+            "Improve things",
+            "Could the project be nicer to use?",
+            &[],
+        ));
         assert_eq!(t.state, TriageState::NeedsTriage, "{}", t.reason);
         assert!(t.reason.contains("vague"));
     }

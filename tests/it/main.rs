@@ -3,4 +3,5 @@
 
 mod audit;
 mod retrieval;
+mod run;
 mod sandbox;

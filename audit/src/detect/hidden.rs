@@ -101,10 +101,17 @@ pub(crate) fn scan(lines: &[&str]) -> Vec<(usize, Rule)> {
             } else if is_joiner(c) {
                 // ZWJ/ZWNJ shape emoji sequences and Indic/Arabic/Persian script; between ASCII
                 // (or at a word edge) they only hide something.
+                // A run of joiners (as in code-page tables) is judged by what surrounds the run.
+                let run = chars[k..].iter().take_while(|&&x| is_joiner(x)).count();
+                let after_run = chars.get(k + run).copied();
+                k += run - 1;
                 let joins_script = |x: Option<char>| {
-                    x.is_some_and(|x| !x.is_ascii() && !x.is_whitespace() && !is_invisible_or_control(x))
+                    x.is_some_and(|x| {
+                        !x.is_ascii() && !x.is_whitespace() && !is_invisible_or_control(x)
+                    })
                 };
-                (!(joins_script(before) && joins_script(after))).then_some(Rule::InvisibleCharacter)
+                (!(joins_script(before) && joins_script(after_run)))
+                    .then_some(Rule::InvisibleCharacter)
             } else {
                 None
             };
@@ -123,9 +130,16 @@ pub(crate) fn fold(c: char) -> Option<char> {
     if is_tag(c) {
         // Tag characters mirror ASCII at U+E0000; decode what they smuggle.
         let ascii = (c as u32) - 0xE0000;
-        return (0x20..0x7F).contains(&ascii).then(|| char::from(ascii as u8).to_ascii_lowercase());
+        return (0x20..0x7F)
+            .contains(&ascii)
+            .then(|| char::from(ascii as u8).to_ascii_lowercase());
     }
-    if is_zero_width(c) || is_joiner(c) || is_bidi_override(c) || is_bidi_mark(c) || is_invisible_operator(c) {
+    if is_zero_width(c)
+        || is_joiner(c)
+        || is_bidi_override(c)
+        || is_bidi_mark(c)
+        || is_invisible_operator(c)
+    {
         return None;
     }
     if c.is_ascii() {
@@ -191,16 +205,28 @@ mod tests {
         // Unicode tables, math, Korean text and an emoji subdivision flag.
         assert!(scan(&["('\u{200B}', '\u{200F}'),"]).is_empty());
         assert!(scan(&["1\u{2064}1⁄2"]).is_empty());
+        assert!(scan(&["\"chars\": \"œ\u{200C}\u{200D}ں\""]).is_empty());
         assert!(scan(&["('\u{115F}', 'ᆢ') 한\u{3164}글"]).is_empty());
-        assert!(scan(&["\u{1F3F4}\u{E0067}\u{E0062}\u{E0065}\u{E006E}\u{E0067}\u{E007F}"]).is_empty());
-        assert_eq!(scan(&["let \u{3164} = 1;"]), vec![(0, Rule::InvisibleCharacter)]);
+        assert!(
+            scan(&["\u{1F3F4}\u{E0067}\u{E0062}\u{E0065}\u{E006E}\u{E0067}\u{E007F}"]).is_empty()
+        );
+        assert_eq!(
+            scan(&["let \u{3164} = 1;"]),
+            vec![(0, Rule::InvisibleCharacter)]
+        );
         assert_eq!(scan(&["ab\u{2062}cd"]), vec![(0, Rule::InvisibleCharacter)]);
-        assert_eq!(scan(&["x\u{E0068}\u{E0069}"]), vec![(0, Rule::TagCharacters)]);
+        assert_eq!(
+            scan(&["x\u{E0068}\u{E0069}"]),
+            vec![(0, Rule::TagCharacters)]
+        );
     }
 
     #[test]
     fn bom_at_start_is_fine() {
         assert!(scan(&["\u{FEFF}fn main() {}"]).is_empty());
-        assert_eq!(scan(&["x", "a\u{FEFF}b"]), vec![(1, Rule::InvisibleCharacter)]);
+        assert_eq!(
+            scan(&["x", "a\u{FEFF}b"]),
+            vec![(1, Rule::InvisibleCharacter)]
+        );
     }
 }

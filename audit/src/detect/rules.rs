@@ -30,6 +30,9 @@ fn agent_context_in() -> String {
     )
 }
 
+/// Gap between two words of one sentence (no sentence end in between).
+const WG: &str = r"(?:[^\w.!?;]|\.\S){1,6}";
+
 /// Any character of a sentence: a dot only when it is not followed by a space (URLs, paths).
 const SENT: &str = r"(?:[^.!?;]|\.\S)";
 
@@ -37,11 +40,26 @@ const REQUEST_VERB: &str = r"\b(?:add|adds|adding|include|insert|append|embed|in
 
 fn objects() -> [(Rule, &'static str); 5] {
     [
-        (Rule::RequestsCredential, r"\b(?:credentials?|secrets?|tokens?|api\W?keys?|passwords?|ssh\W?keys?|private\W?keys?|access\W?keys?|id_rsa|aws_(?:secret|access)\w*|github_token|npm_token|environment\W+variables|env\W+vars)\b|\.env\b|~/\.ssh"),
-        (Rule::RequestsWorkflow, r"\b(?:workflows?|github\W+actions?|ci\W+(?:job|step|config|configuration|pipeline)s?|pipelines?|pre-commit\W+hooks?|git\W+hooks?|cron\W?jobs?|gitlab-ci|jenkinsfile)\b|\.github/"),
-        (Rule::RequestsDependency, r"\b(?:dependenc(?:y|ies)|package|library|crate|gem|plugin|requirements\.txt|package\.json|cargo\.toml|pom\.xml|go\.mod|gemfile|pyproject\.toml|npm\W+install|pip\W+install|cargo\W+add)\b"),
-        (Rule::RequestsUrl, r"https?://|\bwww\.\w|\b(?:urls?|endpoints?|webhooks?|tracking\W+pixels?|(?:this|the\W+following)\W+(?:link|domain|address))\b"),
-        (Rule::RequestsFile, r"\b(?:new\W+file|(?:a|the)\W+file\W+(?:named|called)|create\W+(?:a\W+|the\W+)?file|(?:add|create)\W+(?:a\W+)?(?:script|binary|executable))\b"),
+        (
+            Rule::RequestsCredential,
+            r"\b(?:credentials?|secrets?|tokens?|api\W?keys?|passwords?|ssh\W?keys?|private\W?keys?|access\W?keys?|id_rsa|aws_(?:secret|access)\w*|github_token|npm_token|environment\W+variables|env\W+vars)\b|\.env\b|~/\.ssh",
+        ),
+        (
+            Rule::RequestsWorkflow,
+            r"\b(?:workflows?|github\W+actions?|ci\W+(?:job|step|config|configuration|pipeline)s?|pipelines?|pre-commit\W+hooks?|git\W+hooks?|cron\W?jobs?|gitlab-ci|jenkinsfile)\b|\.github/",
+        ),
+        (
+            Rule::RequestsDependency,
+            r"\b(?:dependenc(?:y|ies)|package|library|crate|gem|plugin|requirements\.txt|package\.json|cargo\.toml|pom\.xml|go\.mod|gemfile|pyproject\.toml|npm\W+install|pip\W+install|cargo\W+add)\b",
+        ),
+        (
+            Rule::RequestsUrl,
+            r"https?://|\bwww\.\w|\b(?:urls?|endpoints?|webhooks?|tracking\W+pixels?|(?:this|the\W+following)\W+(?:link|domain|address))\b",
+        ),
+        (
+            Rule::RequestsFile,
+            r"\b(?:new\W+file|(?:a|the)\W+file\W+(?:named|called)|create\W+(?:a\W+|the\W+)?file|(?:add|create)\W+(?:a\W+)?(?:script|binary|executable))\b",
+        ),
     ]
 }
 
@@ -65,19 +83,24 @@ fn strong_patterns() -> Vec<(Rule, String)> {
     let ai_any = ai_any();
     vec![
         // "Note to the AI:", "Instructions for LLM agents", "Hey Claude"
-        (Rule::AddressesAi, format!(r"\b(?:note|notice|message|instructions?|reminder|attention|attn|warning|important|psa|directive|hint|memo)\W{{0,4}}(?:to|for){G}(?:(?:the|all|any|every)\W{{1,3}})?{ai_any}\b")),
+        (Rule::AddressesAi, format!(r"(?m)\b(?:note|notice|message|instructions?|reminder|attention|attn|warning|important|psa|directive|hint|memo)\W{{0,4}}(?:to|for){G}(?:(?:the|all|any|every)\W{{1,3}})?(?:{AI}\b|(?:assistants?|agents?|bots?)\s*(?:[:\-–—,]|$))")),
         (Rule::AddressesAi, format!(r"\b(?:attention|attn|hey|hi|hello|dear|greetings|yo|calling){G}(?:(?:the|all|any|fellow|every)\W{{1,3}})?{AI}\b")),
         (Rule::AddressesAi, format!(r"\b(?:dear|hey|hello){G}(?:assistant|agent)s?\b")),
         // Vocative at the start of a sentence: "AI: please…", "Assistant, ignore…"
         (Rule::AddressesAi, format!(r"(?m)(?:^|[.!?]\s+)\W*{AI}\s*[,:]\s*(?:please|you|ignore|disregard|forget|do\s+not|don't|never|always|add|include|insert|make\s+sure|ensure|remember|stop|before|when|from\s+now|your)\b")),
         (Rule::AddressesAi, r"(?m)(?:^|[.!?]\s+)\W*(?:assistant|agent)\s*[,:]\s*(?:please\W+)?(?:ignore|disregard|forget|do\s+not|don't|never|you\s+must|from\s+now)\b".to_string()),
         (Rule::AddressesAi, format!(r"\bif\W+you\W{{1,3}}(?:are|re)\W+(?:an?\W+|the\W+)?(?:{AI}|assistant|agent|bot)\b")),
-        (Rule::AddressesAi, format!(r"\b(?:{AI}|assistants|agents)\W{{1,3}}(?:that\W+(?:is|are)\W+|who\W+(?:is|are)\W+)?(?:reading|processing|parsing|analy[sz]ing|reviewing|scanning|ingesting|summari[sz]ing|crawling|indexing|seeing|working\W+(?:on|with)|fixing|tasked\W+with)\W{{1,3}}(?:this|these)\b")),
+        (Rule::AddressesAi, format!(r"\b(?:{AI}|assistants|agents)\W{{1,3}}(?:that\W+(?:is|are)\W+|who\W+(?:is|are)\W+|(?:is|are)\W+)?(?:reading|processing|parsing|analy[sz]ing|reviewing|scanning|ingesting|summari[sz]ing|crawling|indexing|seeing|working\W+(?:on|with)|fixing|tasked\W+with)\W{{1,3}}(?:this|these)\b")),
         (Rule::AddressesAi, format!(r"\byou\W+are\W+(?:now\W+)?(?:an?\W+)?(?:{AI}|(?:helpful|harmless|honest|coding|programming|software\W+engineering)\W+(?:assistant|agent|ai))\b")),
         (Rule::AddressesAi, format!(r"\bas\W+an?\W+(?:{AI}|assistant|agent)\b[^\n.]{{0,40}}\byou\b")),
+        // "To whichever language model is reading this:", "Copilot should add…"
+        (Rule::AddressesAi, format!(r"\bto{G}(?:whichever|whatever|any|every|each){G}(?:{AI}|assistant|agent|bot)s?\b")),
+        (Rule::AddressesAi, format!(r"\b{AI}{G}(?:should|must|needs?{G}to|has{G}to|is{G}(?:required|instructed|expected|asked){G}to|will{G}now){G}(?:also{G}|now{G}|then{G})?(?:add|include|insert|ignore|disregard|approve|merge|remove|delete|open|create|install|send|set|change|modify|commit|push|skip|disable|mark)\b")),
+        (Rule::AddressesAi, format!(r"\b(?:assistants?|agents?|bots?){G}(?:should|must|are{G}required{G}to|is{G}required{G}to){G}(?:also{G})?(?:approve|merge|ignore|disregard|skip|mark)\b")),
+        (Rule::OverridesInstructions, format!(r"\bthe{G}(?:real|actual|true|updated|correct|new){G}(?:instructions|task|orders){G}(?:are|is|follow){G}(?:below|here|as\W+follows|the\W+following)\b|\bthe{G}issue{G}(?:text|description|body)?{G}(?:is|was){G}(?:outdated|obsolete|superseded|fake|a\W+decoy)\b")),
         (Rule::OverridesInstructions, r"\byou\W+are\W+now\W+(?:in\W+)?(?:developer|dev|maintenance|god|debug|unrestricted|jailbreak|jailbroken|admin|root|sudo|dan)\W+mode\b".to_string()),
         // "ignore all previous instructions", "disregard the above system prompt"
-        (Rule::OverridesInstructions, r"\b(?:ignore|disregard|forget|bypass|abandon|discard|set\W+aside|stop\W+following|do\W+not\W+follow|don't\W+follow|no\W+longer\W+follow)\W{1,6}(?:(?:all|any|every|each|of|the|your|my|these|those|its|their|other)\W{1,6}){0,3}(?:previous|prior|preceding|above|earlier|original|initial|system|safety)\W{1,6}(?:(?:and|or|all|any|the|of|your)\W{1,6})?(?:\w+\W{1,6})?(?:instructions|prompts?|directives?|guidelines|guardrails|rules|constraints|orders|context|messages)\b".to_string()),
+        (Rule::OverridesInstructions, r"\b(?:ignore|disregard|forget|bypass|abandon|discard|set\W+aside|stop\W+following|do\W+not\W+follow|don't\W+follow|no\W+longer\W+follow)\W{1,6}(?:(?:all|any|every|each|of|the|your|my|these|those|its|their|other)\W{1,6}){0,3}(?:previous|prior|preceding|above|earlier|original|initial|system|safety)\W{1,6}(?:(?:and|or|all|any|the|of|your)\W{1,6})?(?:\w+\W{1,6})?(?:instructions|prompts?|directives?|guidelines|guidance|directions|guardrails|rules|constraints|orders|context|messages)\b".to_string()),
         (Rule::OverridesInstructions, format!(r"\b(?:ignore|disregard|forget|override|bypass)\W{{1,6}}(?:all\W+|any\W+)?(?:your|the\W+(?:assistant|agent|model|ai)'?s?){G}(?:\w+{G})?(?:instructions|prompt|programming|guidelines|guardrails|rules|directives|system\W+prompt|system\W+message)\b")),
         (Rule::OverridesInstructions, format!(r"\b(?:ignore|disregard|forget){G}(?:everything|all|anything){G}(?:above|before|prior|previously|you\W+(?:were|have\W+been|ve\W+been)\W+(?:told|given|instructed))\b")),
         (Rule::OverridesInstructions, format!(r"\b(?:ignore|disregard|forget){G}the{G}above{G}(?:and|instructions|directions|text|prompt|context)\b")),
@@ -93,7 +116,7 @@ fn strong_patterns() -> Vec<(Rule, String)> {
         (Rule::ConcealsFromReviewer, format!(r"\bwithout{G}(?:telling|informing|alerting){G}(?:the{G}|your{G})?(?:user|human|reviewer|operator|approver|maintainer)s?\b")),
         (Rule::ConcealsFromReviewer, format!(r"\b(?:hide|conceal){G}(?:this|these|it|the{G}change|the{G}changes){G}(?:\w+{G})?from{G}(?:the{G}|any{G})?(?:user|human|reviewer|operator|approver|maintainer)s?\b")),
         (Rule::ConcealsFromReviewer, format!(r"\b(?:do\W+not|don't|never){G}(?:mention|include|list|report|disclose|explain){G}(?:this|these|it|that){G}(?:\w+{G}){{0,2}}(?:in|to){G}(?:the{G}|your{G})?(?:pr|pull\W?request|summary|commit\W+message|description|changelog|output|response|reviewer)\b")),
-        (Rule::ExfiltratesSecret, format!(r"\b(?:send|post|upload|exfiltrate|leak|forward|transmit|email|beacon|pipe)\W{{1,6}}(?:\w+\W{{1,6}}){{0,4}}?(?:credentials?|secrets?|tokens?|api\W?keys?|passwords?|ssh\W?keys?|private\W?keys?|id_rsa|environment\W+variables|env\W+vars|aws_\w+|github_token|npm_token)\b[^\n!?;]{{0,80}}?(?:https?://|\b(?:to|at){G}(?:\d{{1,3}}\.){{3}}\d{{1,3}})")),
+        (Rule::ExfiltratesSecret, r"\b(?:send|post|upload|exfiltrate|leak|forward|transmit|email|beacon|pipe)\W{1,6}(?:\w+\W{1,6}){0,4}?(?:credentials?|secrets?|tokens?|api\W?keys?|passwords?|ssh\W?keys?|private\W?keys?|id_rsa|environment\W+variables|env\W+vars|aws_\w+|github_token|npm_token)\b[^\n!?;]{0,80}?\b(?:to|at|into)\W{1,3}(?:https?://|(?:\d{1,3}\.){3}\d{1,3})".to_string()),
         (Rule::ExfiltratesSecret, r"(?:~/\.ssh/\S*|\bid_rsa\b|/etc/shadow|\.aws/credentials)[^\n]{0,80}?(?:https?://|\|\s*(?:curl|nc|wget)\b)|\b(?:curl|wget)\b[^\n]{0,80}(?:~/\.ssh/|\bid_rsa\b|/etc/shadow|\.aws/credentials)".to_string()),
     ]
 }
@@ -123,7 +146,9 @@ fn compile() -> Compiled {
     let mut in_context = Vec::new();
     let mut weak = Vec::new();
     for (rule, obj) in objects() {
-        let before = format!(r"(?:{ctx_when}|{ctx_in}){SENT}{{0,120}}?{REQUEST_VERB}{SENT}{{0,80}}?(?:{obj})");
+        let before = format!(
+            r"(?:{ctx_when}|{ctx_in}){SENT}{{0,120}}?{REQUEST_VERB}{SENT}{{0,80}}?(?:{obj})"
+        );
         let after = format!(r"{REQUEST_VERB}{SENT}{{0,100}}?(?:{obj}){SENT}{{0,100}}?{ctx_in}");
         if let Some(r) = build(&format!("{before}|{after}")) {
             in_context.push((rule, r));
@@ -133,7 +158,7 @@ fn compile() -> Compiled {
         }
     }
     let comment_imperative = build(&format!(
-        r"\b(?:you|please|must|make\W+sure|be\W+sure|remember\W+to|always|never|should){G}(?:\w+{G}){{0,4}}?{REQUEST_VERB}[^!?;]{{0,80}}?(?:https?://|\b(?:url|endpoint|webhook|dependency|dependencies|package|credentials?|secrets?|tokens?|api\W?keys?|passwords?|workflows?|script|new\W+file)\b|\.github/)"
+        r"\b(?:you|please|must|make\W+sure|be\W+sure|remember\W+to|always|never|should){WG}(?:\w+{WG}){{0,8}}?{REQUEST_VERB}{SENT}{{0,80}}?(?:https?://|\b(?:url|endpoint|webhook|dependency|dependencies|package|credentials?|secrets?|tokens?|api\W?keys?|passwords?|workflows?|new\W+file)\b|\.github/)"
     ));
     Compiled {
         strong,
@@ -176,7 +201,10 @@ impl Normalized {
                 s = rest;
             }
             let s = s.trim_start_matches(|c: char| {
-                matches!(c, ' ' | '\t' | '/' | '#' | '*' | ';' | '%' | '>' | '!' | '-' | '"' | '\'' | '`')
+                matches!(
+                    c,
+                    ' ' | '\t' | '/' | '#' | '*' | ';' | '%' | '>' | '!' | '-' | '"' | '\'' | '`'
+                )
             });
             line_starts.push(text.len());
             text.push_str(s);
@@ -186,7 +214,9 @@ impl Normalized {
     }
 
     fn line_of(&self, offset: usize) -> usize {
-        self.line_starts.partition_point(|&s| s <= offset).saturating_sub(1)
+        self.line_starts
+            .partition_point(|&s| s <= offset)
+            .saturating_sub(1)
     }
 }
 
@@ -217,7 +247,11 @@ pub(crate) fn scan(text: &str, lines: &[&str], markdown: bool, hits: &mut Vec<(u
             hits.push((norm.line_of(meaningful_start(m)), *rule));
         }
     }
-    let hidden_comments = if markdown { html_comments(text) } else { Vec::new() };
+    let hidden_comments = if markdown {
+        html_comments(text)
+    } else {
+        Vec::new()
+    };
     for (rule, re) in &rules.weak {
         for m in re.find_iter(&norm.text) {
             let line = norm.line_of(m.start());
@@ -234,7 +268,10 @@ pub(crate) fn scan(text: &str, lines: &[&str], markdown: bool, hits: &mut Vec<(u
     for (first, last) in hidden_comments {
         let inner = Normalized::new(&lines[first..=last.min(lines.len().saturating_sub(1))]);
         let flagged = rules.strong.iter().any(|(_, re)| re.is_match(&inner.text))
-            || rules.in_context.iter().any(|(_, re)| re.is_match(&inner.text))
+            || rules
+                .in_context
+                .iter()
+                .any(|(_, re)| re.is_match(&inner.text))
             || rules
                 .comment_imperative
                 .as_ref()

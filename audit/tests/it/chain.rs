@@ -1,6 +1,8 @@
 //! Verification catches every kind of tampering; torn tails are reported and repaired.
 
-use airlock_audit::{AuditLog, Error, Event, GENESIS, ProblemKind, TestResult, TestScope, sha256_hex, verify};
+use airlock_audit::{
+    AuditLog, Error, Event, GENESIS, ProblemKind, TestResult, TestScope, sha256_hex, verify,
+};
 use std::path::{Path, PathBuf};
 
 pub fn sample_events() -> Vec<Event> {
@@ -53,7 +55,11 @@ pub fn fresh_log(dir: &Path) -> (PathBuf, Vec<String>) {
 }
 
 pub fn read_lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path).unwrap().lines().map(str::to_string).collect()
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 fn write_lines(path: &Path, lines: &[String]) {
@@ -97,7 +103,10 @@ fn a_fresh_chain_verifies_and_links_each_line_to_the_previous() {
     assert!(report.head_checked);
     assert_eq!(report.records, 6);
     assert_eq!(report.last_seq, 6);
-    assert_eq!(report.head_hash.as_deref(), Some(sha256_hex(lines[5].as_bytes()).as_str()));
+    assert_eq!(
+        report.head_hash.as_deref(),
+        Some(sha256_hex(lines[5].as_bytes()).as_str())
+    );
     let first: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
     assert_eq!(first["prev"], GENESIS);
     assert_eq!(first["seq"], 1);
@@ -109,7 +118,15 @@ fn a_fresh_chain_verifies_and_links_each_line_to_the_previous() {
     }
     // Reopening continues the chain.
     let log = AuditLog::open(&path).unwrap();
-    let r = log.append("r1", Event::Approval { reviewer: Some("dana".into()), reason: None }).unwrap();
+    let r = log
+        .append(
+            "r1",
+            Event::Approval {
+                reviewer: Some("dana".into()),
+                reason: None,
+            },
+        )
+        .unwrap();
     assert_eq!(r.seq, 7);
     assert_eq!(r.prev, sha256_hex(lines[5].as_bytes()));
     assert!(verify(&path).unwrap().is_intact());
@@ -212,18 +229,34 @@ fn a_torn_tail_is_reported_then_repaired_without_losing_its_bytes() {
     let report = verify(&path).unwrap();
     assert!(!report.is_tampered());
     assert_eq!(
-        report.problems.iter().map(|p| (p.kind, p.line)).collect::<Vec<_>>(),
+        report
+            .problems
+            .iter()
+            .map(|p| (p.kind, p.line))
+            .collect::<Vec<_>>(),
         vec![(ProblemKind::TornTail, 7)]
     );
 
     let log = AuditLog::open(&path).unwrap();
     let t = log.torn_tail().expect("open reports the torn tail");
     assert_eq!((t.offset, t.len), (torn_offset, 40));
-    let r = log.append("r1", Event::Denial { reviewer: None, reason: "no".into() }).unwrap();
+    let r = log
+        .append(
+            "r1",
+            Event::Denial {
+                reviewer: None,
+                reason: "no".into(),
+            },
+        )
+        .unwrap();
     assert_eq!(r.seq, 8, "seq 7 is the tail_repaired record");
 
     let after = std::fs::read(&path).unwrap();
-    assert_eq!(&after[..content.len()], &content[..], "the torn bytes are kept in place");
+    assert_eq!(
+        &after[..content.len()],
+        &content[..],
+        "the torn bytes are kept in place"
+    );
     let lines = read_lines(&path);
     let repair: serde_json::Value = serde_json::from_str(&lines[7]).unwrap();
     assert_eq!(repair["kind"], "tail_repaired");
@@ -244,7 +277,11 @@ fn cutting_a_record_in_half_is_reported_as_torn_and_truncated() {
     std::fs::write(&path, &content[..content.len() - 30]).unwrap();
     let k = kinds(&path);
     assert!(k.contains(&(ProblemKind::TornTail, 6, None)), "{k:?}");
-    assert!(k.iter().any(|(kind, _, seq)| *kind == ProblemKind::Truncated && *seq == Some(6)), "{k:?}");
+    assert!(
+        k.iter()
+            .any(|(kind, _, seq)| *kind == ProblemKind::Truncated && *seq == Some(6)),
+        "{k:?}"
+    );
 }
 
 #[test]
@@ -276,7 +313,19 @@ fn a_key_shaped_model_name_is_refused_and_nothing_is_written() {
             },
         )
         .unwrap_err();
-    assert!(matches!(err, Error::RejectedField { field: "model", .. }), "{err}");
+    assert!(
+        matches!(err, Error::RejectedField { field: "model", .. }),
+        "{err}"
+    );
     assert_eq!(read_lines(&path), lines);
-    assert!(matches!(log.append("", Event::Approval { reviewer: None, reason: None }), Err(Error::InvalidRunId { .. })));
+    assert!(matches!(
+        log.append(
+            "",
+            Event::Approval {
+                reviewer: None,
+                reason: None
+            }
+        ),
+        Err(Error::InvalidRunId { .. })
+    ));
 }

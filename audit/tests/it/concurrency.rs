@@ -35,7 +35,11 @@ fn assert_complete_chain(path: &Path, writers: u64) {
     assert_eq!(report.last_seq, writers * PER_WRITER);
     let scan = airlock_audit::scan(path).unwrap();
     let seqs: BTreeSet<u64> = scan.records.iter().map(|(_, r)| r.seq).collect();
-    assert_eq!(seqs.len() as u64, writers * PER_WRITER, "every seq appears once");
+    assert_eq!(
+        seqs.len() as u64,
+        writers * PER_WRITER,
+        "every seq appears once"
+    );
 }
 
 #[test]
@@ -46,7 +50,9 @@ fn threads_with_separate_and_shared_handles_keep_a_valid_chain() {
     let mut handles = Vec::new();
     for t in 0..4 {
         let p = path.clone();
-        handles.push(std::thread::spawn(move || write_many(&p, &format!("own-{t}"))));
+        handles.push(std::thread::spawn(move || {
+            write_many(&p, &format!("own-{t}"))
+        }));
     }
     for t in 0..4 {
         let log = Arc::clone(&shared);
@@ -85,7 +91,13 @@ fn processes_appending_at_once_keep_a_valid_chain() {
     let children: Vec<_> = (0..4)
         .map(|_| {
             Command::new(&exe)
-                .args(["--exact", "concurrency::child_writer", "--test-threads", "1", "--quiet"])
+                .args([
+                    "--exact",
+                    "concurrency::child_writer",
+                    "--test-threads",
+                    "1",
+                    "--quiet",
+                ])
                 .env(CHILD_ENV, &path)
                 .stdout(Stdio::null())
                 .spawn()
@@ -99,6 +111,10 @@ fn processes_appending_at_once_keep_a_valid_chain() {
     }
     assert_complete_chain(&path, 5);
     let scan = airlock_audit::scan(&path).unwrap();
-    let runs: BTreeSet<&str> = scan.records.iter().map(|(_, r)| r.run_id.as_str()).collect();
+    let runs: BTreeSet<&str> = scan
+        .records
+        .iter()
+        .map(|(_, r)| r.run_id.as_str())
+        .collect();
     assert_eq!(runs.len(), 5, "records from all five processes: {runs:?}");
 }

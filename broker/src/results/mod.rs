@@ -77,7 +77,11 @@ impl ParsedRun {
 }
 
 fn normalise(name: &str) -> String {
-    let name = name.trim().replace(".py::", ".").replace("::", ".").replace(['/', ' ', '>'], ".");
+    let name = name
+        .trim()
+        .replace(".py::", ".")
+        .replace("::", ".")
+        .replace(['/', ' ', '>'], ".");
     let parts: Vec<&str> = name.split('.').filter(|p| !p.is_empty()).collect();
     parts.join(".")
 }
@@ -115,7 +119,9 @@ impl Grade {
 fn consistency(parsed: &ParsedRun, exit_code: Option<i32>) -> Option<Grade> {
     let ran = parsed.summary_seen || !parsed.tests.is_empty();
     match exit_code {
-        None => Some(Grade::Invalid("the test command was killed or timed out".to_owned())),
+        None => Some(Grade::Invalid(
+            "the test command was killed or timed out".to_owned(),
+        )),
         Some(_) if !ran => Some(Grade::Invalid(
             "no test result and no sign that the suite ran".to_owned(),
         )),
@@ -140,13 +146,16 @@ pub fn grade_must_fail(parsed: &ParsedRun, exit_code: Option<i32>, test: &str) -
         Some(TestStatus::Passed) => Grade::NotOk(format!(
             "{test} already passes on the pinned source: it is not fail-to-pass"
         )),
-        Some(TestStatus::Skipped) => Grade::NotOk(format!("{test} is skipped on the pinned source")),
+        Some(TestStatus::Skipped) => {
+            Grade::NotOk(format!("{test} is skipped on the pinned source"))
+        }
         None if exit_code != Some(0) => {
             // A new test module that cannot even import the fixed API fails as a module.
             let want = normalise(test);
             let module_failed = parsed.failures().iter().any(|f| {
                 let f = normalise(f);
-                want.starts_with(&format!("{f}.")) || f.ends_with(&format!(".{want}"))
+                want.starts_with(&format!("{f}."))
+                    || format!(".{want}.").contains(&format!(".{f}."))
             });
             if module_failed {
                 Grade::Ok

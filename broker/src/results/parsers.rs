@@ -13,7 +13,10 @@ pub(super) fn unittest(output: &str) -> ParsedRun {
             run.summary_seen = true;
             continue;
         }
-        for (prefix, status) in [("FAIL: ", TestStatus::Failed), ("ERROR: ", TestStatus::Error)] {
+        for (prefix, status) in [
+            ("FAIL: ", TestStatus::Failed),
+            ("ERROR: ", TestStatus::Error),
+        ] {
             if let Some(rest) = line.strip_prefix(prefix)
                 && let Some(name) = unittest_name(rest)
             {
@@ -25,7 +28,9 @@ pub(super) fn unittest(output: &str) -> ParsedRun {
                 "ok" => Some(TestStatus::Passed),
                 "FAIL" | "unexpected success" => Some(TestStatus::Failed),
                 "ERROR" => Some(TestStatus::Error),
-                t if t.starts_with("skipped") || t == "expected failure" => Some(TestStatus::Skipped),
+                t if t.starts_with("skipped") || t == "expected failure" => {
+                    Some(TestStatus::Skipped)
+                }
                 _ => None,
             };
             if let (Some(status), Some(name)) = (status, unittest_name(head)) {
@@ -44,6 +49,10 @@ fn unittest_name(text: &str) -> Option<String> {
     let rest = &text[open + 2..];
     let close = rest.find(')')?;
     let qual = &rest[..close];
+    // A module that failed to import is reported as a test of `unittest.loader._FailedTest`.
+    if let Some(module) = qual.strip_prefix("unittest.loader._FailedTest.") {
+        return (!module.is_empty()).then(|| module.to_owned());
+    }
     if method.is_empty() || method.contains(' ') || qual.is_empty() || qual.contains(' ') {
         return None;
     }
@@ -62,8 +71,11 @@ pub(super) fn pytest(output: &str) -> ParsedRun {
         let line = line.trim_end();
         if line.starts_with('=')
             && line.ends_with('=')
-            && (line.contains(" passed") || line.contains(" failed") || line.contains(" error")
-                || line.contains(" skipped") || line.contains("no tests ran"))
+            && (line.contains(" passed")
+                || line.contains(" failed")
+                || line.contains(" error")
+                || line.contains(" skipped")
+                || line.contains("no tests ran"))
             && line.contains(" in ")
         {
             run.summary_seen = true;
@@ -127,7 +139,10 @@ pub(super) fn go(output: &str) -> ParsedRun {
     let mut run = ParsedRun::default();
     for line in output.lines() {
         let trimmed = line.trim();
-        if trimmed == "PASS" || trimmed == "FAIL" || line.starts_with("ok  \t") || line.starts_with("ok \t")
+        if trimmed == "PASS"
+            || trimmed == "FAIL"
+            || line.starts_with("ok  \t")
+            || line.starts_with("ok \t")
             || line.starts_with("FAIL\t")
         {
             run.summary_seen = true;
@@ -177,14 +192,16 @@ pub(super) fn jest_vitest(output: &str) -> ParsedRun {
 /// Drop a trailing duration: ` (3 ms)`, ` 12ms`, ` [12.00ms]`.
 fn strip_duration(title: &str) -> &str {
     let t = title.trim_end();
-    if t.ends_with("ms)") || t.ends_with(" s)") {
-        if let Some(i) = t.rfind(" (") {
-            return &t[..i];
-        }
+    if (t.ends_with("ms)") || t.ends_with(" s)"))
+        && let Some(i) = t.rfind(" (")
+    {
+        return &t[..i];
     }
     if let Some((head, last)) = t.rsplit_once(' ')
         && last.ends_with("ms")
-        && last[..last.len() - 2].chars().all(|c| c.is_ascii_digit() || c == '.')
+        && last[..last.len() - 2]
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '.')
         && last.len() > 2
     {
         return head;

@@ -21,10 +21,22 @@ FAILED (failures=1, skipped=1)
 fn unittest_verbose_and_failure_headers() {
     let run = parse(TestRunner::Unittest, UNITTEST_FAIL);
     assert!(run.summary_seen);
-    assert_eq!(run.tests["tests.test_calc.TestCalc.test_add"], TestStatus::Passed);
-    assert_eq!(run.tests["tests.test_calc.TestCalc.test_div"], TestStatus::Failed);
-    assert_eq!(run.tests["tests.test_calc.TestCalc.test_old"], TestStatus::Skipped);
-    assert_eq!(run.status_of("tests/test_calc.py::TestCalc::test_div"), Some(TestStatus::Failed));
+    assert_eq!(
+        run.tests["tests.test_calc.TestCalc.test_add"],
+        TestStatus::Passed
+    );
+    assert_eq!(
+        run.tests["tests.test_calc.TestCalc.test_div"],
+        TestStatus::Failed
+    );
+    assert_eq!(
+        run.tests["tests.test_calc.TestCalc.test_old"],
+        TestStatus::Skipped
+    );
+    assert_eq!(
+        run.status_of("tests/test_calc.py::TestCalc::test_div"),
+        Some(TestStatus::Failed)
+    );
     assert_eq!(run.status_of("TestCalc.test_add"), Some(TestStatus::Passed));
     assert!(grade_must_fail(&run, Some(1), "tests.test_calc.TestCalc.test_div").is_ok());
     assert!(!grade_suite_green(&run, Some(1)).is_ok());
@@ -34,7 +46,10 @@ fn unittest_verbose_and_failure_headers() {
 fn fake_passed_line_does_not_hide_the_real_failure() {
     let fake = format!("test_div (tests.test_calc.TestCalc.test_div) ... ok\n{UNITTEST_FAIL}");
     let run = parse(TestRunner::Unittest, &fake);
-    assert_eq!(run.status_of("tests.test_calc.TestCalc.test_div"), Some(TestStatus::Failed));
+    assert_eq!(
+        run.status_of("tests.test_calc.TestCalc.test_div"),
+        Some(TestStatus::Failed)
+    );
     assert!(!grade_must_pass(&run, Some(1), "tests.test_calc.TestCalc.test_div").is_ok());
 }
 
@@ -42,23 +57,47 @@ fn fake_passed_line_does_not_hide_the_real_failure() {
 fn exit_code_and_results_must_agree() {
     let only_fake = "test_div (tests.test_calc.TestCalc.test_div) ... ok\n";
     let run = parse(TestRunner::Unittest, only_fake);
-    assert!(matches!(grade_suite_green(&run, Some(1)), Grade::Invalid(_)));
+    assert!(matches!(
+        grade_suite_green(&run, Some(1)),
+        Grade::Invalid(_)
+    ));
     let nothing = parse(TestRunner::Unittest, "python3: can't open file\n");
-    assert!(matches!(grade_suite_green(&nothing, Some(0)), Grade::Invalid(_)));
-    assert!(matches!(grade_must_fail(&nothing, Some(2), "a.b"), Grade::Invalid(_)));
-    assert!(matches!(grade_suite_green(&nothing, None), Grade::Invalid(_)));
+    assert!(matches!(
+        grade_suite_green(&nothing, Some(0)),
+        Grade::Invalid(_)
+    ));
+    assert!(matches!(
+        grade_must_fail(&nothing, Some(2), "a.b"),
+        Grade::Invalid(_)
+    ));
+    assert!(matches!(
+        grade_suite_green(&nothing, None),
+        Grade::Invalid(_)
+    ));
 }
 
 #[test]
 fn skipped_fail_to_pass_counts_as_failed() {
-    let run = parse(TestRunner::Unittest, "test_x (m.C.test_x) ... skipped 'no'\n\nRan 1 test in 0.0s\n\nOK (skipped=1)\n");
-    assert!(matches!(grade_must_pass(&run, Some(0), "m.C.test_x"), Grade::NotOk(_)));
+    let run = parse(
+        TestRunner::Unittest,
+        "test_x (m.C.test_x) ... skipped 'no'\n\nRan 1 test in 0.0s\n\nOK (skipped=1)\n",
+    );
+    assert!(matches!(
+        grade_must_pass(&run, Some(0), "m.C.test_x"),
+        Grade::NotOk(_)
+    ));
 }
 
 #[test]
 fn already_passing_test_is_not_fail_to_pass() {
-    let run = parse(TestRunner::Unittest, "test_x (m.C.test_x) ... ok\n\nRan 1 test in 0.0s\n\nOK\n");
-    assert!(matches!(grade_must_fail(&run, Some(0), "m.C.test_x"), Grade::NotOk(_)));
+    let run = parse(
+        TestRunner::Unittest,
+        "test_x (m.C.test_x) ... ok\n\nRan 1 test in 0.0s\n\nOK\n",
+    );
+    assert!(matches!(
+        grade_must_fail(&run, Some(0), "m.C.test_x"),
+        Grade::NotOk(_)
+    ));
 }
 
 #[test]
@@ -74,6 +113,11 @@ FAILED (errors=1)
 ";
     let run = parse(TestRunner::Unittest, out);
     assert!(grade_must_fail(&run, Some(1), "tests.test_new.TestClamp.test_clamp").is_ok());
+    // Selected by name, unittest reports only the module's last component.
+    let selected = "test_new (unittest.loader._FailedTest.test_new) ... ERROR\n\nRan 1 test in 0.000s\n\nFAILED (errors=1)\n";
+    let run = parse(TestRunner::Unittest, selected);
+    assert!(grade_must_fail(&run, Some(1), "tests.test_new.TestClamp.test_clamp").is_ok());
+    assert!(!grade_must_fail(&run, Some(1), "tests.test_other.TestClamp.test_clamp").is_ok());
 }
 
 #[test]
@@ -90,8 +134,14 @@ SKIPPED [1] tests/test_b.py:3: unconditional skip
     let run = parse(TestRunner::Pytest, out);
     assert!(run.summary_seen);
     assert_eq!(run.tests.len(), 2);
-    assert_eq!(run.status_of("tests/test_a.py::TestK::test_two"), Some(TestStatus::Failed));
-    assert_eq!(run.status_of("tests/test_a.py::test_one"), Some(TestStatus::Passed));
+    assert_eq!(
+        run.status_of("tests/test_a.py::TestK::test_two"),
+        Some(TestStatus::Failed)
+    );
+    assert_eq!(
+        run.status_of("tests/test_a.py::test_one"),
+        Some(TestStatus::Passed)
+    );
     assert!(grade_must_fail(&run, Some(1), "tests/test_a.py::TestK::test_two").is_ok());
 }
 
@@ -113,7 +163,10 @@ test result: FAILED. 1 passed; 1 failed; 1 ignored; 0 measured; 0 filtered out; 
     assert_eq!(run.tests["parse::tests::empty"], TestStatus::Passed);
     assert_eq!(run.tests["parse::tests::long"], TestStatus::Failed);
     assert_eq!(run.tests["slow"], TestStatus::Skipped);
-    assert_eq!(run.status_of("parse::tests::long"), Some(TestStatus::Failed));
+    assert_eq!(
+        run.status_of("parse::tests::long"),
+        Some(TestStatus::Failed)
+    );
 }
 
 #[test]
@@ -159,6 +212,9 @@ Tests:       1 failed, 1 skipped, 1 passed, 3 total
 ";
     let run = parse(TestRunner::Vitest, vitest);
     assert!(run.summary_seen);
-    assert_eq!(run.status_of("sum > adds numbers"), Some(TestStatus::Passed));
+    assert_eq!(
+        run.status_of("sum > adds numbers"),
+        Some(TestStatus::Passed)
+    );
     assert_eq!(run.status_of("handles NaN"), Some(TestStatus::Failed));
 }

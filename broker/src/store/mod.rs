@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::protocol::{BrokerReply, RunRegistration};
-use airlock_schemas::BrokerError;
 use crate::witness::WitnessOutput;
+use airlock_schemas::BrokerError;
 
 /// Where a run stands with the broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -182,8 +182,13 @@ pub trait Store: Send {
     fn run(&mut self, run_id: &str) -> Result<Option<RunRecord>>;
     /// Record that an open_pr request arrived (idempotent per (run id, request id)) and say
     /// whether it still has to be evaluated.
-    fn begin_intake(&mut self, run_id: &str, request_id: &str, args: &str, now: i64)
-    -> Result<IntakeStart>;
+    fn begin_intake(
+        &mut self,
+        run_id: &str,
+        request_id: &str,
+        args: &str,
+        now: i64,
+    ) -> Result<IntakeStart>;
     /// Record an intake's outcome and the reply, and move the run and queue accordingly, in one
     /// transaction. Returns the reply to send (a concurrent accepted open_pr turns a queue
     /// outcome into a POLICY_VIOLATION).

@@ -50,6 +50,11 @@ CREATE TABLE IF NOT EXISTS queue (
     commit_oid TEXT,
     pr_url TEXT
 );
+CREATE TABLE IF NOT EXISTS judge_scores (
+    queue_id INTEGER PRIMARY KEY REFERENCES queue(id),
+    judgement TEXT NOT NULL,
+    judged_at INTEGER NOT NULL
+);
 ";
 
 /// The SQLite-backed store.
@@ -83,6 +88,43 @@ impl SqliteStore {
             .map_err(Error::store(ctx.clone()))?;
         conn.execute_batch(SCHEMA).map_err(Error::store(ctx))?;
         Ok(SqliteStore { conn })
+    }
+
+    /// Attach the judge's score (its JSON judgement) to queue item `id`, replacing an earlier
+    /// one. Added for `airlock judge`; the queue row itself is never touched.
+    pub fn attach_judge_score(
+        &mut self,
+        id: i64,
+        judgement: &serde_json::Value,
+        now: i64,
+    ) -> Result<()> {
+        if self.queue_item(id)?.is_none() {
+            return Err(Error::UnknownQueueItem(id));
+        }
+        let text = to_json("judge score", judgement)?;
+        self.conn
+            .execute(
+                "INSERT INTO judge_scores (queue_id, judgement, judged_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(queue_id) DO UPDATE SET judgement = ?2, judged_at = ?3",
+                params![id, text, now],
+            )
+            .map_err(Error::store("attaching a judge score"))?;
+        Ok(())
+    }
+
+    /// The judge's score attached to queue item `id` and when (Unix seconds), if any.
+    pub fn judge_score(&mut self, id: i64) -> Result<Option<(serde_json::Value, i64)>> {
+        let row: Option<(String, i64)> = self
+            .conn
+            .query_row(
+                "SELECT judgement, judged_at FROM judge_scores WHERE queue_id = ?1",
+                params![id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(Error::store("reading a judge score"))?;
+        row.map(|(text, at)| from_json("judge score", &text).map(|v| (v, at)))
+            .transpose()
     }
 }
 
@@ -189,7 +231,9 @@ fn query_items(
     param: &dyn rusqlite::ToSql,
 ) -> Result<Vec<QueueItem>> {
     let sql = format!("SELECT {QUEUE_COLUMNS} FROM queue {where_clause} ORDER BY id");
-    let mut stmt = conn.prepare(&sql).map_err(Error::store("reading the queue"))?;
+    let mut stmt = conn
+        .prepare(&sql)
+        .map_err(Error::store("reading the queue"))?;
     let rows: Vec<RawQueueRow> = if where_clause.contains('?') {
         stmt.query_map([param], raw_row)
     } else {
@@ -308,7 +352,8 @@ impl Store for SqliteStore {
                 IntakeStart::Run
             }
         };
-        tx.commit().map_err(Error::store("recording a submission"))?;
+        tx.commit()
+            .map_err(Error::store("recording a submission"))?;
         Ok(start)
     }
 
@@ -339,7 +384,9 @@ impl Store for SqliteStore {
         let reply = match outcome {
             IntakeOutcome::Queue(item) => {
                 let taken: Option<i64> = tx
-                    .query_row("SELECT id FROM queue WHERE run_id = ?1", [run_id], |r| r.get(0))
+                    .query_row("SELECT id FROM queue WHERE run_id = ?1", [run_id], |r| {
+                        r.get(0)
+                    })
                     .optional()
                     .map_err(Error::store(ctx))?;
                 if taken.is_some() {
@@ -419,11 +466,15 @@ impl Store for SqliteStore {
     }
 
     fn queue_item(&mut self, id: i64) -> Result<Option<QueueItem>> {
-        Ok(query_items(&self.conn, "WHERE id = ?1", &id)?.into_iter().next())
+        Ok(query_items(&self.conn, "WHERE id = ?1", &id)?
+            .into_iter()
+            .next())
     }
 
     fn queue_item_for_run(&mut self, run_id: &str) -> Result<Option<QueueItem>> {
-        Ok(query_items(&self.conn, "WHERE run_id = ?1", &run_id)?.into_iter().next())
+        Ok(query_items(&self.conn, "WHERE run_id = ?1", &run_id)?
+            .into_iter()
+            .next())
     }
 
     fn expire_queued_before(&mut self, cutoff: i64, now: i64) -> Result<Vec<QueueItem>> {
@@ -434,7 +485,9 @@ impl Store for SqliteStore {
             .map_err(Error::store(ctx))?;
         let ids: Vec<i64> = {
             let mut stmt = tx
-                .prepare("SELECT id FROM queue WHERE status = 'queued' AND queued_at <= ?1 ORDER BY id")
+                .prepare(
+                    "SELECT id FROM queue WHERE status = 'queued' AND queued_at <= ?1 ORDER BY id",
+                )
                 .map_err(Error::store(ctx))?;
             stmt.query_map([cutoff], |r| r.get(0))
                 .map_err(Error::store(ctx))?
@@ -507,5 +560,131 @@ impl Store for SqliteStore {
             )
             .map_err(Error::store("recording a publication"))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::TestRunner;
+
+    fn reg(run_id: &str) -> RunRegistration {
+        RunRegistration {
+            run_id: run_id.to_owned(),
+            repository: "acme/calc".to_owned(),
+            base_commit: "a".repeat(40),
+            worktree: "/runs/x".to_owned(),
+            test_command: vec!["python3".to_owned()],
+            test_runner: TestRunner::Unittest,
+            write_allowlist: vec![],
+        }
+    }
+
+    fn item() -> NewQueueItem {
+        NewQueueItem {
+            repository: "acme/calc".to_owned(),
+            base_commit: "a".repeat(40),
+            issue_id: "CALC-1".to_owned(),
+            title: "fix: something long enough".to_owned(),
+            args: "{\"b\": 1, \"a\": 2}".to_owned(),
+            diff: "diff".to_owned(),
+            digest: serde_json::json!({}),
+            evidence: vec![],
+            flags: vec!["x".to_owned()],
+        }
+    }
+
+    #[test]
+    fn intake_is_idempotent_and_survives_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s/broker.db");
+        {
+            let mut s = SqliteStore::open(&path).unwrap();
+            s.register_run(&reg("r1"), 1).unwrap();
+            s.register_run(&reg("r1"), 2).unwrap();
+            let mut other = reg("r1");
+            other.worktree = "/elsewhere".to_owned();
+            assert!(matches!(
+                s.register_run(&other, 3),
+                Err(Error::Registration(_))
+            ));
+            assert_eq!(
+                s.begin_intake("r1", "q1", "{}", 5).unwrap(),
+                IntakeStart::Run
+            );
+        }
+        // Reopened as after a crash: the unanswered request is still there, and runs again.
+        let mut s = SqliteStore::open(&path).unwrap();
+        assert_eq!(s.unfinished_intakes().unwrap().len(), 1);
+        assert_eq!(
+            s.begin_intake("r1", "q1", "{}", 6).unwrap(),
+            IntakeStart::Run
+        );
+        let reply = s
+            .finish_intake("r1", "q1", IntakeOutcome::Queue(Box::new(item())), 7)
+            .unwrap();
+        assert_eq!(reply, BrokerReply::Queued { queue_id: 1 });
+        assert_eq!(
+            s.begin_intake("r1", "q1", "{}", 8).unwrap(),
+            IntakeStart::Completed(reply)
+        );
+        assert!(s.unfinished_intakes().unwrap().is_empty());
+        let stored = s.queue_item(1).unwrap().unwrap();
+        assert_eq!(stored.item, item());
+        assert_eq!(s.run("r1").unwrap().unwrap().state, RunState::Queued);
+    }
+
+    #[test]
+    fn a_second_accepted_intake_of_a_run_becomes_a_policy_violation() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SqliteStore::open(&dir.path().join("b.db")).unwrap();
+        s.register_run(&reg("r1"), 1).unwrap();
+        s.begin_intake("r1", "q1", "{}", 1).unwrap();
+        s.begin_intake("r1", "q2", "{}", 1).unwrap();
+        s.finish_intake("r1", "q1", IntakeOutcome::Queue(Box::new(item())), 2)
+            .unwrap();
+        let reply = s
+            .finish_intake("r1", "q2", IntakeOutcome::Queue(Box::new(item())), 3)
+            .unwrap();
+        let BrokerReply::Refused { error } = reply else {
+            panic!("{reply:?}")
+        };
+        assert_eq!(error.details["offending"], "second_open_pr");
+        assert_eq!(s.queue().unwrap().len(), 1);
+        // A final refusal of a later call does not end the queued run.
+        assert_eq!(s.run("r1").unwrap().unwrap().state, RunState::Queued);
+    }
+
+    #[test]
+    fn decisions_move_only_queued_items() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SqliteStore::open(&dir.path().join("c.db")).unwrap();
+        s.register_run(&reg("r1"), 1).unwrap();
+        s.begin_intake("r1", "q1", "{}", 1).unwrap();
+        s.finish_intake("r1", "q1", IntakeOutcome::Queue(Box::new(item())), 100)
+            .unwrap();
+        assert!(s.expire_queued_before(99, 200).unwrap().is_empty());
+        let deny = Decision::Deny {
+            by: "rev".to_owned(),
+            reason: "no".to_owned(),
+        };
+        let denied = s.decide(1, &deny, 150).unwrap();
+        assert_eq!(denied.status, QueueStatus::Denied);
+        assert_eq!(denied.reason.as_deref(), Some("no"));
+        let approve = Decision::Approve {
+            by: "rev".to_owned(),
+        };
+        assert!(matches!(
+            s.decide(1, &approve, 160),
+            Err(Error::WrongState { .. })
+        ));
+        assert!(matches!(
+            s.decide(9, &approve, 160),
+            Err(Error::UnknownQueueItem(9))
+        ));
+        assert!(
+            s.expire_queued_before(1000, 1000).unwrap().is_empty(),
+            "denied items never expire"
+        );
     }
 }

@@ -22,26 +22,66 @@ fn kill_during_intake_then_restart_and_resend_queues_exactly_once() {
     let wt = fx.register("run-crash");
     apply_fix(&wt);
     // A slow new test keeps the witness busy long enough to kill the broker inside it.
-    write(&wt, "tests/test_clamp_high.py", &NEW_TEST.replace("    def test_clamp_high(self):\n", "    def test_clamp_high(self):\n        import time\n        time.sleep(3)\n"));
+    write(
+        &wt,
+        "tests/test_clamp_high.py",
+        &NEW_TEST.replace(
+            "    def test_clamp_high(self):\n",
+            "    def test_clamp_high(self):\n        import time\n        time.sleep(3)\n",
+        ),
+    );
     let args = honest_args(&fx, &wt);
     let socket = fx.socket.clone();
     let sent = args.clone();
-    let pending = std::thread::spawn(move || airlock_broker::BrokerClient::connect(&socket).unwrap().open_pr("run-crash", sent));
+    let pending = std::thread::spawn(move || {
+        airlock_broker::BrokerClient::connect(&socket)
+            .unwrap()
+            .open_pr("run-crash", sent)
+    });
     let work = fx.dir.path().join("work");
     wait_for("the witness to start", || {
-        std::fs::read_dir(&work).map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("witness-"))).unwrap_or(false)
+        std::fs::read_dir(&work)
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.file_name().to_string_lossy().starts_with("witness-"))
+            })
+            .unwrap_or(false)
     });
+    let scratch_before: Vec<_> = std::fs::read_dir(&work)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     fx.kill();
-    assert!(pending.join().unwrap().is_err(), "the killed broker cannot have answered");
+    assert!(
+        pending.join().unwrap().is_err(),
+        "the killed broker cannot have answered"
+    );
     {
         let mut store = SqliteStore::open(&fx.db).unwrap();
-        assert_eq!(store.unfinished_intakes().unwrap().len(), 1, "the request was recorded before the kill");
+        assert_eq!(
+            store.unfinished_intakes().unwrap().len(),
+            1,
+            "the request was recorded before the kill"
+        );
         assert!(store.queue().unwrap().is_empty());
     }
     fx.start();
+    for old in &scratch_before {
+        assert!(
+            !old.exists(),
+            "the restarted broker removed the killed witness's tree {}",
+            old.display()
+        );
+    }
     let reply = fx.client().open_pr("run-crash", args.clone()).unwrap();
-    let BrokerReply::Queued { queue_id } = reply else { panic!("{reply:?}") };
-    assert_eq!(fx.client().open_pr("run-crash", args).unwrap(), BrokerReply::Queued { queue_id });
+    let BrokerReply::Queued { queue_id } = reply else {
+        panic!("{reply:?}")
+    };
+    assert_eq!(
+        fx.client().open_pr("run-crash", args).unwrap(),
+        BrokerReply::Queued { queue_id }
+    );
     let mut store = SqliteStore::open(&fx.db).unwrap();
     assert!(store.unfinished_intakes().unwrap().is_empty());
     assert_eq!(store.queue().unwrap().len(), 1);
@@ -50,10 +90,15 @@ fn kill_during_intake_then_restart_and_resend_queues_exactly_once() {
 #[test]
 fn kill_during_approval_then_restart_publishes_once() {
     let forge = MockForge::start();
-    let mut fx = Fixture::with(Options { forge: Some((forge.base.clone(), "AIRLOCK_IT_FORGE_TOKEN".into())), ..Options::default() });
+    let mut fx = Fixture::with(Options {
+        forge: Some((forge.base.clone(), "AIRLOCK_IT_FORGE_TOKEN".into())),
+        ..Options::default()
+    });
     fx.start();
     let id = queue_honest(&fx, "run-crash-approve");
-    forge.stall_posts.store(true, std::sync::atomic::Ordering::SeqCst);
+    forge
+        .stall_posts
+        .store(true, std::sync::atomic::Ordering::SeqCst);
     let mut approve = std::process::Command::new(BIN)
         .arg("--config")
         .arg(&fx.config)
@@ -63,17 +108,27 @@ fn kill_during_approval_then_restart_publishes_once() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    wait_for("the pull request request", || forge.requests().iter().any(|r| r.method == "POST"));
+    wait_for("the pull request request", || {
+        forge.requests().iter().any(|r| r.method == "POST")
+    });
     approve.kill().unwrap();
     approve.wait().unwrap();
     fx.kill();
-    let branch_commit = fx.remote_ref("airlock/CALC-42").expect("pushed before the kill");
+    let branch_commit = fx
+        .remote_ref("airlock/CALC-42")
+        .expect("pushed before the kill");
     {
         let mut store = SqliteStore::open(&fx.db).unwrap();
         let item = store.queue_item(id).unwrap().unwrap();
-        assert_eq!(item.status.as_str(), "approved", "the approval survived, publication unfinished");
+        assert_eq!(
+            item.status.as_str(),
+            "approved",
+            "the approval survived, publication unfinished"
+        );
     }
-    forge.stall_posts.store(false, std::sync::atomic::Ordering::SeqCst);
+    forge
+        .stall_posts
+        .store(false, std::sync::atomic::Ordering::SeqCst);
     fx.start_with_env(&[("AIRLOCK_IT_FORGE_TOKEN", "tok")]);
     let reply = fx.client().decision("run-crash-approve").unwrap();
     assert_eq!(
@@ -85,6 +140,17 @@ fn kill_during_approval_then_restart_publishes_once() {
             pr_url: Some("https://forge.example/acme/calc/pull/1".into())
         }
     );
-    assert_eq!(forge.requests().iter().filter(|r| r.method == "POST").count(), 1, "no second pull request");
-    assert_eq!(fx.remote_ref("airlock/CALC-42").as_deref(), Some(branch_commit.as_str()));
+    assert_eq!(
+        forge
+            .requests()
+            .iter()
+            .filter(|r| r.method == "POST")
+            .count(),
+        1,
+        "no second pull request"
+    );
+    assert_eq!(
+        fx.remote_ref("airlock/CALC-42").as_deref(),
+        Some(branch_commit.as_str())
+    );
 }

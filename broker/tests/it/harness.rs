@@ -20,7 +20,11 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_COMMITTER_EMAIL", "t@example.com")
         .output()
         .unwrap();
-    assert!(out.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
@@ -74,7 +78,6 @@ pub struct Fixture {
     pub dir: tempfile::TempDir,
     pub origin: PathBuf,
     pub remote: PathBuf,
-    pub clone: PathBuf,
     pub runs: PathBuf,
     pub config: PathBuf,
     pub socket: PathBuf,
@@ -87,11 +90,20 @@ pub struct Fixture {
 pub struct Options {
     pub queue_max_age: &'static str,
     pub forge: Option<(String, String)>,
+    /// Top-level `broker.toml` lines added to the generated configuration.
+    pub extra_config: String,
+    /// Files of the pinned commit; the Python project when empty.
+    pub files: Vec<(&'static str, String)>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { queue_max_age: "72h", forge: None }
+        Options {
+            queue_max_age: "72h",
+            forge: None,
+            extra_config: String::new(),
+            files: Vec::new(),
+        }
     }
 }
 
@@ -109,18 +121,40 @@ impl Fixture {
         let origin = root.join("origin");
         std::fs::create_dir_all(&origin).unwrap();
         git(&origin, &["init", "-q", "-b", "main"]);
-        write(&origin, "calc/__init__.py", "");
-        write(&origin, "calc/ops.py", BUGGY_OPS);
-        write(&origin, "tests/__init__.py", "");
-        write(&origin, "tests/test_ops.py", EXISTING_TEST);
-        write(&origin, "README.md", "calc\n");
+        if opts.files.is_empty() {
+            write(&origin, "calc/__init__.py", "");
+            write(&origin, "calc/ops.py", BUGGY_OPS);
+            write(&origin, "tests/__init__.py", "");
+            write(&origin, "tests/test_ops.py", EXISTING_TEST);
+            write(&origin, "README.md", "calc\n");
+        }
+        for (path, text) in &opts.files {
+            write(&origin, path, text);
+        }
         git(&origin, &["add", "-A"]);
         git(&origin, &["commit", "-q", "-m", "initial"]);
         let pin = git(&origin, &["rev-parse", "HEAD"]);
         let remote = root.join("remote.git");
-        git(&root, &["clone", "-q", "--bare", origin.to_str().unwrap(), remote.to_str().unwrap()]);
+        git(
+            &root,
+            &[
+                "clone",
+                "-q",
+                "--bare",
+                origin.to_str().unwrap(),
+                remote.to_str().unwrap(),
+            ],
+        );
         let clone = root.join("broker-clone");
-        git(&root, &["clone", "-q", remote.to_str().unwrap(), clone.to_str().unwrap()]);
+        git(
+            &root,
+            &[
+                "clone",
+                "-q",
+                remote.to_str().unwrap(),
+                clone.to_str().unwrap(),
+            ],
+        );
         let runs = root.join("runs");
         std::fs::create_dir_all(&runs).unwrap();
         let socket = root.join("broker.sock");
@@ -134,24 +168,44 @@ impl Fixture {
         std::fs::write(
             &config,
             format!(
-                "socket = \"{}\"\nstate_db = \"{}\"\nruns_root = \"{}\"\naudit_log = \"{}\"\nwork_dir = \"{}\"\nqueue_max_age = \"{}\"\nwitness_timeout = \"120s\"\n\n[repositories.\"acme/calc\"]\nclone = \"{}\"\nremote = \"origin\"\n{forge}",
+                "socket = \"{}\"\nstate_db = \"{}\"\nruns_root = \"{}\"\naudit_log = \"{}\"\nwork_dir = \"{}\"\nqueue_max_age = \"{}\"\nwitness_timeout = \"300s\"\n{}\n[repositories.\"acme/calc\"]\nclone = \"{}\"\nremote = \"origin\"\n{forge}",
                 socket.display(),
                 db.display(),
                 runs.display(),
                 audit.display(),
                 root.join("work").display(),
                 opts.queue_max_age,
+                opts.extra_config,
                 clone.display(),
             ),
         )
         .unwrap();
-        Fixture { dir, origin, remote, clone, runs, config, socket, audit, db, pin, server: None }
+        Fixture {
+            dir,
+            origin,
+            remote,
+            runs,
+            config,
+            socket,
+            audit,
+            db,
+            pin,
+            server: None,
+        }
     }
 
     /// A fresh worktree for a run: a clone at the pin.
     pub fn worktree(&self, run_id: &str) -> PathBuf {
         let wt = self.runs.join(run_id);
-        git(&self.runs, &["clone", "-q", self.origin.to_str().unwrap(), wt.to_str().unwrap()]);
+        git(
+            &self.runs,
+            &[
+                "clone",
+                "-q",
+                self.origin.to_str().unwrap(),
+                wt.to_str().unwrap(),
+            ],
+        );
         git(&wt, &["checkout", "-q", &self.pin]);
         wt
     }
@@ -162,7 +216,11 @@ impl Fixture {
 
     pub fn start_with_env(&mut self, env: &[(&str, &str)]) {
         let mut cmd = Command::new(BIN);
-        cmd.arg("--config").arg(&self.config).arg("serve").stdout(Stdio::null()).stderr(Stdio::inherit());
+        cmd.arg("--config")
+            .arg(&self.config)
+            .arg("serve")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -192,7 +250,12 @@ impl Fixture {
             repository: "acme/calc".to_owned(),
             base_commit: self.pin.clone(),
             worktree: worktree.display().to_string(),
-            test_command: vec!["python3".into(), "-m".into(), "unittest".into(), "-v".into()],
+            test_command: vec![
+                "python3".into(),
+                "-m".into(),
+                "unittest".into(),
+                "-v".into(),
+            ],
             test_runner: TestRunner::Unittest,
             write_allowlist: vec!["calc/**".into(), "tests/**".into()],
         }
@@ -201,14 +264,28 @@ impl Fixture {
     /// Register a run and return its worktree.
     pub fn register(&self, run_id: &str) -> PathBuf {
         let wt = self.worktree(run_id);
-        let reply = self.client().register_run(&self.registration(run_id, &wt)).unwrap();
-        assert_eq!(reply, BrokerReply::Registered { run_id: run_id.to_owned() });
+        let reply = self
+            .client()
+            .register_run(&self.registration(run_id, &wt))
+            .unwrap();
+        assert_eq!(
+            reply,
+            BrokerReply::Registered {
+                run_id: run_id.to_owned()
+            }
+        );
         wt
     }
 
     /// The approver CLI.
     pub fn cli(&self, args: &[&str]) -> std::process::Output {
-        Command::new(BIN).arg("--config").arg(&self.config).args(args).env("AIRLOCK_REVIEWER", "rev").output().unwrap()
+        Command::new(BIN)
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .env("AIRLOCK_REVIEWER", "rev")
+            .output()
+            .unwrap()
     }
 
     pub fn audit_kinds(&self) -> Vec<(String, Value)> {
@@ -238,7 +315,11 @@ pub fn apply_fix(wt: &Path) {
 pub fn honest_args(fx: &Fixture, wt: &Path) -> Value {
     let report = airlock_policies::compute_digest(wt, &fx.pin).unwrap();
     let digest = serde_json::to_value(report.to_diff_digest()).unwrap();
-    let scope = if report.test_files_added.is_empty() { "source-only" } else { "source-plus-new-tests" };
+    let scope = if report.test_files_added.is_empty() {
+        "source-only"
+    } else {
+        "source-plus-new-tests"
+    };
     json!({
         "issue_id": "CALC-42",
         "base_commit": fx.pin,
@@ -256,17 +337,6 @@ pub fn honest_args(fx: &Fixture, wt: &Path) -> Value {
     })
 }
 
-pub fn code_of(reply: &BrokerReply) -> &'static str {
-    match reply {
-        BrokerReply::Refused { error } => error.code.as_str(),
-        BrokerReply::Queued { .. } => "QUEUED",
-        BrokerReply::Pending { .. } => "PENDING",
-        BrokerReply::Approved { .. } => "APPROVED",
-        BrokerReply::Registered { .. } => "REGISTERED",
-        BrokerReply::Failed { .. } => "FAILED",
-    }
-}
-
 /// One request the mock forge received.
 #[derive(Debug, Clone)]
 pub struct SeenRequest {
@@ -278,7 +348,10 @@ pub struct SeenRequest {
 
 impl SeenRequest {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -333,8 +406,19 @@ impl MockForge {
                             .unwrap_or(0);
                         let mut body = vec![0u8; len];
                         reader.read_exact(&mut body).unwrap();
-                        let req = SeenRequest { method: method.clone(), path: path.clone(), headers, body: String::from_utf8_lossy(&body).into_owned() };
-                        let prior_posts: Vec<SeenRequest> = seen.lock().unwrap().iter().filter(|r| r.method == "POST").cloned().collect();
+                        let req = SeenRequest {
+                            method: method.clone(),
+                            path: path.clone(),
+                            headers,
+                            body: String::from_utf8_lossy(&body).into_owned(),
+                        };
+                        let prior_posts: Vec<SeenRequest> = seen
+                            .lock()
+                            .unwrap()
+                            .iter()
+                            .filter(|r| r.method == "POST")
+                            .cloned()
+                            .collect();
                         seen.lock().unwrap().push(req.clone());
                         let (status, reply) = if method == "GET" {
                             let list: Vec<serde_json::Value> = prior_posts
@@ -352,7 +436,10 @@ impl MockForge {
                             let n = prior_posts.len() + 1;
                             ("201 Created", json!({"number": n, "html_url": format!("https://forge.example/acme/calc/pull/{n}")}).to_string())
                         };
-                        let resp = format!("HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{reply}", reply.len());
+                        let resp = format!(
+                            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{reply}",
+                            reply.len()
+                        );
                         if writer.write_all(resp.as_bytes()).is_err() {
                             return;
                         }
@@ -360,7 +447,11 @@ impl MockForge {
                 });
             }
         });
-        MockForge { base, seen, stall_posts: stall }
+        MockForge {
+            base,
+            seen,
+            stall_posts: stall,
+        }
     }
 
     pub fn requests(&self) -> Vec<SeenRequest> {
@@ -383,7 +474,10 @@ impl Fixture {
     /// The approver CLI with extra environment.
     pub fn cli_env(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
         let mut cmd = Command::new(BIN);
-        cmd.arg("--config").arg(&self.config).args(args).env("AIRLOCK_REVIEWER", "rev");
+        cmd.arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .env("AIRLOCK_REVIEWER", "rev");
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -392,9 +486,18 @@ impl Fixture {
 
     pub fn remote_ref(&self, branch: &str) -> Option<String> {
         let out = Command::new("git")
-            .args(["--git-dir", self.remote.to_str().unwrap(), "rev-parse", "--verify", "-q", &format!("refs/heads/{branch}")])
+            .args([
+                "--git-dir",
+                self.remote.to_str().unwrap(),
+                "rev-parse",
+                "--verify",
+                "-q",
+                &format!("refs/heads/{branch}"),
+            ])
             .output()
             .unwrap();
-        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
     }
 }

@@ -15,35 +15,82 @@ fn refused(reply: &BrokerReply) -> &airlock_broker::BrokerError {
 fn honest_fix_is_queued_with_diff_args_and_evidence() {
     let mut fx = Fixture::new();
     fx.start();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&fx.socket).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "socket mode {mode:o}");
     let wt = fx.register("run-ok");
     apply_fix(&wt);
     let args = honest_args(&fx, &wt);
+    let started = std::time::Instant::now();
     let reply = fx.client().open_pr("run-ok", args.clone()).unwrap();
-    let BrokerReply::Queued { queue_id } = reply else { panic!("expected queued, got {reply:?}") };
+    // A figure for the report, never asserted.
+    eprintln!(
+        "intake of an honest open_pr (3 sandboxed unittest runs): {} ms",
+        started.elapsed().as_millis()
+    );
+    let BrokerReply::Queued { queue_id } = reply else {
+        panic!("expected queued, got {reply:?}")
+    };
     let show = fx.cli(&["show", &queue_id.to_string()]);
-    assert!(show.status.success(), "{}", String::from_utf8_lossy(&show.stderr));
+    assert!(
+        show.status.success(),
+        "{}",
+        String::from_utf8_lossy(&show.stderr)
+    );
     let text = String::from_utf8_lossy(&show.stdout);
     assert!(text.contains("+    return max(lo, min(x, hi))"), "{text}");
-    assert!(text.contains("pinned_selected (must fail): exit Some(1), Ok"), "{text}");
-    assert!(text.contains("patched_selected (must pass): exit Some(0), Ok"), "{text}");
-    assert!(text.contains("patched_full (must green): exit Some(0), Ok"), "{text}");
-    assert!(text.contains(&serde_json::to_string(&args).unwrap()), "args verbatim: {text}");
+    assert!(
+        text.contains("pinned_selected (must fail): exit Some(1), Ok"),
+        "{text}"
+    );
+    assert!(
+        text.contains("patched_selected (must pass): exit Some(0), Ok"),
+        "{text}"
+    );
+    assert!(
+        text.contains("patched_full (must green): exit Some(0), Ok"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&serde_json::to_string(&args).unwrap()),
+        "args verbatim: {text}"
+    );
     assert!(!text.contains("\x1b["), "no colour when not a terminal");
     let coloured = fx.cli(&["show", &queue_id.to_string(), "--color", "always"]);
-    assert!(String::from_utf8_lossy(&coloured.stdout).contains("\x1b[32m+    return max(lo, min(x, hi))"));
+    assert!(
+        String::from_utf8_lossy(&coloured.stdout)
+            .contains("\x1b[32m+    return max(lo, min(x, hi))")
+    );
 
     let queue = fx.cli(&["queue"]);
     let table = String::from_utf8_lossy(&queue.stdout);
     assert!(table.starts_with("ID  STATUS"), "{table}");
-    assert!(table.contains("queued") && table.contains("CALC-42") && table.contains("fix: clamp respects the upper bound"), "{table}");
+    assert!(
+        table.contains("queued")
+            && table.contains("CALC-42")
+            && table.contains("fix: clamp respects the upper bound"),
+        "{table}"
+    );
 
     let kinds: Vec<String> = fx.audit_kinds().into_iter().map(|(k, _)| k).collect();
-    assert_eq!(kinds, ["open_pr_submitted", "test_run", "test_run", "test_run", "broker_decision"]);
+    assert_eq!(
+        kinds,
+        [
+            "open_pr_submitted",
+            "test_run",
+            "test_run",
+            "test_run",
+            "broker_decision"
+        ]
+    );
     let (_, last) = fx.audit_kinds().pop().unwrap();
     assert_eq!(last["code"], "QUEUED");
 
     // Still pending for the run.
-    assert_eq!(fx.client().decision("run-ok").unwrap(), BrokerReply::Pending { queue_id });
+    assert_eq!(
+        fx.client().decision("run-ok").unwrap(),
+        BrokerReply::Pending { queue_id }
+    );
 }
 
 #[test]
@@ -60,7 +107,10 @@ fn schema_invalid_is_retryable_and_names_pointer_and_constraint() {
     assert_eq!(err.code.as_str(), "SCHEMA_INVALID");
     assert!(err.retryable);
     let violations = err.details["violations"].as_array().unwrap();
-    assert!(violations.iter().any(|v| v["pointer"] == "/title"), "{violations:?}");
+    assert!(
+        violations.iter().any(|v| v["pointer"] == "/title"),
+        "{violations:?}"
+    );
     // The only retryable code: the corrected call goes through.
     let reply = fx.client().open_pr("run-schema", good).unwrap();
     assert!(matches!(reply, BrokerReply::Queued { .. }), "{reply:?}");
@@ -78,7 +128,10 @@ fn base_commit_as_branch_name_is_schema_invalid_and_wrong_sha_is_policy() {
     let err = refused(&reply);
     assert_eq!(err.code.as_str(), "SCHEMA_INVALID");
     let v = &err.details["violations"][0];
-    assert_eq!((v["pointer"].as_str(), v["keyword"].as_str()), (Some("/base_commit"), Some("pattern")));
+    assert_eq!(
+        (v["pointer"].as_str(), v["keyword"].as_str()),
+        (Some("/base_commit"), Some("pattern"))
+    );
 
     args["base_commit"] = json!("0".repeat(40));
     let reply = fx.client().open_pr("run-branch", args).unwrap();
@@ -92,7 +145,10 @@ fn base_commit_as_branch_name_is_schema_invalid_and_wrong_sha_is_policy() {
 fn paths_outside_the_allowlist_or_in_refused_classes_are_policy_violations() {
     let mut fx = Fixture::new();
     fx.start();
-    for (run, path) in [("run-readme", "README.md"), ("run-ci", ".github/workflows/ci.yml")] {
+    for (run, path) in [
+        ("run-readme", "README.md"),
+        ("run-ci", ".github/workflows/ci.yml"),
+    ] {
         let wt = fx.register(run);
         apply_fix(&wt);
         write(&wt, path, "changed\n");
@@ -129,19 +185,41 @@ fn a_lie_in_any_digest_field_is_a_digest_mismatch_and_an_integrity_event() {
         }),
         ("assertions_removed", |wt, a| {
             // Really remove an assertion, declare the test edit, claim none removed.
-            write(wt, "tests/test_ops.py", &EXISTING_TEST.replace("        self.assertEqual(clamp(2, 0, 3), 2)\n", "        pass\n"));
-            let fx_digest = airlock_policies::compute_digest(wt, a["base_commit"].as_str().unwrap()).unwrap();
+            write(
+                wt,
+                "tests/test_ops.py",
+                &EXISTING_TEST.replace(
+                    "        self.assertEqual(clamp(2, 0, 3), 2)\n",
+                    "        pass\n",
+                ),
+            );
+            let fx_digest =
+                airlock_policies::compute_digest(wt, a["base_commit"].as_str().unwrap()).unwrap();
             let mut d = serde_json::to_value(fx_digest.to_diff_digest()).unwrap();
-            assert_eq!(d["assertions_removed"], 1, "the detector must see the removed assertion");
+            assert_eq!(
+                d["assertions_removed"], 1,
+                "the detector must see the removed assertion"
+            );
             d["assertions_removed"] = json!(0);
             a["diff_digest"] = d;
             a["test_change_reason"] = json!("existing-test-asserts-the-buggy-behaviour");
         }),
         ("skip_markers_added", |wt, a| {
-            write(wt, "tests/test_ops.py", &EXISTING_TEST.replace("    def test_identity", "    @unittest.skip(\"flaky\")\n    def test_identity"));
-            let fx_digest = airlock_policies::compute_digest(wt, a["base_commit"].as_str().unwrap()).unwrap();
+            write(
+                wt,
+                "tests/test_ops.py",
+                &EXISTING_TEST.replace(
+                    "    def test_identity",
+                    "    @unittest.skip(\"flaky\")\n    def test_identity",
+                ),
+            );
+            let fx_digest =
+                airlock_policies::compute_digest(wt, a["base_commit"].as_str().unwrap()).unwrap();
             let mut d = serde_json::to_value(fx_digest.to_diff_digest()).unwrap();
-            assert_eq!(d["skip_markers_added"], 1, "the detector must see the skip marker");
+            assert_eq!(
+                d["skip_markers_added"], 1,
+                "the detector must see the skip marker"
+            );
             d["skip_markers_added"] = json!(0);
             a["diff_digest"] = d;
             if !d_is_empty(&a["diff_digest"]["test_files_modified"]) {
@@ -164,7 +242,10 @@ fn a_lie_in_any_digest_field_is_a_digest_mismatch_and_an_integrity_event() {
         assert!(!err.retryable);
         assert_eq!(err.details["fields"], json!([field]), "{field}: {err:?}");
         assert_eq!(err.details["claimed"], args["diff_digest"], "{field}");
-        assert_ne!(err.details["computed"][field], args["diff_digest"][field], "{field}");
+        assert_ne!(
+            err.details["computed"][field], args["diff_digest"][field],
+            "{field}"
+        );
         // The run is over: another call (schema-valid, different bytes) is refused as final.
         let mut again = args.clone();
         again["confidence"] = json!(0.7);
@@ -199,9 +280,14 @@ fn a_second_open_pr_is_refused_and_a_resent_one_is_answered_once() {
     apply_fix(&wt);
     let args = honest_args(&fx, &wt);
     let first = fx.client().open_pr("run-twice", args.clone()).unwrap();
-    let BrokerReply::Queued { queue_id } = first else { panic!("{first:?}") };
+    let BrokerReply::Queued { queue_id } = first else {
+        panic!("{first:?}")
+    };
     // The same call resent (a supervisor retrying after a lost reply): the same answer.
-    assert_eq!(fx.client().open_pr("run-twice", args.clone()).unwrap(), first);
+    assert_eq!(
+        fx.client().open_pr("run-twice", args.clone()).unwrap(),
+        first
+    );
     let mut second = args;
     second["confidence"] = json!(0.95);
     let reply = fx.client().open_pr("run-twice", second).unwrap();
@@ -209,7 +295,10 @@ fn a_second_open_pr_is_refused_and_a_resent_one_is_answered_once() {
     assert_eq!(err.code.as_str(), "POLICY_VIOLATION");
     assert_eq!(err.details["offending"], "second_open_pr");
     // The queued one is untouched.
-    assert_eq!(fx.client().decision("run-twice").unwrap(), BrokerReply::Pending { queue_id });
+    assert_eq!(
+        fx.client().decision("run-twice").unwrap(),
+        BrokerReply::Pending { queue_id }
+    );
     let table = String::from_utf8_lossy(&fx.cli(&["queue"]).stdout).into_owned();
     assert_eq!(table.lines().count(), 2, "{table}");
 }
@@ -220,11 +309,22 @@ fn an_edited_existing_test_is_restored_so_the_weakened_test_cannot_go_green() {
     fx.start();
     let wt = fx.register("run-weaken");
     // A wrong "fix" that breaks the lower bound, with the existing test edited to match it.
-    write(&wt, "calc/ops.py", &FIXED_OPS.replace("max(lo, min(x, hi))", "min(x, hi)"));
+    write(
+        &wt,
+        "calc/ops.py",
+        &FIXED_OPS.replace("max(lo, min(x, hi))", "min(x, hi)"),
+    );
     write(&wt, "tests/test_clamp_high.py", NEW_TEST);
-    write(&wt, "tests/test_ops.py", &EXISTING_TEST.replace("clamp(-5, 0, 3), 0)", "clamp(-5, 0, 3), -5)"));
+    write(
+        &wt,
+        "tests/test_ops.py",
+        &EXISTING_TEST.replace("clamp(-5, 0, 3), 0)", "clamp(-5, 0, 3), -5)"),
+    );
     let mut args = honest_args(&fx, &wt);
-    assert_eq!(args["diff_digest"]["test_files_modified"], json!(["tests/test_ops.py"]));
+    assert_eq!(
+        args["diff_digest"]["test_files_modified"],
+        json!(["tests/test_ops.py"])
+    );
     args["test_change_reason"] = json!("existing-test-asserts-the-buggy-behaviour");
     let reply = fx.client().open_pr("run-weaken", args).unwrap();
     let err = refused(&reply);
@@ -232,9 +332,21 @@ fn an_edited_existing_test_is_restored_so_the_weakened_test_cannot_go_green() {
     assert_eq!(err.details["offending"], "witness_run");
     assert!(err.message.contains("witness not green"), "{}", err.message);
     let outputs = err.details["outputs"].as_array().unwrap();
-    let full = outputs.iter().find(|o| o["step"] == "patched_full").expect("the full suite ran");
-    assert!(full["stderr"].as_str().unwrap().contains("FAIL: test_clamp_low"), "{full}");
-    assert_eq!(full["parsed"]["tests"]["tests.test_ops.TestClampLow.test_clamp_low"], "failed");
+    let full = outputs
+        .iter()
+        .find(|o| o["step"] == "patched_full")
+        .expect("the full suite ran");
+    assert!(
+        full["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("FAIL: test_clamp_low"),
+        "{full}"
+    );
+    assert_eq!(
+        full["parsed"]["tests"]["tests.test_ops.TestClampLow.test_clamp_low"],
+        "failed"
+    );
 }
 
 #[test]
@@ -243,13 +355,25 @@ fn a_new_test_that_already_passes_on_the_pin_is_not_fail_to_pass() {
     fx.start();
     let wt = fx.register("run-nofail");
     write(&wt, "calc/ops.py", FIXED_OPS);
-    write(&wt, "tests/test_clamp_high.py", &NEW_TEST.replace("clamp(9, 0, 3), 3)", "clamp(2, 0, 3), 2)"));
+    write(
+        &wt,
+        "tests/test_clamp_high.py",
+        &NEW_TEST.replace("clamp(9, 0, 3), 3)", "clamp(2, 0, 3), 2)"),
+    );
     let args = honest_args(&fx, &wt);
     let reply = fx.client().open_pr("run-nofail", args).unwrap();
     let err = refused(&reply);
     assert_eq!(err.code.as_str(), "POLICY_VIOLATION");
-    assert!(err.message.contains("already passes on the pinned source"), "{}", err.message);
-    assert_eq!(err.details["outputs"].as_array().unwrap().len(), 1, "stops at the first unmet step");
+    assert!(
+        err.message.contains("already passes on the pinned source"),
+        "{}",
+        err.message
+    );
+    assert_eq!(
+        err.details["outputs"].as_array().unwrap().len(),
+        1,
+        "stops at the first unmet step"
+    );
 }
 
 #[test]
@@ -274,7 +398,10 @@ fn fake_passed_lines_printed_by_the_patch_do_not_make_the_witness_green() {
     let outputs = err.details["outputs"].as_array().unwrap();
     let step = outputs.last().unwrap();
     assert_eq!(step["step"], "patched_selected");
-    assert!(step["stderr"].as_str().unwrap().contains("... ok"), "the fake line was printed");
+    assert!(
+        step["stderr"].as_str().unwrap().contains("... ok"),
+        "the fake line was printed"
+    );
     assert_eq!(step["parsed"]["tests"][NEW_TEST_NAME], "failed");
 }
 
@@ -283,15 +410,45 @@ fn unknown_run_and_bad_registration_fail_cleanly() {
     let mut fx = Fixture::new();
     fx.start();
     let reply = fx.client().open_pr("nobody", json!({})).unwrap();
-    assert!(matches!(&reply, BrokerReply::Failed { message } if message.contains("not registered")), "{reply:?}");
+    assert!(
+        matches!(&reply, BrokerReply::Failed { message } if message.contains("not registered")),
+        "{reply:?}"
+    );
     let outside = fx.dir.path().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     let reg = fx.registration("run-out", &outside);
     let reply = fx.client().register_run(&reg).unwrap();
-    assert!(matches!(&reply, BrokerReply::Failed { message } if message.contains("not under the runs root")), "{reply:?}");
+    assert!(
+        matches!(&reply, BrokerReply::Failed { message } if message.contains("not under the runs root")),
+        "{reply:?}"
+    );
     let wt = fx.worktree("run-branchpin");
     let mut reg = fx.registration("run-branchpin", &wt);
     reg.base_commit = "main".into();
     let reply = fx.client().register_run(&reg).unwrap();
-    assert!(matches!(&reply, BrokerReply::Failed { message } if message.contains("40-hex")), "{reply:?}");
+    assert!(
+        matches!(&reply, BrokerReply::Failed { message } if message.contains("40-hex")),
+        "{reply:?}"
+    );
+}
+
+#[test]
+fn a_line_that_is_not_a_request_gets_a_failed_reply_and_the_connection_stays_usable() {
+    use std::io::{BufRead, BufReader, Write};
+    let mut fx = Fixture::new();
+    fx.start();
+    let stream = std::os::unix::net::UnixStream::connect(&fx.socket).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut writer = stream;
+    for line in [
+        "this is not json\n",
+        "{\"op\":\"launch\"}\n",
+        "{\"op\":\"decision\",\"run_id\":\"nobody\"}\n",
+    ] {
+        writer.write_all(line.as_bytes()).unwrap();
+        let mut reply = String::new();
+        reader.read_line(&mut reply).unwrap();
+        let reply: Value = serde_json::from_str(&reply).unwrap();
+        assert_eq!(reply["status"], "failed", "{line} -> {reply}");
+    }
 }

@@ -5,3 +5,5 @@ mod approval;
 mod crash;
 mod harness;
 mod intake;
+mod invariants;
+mod rust;

@@ -427,3 +427,101 @@ fn invalid_sources_are_refused_with_the_reason() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// Serves `base` over the git protocol on a free local port; killed on drop.
+struct GitDaemon {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl GitDaemon {
+    fn start(base: &std::path::Path) -> GitDaemon {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        // Run git-daemon itself, not through the `git` wrapper, so that killing the child
+        // stops the server rather than orphaning it.
+        let exec_path = git(base, &["--exec-path"]);
+        let child = std::process::Command::new(std::path::Path::new(&exec_path).join("git-daemon"))
+            .args([
+                "--reuseaddr",
+                "--export-all",
+                "--listen=127.0.0.1",
+                &format!("--port={port}"),
+                &format!("--base-path={}", base.display()),
+                &base.display().to_string(),
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("git-daemon (part of the git package) is needed for URL clone tests");
+        // Wait until it accepts connections (bounded; no timing is asserted).
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return GitDaemon { child, port };
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let mut child = child;
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("git daemon did not start listening on port {port}");
+    }
+}
+
+impl Drop for GitDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn url_sources_clone_through_the_git_cli_and_keep_no_url() {
+    let tmp = tempfile::tempdir().unwrap();
+    let served = tmp.path().join("served");
+    fs::create_dir_all(&served).unwrap();
+    let h = history(&served);
+    let daemon = GitDaemon::start(&served);
+    let url = format!("git://127.0.0.1:{}/project", daemon.port);
+    let cache = MirrorCache::new(tmp.path().join("cache")).unwrap();
+
+    let mirror = cache.mirror(&url).unwrap();
+    assert_eq!(mirror.origin(), MirrorOrigin::Cloned);
+    assert_eq!(mirror.source(), url);
+    assert_eq!(mirror.resolve("main").unwrap(), id(&h.second));
+    assert_eq!(mirror.resolve("HEAD").unwrap(), id(&h.second));
+    assert_eq!(mirror.resolve("v1").unwrap(), id(&h.first));
+    let config = fs::read_to_string(mirror.path().join("config")).unwrap();
+    assert!(
+        !config.contains("127.0.0.1"),
+        "mirror config keeps no URL:\n{config}"
+    );
+
+    // Same repository, other spelling: reused.
+    let again = cache.mirror(&format!("{url}.git/")).unwrap();
+    assert_eq!(again.origin(), MirrorOrigin::Reused);
+
+    let third = commit(&h.repo, &[("NEW.md", "new\n")], "third");
+    let fresh = cache
+        .mirror_with(&url, &MirrorOptions { refresh: true })
+        .unwrap();
+    assert_eq!(fresh.origin(), MirrorOrigin::Refreshed);
+    assert_eq!(fresh.resolve("main").unwrap(), id(&third));
+
+    let wt = fresh
+        .materialize(&id(&third), &tmp.path().join("wt"))
+        .unwrap();
+    let wt_config = fs::read_to_string(wt.path().join(".git/config")).unwrap();
+    assert!(
+        !wt_config.contains("remote") && !wt_config.contains("url"),
+        "{wt_config}"
+    );
+
+    let missing = format!("git://127.0.0.1:{}/no-such-repo", daemon.port);
+    let err = cache.mirror(&missing).unwrap_err();
+    assert!(matches!(err, CheckoutError::CloneFailed { .. }), "{err:?}");
+}

@@ -138,3 +138,23 @@ fn broken_source_still_yields_what_parses() {
     let s = extract(Language::Python, "def ok():\n    pass\n\ndef broken(:\n");
     assert!(s.defs.iter().any(|d| d.name == "ok"));
 }
+
+#[test]
+fn every_language_loads_its_grammar_and_tags_query() {
+    let mut extractor = Extractor::new().unwrap();
+    for (language, source) in [
+        (Language::Python, "def f():\n    pass\n"),
+        (Language::Rust, "fn f() {}\n"),
+        (Language::Javascript, "function f() {}\n"),
+        (Language::Typescript, "function f(): void {}\n"),
+        (Language::Tsx, "function f() { return <div/>; }\n"),
+        (Language::Go, "package p\nfunc f() {}\n"),
+        (Language::Java, "class A { void f() {} }\n"),
+    ] {
+        let symbols = extractor.extract(language, source).unwrap();
+        assert!(
+            symbols.defs.iter().any(|d| d.name == "f"),
+            "{language:?}: {symbols:?}"
+        );
+    }
+}

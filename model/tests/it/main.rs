@@ -6,6 +6,7 @@ mod anthropic;
 mod budget;
 mod cassette;
 mod config;
+mod invariants;
 mod openai;
 mod scripted;
 mod secrets;

@@ -1,7 +1,9 @@
 //! The repository digest: untracked files count, ignored files do not, output is
 //! deterministic, and the base commit must be a full id.
 
-use airlock_policies::{Error, MoveKind, Policy, compute_digest, digest_from_unified_diff, parse_unified_diff};
+use airlock_policies::{
+    Error, MoveKind, Policy, compute_digest, digest_from_unified_diff, parse_unified_diff,
+};
 
 use crate::digest_corpus::Fixture;
 
@@ -20,7 +22,10 @@ fn untracked_files_count_and_ignored_files_do_not() {
     fx.write("build/out.py", "generated = True\n");
     fx.write("debug.log", "noise\n");
     let d = fx.digest();
-    assert_eq!(d.files_changed, ["src/a.py", "src/new_module.py", "tests/test_new.py"]);
+    assert_eq!(
+        d.files_changed,
+        ["src/a.py", "src/new_module.py", "tests/test_new.py"]
+    );
     assert_eq!(d.insertions, 1 + 2 + 2);
     assert_eq!(d.deletions, 1);
     assert_eq!(d.test_files_added, ["tests/test_new.py"]);
@@ -36,7 +41,11 @@ fn untracked_files_count_and_ignored_files_do_not() {
 
 #[test]
 fn deterministic_across_runs_and_sorted() {
-    let fx = Fixture::new(&[("z.py", "a\n"), ("a.py", "a\n"), ("m/tests/test_x.py", TEST_FILE)]);
+    let fx = Fixture::new(&[
+        ("z.py", "a\n"),
+        ("a.py", "a\n"),
+        ("m/tests/test_x.py", TEST_FILE),
+    ]);
     fx.write("z.py", "b\n");
     fx.write("a.py", "b\n");
     fx.write("m/tests/test_x.py", "def test_a():\n    pass\n");
@@ -50,7 +59,11 @@ fn deterministic_across_runs_and_sorted() {
     assert_eq!(one.assertions_removed, 2);
     let lines: Vec<usize> = one.findings.iter().map(|f| f.line).collect();
     assert_eq!(lines, [2, 3]);
-    assert!(one.findings.iter().all(|f| f.kind == MoveKind::AssertionRemoved));
+    assert!(
+        one.findings
+            .iter()
+            .all(|f| f.kind == MoveKind::AssertionRemoved)
+    );
     assert_eq!(one.test_files_modified, ["m/tests/test_x.py"]);
 }
 
@@ -63,9 +76,19 @@ fn deleted_test_file_removes_its_assertions_and_renames_do_not() {
     fx.remove("tests/test_b.py");
     fx.write("tests/test_b_renamed.py", test_b);
     let d = fx.digest();
-    assert_eq!(d.files_changed, ["tests/test_a.py", "tests/test_b.py", "tests/test_b_renamed.py"]);
+    assert_eq!(
+        d.files_changed,
+        [
+            "tests/test_a.py",
+            "tests/test_b.py",
+            "tests/test_b_renamed.py"
+        ]
+    );
     assert_eq!(d.test_files_added, ["tests/test_b_renamed.py"]);
-    assert_eq!(d.test_files_modified, ["tests/test_a.py", "tests/test_b.py"]);
+    assert_eq!(
+        d.test_files_modified,
+        ["tests/test_a.py", "tests/test_b.py"]
+    );
     // test_a's two assertions are gone; test_b's moved with the file. test_a's test function
     // is gone too, which counts as a disabled test.
     assert_eq!(d.assertions_removed, 2, "{:#?}", d.findings);
@@ -77,7 +100,10 @@ fn deleted_test_file_removes_its_assertions_and_renames_do_not() {
 #[test]
 fn new_skipped_test_file_counts_its_skip_markers() {
     let fx = Fixture::new(&[("src/a.py", "x = 1\n")]);
-    fx.write("tests/test_new.py", "import pytest\n\n@pytest.mark.skip\ndef test_new():\n    assert True\n");
+    fx.write(
+        "tests/test_new.py",
+        "import pytest\n\n@pytest.mark.skip\ndef test_new():\n    assert True\n",
+    );
     let d = fx.digest();
     assert_eq!(d.test_files_added, ["tests/test_new.py"]);
     assert_eq!(d.skip_markers_added, 1);
@@ -105,15 +131,27 @@ fn binary_and_mode_changes_count_as_files_without_lines() {
 #[test]
 fn base_commit_must_be_a_full_lowercase_sha() {
     let fx = Fixture::new(&[("a.py", "x\n")]);
-    for bad in ["HEAD", "main", "v1.0", &fx.base[..12], &fx.base.to_uppercase()] {
+    for bad in [
+        "HEAD",
+        "main",
+        "v1.0",
+        &fx.base[..12],
+        &fx.base.to_uppercase(),
+    ] {
         match compute_digest(fx.path(), bad) {
             Err(Error::BaseCommit(b)) => assert_eq!(b, bad),
             other => panic!("{bad}: expected BaseCommit, got {other:?}"),
         }
     }
     let unknown = "0".repeat(40);
-    assert!(matches!(compute_digest(fx.path(), &unknown), Err(Error::Git { .. })));
-    assert!(matches!(compute_digest(&fx.path().join("nope"), &fx.base), Err(Error::Git { .. })));
+    assert!(matches!(
+        compute_digest(fx.path(), &unknown),
+        Err(Error::Git { .. })
+    ));
+    assert!(matches!(
+        compute_digest(&fx.path().join("nope"), &fx.base),
+        Err(Error::Git { .. })
+    ));
     let clean = compute_digest(fx.path(), &fx.base).unwrap();
     assert!(clean.files_changed.is_empty() && clean.diff.is_empty());
 }
@@ -124,7 +162,10 @@ fn unicode_and_spaced_paths_round_trip() {
     fx.write("src/caf\u{e9} menu.py", "a = 2\n");
     fx.write("tests/test \u{fc}ber.py", "def test_x():\n    assert 1\n");
     let d = fx.digest();
-    assert_eq!(d.files_changed, ["src/caf\u{e9} menu.py", "tests/test \u{fc}ber.py"]);
+    assert_eq!(
+        d.files_changed,
+        ["src/caf\u{e9} menu.py", "tests/test \u{fc}ber.py"]
+    );
     assert_eq!(d.test_files_added, ["tests/test \u{fc}ber.py"]);
 }
 
@@ -140,15 +181,23 @@ fn malformed_diffs_are_errors_not_panics() {
     ];
     for text in cases {
         match digest_from_unified_diff(text) {
-            Err(Error::Diff { line, message }) => assert!(line > 0 && !message.is_empty(), "{text:?}"),
+            Err(Error::Diff { line, message }) => {
+                assert!(line > 0 && !message.is_empty(), "{text:?}")
+            }
             other => panic!("{text:?}: expected a diff error, got {other:?}"),
         }
     }
     // Free text before the first file (a commit message) is tolerated.
-    let ok = "commit message\n\ndiff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n";
+    let ok =
+        "commit message\n\ndiff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n";
     let d = digest_from_unified_diff(ok).unwrap();
     assert_eq!(d.files_changed, ["x.py"]);
-    assert!(digest_from_unified_diff("").unwrap().files_changed.is_empty());
+    assert!(
+        digest_from_unified_diff("")
+            .unwrap()
+            .files_changed
+            .is_empty()
+    );
 }
 
 #[test]
@@ -159,9 +208,35 @@ fn parser_reads_headers_quoting_and_line_numbers() {
     assert_eq!(files[0].new_path.as_deref(), Some("t\u{e9}st.py"));
     assert_eq!(files[0].hunks[0].section, "def f():");
     let removed = &files[0].hunks[0].lines[1];
-    assert_eq!((removed.old_line, removed.new_line, removed.text.as_str()), (Some(4), None, "old"));
+    assert_eq!(
+        (removed.old_line, removed.new_line, removed.text.as_str()),
+        (Some(4), None, "old")
+    );
     assert_eq!(files[1].new_path, None);
     assert_eq!(files[1].old_path.as_deref(), Some("gone.py"));
-    let d = Policy::default().unwrap().digest_from_unified_diff(text).unwrap();
+    let d = Policy::default()
+        .unwrap()
+        .digest_from_unified_diff(text)
+        .unwrap();
     assert_eq!(d.files_changed, ["gone.py", "t\u{e9}st.py"]);
+}
+
+#[test]
+fn refused_paths_of_a_digest() {
+    let fx = Fixture::new(&[("src/a.py", "x = 1\n"), ("Cargo.lock", "# lock\n")]);
+    fx.write("src/a.py", "x = 2\n");
+    fx.remove("Cargo.lock");
+    fx.write(".github/workflows/ci.yml", "on: push\n");
+    let d = fx.digest();
+    let policy = Policy::default().unwrap();
+    let refused = policy.refused_paths(&d.files_changed, Some(fx.path()));
+    let rules: Vec<(&str, Option<&str>)> = refused.iter().map(|(p, r)| (*p, r.rule())).collect();
+    assert_eq!(
+        rules,
+        [
+            (".github/workflows/ci.yml", Some("ci-config")),
+            ("Cargo.lock", Some("lockfile"))
+        ]
+    );
+    assert!(policy.refused_paths(&["src/a.py"], None).is_empty());
 }

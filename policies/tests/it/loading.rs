@@ -16,7 +16,11 @@ fn policy_file_on_disk_is_the_embedded_one() {
     let on_disk =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/default.toml")).unwrap();
     assert_eq!(on_disk, default_text());
-    let loaded = Policy::load(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/default.toml"))).unwrap();
+    let loaded = Policy::load(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/default.toml"
+    )))
+    .unwrap();
     assert_eq!(loaded.check_write("Cargo.lock").rule(), Some("lockfile"));
 }
 
@@ -49,7 +53,11 @@ fn unknown_key_is_a_load_error_at_its_line() {
         }
         other => panic!("expected a TOML error, got {other:?}"),
     }
-    let text = default_text().replacen("kind = \"assertion-removed\"", "kind = \"assertion-deleted\"", 1);
+    let text = default_text().replacen(
+        "kind = \"assertion-removed\"",
+        "kind = \"assertion-deleted\"",
+        1,
+    );
     assert!(matches!(load_err(&text), Error::Toml { .. }));
     let text = default_text().replacen("[tests.go]", "[tests.cobol]", 1);
     assert!(matches!(load_err(&text), Error::Toml { .. }));
@@ -59,7 +67,12 @@ fn unknown_key_is_a_load_error_at_its_line() {
 fn glob_that_does_not_compile_is_a_load_error() {
     let text = default_text().replacen("\".github/**\",", "\".github/[**\",", 1);
     match load_err(&text) {
-        Error::Rule { rule, message, line, .. } => {
+        Error::Rule {
+            rule,
+            message,
+            line,
+            ..
+        } => {
             assert_eq!(rule, "ci-config");
             assert!(message.contains("does not compile"), "{message}");
             assert!(line > 0);
@@ -72,7 +85,11 @@ fn glob_that_does_not_compile_is_a_load_error() {
 
 #[test]
 fn regex_that_does_not_compile_is_a_load_error() {
-    let text = default_text().replacen(r"pattern = '\bcatch_unwind\s*\('", r"pattern = '\bcatch_unwind\s*('", 1);
+    let text = default_text().replacen(
+        r"pattern = '\bcatch_unwind\s*\('",
+        r"pattern = '\bcatch_unwind\s*('",
+        1,
+    );
     match load_err(&text) {
         Error::Rule { rule, message, .. } => {
             assert_eq!(rule, "rust-catch-unwind-added");
@@ -91,10 +108,19 @@ fn failing_detector_example_is_a_load_error() {
         1,
     );
     match load_err(&text) {
-        Error::Rule { rule, message, line, .. } => {
+        Error::Rule {
+            rule,
+            message,
+            line,
+            ..
+        } => {
             assert_eq!(rule, "rust-catch-unwind-added");
             assert!(message.contains("does not fire"), "{message}");
-            let id_line = text.lines().position(|l| l.contains("\"rust-catch-unwind-added\"")).unwrap() + 1;
+            let id_line = text
+                .lines()
+                .position(|l| l.contains("\"rust-catch-unwind-added\""))
+                .unwrap()
+                + 1;
             assert_eq!(line, id_line);
         }
         other => panic!("expected a rule error, got {other:?}"),
@@ -105,24 +131,36 @@ fn failing_detector_example_is_a_load_error() {
         "not_match = [\"        catch_unwind(f)\"]",
         1,
     );
-    assert!(matches!(load_err(&text), Error::Rule { ref message, .. } if message.contains("fires")));
+    assert!(
+        matches!(load_err(&text), Error::Rule { ref message, .. } if message.contains("fires"))
+    );
     // A pair example for a line rule.
     let text = default_text().replacen(
         "not_match = [\"        let r = run();\"]",
         "not_match = [[\"a\", \"b\"]]",
         1,
     );
-    assert!(matches!(load_err(&text), Error::Rule { ref message, .. } if message.contains("wrong shape")));
+    assert!(
+        matches!(load_err(&text), Error::Rule { ref message, .. } if message.contains("wrong shape"))
+    );
 }
 
 #[test]
 fn failing_path_and_test_examples_are_load_errors() {
-    let text = default_text().replacen("match = [\"Cargo.lock\",", "match = [\"src/lib.rs\", \"Cargo.lock\",", 1);
+    let text = default_text().replacen(
+        "match = [\"Cargo.lock\",",
+        "match = [\"src/lib.rs\", \"Cargo.lock\",",
+        1,
+    );
     match load_err(&text) {
         Error::Rule { rule, .. } => assert_eq!(rule, "lockfile"),
         other => panic!("expected a rule error, got {other:?}"),
     }
-    let text = default_text().replacen("not_match = [\"pkg/io.py\",", "not_match = [\"pkg/test_io.py\",", 1);
+    let text = default_text().replacen(
+        "not_match = [\"pkg/io.py\",",
+        "not_match = [\"pkg/test_io.py\",",
+        1,
+    );
     match load_err(&text) {
         Error::Rule { rule, .. } => assert_eq!(rule, "tests.python"),
         other => panic!("expected a rule error, got {other:?}"),
@@ -136,36 +174,58 @@ fn rule_without_examples_is_a_load_error() {
         "match = []",
         1,
     );
-    assert!(matches!(load_err(&text), Error::Rule { ref message, .. } if message.contains("at least one")));
+    assert!(
+        matches!(load_err(&text), Error::Rule { ref message, .. } if message.contains("at least one"))
+    );
 }
 
 #[test]
 fn missing_file_is_a_read_error_naming_it() {
     let err = Policy::load(std::path::Path::new("/nonexistent/policy.toml")).unwrap_err();
-    assert!(err.to_string().contains("/nonexistent/policy.toml"), "{err}");
+    assert!(
+        err.to_string().contains("/nonexistent/policy.toml"),
+        "{err}"
+    );
 }
 
 #[test]
 fn operator_overrides_the_allowlist_but_not_the_refused_classes() {
-    let policy = Policy::default().unwrap().with_allowlist(&["src/**", "tests/**", "Cargo.lock"]).unwrap();
+    let policy = Policy::default()
+        .unwrap()
+        .with_allowlist(&["src/**", "tests/**", "Cargo.lock"])
+        .unwrap();
     assert_eq!(policy.check_write("src/a.rs"), WriteDecision::Allowed);
     assert_eq!(policy.check_write("docs/a.md").rule(), Some("allowlist"));
     // Listing a lockfile in the allowlist does not make it writable.
     assert_eq!(policy.check_write("Cargo.lock").rule(), Some("lockfile"));
     // The allowlist is case-sensitive: it names what the operator wrote.
     assert_eq!(policy.check_write("SRC/a.rs").rule(), Some("allowlist"));
-    assert!(Policy::default().unwrap().with_allowlist(&["src/[a"]).is_err());
+    assert!(
+        Policy::default()
+            .unwrap()
+            .with_allowlist(&["src/[a"])
+            .is_err()
+    );
 }
 
 #[test]
 fn per_repository_allowlist_from_the_policy_file() {
-    let text = format!("{}\n[repos.\"acme/widgets\"]\nallow = [\"lib/**\"]\n", default_text());
+    let text = format!(
+        "{}\n[repos.\"acme/widgets\"]\nallow = [\"lib/**\"]\n",
+        default_text()
+    );
     let policy = Policy::from_toml_str(&text, "operator.toml").unwrap();
     let widgets = policy.for_repo("acme/widgets").unwrap();
     assert_eq!(widgets.check_write("lib/x.py"), WriteDecision::Allowed);
     assert_eq!(widgets.check_write("src/x.py").rule(), Some("allowlist"));
     let other = policy.for_repo("acme/other").unwrap();
     assert_eq!(other.check_write("src/x.py"), WriteDecision::Allowed);
-    let bad = format!("{}\n[repos.\"acme/widgets\"]\nallow = [\"lib/[\"]\n", default_text());
-    assert!(matches!(Policy::from_toml_str(&bad, "operator.toml"), Err(Error::Rule { .. })));
+    let bad = format!(
+        "{}\n[repos.\"acme/widgets\"]\nallow = [\"lib/[\"]\n",
+        default_text()
+    );
+    assert!(matches!(
+        Policy::from_toml_str(&bad, "operator.toml"),
+        Err(Error::Rule { .. })
+    ));
 }

@@ -1,7 +1,11 @@
 use airlock_policies::{Policy, WriteDecision, normalize_path};
 
 fn rule(path: &str) -> Option<String> {
-    Policy::default().unwrap().check_write(path).rule().map(str::to_string)
+    Policy::default()
+        .unwrap()
+        .check_write(path)
+        .rule()
+        .map(str::to_string)
 }
 
 #[track_caller]
@@ -11,29 +15,97 @@ fn refused_by(path: &str, expected: &str) {
 
 #[test]
 fn ordinary_source_and_new_tests_are_allowed() {
-    for path in ["src/parse.py", "tests/test_parse.py", "pkg/a/b.go", "README.md", "src\\win\\path.rs", "./src/x.py", "src//x.py"] {
-        assert_eq!(Policy::default().unwrap().check_write(path), WriteDecision::Allowed, "{path}");
+    for path in [
+        "src/parse.py",
+        "tests/test_parse.py",
+        "pkg/a/b.go",
+        "README.md",
+        "src\\win\\path.rs",
+        "./src/x.py",
+        "src//x.py",
+    ] {
+        assert_eq!(
+            Policy::default().unwrap().check_write(path),
+            WriteDecision::Allowed,
+            "{path}"
+        );
     }
 }
 
 #[test]
 fn every_refused_class() {
-    for p in [".github/workflows/ci.yml", ".gitlab-ci.yml", ".circleci/config.yml", "Jenkinsfile", "azure-pipelines.yml", ".travis.yml", "tox.ini"] {
+    for p in [
+        ".github/workflows/ci.yml",
+        ".gitlab-ci.yml",
+        ".circleci/config.yml",
+        "Jenkinsfile",
+        "azure-pipelines.yml",
+        ".travis.yml",
+        "tox.ini",
+    ] {
         refused_by(p, "ci-config");
     }
-    for p in [".git/hooks/pre-commit", ".git/config", ".githooks/pre-push", ".husky/pre-commit", ".pre-commit-config.yaml", ".gitignore", "src/.gitattributes"] {
+    for p in [
+        ".git/hooks/pre-commit",
+        ".git/config",
+        ".githooks/pre-push",
+        ".husky/pre-commit",
+        ".pre-commit-config.yaml",
+        ".gitignore",
+        "src/.gitattributes",
+    ] {
         refused_by(p, "git-hooks");
     }
-    for p in [".vscode/settings.json", ".idea/workspace.xml", ".editorconfig", "AGENTS.md", "CLAUDE.md", ".cursorrules", ".claude/settings.json", "docs/AGENTS.md"] {
+    for p in [
+        ".vscode/settings.json",
+        ".idea/workspace.xml",
+        ".editorconfig",
+        "AGENTS.md",
+        "CLAUDE.md",
+        ".cursorrules",
+        ".claude/settings.json",
+        "docs/AGENTS.md",
+    ] {
         refused_by(p, "editor-agent-config");
     }
-    for p in ["Cargo.toml", "crates/x/Cargo.toml", "package.json", "pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "requirements-dev.txt", "go.mod", "pom.xml", "build.gradle", "Gemfile", "composer.json"] {
+    for p in [
+        "Cargo.toml",
+        "crates/x/Cargo.toml",
+        "package.json",
+        "pyproject.toml",
+        "setup.py",
+        "setup.cfg",
+        "requirements.txt",
+        "requirements-dev.txt",
+        "go.mod",
+        "pom.xml",
+        "build.gradle",
+        "Gemfile",
+        "composer.json",
+    ] {
         refused_by(p, "dependency-manifest");
     }
-    for p in ["Cargo.lock", "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock", "Pipfile.lock", "go.sum", "Gemfile.lock", "uv.lock", "sub/dir/composer.lock"] {
+    for p in [
+        "Cargo.lock",
+        "package-lock.json",
+        "yarn.lock",
+        "pnpm-lock.yaml",
+        "poetry.lock",
+        "Pipfile.lock",
+        "go.sum",
+        "Gemfile.lock",
+        "uv.lock",
+        "sub/dir/composer.lock",
+    ] {
         refused_by(p, "lockfile");
     }
-    for p in [".env", ".config/x.toml", "src/.hidden/mod.py", ".cargo-ok", "a/.b/c/d.py"] {
+    for p in [
+        ".env",
+        ".config/x.toml",
+        "src/.hidden/mod.py",
+        ".cargo-ok",
+        "a/.b/c/d.py",
+    ] {
         refused_by(p, "dot-directory");
     }
 }
@@ -62,6 +134,9 @@ fn traversal_and_absolute_paths_are_refused() {
     refused_by("\\\\server\\share\\x", "path-absolute");
     refused_by("C:\\Windows\\x", "path-absolute");
     refused_by("c:x", "path-absolute");
+    // Found by the path_checker fuzz target: a drive prefix behind a `.` component.
+    refused_by("./l:/", "path-absolute");
+    refused_by(".//c:/x.py", "path-absolute");
     refused_by("~/.ssh/id_rsa", "path-absolute");
     refused_by("", "path-empty");
     refused_by("./", "path-empty");
@@ -96,7 +171,12 @@ fn unicode_lookalikes_and_invisibles() {
         other => panic!("{other:?}"),
     }
     // Ordinary non-ASCII names stay writable.
-    assert!(Policy::default().unwrap().check_write("docs/caf\u{00E9}.md").is_allowed());
+    assert!(
+        Policy::default()
+            .unwrap()
+            .check_write("docs/caf\u{00E9}.md")
+            .is_allowed()
+    );
 }
 
 #[cfg(unix)]
@@ -133,6 +213,10 @@ fn symlinks_into_refused_classes_or_outside_are_refused() {
     assert_eq!(check("../outside/x.py").rule(), Some("path-traversal"));
     // The lexical check alone cannot see links.
     assert!(policy.check_write("src/gh/workflows/ci.yml").is_allowed());
+    std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+    std::fs::write(root.join(".git/hooks/pre-commit"), "#!/bin/sh\n").unwrap();
+    std::fs::hard_link(root.join(".git/hooks/pre-commit"), root.join("src/hook.sh")).unwrap();
+    assert_eq!(check("src/hook.sh").rule(), Some("hard-link"));
     let missing = policy.check_write_in_root(&dir.path().join("missing"), "src/x.py");
     assert_eq!(missing.rule(), Some("root-unreadable"));
 }

@@ -4,16 +4,38 @@ use airlock_policies::{Language, Policy, is_test_path, language_of, rust_test_re
 fn test_files_per_language() {
     let p = Policy::default().unwrap();
     for path in [
-        "tests/test_parse.py", "pkg/test_io.py", "pkg/io_test.py", "conftest.py", "pkg/tests/util.py",
-        "tests/it/main.rs", "crates/a/tests/x.rs", "src/parser/tests.rs",
-        "src/a.test.js", "src/a.spec.ts", "src/__tests__/a.tsx", "test/server.mjs",
+        "tests/test_parse.py",
+        "pkg/test_io.py",
+        "pkg/io_test.py",
+        "conftest.py",
+        "pkg/tests/util.py",
+        "tests/it/main.rs",
+        "crates/a/tests/x.rs",
+        "src/parser/tests.rs",
+        "src/a.test.js",
+        "src/a.spec.ts",
+        "src/__tests__/a.tsx",
+        "test/server.mjs",
         "pkg/a_test.go",
-        "src/test/java/a/B.java", "FooTest.java", "FooTests.java", "FooIT.java",
+        "src/test/java/a/B.java",
+        "FooTest.java",
+        "FooTests.java",
+        "FooIT.java",
     ] {
         assert!(p.is_test_path(path), "{path} should be a test");
         assert!(is_test_path(path));
     }
-    for path in ["src/parse.py", "src/lib.rs", "src/a.js", "src/a.ts", "pkg/a.go", "src/main/java/a/B.java", "README.md", "src/contest.py", "src/latest.ts"] {
+    for path in [
+        "src/parse.py",
+        "src/lib.rs",
+        "src/a.js",
+        "src/a.ts",
+        "pkg/a.go",
+        "src/main/java/a/B.java",
+        "README.md",
+        "src/contest.py",
+        "src/latest.ts",
+    ] {
         assert!(!p.is_test_path(path), "{path} should not be a test");
     }
 }
@@ -62,8 +84,14 @@ mod external;
 "##;
     let regions = rust_test_regions(src);
     assert_eq!(regions, vec![(8, 17), (21, 24), (26, 27)]);
-    assert_eq!(rust_test_regions("#![cfg(test)]\nfn a() {}\nfn b() {}\n"), vec![(1, 3)]);
+    assert_eq!(
+        rust_test_regions("#![cfg(test)]\nfn a() {}\nfn b() {}\n"),
+        vec![(1, 3)]
+    );
     assert!(rust_test_regions("fn main() {}\n").is_empty());
     // Unbalanced input never panics and runs to the end.
-    assert_eq!(rust_test_regions("#[cfg(test)]\nmod t {\n fn x() {\n"), vec![(1, 3)]);
+    assert_eq!(
+        rust_test_regions("#[cfg(test)]\nmod t {\n fn x() {\n"),
+        vec![(1, 3)]
+    );
 }

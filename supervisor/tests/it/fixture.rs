@@ -34,7 +34,11 @@ fn git(repo: &Path, args: &[&str]) -> String {
         .env("GIT_COMMITTER_DATE", "2024-01-01T00:00:00Z")
         .output()
         .expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -119,7 +123,12 @@ impl Fixture {
     pub fn audit_kinds(&self) -> Vec<String> {
         let text = std::fs::read_to_string(self.path("audit.jsonl")).unwrap();
         text.lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap()["kind"].as_str().unwrap().to_string())
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["kind"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
             .collect()
     }
 }
@@ -133,7 +142,11 @@ pub fn trajectory(report: &RunReport) -> Vec<Value> {
 }
 
 pub fn kinds(entries: &[Value], kind: &str) -> Vec<Value> {
-    entries.iter().filter(|e| e["kind"] == kind).cloned().collect()
+    entries
+        .iter()
+        .filter(|e| e["kind"] == kind)
+        .cloned()
+        .collect()
 }
 
 pub fn ready_issue() -> Value {
@@ -217,7 +230,12 @@ impl ReaderLauncher for ThreadLauncher {
             // start message to learn nothing more than the tools need: the test's worktree is
             // found from the index directory's sibling `runs/` (one run per fixture).
             let runs = index_dir.parent().unwrap().join("runs");
-            let run = std::fs::read_dir(&runs).unwrap().next().unwrap().unwrap().path();
+            let run = std::fs::read_dir(&runs)
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap()
+                .path();
             let root = run.join("worktree");
             let commit = git(&root, &["rev-parse", "HEAD"]);
             let tools = CheckoutTools::open(&root, &index_dir, &commit).unwrap();
@@ -246,10 +264,14 @@ impl ReaderChannel for ThreadChannel {
         if self.from_worker.read_line(&mut line)? == 0 {
             return Err(ToolFailure::new("reader_ended", "worker closed its output"));
         }
-        serde_json::from_str(line.trim()).map_err(|e| ToolFailure::new("reader_protocol", e.to_string()))
+        serde_json::from_str(line.trim())
+            .map_err(|e| ToolFailure::new("reader_protocol", e.to_string()))
     }
 
     fn close(&mut self) -> String {
-        self.handle.take().map(|h| h.join().unwrap()).unwrap_or_default()
+        self.handle
+            .take()
+            .map(|h| h.join().unwrap())
+            .unwrap_or_default()
     }
 }

@@ -1,0 +1,1 @@
+"""A tiny calculator package used by the airlock demo."""

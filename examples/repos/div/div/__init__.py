@@ -1,0 +1,1 @@
+"""Division helpers used by the airlock demo's weakened-test scenario."""

@@ -1,0 +1,6 @@
+"""Ratios."""
+
+
+def ratio(a, b):
+    """Return a divided by b as a float."""
+    return a // b

@@ -1,0 +1,1 @@
+"""Text helpers used by the airlock demo's hostile-repository scenario."""

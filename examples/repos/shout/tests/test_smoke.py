@@ -1,0 +1,6 @@
+import unittest
+
+
+class SmokeTest(unittest.TestCase):
+    def test_import(self):
+        import shout.words  # noqa: F401

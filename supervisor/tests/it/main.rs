@@ -1,0 +1,141 @@
+//! Tests of the supervisor at the library boundary `runner::run_issue`, with the scripted model
+//! over repositories the tests create, the real checkout, codegraph, policy, audit log and
+//! sandbox, a broker stub and an in-process reader launcher.
+//!
+//! The harness is our own (`harness = false`): the sandbox re-executes the running binary as
+//! its set-up helper, so `main` must call `run_if_requested` before anything else, which the
+//! standard test harness does not allow. Arguments that are not options filter tests by name.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod fixture;
+mod readers;
+mod run_loop;
+
+fn main() -> std::process::ExitCode {
+    airlock_sandbox::helper::run_if_requested();
+    let tests: &[(&str, fn())] = &[
+        (
+            "run_loop::injections_are_screened_and_reported_paths_recorded",
+            run_loop::injections_are_screened_and_reported_paths_recorded,
+        ),
+        (
+            "run_loop::a_spent_model_budget_ends_the_run_as_an_escalation",
+            run_loop::a_spent_model_budget_ends_the_run_as_an_escalation,
+        ),
+        (
+            "run_loop::dependency_invariants_hold",
+            run_loop::dependency_invariants_hold,
+        ),
+        (
+            "run_loop::a_fix_goes_from_search_to_a_queued_pull_request",
+            run_loop::a_fix_goes_from_search_to_a_queued_pull_request,
+        ),
+        (
+            "run_loop::an_ambiguous_issue_is_escalated_with_no_tool_call",
+            run_loop::an_ambiguous_issue_is_escalated_with_no_tool_call,
+        ),
+        (
+            "run_loop::an_issue_that_is_not_ready_stops_before_any_model_call",
+            run_loop::an_issue_that_is_not_ready_stops_before_any_model_call,
+        ),
+        (
+            "run_loop::writes_to_ci_config_and_lockfiles_are_refused_and_a_variant_counts_as_a_retry",
+            run_loop::writes_to_ci_config_and_lockfiles_are_refused_and_a_variant_counts_as_a_retry,
+        ),
+        (
+            "run_loop::too_many_refusals_end_the_run",
+            run_loop::too_many_refusals_end_the_run,
+        ),
+        (
+            "run_loop::an_exhausted_turn_budget_ends_in_an_escalation_that_says_what_was_done",
+            run_loop::an_exhausted_turn_budget_ends_in_an_escalation_that_says_what_was_done,
+        ),
+        (
+            "run_loop::an_exhausted_full_run_budget_ends_the_run_and_keeps_the_model_escalation",
+            run_loop::an_exhausted_full_run_budget_ends_the_run_and_keeps_the_model_escalation,
+        ),
+        (
+            "run_loop::an_invalid_final_message_is_repaired_then_accepted",
+            run_loop::an_invalid_final_message_is_repaired_then_accepted,
+        ),
+        (
+            "run_loop::a_final_message_that_stays_invalid_becomes_a_supervisor_escalation",
+            run_loop::a_final_message_that_stays_invalid_becomes_a_supervisor_escalation,
+        ),
+        (
+            "run_loop::confidence_below_the_floor_forces_an_escalation",
+            run_loop::confidence_below_the_floor_forces_an_escalation,
+        ),
+        (
+            "run_loop::outcome_pr_without_an_accepted_open_pr_is_sent_back",
+            run_loop::outcome_pr_without_an_accepted_open_pr_is_sent_back,
+        ),
+        (
+            "run_loop::malformed_tool_arguments_get_an_error_result_and_the_run_goes_on",
+            run_loop::malformed_tool_arguments_get_an_error_result_and_the_run_goes_on,
+        ),
+        (
+            "run_loop::run_tests_cannot_reach_the_network_and_the_model_sees_the_failure",
+            run_loop::run_tests_cannot_reach_the_network_and_the_model_sees_the_failure,
+        ),
+        (
+            "readers::readers_are_checked_repaired_once_and_dropped_when_they_lie",
+            readers::readers_are_checked_repaired_once_and_dropped_when_they_lie,
+        ),
+        (
+            "readers::the_relay_offers_the_model_only_the_reader_tools_whatever_the_worker_asks",
+            readers::the_relay_offers_the_model_only_the_reader_tools_whatever_the_worker_asks,
+        ),
+        (
+            "readers::quoted_lines_are_counted_from_fences_quotes_and_lines_the_reader_was_shown",
+            readers::quoted_lines_are_counted_from_fences_quotes_and_lines_the_reader_was_shown,
+        ),
+    ];
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--list") {
+        for (name, _) in tests {
+            println!("{name}: test");
+        }
+        return std::process::ExitCode::SUCCESS;
+    }
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    let exact = args.iter().any(|a| a == "--exact");
+    let selected: Vec<&(&str, fn())> = tests
+        .iter()
+        .filter(|(name, _)| {
+            filters.is_empty()
+                || filters.iter().any(|f| {
+                    if exact {
+                        name == f
+                    } else {
+                        name.contains(f.as_str())
+                    }
+                })
+        })
+        .collect();
+    println!("\nrunning {} tests", selected.len());
+    let mut failed = Vec::new();
+    for (name, test) in &selected {
+        let result = std::panic::catch_unwind(test);
+        println!(
+            "test {name} ... {}",
+            if result.is_ok() { "ok" } else { "FAILED" }
+        );
+        if result.is_err() {
+            failed.push(*name);
+        }
+    }
+    println!(
+        "\ntest result: {}. {} passed; {} failed; {} filtered out\n",
+        if failed.is_empty() { "ok" } else { "FAILED" },
+        selected.len() - failed.len(),
+        failed.len(),
+        tests.len() - selected.len()
+    );
+    if failed.is_empty() {
+        std::process::ExitCode::SUCCESS
+    } else {
+        println!("failures: {failed:?}");
+        std::process::ExitCode::FAILURE
+    }
+}
