@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RUNS=${RUNS:-200}
+RUNS=${RUNS:-100}
 FILES=${FILES:-10000}
 
 apt_install() {
@@ -33,12 +33,16 @@ trap 'rm -rf "$WORK"' EXIT
 # Median wall time in milliseconds of a command, over $RUNS runs.
 median_ms() {
     if command -v hyperfine >/dev/null 2>&1; then
-        hyperfine -N --warmup 10 --runs "$RUNS" --export-json "$WORK/h.json" -- "$*" >/dev/null 2>&1
+        local prep=()
+        [ -n "${PREPARE:-}" ] && prep=(--prepare "$PREPARE")
+        hyperfine -N --warmup "${WARMUP:-10}" --runs "$RUNS" "${prep[@]}" --export-json "$WORK/h.json" -- "$*" \
+            >"$WORK/h.log" 2>&1 || { cat "$WORK/h.log" >&2; echo nan; return; }
         python3 -c 'import json,sys; print("%.2f" % (json.load(open(sys.argv[1]))["results"][0]["median"]*1000))' "$WORK/h.json"
     else
         local i t0 t1
         : > "$WORK/times"
         for ((i = 0; i < RUNS; i++)); do
+            [ -n "${PREPARE:-}" ] && $PREPARE
             t0=$(date +%s%N); "$@" >/dev/null 2>&1; t1=$(date +%s%N)
             echo $(( (t1 - t0) )) >> "$WORK/times"
         done
@@ -52,7 +56,6 @@ echo
 plain=$(median_ms "$TRUE")
 bwrap_ms=$(median_ms bwrap --unshare-all --ro-bind / / "$TRUE")
 airlock_ms=$(median_ms "$AIRLOCK" sandbox run -- "$TRUE")
-airlock_bare=$(median_ms "$AIRLOCK" sandbox run --no-system --ro /usr --ro /lib --ro /lib64 --ro /bin -- "$TRUE")
 echo "spawn of \`true\` (median of $RUNS runs, ms):"
 printf '  %-58s %8s\n' "plain" "$plain"
 printf '  %-58s %8s\n' "bwrap --unshare-all --ro-bind / / true" "$bwrap_ms"
@@ -79,7 +82,7 @@ for i in range(n):
 PY
 with_overlay=$(median_ms "$AIRLOCK" sandbox run --overlay "$TREE:/work/tree" -- "$TRUE")
 RUNS_CP=${RUNS_CP:-20}
-copy_ms=$(RUNS=$RUNS_CP median_ms sh -c "rm -rf '$WORK/copy' && cp -a '$TREE' '$WORK/copy'")
+copy_ms=$(RUNS=$RUNS_CP WARMUP=1 PREPARE="rm -rf $WORK/copy" median_ms cp -a "$TREE" "$WORK/copy")
 overlay_setup=$(python3 -c "print('%.2f' % (float('$with_overlay') - float('$airlock_ms')))")
 echo "copy-on-write tree of $FILES files (median, ms):"
 printf '  %-58s %8s\n' "airlock sandbox run --overlay TREE:/work/tree -- true" "$with_overlay"

@@ -186,6 +186,17 @@ pub enum Event {
         /// The recomputed value.
         computed: String,
     },
+    /// The judge scored a queued or decided pull request.
+    JudgeScore {
+        /// The broker's queue id of the scored submission.
+        queue_id: i64,
+        /// `accept`, `revise`, `reject`, or `failed` when the judge's answer never validated.
+        verdict: String,
+        /// One line with the five scores, the number of unsupported claims and the judge model.
+        detail: String,
+        /// SHA-256 of the full judgement stored with the queue entry.
+        judgement_sha256: String,
+    },
     /// The run ended.
     RunFinished {
         /// How.
@@ -230,6 +241,7 @@ impl Event {
             Event::Approval { .. } => "approval",
             Event::Denial { .. } => "denial",
             Event::IntegrityViolation { .. } => "integrity_violation",
+            Event::JudgeScore { .. } => "judge_score",
             Event::RunFinished { .. } => "run_finished",
             Event::TailRepaired { .. } => "tail_repaired",
         }
@@ -245,6 +257,7 @@ impl Event {
                 | Event::Approval { .. }
                 | Event::Denial { .. }
                 | Event::IntegrityViolation { .. }
+                | Event::JudgeScore { .. }
                 | Event::RunFinished { .. }
                 | Event::TailRepaired { .. }
         )

@@ -4,7 +4,8 @@
 //! `AIRLOCK_BENCH_REPO=/path/to/repo` (any local repository or bare mirror) and optionally
 //! `AIRLOCK_BENCH_REV=<rev>` it measures that repository instead. Reference figures come from
 //! the `git` CLI on the same machine in the same run: `git clone --mirror` for the first clone
-//! and `git clone --local` + `git checkout --detach` for a worktree.
+//! and `git clone --local` + `git checkout --detach` for a worktree. Set
+//! `AIRLOCK_BENCH_SHOW_TREE=1` to print the rendered file tree.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
@@ -178,6 +179,9 @@ fn main() {
         "-"
     );
     println!("{:<38} {:>12} {:>12}", "bounded read p99", ms(p99), "-");
+    if std::env::var_os("AIRLOCK_BENCH_SHOW_TREE").is_some() {
+        println!("{tree}");
+    }
     println!(
         "file tree: {} chars, {} lines",
         tree.chars().count(),

@@ -575,11 +575,11 @@ impl Engine {
                 .split(|c: char| !(c.is_alphanumeric() || c == '_'))
                 .filter(|w| w.len() >= 2)
             {
-                if let Some((term, w)) = weights.get_key_value(word) {
-                    if !seen.contains(term) {
-                        seen.push(term);
-                        score += w;
-                    }
+                if let Some((term, w)) = weights.get_key_value(word)
+                    && !seen.contains(term)
+                {
+                    seen.push(term);
+                    score += w;
                 }
             }
             if def_lines.contains(&(i as u32 + 1)) {

@@ -112,7 +112,13 @@ fn root_cause_of_one_forces_reject_over_a_revising_model() {
     let j = judge(&model, &input(&diff, "Fix.", &[]), 0.3).unwrap();
     let (v, applied) = scored(&j);
     assert_eq!(v.verdict, Verdict::Reject);
-    assert_eq!(rules(applied), vec!["root_cause_1_forces_reject"]);
+    assert_eq!(
+        rules(applied),
+        vec![
+            "root_cause_1_forces_reject",
+            "non_accept_means_changes_requested"
+        ]
+    );
 }
 
 #[test]

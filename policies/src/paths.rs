@@ -19,7 +19,7 @@ pub enum WriteDecision {
         /// The rule that refused it: a refused class from the policy file (`ci-config`,
         /// `dependency-manifest`, ...), `allowlist`, or one of the built-in path rules
         /// (`path-empty`, `path-absolute`, `path-traversal`, `path-control-character`,
-        /// `path-invisible-character`, `symlink-escape`, `symlink-dangling`, `hard-link`,
+        /// `path-invisible-character`, `path-blank-component`, `symlink-escape`, `symlink-dangling`, `hard-link`,
         /// `root-unreadable`).
         rule: String,
         /// Why, for a person.
@@ -64,7 +64,7 @@ fn is_invisible(c: char) -> bool {
 /// (`/x`, `C:x`, `~x`), any `..` component (also when disguised with trailing dots or spaces,
 /// or written with full-width dots), control characters and invisible characters.
 pub fn normalize_path(raw: &str) -> std::result::Result<String, WriteDecision> {
-    if raw.trim().is_empty() {
+    if raw.is_empty() {
         return Err(WriteDecision::refused("path-empty", "the path is empty"));
     }
     if raw.chars().any(char::is_control) {
@@ -93,6 +93,12 @@ pub fn normalize_path(raw: &str) -> std::result::Result<String, WriteDecision> {
         if component.is_empty() || component == "." {
             continue;
         }
+        if component.chars().all(char::is_whitespace) {
+            return Err(WriteDecision::refused(
+                "path-blank-component",
+                format!("{raw:?} has a component made only of white space"),
+            ));
+        }
         let folded = fold_component(component);
         if folded == ".." || folded.is_empty() || folded == "." {
             return Err(WriteDecision::refused(
@@ -108,15 +114,16 @@ pub fn normalize_path(raw: &str) -> std::result::Result<String, WriteDecision> {
             "the path names the repository root",
         ));
     }
-    // A drive prefix can also surface after `.` components are dropped (`./c:/x`).
+    // A drive or home prefix can also surface after `.` components are dropped (`./c:/x`,
+    // `./~/x`): check the first surviving component too.
     if parts.first().is_some_and(|first| {
         let b = first.as_bytes();
-        b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':'
+        first.starts_with('~') || (b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':')
     }) {
         return Err(WriteDecision::refused(
             "path-absolute",
             format!(
-                "{raw:?} starts with a drive prefix; paths are relative to the repository root"
+                "{raw:?} starts with a drive or home prefix; paths are relative to the repository root"
             ),
         ));
     }

@@ -450,6 +450,11 @@ impl Sandbox {
                 }
             };
             check_overlay_chars(&scratch)?;
+            if keep.is_some() {
+                // The work directory holds only overlayfs' own transient state, including the
+                // marker a `volatile` mount leaves behind, which would refuse a second mount.
+                let _ = std::fs::remove_dir_all(scratch.join("work"));
+            }
             for sub in ["upper", "work"] {
                 std::fs::create_dir_all(scratch.join(sub)).map_err(|e| Error::Path {
                     path: scratch.join(sub),

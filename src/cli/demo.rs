@@ -11,9 +11,10 @@
 //!
 //! Work-directory layout (the end-to-end suite reads it): `broker.toml`, `broker.sock`,
 //! `broker.db`, `broker-audit.jsonl`, `broker.log`; `audit.jsonl` (the supervisors' log);
-//! `repos/<name>/` (the examples as git repositories) and `clones/<name>/` (the broker's
-//! clones); `runs/<run_id>/` (outcome, trajectory, worktree); `scenarios/<name>/` (issue,
-//! script with the pinned commit filled in, `airlock.toml`, `run.json` = the outcome document
+//! `repos/<name>/` (the examples as git repositories), `forge/<name>.git` (bare stand-ins of
+//! the forge, where `approve` pushes) and `clones/<name>/` (the broker's clones of them);
+//! `runs/<run_id>/` (outcome, trajectory, worktree); `scenarios/<name>/` (issue, script with
+//! the pinned commit filled in, `airlock.toml`, `run.json` = the outcome document
 //! printed by `airlock run --json`, `run.stderr`); `summary.json` (one entry per scenario).
 //!
 //! Exit codes: 0 every scenario behaved as expected; 1 at least one did not; 2 the demo could
@@ -202,11 +203,10 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         }
     };
     println!("airlock demo: work directory {}", workdir.display());
-    let outcome = run_in(&exe, &broker_exe, &workdir);
-    if temporary && !args.keep {
-        if let Err(e) = std::fs::remove_dir_all(&workdir) {
-            eprintln!("airlock demo: could not remove {}: {e}", workdir.display());
-        }
+    let kept = !temporary || args.keep;
+    let outcome = run_in(&exe, &broker_exe, &workdir, kept);
+    if !kept && let Err(e) = std::fs::remove_dir_all(&workdir) {
+        eprintln!("airlock demo: could not remove {}: {e}", workdir.display());
     }
     let all_passed = outcome?;
     println!("\nfinished in {:.1}s", started.elapsed().as_secs_f64());
@@ -257,8 +257,8 @@ struct Verdict {
     queue_id: Option<i64>,
 }
 
-fn run_in(exe: &Path, broker_exe: &Path, workdir: &Path) -> anyhow::Result<bool> {
-    for dir in ["repos", "clones", "runs", "scenarios"] {
+fn run_in(exe: &Path, broker_exe: &Path, workdir: &Path, kept: bool) -> anyhow::Result<bool> {
+    for dir in ["repos", "forge", "clones", "runs", "scenarios"] {
         std::fs::create_dir_all(workdir.join(dir))
             .with_context(|| format!("creating {}", workdir.join(dir).display()))?;
     }
@@ -280,13 +280,26 @@ fn run_in(exe: &Path, broker_exe: &Path, workdir: &Path) -> anyhow::Result<bool>
         git(&path, &["init", "-q", "-b", "main"])?;
         git(&path, &["add", "-A"])?;
         git(&path, &["commit", "-q", "-m", "Initial commit"])?;
+        // The forge stand-in the broker pushes approved branches to (bare, as a forge's
+        // repositories are), and the broker's own clone of it.
+        let forge = workdir.join("forge").join(format!("{}.git", repo.name));
         let clone = workdir.join("clones").join(repo.name);
         git(
             workdir,
             &[
                 "clone",
                 "-q",
+                "--bare",
                 &path.to_string_lossy(),
+                &forge.to_string_lossy(),
+            ],
+        )?;
+        git(
+            workdir,
+            &[
+                "clone",
+                "-q",
+                &forge.to_string_lossy(),
                 &clone.to_string_lossy(),
             ],
         )?;
@@ -320,6 +333,16 @@ fn run_in(exe: &Path, broker_exe: &Path, workdir: &Path) -> anyhow::Result<bool>
         let verdict = run_scenario(exe, broker_exe, &broker_toml, workdir, scenario)?;
         for problem in &verdict.problems {
             println!("  !! {problem}");
+        }
+        if !verdict.passed {
+            let stderr = workdir
+                .join("scenarios")
+                .join(scenario.name)
+                .join("run.stderr");
+            let text = std::fs::read_to_string(&stderr).unwrap_or_default();
+            for line in text.lines() {
+                println!("  !! run stderr: {line}");
+            }
         }
         println!(
             "  => {} ({})",
@@ -404,9 +427,16 @@ fn run_in(exe: &Path, broker_exe: &Path, workdir: &Path) -> anyhow::Result<bool>
             broker_exe.display()
         );
     }
-    println!(
-        "  (the broker is stopped now; `show`, `approve` and `deny` read its state directly; keep the work directory with --keep or --workdir)"
-    );
+    if kept {
+        println!(
+            "  (the broker is stopped; these commands read its state in {})",
+            workdir.display()
+        );
+    } else {
+        println!(
+            "  (this temporary work directory is removed now: run `airlock demo --keep` or `--workdir DIR` to review the queue afterwards)"
+        );
+    }
     println!(
         "\n{}",
         if all {
@@ -571,7 +601,7 @@ fn run_scenario(
     let queue_id = triage
         .iter()
         .find(|r| r["kind"] == "open_pr_reply")
-        .and_then(|r| find_queue_id(r));
+        .and_then(find_queue_id);
     if let Some((code, detail)) = &decision {
         println!("  broker decision: {code}: {detail}");
     }

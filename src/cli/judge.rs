@@ -152,7 +152,7 @@ pub fn run(args: JudgeArgs) -> anyhow::Result<ExitCode> {
         let value = serde_json::to_value(&judgement)?;
         store.attach_judge_score(item.id, &value, unix_now())?;
         audit
-            .append(&item.run_id, audit_event(&judgement, &value))
+            .append(&item.run_id, audit_event(item.id, &judgement, &value))
             .context("recording the score in the audit log")?;
         match judgement.verdict() {
             Some(v) => verdicts.push(v.verdict),
@@ -234,32 +234,43 @@ fn verdict_name(v: airlock_schemas::Verdict) -> &'static str {
     }
 }
 
-/// The audit log has no judge event kind yet; the score is recorded as a broker decision with
-/// code `JUDGE_SCORE` and a one-line detail carrying the verdict, scores and the score's hash.
-fn audit_event(judgement: &Judgement, value: &serde_json::Value) -> airlock_audit::Event {
-    let hash = airlock_audit::sha256_hex(value.to_string().as_bytes());
-    let detail = match judgement {
+/// The audit record of a score: the verdict, a one-line summary and the hash of the full
+/// judgement stored with the queue entry (so the two can be checked against each other).
+fn audit_event(
+    queue_id: i64,
+    judgement: &Judgement,
+    value: &serde_json::Value,
+) -> airlock_audit::Event {
+    let judgement_sha256 = airlock_audit::sha256_hex(value.to_string().as_bytes());
+    let (verdict, detail) = match judgement {
         Judgement::Scored { verdict, model, .. } => {
             let s = verdict.scores;
-            format!(
-                "verdict={} root_cause={} minimality={} test_honesty={} conventions={} faithfulness={} unsupported_claims={} model={model} sha256={hash}",
-                verdict_name(verdict.verdict),
-                s.root_cause,
-                s.minimality,
-                s.test_honesty,
-                s.conventions,
-                s.faithfulness,
-                verdict.unsupported_claims.len()
+            (
+                verdict_name(verdict.verdict).to_owned(),
+                format!(
+                    "root_cause={} minimality={} test_honesty={} conventions={} faithfulness={} unsupported_claims={} model={model}",
+                    s.root_cause,
+                    s.minimality,
+                    s.test_honesty,
+                    s.conventions,
+                    s.faithfulness,
+                    verdict.unsupported_claims.len()
+                ),
             )
         }
-        Judgement::Failed { model, violations } => format!(
-            "failed: answer broke judge_verdict.json twice ({} violation(s)) model={model} sha256={hash}",
-            violations.len()
+        Judgement::Failed { model, violations } => (
+            "failed".to_owned(),
+            format!(
+                "answer broke judge_verdict.json twice ({} violation(s)) model={model}",
+                violations.len()
+            ),
         ),
     };
-    airlock_audit::Event::BrokerDecision {
-        code: "JUDGE_SCORE".to_owned(),
-        detail: Some(detail),
+    airlock_audit::Event::JudgeScore {
+        queue_id,
+        verdict,
+        detail,
+        judgement_sha256,
     }
 }
 

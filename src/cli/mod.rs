@@ -14,7 +14,11 @@ use std::process::ExitCode;
 pub const EXIT_ERROR: u8 = 2;
 
 #[derive(Debug, Parser)]
-#[command(name = "airlock", version, about = "One issue on one pinned commit in, one reviewable pull request (or an escalation) out.")]
+#[command(
+    name = "airlock",
+    version,
+    about = "One issue on one pinned commit in, one reviewable pull request (or an escalation) out."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

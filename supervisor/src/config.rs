@@ -130,7 +130,14 @@ pub struct TestsConfig {
 impl Default for TestsConfig {
     fn default() -> Self {
         TestsConfig {
-            command: vec!["python3".into(), "-m".into(), "unittest".into()],
+            // `-v` makes unittest print one line per test, which the broker's witness grading
+            // needs to see the claimed fail-to-pass test.
+            command: vec![
+                "python3".into(),
+                "-m".into(),
+                "unittest".into(),
+                "-v".into(),
+            ],
             selector_style: SelectorStyle::Dotted,
             runner: "unittest".into(),
             timeout_secs: 600,
@@ -283,7 +290,10 @@ impl Config {
             source,
         })?;
         let mut config = Config::parse(&text, path)?;
-        let base = path.parent().unwrap_or(Path::new("."));
+        // A bare file name has an empty parent; resolve against the absolute path so every
+        // record path is absolute (the sandboxed reader and the broker see other cwds).
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let base = absolute.parent().unwrap_or(Path::new("."));
         config.resolve_relative_to(base);
         Ok(config)
     }

@@ -1,7 +1,11 @@
 //! End-to-end tests of the `airlock` binary: every module runs the real binary as an operator would.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+mod architecture;
 mod audit;
+mod demo;
+mod e2e;
+mod judge;
 mod retrieval;
 mod run;
 mod sandbox;

@@ -137,6 +137,10 @@ fn traversal_and_absolute_paths_are_refused() {
     // Found by the path_checker fuzz target: a drive prefix behind a `.` component.
     refused_by("./l:/", "path-absolute");
     refused_by(".//c:/x.py", "path-absolute");
+    refused_by("./~/x.py", "path-absolute");
+    refused_by("\u{3000}/", "path-blank-component");
+    refused_by("src/ /x.py", "path-blank-component");
+    refused_by("   ", "path-blank-component");
     refused_by("~/.ssh/id_rsa", "path-absolute");
     refused_by("", "path-empty");
     refused_by("./", "path-empty");

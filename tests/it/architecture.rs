@@ -1,0 +1,109 @@
+//! The code map's dependency rules (ARCHITECTURE.md), checked against `cargo metadata`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+fn workspace_deps() -> BTreeMap<String, BTreeSet<String>> {
+    let out = Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut map = BTreeMap::new();
+    for pkg in meta["packages"].as_array().unwrap() {
+        let name = pkg["name"].as_str().unwrap().to_owned();
+        let deps = pkg["dependencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            // Normal dependencies only: dev-dependencies may pull test helpers.
+            .filter(|d| d["kind"].is_null())
+            .map(|d| d["name"].as_str().unwrap().to_owned())
+            .filter(|d| d.starts_with("airlock"))
+            .collect();
+        map.insert(name, deps);
+    }
+    map
+}
+
+#[test]
+fn crates_depend_only_on_what_the_code_map_allows() {
+    let deps = workspace_deps();
+    let allowed: &[(&str, &[&str])] = &[
+        ("airlock-sandbox", &[]),
+        ("airlock-checkout", &[]),
+        ("airlock-codegraph", &[]),
+        ("airlock-model", &[]),
+        ("airlock-audit", &[]),
+        ("airlock-schemas", &[]),
+        ("airlock-policies", &["airlock-schemas"]),
+        (
+            "airlock-reader",
+            &["airlock-checkout", "airlock-codegraph", "airlock-model"],
+        ),
+        (
+            "airlock-broker",
+            &[
+                "airlock-sandbox",
+                "airlock-schemas",
+                "airlock-policies",
+                "airlock-audit",
+            ],
+        ),
+        (
+            "airlock-judge",
+            &["airlock-model", "airlock-schemas", "airlock-policies"],
+        ),
+    ];
+    for (krate, ok) in allowed {
+        let have = deps
+            .get(*krate)
+            .unwrap_or_else(|| panic!("{krate} is not a workspace member"));
+        let extra: Vec<_> = have.iter().filter(|d| !ok.contains(&d.as_str())).collect();
+        assert!(
+            extra.is_empty(),
+            "{krate} depends on {extra:?}, which ARCHITECTURE.md forbids"
+        );
+    }
+    // The supervisor reaches the broker only through its socket: it must not link the crate
+    // that holds forge credentials.
+    let supervisor = &deps["airlock-supervisor"];
+    assert!(
+        !supervisor.contains("airlock-broker") && !supervisor.contains("airlock-judge"),
+        "airlock-supervisor must not depend on the broker or the judge: {supervisor:?}"
+    );
+}
+
+#[test]
+fn unsafe_code_is_allowed_only_in_the_sandbox() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut offenders = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if !matches!(name.as_str(), "target" | ".git" | "fuzz" | "examples") {
+                    stack.push(path);
+                }
+            } else if name.ends_with(".rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let rel = path.strip_prefix(root).unwrap();
+                if text.contains("allow(unsafe_code)") && !rel.starts_with("sandbox") {
+                    offenders.push(rel.display().to_string());
+                }
+            }
+        }
+    }
+    // This file names the attribute itself.
+    offenders.retain(|p| p != "tests/it/architecture.rs");
+    assert!(offenders.is_empty(), "unsafe_code allowed outside sandbox/: {offenders:?}");
+}
