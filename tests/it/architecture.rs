@@ -6,7 +6,13 @@ use std::process::Command;
 
 fn workspace_deps() -> BTreeMap<String, BTreeSet<String>> {
     let out = Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("run cargo metadata");
@@ -105,5 +111,8 @@ fn unsafe_code_is_allowed_only_in_the_sandbox() {
     }
     // This file names the attribute itself.
     offenders.retain(|p| p != "tests/it/architecture.rs");
-    assert!(offenders.is_empty(), "unsafe_code allowed outside sandbox/: {offenders:?}");
+    assert!(
+        offenders.is_empty(),
+        "unsafe_code allowed outside sandbox/: {offenders:?}"
+    );
 }
