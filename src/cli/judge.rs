@@ -307,6 +307,26 @@ fn diff_paths(diff: &str) -> Vec<String> {
     out
 }
 
+/// How many retrieval candidates the judge is shown: the supervisor's default warm start.
+const SEARCH_CANDIDATES: usize = 8;
+
+/// The retrieval engine's top candidates for the issue text at the base commit, indexed into a
+/// throw-away directory. Retrieval trouble costs the judge context, never the score.
+fn search_candidates(clone: &Path, base: &str, issue: &str) -> Vec<String> {
+    let index_dir =
+        std::env::temp_dir().join(format!("airlock-judge-index-{}", std::process::id()));
+    let found = airlock_codegraph::Engine::open(clone, &index_dir)
+        .and_then(|mut engine| engine.search(base, issue, SEARCH_CANDIDATES));
+    let _ = std::fs::remove_dir_all(&index_dir);
+    match found {
+        Ok(hits) => hits.into_iter().map(|hit| hit.path).collect(),
+        Err(e) => {
+            eprintln!("airlock judge: warning: no search candidates for {base}: {e}");
+            Vec::new()
+        }
+    }
+}
+
 fn file_at(clone: &Path, commit: &str, path: &str) -> Option<String> {
     let out = std::process::Command::new("git")
         .arg("-C")
@@ -327,8 +347,9 @@ fn file_at(clone: &Path, commit: &str, path: &str) -> Option<String> {
     Some(text)
 }
 
-/// The file tree at the base commit (ranked by the issue's words, as the agent's warm start)
-/// and the files the diff touches as they were at the base commit. Missing pieces are left
+/// The file tree at the base commit (ranked by the issue's words, as the agent's warm start),
+/// the retrieval candidates the agent started with and the files the diff touches, as they
+/// were at the base commit. Missing pieces are left
 /// empty with a warning: the judge still scores the artefact.
 fn codebase_context(config: &BrokerConfig, item: &QueueItem, issue: &str) -> CodebaseContext {
     let Some(repo) = config.repositories.get(&item.item.repository) else {
@@ -356,7 +377,15 @@ fn codebase_context(config: &BrokerConfig, item: &QueueItem, issue: &str) -> Cod
             eprintln!("airlock judge: warning: no file tree for {base}: {e}");
             String::new()
         });
-    let candidate_files = diff_paths(&item.item.diff)
+    // The agent's warm start listed the retrieval engine's top candidates for the issue text;
+    // the judge sees the same ones, then the files the diff touches, each as of the base.
+    let mut paths = search_candidates(&repo.clone, base, issue);
+    for path in diff_paths(&item.item.diff) {
+        if !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
+    let candidate_files = paths
         .into_iter()
         .filter_map(|path| {
             file_at(&repo.clone, base, &path).map(|content| CandidateFile { path, content })
