@@ -23,7 +23,8 @@ command -v hyperfine >/dev/null 2>&1 || apt_install hyperfine
 command -v bwrap >/dev/null 2>&1 || { echo "bench: bubblewrap (bwrap) is required as the reference" >&2; exit 1; }
 
 echo "building airlock (release)..." >&2
-cargo build --release --quiet --bin airlock
+cargo build --release --quiet --bin airlock --bin airlock-sandbox-helper
+cargo build --release --quiet -p airlock-sandbox --example spawn
 AIRLOCK=$PWD/target/release/airlock
 TRUE=$(command -v true)
 
@@ -53,18 +54,32 @@ median_ms() {
 echo "machine: $(nproc) cores, kernel $(uname -r), $(uname -m); $(bwrap --version 2>/dev/null); $(hyperfine --version 2>/dev/null || echo 'no hyperfine: shell loop')"
 echo
 
+# bubblewrap given the same world airlock builds by default: the system directories read-only,
+# fresh /proc, minimal /dev, private /tmp, all capabilities dropped, uid 1000, empty environment.
+bwrap_same=(bwrap --unshare-all --die-with-parent --new-session --cap-drop ALL --uid 1000 --gid 1000)
+for p in /usr /bin /sbin /lib /lib64 /etc/ld.so.cache /etc/ld.so.conf /etc/alternatives; do
+    if [ -L "$p" ]; then bwrap_same+=(--symlink "$(readlink "$p")" "$p")
+    elif [ -e "$p" ]; then bwrap_same+=(--ro-bind "$p" "$p"); fi
+done
+bwrap_same+=(--proc /proc --dev /dev --tmpfs /tmp --clearenv)
+
 plain=$(median_ms "$TRUE")
 bwrap_ms=$(median_ms bwrap --unshare-all --ro-bind / / "$TRUE")
+bwrap_same_ms=$(median_ms "${bwrap_same[@]}" "$TRUE")
 airlock_ms=$(median_ms "$AIRLOCK" sandbox run -- "$TRUE")
+read -r lib_ms lib_mean < <(target/release/examples/spawn "$RUNS")
 echo "spawn of \`true\` (median of $RUNS runs, ms):"
 printf '  %-58s %8s\n' "plain" "$plain"
-printf '  %-58s %8s\n' "bwrap --unshare-all --ro-bind / / true" "$bwrap_ms"
-printf '  %-58s %8s\n' "airlock sandbox run -- true (all layers)" "$airlock_ms"
-python3 - "$plain" "$bwrap_ms" "$airlock_ms" <<'PY'
+printf '  %-58s %8s\n' "bwrap --unshare-all --ro-bind / / true (the reference)" "$bwrap_ms"
+printf '  %-58s %8s\n' "bwrap, airlock's default world (see bwrap_same)" "$bwrap_same_ms"
+printf '  %-58s %8s\n' "airlock sandbox run -- true (every layer; a CLI process)" "$airlock_ms"
+printf '  %-58s %8s\n' "SandboxBuilder::run_captured from a running process" "$lib_ms"
+python3 - "$plain" "$bwrap_ms" "$airlock_ms" "$lib_ms" <<'PY'
 import sys
-plain, bw, al = map(float, sys.argv[1:])
-print(f"  overhead over plain: bwrap {bw - plain:.2f} ms, airlock {al - plain:.2f} ms "
-      f"({'no worse than' if al - plain <= bw - plain else 'WORSE than'} bwrap)")
+plain, bw, al, lib = map(float, sys.argv[1:])
+verdict = lambda v: "no worse than" if v <= bw - plain else "WORSE than"
+print(f"  overhead over plain: bwrap {bw - plain:.2f} ms; airlock CLI {al - plain:.2f} ms "
+      f"({verdict(al - plain)} bwrap); library {lib:.2f} ms ({verdict(lib)} bwrap)")
 PY
 echo
 

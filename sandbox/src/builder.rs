@@ -2,12 +2,12 @@
 
 use crate::doctor::pretend_missing_from_env;
 use crate::error::{Error, Result};
-use crate::spec::{Layer, Limits, OverlaySpec, REPORT_FD, Report, Spec};
+use crate::spec::{Layer, Limits, OverlaySpec, Report, Spec};
 use crate::summary::RunSummary;
 use crate::sys;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -209,12 +209,16 @@ impl SandboxBuilder {
 
     /// Check the configuration and resolve the paths.
     pub fn build(self) -> Result<Sandbox> {
-        let helper_exe = match self.helper_exe {
-            Some(p) => p,
-            None => std::env::current_exe().map_err(|source| Error::Helper {
-                exe: PathBuf::from("(current executable)"),
-                source,
-            })?,
+        let current_exe = std::env::current_exe().map_err(|source| Error::Helper {
+            exe: PathBuf::from("(current executable)"),
+            source,
+        })?;
+        let (helper_exe, fallback_exe) = match self.helper_exe {
+            Some(p) => (p, None),
+            None => match crate::helper::find_dedicated(&current_exe) {
+                Some(dedicated) => (dedicated, Some(current_exe)),
+                None => (current_exe, None),
+            },
         };
         if self.timeout.is_zero() || self.memory_mb == 0 || self.max_procs == 0 {
             return Err(Error::Config(
@@ -274,6 +278,7 @@ impl SandboxBuilder {
         let timeout_ms = self.timeout.as_millis().min(u64::MAX as u128) as u64;
         Ok(Sandbox {
             helper_exe,
+            fallback_exe,
             ro,
             rw,
             overlays,
@@ -401,6 +406,9 @@ pub struct Captured {
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     helper_exe: PathBuf,
+    /// The caller's own binary, used when a dedicated helper turns out to be from another
+    /// build (it refuses the protocol with [`crate::helper::PROTOCOL_MISMATCH`]).
+    fallback_exe: Option<PathBuf>,
     ro: Vec<PathBuf>,
     rw: Vec<PathBuf>,
     overlays: Vec<(PathBuf, PathBuf, Option<PathBuf>)>,
@@ -494,55 +502,49 @@ impl Sandbox {
             allow_degraded: self.allow_degraded,
             pretend_missing: pretend_missing_from_env(),
         };
-        let result = self.spawn_and_collect(&spec, stdout, stderr);
+        let mut result = self.spawn_and_collect(&self.helper_exe, &spec, stdout, stderr);
+        if let (Err(Error::HelperMismatch { .. }), Some(fallback)) = (&result, &self.fallback_exe) {
+            result = self.spawn_and_collect(fallback, &spec, stdout, stderr);
+        }
         drop(scratch);
         result
     }
 
-    fn helper_err(&self, source: std::io::Error) -> Error {
-        Error::Helper {
-            exe: self.helper_exe.clone(),
-            source,
-        }
-    }
-
     fn spawn_and_collect(
         &self,
+        exe: &Path,
         spec: &Spec,
         out: &mut dyn Write,
         err: &mut dyn Write,
     ) -> Result<RunSummary> {
+        let helper_err = |source: std::io::Error| Error::Helper {
+            exe: exe.to_path_buf(),
+            source,
+        };
         let spec_json = serde_json::to_vec(spec).map_err(|e| Error::Protocol(e.to_string()))?;
-        let (report_r, report_w) = sys::pipe().map_err(|e| self.helper_err(e))?;
-        let report_w_raw = report_w.as_raw_fd();
-        let mut command = Command::new(&self.helper_exe);
+        // One socket carries the spec in (the helper reads its stdin to end of file) and the
+        // report lines out (the helper moves it to the report descriptor). With no pre-exec
+        // code, std spawns the helper with posix_spawn (vfork-like): no copy of this process's
+        // page tables, which for a large caller is most of the cost of a fork.
+        let (channel, helper_end) = UnixStream::pair().map_err(helper_err)?;
+        let mut command = Command::new(exe);
         command
             .arg(crate::helper::RUN_MARKER)
+            .arg(crate::helper::PROTOCOL)
             .env_clear()
-            .stdin(Stdio::piped())
+            .stdin(Stdio::from(OwnedFd::from(helper_end)))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        // SAFETY: the closure only calls dup2/fcntl, which are async-signal-safe; it does no
-        // set-up of the sandbox (that happens in the freshly executed helper).
-        unsafe {
-            command.pre_exec(move || {
-                if report_w_raw == REPORT_FD {
-                    sys::set_cloexec(REPORT_FD, false)
-                } else {
-                    sys::dup2(report_w_raw, REPORT_FD)
-                }
-            });
-        }
         let started = Instant::now();
-        let mut child = command.spawn().map_err(|e| self.helper_err(e))?;
-        drop(report_w);
+        let mut child = command.spawn().map_err(helper_err)?;
+        drop(command);
         let pid = child.id() as libc::pid_t;
-        let pidfd = sys::pidfd_open(pid).map_err(|e| self.helper_err(e))?;
-        if let Some(mut stdin) = child.stdin.take() {
-            // The helper reads the whole spec before doing anything; a write error means it
-            // died, which the report below will show.
-            let _ = stdin.write_all(&spec_json);
-        }
+        let pidfd = sys::pidfd_open(pid).map_err(helper_err)?;
+        // The helper reads the whole spec before doing anything; a write error means it died,
+        // which the report below will show.
+        let _ = (&channel).write_all(&spec_json);
+        let _ = channel.shutdown(std::net::Shutdown::Write);
+        let report_r = OwnedFd::from(channel);
         let child_out: OwnedFd = child
             .stdout
             .take()
@@ -562,6 +564,23 @@ impl Sandbox {
                 return Err(e);
             }
         };
+        if collected.report.is_empty() {
+            if collected.helper_exit == Some(crate::helper::PROTOCOL_MISMATCH) {
+                return Err(Error::HelperMismatch {
+                    exe: exe.to_path_buf(),
+                });
+            }
+            if collected.helper_exit != Some(0) {
+                return Err(Error::Protocol(format!(
+                    "the helper {} ended (exit code {}) before reporting anything; is it an \
+                     airlock binary?",
+                    exe.display(),
+                    collected
+                        .helper_exit
+                        .map_or_else(|| "none: killed by a signal".to_string(), |c| c.to_string())
+                )));
+            }
+        }
         summarize(spec, collected, started.elapsed(), self.allow_degraded)
     }
 
@@ -577,7 +596,7 @@ impl Sandbox {
         err: &mut dyn Write,
     ) -> Result<Collected> {
         for fd in [child_out, child_err, report_r] {
-            sys::set_nonblocking(fd.as_raw_fd()).map_err(|e| self.helper_err(e))?;
+            sys::set_nonblocking(fd.as_raw_fd()).map_err(Error::Collect)?;
         }
         // The helper enforces the timeout; this backstop only fires if the helper itself hangs.
         let backstop = Instant::now()
@@ -623,7 +642,7 @@ impl Sandbox {
                 poll_fds.push(pidfd.as_raw_fd());
                 which.push(3);
             }
-            let revents = sys::poll_readable(&poll_fds, wait_ms).map_err(|e| self.helper_err(e))?;
+            let revents = sys::poll_readable(&poll_fds, wait_ms).map_err(Error::Collect)?;
             for (k, &i) in which.iter().enumerate() {
                 if revents[k] == 0 {
                     continue;
@@ -670,7 +689,8 @@ impl Sandbox {
 }
 
 fn continue_wait(pid: libc::pid_t, c: &mut Collected, helper_alive: &mut bool) {
-    if let Ok((_, usage)) = sys::wait4(pid) {
+    if let Ok((status, usage)) = sys::wait4(pid) {
+        c.helper_exit = sys::decode_status(status).0;
         let ms = |tv: libc::timeval| tv.tv_sec as u64 * 1000 + tv.tv_usec as u64 / 1000;
         c.cpu_ms = ms(usage.ru_utime) + ms(usage.ru_stime);
         c.max_rss_bytes = usage.ru_maxrss as u64 * 1024;
@@ -688,6 +708,8 @@ struct Collected {
     backstop_killed: bool,
     cpu_ms: u64,
     max_rss_bytes: u64,
+    /// The helper's own exit code.
+    helper_exit: Option<i32>,
 }
 
 fn summarize(

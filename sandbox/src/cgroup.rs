@@ -1,14 +1,23 @@
 //! cgroup v1 `pids` and `memory` limits for the whole sandboxed tree.
 //!
 //! Created by the supervising helper in the host's namespaces (it needs write access to the
-//! cgroup filesystem, which a root caller has), before the sandbox's init is released, so every
-//! process of the sandbox is born inside the cgroups. Removed once the sandbox is gone.
-
+//! cgroup filesystem, which a root caller has). The sandbox's processes are *born* inside the
+//! cgroups rather than moved there: the single-threaded helper moves itself in, clones the
+//! sandbox's init (which inherits the cgroups), and moves itself back out.
+//!
+//! Why not move init after the clone: a write of a pid to a v1 `cgroup.procs` file takes the
+//! kernel's global threadgroup rwsem for writing, and the first writer after a quiet spell
+//! waits a full RCU grace period (5 to 15 ms on a loaded 2-core host) — most of a run's
+//! set-up time. A thread that moves only *itself* (`0` written to the `tasks` file) is exempt
+//! from that lock (`cgroup_procs_write_start`: no pid and no threadgroup), so entering and
+//! leaving costs tens of microseconds. Removed once the sandbox is gone.
 use crate::spec::{Layer, Limits};
 use std::fs;
 use std::path::{Path, PathBuf};
 
 const V1_ROOT: &str = "/sys/fs/cgroup";
+/// A run's cgroup is named after its helper's pid.
+const NAME_PREFIX: &str = "airlock-sandbox-";
 
 /// A layer, its controller and the files to write in its new cgroup.
 type ControllerSpec<'a> = (Layer, &'a str, Vec<(&'a str, String)>);
@@ -18,6 +27,29 @@ pub(crate) struct Cgroups {
     dirs: Vec<(Layer, PathBuf)>,
     /// Cgroup layers that could not be set up.
     pub missing: Vec<Layer>,
+    /// The helper's own cgroups, to return to after cloning the sandbox's init.
+    homes: Vec<PathBuf>,
+}
+
+fn controller_of(layer: Layer) -> &'static str {
+    match layer {
+        Layer::CgroupMemory => "memory",
+        _ => "pids",
+    }
+}
+
+/// The directory of this process's cgroup in the v1 hierarchy of `controller`.
+fn own_v1_cgroup(controller: &str) -> Option<PathBuf> {
+    let base = Path::new(V1_ROOT).join(controller);
+    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+    own.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == controller)
+            .then(|| base.join(path.trim_start_matches('/')))
+    })
 }
 
 fn try_create(controller: &str, name: &str, files: &[(&str, String)]) -> Option<PathBuf> {
@@ -41,7 +73,7 @@ fn try_create(controller: &str, name: &str, files: &[(&str, String)]) -> Option<
 impl Cgroups {
     /// Create the cgroups for this run; layers that cannot be created are listed as missing.
     pub(crate) fn create(limits: &Limits, pretend_missing: &[Layer]) -> Cgroups {
-        let name = format!("airlock-sandbox-{}", crate::sys::getpid());
+        let name = format!("{NAME_PREFIX}{}", crate::sys::getpid());
         let mut dirs = Vec::new();
         let mut missing = Vec::new();
         let bytes = limits.memory_mb.saturating_mul(1024 * 1024).to_string();
@@ -71,20 +103,43 @@ impl Cgroups {
                 None => missing.push(layer),
             }
         }
-        Cgroups { dirs, missing }
+        Cgroups {
+            dirs,
+            missing,
+            homes: Vec::new(),
+        }
     }
 
-    /// Move `pid` (the sandbox's init, not yet released) into every cgroup.
-    pub(crate) fn add(&mut self, pid: libc::pid_t) {
+    /// Move the calling thread into every cgroup of this run, so that the next process it
+    /// clones is born inside them. Call it only from a single-threaded process (the helper):
+    /// other threads would stay where they are. Layers whose move fails become missing.
+    pub(crate) fn enter_self(&mut self) {
         let mut failed = Vec::new();
         for (layer, dir) in &self.dirs {
-            if fs::write(dir.join("cgroup.procs"), pid.to_string()).is_err() {
+            let controller = controller_of(*layer);
+            let home = own_v1_cgroup(controller);
+            if home.is_none() || fs::write(dir.join("tasks"), "0").is_err() {
                 failed.push(*layer);
+                continue;
+            }
+            if let Some(home) = home {
+                self.homes.push(home);
             }
         }
         for layer in failed {
-            self.dirs.retain(|(l, _)| *l != layer);
+            if let Some(pos) = self.dirs.iter().position(|(l, _)| *l == layer) {
+                let (_, dir) = self.dirs.remove(pos);
+                let _ = fs::remove_dir(dir);
+            }
             self.missing.push(layer);
+        }
+    }
+
+    /// Move the calling thread back to the cgroups it came from (after cloning the sandbox's
+    /// init), so that only the sandbox is accounted and the cgroups can be removed at the end.
+    pub(crate) fn leave_self(&mut self) {
+        for home in self.homes.drain(..) {
+            let _ = fs::write(home.join("tasks"), "0");
         }
     }
 
@@ -119,13 +174,40 @@ impl Cgroups {
 
     /// Remove the cgroups; the sandbox is gone by now, but its last processes may take a moment
     /// to leave, so retry briefly.
-    pub(crate) fn remove(self) {
+    pub(crate) fn remove(mut self) {
+        self.leave_self();
         for (_, dir) in self.dirs {
             for _ in 0..50 {
                 if fs::remove_dir(&dir).is_ok() {
                     break;
                 }
                 std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        }
+    }
+}
+
+/// Remove the empty cgroups of runs whose helper is gone (a helper killed with its caller
+/// cannot remove its own). Cgroups of live helpers, and non-empty ones, are left alone. Called
+/// by a helper while its sandbox builds its root, so it costs a run nothing.
+pub(crate) fn sweep_stale() {
+    for controller in ["pids", "memory"] {
+        let base = Path::new(V1_ROOT).join(controller);
+        let Ok(entries) = fs::read_dir(&base) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(NAME_PREFIX))
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                // Fails (EBUSY) if anything still runs in it.
+                let _ = fs::remove_dir(entry.path());
             }
         }
     }

@@ -45,6 +45,17 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The helper binary is from another build of airlock and refused this caller's protocol.
+    #[error(
+        "sandbox helper {exe} is from another build of airlock; rebuild the workspace (cargo build --workspace) or remove it"
+    )]
+    HelperMismatch {
+        /// The helper executable.
+        exe: PathBuf,
+    },
+    /// Waiting for the helper's output failed.
+    #[error("collecting sandbox output: {0}")]
+    Collect(#[source] std::io::Error),
     /// Writing the child's output to the caller's writer failed.
     #[error("writing sandbox output: {0}")]
     Output(#[source] std::io::Error),

@@ -17,22 +17,55 @@ use std::time::{Duration, Instant};
 
 /// First argument that makes the binary act as the run helper.
 pub(crate) const RUN_MARKER: &str = "__airlock-sandbox-helper";
+/// Second argument of a run: the caller's protocol. The spec and report formats may change
+/// between builds, so a helper binary from another build refuses to run.
+pub(crate) const PROTOCOL: &str = concat!("airlock-sandbox/", env!("CARGO_PKG_VERSION"), "/2");
+/// Exit code of a helper that refused the caller's protocol (before it wrote anything).
+pub(crate) const PROTOCOL_MISMATCH: i32 = 126;
 /// First argument that makes the binary act as the capability probe of `airlock doctor`.
 pub(crate) const PROBE_MARKER: &str = "__airlock-sandbox-probe";
+/// File name of the dedicated helper binary built from this crate.
+pub const HELPER_BIN: &str = "airlock-sandbox-helper";
 
 /// If this process was started as the sandbox set-up helper, run it and never return.
 ///
 /// Call it as the very first statement of `main` in every binary that uses this crate, before
-/// any thread is started: the helper relies on being single-threaded.
+/// any thread is started: the helper relies on being single-threaded. (Runs prefer the small
+/// dedicated helper binary, [`HELPER_BIN`], when it sits next to the caller's binary: a small
+/// binary starts and forks faster. Every binary still carries the helper as the fallback.)
 pub fn run_if_requested() {
-    let Some(first) = std::env::args_os().nth(1) else {
+    let mut args = std::env::args_os().skip(1);
+    let Some(first) = args.next() else {
         return;
     };
     if first == RUN_MARKER {
+        if args.next().is_none_or(|p| p != PROTOCOL) {
+            sys::exit_now(PROTOCOL_MISMATCH)
+        }
         supervise()
     } else if first == PROBE_MARKER {
         crate::doctor::probe_main()
     }
+}
+
+/// The dedicated helper next to `exe` (or, for a test or example binary in
+/// `target/<profile>/{deps,examples}`, in the profile directory above it), if there is one.
+pub(crate) fn find_dedicated(exe: &std::path::Path) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = exe.parent()?;
+    let mut candidates = vec![dir.join(HELPER_BIN)];
+    if dir
+        .file_name()
+        .is_some_and(|n| n == "deps" || n == "examples")
+        && let Some(profile) = dir.parent()
+    {
+        candidates.push(profile.join(HELPER_BIN));
+    }
+    candidates.into_iter().find(|c| {
+        c.as_path() != exe
+            && std::fs::metadata(c)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
 }
 
 /// Write one report line on the report descriptor. Lines stay below `PIPE_BUF`, so concurrent
@@ -99,6 +132,11 @@ pub(crate) fn write_outer_maps(pid: libc::pid_t, uid: u32, gid: u32) -> std::io:
 }
 
 fn supervise() -> ! {
+    // Standard input is a socket: the spec comes in on it, and the reports go out on it, from
+    // the report descriptor. Whatever the caller left open at that number is replaced.
+    if sys::dup2(0, REPORT_FD).is_err() {
+        sys::exit_now(125)
+    }
     let spec = match read_spec() {
         Ok(spec) => spec,
         Err(failure) => abort(failure),
@@ -115,6 +153,8 @@ fn supervise() -> ! {
         let _ = sys::clear_groups();
     }
     let mut cgroups = Cgroups::create(&spec.limits, &spec.pretend_missing);
+    // Enter the cgroups so that init is born in them (see `cgroup` for why not move it).
+    cgroups.enter_self();
     let (sync_r, sync_w) = match sys::pipe() {
         Ok(p) => p,
         Err(e) => abort(Failure::setup("pipe", e)),
@@ -150,6 +190,7 @@ fn supervise() -> ! {
         drop(sync_w);
         init(&spec, sync_r, with_ns)
     }
+    cgroups.leave_self();
     drop(sync_r);
     if with_ns && let Err(e) = write_outer_maps(pid, uid, gid) {
         let _ = sys::kill(pid, libc::SIGKILL);
@@ -161,15 +202,12 @@ fn supervise() -> ! {
             e.to_string(),
         ))
     }
-    // First release: init may build its root while we move it into the cgroups (moving a
-    // task between cgroup v1 groups waits for an RCU grace period; overlapping the two keeps
-    // that wait off the critical path). Init forks the target only after the second release,
-    // so every process of the target is born inside the cgroups.
+    // First release: init builds its root. Init was born inside the cgroups, so every process
+    // of the target is too.
     if let Err(e) = sys::write_all(sync_w.as_raw_fd(), b"1") {
         let _ = sys::kill(pid, libc::SIGKILL);
         abort(Failure::setup("release the sandbox", e))
     }
-    cgroups.add(pid);
     report(&Report::Layers {
         applied: cgroups.applied(),
         missing: cgroups.missing.clone(),
@@ -185,6 +223,8 @@ fn supervise() -> ! {
         abort(Failure::setup("release the sandbox", e))
     }
     drop(sync_w);
+    // While the sandbox starts: tidy up after helpers that were killed.
+    crate::cgroup::sweep_stale();
 
     let timed_out = wait_with_timeout(pid, Duration::from_millis(spec.limits.timeout_ms), &cgroups);
     let status = sys::waitpid(pid, 0).map(|(_, s)| s).unwrap_or(0);
@@ -272,8 +312,8 @@ fn init(spec: &Spec, sync_r: OwnedFd, with_ns: bool) -> ! {
         missing,
         landlock_abi: None,
     });
-    // Second release: the supervisor has put us in the cgroups (and says whether the memory
-    // controller is in force, which decides the address-space rlimit).
+    // Second release: the supervisor says whether the memory controller is in force, which
+    // decides the address-space rlimit.
     let cgroup_memory = match sys::read(sync_r.as_raw_fd(), &mut byte) {
         Ok(1) => byte[0] == b'm',
         _ => sys::exit_now(1),
@@ -295,5 +335,51 @@ fn init(spec: &Spec, sync_r: OwnedFd, with_ns: bool) -> ! {
             Ok(_) => continue,
             Err(_) => sys::exit_now(1),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn executable(path: &std::path::Path) {
+        std::fs::write(path, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn the_dedicated_helper_is_found_next_to_the_binary_or_above_deps() {
+        let d = tempfile::tempdir().unwrap();
+        let exe = d.path().join("airlock");
+        executable(&exe);
+        assert_eq!(find_dedicated(&exe), None, "no helper yet");
+        let helper = d.path().join(HELPER_BIN);
+        std::fs::write(&helper, "not executable").unwrap();
+        assert_eq!(
+            find_dedicated(&exe),
+            None,
+            "a non-executable file is not a helper"
+        );
+        executable(&helper);
+        assert_eq!(find_dedicated(&exe), Some(helper.clone()));
+
+        let deps = d.path().join("deps");
+        std::fs::create_dir(&deps).unwrap();
+        let test_exe = deps.join("it-0123");
+        executable(&test_exe);
+        assert_eq!(
+            find_dedicated(&test_exe),
+            Some(helper),
+            "a test binary in deps/"
+        );
+        // The helper itself never re-executes itself as "the dedicated helper".
+        assert_eq!(find_dedicated(&d.path().join(HELPER_BIN)), None);
+    }
+
+    #[test]
+    fn the_protocol_names_the_version() {
+        assert!(PROTOCOL.starts_with("airlock-sandbox/"));
+        assert!(PROTOCOL.contains(env!("CARGO_PKG_VERSION")));
     }
 }

@@ -13,9 +13,10 @@
 //! [`SandboxBuilder::allow_degraded`], in which case [`RunSummary::layers_missing`] says what
 //! was skipped. It has no network code of its own and never runs set-up code after `fork()` in a
 //! multi-threaded process: all namespace, mount, landlock and seccomp work happens in a freshly
-//! executed, single-threaded helper (the caller's own binary re-executed under a hidden argv
-//! marker), which is why every binary using this crate must call
-//! [`helper::run_if_requested`] as the first line of `main`.
+//! executed, single-threaded helper: the small [`helper::HELPER_BIN`] binary when it sits
+//! beside the caller's binary (it starts and forks faster), else the caller's own binary
+//! re-executed under a hidden argv marker. That fallback is why every binary using this crate
+//! must call [`helper::run_if_requested`] as the first line of `main`.
 //!
 //! # Use
 //!

@@ -959,3 +959,207 @@ fn a_missing_command_is_a_setup_error() {
     assert_eq!(out.status.code(), Some(125));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-command-airlock"));
 }
+
+/// The pids of processes whose command line has `arg` as one of its arguments.
+fn processes_with_arg(arg: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline"))
+            && cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes())
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// The path of `pid`'s cgroup in the v1 hierarchy of `controller`, as the host sees it.
+fn v1_cgroup_of(pid: u32, controller: &str) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    text.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == controller)
+            .then(|| path.to_string())
+    })
+}
+
+#[test]
+fn the_sandbox_is_born_inside_its_cgroups_and_the_helper_leaves_them() {
+    require_full_sandbox();
+    let marker = "2.713";
+    let mut caller = airlock()
+        .args(["sandbox", "run", "--max-procs", "77", "--", "sleep", marker])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let (sleeper, helper) = loop {
+        // The caller's own command line has the marker too: the sleeper is the one running sleep.
+        let sleepers: Vec<u32> = processes_with_arg(marker)
+            .into_iter()
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|c| c.trim() == "sleep")
+            })
+            .collect();
+        let helpers: Vec<u32> = processes_with_arg("__airlock-sandbox-helper")
+            .into_iter()
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|stat| {
+                    stat.rsplit(") ")
+                        .next()
+                        .and_then(|rest| rest.split(' ').nth(1))
+                        == Some(caller.id().to_string().as_str())
+                })
+            })
+            .collect();
+        if let (Some(s), Some(h)) = (sleepers.first(), helpers.first()) {
+            break (*s, *h);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sandboxed sleep never appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut run_cgroups = Vec::new();
+    for controller in ["pids", "memory"] {
+        let inside = v1_cgroup_of(sleeper, controller).unwrap();
+        assert!(
+            inside.starts_with("/airlock-sandbox-"),
+            "the sandboxed process is in {controller} cgroup {inside}"
+        );
+        let outside = v1_cgroup_of(helper, controller).unwrap();
+        assert_ne!(
+            outside, inside,
+            "the helper left the run's {controller} cgroup after cloning the sandbox"
+        );
+        run_cgroups.push(
+            Path::new("/sys/fs/cgroup")
+                .join(controller)
+                .join(&inside[1..]),
+        );
+    }
+    let pids_max = std::fs::read_to_string(run_cgroups[0].join("pids.max")).unwrap();
+    assert_eq!(
+        pids_max.trim(),
+        "77",
+        "the run's --max-procs is the cgroup's limit"
+    );
+    assert!(caller.wait().unwrap().success());
+    for dir in &run_cgroups {
+        assert!(!dir.exists(), "{} was removed after the run", dir.display());
+    }
+}
+
+/// A private copy of the `airlock` binary in `dir` (a hard link where possible).
+fn airlock_copy(dir: &Path) -> PathBuf {
+    let exe = dir.join("airlock");
+    if std::fs::hard_link(env!("CARGO_BIN_EXE_airlock"), &exe).is_err() {
+        std::fs::copy(env!("CARGO_BIN_EXE_airlock"), &exe).unwrap();
+    }
+    exe
+}
+
+fn script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn runs_fall_back_to_the_callers_binary_without_a_usable_dedicated_helper() {
+    require_full_sandbox();
+    let d = dir();
+    let exe = airlock_copy(d.path());
+    let run = |cmd: &str| {
+        Command::new(&exe)
+            .args(["sandbox", "run", "--", "/bin/echo", cmd])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    // No helper beside the binary: it re-executes itself as the helper.
+    let out = run("alone");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "alone\n");
+    // A helper from another build refuses the protocol (exit 126): the run falls back.
+    let helper = d.path().join("airlock-sandbox-helper");
+    script(&helper, "exit 126");
+    let out = run("fallback");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "fallback\n");
+    // Something else in the helper's place is an error that names it, not a silent weaker run.
+    script(&helper, "exit 3");
+    let out = run("broken");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&helper.display().to_string()) && err.contains("exit code 3"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn the_dedicated_helper_refuses_another_protocol_and_says_what_it_is() {
+    let helper = env!("CARGO_BIN_EXE_airlock-sandbox-helper");
+    let out = Command::new(helper)
+        .args(["__airlock-sandbox-helper", "airlock-sandbox/0.0.0/0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(126));
+    assert!(out.stdout.is_empty() && out.stderr.is_empty());
+    let out = Command::new(helper).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("airlock sandbox run"));
+}
+
+#[test]
+fn cgroups_left_by_a_killed_helper_are_swept_by_the_next_run() {
+    require_full_sandbox();
+    // A pid that no longer runs, as a helper killed with its caller leaves behind.
+    let mut gone = Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    gone.wait().unwrap();
+    let stale: Vec<PathBuf> = ["pids", "memory"]
+        .iter()
+        .map(|c| {
+            Path::new("/sys/fs/cgroup")
+                .join(c)
+                .join(format!("airlock-sandbox-{pid}"))
+        })
+        .collect();
+    for dir in &stale {
+        std::fs::create_dir(dir).unwrap();
+    }
+    // The cgroup of a helper that still runs (here: named after this test process) stays.
+    let live =
+        Path::new("/sys/fs/cgroup/pids").join(format!("airlock-sandbox-{}", std::process::id()));
+    std::fs::create_dir(&live).unwrap();
+    let run = sandbox(&[], &["/bin/true"]);
+    let live_kept = live.exists();
+    let _ = std::fs::remove_dir(&live);
+    assert_eq!(run.exit_code(), Some(0), "{}", run.stderr);
+    for dir in &stale {
+        assert!(!dir.exists(), "{} was swept", dir.display());
+    }
+    assert!(live_kept, "a live helper's cgroup was removed");
+}
