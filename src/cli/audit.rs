@@ -141,9 +141,9 @@ fn verify(path: Option<PathBuf>, log: &LogArg, json: bool) -> anyhow::Result<Exi
     };
     let report = audit::verify(&path)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!(
+        outln!(
             "{}: {} lines, {} valid records, last seq {}",
             report.path.display(),
             report.lines,
@@ -151,23 +151,26 @@ fn verify(path: Option<PathBuf>, log: &LogArg, json: bool) -> anyhow::Result<Exi
             report.last_seq
         );
         if let Some(h) = &report.head_hash {
-            println!("head hash {h} (keep it elsewhere to detect a later rewrite)");
+            outln!("head hash {h} (keep it elsewhere to detect a later rewrite)");
         }
         if !report.head_checked {
-            println!(
+            outln!(
                 "note: no head file next to the log; records cut off the end cannot be detected"
             );
         }
         for r in &report.repaired {
-            println!(
+            outln!(
                 "note: torn write of {} bytes at offset {} repaired by seq {} (line {})",
-                r.len, r.offset, r.seq, r.line
+                r.len,
+                r.offset,
+                r.seq,
+                r.line
             );
         }
         for p in &report.problems {
             let kind = serde_json::to_value(p.kind)?;
             let seq = p.seq.map(|s| format!(" seq {s}")).unwrap_or_default();
-            println!(
+            outln!(
                 "{} line {}{seq}: {}",
                 kind.as_str().unwrap_or("problem").to_uppercase(),
                 p.line,
@@ -175,11 +178,11 @@ fn verify(path: Option<PathBuf>, log: &LogArg, json: bool) -> anyhow::Result<Exi
             );
         }
         if report.is_intact() {
-            println!("OK: the chain is intact");
+            outln!("OK: the chain is intact");
         } else if report.is_tampered() {
-            println!("FAILED: {} problem(s)", report.problems.len());
+            outln!("FAILED: {} problem(s)", report.problems.len());
         } else {
-            println!("TORN TAIL: the last write did not finish; no tampering found");
+            outln!("TORN TAIL: the last write did not finish; no tampering found");
         }
     }
     let code = if report.is_tampered() {
@@ -217,11 +220,11 @@ fn injections(since: Option<&str>, json: bool, log: &LogArg) -> anyhow::Result<E
     let scan = read_scan(log)?;
     let list = audit::injections(&scan, since);
     if json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        outln!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(ExitCode::SUCCESS);
     }
     if list.is_empty() {
-        println!("no injections recorded");
+        outln!("no injections recorded");
         return Ok(ExitCode::SUCCESS);
     }
     for i in &list {
@@ -238,7 +241,7 @@ fn injections(since: Option<&str>, json: bool, log: &LogArg) -> anyhow::Result<E
             Some(rule) => format!("suspected ({rule})"),
             None => "observed".to_string(),
         };
-        println!(
+        outln!(
             "{}  run {}  {}@{}  issue {}  {place}  {what}\n    {}",
             i.ts,
             i.run_id,
@@ -259,9 +262,9 @@ fn show(run: &str, json: bool, log: &LogArg) -> anyhow::Result<ExitCode> {
     }
     for r in records {
         if json {
-            println!("{}", serde_json::to_string(r)?);
+            outln!("{}", serde_json::to_string(r)?);
         } else {
-            println!(
+            outln!(
                 "{:>6}  {}  {:<20}  {}",
                 r.seq,
                 r.ts,
@@ -304,12 +307,12 @@ fn detect(files: &[PathBuf], source: SourceKind, json: bool) -> anyhow::Result<E
             all.push(serde_json::json!({ "path": shown, "findings": findings }));
         } else {
             for f in findings {
-                println!("{shown}:{}: {}: {}", f.line, f.rule, f.excerpt);
+                outln!("{shown}:{}: {}: {}", f.line, f.rule, f.excerpt);
             }
         }
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&all)?);
+        outln!("{}", serde_json::to_string_pretty(&all)?);
     }
     Ok(if any {
         ExitCode::from(1)
@@ -325,30 +328,30 @@ fn fp_scan(roots: &[PathBuf], list: bool, json: bool) -> anyhow::Result<ExitCode
     );
     let report = audit::scan_corpus(roots)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         for root in roots {
-            println!("root: {}", root.display());
+            outln!("root: {}", root.display());
         }
-        println!(
+        outln!(
             "source files: {} scanned, {} flagged, {:.3} per 1,000",
             report.source.scanned,
             report.source.flagged,
             report.source.per_thousand()
         );
-        println!(
+        outln!(
             "doc files:    {} scanned, {} flagged, {:.3} per 1,000",
             report.docs.scanned,
             report.docs.flagged,
             report.docs.per_thousand()
         );
-        println!("skipped (large, binary or unreadable): {}", report.skipped);
+        outln!("skipped (large, binary or unreadable): {}", report.skipped);
         let rules: Vec<String> = report
             .by_rule
             .iter()
             .map(|(r, n)| format!("{r}={n}"))
             .collect();
-        println!(
+        outln!(
             "findings by rule: {}",
             if rules.is_empty() {
                 "none".into()
@@ -359,7 +362,7 @@ fn fp_scan(roots: &[PathBuf], list: bool, json: bool) -> anyhow::Result<ExitCode
         if list {
             for f in &report.flagged {
                 for x in &f.findings {
-                    println!(
+                    outln!(
                         "  {}:{}: {}: {}",
                         f.path.display(),
                         x.line,

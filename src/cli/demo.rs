@@ -202,14 +202,14 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             (prepare_workdir(&dir)?, true)
         }
     };
-    println!("airlock demo: work directory {}", workdir.display());
+    outln!("airlock demo: work directory {}", workdir.display());
     let kept = !temporary || args.keep;
     let outcome = run_in(&exe, &broker_exe, &workdir, kept);
     if !kept && let Err(e) = std::fs::remove_dir_all(&workdir) {
         eprintln!("airlock demo: could not remove {}: {e}", workdir.display());
     }
     let all_passed = outcome?;
-    println!("\nfinished in {:.1}s", started.elapsed().as_secs_f64());
+    outln!("\nfinished in {:.1}s", started.elapsed().as_secs_f64());
     Ok(if all_passed {
         ExitCode::SUCCESS
     } else {
@@ -262,7 +262,7 @@ fn run_in(exe: &Path, broker_exe: &Path, workdir: &Path, kept: bool) -> anyhow::
         std::fs::create_dir_all(workdir.join(dir))
             .with_context(|| format!("creating {}", workdir.join(dir).display()))?;
     }
-    println!("\n== setting up the example repositories");
+    outln!("\n== setting up the example repositories");
     for repo in REPOS {
         let path = workdir.join("repos").join(repo.name);
         for (rel, text) in repo.files {
@@ -304,7 +304,7 @@ fn run_in(exe: &Path, broker_exe: &Path, workdir: &Path, kept: bool) -> anyhow::
             ],
         )?;
         let commit = git(&path, &["rev-parse", "HEAD"])?;
-        println!("  demo/{:<6} {} at {}", repo.name, path.display(), &commit);
+        outln!("  demo/{:<6} {} at {}", repo.name, path.display(), &commit);
     }
 
     let broker_toml = workdir.join("broker.toml");
@@ -312,9 +312,9 @@ fn run_in(exe: &Path, broker_exe: &Path, workdir: &Path, kept: bool) -> anyhow::
         &broker_toml,
         &BROKER_TOML.replace("{{WORKDIR}}", &workdir.to_string_lossy()),
     )?;
-    println!("\n== starting the broker");
+    outln!("\n== starting the broker");
     let _broker = start_broker(broker_exe, &broker_toml, workdir)?;
-    println!(
+    outln!(
         "  {} serve (socket {})",
         broker_exe.display(),
         workdir.join("broker.sock").display()
@@ -322,7 +322,7 @@ fn run_in(exe: &Path, broker_exe: &Path, workdir: &Path, kept: bool) -> anyhow::
 
     let mut verdicts = Vec::new();
     for (n, scenario) in SCENARIOS.iter().enumerate() {
-        println!(
+        outln!(
             "\n== [{}/{}] {}: {} (expected: {})",
             n + 1,
             SCENARIOS.len(),
@@ -332,7 +332,7 @@ fn run_in(exe: &Path, broker_exe: &Path, workdir: &Path, kept: bool) -> anyhow::
         );
         let verdict = run_scenario(exe, broker_exe, &broker_toml, workdir, scenario)?;
         for problem in &verdict.problems {
-            println!("  !! {problem}");
+            outln!("  !! {problem}");
         }
         if !verdict.passed {
             let stderr = workdir
@@ -341,10 +341,10 @@ fn run_in(exe: &Path, broker_exe: &Path, workdir: &Path, kept: bool) -> anyhow::
                 .join("run.stderr");
             let text = std::fs::read_to_string(&stderr).unwrap_or_default();
             for line in text.lines() {
-                println!("  !! run stderr: {line}");
+                outln!("  !! run stderr: {line}");
             }
         }
-        println!(
+        outln!(
             "  => {} ({})",
             verdict.got,
             if verdict.passed {
@@ -356,7 +356,7 @@ fn run_in(exe: &Path, broker_exe: &Path, workdir: &Path, kept: bool) -> anyhow::
         verdicts.push(verdict);
     }
 
-    println!("\n== audit logs");
+    outln!("\n== audit logs");
     let mut chains_ok = true;
     for log in ["audit.jsonl", "broker-audit.jsonl"] {
         let path = workdir.join(log);
@@ -367,7 +367,7 @@ fn run_in(exe: &Path, broker_exe: &Path, workdir: &Path, kept: bool) -> anyhow::
             .context("running airlock audit verify")?;
         let ok = out.status.success();
         chains_ok &= ok;
-        println!(
+        outln!(
             "  airlock audit verify --log {}: {}",
             path.display(),
             if ok { "chain intact" } else { "CHAIN BROKEN" }
@@ -378,12 +378,12 @@ fn run_in(exe: &Path, broker_exe: &Path, workdir: &Path, kept: bool) -> anyhow::
         .arg(workdir.join("audit.jsonl"))
         .output()
         .context("running airlock audit injections")?;
-    println!(
+    outln!(
         "  airlock audit injections --log {}:",
         workdir.join("audit.jsonl").display()
     );
     for line in String::from_utf8_lossy(&injections.stdout).lines() {
-        println!("    {line}");
+        outln!("    {line}");
     }
 
     let summary: Vec<Value> = verdicts
@@ -401,7 +401,7 @@ fn run_in(exe: &Path, broker_exe: &Path, workdir: &Path, kept: bool) -> anyhow::
         )?,
     )?;
 
-    println!("\n== summary");
+    outln!("\n== summary");
     let rows: Vec<[String; 4]> = verdicts
         .iter()
         .map(|v| {
@@ -417,27 +417,27 @@ fn run_in(exe: &Path, broker_exe: &Path, workdir: &Path, kept: bool) -> anyhow::
     let all = verdicts.iter().all(|v| v.passed) && chains_ok;
 
     let config = broker_toml.display();
-    println!("\n== review the queue as the approver would");
-    println!("  {} --config {config} queue", broker_exe.display());
+    outln!("\n== review the queue as the approver would");
+    outln!("  {} --config {config} queue", broker_exe.display());
     if let Some(id) = verdicts.iter().find_map(|v| v.queue_id) {
-        println!("  {} --config {config} show {id}", broker_exe.display());
-        println!("  {} --config {config} approve {id}", broker_exe.display());
-        println!(
+        outln!("  {} --config {config} show {id}", broker_exe.display());
+        outln!("  {} --config {config} approve {id}", broker_exe.display());
+        outln!(
             "  {} --config {config} deny {id} --reason \"...\"",
             broker_exe.display()
         );
     }
     if kept {
-        println!(
+        outln!(
             "  (the broker is stopped; these commands read its state in {})",
             workdir.display()
         );
     } else {
-        println!(
+        outln!(
             "  (this temporary work directory is removed now: run `airlock demo --keep` or `--workdir DIR` to review the queue afterwards)"
         );
     }
-    println!(
+    outln!(
         "\n{}",
         if all {
             "every scenario behaved as expected"
@@ -500,7 +500,7 @@ fn run_scenario(
             .replace("{{WORKDIR}}", &workdir.to_string_lossy())
             .replace("{{REPO}}", scenario.repo),
     )?;
-    println!(
+    outln!(
         "  airlock run --repo {} --commit main --issue {} --model scripted:{} --config {}",
         repo.display(),
         issue.display(),
@@ -545,9 +545,9 @@ fn run_scenario(
         .filter(|r| r["kind"] == "tool_call")
         .filter_map(|r| r["call"]["name"].as_str().map(str::to_string))
         .collect();
-    println!("  run {run_id}: exit {exit_code:?}, result {result}");
+    outln!("  run {run_id}: exit {exit_code:?}, result {result}");
     if let Some(t) = triage.iter().find(|r| r["kind"] == "triage") {
-        println!(
+        outln!(
             "  triage: {} ({})",
             t["triage"]["state"].as_str().unwrap_or("?"),
             t["triage"]["reason"].as_str().unwrap_or("")
@@ -557,7 +557,7 @@ fn run_scenario(
         match record["kind"].as_str() {
             Some("tool_call") => {
                 let call = &record["call"];
-                println!(
+                outln!(
                     "  tool {} {}",
                     call["name"].as_str().unwrap_or("?"),
                     brief_args(&call["arguments"])
@@ -571,13 +571,14 @@ fn run_scenario(
                 } else {
                     "ok"
                 };
-                println!("    -> {mark}: {}", truncate(first, 100));
+                outln!("    -> {mark}: {}", truncate(first, 100));
             }
-            Some("reader_digest") => println!(
+            Some("reader_digest") => outln!(
                 "    reader digest accepted: {}, reads made: {}",
-                record["accepted"], record["reads_made"]
+                record["accepted"],
+                record["reads_made"]
             ),
-            Some("injection_suspected") => println!(
+            Some("injection_suspected") => outln!(
                 "    !! detector: injection suspected in {} ({})",
                 record["path"].as_str().unwrap_or("?"),
                 record["rules"]
@@ -603,7 +604,7 @@ fn run_scenario(
         .find(|r| r["kind"] == "open_pr_reply")
         .and_then(find_queue_id);
     if let Some((code, detail)) = &decision {
-        println!("  broker decision: {code}: {detail}");
+        outln!("  broker decision: {code}: {detail}");
     }
     if let Some(id) = queue_id {
         let show = Command::new(broker_exe)
@@ -614,18 +615,18 @@ fn run_scenario(
             .context("running airlock-broker show")?;
         let text = String::from_utf8_lossy(&show.stdout).to_string();
         write(&dir.join("show.txt"), &text)?;
-        println!("  witness evidence (airlock-broker show {id}):");
+        outln!("  witness evidence (airlock-broker show {id}):");
         for line in text
             .lines()
             .filter(|l| l.starts_with("--- ") && l.contains("(must"))
         {
-            println!("    {line}");
+            outln!("    {line}");
         }
         let diff = text.split("\n== diff\n").nth(1).unwrap_or("");
         let diff = diff.split("\n== judge score").next().unwrap_or(diff);
-        println!("  queued diff:");
+        outln!("  queued diff:");
         for line in diff.lines() {
-            println!("    {line}");
+            outln!("    {line}");
         }
     }
 
@@ -865,7 +866,7 @@ fn print_table(header: &[&str; 4], rows: &[[String; 4]]) {
             .zip(widths)
             .map(|(c, w)| format!("{c:<w$}"))
             .collect();
-        println!("  {}", parts.join("  ").trim_end());
+        outln!("  {}", parts.join("  ").trim_end());
     };
     line(*header);
     for row in rows {

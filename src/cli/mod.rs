@@ -1,5 +1,24 @@
 //! Command-line surface of `airlock`. Each area owns one module here.
 
+/// `println!` for command output. A reader that goes away (`airlock audit injections | head`)
+/// ends the program quietly with status 141, as a process killed by SIGPIPE would, instead of
+/// the panic `println!` raises; any other write error is reported and exits with status 74.
+macro_rules! outln {
+    () => {
+        $crate::cli::write_out(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` for command output; see [`outln!`].
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::write_out(format_args!($($arg)*))
+    };
+}
+
 mod audit;
 mod demo;
 mod judge;
@@ -9,6 +28,19 @@ mod sandbox;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
+
+/// Write command output to stdout; see [`outln!`].
+pub(crate) fn write_out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(args).and_then(|()| stdout.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(141)
+        }
+        eprintln!("airlock: cannot write the output: {e}");
+        std::process::exit(74)
+    }
+}
 
 /// Exit code for a usage error or an operational failure that is not a refusal.
 pub const EXIT_ERROR: u8 = 2;

@@ -118,9 +118,9 @@ pub fn index(args: IndexArgs) -> anyhow::Result<ExitCode> {
     let mut progress = progress_printer("index");
     let stats = engine.index_with_progress(&args.commit, &mut progress)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&stats)?);
+        outln!("{}", serde_json::to_string_pretty(&stats)?);
     } else {
-        println!(
+        outln!(
             "indexed {} at {}: {} files ({} searchable, {} with structure, {} skipped); {} new blobs, {} reused; {} ms",
             args.repo.display(),
             stats.commit,
@@ -182,7 +182,7 @@ pub fn map(args: MapArgs) -> anyhow::Result<ExitCode> {
     let mut progress = progress_printer("index");
     engine.index_with_progress(&args.commit, &mut progress)?;
     let map = engine.repo_map(&args.commit, &args.query, args.tokens)?;
-    print!("{map}");
+    out!("{map}");
     Ok(ExitCode::SUCCESS)
 }
 

@@ -69,11 +69,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         let text = std::fs::read_to_string(&report.outcome_path)
             .with_context(|| format!("reading {}", report.outcome_path.display()))?;
-        print!("{text}");
+        out!("{text}");
     } else {
         match &report.end {
             RunEnd::NotReady(triage) => {
-                println!("not ready: {} ({})", triage.state.label(), triage.reason);
+                outln!("not ready: {} ({})", triage.state.label(), triage.reason);
             }
             RunEnd::Finished {
                 outcome,
@@ -85,15 +85,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     .and_then(|s| s.as_str())
                     .unwrap_or("");
                 if *pr_queued {
-                    println!("pull request queued for review: {summary}");
+                    outln!("pull request queued for review: {summary}");
                 } else {
-                    println!("escalated ({stop}): {summary}");
+                    outln!("escalated ({stop}): {summary}");
                 }
             }
         }
-        println!("run: {} at {}", report.run_id, report.base_commit);
-        println!("outcome: {}", report.outcome_path.display());
-        println!("trajectory: {}", report.trajectory_path.display());
+        outln!("run: {} at {}", report.run_id, report.base_commit);
+        outln!("outcome: {}", report.outcome_path.display());
+        outln!("trajectory: {}", report.trajectory_path.display());
     }
     if let Some(problem) = &report.model_finish_problem {
         eprintln!("airlock: warning: {problem}");

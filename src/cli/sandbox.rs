@@ -86,11 +86,12 @@ pub struct RunArgs {
 pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let report = airlock_sandbox::probe(None)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!(
+        outln!(
             "airlock doctor: kernel {}, landlock ABI {}",
-            report.kernel, report.landlock_abi
+            report.kernel,
+            report.landlock_abi
         );
         for l in &report.layers {
             let state = if l.available {
@@ -100,7 +101,7 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
             } else {
                 "missing (optional)"
             };
-            println!(
+            outln!(
                 "  {:<18} {:<19} {}: {}",
                 l.layer.name(),
                 state,
@@ -108,7 +109,7 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
                 l.detail
             );
         }
-        println!(
+        outln!(
             "runs would be refused: {}",
             if report.runs_refused {
                 "yes (use --allow-degraded to run weaker)"

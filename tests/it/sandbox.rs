@@ -1163,3 +1163,20 @@ fn cgroups_left_by_a_killed_helper_are_swept_by_the_next_run() {
     }
     assert!(live_kept, "a live helper's cgroup was removed");
 }
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly_instead_of_panicking() {
+    // `airlock doctor | head -0`: the reader is gone before airlock writes its report.
+    let mut child = airlock()
+        .arg("doctor")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+}
