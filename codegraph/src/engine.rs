@@ -1,9 +1,9 @@
 //! The engine: indexing a commit (incrementally, by blob id), searching it through the
 //! lexical, structural and symbol channels fused by RRF, and handing snapshots to the map.
 
-use crate::bm25::Bm25;
 use crate::extract::Extractor;
 use crate::files::{self, Language};
+use crate::fulltext::{Channel, FullText, TermCounts};
 use crate::query::QueryAnalysis;
 use crate::rank::{RRF_K, reciprocal_rank_fusion};
 use crate::store::{
@@ -121,8 +121,8 @@ pub(crate) struct SnapFile {
 pub(crate) struct Snapshot {
     pub commit: String,
     pub files: Vec<SnapFile>,
-    pub lexical: Bm25,
-    pub structural: Bm25,
+    /// BM25 (tantivy) over the lexical and structural channels; document id = file index.
+    pub fulltext: FullText,
     /// Defined name -> files defining it (sorted ids).
     pub defs_by_name: HashMap<String, Vec<u32>>,
     /// Lowercased file stem -> files with that stem.
@@ -461,7 +461,7 @@ impl Engine {
                 record,
             });
         }
-        let snap = Arc::new(build_snapshot(sha, snap_files));
+        let snap = Arc::new(build_snapshot(sha, snap_files)?);
         self.snapshot = Some(Arc::clone(&snap));
         Ok(snap)
     }
@@ -476,11 +476,12 @@ impl Engine {
     pub fn search(&mut self, commit: &str, query: &str, k: usize) -> Result<Vec<Hit>> {
         let snap = self.snapshot(commit)?;
         let analysis = QueryAnalysis::new(query);
-        let ranked = rank(&snap, &analysis);
+        let ranked = rank(&snap, &analysis)?;
+        let weights = window_weights(&snap, &analysis);
         let mut hits = Vec::new();
         for &(doc, score) in ranked.fused.iter().take(k) {
             let file = &snap.files[doc as usize];
-            let (line_start, line_end) = self.best_window(&snap, doc, &analysis)?;
+            let (line_start, line_end) = self.best_window(&snap, doc, &analysis, &weights)?;
             let position = |list: &[u32]| list.iter().position(|&d| d == doc).map(|p| p as u32 + 1);
             hits.push(Hit {
                 path: file.path.clone(),
@@ -506,7 +507,7 @@ impl Engine {
         depth: usize,
     ) -> Result<ChannelRankings> {
         let snap = self.snapshot(commit)?;
-        let ranked = rank(&snap, &QueryAnalysis::new(query));
+        let ranked = rank(&snap, &QueryAnalysis::new(query))?;
         let paths = |list: &[u32]| -> Vec<String> {
             list.iter()
                 .take(depth)
@@ -526,11 +527,7 @@ impl Engine {
     /// [`crate::map`]), personalised by the identifiers and paths in `query`.
     pub fn repo_map(&mut self, commit: &str, query: &str, token_budget: usize) -> Result<String> {
         let snap = self.snapshot(commit)?;
-        Ok(crate::map::render(
-            &snap,
-            &QueryAnalysis::new(query),
-            token_budget,
-        ))
+        crate::map::render(&snap, &QueryAnalysis::new(query), token_budget)
     }
 
     /// The window of [`WINDOW_LINES`] lines whose lines carry the most query-term weight.
@@ -539,6 +536,7 @@ impl Engine {
         snap: &Snapshot,
         doc: u32,
         analysis: &QueryAnalysis,
+        weights: &HashMap<&str, f64>,
     ) -> Result<(u32, u32)> {
         let file = &snap.files[doc as usize];
         let lines_total = file.record.lines.max(1);
@@ -550,11 +548,6 @@ impl Engine {
             return Ok(fallback);
         };
         let text = String::from_utf8_lossy(blob.content());
-        let weights: HashMap<&str, f64> = analysis
-            .terms
-            .iter()
-            .map(|(t, w)| (t.as_str(), snap.lexical.idf(t) * w))
-            .collect();
         let def_lines: std::collections::HashSet<u32> = file
             .record
             .symbols
@@ -661,27 +654,36 @@ fn stem_of(path: &str) -> String {
     stem.to_lowercase()
 }
 
-fn build_snapshot(commit: String, files: Vec<SnapFile>) -> Snapshot {
+/// Each query term's weight in a hit's best window: its lexical idf times its query weight.
+fn window_weights<'a>(snap: &Snapshot, analysis: &'a QueryAnalysis) -> HashMap<&'a str, f64> {
+    analysis
+        .terms
+        .iter()
+        .map(|(t, w)| (t.as_str(), snap.fulltext.idf(Channel::Lexical, t) * w))
+        .collect()
+}
+
+fn build_snapshot(commit: String, files: Vec<SnapFile>) -> Result<Snapshot> {
     let path_tf: Vec<Vec<(String, u32)>> = files.iter().map(|f| path_terms(&f.path)).collect();
-    let lexical = Bm25::build(files.iter().zip(&path_tf).map(|(f, p)| {
-        f.record
+    let docs = files.iter().zip(&path_tf).map(|(f, p)| {
+        let record = &f.record;
+        let lexical: TermCounts<'_> = record
             .lexical
             .iter()
             .map(|(t, c)| (t.as_str(), *c))
             .chain(p.iter().map(|(t, c)| (t.as_str(), c * PATH_TERM_BOOST)))
-    }));
-    let structural = Bm25::build(files.iter().zip(&path_tf).map(|(f, p)| {
-        let has_structure = f.record.symbols.is_some();
-        f.record
+            .collect();
+        let mut structural: TermCounts<'_> = record
             .structural
             .iter()
             .map(|(t, c)| (t.as_str(), *c))
-            .chain(
-                p.iter()
-                    .filter(move |_| has_structure)
-                    .map(|(t, c)| (t.as_str(), *c)),
-            )
-    }));
+            .collect();
+        if record.symbols.is_some() {
+            structural.extend(p.iter().map(|(t, c)| (t.as_str(), *c)));
+        }
+        (lexical, structural)
+    });
+    let fulltext = FullText::build(docs).map_err(|source| Error::FullText { source })?;
     let mut defs_by_name: HashMap<String, Vec<u32>> = HashMap::new();
     let mut by_stem: HashMap<String, Vec<u32>> = HashMap::new();
     for (id, file) in files.iter().enumerate() {
@@ -697,15 +699,14 @@ fn build_snapshot(commit: String, files: Vec<SnapFile>) -> Snapshot {
         by_stem.entry(stem_of(&file.path)).or_default().push(id);
     }
     let components = files.iter().map(|f| split_lower(&f.path)).collect();
-    Snapshot {
+    Ok(Snapshot {
         commit,
         components,
         files,
-        lexical,
-        structural,
+        fulltext,
         defs_by_name,
         by_stem,
-    }
+    })
 }
 
 /// All channel rankings of one query on one snapshot.
@@ -823,10 +824,15 @@ pub(crate) fn symbol_scores(snap: &Snapshot, analysis: &QueryAnalysis) -> Vec<(u
 }
 
 /// Rank a query on a snapshot through every channel and fuse.
-pub(crate) fn rank(snap: &Snapshot, analysis: &QueryAnalysis) -> Ranked {
+pub(crate) fn rank(snap: &Snapshot, analysis: &QueryAnalysis) -> Result<Ranked> {
     let ids = |list: Vec<(u32, f64)>| -> Vec<u32> { list.into_iter().map(|(d, _)| d).collect() };
-    let lexical = ids(snap.lexical.search(&analysis.terms));
-    let structural = ids(snap.structural.search(&analysis.terms));
+    let search = |channel| {
+        snap.fulltext
+            .search(channel, &analysis.terms)
+            .map_err(|source| Error::FullText { source })
+    };
+    let lexical = ids(search(Channel::Lexical)?);
+    let structural = ids(search(Channel::Structural)?);
     let symbol = ids(symbol_scores(snap, analysis));
     let depth = |l: &[u32]| l.len().min(FUSION_DEPTH);
     let mut fused = reciprocal_rank_fusion(
@@ -856,10 +862,10 @@ pub(crate) fn rank(snap: &Snapshot, analysis: &QueryAnalysis) -> Ranked {
                 .cmp(&snap.files[b.0 as usize].path)
         })
     });
-    Ranked {
+    Ok(Ranked {
         lexical,
         structural,
         symbol,
         fused,
-    }
+    })
 }

@@ -2,7 +2,8 @@
 //!
 //! It owns the retrieval index and everything ranked from it: a lexical channel (BM25 over
 //! file text and path, code-aware tokenizer), a structural channel (BM25 over the
-//! signatures, docstrings, imports and called names that tree-sitter extracts), a symbol
+//! signatures, docstrings, imports and called names that tree-sitter extracts; both BM25
+//! channels are one tantivy index per commit, see [`fulltext`]), a symbol
 //! channel (files whose path, module path or defined names the query mentions), their
 //! reciprocal rank fusion, and the repository map (PageRank over a definitions/references
 //! graph, personalised by the query, rendered as a signature outline within a token budget).
@@ -27,20 +28,21 @@
 //! # Index layout
 //! See [`store`]: per-blob records shared by all commits plus a per-commit manifest, under
 //! `<index-dir>/v1/<repo-key>/`. Moving from commit A to commit B extracts only the blobs B
-//! has that no indexed commit had.
+//! has that no indexed commit had. The tantivy index of a commit is not stored: it is built in
+//! memory from the records when the commit is first searched in a process (one segment,
+//! documents in path order), so it always holds exactly that commit's statistics.
 
-mod bm25;
 mod engine;
 pub mod eval;
 pub mod extract;
 pub mod files;
+pub mod fulltext;
 pub mod map;
 mod query;
 pub mod rank;
 pub mod store;
 pub mod tokenize;
 
-pub use bm25::Bm25;
 pub use engine::{
     CHANNEL_WEIGHTS, ChannelRankings, DOCS_FACTOR, Engine, Hit, IndexProgress, IndexStats,
     TEST_FACTOR, VENDORED_FACTOR, WINDOW_LINES,
@@ -123,6 +125,12 @@ pub enum Error {
         line: usize,
         /// The JSON error.
         message: String,
+    },
+    /// The in-memory full-text index failed (a bug or memory exhaustion, not an input problem).
+    #[error("full-text index failed: {source}")]
+    FullText {
+        /// tantivy's reason.
+        source: tantivy::TantivyError,
     },
     /// No mirror of a repository was found.
     #[error("no mirror of {repo}; tried {tried}")]

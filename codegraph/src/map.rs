@@ -27,7 +27,11 @@ struct RankedDef {
     score: f64,
 }
 
-pub(crate) fn render(snap: &Snapshot, analysis: &QueryAnalysis, token_budget: usize) -> String {
+pub(crate) fn render(
+    snap: &Snapshot,
+    analysis: &QueryAnalysis,
+    token_budget: usize,
+) -> crate::Result<String> {
     let n = snap.files.len();
     let mentioned: HashSet<&str> = analysis
         .identifiers
@@ -81,7 +85,7 @@ pub(crate) fn render(snap: &Snapshot, analysis: &QueryAnalysis, token_budget: us
             personal[id as usize] += score;
             any = true;
         }
-        let ranked = rank(snap, analysis);
+        let ranked = rank(snap, analysis)?;
         for (i, (id, _)) in ranked.fused.iter().take(10).enumerate() {
             personal[*id as usize] += 1.0 / (i as f64 + 1.0);
             any = true;
@@ -150,7 +154,7 @@ pub(crate) fn render(snap: &Snapshot, analysis: &QueryAnalysis, token_budget: us
             hi = mid - 1;
         }
     }
-    outline(snap, &defs[..lo])
+    Ok(outline(snap, &defs[..lo]))
 }
 
 /// Render chosen definitions grouped by file: files in order of their best definition, each

@@ -73,6 +73,19 @@ fn incremental_index_equals_a_full_index_of_the_same_commit() {
     let hits_inc = serde_json::to_string(&incremental.search(&b, query, 10).unwrap()).unwrap();
     let hits_full = serde_json::to_string(&full.search(&b, query, 10).unwrap()).unwrap();
     assert_eq!(hits_inc, hits_full);
+    // Every channel's full ranking too: the tantivy index built from reused records ranks
+    // exactly as the one built from freshly extracted records.
+    for query in [
+        query,
+        "apply_discount amount weight",
+        "Cost to ship shop/shipping.py",
+    ] {
+        assert_eq!(
+            incremental.channel_rankings(&b, query, 100).unwrap(),
+            full.channel_rankings(&b, query, 100).unwrap(),
+            "{query}"
+        );
+    }
     assert_eq!(
         incremental.repo_map(&b, query, 300).unwrap(),
         full.repo_map(&b, query, 300).unwrap()

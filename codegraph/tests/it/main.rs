@@ -4,6 +4,7 @@
 mod channels;
 mod extract;
 mod fixture;
+mod fulltext;
 mod incremental;
 mod map;
 mod rank;
