@@ -194,8 +194,10 @@ impl SandboxBuilder {
         self
     }
 
-    /// The binary to re-execute as the set-up helper (its `main` must call
-    /// [`crate::helper::run_if_requested`] first). Default: the current executable.
+    /// The binary to execute as the set-up helper (its `main` must call
+    /// [`crate::helper::run_if_requested`] first). Default: the dedicated
+    /// [`crate::helper::HELPER_BIN`] beside the current executable if there is one, else the
+    /// current executable itself.
     pub fn helper_exe(mut self, path: impl Into<PathBuf>) -> Self {
         self.helper_exe = Some(path.into());
         self

@@ -1,7 +1,8 @@
-//! The re-executed set-up helper.
+//! The freshly executed set-up helper.
 //!
-//! The caller's own binary is started again with a hidden first argument. In that fresh,
-//! single-threaded process the helper (the *supervisor*) creates the cgroups, clones the
+//! The dedicated [`HELPER_BIN`] binary (or, without it, the caller's own binary) is started
+//! with a hidden first argument and the protocol string. In that fresh, single-threaded
+//! process the helper (the *supervisor*) creates the cgroups, clones the
 //! sandbox's *init* into new user, mount, PID, network, IPC and UTS namespaces, writes its uid
 //! map, releases it, and enforces the wall-clock timeout by killing it (which kills the whole
 //! PID namespace). Init builds the new root, brings loopback up and forks the *target*, which
