@@ -18,9 +18,15 @@ use std::time::{Duration, Instant};
 
 /// First argument that makes the binary act as the run helper.
 pub(crate) const RUN_MARKER: &str = "__airlock-sandbox-helper";
-/// Second argument of a run: the caller's protocol. The spec and report formats may change
-/// between builds, so a helper binary from another build refuses to run.
-pub(crate) const PROTOCOL: &str = concat!("airlock-sandbox/", env!("CARGO_PKG_VERSION"), "/2");
+/// Second argument of a run: the caller's protocol, the crate version and a hash of this
+/// crate's sources (see `build.rs`). The spec and report formats may change between builds, so
+/// a helper binary from another build refuses to run.
+pub(crate) const PROTOCOL: &str = concat!(
+    "airlock-sandbox/",
+    env!("CARGO_PKG_VERSION"),
+    "/",
+    env!("AIRLOCK_SANDBOX_SOURCE_HASH")
+);
 /// Exit code of a helper that refused the caller's protocol (before it wrote anything).
 pub(crate) const PROTOCOL_MISMATCH: i32 = 126;
 /// First argument that makes the binary act as the capability probe of `airlock doctor`.
@@ -379,8 +385,12 @@ mod tests {
     }
 
     #[test]
-    fn the_protocol_names_the_version() {
-        assert!(PROTOCOL.starts_with("airlock-sandbox/"));
-        assert!(PROTOCOL.contains(env!("CARGO_PKG_VERSION")));
+    fn the_protocol_names_the_version_and_the_sources() {
+        let parts: Vec<&str> = PROTOCOL.split('/').collect();
+        assert_eq!(parts.len(), 3, "{PROTOCOL}");
+        assert_eq!(parts[0], "airlock-sandbox");
+        assert_eq!(parts[1], env!("CARGO_PKG_VERSION"));
+        assert_eq!(parts[2].len(), 16, "a 64-bit source hash: {PROTOCOL}");
+        assert!(parts[2].chars().all(|c| c.is_ascii_hexdigit()));
     }
 }

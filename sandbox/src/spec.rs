@@ -139,6 +139,7 @@ impl fmt::Display for Layer {
 
 /// One copy-on-write mount: `lower` seen read-write at `mountpoint`, writes landing in `upper`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct OverlaySpec {
     pub lower: PathBuf,
     pub mountpoint: PathBuf,
@@ -148,6 +149,7 @@ pub(crate) struct OverlaySpec {
 
 /// Resource limits handed to the helper.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct Limits {
     pub timeout_ms: u64,
     pub memory_mb: u64,
@@ -160,6 +162,7 @@ pub(crate) struct Limits {
 
 /// Everything the helper needs to set up and run one command.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct Spec {
     pub argv: Vec<String>,
     pub ro: Vec<PathBuf>,
