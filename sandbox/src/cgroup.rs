@@ -38,10 +38,10 @@ fn controller_of(layer: Layer) -> &'static str {
     }
 }
 
-/// The directory of this process's cgroup in the v1 hierarchy of `controller`.
-fn own_v1_cgroup(controller: &str) -> Option<PathBuf> {
+/// The directory of this process's cgroup in the v1 hierarchy of `controller`, from the text
+/// of `/proc/self/cgroup`.
+fn own_v1_cgroup(own: &str, controller: &str) -> Option<PathBuf> {
     let base = Path::new(V1_ROOT).join(controller);
-    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
     own.lines().find_map(|line| {
         let mut parts = line.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
@@ -114,16 +114,12 @@ impl Cgroups {
     /// clones is born inside them. Call it only from a single-threaded process (the helper):
     /// other threads would stay where they are. Layers whose move fails become missing.
     pub(crate) fn enter_self(&mut self) {
+        let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         let mut failed = Vec::new();
         for (layer, dir) in &self.dirs {
-            let controller = controller_of(*layer);
-            let home = own_v1_cgroup(controller);
-            if home.is_none() || fs::write(dir.join("tasks"), "0").is_err() {
-                failed.push(*layer);
-                continue;
-            }
-            if let Some(home) = home {
-                self.homes.push(home);
+            match own_v1_cgroup(&own, controller_of(*layer)) {
+                Some(home) if fs::write(dir.join("tasks"), "0").is_ok() => self.homes.push(home),
+                _ => failed.push(*layer),
             }
         }
         for layer in failed {

@@ -162,6 +162,9 @@ fn supervise() -> ! {
     let mut cgroups = Cgroups::create(&spec.limits, &spec.pretend_missing);
     // Enter the cgroups so that init is born in them (see `cgroup` for why not move it).
     cgroups.enter_self();
+    // Decided before the clone, so init inherits it: with the memory controller in force the
+    // address-space rlimit is only a backstop.
+    let cgroup_memory = cgroups.applied().contains(&Layer::CgroupMemory);
     let (sync_r, sync_w) = match sys::pipe() {
         Ok(p) => p,
         Err(e) => abort(Failure::setup("pipe", e)),
@@ -195,7 +198,7 @@ fn supervise() -> ! {
     };
     if pid == 0 {
         drop(sync_w);
-        init(&spec, sync_r, with_ns)
+        init(&spec, sync_r, with_ns, cgroup_memory)
     }
     cgroups.leave_self();
     drop(sync_r);
@@ -209,27 +212,18 @@ fn supervise() -> ! {
             e.to_string(),
         ))
     }
-    // First release: init builds its root. Init was born inside the cgroups, so every process
-    // of the target is too.
+    // Release: init builds its root and starts the target. Init was born inside the cgroups, so
+    // every process of the target is too.
     if let Err(e) = sys::write_all(sync_w.as_raw_fd(), b"1") {
         let _ = sys::kill(pid, libc::SIGKILL);
         abort(Failure::setup("release the sandbox", e))
     }
+    drop(sync_w);
     report(&Report::Layers {
         applied: cgroups.applied(),
         missing: cgroups.missing.clone(),
         landlock_abi: None,
     });
-    let memory_flag: &[u8] = if cgroups.applied().contains(&Layer::CgroupMemory) {
-        b"m"
-    } else {
-        b"n"
-    };
-    if let Err(e) = sys::write_all(sync_w.as_raw_fd(), memory_flag) {
-        let _ = sys::kill(pid, libc::SIGKILL);
-        abort(Failure::setup("release the sandbox", e))
-    }
-    drop(sync_w);
     // While the sandbox starts: tidy up after helpers that were killed.
     crate::cgroup::sweep_stale();
 
@@ -280,12 +274,13 @@ fn wait_with_timeout(pid: libc::pid_t, timeout: Duration, cgroups: &Cgroups) -> 
 }
 
 /// The sandbox's init: PID 1 of the new PID namespace.
-fn init(spec: &Spec, sync_r: OwnedFd, with_ns: bool) -> ! {
+fn init(spec: &Spec, sync_r: OwnedFd, with_ns: bool, cgroup_memory: bool) -> ! {
     let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
     let mut byte = [0u8; 1];
     if !matches!(sys::read(sync_r.as_raw_fd(), &mut byte), Ok(1)) {
         sys::exit_now(1)
     }
+    drop(sync_r);
     let mut applied = Vec::new();
     let mut missing = Vec::new();
     if with_ns {
@@ -319,13 +314,6 @@ fn init(spec: &Spec, sync_r: OwnedFd, with_ns: bool) -> ! {
         missing,
         landlock_abi: None,
     });
-    // Second release: the supervisor says whether the memory controller is in force, which
-    // decides the address-space rlimit.
-    let cgroup_memory = match sys::read(sync_r.as_raw_fd(), &mut byte) {
-        Ok(1) => byte[0] == b'm',
-        _ => sys::exit_now(1),
-    };
-    drop(sync_r);
     let child = match sys::fork() {
         Ok(0) => target::run(spec, with_ns, cgroup_memory),
         Ok(pid) => pid,
