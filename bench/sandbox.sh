@@ -24,7 +24,7 @@ command -v bwrap >/dev/null 2>&1 || { echo "bench: bubblewrap (bwrap) is require
 
 echo "building airlock (release)..." >&2
 cargo build --release --quiet --bin airlock --bin airlock-sandbox-helper
-cargo build --release --quiet -p airlock-sandbox --example spawn
+cargo build --release --quiet -p airlock-sandbox --example spawn --example run_once
 AIRLOCK=$PWD/target/release/airlock
 TRUE=$(command -v true)
 
@@ -67,12 +67,14 @@ plain=$(median_ms "$TRUE")
 bwrap_ms=$(median_ms bwrap --unshare-all --ro-bind / / "$TRUE")
 bwrap_same_ms=$(median_ms "${bwrap_same[@]}" "$TRUE")
 airlock_ms=$(median_ms "$AIRLOCK" sandbox run -- "$TRUE")
+small_ms=$(median_ms target/release/examples/run_once "$TRUE")
 read -r lib_ms lib_mean < <(target/release/examples/spawn "$RUNS")
 echo "spawn of \`true\` (median of $RUNS runs, ms):"
 printf '  %-58s %8s\n' "plain" "$plain"
 printf '  %-58s %8s\n' "bwrap --unshare-all --ro-bind / / true (the reference)" "$bwrap_ms"
 printf '  %-58s %8s\n' "bwrap, airlock's default world (see bwrap_same)" "$bwrap_same_ms"
 printf '  %-58s %8s\n' "airlock sandbox run -- true (every layer; a CLI process)" "$airlock_ms"
+printf '  %-58s %8s\n' "the same run from a small binary (examples/run_once.rs)" "$small_ms"
 printf '  %-58s %8s\n' "SandboxBuilder::run_captured from a running process" "$lib_ms"
 python3 - "$plain" "$bwrap_ms" "$airlock_ms" "$lib_ms" <<'PY'
 import sys
