@@ -3,7 +3,7 @@
 
 use crate::extract::Extractor;
 use crate::files::{self, Language};
-use crate::fulltext::{Channel, FullText, TermCounts};
+use crate::fulltext::{Channel, EncodedDocs, FullText, TermCounts};
 use crate::query::QueryAnalysis;
 use crate::rank::{RRF_K, reciprocal_rank_fusion};
 use crate::store::{
@@ -461,7 +461,7 @@ impl Engine {
                 record,
             });
         }
-        let snap = Arc::new(build_snapshot(sha, snap_files)?);
+        let snap = Arc::new(build_snapshot(&self.store, sha, snap_files)?);
         self.snapshot = Some(Arc::clone(&snap));
         Ok(snap)
     }
@@ -663,7 +663,10 @@ fn window_weights<'a>(snap: &Snapshot, analysis: &'a QueryAnalysis) -> HashMap<&
         .collect()
 }
 
-fn build_snapshot(commit: String, files: Vec<SnapFile>) -> Result<Snapshot> {
+/// Build a commit's snapshot. The commit's tantivy index is opened from its saved
+/// bundle when one exists for exactly these documents, and saved after a build otherwise (a
+/// failure to save only costs the next process a rebuild).
+fn build_snapshot(store: &Store, commit: String, files: Vec<SnapFile>) -> Result<Snapshot> {
     let path_tf: Vec<Vec<(String, u32)>> = files.iter().map(|f| path_terms(&f.path)).collect();
     let docs = files.iter().zip(&path_tf).map(|(f, p)| {
         let record = &f.record;
@@ -683,7 +686,22 @@ fn build_snapshot(commit: String, files: Vec<SnapFile>) -> Result<Snapshot> {
         }
         (lexical, structural)
     });
-    let fulltext = FullText::build(docs).map_err(|source| Error::FullText { source })?;
+    let encoded = EncodedDocs::new(docs);
+    let saved = store
+        .load_fulltext(&commit, encoded.digest())
+        .and_then(|bundle| FullText::from_bundle(&bundle).ok())
+        .filter(|fulltext| fulltext.len() == encoded.len());
+    let fulltext = match saved {
+        Some(fulltext) => fulltext,
+        None => {
+            let fulltext =
+                FullText::build_encoded(&encoded).map_err(|source| Error::FullText { source })?;
+            if let Ok(bundle) = fulltext.to_bundle() {
+                let _ = store.save_fulltext(&commit, encoded.digest(), &bundle);
+            }
+            fulltext
+        }
+    };
     let mut defs_by_name: HashMap<String, Vec<u32>> = HashMap::new();
     let mut by_stem: HashMap<String, Vec<u32>> = HashMap::new();
     for (id, file) in files.iter().enumerate() {

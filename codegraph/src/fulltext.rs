@@ -10,11 +10,19 @@
 //! Documents are added in path order by one single-threaded writer into one segment, so a
 //! document's id is its position in the snapshot and ties broken by id are ties broken by path.
 //! The statistics are those of exactly one commit's searchable files.
+//!
+//! A built index can be saved as one *bundle* (the segment files tantivy wrote, concatenated
+//! behind a small header) and opened again without rebuilding: the engine keeps one bundle per
+//! commit next to the blob records, named after a digest of the exact documents that went in,
+//! so a bundle is only ever used for the documents it was built from.
 
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
 
 use tantivy::collector::{Collector, SegmentCollector};
-use tantivy::directory::RamDirectory;
+use tantivy::directory::{Directory, RamDirectory};
 use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 use tantivy::tokenizer::{Token, TokenStream, Tokenizer, TokenizerManager};
@@ -115,6 +123,9 @@ impl TokenStream for TermFrequencyStream<'_> {
 
 /// The full-text index of one snapshot.
 pub struct FullText {
+    index: Index,
+    /// The directory the index lives in, read raw (with tantivy's footers) for a bundle.
+    files: RamDirectory,
     searcher: Searcher,
     lexical: Field,
     structural: Field,
@@ -133,6 +144,97 @@ impl std::fmt::Debug for FullText {
 /// memory runs out, so callers treat it as fatal.
 pub type TantivyResult<T> = std::result::Result<T, tantivy::TantivyError>;
 
+/// The documents of an index as tantivy receives them: per document, the encoded lexical and
+/// structural term counts, plus a digest of all of them (and of the bundle format), which names
+/// the saved bundle of exactly these documents.
+#[derive(Debug, Clone, Default)]
+pub struct EncodedDocs {
+    docs: Vec<(String, String)>,
+    digest: String,
+}
+
+impl EncodedDocs {
+    /// Encode one `(lexical, structural)` pair of term counts per document, in document order.
+    pub fn new<'a, I>(docs: I) -> EncodedDocs
+    where
+        I: IntoIterator<Item = (TermCounts<'a>, TermCounts<'a>)>,
+    {
+        let mut hasher = Sha256::new();
+        hasher.update(BUNDLE_MAGIC);
+        let mut encoded = Vec::new();
+        for (lexical, structural) in docs {
+            let (mut lex, mut structure) = (String::new(), String::new());
+            encode(&lexical, &mut lex);
+            encode(&structural, &mut structure);
+            for text in [&lex, &structure] {
+                hasher.update((text.len() as u64).to_le_bytes());
+                hasher.update(text.as_bytes());
+            }
+            encoded.push((lex, structure));
+        }
+        hasher.update((encoded.len() as u64).to_le_bytes());
+        EncodedDocs {
+            docs: encoded,
+            digest: hex::encode(hasher.finalize()),
+        }
+    }
+
+    /// Hex SHA-256 of the documents and the bundle format.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// Number of documents.
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    /// Whether there are no documents.
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+}
+
+/// First bytes of a saved bundle; changes whenever the schema or the bundle layout does.
+const BUNDLE_MAGIC: &[u8] = b"airlock-codegraph-fulltext/1\n";
+
+fn bundle_error(detail: impl Into<String>) -> tantivy::TantivyError {
+    tantivy::TantivyError::InternalError(format!("codegraph full-text bundle: {}", detail.into()))
+}
+
+fn schema() -> (Schema, Field, Field) {
+    let indexing = TextFieldIndexing::default()
+        .set_tokenizer(TF_TOKENIZER)
+        .set_index_option(IndexRecordOption::WithFreqs)
+        .set_fieldnorms(true);
+    let options = TextOptions::default().set_indexing_options(indexing);
+    let mut schema = Schema::builder();
+    let lexical = schema.add_text_field("lexical", options.clone());
+    let structural = schema.add_text_field("structural", options);
+    (schema.build(), lexical, structural)
+}
+
+fn tokenizers() -> TokenizerManager {
+    let tokenizers = TokenizerManager::new();
+    tokenizers.register(TF_TOKENIZER, TermFrequencyTokenizer);
+    tokenizers
+}
+
+/// The first `n` bytes of `rest`, which moves past them.
+fn take<'a>(rest: &mut &'a [u8], n: usize) -> TantivyResult<&'a [u8]> {
+    if rest.len() < n {
+        return Err(bundle_error("truncated"));
+    }
+    let (head, tail) = rest.split_at(n);
+    *rest = tail;
+    Ok(head)
+}
+
+/// The next `N` bytes of `rest` as an array.
+fn take_array<const N: usize>(rest: &mut &[u8]) -> TantivyResult<[u8; N]> {
+    <[u8; N]>::try_from(take(rest, N)?).map_err(|_| bundle_error("truncated"))
+}
+
 impl FullText {
     /// Build the index from one `(lexical, structural)` pair of term counts per document,
     /// in document order.
@@ -140,37 +242,39 @@ impl FullText {
     where
         I: IntoIterator<Item = (TermCounts<'a>, TermCounts<'a>)>,
     {
-        let indexing = TextFieldIndexing::default()
-            .set_tokenizer(TF_TOKENIZER)
-            .set_index_option(IndexRecordOption::WithFreqs)
-            .set_fieldnorms(true);
-        let options = TextOptions::default().set_indexing_options(indexing);
-        let mut schema = Schema::builder();
-        let lexical = schema.add_text_field("lexical", options.clone());
-        let structural = schema.add_text_field("structural", options);
-        let tokenizers = TokenizerManager::new();
-        tokenizers.register(TF_TOKENIZER, TermFrequencyTokenizer);
+        FullText::build_encoded(&EncodedDocs::new(docs))
+    }
+
+    /// Build the index from encoded documents.
+    pub fn build_encoded(docs: &EncodedDocs) -> TantivyResult<FullText> {
+        let (schema, lexical, structural) = schema();
+        let files = RamDirectory::create();
         let mut writer = Index::builder()
-            .schema(schema.build())
-            .tokenizers(tokenizers)
-            .single_segment_index_writer::<TantivyDocument>(
-                RamDirectory::create(),
-                WRITER_MEMORY,
-            )?;
-        let mut num_docs = 0u32;
-        let mut text = String::new();
-        for (lex, structure) in docs {
+            .schema(schema)
+            .tokenizers(tokenizers())
+            .single_segment_index_writer::<TantivyDocument>(files.clone(), WRITER_MEMORY)?;
+        for (lex, structure) in &docs.docs {
             let mut doc = TantivyDocument::new();
-            for (field, terms) in [(lexical, &lex), (structural, &structure)] {
-                encode(terms, &mut text);
+            for (field, text) in [(lexical, lex), (structural, structure)] {
                 if !text.is_empty() {
-                    doc.add_text(field, &text);
+                    doc.add_text(field, text);
                 }
             }
             writer.add_document(doc)?;
-            num_docs += 1;
         }
         let index = writer.finalize()?;
+        FullText::open(index, files)
+    }
+
+    fn open(mut index: Index, files: RamDirectory) -> TantivyResult<FullText> {
+        index.set_tokenizers(tokenizers());
+        let field = |name: &str| {
+            index
+                .schema()
+                .get_field(name)
+                .map_err(|_| bundle_error(format!("no field {name:?} in the schema")))
+        };
+        let (lexical, structural) = (field("lexical")?, field("structural")?);
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -182,12 +286,74 @@ impl FullText {
                 "the codegraph full-text index must have one segment, not {segments}"
             )));
         }
+        let num_docs = u32::try_from(searcher.num_docs())
+            .map_err(|_| bundle_error("more than 2^32 documents"))?;
         Ok(FullText {
+            index,
+            files,
             searcher,
             lexical,
             structural,
             num_docs,
         })
+    }
+
+    /// The index as one byte string: [`BUNDLE_MAGIC`], then per file its name and bytes, each
+    /// behind its length (u32 and u64, little-endian), files sorted by name.
+    pub fn to_bundle(&self) -> TantivyResult<Vec<u8>> {
+        let mut names: Vec<PathBuf> = self
+            .index
+            .directory()
+            .list_managed_files()
+            .into_iter()
+            .collect();
+        for fixed in ["meta.json", ".managed.json"] {
+            let path = PathBuf::from(fixed);
+            if !names.contains(&path) && self.files.exists(&path)? {
+                names.push(path);
+            }
+        }
+        names.sort();
+        let mut out = BUNDLE_MAGIC.to_vec();
+        for name in names {
+            let bytes = self
+                .files
+                .open_read(&name)
+                .map_err(|e| bundle_error(format!("read {}: {e}", name.display())))?
+                .read_bytes()?;
+            let name = name
+                .to_str()
+                .ok_or_else(|| bundle_error("a file name that is not UTF-8"))?;
+            out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+            out.extend_from_slice(bytes.as_slice());
+        }
+        Ok(out)
+    }
+
+    /// Open an index saved by [`FullText::to_bundle`]. A truncated or foreign byte string is an
+    /// error, never a panic.
+    pub fn from_bundle(bundle: &[u8]) -> TantivyResult<FullText> {
+        let mut rest = bundle
+            .strip_prefix(BUNDLE_MAGIC)
+            .ok_or_else(|| bundle_error("not a bundle of this version"))?;
+        if rest.is_empty() {
+            return Err(bundle_error("no files"));
+        }
+        let files = RamDirectory::create();
+        while !rest.is_empty() {
+            let name_len = u32::from_le_bytes(take_array(&mut rest)?);
+            let name = std::str::from_utf8(take(&mut rest, name_len as usize)?)
+                .map_err(|_| bundle_error("a file name that is not UTF-8"))?;
+            if name.is_empty() || name.contains(['/', '\\']) || name == "." || name == ".." {
+                return Err(bundle_error(format!("a file name with a path: {name:?}")));
+            }
+            let len = u64::from_le_bytes(take_array(&mut rest)?);
+            let len = usize::try_from(len).map_err(|_| bundle_error("a file too large"))?;
+            files.atomic_write(Path::new(name), take(&mut rest, len)?)?;
+        }
+        FullText::open(Index::open(files.clone())?, files)
     }
 
     /// Number of documents.

@@ -28,9 +28,12 @@
 //! # Index layout
 //! See [`store`]: per-blob records shared by all commits plus a per-commit manifest, under
 //! `<index-dir>/v1/<repo-key>/`. Moving from commit A to commit B extracts only the blobs B
-//! has that no indexed commit had. The tantivy index of a commit is not stored: it is built in
-//! memory from the records when the commit is first searched in a process (one segment,
-//! documents in path order), so it always holds exactly that commit's statistics.
+//! has that no indexed commit had. The tantivy index of a commit is built in memory from the
+//! records when the commit is first searched (one segment, documents in path order), so it
+//! holds exactly that commit's statistics, and saved beside them as a cache named after a
+//! digest of its documents: a later process opens it instead of rebuilding, and a damaged or
+//! outdated one is rebuilt. Its bytes carry tantivy's random segment id; what it answers does
+//! not depend on them.
 
 mod engine;
 pub mod eval;

@@ -4,7 +4,9 @@
 //! Layout under the index directory:
 //! `v1/<repo-key>/blobs/<aa>/<blob-id>.<language|text>.json` (a [`BlobRecord`]),
 //! `v1/<repo-key>/blobs/<aa>/<blob-id>.skip` (the blob is binary or huge; the file holds why),
-//! `v1/<repo-key>/commits/<sha>.json` (a [`Manifest`]).
+//! `v1/<repo-key>/commits/<sha>.json` (a [`Manifest`]),
+//! `v1/<repo-key>/fulltext/<sha>-<digest>.bin` (the commit's tantivy index, a cache: see
+//! [`crate::fulltext`]; the newest [`MAX_FULLTEXT_BUNDLES`] are kept).
 //! A blob record depends only on the blob's bytes and the language it is parsed as, so moving
 //! to another commit re-extracts only blobs never seen before. Files are written to a temporary
 //! name and renamed, so a reader never sees half a file.
@@ -18,6 +20,9 @@ use std::path::{Path, PathBuf};
 
 /// Version of the on-disk layout; bumped when a record's meaning changes.
 pub const FORMAT_VERSION: u32 = 1;
+
+/// How many saved full-text indexes (one per commit) a repository keeps; older ones are removed.
+pub const MAX_FULLTEXT_BUNDLES: usize = 64;
 
 /// What the index keeps about one blob (as one language).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -189,6 +194,52 @@ impl Store {
         Ok((manifest.format == FORMAT_VERSION).then_some(manifest))
     }
 
+    fn fulltext_dir(&self) -> PathBuf {
+        self.root.join("fulltext")
+    }
+
+    fn fulltext_path(&self, commit: &str, digest: &str) -> PathBuf {
+        let digest = digest.get(..16).unwrap_or(digest);
+        self.fulltext_dir().join(format!("{commit}-{digest}.bin"))
+    }
+
+    /// The saved full-text index of a commit built from documents with this digest, if any.
+    pub fn load_fulltext(&self, commit: &str, digest: &str) -> Option<Vec<u8>> {
+        std::fs::read(self.fulltext_path(commit, digest)).ok()
+    }
+
+    /// Save a commit's full-text index; drop the commit's bundles of other documents, and the
+    /// oldest bundles beyond [`MAX_FULLTEXT_BUNDLES`].
+    pub fn save_fulltext(&self, commit: &str, digest: &str, bundle: &[u8]) -> Result<()> {
+        let path = self.fulltext_path(commit, digest);
+        write_bytes(&path, bundle)?;
+        let Ok(entries) = std::fs::read_dir(self.fulltext_dir()) else {
+            return Ok(());
+        };
+        let mut bundles = Vec::new();
+        for entry in entries.flatten() {
+            let entry_path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !name.ends_with(".bin") || entry_path == path {
+                continue;
+            }
+            if name.starts_with(&format!("{commit}-")) {
+                let _ = std::fs::remove_file(&entry_path);
+                continue;
+            }
+            let modified = entry.metadata().and_then(|m| m.modified()).ok();
+            bundles.push((modified, entry_path));
+        }
+        if bundles.len() >= MAX_FULLTEXT_BUNDLES {
+            bundles.sort();
+            let excess = bundles.len() + 1 - MAX_FULLTEXT_BUNDLES;
+            for (_, old) in bundles.into_iter().take(excess) {
+                let _ = std::fs::remove_file(old);
+            }
+        }
+        Ok(())
+    }
+
     /// Store a commit's manifest (last, once every record it names is stored).
     pub fn save_manifest(&self, manifest: &Manifest) -> Result<()> {
         write_json(&self.manifest_path(&manifest.commit), manifest)
@@ -196,12 +247,17 @@ impl Store {
 }
 
 fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io_err("create directory", dir))?;
     let bytes = serde_json::to_vec(value).map_err(|source| Error::Corrupt {
         path: path.to_path_buf(),
         source,
     })?;
+    write_bytes(path, &bytes)
+}
+
+/// Write a file under a temporary name and rename it into place.
+fn write_bytes(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io_err("create directory", dir))?;
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     std::fs::write(&tmp, bytes).map_err(io_err("write", &tmp))?;
     std::fs::rename(&tmp, path).map_err(io_err("rename into place", path))?;

@@ -142,3 +142,74 @@ fn an_empty_index_finds_nothing() {
             .is_empty()
     );
 }
+
+fn every_search(index: &FullText) -> Vec<Vec<(u32, f64)>> {
+    let queries = [
+        q(&[("cart", 1.0)]),
+        q(&[("parse", 2.0), ("header", 1.0)]),
+        q(&[("total", 0.5), ("cart", 1.5), ("missing", 1.0)]),
+    ];
+    let mut out = Vec::new();
+    for channel in [Channel::Lexical, Channel::Structural] {
+        for query in &queries {
+            out.push(index.search(channel, query).unwrap());
+        }
+    }
+    out
+}
+
+#[test]
+fn a_saved_bundle_opens_to_the_same_index() {
+    let built = FullText::build(docs()).unwrap();
+    let bundle = built.to_bundle().unwrap();
+    let opened = FullText::from_bundle(&bundle).unwrap();
+    assert_eq!(opened.len(), built.len());
+    assert_eq!(every_search(&opened), every_search(&built));
+    for term in ["cart", "parse", "header", "total", "missing"] {
+        for channel in [Channel::Lexical, Channel::Structural] {
+            assert_eq!(
+                opened.idf(channel, term),
+                built.idf(channel, term),
+                "{term}"
+            );
+        }
+    }
+    // The bundle of the reopened index is the same bytes: nothing was lost on the way.
+    assert_eq!(opened.to_bundle().unwrap(), bundle);
+    // An empty index round-trips too.
+    let empty = FullText::build(Vec::new()).unwrap();
+    let reopened = FullText::from_bundle(&empty.to_bundle().unwrap()).unwrap();
+    assert!(reopened.is_empty());
+}
+
+#[test]
+fn a_damaged_bundle_is_an_error_not_a_panic() {
+    let bundle = FullText::build(docs()).unwrap().to_bundle().unwrap();
+    let foreign = b"not a bundle at all".to_vec();
+    let mut wrong_version = bundle.clone();
+    wrong_version[0] ^= 0xff;
+    let mut with_path = bundle.clone();
+    // The first file name (after the magic line and its 4-byte length) gets a '/'.
+    let magic = bundle.iter().position(|&b| b == b'\n').unwrap() + 1;
+    with_path[magic + 4] = b'/';
+    let mut cases = vec![
+        ("foreign", foreign),
+        ("wrong version", wrong_version),
+        ("a file name with a path", with_path),
+        ("magic only", bundle[..magic].to_vec()),
+    ];
+    for cut in [magic + 2, magic + 6, bundle.len() / 2, bundle.len() - 1] {
+        cases.push(("truncated", bundle[..cut].to_vec()));
+    }
+    for (what, bytes) in cases {
+        let err = FullText::from_bundle(&bytes).err();
+        assert!(err.is_some(), "{what}: a damaged bundle was accepted");
+    }
+    let mut flipped = bundle.clone();
+    let middle = bundle.len() / 2;
+    flipped[middle] ^= 0x55;
+    // A flipped byte inside a segment file may or may not be detected by tantivy; it must not
+    // panic either way.
+    let _ = std::panic::catch_unwind(|| FullText::from_bundle(&flipped).map(|f| f.len()))
+        .expect("no panic on a flipped byte");
+}

@@ -96,3 +96,102 @@ fn incremental_index_equals_a_full_index_of_the_same_commit() {
     let hits_b = incremental.search(&b, "toy shop", 10).unwrap();
     assert!(hits_b.iter().all(|h| h.path != "README.md"));
 }
+
+/// The saved full-text indexes (one per commit) under an index directory.
+fn bundles(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<_> = tree_bytes(root)
+        .into_iter()
+        .map(|(path, _)| path)
+        .filter(|p| p.components().any(|c| c.as_os_str() == "fulltext"))
+        .map(|p| root.join(p))
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn a_later_process_opens_the_saved_full_text_index_and_a_damaged_one_is_rebuilt() {
+    let repo = python_project();
+    let head = repo.git(&["rev-parse", "HEAD"]);
+    let dir = index_dir();
+    let queries = [
+        "shipping cost and discount",
+        "apply_discount amount weight",
+        "toy shop inventory",
+    ];
+    let mut first = Engine::open(repo.path(), dir.path()).unwrap();
+    let expected: Vec<_> = queries
+        .iter()
+        .map(|q| first.channel_rankings(&head, q, 100).unwrap())
+        .collect();
+    let saved = bundles(dir.path());
+    assert_eq!(saved.len(), 1, "one bundle for the one commit: {saved:?}");
+    let name = saved[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with(&format!("{head}-")), "{name}");
+    let bytes = std::fs::read(&saved[0]).unwrap();
+
+    // A later engine opens the bundle instead of rebuilding: same rankings, bundle untouched.
+    let mut later = Engine::open(repo.path(), dir.path()).unwrap();
+    for (query, want) in queries.iter().zip(&expected) {
+        assert_eq!(&later.channel_rankings(&head, query, 100).unwrap(), want);
+    }
+    assert_eq!(
+        std::fs::read(&saved[0]).unwrap(),
+        bytes,
+        "reused, not rewritten"
+    );
+
+    // A damaged bundle (here: cut in half) is not trusted: the index is rebuilt, answers the
+    // same, and a sound bundle replaces the damaged one.
+    std::fs::write(&saved[0], &bytes[..bytes.len() / 2]).unwrap();
+    let mut after_damage = Engine::open(repo.path(), dir.path()).unwrap();
+    for (query, want) in queries.iter().zip(&expected) {
+        assert_eq!(
+            &after_damage.channel_rankings(&head, query, 100).unwrap(),
+            want
+        );
+    }
+    let rewritten = std::fs::read(&saved[0]).unwrap();
+    assert!(rewritten.len() > bytes.len() / 2);
+    assert!(airlock_codegraph::fulltext::FullText::from_bundle(&rewritten).is_ok());
+}
+
+#[test]
+fn saved_full_text_indexes_are_bounded_and_replaced_per_commit() {
+    use airlock_codegraph::store::{MAX_FULLTEXT_BUNDLES, Store};
+    let repo = python_project();
+    let dir = index_dir();
+    let store = Store::new(dir.path(), repo.path());
+    let commit = |i: usize| format!("{i:040x}");
+    for i in 0..MAX_FULLTEXT_BUNDLES + 3 {
+        store
+            .save_fulltext(&commit(i), &"ab".repeat(32), b"bundle")
+            .unwrap();
+        // Distinct modification times, oldest first.
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let kept = bundles(dir.path());
+    assert_eq!(kept.len(), MAX_FULLTEXT_BUNDLES);
+    let names: Vec<String> = kept
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for i in 0..3 {
+        assert!(
+            !names.iter().any(|n| n.starts_with(&commit(i))),
+            "the oldest bundles go first: {i}"
+        );
+    }
+    assert!(store.load_fulltext(&commit(3), &"ab".repeat(32)).is_some());
+    // Another document set for the same commit replaces that commit's bundle.
+    let last = commit(MAX_FULLTEXT_BUNDLES + 2);
+    store
+        .save_fulltext(&last, &"cd".repeat(32), b"other")
+        .unwrap();
+    assert!(store.load_fulltext(&last, &"ab".repeat(32)).is_none());
+    assert_eq!(
+        store.load_fulltext(&last, &"cd".repeat(32)).as_deref(),
+        Some(&b"other"[..])
+    );
+    assert_eq!(bundles(dir.path()).len(), MAX_FULLTEXT_BUNDLES);
+}
