@@ -5,6 +5,7 @@
 //! granted, its own `/proc`, a private `/tmp` and a loopback-only network); landlock
 //! (filesystem roots, TCP bind/connect, abstract unix sockets and signals); a seccomp filter;
 //! `no_new_privs`, dropped capabilities and an unprivileged uid even for a root caller;
+//! default signal dispositions and an empty signal mask, as a freshly started program expects;
 //! cgroup and rlimit limits; a wall-clock timeout that kills the whole PID namespace; an output
 //! cap with a drain deadline; and copy-on-write overlays whose writes never reach the lower tree.
 //!

@@ -284,6 +284,46 @@ pub(crate) fn setsid() -> io::Result<()> {
     cvt(unsafe { libc::setsid() }).map(|_| ())
 }
 
+/// Put every signal back to its default disposition and empty the signal mask, the state a
+/// freshly started program expects. Both survive `execve`: without this the command would
+/// inherit the ignored `SIGPIPE` of every Rust program on its way (a `yes | head` that reports
+/// "Broken pipe" instead of ending quietly), the glibc-internal signals that `posix_spawn`
+/// leaves ignored, and whatever the caller blocked.
+pub(crate) fn reset_signals() -> io::Result<()> {
+    // SAFETY: an all-zero set is a valid, empty sigset_t; sigprocmask only reads it.
+    let empty: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: plain syscall with a valid set and no old-set pointer.
+    cvt(unsafe { libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) })?;
+    // The kernel's `struct sigaction` with every field zero is SIG_DFL, no flags, empty mask,
+    // whatever the architecture's field layout; the raw call also reaches the signals that
+    // glibc's wrapper refuses to touch (32 and 33).
+    let default = [0u64; 4];
+    for signal in 1..=64 {
+        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: `default` is at least as large as the kernel's struct sigaction; no old
+        // action is asked for; the set size is the kernel's (64 signals, 8 bytes).
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                signal,
+                default.as_ptr(),
+                std::ptr::null_mut::<libc::c_void>(),
+                8usize,
+            )
+        };
+        if rc != 0 {
+            let err = io::Error::last_os_error();
+            // EINVAL: a signal number this kernel does not have.
+            if err.raw_os_error() != Some(libc::EINVAL) {
+                return Err(err);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Clear every capability set of the calling thread (`capset` with all-zero sets).
 pub(crate) fn capset_clear() -> io::Result<()> {
     #[repr(C)]

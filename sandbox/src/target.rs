@@ -204,6 +204,7 @@ enum Never {}
 fn prepare_and_exec(spec: &Spec, with_ns: bool, cgroup_memory: bool) -> Result<Never, Failure> {
     let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
     sys::setsid().map_err(|e| Failure::setup("setsid", e))?;
+    sys::reset_signals().map_err(|e| Failure::setup("reset signal dispositions and mask", e))?;
     let mut progress = Progress {
         applied: Vec::new(),
         missing: Vec::new(),

@@ -938,6 +938,36 @@ fn cargo_test_of_a_tiny_offline_crate_runs_green_inside() {
 }
 
 #[test]
+fn the_command_starts_with_default_signal_dispositions_and_an_empty_mask() {
+    // Every Rust program on the way (the CLI, the helper) ignores SIGPIPE, and posix_spawn
+    // leaves glibc's internal signals ignored; none of that may reach the command.
+    let r = sandbox(&[], &["cat", "/proc/self/status"]);
+    assert_eq!(r.exit_code(), Some(0), "{}{}", r.stdout, r.stderr);
+    for field in ["SigIgn:", "SigBlk:"] {
+        let line = r
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(field))
+            .unwrap_or_else(|| panic!("no {field} in {}", r.stdout));
+        assert!(
+            line[field.len()..].trim().chars().all(|c| c == '0'),
+            "{line}"
+        );
+    }
+    // So a writer into a closed pipe ends by SIGPIPE (128 + 13), as it does outside.
+    let r = sandbox(
+        &[],
+        &[
+            "bash",
+            "-c",
+            "yes | head -n1 >/dev/null; echo \"${PIPESTATUS[0]}\"",
+        ],
+    );
+    assert_eq!(r.stdout.trim(), "141", "{}", r.stderr);
+    assert!(!r.stderr.contains("Broken pipe"), "{}", r.stderr);
+}
+
+#[test]
 fn a_failing_child_is_a_summary_not_an_error() {
     let r = sh(&[], "echo out; echo err >&2; exit 7");
     assert_eq!(r.code(), Some(7));
