@@ -2,7 +2,8 @@
 //!
 //! This crate owns every layer that stands between an untrusted command and the host:
 //! user, mount, PID, IPC, UTS and network namespaces (the child sees only the roots it was
-//! granted, its own `/proc`, a private `/tmp` and a loopback-only network); landlock
+//! granted, its own `/proc`, a private `/tmp`, a loopback-only network, and, unless `/etc` is
+//! granted, an `/etc/passwd` and `/etc/group` that name its user `airlock`); landlock
 //! (filesystem roots, TCP bind/connect, abstract unix sockets and signals); a seccomp filter;
 //! `no_new_privs`, dropped capabilities and an unprivileged uid even for a root caller;
 //! default signal dispositions and an empty signal mask, as a freshly started program expects;

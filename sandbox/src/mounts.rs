@@ -221,6 +221,49 @@ fn overlay(o: &OverlaySpec, pretend_missing: bool) -> Result<(), Failure> {
     })
 }
 
+/// The files that name the sandbox's user and group, as the child sees them.
+pub(crate) const IDENTITY_FILES: [&str; 2] = ["/etc/passwd", "/etc/group"];
+/// The sandbox's `/etc/passwd`: its user (uid [`crate::target::SANDBOX_ID`], home `/tmp`, the
+/// default `HOME`), plus root and nobody, which owners outside the sandbox's id map show as.
+const PASSWD: &str = "root:x:0:0:root:/root:/usr/sbin/nologin\n\
+airlock:x:1000:1000:airlock sandbox:/tmp:/bin/sh\n\
+nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+/// The sandbox's `/etc/group`.
+const GROUP: &str = "root:x:0:\nairlock:x:1000:\nnogroup:x:65534:\n";
+
+/// Name the sandbox's user and group for the programs that look them up (`id -un`, `whoami`,
+/// Python's `getpass.getuser()`, `~` without `HOME`): a minimal `/etc/passwd` and `/etc/group`
+/// written into the new root's own tmpfs, which becomes read-only with it. Only where no
+/// granted path provides them, and never into a granted directory: `/etc` must be missing or a
+/// directory of the root tmpfs itself.
+fn identity_files(new_root: &Path) -> Result<(), Failure> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let root_dev = fs::metadata(new_root)
+        .map_err(|e| fail("stat the new root", e))?
+        .dev();
+    let etc = new_root.join("etc");
+    match fs::symlink_metadata(&etc) {
+        Ok(meta) if meta.is_dir() && meta.dev() == root_dev => {}
+        Ok(_) => return Ok(()),
+        Err(_) => fs::create_dir(&etc).map_err(|e| fail("mkdir /etc", e))?,
+    }
+    for (name, content) in [("passwd", PASSWD), ("group", GROUP)] {
+        let path = etc.join(name);
+        if fs::symlink_metadata(&path).is_ok() {
+            continue;
+        }
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&path)
+            .and_then(|mut f| f.write_all(content.as_bytes()))
+            .map_err(|e| fail(format!("write /etc/{name}"), e))?;
+    }
+    Ok(())
+}
+
 /// Build the new root from the spec and `pivot_root` into it. Afterwards the process sees only
 /// the granted paths, a fresh `/proc`, a minimal `/dev` and a private `/tmp`.
 pub(crate) fn build_root(spec: &Spec) -> Result<(), Failure> {
@@ -286,6 +329,7 @@ pub(crate) fn build_root(spec: &Spec) -> Result<(), Failure> {
             Entry::Overlay(o) => overlay(o, pretend_overlay)?,
         }
     }
+    identity_files(new_root)?;
     // The root tmpfs itself (mount points only) becomes read-only.
     sys::mount_setattr(new_root, false, sys::MOUNT_ATTR_RDONLY)
         .map_err(|e| fail("make the new root read-only", e))?;
@@ -313,6 +357,12 @@ pub(crate) fn landlock_roots(spec: &Spec, with_ns: bool) -> Vec<(PathBuf, bool)>
     if with_ns {
         roots.push((PathBuf::from("/tmp"), true));
         roots.push((PathBuf::from("/dev/shm"), true));
+        // The user and group names (written by `identity_files`, or granted).
+        for file in IDENTITY_FILES {
+            if Path::new(file).is_file() {
+                roots.push((PathBuf::from(file), false));
+            }
+        }
     }
     roots
 }
