@@ -223,13 +223,26 @@ fn overlay(o: &OverlaySpec, pretend_missing: bool) -> Result<(), Failure> {
 
 /// The files that name the sandbox's user and group, as the child sees them.
 pub(crate) const IDENTITY_FILES: [&str; 2] = ["/etc/passwd", "/etc/group"];
-/// The sandbox's `/etc/passwd`: its user (uid [`crate::target::SANDBOX_ID`], home `/tmp`, the
-/// default `HOME`), plus root and nobody, which owners outside the sandbox's id map show as.
-const PASSWD: &str = "root:x:0:0:root:/root:/usr/sbin/nologin\n\
-airlock:x:1000:1000:airlock sandbox:/tmp:/bin/sh\n\
-nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
-/// The sandbox's `/etc/group`.
-const GROUP: &str = "root:x:0:\nairlock:x:1000:\nnogroup:x:65534:\n";
+/// The sandbox's `/etc/passwd` and `/etc/group`: its user and group `airlock` (id
+/// [`crate::target::SANDBOX_ID`], home `/tmp`, the default `HOME`), plus root and nobody, which
+/// owners outside the sandbox's id map show as.
+fn identity_texts() -> [(&'static str, String); 2] {
+    let id = crate::target::SANDBOX_ID;
+    [
+        (
+            "passwd",
+            format!(
+                "root:x:0:0:root:/root:/usr/sbin/nologin\n\
+                 airlock:x:{id}:{id}:airlock sandbox:/tmp:/bin/sh\n\
+                 nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+            ),
+        ),
+        (
+            "group",
+            format!("root:x:0:\nairlock:x:{id}:\nnogroup:x:65534:\n"),
+        ),
+    ]
+}
 
 /// Name the sandbox's user and group for the programs that look them up (`id -un`, `whoami`,
 /// Python's `getpass.getuser()`, `~` without `HOME`): a minimal `/etc/passwd` and `/etc/group`
@@ -248,7 +261,7 @@ fn identity_files(new_root: &Path) -> Result<(), Failure> {
         Ok(_) => return Ok(()),
         Err(_) => fs::create_dir(&etc).map_err(|e| fail("mkdir /etc", e))?,
     }
-    for (name, content) in [("passwd", PASSWD), ("group", GROUP)] {
+    for (name, content) in identity_texts() {
         let path = etc.join(name);
         if fs::symlink_metadata(&path).is_ok() {
             continue;

@@ -304,7 +304,7 @@ pub(crate) fn reset_signals() -> io::Result<()> {
         }
         // SAFETY: `default` is at least as large as the kernel's struct sigaction; no old
         // action is asked for; the set size is the kernel's (64 signals, 8 bytes).
-        let rc = unsafe {
+        let rc = cvt_long(unsafe {
             libc::syscall(
                 libc::SYS_rt_sigaction,
                 signal,
@@ -312,13 +312,12 @@ pub(crate) fn reset_signals() -> io::Result<()> {
                 std::ptr::null_mut::<libc::c_void>(),
                 8usize,
             )
-        };
-        if rc != 0 {
-            let err = io::Error::last_os_error();
-            // EINVAL: a signal number this kernel does not have.
-            if err.raw_os_error() != Some(libc::EINVAL) {
-                return Err(err);
-            }
+        });
+        // EINVAL: a signal number this kernel does not have.
+        if let Err(err) = rc
+            && err.raw_os_error() != Some(libc::EINVAL)
+        {
+            return Err(err);
         }
     }
     Ok(())
