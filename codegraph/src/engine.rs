@@ -242,9 +242,32 @@ impl Engine {
             .map_err(|source| Error::Resolve {
                 reference: reference.to_string(),
                 repo: self.repo_path.clone(),
-                source,
+                reason: resolve_reason(&self.repo, &source),
             })?;
         Ok(object.id().to_string())
+    }
+
+    /// Extract one blob again and store its record (the stored one was damaged or gone).
+    fn reextract(&self, blob: &str, language: Option<Language>, key: &str) -> Result<BlobRecord> {
+        let oid = git2::Oid::from_str(blob).map_err(git_err("parsing a blob id"))?;
+        let found = self
+            .repo
+            .find_blob(oid)
+            .map_err(git_err("reading a blob"))?;
+        let mut extractor = Extractor::new()?;
+        match extract_blob(&mut extractor, found.content(), language)? {
+            Ok(record) => {
+                self.store.save_record(key, &record)?;
+                Ok(record)
+            }
+            Err(reason) => Err(Error::Git {
+                action: format!(
+                    "re-extracting blob {blob}: it is now {reason:?}, but the commit's \
+                     manifest lists it as searchable; delete the index directory"
+                ),
+                source: git2::Error::from_str("inconsistent index"),
+            }),
+        }
     }
 
     /// Index a commit (see [`Engine::index_with_progress`]).
@@ -267,19 +290,10 @@ impl Engine {
             .find_commit(git2::Oid::from_str(&sha).map_err(git_err("parsing a commit id"))?)
             .and_then(|c| c.tree())
             .map_err(git_err("reading the commit's tree"))?;
-        let mut entries: Vec<(String, git2::Oid)> = Vec::new();
-        tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
-            let is_blob = entry.kind() == Some(git2::ObjectType::Blob);
-            // Symlinks (0o120000) hold a target path, not content.
-            if is_blob
-                && entry.filemode() != 0o120000
-                && let Ok(name) = entry.name()
-            {
-                entries.push((format!("{dir}{name}"), entry.id()));
-            }
-            git2::TreeWalkResult::Ok
-        })
-        .map_err(git_err("walking the commit's tree"))?;
+        // (path, blob, whether the path is valid UTF-8)
+        let mut entries: Vec<(String, git2::Oid, bool)> = Vec::new();
+        walk_tree(&self.repo, &tree, "", true, &mut entries)
+            .map_err(git_err("walking the commit's tree"))?;
         drop(tree);
         entries.sort();
 
@@ -287,7 +301,7 @@ impl Engine {
         let mut work: Vec<WorkItem> = Vec::new();
         let mut queued: std::collections::HashSet<String> = std::collections::HashSet::new();
         let mut reused = 0usize;
-        for (path, oid) in &entries {
+        for (path, oid, utf8) in &entries {
             let blob = oid.to_string();
             let language = Language::from_path(path);
             let mut entry = ManifestEntry {
@@ -296,7 +310,11 @@ impl Engine {
                 language,
                 skipped: None,
             };
-            if files::has_binary_extension(path) {
+            if !utf8 {
+                // Listed, so the count of skipped files tells; not searchable, as no read could
+                // name it.
+                entry.skipped = Some(SkipReason::NonUtf8Path);
+            } else if files::has_binary_extension(path) {
                 entry.skipped = Some(SkipReason::Binary);
             } else {
                 let key = blob_key(&blob, language);
@@ -446,7 +464,20 @@ impl Engine {
             let record = match self.records.get(&key) {
                 Some(r) => Arc::clone(r),
                 None => {
-                    let r = Arc::new(self.store.load_record(&key)?);
+                    let r = match self.store.load_record(&key) {
+                        Ok(r) => r,
+                        // A damaged or vanished record is rebuilt from its blob.
+                        Err(Error::Corrupt { .. }) => {
+                            self.reextract(&entry.blob, entry.language, &key)?
+                        }
+                        Err(Error::Io { source, .. })
+                            if source.kind() == std::io::ErrorKind::NotFound =>
+                        {
+                            self.reextract(&entry.blob, entry.language, &key)?
+                        }
+                        Err(e) => return Err(e),
+                    };
+                    let r = Arc::new(r);
                     self.records.insert(key, Arc::clone(&r));
                     r
                 }
@@ -839,6 +870,56 @@ pub(crate) fn symbol_scores(snap: &Snapshot, analysis: &QueryAnalysis) -> Vec<(u
     let mut ranked: Vec<(u32, f64)> = scores.into_iter().collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     ranked
+}
+
+/// Why a revision did not resolve, in words that say what to give instead.
+fn resolve_reason(repo: &git2::Repository, err: &git2::Error) -> String {
+    let hint = if repo.is_empty().unwrap_or(false) {
+        "the repository has no commits yet"
+    } else {
+        match (err.code(), err.class()) {
+            (git2::ErrorCode::Ambiguous, _) => "the short id is ambiguous; give more hex digits",
+            (git2::ErrorCode::NotFound, _) => {
+                "no branch, tag or commit has that name (see `git log --oneline`)"
+            }
+            (_, git2::ErrorClass::Object | git2::ErrorClass::Invalid) => {
+                "it does not name a commit (a tree or blob id, or a malformed revision)"
+            }
+            _ => "",
+        }
+    };
+    if hint.is_empty() {
+        err.message().to_string()
+    } else {
+        format!("{hint} (git: {})", err.message())
+    }
+}
+
+/// Every blob of `tree` (not symlinks, not submodules) as (path, blob, path is UTF-8). Names
+/// that are not UTF-8 are kept under a lossy name (git2's own walk stops at them).
+fn walk_tree(
+    repo: &git2::Repository,
+    tree: &git2::Tree<'_>,
+    prefix: &str,
+    prefix_utf8: bool,
+    out: &mut Vec<(String, git2::Oid, bool)>,
+) -> std::result::Result<(), git2::Error> {
+    for entry in tree.iter() {
+        let name = String::from_utf8_lossy(entry.name_bytes());
+        let utf8 = prefix_utf8 && matches!(name, std::borrow::Cow::Borrowed(_));
+        match entry.kind() {
+            // Symlinks (0o120000) hold a target path, not content.
+            Some(git2::ObjectType::Blob) if entry.filemode() != 0o120000 => {
+                out.push((format!("{prefix}{name}"), entry.id(), utf8));
+            }
+            Some(git2::ObjectType::Tree) => {
+                let sub = repo.find_tree(entry.id())?;
+                walk_tree(repo, &sub, &format!("{prefix}{name}/"), utf8, out)?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Rank a query on a snapshot through every channel and fuse.

@@ -161,3 +161,32 @@ pub fn is_docs_path(path: &str) -> bool {
         Some("md" | "rst" | "txt" | "adoc" | "html" | "css" | "svg")
     )
 }
+
+/// A path for a line of text output: control characters (a newline in a file name could fake
+/// a hit) and backslashes are escaped, as `"\n"` and `"\\"`.
+pub fn printable_path(path: &str) -> std::borrow::Cow<'_, str> {
+    if !path.chars().any(|c| c.is_control() || c == '\\') {
+        return std::borrow::Cow::Borrowed(path);
+    }
+    let mut escaped = String::with_capacity(path.len() + 8);
+    for c in path.chars() {
+        if c.is_control() || c == '\\' {
+            escaped.extend(c.escape_default());
+        } else {
+            escaped.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(escaped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable_path;
+
+    #[test]
+    fn control_characters_in_paths_are_escaped_and_other_text_kept() {
+        assert_eq!(printable_path("src/café.py"), "src/café.py");
+        assert_eq!(printable_path("weird/new\nline.py"), "weird/new\\nline.py");
+        assert_eq!(printable_path("a\\b\t.py"), "a\\\\b\\t.py");
+    }
+}

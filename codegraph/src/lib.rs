@@ -68,14 +68,14 @@ pub enum Error {
         source: git2::Error,
     },
     /// A revision does not name a commit.
-    #[error("cannot resolve {reference:?} to a commit in {repo}: {source}")]
+    #[error("cannot resolve {reference:?} to a commit in {repo}: {reason}")]
     Resolve {
         /// The revision given.
         reference: String,
         /// The repository's git directory.
         repo: PathBuf,
-        /// git's reason.
-        source: git2::Error,
+        /// Why, and how to name a commit instead (git's own words included).
+        reason: String,
     },
     /// A git operation failed.
     #[error("git failed while {action}: {source}")]
@@ -86,7 +86,7 @@ pub enum Error {
         source: git2::Error,
     },
     /// A file-system operation failed.
-    #[error("cannot {action} {path}: {source}")]
+    #[error("cannot {action} {path}: {source}{}", io_hint(source))]
     Io {
         /// What was being done.
         action: &'static str,
@@ -96,7 +96,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// An index file could not be decoded (or encoded).
-    #[error("index file {path} is corrupt ({source}); delete it and index again")]
+    #[error("index file {path} is corrupt ({source}); delete it and run the command again")]
     Corrupt {
         /// The file.
         path: PathBuf,
@@ -167,4 +167,14 @@ pub fn default_index_dir() -> PathBuf {
         return home.join(".cache").join("airlock").join("codegraph");
     }
     std::env::temp_dir().join("airlock").join("codegraph")
+}
+
+/// How to get past a file-system error of the index directory.
+fn io_hint(err: &std::io::Error) -> &'static str {
+    match err.kind() {
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => {
+            " (choose a writable index directory with --index-dir or AIRLOCK_HOME)"
+        }
+        _ => "",
+    }
 }

@@ -191,7 +191,7 @@ fn outline(snap: &Snapshot, chosen: &[RankedDef]) -> String {
                 }
             }
         }
-        out.push_str(&file.path);
+        out.push_str(&crate::files::printable_path(&file.path));
         out.push_str(":\n");
         for i in shown {
             let def = &symbols.defs[i];

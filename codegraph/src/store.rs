@@ -49,6 +49,9 @@ pub enum SkipReason {
     Huge,
     /// Not in the object database (a partial clone); never stored as a skip marker.
     Missing,
+    /// The path is not valid UTF-8 (listed under a lossy name; never stored as a skip marker).
+    #[serde(rename = "non_utf8_path")]
+    NonUtf8Path,
 }
 
 /// One tracked file of a commit.
@@ -241,8 +244,19 @@ impl Store {
     }
 
     /// Store a commit's manifest (last, once every record it names is stored).
+    ///
+    /// An identical manifest already on disk is left as it is, so a search of an indexed commit
+    /// only reads the index directory (which may then be read-only).
     pub fn save_manifest(&self, manifest: &Manifest) -> Result<()> {
-        write_json(&self.manifest_path(&manifest.commit), manifest)
+        let path = self.manifest_path(&manifest.commit);
+        let bytes = serde_json::to_vec(manifest).map_err(|source| Error::Corrupt {
+            path: path.clone(),
+            source,
+        })?;
+        if std::fs::read(&path).is_ok_and(|old| old == bytes) {
+            return Ok(());
+        }
+        write_bytes(&path, &bytes)
     }
 }
 
@@ -258,7 +272,11 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
 fn write_bytes(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(io_err("create directory", dir))?;
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    // Unique per process and per write: indexing threads may write the same file at once (two
+    // paths of one blob), and each must rename its own complete copy.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
     std::fs::write(&tmp, bytes).map_err(io_err("write", &tmp))?;
     std::fs::rename(&tmp, path).map_err(io_err("rename into place", path))?;
     Ok(())

@@ -227,17 +227,29 @@ impl SandboxBuilder {
                 "timeout, memory and max_procs must be greater than zero".into(),
             ));
         }
-        let ro = self
-            .ro
-            .iter()
-            .map(|p| grant_path(p))
-            .collect::<Result<Vec<_>>>()?;
-        let rw = self
-            .rw
-            .iter()
-            .map(|p| grant_path(p))
-            .collect::<Result<Vec<_>>>()?;
-        let mut overlays = Vec::new();
+        let mut ro = Vec::new();
+        for p in &self.ro {
+            grant(p, &mut ro)?;
+        }
+        let mut rw = Vec::new();
+        for p in &self.rw {
+            if absolute_inside(p)? == Path::new("/") {
+                return Err(Error::Path {
+                    path: p.clone(),
+                    reason: "the whole filesystem cannot be granted read-write; grant the \
+                             directories the command writes to"
+                        .into(),
+                });
+            }
+            grant(p, &mut rw)?;
+        }
+        if let Some(both) = ro.iter().find(|p| rw.contains(p)) {
+            return Err(Error::Path {
+                path: both.clone(),
+                reason: "granted both read-only and read-write; grant it once".into(),
+            });
+        }
+        let mut overlays: Vec<(PathBuf, PathBuf, Option<PathBuf>)> = Vec::new();
         for (lower, mountpoint, keep) in &self.overlays {
             let lower = existing_dir(lower)?;
             let mountpoint = absolute_inside(mountpoint)?;
@@ -245,7 +257,41 @@ impl SandboxBuilder {
             for p in [&lower, &mountpoint] {
                 check_overlay_chars(p)?;
             }
+            let refuse = |reason: &str| Error::Path {
+                path: mountpoint.clone(),
+                reason: format!("cannot be an overlay mountpoint: {reason}"),
+            };
+            if mountpoint == Path::new("/") {
+                return Err(refuse(
+                    "the sandbox's root is its own; mount the overlay on a directory",
+                ));
+            }
+            if ["/proc", "/dev"].iter().any(|f| mountpoint.starts_with(f)) {
+                return Err(refuse("/proc and /dev are provided by the sandbox"));
+            }
+            if overlays.iter().any(|o| o.1 == mountpoint) {
+                return Err(refuse("another --overlay already mounts there"));
+            }
+            if ro.contains(&mountpoint) || rw.contains(&mountpoint) {
+                return Err(refuse("the same path is also granted with --ro or --rw"));
+            }
             overlays.push((lower, mountpoint, keep));
+        }
+        let cwd_given = self.cwd.as_deref().map(absolute_inside).transpose()?;
+        for path in ro
+            .iter()
+            .chain(&rw)
+            .chain(overlays.iter().flat_map(|o| [&o.0, &o.1]))
+            .chain(&cwd_given)
+        {
+            if path.to_str().is_none() {
+                return Err(Error::Path {
+                    path: path.clone(),
+                    reason: "is not valid UTF-8; the sandbox can only grant paths whose names \
+                             are UTF-8 (rename it or grant a directory above it)"
+                        .into(),
+                });
+            }
         }
         let mut env: Vec<(String, String)> = Vec::new();
         for name in &self.pass_env {
@@ -269,10 +315,11 @@ impl SandboxBuilder {
             }
             dedup.insert(k, v);
         }
-        let cwd = match &self.cwd {
-            Some(c) => absolute_inside(c)?,
+        let cwd = match cwd_given {
+            Some(c) => c,
             None => rw
-                .first()
+                .iter()
+                .find(|p| p.is_dir())
                 .cloned()
                 .or_else(|| overlays.first().map(|o| o.1.clone()))
                 .unwrap_or_else(|| PathBuf::from("/")),
@@ -315,6 +362,32 @@ impl SandboxBuilder {
     pub fn run_captured<S: AsRef<str>>(self, argv: &[S]) -> Result<Captured> {
         self.build()?.run_captured(argv)
     }
+}
+
+/// Resolve one granted path into `grants`. A symlink is granted as itself (mirrored) and its
+/// target is granted too, with the same access, unless a grant already covers the target (as
+/// `/usr` covers `/bin -> usr/bin`).
+fn grant(path: &Path, grants: &mut Vec<PathBuf>) -> Result<()> {
+    let resolved = grant_path(path)?;
+    let is_link = resolved
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink());
+    if !grants.contains(&resolved) {
+        grants.push(resolved.clone());
+    }
+    if is_link && let Ok(target) = resolved.canonicalize() {
+        let covered = grants
+            .iter()
+            .any(|g| g != &resolved && target.starts_with(g));
+        if !covered {
+            // Checked like any grant (never /proc or /dev).
+            let target = grant_path(&target)?;
+            if !grants.contains(&target) {
+                grants.push(target);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn grant_path(path: &Path) -> Result<PathBuf> {
@@ -360,6 +433,12 @@ fn existing_dir(path: &Path) -> Result<PathBuf> {
 }
 
 fn absolute_inside(path: &Path) -> Result<PathBuf> {
+    if path.as_os_str().is_empty() {
+        return Err(Error::Path {
+            path: path.to_path_buf(),
+            reason: "is empty; give a path".into(),
+        });
+    }
     if !path.is_absolute() {
         return match std::env::current_dir() {
             Ok(cwd) => absolute_inside(&cwd.join(path)),
@@ -723,6 +802,7 @@ fn summarize(
     let mut applied: Vec<Layer> = Vec::new();
     let mut missing: Vec<Layer> = Vec::new();
     let mut exited: Option<(Option<i32>, Option<i32>)> = None;
+    let mut target_rss: Option<u64> = None;
     let mut supervisor: Option<(bool, Option<u64>)> = None;
     let mut landlock_abi = 0;
     for line in c.report.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
@@ -755,7 +835,14 @@ fn summarize(
                     landlock_abi = abi;
                 }
             }
-            Report::Exited { code, signal } => exited = Some((code, signal)),
+            Report::Exited {
+                code,
+                signal,
+                max_rss_bytes,
+            } => {
+                exited = Some((code, signal));
+                target_rss = max_rss_bytes;
+            }
             Report::Supervisor {
                 timed_out,
                 peak_memory_bytes,
@@ -790,8 +877,13 @@ fn summarize(
     let cgroup_peak = supervisor.and_then(|s| s.1);
     let (peak_memory_bytes, peak_memory_source) = match cgroup_peak {
         Some(p) => (Some(p), Some("cgroup".to_string())),
-        None if c.max_rss_bytes > 0 => (Some(c.max_rss_bytes), Some("max_rss".to_string())),
-        None => (None, None),
+        // The command's own processes, as init measured them; else the whole tree's largest
+        // process (which may be the set-up helper itself).
+        None => match target_rss.filter(|b| *b > 0) {
+            Some(b) => (Some(b), Some("max_rss".to_string())),
+            None if c.max_rss_bytes > 0 => (Some(c.max_rss_bytes), Some("max_rss".to_string())),
+            None => (None, None),
+        },
     };
     Ok(RunSummary {
         exit_code,
@@ -883,6 +975,7 @@ mod tests {
             Report::Exited {
                 code: Some(127),
                 signal: None,
+                max_rss_bytes: None,
             },
         ]);
         let err = summarize(&spec(), c, Duration::ZERO, false).unwrap_err();
@@ -916,6 +1009,7 @@ mod tests {
             Report::Exited {
                 code: Some(0),
                 signal: None,
+                max_rss_bytes: None,
             },
         ]);
         let s = summarize(&spec(), c, Duration::ZERO, false).unwrap();
@@ -935,6 +1029,7 @@ mod tests {
             Report::Exited {
                 code: Some(0),
                 signal: None,
+                max_rss_bytes: None,
             },
         ];
         assert!(summarize(&spec(), collected(&lines), Duration::ZERO, false).is_err());

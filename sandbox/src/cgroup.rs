@@ -81,7 +81,8 @@ impl Cgroups {
             (
                 Layer::CgroupPids,
                 "pids",
-                vec![("pids.max", limits.max_procs.to_string())],
+                // The sandbox's init is in the cgroup too; the limit is the command's.
+                vec![("pids.max", (u64::from(limits.max_procs) + 1).to_string())],
             ),
             (
                 Layer::CgroupMemory,

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 pub enum Error {
     /// A layer could not be applied on this host and degraded runs were not allowed.
     #[error(
-        "sandbox refused: {feature} is not available ({detail}); pass --allow-degraded to run without it"
+        "sandbox refused: {feature} is not available ({detail}); {}",
+        refusal_advice(*.feature)
     )]
     Refused {
         /// The missing layer.
@@ -62,6 +63,17 @@ pub enum Error {
     /// The helper's report was missing or malformed.
     #[error("sandbox helper protocol: {0}")]
     Protocol(String),
+}
+
+/// How to get past a refusal for a missing layer.
+fn refusal_advice(feature: Layer) -> &'static str {
+    match feature {
+        Layer::Overlay => {
+            "an overlay is never degraded: run without --overlay, or on a host whose kernel \
+             mounts overlayfs in user namespaces"
+        }
+        _ => "pass --allow-degraded to run without it",
+    }
 }
 
 /// Result type of this crate.

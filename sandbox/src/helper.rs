@@ -14,6 +14,7 @@ use crate::spec::{Layer, REPORT_FD, Report, Spec};
 use crate::{mounts, sys, target};
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// First argument that makes the binary act as the run helper.
@@ -247,8 +248,7 @@ fn wait_with_timeout(pid: libc::pid_t, timeout: Duration, cgroups: &Cgroups) -> 
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
-            let _ = sys::kill(pid, libc::SIGKILL);
-            cgroups.kill_all();
+            stop(pid, pidfd.as_ref(), cgroups);
             return true;
         }
         let slice = remaining.as_millis().min(i32::MAX as u128) as i32;
@@ -272,6 +272,24 @@ fn wait_with_timeout(pid: libc::pid_t, timeout: Duration, cgroups: &Cgroups) -> 
         }
     }
 }
+
+/// Stop the sandbox: ask init (SIGTERM) to kill and reap every process, so that their CPU time
+/// is accounted; if it is not gone within [`STOP_GRACE`], kill it and everything in the
+/// cgroups outright.
+fn stop(pid: libc::pid_t, pidfd: Option<&OwnedFd>, cgroups: &Cgroups) {
+    let _ = sys::kill(pid, libc::SIGTERM);
+    if let Some(fd) = pidfd
+        && let Ok(revents) = sys::poll_readable(&[fd.as_raw_fd()], STOP_GRACE.as_millis() as i32)
+        && revents[0] != 0
+    {
+        return;
+    }
+    let _ = sys::kill(pid, libc::SIGKILL);
+    cgroups.kill_all();
+}
+
+/// How long init gets to kill and reap the sandbox's processes on a timeout.
+const STOP_GRACE: Duration = Duration::from_millis(500);
 
 /// The sandbox's init: PID 1 of the new PID namespace.
 fn init(spec: &Spec, sync_r: OwnedFd, with_ns: bool, cgroup_memory: bool) -> ! {
@@ -319,16 +337,66 @@ fn init(spec: &Spec, sync_r: OwnedFd, with_ns: bool, cgroup_memory: bool) -> ! {
         Ok(pid) => pid,
         Err(e) => abort(Failure::setup("fork the target", e)),
     };
+    // The supervisor asks for a stop (on timeout) with SIGTERM; as PID 1, init only receives
+    // the signals it handles.
+    install_stop_handler();
     loop {
-        match sys::waitpid(-1, 0) {
-            Ok((pid, status)) if pid == child => {
-                let (code, signal) = sys::decode_status(status);
-                report(&Report::Exited { code, signal });
-                // Leaving now kills every process still in the PID namespace.
-                sys::exit_now(0)
-            }
-            Ok(_) => continue,
-            Err(_) => sys::exit_now(1),
+        if STOP.load(Ordering::SeqCst) {
+            kill_and_reap_all();
+            sys::exit_now(0)
+        }
+        let mut status = 0;
+        // SAFETY: rusage is plain old data; zeroed is a valid value.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: both out pointers are valid.
+        let pid = unsafe { libc::wait4(-1, &mut status, 0, &mut usage) };
+        if pid == child {
+            let (code, signal) = sys::decode_status(status);
+            report(&Report::Exited {
+                code,
+                signal,
+                max_rss_bytes: Some(usage.ru_maxrss.max(0) as u64 * 1024),
+            });
+            kill_and_reap_all();
+            sys::exit_now(0)
+        }
+        if pid < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            sys::exit_now(1)
+        }
+    }
+}
+
+/// Set by init's SIGTERM handler: the supervisor wants the sandbox gone.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// SIGTERM sets [`STOP`] and interrupts init's `wait4` (no `SA_RESTART`).
+fn install_stop_handler() {
+    // SAFETY: a zeroed sigaction is valid; the handler only stores to an atomic.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
+    }
+}
+
+/// Kill every other process of the PID namespace and reap them all. Reaped here, their CPU
+/// time counts in init's and so in the run's; left to the kernel's teardown of the namespace,
+/// they would be reaped unaccounted. A process being killed cannot fork, so `kill(-1)` leaves
+/// none behind; it is repeated after each reap all the same.
+fn kill_and_reap_all() {
+    loop {
+        // SAFETY: plain syscalls; in a PID namespace, -1 is every process but init itself.
+        unsafe { libc::kill(-1, libc::SIGKILL) };
+        let mut status = 0;
+        // SAFETY: `status` is a valid out pointer.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
+        if pid < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
         }
     }
 }

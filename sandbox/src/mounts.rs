@@ -104,7 +104,17 @@ fn grant(host_root: &str, path: &Path, ro: bool) -> Entry {
 }
 
 fn fail(stage: impl Into<String>, err: std::io::Error) -> Failure {
-    Failure::setup(stage, err)
+    // Stages name paths as init sees them while it builds the root; the caller knows them
+    // without the new root's prefix.
+    let stage: String = stage.into();
+    let stage = stage.replace(&format!("{NEW_ROOT}/"), "/");
+    let hint = if err.raw_os_error() == Some(libc::EROFS) {
+        " (the path lies inside a read-only grant; grant a writable directory or pick a \
+         mountpoint outside the --ro paths)"
+    } else {
+        ""
+    };
+    Failure::setup(format!("{stage}{hint}"), err)
 }
 
 /// Create a mount point for `src` at `dst`: a directory for a directory, an empty file otherwise.

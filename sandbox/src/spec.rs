@@ -197,6 +197,9 @@ pub(crate) enum Report {
     Exited {
         code: Option<i32>,
         signal: Option<i32>,
+        /// Peak resident set of the command's processes (the largest one), from `wait4`.
+        #[serde(default)]
+        max_rss_bytes: Option<u64>,
     },
     /// Written by the supervising helper once the sandbox is gone.
     Supervisor {

@@ -269,7 +269,17 @@ pub(crate) fn clear_groups() -> io::Result<()> {
 }
 
 /// `setrlimit(2)` with soft = hard = `value`.
+/// `setrlimit(2)` of both the soft and the hard limit to `value`, or to the hard limit already
+/// in force when that is lower (a process without `CAP_SYS_RESOURCE` cannot raise it, and the
+/// stricter limit then holds anyway).
 pub(crate) fn setrlimit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
+    let mut current = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `current` is a valid, writable rlimit struct.
+    cvt(unsafe { libc::getrlimit(resource, &mut current) })?;
+    let value = value.min(current.rlim_max);
     let lim = libc::rlimit {
         rlim_cur: value,
         rlim_max: value,

@@ -187,6 +187,24 @@ fn cstrings(items: impl Iterator<Item = String>) -> Result<Vec<CString>, Failure
         .collect()
 }
 
+/// What an `execve` failure means, in words that say how to fix the call.
+fn exec_failure(path: &Path, err: &std::io::Error) -> String {
+    let meta = fs::metadata(path);
+    let hint = match (err.raw_os_error(), &meta) {
+        (Some(libc::ENOENT), Ok(_)) => {
+            " (the file exists: its #! interpreter or its dynamic loader is not in the \
+             sandbox; grant it with --ro)"
+        }
+        (Some(libc::ENOENT), Err(_)) => {
+            " (not found inside the sandbox; is its directory granted with --ro?)"
+        }
+        (Some(libc::EACCES), Ok(m)) if m.is_dir() => " (it is a directory)",
+        (Some(libc::EACCES), Ok(_)) => " (not executable, or on a noexec mount)",
+        _ => "",
+    };
+    format!("{}: {err}{hint}", path.display())
+}
+
 /// Set up the target process and exec the command. Never returns: on failure it reports and
 /// exits with 127.
 pub(crate) fn run(spec: &Spec, with_ns: bool, cgroup_memory: bool) -> ! {
@@ -302,6 +320,6 @@ fn prepare_and_exec(spec: &Spec, with_ns: bool, cgroup_memory: bool) -> Result<N
     Err(Failure {
         feature: None,
         stage: "exec".into(),
-        detail: format!("{}: {err}", program.display()),
+        detail: exec_failure(&program, &err),
     })
 }

@@ -108,8 +108,59 @@ pub fn run() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("airlock: error: {err:#}");
+            if err
+                .chain()
+                .filter_map(|e| e.downcast_ref::<std::io::Error>())
+                .any(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            {
+                // The reader went away (`airlock search ... | head`): end quietly, as `outln!`.
+                return ExitCode::from(141);
+            }
+            eprintln!("airlock: error: {}", error_text(&err));
             ExitCode::from(EXIT_ERROR)
         }
+    }
+}
+
+/// An error and its causes on one line, `a: b: c`, leaving out a cause whose text the message
+/// before it already ends with (many error types print their source in their own message).
+pub(crate) fn error_text(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let part = cause.to_string();
+        if part.is_empty() || text.ends_with(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::BrokenPipe, "Broken pipe");
+        #[derive(Debug)]
+        struct Repeats(std::io::Error);
+        impl std::fmt::Display for Repeats {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "writing output: {}", self.0)
+            }
+        }
+        impl std::error::Error for Repeats {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let err = anyhow::Error::new(Repeats(io));
+        assert_eq!(error_text(&err), "writing output: Broken pipe");
+        let err = anyhow::anyhow!("no such file").context("opening x");
+        assert_eq!(error_text(&err), "opening x: no such file");
     }
 }

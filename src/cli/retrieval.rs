@@ -1,7 +1,7 @@
 //! `airlock index|search|map|eval`: the retrieval engine (`airlock-codegraph`) from the shell.
 //! Parsing and printing only; all logic is in the library.
 
-use airlock_codegraph::{Engine, IndexProgress, default_index_dir, eval};
+use airlock_codegraph::{Engine, IndexProgress, QueryAnalysis, default_index_dir, eval};
 use clap::{Args, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
@@ -43,9 +43,9 @@ pub struct SearchArgs {
     repo: PathBuf,
     /// The query (an issue's text works).
     query: String,
-    /// Number of hits.
-    #[arg(short, long, default_value_t = 10)]
-    k: usize,
+    /// Number of hits (at most the files some channel ranks: each channel's top 100).
+    #[arg(short, long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    k: u64,
     /// Print hits as JSON.
     #[arg(long)]
     json: bool,
@@ -65,8 +65,8 @@ pub struct MapArgs {
     #[arg(long, default_value = "")]
     query: String,
     /// Token budget (estimated as characters / 4).
-    #[arg(long, default_value_t = 1024)]
-    tokens: usize,
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    tokens: u64,
     /// Commit (any revision) to map.
     #[arg(long, default_value = "HEAD")]
     commit: String,
@@ -143,9 +143,18 @@ fn rank_text(rank: Option<u32>) -> String {
 /// `airlock search`.
 pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
     let mut engine = Engine::open(&args.repo, &args.index_dir.resolve())?;
+    let analysis = QueryAnalysis::new(&args.query);
+    if analysis.terms.is_empty() && analysis.paths.is_empty() && analysis.identifiers.is_empty() {
+        anyhow::bail!(
+            "the query {:?} has no searchable terms (only punctuation or very common words); \
+             describe the problem in words, or name a file or an identifier",
+            args.query
+        );
+    }
     let mut progress = progress_printer("index");
     engine.index_with_progress(&args.commit, &mut progress)?;
-    let hits = engine.search(&args.commit, &args.query, args.k)?;
+    let k = usize::try_from(args.k).unwrap_or(usize::MAX);
+    let hits = engine.search(&args.commit, &args.query, k)?;
     let mut out = std::io::stdout().lock();
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&hits)?)?;
@@ -162,7 +171,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
                 out,
                 "{:>3}. {}:{}-{}  score {:.5}  (lexical {}, structural {}, symbol {}){}",
                 i + 1,
-                hit.path,
+                airlock_codegraph::files::printable_path(&hit.path),
                 hit.line_start,
                 hit.line_end,
                 hit.score,
@@ -181,7 +190,14 @@ pub fn map(args: MapArgs) -> anyhow::Result<ExitCode> {
     let mut engine = Engine::open(&args.repo, &args.index_dir.resolve())?;
     let mut progress = progress_printer("index");
     engine.index_with_progress(&args.commit, &mut progress)?;
-    let map = engine.repo_map(&args.commit, &args.query, args.tokens)?;
+    let tokens = usize::try_from(args.tokens).unwrap_or(usize::MAX);
+    let map = engine.repo_map(&args.commit, &args.query, tokens)?;
+    if map.is_empty() {
+        eprintln!(
+            "airlock: note: nothing fits in {tokens} tokens (or the commit has no definitions); \
+             give a larger --tokens"
+        );
+    }
     out!("{map}");
     Ok(ExitCode::SUCCESS)
 }

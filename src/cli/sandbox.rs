@@ -2,8 +2,9 @@
 //!
 //! Exit codes of `airlock sandbox run`: the child's own exit code; 128 + N when a signal N
 //! killed it; 124 when the timeout fired; 125 when the sandbox refused to run (a missing
-//! kernel feature) or could not be set up. `airlock doctor` exits 0 when every layer is
-//! available, 1 otherwise.
+//! kernel feature) or could not be set up; 127 when the command was not found inside the
+//! sandbox and 126 when it was found but could not be executed (as a shell does).
+//! `airlock doctor` exits 0 when runs would go ahead, 1 when they would be refused.
 
 use airlock_sandbox::{Error, Layer, SandboxBuilder};
 use clap::{Args, Subcommand};
@@ -29,6 +30,11 @@ pub struct DoctorArgs {
 #[derive(Debug, Subcommand)]
 pub enum SandboxCommand {
     /// Run a command inside the sandbox, streaming its output.
+    ///
+    /// Exit codes: the command's own; 128+N when signal N killed it; 124 when the timeout
+    /// fired; 127 when the command is not found inside the sandbox, 126 when it cannot be
+    /// executed; 125 when the sandbox refused (a missing kernel feature) or could not be set
+    /// up; 2 for a usage error.
     Run(RunArgs),
 }
 
@@ -47,14 +53,16 @@ pub struct RunArgs {
     /// Keep the overlay writes in DIR/upper instead of discarding them (single overlay only).
     #[arg(long = "overlay-keep", value_name = "DIR")]
     overlay_keep: Option<PathBuf>,
-    /// Wall-clock limit in seconds; the whole sandbox is killed when it passes.
-    #[arg(long, value_name = "SECS", default_value_t = 300.0)]
-    timeout: f64,
+    /// Wall-clock limit in seconds (0.001 to 31536000); the whole sandbox is killed when it passes.
+    #[arg(long, value_name = "SECS", default_value = "300", value_parser = parse_timeout)]
+    timeout: Duration,
     /// Memory limit in MB.
-    #[arg(long, value_name = "MB", default_value_t = 2048)]
+    #[arg(long, value_name = "MB", default_value_t = 2048,
+          value_parser = clap::value_parser!(u64).range(1..))]
     memory: u64,
-    /// Process (task) limit.
-    #[arg(long = "max-procs", value_name = "N", default_value_t = 512)]
+    /// Process (task) limit: how many processes the command may have at once, itself included.
+    #[arg(long = "max-procs", value_name = "N", default_value_t = 512,
+          value_parser = clap::value_parser!(u32).range(1..))]
     max_procs: u32,
     /// Bytes of output passed on; the rest is dropped and counted.
     #[arg(long = "max-output", value_name = "BYTES", default_value_t = 16 * 1024 * 1024)]
@@ -63,6 +71,7 @@ pub struct RunArgs {
     #[arg(long = "max-file-size", value_name = "MB", default_value_t = 1024)]
     max_file_size: u64,
     /// Pass the caller's variable NAME, or set NAME=VALUE (repeatable). Nothing else passes.
+    /// The command's standard input is always empty (/dev/null).
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     env: Vec<String>,
     /// Working directory inside the sandbox (default: the first --rw, else the first overlay, else /).
@@ -109,19 +118,27 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
                 l.detail
             );
         }
-        outln!(
-            "runs would be refused: {}",
-            if report.runs_refused {
-                "yes (use --allow-degraded to run weaker)"
-            } else {
-                "no"
-            }
-        );
+        let missing_required: Vec<Layer> = report
+            .layers
+            .iter()
+            .filter(|l| l.required && !l.available)
+            .map(|l| l.layer)
+            .collect();
+        let verdict = if missing_required.is_empty() {
+            "no"
+        } else if missing_required == [Layer::Overlay] {
+            "only runs with --overlay (an overlay is never degraded)"
+        } else if missing_required.contains(&Layer::Overlay) {
+            "yes (use --allow-degraded to run weaker; runs with --overlay are refused even then)"
+        } else {
+            "yes (use --allow-degraded to run weaker)"
+        };
+        outln!("runs would be refused: {verdict}");
     }
-    Ok(if report.all_available() {
-        ExitCode::SUCCESS
-    } else {
+    Ok(if report.runs_refused {
         ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     })
 }
 
@@ -132,10 +149,30 @@ pub fn run(cmd: SandboxCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn builder_from(args: &RunArgs) -> anyhow::Result<SandboxBuilder> {
-    if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        anyhow::bail!("--timeout must be a positive number of seconds");
+/// Longest `--timeout`: a year.
+const MAX_TIMEOUT_SECS: f64 = 365.0 * 24.0 * 3600.0;
+
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let secs: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds (for example 30 or 1.5)"))?;
+    if !(0.001..=MAX_TIMEOUT_SECS).contains(&secs) {
+        return Err(format!(
+            "{text} is out of range: give 0.001 to {MAX_TIMEOUT_SECS} seconds"
+        ));
     }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// A variable name the sandbox passes: letters, digits and `_`, not starting with a digit.
+fn valid_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn builder_from(args: &RunArgs) -> anyhow::Result<SandboxBuilder> {
     let mut b = SandboxBuilder::new();
     if !args.no_system {
         b = b.system_ro();
@@ -153,21 +190,49 @@ fn builder_from(args: &RunArgs) -> anyhow::Result<SandboxBuilder> {
         let Some((lower, mountpoint)) = o.split_once(':') else {
             anyhow::bail!("--overlay {o}: expected LOWER:MOUNTPOINT");
         };
+        if lower.is_empty() || mountpoint.is_empty() {
+            anyhow::bail!(
+                "--overlay {o}: {} is empty; expected LOWER:MOUNTPOINT, both directories",
+                if lower.is_empty() {
+                    "LOWER"
+                } else {
+                    "MOUNTPOINT"
+                }
+            );
+        }
         b = match &args.overlay_keep {
             Some(keep) => b.overlay_keep(lower, mountpoint, keep),
             None => b.overlay(lower, mountpoint),
         };
     }
     for e in &args.env {
+        let name = e.split_once('=').map_or(e.as_str(), |(name, _)| name);
+        if !valid_env_name(name) {
+            anyhow::bail!(
+                "--env {e}: {name:?} is not a variable name (letters, digits and _, not \
+                 starting with a digit)"
+            );
+        }
         b = match e.split_once('=') {
             Some((name, value)) => b.env(name, value),
-            None => b.pass_env(e),
+            None => match std::env::var_os(e) {
+                None => {
+                    eprintln!("airlock: note: --env {e}: not set here, so not passed");
+                    b
+                }
+                Some(value) => match value.into_string() {
+                    Ok(value) => b.env(e.as_str(), value),
+                    Err(_) => anyhow::bail!(
+                        "--env {e}: its value is not UTF-8; pass a value with --env {e}=VALUE"
+                    ),
+                },
+            },
         };
     }
     if let Some(cwd) = &args.cwd {
         b = b.cwd(cwd);
     }
-    Ok(b.timeout(Duration::from_secs_f64(args.timeout))
+    Ok(b.timeout(args.timeout)
         .memory_mb(args.memory)
         .max_procs(args.max_procs)
         .max_output(args.max_output)
@@ -213,6 +278,13 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
             eprintln!("airlock: sandbox: {err}");
             if let Error::Refused { feature, .. } = &err {
                 eprintln!("airlock: missing layer: {}", Layer::name(*feature));
+            }
+            if let Error::Setup { stage, detail } = &err
+                && stage == "exec"
+            {
+                // As a shell: 127 for a command that is not there, 126 for one that cannot run.
+                let not_found = detail.contains("not found");
+                return Ok(ExitCode::from(if not_found { 127 } else { 126 }));
             }
             return Ok(ExitCode::from(EXIT_SANDBOX_REFUSED));
         }

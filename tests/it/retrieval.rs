@@ -310,3 +310,93 @@ fn eval_retrieval_scores_instances_against_mirrors() {
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no mirror of acme/pkg"));
 }
+
+#[test]
+fn queries_and_revisions_that_cannot_work_get_errors_that_say_why() {
+    let repo = tempfile::tempdir().unwrap();
+    let idx = tempfile::tempdir().unwrap();
+    fixture(repo.path());
+    let r = repo.path().to_str().unwrap();
+    let i = idx.path().to_str().unwrap();
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["search", r, "!!! ### ???", "--index-dir", i],
+            "no searchable terms",
+        ),
+        (
+            &["search", r, "   ", "--index-dir", i],
+            "no searchable terms",
+        ),
+        (&["search", r, "config", "-k", "0", "--index-dir", i], "-k"),
+        (&["map", r, "--tokens", "0", "--index-dir", i], "--tokens"),
+        (
+            &[
+                "search",
+                r,
+                "config",
+                "--commit",
+                "no-such-branch",
+                "--index-dir",
+                i,
+            ],
+            "no branch, tag or commit",
+        ),
+        (
+            &[
+                "search",
+                r,
+                "config",
+                "--commit",
+                "HEAD^{tree}",
+                "--index-dir",
+                i,
+            ],
+            "does not name a commit",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = airlock(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    // An empty repository says so.
+    let empty = tempfile::tempdir().unwrap();
+    git(empty.path(), &["init", "-q"]);
+    let out = airlock(&["index", empty.path().to_str().unwrap(), "--index-dir", i]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no commits yet"), "{err}");
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_search_quietly() {
+    let repo = tempfile::tempdir().unwrap();
+    let idx = tempfile::tempdir().unwrap();
+    fixture(repo.path());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args([
+            "search",
+            repo.path().to_str().unwrap(),
+            "config parse load",
+            "-k",
+            "50",
+            "--json",
+            "--index-dir",
+            idx.path().to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the reading end at once: every write of the hits meets a closed pipe.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("error"), "{err}");
+    assert!(
+        matches!(out.status.code(), Some(0 | 141)),
+        "{:?}: {err}",
+        out.status
+    );
+}

@@ -1027,7 +1027,8 @@ fn a_missing_command_is_a_setup_error() {
         .args(["sandbox", "run", "--", "no-such-command-airlock"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(125));
+    // 127, as a shell says "command not found".
+    assert_eq!(out.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-command-airlock"));
 }
 
@@ -1122,8 +1123,8 @@ fn the_sandbox_is_born_inside_its_cgroups_and_the_helper_leaves_them() {
     let pids_max = std::fs::read_to_string(run_cgroups[0].join("pids.max")).unwrap();
     assert_eq!(
         pids_max.trim(),
-        "77",
-        "the run's --max-procs is the cgroup's limit"
+        "78",
+        "the cgroup's limit is the run's --max-procs plus the sandbox's init"
     );
     assert!(caller.wait().unwrap().success());
     for dir in &run_cgroups {
@@ -1250,4 +1251,169 @@ fn output_into_a_closed_pipe_ends_quietly_instead_of_panicking() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(141), "{stderr}");
+}
+
+// ---------------------------------------------------------------- accounting and bad input
+
+/// `airlock sandbox run` with `args` and `cmd`, for runs that end before a summary.
+fn sandbox_raw(args: &[&str], cmd: &[&str]) -> Output {
+    require_full_sandbox();
+    airlock()
+        .args(["sandbox", "run"])
+        .args(args)
+        .arg("--")
+        .args(cmd)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// A busy loop in the background; the script waits until it has used `ticks` clock ticks
+/// (1/100 s) of CPU, so the loop is certainly still running when the sandbox ends.
+fn burner_then(ticks: u32, then: &str) -> String {
+    format!(
+        "(while :; do :; done) & pid=$!; \
+         while [ \"$(cut -d' ' -f14 /proc/$pid/stat)\" -lt {ticks} ]; do sleep 0.05; done; {then}"
+    )
+}
+
+#[test]
+fn cpu_time_of_processes_killed_at_the_end_is_counted() {
+    // The command exits with its background burner still running: the burner is killed when
+    // the sandbox ends, and its CPU time is the run's.
+    let r = sh(&["--timeout", "60"], &burner_then(30, "exit 0"));
+    assert_eq!(r.exit_code(), Some(0), "{}{}", r.stderr, r.summary);
+    let cpu = r.summary["cpu_ms"].as_u64().unwrap();
+    assert!(cpu >= 300, "cpu_ms {cpu} leaves out the killed burner");
+}
+
+#[test]
+fn cpu_time_is_counted_when_the_timeout_kills_the_tree() {
+    let r = sh(&["--timeout", "4"], &burner_then(30, "sleep 300"));
+    assert!(r.timed_out(), "{}", r.summary);
+    assert_eq!(r.summary["signal"].as_i64(), Some(9));
+    let cpu = r.summary["cpu_ms"].as_u64().unwrap();
+    assert!(cpu >= 300, "cpu_ms {cpu} leaves out the killed burner");
+}
+
+#[test]
+fn a_process_limit_of_one_runs_the_command_but_no_child() {
+    let r = sh(&["--max-procs", "1"], "/bin/true && echo forked");
+    assert!(!r.stdout.contains("forked"), "{}", r.stdout);
+    assert_ne!(r.exit_code(), Some(0));
+    let r = sandbox(&["--max-procs", "1"], &["/bin/echo", "alone"]);
+    assert_eq!(r.exit_code(), Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "alone");
+}
+
+#[test]
+fn a_missing_or_unrunnable_command_exits_as_a_shell_would() {
+    let missing = sandbox_raw(&[], &["no-such-command-airlock"]);
+    assert_eq!(missing.status.code(), Some(127));
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(err.contains("command not found"), "{err}");
+    let dir = sandbox_raw(&[], &["/usr"]);
+    assert_eq!(dir.status.code(), Some(126));
+    assert!(
+        String::from_utf8_lossy(&dir.stderr).contains("it is a directory"),
+        "{}",
+        String::from_utf8_lossy(&dir.stderr)
+    );
+}
+
+#[test]
+fn bad_flags_and_grants_get_errors_that_name_them() {
+    let d = tempfile::tempdir().unwrap();
+    let lower = d.path().join("lower");
+    std::fs::create_dir(&lower).unwrap();
+    let dir = d.path().to_str().unwrap();
+    let l = lower.to_str().unwrap();
+    let cases: Vec<(Vec<String>, i32, &str)> = vec![
+        (vec!["--timeout".into(), "1e20".into()], 2, "out of range"),
+        (vec!["--timeout".into(), "1e-300".into()], 2, "out of range"),
+        (vec!["--memory".into(), "0".into()], 2, "--memory"),
+        (vec!["--max-procs".into(), "0".into()], 2, "--max-procs"),
+        (
+            vec!["--overlay".into(), ":/mnt/x".into()],
+            2,
+            "LOWER is empty",
+        ),
+        (
+            vec!["--overlay".into(), format!("{l}:")],
+            2,
+            "MOUNTPOINT is empty",
+        ),
+        (
+            vec!["--overlay".into(), format!("{l}:/")],
+            125,
+            "overlay mountpoint",
+        ),
+        (
+            vec!["--overlay".into(), format!("{l}:/proc/x")],
+            125,
+            "/proc",
+        ),
+        (
+            vec![
+                "--overlay".into(),
+                format!("{l}:/mnt/a"),
+                "--overlay".into(),
+                format!("{l}:/mnt/a"),
+            ],
+            125,
+            "another --overlay",
+        ),
+        (vec!["--rw".into(), "/".into()], 125, "whole filesystem"),
+        (
+            vec!["--ro".into(), dir.into(), "--rw".into(), dir.into()],
+            125,
+            "both read-only and read-write",
+        ),
+        (
+            vec!["--env".into(), "A B=1".into()],
+            2,
+            "not a variable name",
+        ),
+        (vec!["--env".into(), "=x".into()], 2, "not a variable name"),
+    ];
+    for (args, code, needle) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = sandbox_raw(&args, &["/bin/true"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_granted_symlink_gives_access_to_its_target() {
+    let d = tempfile::tempdir().unwrap();
+    let target = d.path().join("target");
+    std::fs::create_dir(&target).unwrap();
+    std::fs::write(target.join("f"), "through the link\n").unwrap();
+    let link = d.path().join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let link = link.to_str().unwrap();
+    let r = sandbox(&["--ro", link], &["/bin/cat", &format!("{link}/f")]);
+    assert_eq!(r.stdout, "through the link\n", "{}", r.stderr);
+    // Read-write through a link: the working directory is the link's target, and writes land
+    // there.
+    let r = sh(&["--rw", link], "pwd; echo x > written");
+    assert_eq!(r.exit_code(), Some(0), "{}", r.stderr);
+    assert_eq!(
+        Path::new(r.stdout.trim()),
+        target.canonicalize().unwrap().as_path()
+    );
+    assert!(target.join("written").exists());
+}
+
+#[test]
+fn a_file_granted_read_write_does_not_become_the_working_directory() {
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    let r = sandbox(&["--rw", file.to_str().unwrap()], &["/bin/pwd"]);
+    assert_eq!(r.exit_code(), Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "/");
 }

@@ -164,3 +164,120 @@ fn bare_repositories_work() {
     let hits = engine.search("HEAD", "seasonal discount", 3).unwrap();
     assert_eq!(hits[0].path, "shop/pricing.py");
 }
+
+#[test]
+fn one_binary_blob_under_two_names_indexes_on_the_first_try() {
+    // Two paths of one blob are extracted by parallel workers, which write the same skip
+    // marker at once; each must rename its own complete copy.
+    let repo = Repo::new();
+    let mut binary = b"header\0".to_vec();
+    binary.extend(std::iter::repeat_n(b'x', 64 * 1024));
+    for name in ["a.py", "a.txt", "b.py", "b.txt", "c.js", "c.md"] {
+        repo.write_bytes(name, &binary);
+    }
+    repo.write("src/ok.py", "def fine():\n    return 1\n");
+    repo.commit("one blob, six names");
+    for _ in 0..10 {
+        let dir = index_dir();
+        let mut engine = Engine::open(repo.path(), dir.path()).unwrap();
+        let stats = engine.index("HEAD").unwrap();
+        assert_eq!((stats.files, stats.skipped), (7, 6));
+    }
+}
+
+#[test]
+fn a_file_whose_name_is_not_utf8_is_listed_as_skipped() {
+    use std::os::unix::ffi::OsStrExt;
+    let repo = Repo::new();
+    repo.write("ok.py", "def fine():\n    return 1\n");
+    let odd = repo.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9.py"));
+    std::fs::write(&odd, "def latin_named():\n    return 2\n").unwrap();
+    std::fs::create_dir(repo.path().join(std::ffi::OsStr::from_bytes(b"d\xff"))).unwrap();
+    std::fs::write(
+        repo.path()
+            .join(std::ffi::OsStr::from_bytes(b"d\xff"))
+            .join("inner.py"),
+        "x = 1\n",
+    )
+    .unwrap();
+    repo.commit("odd names");
+    let dir = index_dir();
+    let mut engine = Engine::open(repo.path(), dir.path()).unwrap();
+    let stats = engine.index("HEAD").unwrap();
+    assert_eq!((stats.files, stats.skipped), (3, 2), "{stats:?}");
+    let hits = engine.search("HEAD", "fine latin_named", 10).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].path, "ok.py");
+}
+
+#[test]
+fn searching_an_indexed_commit_leaves_its_manifest_untouched() {
+    use std::os::unix::fs::MetadataExt;
+    let repo = python_project();
+    let dir = index_dir();
+    let sha = repo.git(&["rev-parse", "HEAD"]);
+    Engine::open(repo.path(), dir.path())
+        .unwrap()
+        .index("HEAD")
+        .unwrap();
+    let manifests: Vec<_> = walk(dir.path())
+        .into_iter()
+        .filter(|p| {
+            p.to_string_lossy().contains(&sha) && p.extension().is_some_and(|e| e == "json")
+        })
+        .collect();
+    assert!(!manifests.is_empty(), "no manifest named after {sha}");
+    let inodes: Vec<u64> = manifests
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().ino())
+        .collect();
+    let mut engine = Engine::open(repo.path(), dir.path()).unwrap();
+    engine.index("HEAD").unwrap();
+    engine.search("HEAD", "parse config", 5).unwrap();
+    let after: Vec<u64> = manifests
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().ino())
+        .collect();
+    assert_eq!(inodes, after, "the manifest was rewritten");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn damaged_or_missing_blob_records_are_rebuilt_on_search() {
+    let repo = python_project();
+    let dir = index_dir();
+    let before = Engine::open(repo.path(), dir.path())
+        .unwrap()
+        .search("HEAD", "parse config", 5)
+        .unwrap();
+    let records: Vec<_> = walk(dir.path())
+        .into_iter()
+        .filter(|p| {
+            p.components().any(|c| c.as_os_str() == "blobs")
+                && p.extension().is_some_and(|e| e == "json")
+        })
+        .collect();
+    assert!(records.len() >= 2, "{records:?}");
+    std::fs::write(&records[0], b"{ not json").unwrap();
+    std::fs::remove_file(&records[1]).unwrap();
+    // A new process (no records in memory): the damaged record is rebuilt, not an error.
+    let after = Engine::open(repo.path(), dir.path())
+        .unwrap()
+        .search("HEAD", "parse config", 5)
+        .unwrap();
+    assert_eq!(before, after);
+    assert!(records.iter().all(|p| p.exists()));
+    assert_ne!(std::fs::read(&records[0]).unwrap(), b"{ not json");
+}
