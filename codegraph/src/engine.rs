@@ -465,17 +465,11 @@ impl Engine {
                 Some(r) => Arc::clone(r),
                 None => {
                     let r = match self.store.load_record(&key) {
-                        Ok(r) => r,
                         // A damaged or vanished record is rebuilt from its blob.
-                        Err(Error::Corrupt { .. }) => {
+                        Err(e) if e.is_lost_record() => {
                             self.reextract(&entry.blob, entry.language, &key)?
                         }
-                        Err(Error::Io { source, .. })
-                            if source.kind() == std::io::ErrorKind::NotFound =>
-                        {
-                            self.reextract(&entry.blob, entry.language, &key)?
-                        }
-                        Err(e) => return Err(e),
+                        r => r?,
                     };
                     let r = Arc::new(r);
                     self.records.insert(key, Arc::clone(&r));

@@ -169,6 +169,17 @@ pub fn default_index_dir() -> PathBuf {
     std::env::temp_dir().join("airlock").join("codegraph")
 }
 
+impl Error {
+    /// Whether this is a stored file that is damaged or gone (which a rebuild repairs).
+    pub(crate) fn is_lost_record(&self) -> bool {
+        match self {
+            Error::Corrupt { .. } => true,
+            Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+            _ => false,
+        }
+    }
+}
+
 /// How to get past a file-system error of the index directory.
 fn io_hint(err: &std::io::Error) -> &'static str {
     match err.kind() {

@@ -249,10 +249,7 @@ impl Store {
     /// only reads the index directory (which may then be read-only).
     pub fn save_manifest(&self, manifest: &Manifest) -> Result<()> {
         let path = self.manifest_path(&manifest.commit);
-        let bytes = serde_json::to_vec(manifest).map_err(|source| Error::Corrupt {
-            path: path.clone(),
-            source,
-        })?;
+        let bytes = encode_json(&path, manifest)?;
         if std::fs::read(&path).is_ok_and(|old| old == bytes) {
             return Ok(());
         }
@@ -260,12 +257,15 @@ impl Store {
     }
 }
 
-fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    let bytes = serde_json::to_vec(value).map_err(|source| Error::Corrupt {
+fn encode_json<T: Serialize>(path: &Path, value: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(value).map_err(|source| Error::Corrupt {
         path: path.to_path_buf(),
         source,
-    })?;
-    write_bytes(path, &bytes)
+    })
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    write_bytes(path, &encode_json(path, value)?)
 }
 
 /// Write a file under a temporary name and rename it into place.

@@ -308,7 +308,7 @@ impl SandboxBuilder {
         // Last definition wins, then sort for a deterministic environment.
         let mut dedup: std::collections::BTreeMap<String, String> = Default::default();
         for (k, v) in env {
-            if k.is_empty() || k.contains('=') {
+            if !valid_env_name(&k) {
                 return Err(Error::Config(format!(
                     "invalid environment variable name {k:?}"
                 )));
@@ -362,6 +362,14 @@ impl SandboxBuilder {
     pub fn run_captured<S: AsRef<str>>(self, argv: &[S]) -> Result<Captured> {
         self.build()?.run_captured(argv)
     }
+}
+
+/// Whether `name` is a variable name the sandbox passes: letters, digits and `_`, not starting
+/// with a digit.
+pub fn valid_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Resolve one granted path into `grants`. A symlink is granted as itself (mirrored) and its
@@ -1035,6 +1043,18 @@ mod tests {
         assert!(summarize(&spec(), collected(&lines), Duration::ZERO, false).is_err());
         let s = summarize(&spec(), collected(&lines), Duration::ZERO, true).unwrap();
         assert_eq!(s.layers_missing, vec![Layer::Seccomp]);
+    }
+
+    #[test]
+    fn variable_names_are_letters_digits_and_underscores() {
+        for ok in ["PATH", "_x", "A1_B"] {
+            assert!(valid_env_name(ok), "{ok}");
+        }
+        for bad in ["", "1A", "A B", "A=B", "A-B"] {
+            assert!(!valid_env_name(bad), "{bad}");
+        }
+        let err = SandboxBuilder::new().env("A B", "1").build().unwrap_err();
+        assert!(matches!(err, Error::Config(_)), "{err}");
     }
 
     #[test]

@@ -58,7 +58,7 @@ mod sys;
 mod target;
 
 pub use builder::{Captured, Sandbox, SandboxBuilder};
-pub use builder::{DEFAULT_PATH, SYSTEM_RO};
+pub use builder::{DEFAULT_PATH, SYSTEM_RO, valid_env_name};
 pub use doctor::{DoctorReport, LayerStatus, PRETEND_MISSING_ENV, probe};
 pub use error::{Error, Result};
 pub use spec::Layer;

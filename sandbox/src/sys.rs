@@ -268,7 +268,6 @@ pub(crate) fn clear_groups() -> io::Result<()> {
     cvt(unsafe { libc::setgroups(0, std::ptr::null()) }).map(|_| ())
 }
 
-/// `setrlimit(2)` with soft = hard = `value`.
 /// `setrlimit(2)` of both the soft and the hard limit to `value`, or to the hard limit already
 /// in force when that is lower (a process without `CAP_SYS_RESOURCE` cannot raise it, and the
 /// stricter limit then holds anyway).

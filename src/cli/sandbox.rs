@@ -165,13 +165,6 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// A variable name the sandbox passes: letters, digits and `_`, not starting with a digit.
-fn valid_env_name(name: &str) -> bool {
-    !name.is_empty()
-        && !name.starts_with(|c: char| c.is_ascii_digit())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
 fn builder_from(args: &RunArgs) -> anyhow::Result<SandboxBuilder> {
     let mut b = SandboxBuilder::new();
     if !args.no_system {
@@ -207,7 +200,7 @@ fn builder_from(args: &RunArgs) -> anyhow::Result<SandboxBuilder> {
     }
     for e in &args.env {
         let name = e.split_once('=').map_or(e.as_str(), |(name, _)| name);
-        if !valid_env_name(name) {
+        if !airlock_sandbox::valid_env_name(name) {
             anyhow::bail!(
                 "--env {e}: {name:?} is not a variable name (letters, digits and _, not \
                  starting with a digit)"
