@@ -182,7 +182,8 @@ impl SandboxBuilder {
         self
     }
 
-    /// Working directory of the child (a path inside the sandbox).
+    /// Working directory of the child (a path inside the sandbox). Default: the first rw grant
+    /// that is a directory, else the first overlay's mount point, else `/tmp`.
     pub fn cwd(mut self, path: impl Into<PathBuf>) -> Self {
         self.cwd = Some(path.into());
         self
@@ -322,7 +323,9 @@ impl SandboxBuilder {
                 .find(|p| p.is_dir())
                 .cloned()
                 .or_else(|| overlays.first().map(|o| o.1.clone()))
-                .unwrap_or_else(|| PathBuf::from("/")),
+                // The private /tmp (also HOME): a directory the command can list and write,
+                // which `/`, the read-only root of mount points, is not.
+                .unwrap_or_else(|| PathBuf::from("/tmp")),
         };
         let timeout_ms = self.timeout.as_millis().min(u64::MAX as u128) as u64;
         Ok(Sandbox {

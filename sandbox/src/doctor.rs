@@ -120,6 +120,33 @@ fn probe_unshare(flags: libc::c_int) -> (bool, String) {
     }
 }
 
+/// Drop privileges as the target does, in a child that first enters a user namespace where it
+/// is root (as the sandbox's init is): `drop` is the step under test.
+fn probe_privilege_drop(
+    drop: fn() -> std::result::Result<(), crate::layers::Failure>,
+    ok: &str,
+) -> (bool, String) {
+    let (uid, gid) = sys::ids();
+    match in_child(|| {
+        if sys::unshare(libc::CLONE_NEWUSER).is_err()
+            || crate::helper::write_outer_maps(sys::getpid(), uid, gid).is_err()
+        {
+            return 2;
+        }
+        i32::from(drop().is_err())
+    }) {
+        Ok(0) => (true, ok.to_string()),
+        Ok(1) => (
+            false,
+            "failed; `airlock sandbox run -- true` shows the error".to_string(),
+        ),
+        Ok(2) => (false, "needs user namespaces".to_string()),
+        Ok(code) if code < 0 => (false, format!("probe killed by signal {}", -code)),
+        Ok(code) => (false, format!("probe exited with {code}")),
+        Err(e) => (false, e),
+    }
+}
+
 fn probe_overlay() -> (bool, String) {
     let dir = match tempfile::tempdir() {
         Ok(d) => d,
@@ -274,9 +301,21 @@ pub(crate) fn probe_main() -> ! {
     let mut layers = Vec::new();
     for layer in Layer::ALL {
         let (available, detail) = match layer {
-            Layer::UserNamespace | Layer::UnprivilegedUid | Layer::DropCapabilities => {
-                userns.clone()
-            }
+            Layer::UserNamespace => userns.clone(),
+            Layer::UnprivilegedUid => probe_privilege_drop(
+                || crate::target::become_unprivileged(true),
+                &format!(
+                    "uid and gid {} in a nested user namespace",
+                    crate::target::SANDBOX_ID
+                ),
+            ),
+            Layer::DropCapabilities => probe_privilege_drop(
+                || {
+                    crate::target::drop_bounding_set()?;
+                    crate::target::drop_capabilities()
+                },
+                "every capability set empty after dropping",
+            ),
             Layer::MountNamespace => with_user(libc::CLONE_NEWNS),
             Layer::PidNamespace => with_user(libc::CLONE_NEWPID),
             Layer::NetNamespace => with_user(libc::CLONE_NEWNET),

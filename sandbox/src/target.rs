@@ -45,7 +45,7 @@ fn io_missing(layer: Layer, stage: &str) -> impl Fn(std::io::Error) -> Failure +
 /// Enter a nested user namespace where the caller's id (0 in the outer namespace) is
 /// `SANDBOX_ID`, then become that id: the child owns the caller's files but holds no capability
 /// over the mount or network namespaces, which belong to the outer user namespace.
-fn become_unprivileged(with_ns: bool) -> Result<(), Failure> {
+pub(crate) fn become_unprivileged(with_ns: bool) -> Result<(), Failure> {
     let stage = "unprivileged uid";
     if with_ns {
         let (uid, gid) = sys::ids();
@@ -87,7 +87,7 @@ fn last_cap() -> u64 {
         .unwrap_or(40)
 }
 
-fn drop_bounding_set() -> Result<(), Failure> {
+pub(crate) fn drop_bounding_set() -> Result<(), Failure> {
     for cap in 0..=last_cap() {
         // EINVAL for capabilities the kernel does not know; EPERM without CAP_SETPCAP, in which
         // case the final check below catches a non-empty set.
@@ -97,7 +97,7 @@ fn drop_bounding_set() -> Result<(), Failure> {
 }
 
 /// Clear the ambient, effective, permitted and inheritable sets and check every set is empty.
-fn drop_capabilities() -> Result<(), Failure> {
+pub(crate) fn drop_capabilities() -> Result<(), Failure> {
     let stage = "drop capabilities";
     let _ = sys::prctl(
         libc::PR_CAP_AMBIENT,

@@ -74,7 +74,7 @@ pub struct RunArgs {
     /// The command's standard input is always empty (/dev/null).
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     env: Vec<String>,
-    /// Working directory inside the sandbox (default: the first --rw, else the first overlay, else /).
+    /// Working directory inside the sandbox (default: the first --rw, else the first overlay, else the private /tmp).
     #[arg(long, value_name = "PATH")]
     cwd: Option<PathBuf>,
     /// Do not grant the system program and library directories (/usr, /bin, /lib, ...) read-only.
@@ -83,7 +83,8 @@ pub struct RunArgs {
     /// Run even if some layers are missing on this host; the summary lists them.
     #[arg(long = "allow-degraded")]
     allow_degraded: bool,
-    /// After the output, print the run summary as one JSON line on stdout.
+    /// After the output, print the run summary as one JSON line on stdout (or, when the
+    /// sandbox could not run the command, one line {"error", "kind", "missing_layer"}).
     #[arg(long)]
     json: bool,
     /// The command and its arguments.
@@ -252,6 +253,24 @@ impl<W: Write> Write for LineTracker<W> {
     }
 }
 
+/// The JSON object `--json` prints when the sandbox could not run the command: the message,
+/// the kind of failure (`refused`: a layer is missing; `setup`: a set-up step or the exec
+/// failed; `path` or `config`: the request was wrong) and the missing layer, if any.
+fn refusal_json(err: &Error) -> serde_json::Value {
+    let (kind, missing_layer) = match err {
+        Error::Refused { feature, .. } => ("refused", Some(Layer::name(*feature))),
+        Error::Setup { .. } => ("setup", None),
+        Error::Path { .. } => ("path", None),
+        Error::Config(_) => ("config", None),
+        _ => ("error", None),
+    };
+    serde_json::json!({
+        "error": err.to_string(),
+        "kind": kind,
+        "missing_layer": missing_layer,
+    })
+}
+
 fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
     let builder = builder_from(&args)?;
     let mut stdout = LineTracker {
@@ -271,6 +290,15 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
             eprintln!("airlock: sandbox: {err}");
             if let Error::Refused { feature, .. } = &err {
                 eprintln!("airlock: missing layer: {}", Layer::name(*feature));
+            }
+            if args.json {
+                // A script reading the last line still gets one JSON object: what stopped
+                // the run instead of a summary.
+                if !stdout.at_line_start {
+                    writeln!(stdout)?;
+                }
+                writeln!(stdout, "{}", serde_json::to_string(&refusal_json(&err))?)?;
+                stdout.flush()?;
             }
             if let Error::Setup { stage, detail } = &err
                 && stage == "exec"

@@ -765,6 +765,16 @@ fn stdin_is_closed_and_the_child_has_its_own_session() {
     );
 }
 
+#[test]
+fn without_a_rw_grant_the_command_starts_in_the_private_tmp() {
+    let r = sh(&[], "pwd; echo note > here && ls");
+    assert_eq!(r.exit_code(), Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout, "/tmp\nhere\n");
+    let rw = dir();
+    let r = sh(&["--rw", &s(rw.path())], "pwd");
+    assert_eq!(r.stdout.trim_end(), s(rw.path()));
+}
+
 // ---------------------------------------------------------------- refusal and degraded runs
 
 #[test]
@@ -794,6 +804,34 @@ fn a_missing_layer_refuses_the_run_and_names_the_feature() {
 }
 
 #[test]
+fn with_json_a_refusal_or_a_failed_exec_is_still_one_json_object() {
+    require_full_sandbox();
+    let refused = airlock()
+        .env("AIRLOCK_SANDBOX_PRETEND_MISSING", "seccomp")
+        .args(["sandbox", "run", "--json", "--", "/bin/true"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(125));
+    let v: Value = serde_json::from_slice(&refused.stdout).unwrap();
+    assert_eq!(v["kind"], "refused", "{v}");
+    assert_eq!(v["missing_layer"], "seccomp", "{v}");
+    assert!(v["error"].as_str().unwrap().contains("seccomp"), "{v}");
+
+    let missing = airlock()
+        .args(["sandbox", "run", "--json", "--", "/no/such/program"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(127));
+    let v: Value = serde_json::from_slice(&missing.stdout).unwrap();
+    assert_eq!(v["kind"], "setup", "{v}");
+    assert_eq!(v["missing_layer"], Value::Null, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("/no/such/program"),
+        "{v}"
+    );
+}
+
+#[test]
 fn allow_degraded_runs_weaker_and_lists_the_missing_layers() {
     let r = sandbox_with(
         &[("AIRLOCK_SANDBOX_PRETEND_MISSING", "seccomp,landlock_scope")],
@@ -819,6 +857,22 @@ fn doctor_reports_every_layer_and_that_runs_are_not_refused() {
     assert_eq!(report["runs_refused"], Value::Bool(false));
     assert!(report["landlock_abi"].as_u64().unwrap() >= 6);
     assert_eq!(report["layers"].as_array().unwrap().len(), 17);
+    // The privilege rows come from their own probes (a child that drops as the target does),
+    // not from the user-namespace probe.
+    let detail = |name: &str| {
+        report["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["layer"] == name)
+            .map(|l| l["detail"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    assert!(detail("drop_capabilities").contains("empty"), "{report}");
+    assert!(
+        detail("unprivileged_uid").contains("nested user namespace"),
+        "{report}"
+    );
     let text = airlock().arg("doctor").output().unwrap();
     assert!(String::from_utf8_lossy(&text.stdout).contains("runs would be refused: no"));
     let refused = airlock()
@@ -1415,5 +1469,6 @@ fn a_file_granted_read_write_does_not_become_the_working_directory() {
     std::fs::write(&file, "").unwrap();
     let r = sandbox(&["--rw", file.to_str().unwrap()], &["/bin/pwd"]);
     assert_eq!(r.exit_code(), Some(0), "{}", r.stderr);
-    assert_eq!(r.stdout.trim(), "/");
+    // Not the file: the default, the private /tmp.
+    assert_eq!(r.stdout.trim(), "/tmp");
 }
