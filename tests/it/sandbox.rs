@@ -806,23 +806,27 @@ fn a_missing_layer_refuses_the_run_and_names_the_feature() {
 #[test]
 fn with_json_a_refusal_or_a_failed_exec_is_still_one_json_object() {
     require_full_sandbox();
-    let refused = airlock()
-        .env("AIRLOCK_SANDBOX_PRETEND_MISSING", "seccomp")
-        .args(["sandbox", "run", "--json", "--", "/bin/true"])
-        .output()
-        .unwrap();
-    assert_eq!(refused.status.code(), Some(125));
-    let v: Value = serde_json::from_slice(&refused.stdout).unwrap();
+    // (exit code, the JSON object on stdout) of `sandbox run --json -- cmd`.
+    let run = |pretend: Option<&str>, cmd: &str| {
+        let mut c = airlock();
+        if let Some(layer) = pretend {
+            c.env("AIRLOCK_SANDBOX_PRETEND_MISSING", layer);
+        }
+        let out = c
+            .args(["sandbox", "run", "--json", "--", cmd])
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code(), v)
+    };
+    let (code, v) = run(Some("seccomp"), "/bin/true");
+    assert_eq!(code, Some(125));
     assert_eq!(v["kind"], "refused", "{v}");
     assert_eq!(v["missing_layer"], "seccomp", "{v}");
     assert!(v["error"].as_str().unwrap().contains("seccomp"), "{v}");
 
-    let missing = airlock()
-        .args(["sandbox", "run", "--json", "--", "/no/such/program"])
-        .output()
-        .unwrap();
-    assert_eq!(missing.status.code(), Some(127));
-    let v: Value = serde_json::from_slice(&missing.stdout).unwrap();
+    let (code, v) = run(None, "/no/such/program");
+    assert_eq!(code, Some(127));
     assert_eq!(v["kind"], "setup", "{v}");
     assert_eq!(v["missing_layer"], Value::Null, "{v}");
     assert!(
