@@ -10,6 +10,7 @@ use crate::store::{
     BlobRecord, FORMAT_VERSION, Manifest, ManifestEntry, SkipReason, Store, blob_key,
 };
 use crate::tokenize::for_each_term;
+use crate::window::{Occurrence, TermMatcher};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -35,6 +36,17 @@ pub const DOCS_FACTOR: f64 = 0.6;
 pub const PATH_TERM_BOOST: u32 = 2;
 /// Lines in a hit's best-matching window.
 pub const WINDOW_LINES: u32 = 30;
+/// The proximity stage re-ranks this many of the fused files by how many distinct query
+/// terms (weighted by idf and query weight) their best window of [`PROXIMITY_LINES`] lines
+/// holds, and adds that ranking to the fusion with [`PROXIMITY_WEIGHT`]. A file whose terms
+/// meet in one function outranks one that spreads them over a thousand lines. Chosen on the
+/// dev set and on 240 changelog-derived instances of three other repositories (see the
+/// README): dev MRR 0.755 -> 0.763, held-out MRR 0.611 -> 0.658, recall unchanged or better.
+pub const PROXIMITY_DEPTH: usize = 60;
+/// Lines in a proximity window.
+pub const PROXIMITY_LINES: u32 = 40;
+/// Weight of the proximity ranking in the fusion (the channels weigh 0.5, 1 and 2).
+pub const PROXIMITY_WEIGHT: f64 = 1.5;
 
 /// One search result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,6 +61,10 @@ pub struct Hit {
     pub structural_rank: Option<u32>,
     /// 1-based rank in the symbol channel (paths, modules and defined names the query names).
     pub symbol_rank: Option<u32>,
+    /// 1-based rank in the proximity stage (the top fused files re-ranked by their densest
+    /// window of query terms), if the file was among them and holds a query term.
+    #[serde(default)]
+    pub proximity_rank: Option<u32>,
     /// First line of the best-matching window, 1-based.
     pub line_start: u32,
     /// Last line of the best-matching window, 1-based, inclusive.
@@ -100,6 +116,8 @@ pub struct ChannelRankings {
     pub structural: Vec<String>,
     /// Symbol channel.
     pub symbol: Vec<String>,
+    /// Proximity stage (only files among the first-stage fused top [`PROXIMITY_DEPTH`]).
+    pub proximity: Vec<String>,
     /// Fused ranking (what [`Engine::search`] returns).
     pub fused: Vec<String>,
 }
@@ -501,12 +519,13 @@ impl Engine {
     pub fn search(&mut self, commit: &str, query: &str, k: usize) -> Result<Vec<Hit>> {
         let snap = self.snapshot(commit)?;
         let analysis = QueryAnalysis::new(query);
-        let ranked = rank(&snap, &analysis)?;
-        let weights = window_weights(&snap, &analysis);
+        let matcher = term_matcher(&snap, &analysis);
+        let (ranked, mut scanned) = self.rank_with_proximity(&snap, &analysis, &matcher)?;
         let mut hits = Vec::new();
         for &(doc, score) in ranked.fused.iter().take(k) {
             let file = &snap.files[doc as usize];
-            let (line_start, line_end) = self.best_window(&snap, doc, &analysis, &weights)?;
+            let occurrences = scanned.remove(&doc).or_else(|| self.scan(file, &matcher));
+            let (line_start, line_end) = best_window(file, &analysis, &matcher, occurrences);
             let position = |list: &[u32]| list.iter().position(|&d| d == doc).map(|p| p as u32 + 1);
             hits.push(Hit {
                 path: file.path.clone(),
@@ -514,6 +533,7 @@ impl Engine {
                 lexical_rank: position(&ranked.lexical),
                 structural_rank: position(&ranked.structural),
                 symbol_rank: position(&ranked.symbol),
+                proximity_rank: position(&ranked.proximity),
                 line_start,
                 line_end,
                 language: file.language,
@@ -532,7 +552,9 @@ impl Engine {
         depth: usize,
     ) -> Result<ChannelRankings> {
         let snap = self.snapshot(commit)?;
-        let ranked = rank(&snap, &QueryAnalysis::new(query))?;
+        let analysis = QueryAnalysis::new(query);
+        let matcher = term_matcher(&snap, &analysis);
+        let (ranked, _) = self.rank_with_proximity(&snap, &analysis, &matcher)?;
         let paths = |list: &[u32]| -> Vec<String> {
             list.iter()
                 .take(depth)
@@ -544,6 +566,7 @@ impl Engine {
             lexical: paths(&ranked.lexical),
             structural: paths(&ranked.structural),
             symbol: paths(&ranked.symbol),
+            proximity: paths(&ranked.proximity),
             fused: paths(&fused),
         })
     }
@@ -555,73 +578,92 @@ impl Engine {
         crate::map::render(&snap, &QueryAnalysis::new(query), token_budget)
     }
 
-    /// The window of [`WINDOW_LINES`] lines whose lines carry the most query-term weight.
-    fn best_window(
+    /// The first-stage ranking ([`rank`]) with the proximity stage applied: the top
+    /// [`PROXIMITY_DEPTH`] fused files are ranked by their densest window of query terms
+    /// ([`TermMatcher::densest_window`]; files without a query term are left out) and that
+    /// ranking joins the fusion with [`PROXIMITY_WEIGHT`] and the same test/vendored/docs
+    /// factors. Also returns the occurrences found in each file scanned.
+    fn rank_with_proximity(
         &self,
         snap: &Snapshot,
-        doc: u32,
         analysis: &QueryAnalysis,
-        weights: &HashMap<&str, f64>,
-    ) -> Result<(u32, u32)> {
-        let file = &snap.files[doc as usize];
-        let lines_total = file.record.lines.max(1);
-        let fallback = (1, lines_total.min(WINDOW_LINES));
-        let Ok(oid) = git2::Oid::from_str(&file.blob) else {
-            return Ok(fallback);
-        };
-        let Ok(blob) = self.repo.find_blob(oid) else {
-            return Ok(fallback);
-        };
-        let text = String::from_utf8_lossy(blob.content());
-        let def_lines: std::collections::HashSet<u32> = file
-            .record
-            .symbols
-            .iter()
-            .flat_map(|s| s.defs.iter())
-            .filter(|d| analysis.identifiers.iter().any(|(i, _)| *i == d.name))
-            .map(|d| d.line)
-            .collect();
-        // Whole words only (lowercased), without identifier splitting: windows are computed
-        // per query on up to k files, so this must stay cheap.
-        let mut line_scores: Vec<f64> = Vec::new();
-        let mut seen: Vec<&str> = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            let lowered = line.to_lowercase();
-            seen.clear();
-            let mut score = 0.0;
-            for word in lowered
-                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-                .filter(|w| w.len() >= 2)
-            {
-                if let Some((term, w)) = weights.get_key_value(word)
-                    && !seen.contains(term)
-                {
-                    seen.push(term);
-                    score += w;
-                }
+        matcher: &TermMatcher,
+    ) -> Result<(Ranked, HashMap<u32, Vec<Occurrence>>)> {
+        let mut ranked = rank(snap, analysis)?;
+        let mut scanned = HashMap::new();
+        let mut scored: Vec<(u32, f64)> = Vec::new();
+        for &(doc, _) in ranked.fused.iter().take(PROXIMITY_DEPTH) {
+            let Some(occurrences) = self.scan(&snap.files[doc as usize], matcher) else {
+                continue;
+            };
+            let density = matcher.densest_window(&occurrences, PROXIMITY_LINES);
+            if density > 0.0 {
+                scored.push((doc, density));
             }
-            if def_lines.contains(&(i as u32 + 1)) {
-                score += 10.0;
-            }
-            line_scores.push(score);
+            scanned.insert(doc, occurrences);
         }
-        if line_scores.is_empty() {
-            return Ok(fallback);
-        }
-        let width = (WINDOW_LINES as usize).min(line_scores.len());
-        let mut sum: f64 = line_scores[..width].iter().sum();
-        let mut best = (sum, 0usize);
-        for start in 1..=(line_scores.len() - width) {
-            sum += line_scores[start + width - 1] - line_scores[start - 1];
-            if sum > best.0 + 1e-9 {
-                best = (sum, start);
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        ranked.proximity = scored.iter().map(|&(doc, _)| doc).collect();
+        let extra: HashMap<u32, f64> =
+            reciprocal_rank_fusion(&[(&ranked.proximity[..], PROXIMITY_WEIGHT)], RRF_K)
+                .into_iter()
+                .collect();
+        for (doc, score) in &mut ranked.fused {
+            if let Some(add) = extra.get(doc) {
+                *score += add * file_factor(&snap.files[*doc as usize]);
             }
         }
-        if best.0 <= 0.0 {
-            return Ok(fallback);
-        }
-        Ok((best.1 as u32 + 1, (best.1 + width) as u32))
+        sort_fused(snap, &mut ranked.fused);
+        Ok((ranked, scanned))
     }
+
+    /// The query terms' occurrences in a file's blob; `None` if the blob is not in the
+    /// repository (a partial clone).
+    fn scan(&self, file: &SnapFile, matcher: &TermMatcher) -> Option<Vec<Occurrence>> {
+        let oid = git2::Oid::from_str(&file.blob).ok()?;
+        let blob = self.repo.find_blob(oid).ok()?;
+        Some(matcher.occurrences(blob.content()))
+    }
+}
+
+/// A hit's window of [`WINDOW_LINES`] lines whose lines carry the most query-term weight (a
+/// line defining an identifier the query names counts extra); the file's first lines when
+/// nothing matches or the blob is missing.
+fn best_window(
+    file: &SnapFile,
+    analysis: &QueryAnalysis,
+    matcher: &TermMatcher,
+    occurrences: Option<Vec<Occurrence>>,
+) -> (u32, u32) {
+    let lines_total = file.record.lines.max(1);
+    let fallback = (1, lines_total.min(WINDOW_LINES));
+    let Some(occurrences) = occurrences else {
+        return fallback;
+    };
+    let mut line_scores = matcher.line_scores(&occurrences, file.record.lines as usize);
+    for def in file.record.symbols.iter().flat_map(|s| s.defs.iter()) {
+        if analysis.identifiers.iter().any(|(i, _)| *i == def.name)
+            && let Some(score) = line_scores.get_mut((def.line as usize).wrapping_sub(1))
+        {
+            *score += 10.0;
+        }
+    }
+    if line_scores.is_empty() {
+        return fallback;
+    }
+    let width = (WINDOW_LINES as usize).min(line_scores.len());
+    let mut sum: f64 = line_scores[..width].iter().sum();
+    let mut best = (sum, 0usize);
+    for start in 1..=(line_scores.len() - width) {
+        sum += line_scores[start + width - 1] - line_scores[start - 1];
+        if sum > best.0 + 1e-9 {
+            best = (sum, start);
+        }
+    }
+    if best.0 <= 0.0 {
+        return fallback;
+    }
+    (best.1 as u32 + 1, (best.1 + width) as u32)
 }
 
 fn extract_bucket(
@@ -679,13 +721,15 @@ fn stem_of(path: &str) -> String {
     stem.to_lowercase()
 }
 
-/// Each query term's weight in a hit's best window: its lexical idf times its query weight.
-fn window_weights<'a>(snap: &Snapshot, analysis: &'a QueryAnalysis) -> HashMap<&'a str, f64> {
-    analysis
-        .terms
-        .iter()
-        .map(|(t, w)| (t.as_str(), snap.fulltext.idf(Channel::Lexical, t) * w))
-        .collect()
+/// The query's terms compiled for scanning, each weighted by its lexical idf times its query
+/// weight.
+fn term_matcher(snap: &Snapshot, analysis: &QueryAnalysis) -> TermMatcher {
+    TermMatcher::new(
+        analysis
+            .terms
+            .iter()
+            .map(|(t, w)| (t.as_str(), snap.fulltext.idf(Channel::Lexical, t) * w)),
+    )
 }
 
 /// Build a commit's snapshot. The commit's tantivy index is opened from its saved
@@ -757,6 +801,8 @@ pub(crate) struct Ranked {
     pub lexical: Vec<u32>,
     pub structural: Vec<u32>,
     pub symbol: Vec<u32>,
+    /// Filled by the proximity stage ([`Engine::search`]); empty from [`rank`] alone.
+    pub proximity: Vec<u32>,
     pub fused: Vec<(u32, f64)>,
 }
 
@@ -937,17 +983,35 @@ pub(crate) fn rank(snap: &Snapshot, analysis: &QueryAnalysis) -> Result<Ranked> 
         RRF_K,
     );
     for (doc, score) in &mut fused {
-        let file = &snap.files[*doc as usize];
-        if file.is_test {
-            *score *= TEST_FACTOR;
-        }
-        if file.is_vendored {
-            *score *= VENDORED_FACTOR;
-        }
-        if file.is_docs {
-            *score *= DOCS_FACTOR;
-        }
+        *score *= file_factor(&snap.files[*doc as usize]);
     }
+    sort_fused(snap, &mut fused);
+    Ok(Ranked {
+        lexical,
+        structural,
+        symbol,
+        proximity: Vec::new(),
+        fused,
+    })
+}
+
+/// The fused-score multiplier of a file: test, vendored and documentation files count less.
+fn file_factor(file: &SnapFile) -> f64 {
+    let mut factor = 1.0;
+    if file.is_test {
+        factor *= TEST_FACTOR;
+    }
+    if file.is_vendored {
+        factor *= VENDORED_FACTOR;
+    }
+    if file.is_docs {
+        factor *= DOCS_FACTOR;
+    }
+    factor
+}
+
+/// Best first; ties by path.
+fn sort_fused(snap: &Snapshot, fused: &mut [(u32, f64)]) {
     fused.sort_by(|a, b| {
         b.1.total_cmp(&a.1).then_with(|| {
             snap.files[a.0 as usize]
@@ -955,10 +1019,4 @@ pub(crate) fn rank(snap: &Snapshot, analysis: &QueryAnalysis) -> Result<Ranked> 
                 .cmp(&snap.files[b.0 as usize].path)
         })
     });
-    Ok(Ranked {
-        lexical,
-        structural,
-        symbol,
-        fused,
-    })
 }

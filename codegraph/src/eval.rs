@@ -12,8 +12,9 @@ use std::time::Instant;
 
 /// Depth of each channel's ranking kept for MRR.
 const RANK_DEPTH: usize = 100;
-/// The channels reported, in order.
-pub const CHANNELS: [&str; 4] = ["lexical", "structural", "symbol", "fused"];
+/// The channels reported, in order (`proximity` ranks only the first-stage fused top
+/// [`crate::engine::PROXIMITY_DEPTH`], so its recall is bounded by theirs).
+pub const CHANNELS: [&str; 5] = ["lexical", "structural", "symbol", "proximity", "fused"];
 
 /// One SWE-bench-style instance (other fields in the file are ignored).
 #[derive(Debug, Clone, Deserialize)]
@@ -255,6 +256,7 @@ pub fn run(options: &EvalOptions, progress: &mut dyn FnMut(&InstanceResult)) -> 
             ("lexical", &rankings.lexical),
             ("structural", &rankings.structural),
             ("symbol", &rankings.symbol),
+            ("proximity", &rankings.proximity),
             ("fused", &rankings.fused),
         ] {
             let (m, first) = score_ranking(ranking, &gold);

@@ -5,7 +5,9 @@
 //! signatures, docstrings, imports and called names that tree-sitter extracts; both BM25
 //! channels are one tantivy index per commit, see [`fulltext`]), a symbol
 //! channel (files whose path, module path or defined names the query mentions), their
-//! reciprocal rank fusion, and the repository map (PageRank over a definitions/references
+//! reciprocal rank fusion, a proximity stage (the fused top files re-ranked by the densest
+//! window of query terms in their text, see [`window`], joined to the fusion), and the
+//! repository map (PageRank over a definitions/references
 //! graph, personalised by the query, rendered as a signature outline within a token budget).
 //!
 //! It reads repositories through git objects only (never a work tree, never the network) and
@@ -45,10 +47,11 @@ mod query;
 pub mod rank;
 pub mod store;
 pub mod tokenize;
+pub mod window;
 
 pub use engine::{
     CHANNEL_WEIGHTS, ChannelRankings, DOCS_FACTOR, Engine, Hit, IndexProgress, IndexStats,
-    TEST_FACTOR, VENDORED_FACTOR, WINDOW_LINES,
+    PROXIMITY_DEPTH, PROXIMITY_LINES, PROXIMITY_WEIGHT, TEST_FACTOR, VENDORED_FACTOR, WINDOW_LINES,
 };
 pub use files::Language;
 pub use map::estimate_tokens;

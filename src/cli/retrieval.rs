@@ -169,7 +169,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
             }
             writeln!(
                 out,
-                "{:>3}. {}:{}-{}  score {:.5}  (lexical {}, structural {}, symbol {}){}",
+                "{:>3}. {}:{}-{}  score {:.5}  (lexical {}, structural {}, symbol {}, proximity {}){}",
                 i + 1,
                 airlock_codegraph::files::printable_path(&hit.path),
                 hit.line_start,
@@ -178,6 +178,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
                 rank_text(hit.lexical_rank),
                 rank_text(hit.structural_rank),
                 rank_text(hit.symbol_rank),
+                rank_text(hit.proximity_rank),
                 flags
             )?;
         }
@@ -222,12 +223,13 @@ fn eval_retrieval(args: EvalRetrievalArgs) -> anyhow::Result<ExitCode> {
     };
     let report = eval::run(&options, &mut |r| {
         eprintln!(
-            "{}: first gold rank fused {} (lexical {}, structural {}, symbol {}); index {:.0} ms ({} new blobs), query {:.1} ms",
+            "{}: first gold rank fused {} (lexical {}, structural {}, symbol {}, proximity {}); index {:.0} ms ({} new blobs), query {:.1} ms",
             r.instance_id,
             fmt_rank(r.first_gold_rank.get("fused")),
             fmt_rank(r.first_gold_rank.get("lexical")),
             fmt_rank(r.first_gold_rank.get("structural")),
             fmt_rank(r.first_gold_rank.get("symbol")),
+            fmt_rank(r.first_gold_rank.get("proximity")),
             r.index_ms,
             r.blobs_new,
             r.query_ms

@@ -152,6 +152,7 @@ fn search_json_lists_hits_with_channel_ranks() {
         "score",
         "lexical_rank",
         "structural_rank",
+        "proximity_rank",
         "line_start",
         "line_end",
         "is_vendored",
@@ -274,7 +275,7 @@ fn eval_retrieval_scores_instances_against_mirrors() {
     ]));
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["instances"], 2);
-    for channel in ["lexical", "structural", "symbol", "fused"] {
+    for channel in ["lexical", "structural", "symbol", "proximity", "fused"] {
         assert!(
             report["channels"][channel]["recall_at_10"].is_number(),
             "{channel}"

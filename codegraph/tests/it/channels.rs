@@ -53,6 +53,45 @@ fn symbol_channel_reads_traceback_paths() {
 }
 
 #[test]
+fn proximity_stage_prefers_the_file_whose_terms_meet_in_one_place() {
+    // Two files with the same lines in a different order: the BM25 channels cannot tell them
+    // apart (the first stage ties them, broken by path: `apart.txt` first), but only in
+    // `dense.txt` do the three query words meet within one window.
+    let repo = Repo::new();
+    let filler: Vec<String> = (0..120).map(|i| format!("filler line {i}")).collect();
+    let mut apart = filler.clone();
+    apart.insert(0, "alpha".to_string());
+    apart.insert(60, "beta".to_string());
+    apart.insert(120, "gamma".to_string());
+    let mut dense = filler;
+    for (i, word) in ["alpha", "beta", "gamma"].iter().enumerate() {
+        dense.insert(i, word.to_string());
+    }
+    repo.write("apart.txt", &(apart.join("\n") + "\n"));
+    repo.write("dense.txt", &(dense.join("\n") + "\n"));
+    repo.commit("two orders");
+    let hits = search(&repo, "alpha beta gamma");
+    let dense = hit(&hits, "dense.txt");
+    let apart = hit(&hits, "apart.txt");
+    assert_eq!(
+        dense.lexical_rank,
+        Some(2),
+        "the first stage ties them by path"
+    );
+    assert_eq!(apart.lexical_rank, Some(1));
+    assert_eq!(dense.proximity_rank, Some(1));
+    assert_eq!(apart.proximity_rank, Some(2));
+    assert_eq!(hits[0].path, "dense.txt");
+    assert!(dense.score > apart.score);
+    // A query none of whose words are in a file leaves it out of the proximity stage.
+    let hits = search(&repo, "filler alpha");
+    assert!(hits.iter().all(|h| h.proximity_rank.is_some()));
+    let hits = search(&repo, "apart.txt");
+    assert_eq!(hit(&hits, "apart.txt").symbol_rank, Some(1));
+    assert_eq!(hit(&hits, "apart.txt").proximity_rank, None);
+}
+
+#[test]
 fn module_paths_map_to_files() {
     let repo = python_project();
     let hits = search(&repo, "importing shop.pricing breaks");

@@ -9,3 +9,4 @@ mod incremental;
 mod map;
 mod rank;
 mod tokenizer;
+mod window;

@@ -1,0 +1,103 @@
+//! Term occurrences and the windows where they meet (the proximity stage and hit windows).
+
+use airlock_codegraph::window::{Occurrence, TermMatcher};
+
+fn at(line: u32, term: u32) -> Occurrence {
+    Occurrence { line, term }
+}
+
+#[test]
+fn terms_match_whole_words_case_insensitively_with_their_lines() {
+    let m = TermMatcher::new([("parse", 1.0), ("parse_header", 2.0), ("header", 0.5)]);
+    let text = b"def parse_header(x):\n    return Parse(x)  # header\nreparse headers _parse\n";
+    let found = m.occurrences(text);
+    let named: Vec<(u32, &str)> = found.iter().map(|o| (o.line, m.term(o.term))).collect();
+    // `parse_header` is one word (not `parse` + `header`); `reparse`, `headers` and
+    // `_parse` are other words.
+    assert_eq!(
+        named,
+        vec![(0, "parse_header"), (1, "parse"), (1, "header")]
+    );
+}
+
+#[test]
+fn words_next_to_non_ascii_letters_do_not_match() {
+    let m = TermMatcher::new([("cafe", 1.0)]);
+    assert!(m.occurrences("café cafeé écafe".as_bytes()).is_empty());
+    assert_eq!(m.occurrences("a cafe. CAFE".as_bytes()).len(), 2);
+}
+
+#[test]
+fn unusable_terms_are_left_out() {
+    let m = TermMatcher::new([
+        ("x", 1.0),
+        ("two words", 1.0),
+        ("a.b", 1.0),
+        ("zero", 0.0),
+        ("nan", f64::NAN),
+        ("kept", 1.0),
+        ("KEPT", 3.0),
+    ]);
+    assert_eq!(m.len(), 1);
+    assert_eq!(m.term(0), "kept");
+    assert_eq!(m.weight(0), 1.0);
+    let none = TermMatcher::new(std::iter::empty());
+    assert!(none.is_empty());
+    assert!(none.occurrences(b"anything at all").is_empty());
+    assert_eq!(none.densest_window(&[], 40), 0.0);
+}
+
+#[test]
+fn densest_window_counts_each_term_once_within_the_width() {
+    let m = TermMatcher::new([("alpha", 1.0), ("beta", 2.0), ("gamma", 4.0)]);
+    // alpha twice on line 0, beta on line 5, gamma on line 12.
+    let occ = [at(0, 0), at(0, 0), at(5, 1), at(12, 2)];
+    // Lines 0..=9 hold alpha + beta; lines 5..=14 hold beta + gamma (the best at width 10).
+    assert_eq!(m.densest_window(&occ, 10), 6.0);
+    // Width 13 reaches from line 0 to line 12: all three.
+    assert_eq!(m.densest_window(&occ, 13), 7.0);
+    assert_eq!(m.densest_window(&occ, 12), 6.0);
+    // Width 1: one line at a time; repeats on a line count once.
+    assert_eq!(m.densest_window(&occ, 1), 4.0);
+    assert_eq!(m.densest_window(&[at(3, 0), at(3, 0)], 1), 1.0);
+}
+
+#[test]
+fn densest_window_matches_a_brute_force_count() {
+    let weights = [1.0, 2.0, 3.5, 0.25];
+    let m = TermMatcher::new([("aa", 1.0), ("bb", 2.0), ("cc", 3.5), ("dd", 0.25)]);
+    // A fixed pseudo-random scatter of occurrences over 200 lines.
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut occ = Vec::new();
+    for _ in 0..150 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        occ.push(at((seed % 200) as u32, ((seed >> 32) % 4) as u32));
+    }
+    occ.sort_by_key(|o| o.line);
+    for width in [1u32, 3, 10, 40, 250] {
+        let mut best: f64 = 0.0;
+        for start in 0..200u32 {
+            let mut present = [false; 4];
+            for o in occ
+                .iter()
+                .filter(|o| o.line >= start && o.line < start + width)
+            {
+                present[o.term as usize] = true;
+            }
+            let total: f64 = (0..4).filter(|&t| present[t]).map(|t| weights[t]).sum();
+            best = best.max(total);
+        }
+        assert_eq!(m.densest_window(&occ, width), best, "width {width}");
+    }
+}
+
+#[test]
+fn line_scores_sum_distinct_terms_per_line() {
+    let m = TermMatcher::new([("alpha", 1.0), ("beta", 2.0)]);
+    let occ = m.occurrences(b"alpha alpha beta\n\nbeta\nalpha\n");
+    assert_eq!(m.line_scores(&occ, 4), vec![3.0, 0.0, 2.0, 1.0]);
+    // Occurrences past the given line count are ignored.
+    assert_eq!(m.line_scores(&occ, 2), vec![3.0, 0.0]);
+}
