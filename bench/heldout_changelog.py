@@ -11,8 +11,9 @@ version bumps are skipped; reStructuredText roles (`:py:meth:`x``, `:issue:`12``
 code spans.
 
 A changelog entry is written by the person who fixed the bug, after the fix, so it is shorter
-than an issue and names code less often (the symbol channel finds less); treat the figures as
-a second opinion, not as SWE-bench scores. Nothing it writes may be committed (it is built
+than an issue and names code less often (the symbol channel finds less), and a gold file the
+commit creates cannot be found at its parent (as in SWE-bench, it still counts); treat the
+figures as a second opinion, not as SWE-bench scores. Nothing it writes may be committed (it is built
 from fetched repositories).
 
     # mirrors as the README says (the `fetch` tool puts them under /work/.mirror/<owner>+<name>)
