@@ -801,7 +801,8 @@ pub(crate) struct Ranked {
     pub lexical: Vec<u32>,
     pub structural: Vec<u32>,
     pub symbol: Vec<u32>,
-    /// Filled by the proximity stage ([`Engine::search`]); empty from [`rank`] alone.
+    /// Filled by the proximity stage (`Engine::rank_with_proximity`, which search and
+    /// evaluation use); empty from [`rank`] alone (the repo map's personalisation).
     pub proximity: Vec<u32>,
     pub fused: Vec<(u32, f64)>,
 }
