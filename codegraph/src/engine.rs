@@ -47,6 +47,8 @@ pub const PROXIMITY_DEPTH: usize = 60;
 pub const PROXIMITY_LINES: u32 = 40;
 /// Weight of the proximity ranking in the fusion (the channels weigh 0.5, 1 and 2).
 pub const PROXIMITY_WEIGHT: f64 = 1.5;
+/// Fewest files the proximity stage reads before a second thread shares the reading.
+const PARALLEL_SCAN_MIN: usize = 8;
 
 /// One search result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -152,6 +154,10 @@ pub(crate) struct Snapshot {
 /// The retrieval engine over one git repository (bare or not) and one index directory.
 pub struct Engine {
     repo: git2::Repository,
+    /// A second handle on the repository, opened on the first query, for the thread that
+    /// reads half of the proximity stage's blobs (a `git2::Repository` serves one thread at a
+    /// time).
+    second_repo: std::sync::Mutex<Option<git2::Repository>>,
     repo_path: PathBuf,
     store: Store,
     records: HashMap<String, Arc<BlobRecord>>,
@@ -241,6 +247,7 @@ impl Engine {
             store: Store::new(index_dir, repo.path()),
             repo_path: repo.path().to_path_buf(),
             repo,
+            second_repo: std::sync::Mutex::new(None),
             records: HashMap::new(),
             snapshot: None,
         })
@@ -590,10 +597,16 @@ impl Engine {
         matcher: &TermMatcher,
     ) -> Result<(Ranked, HashMap<u32, Vec<Occurrence>>)> {
         let mut ranked = rank(snap, analysis)?;
+        let docs: Vec<u32> = ranked
+            .fused
+            .iter()
+            .take(PROXIMITY_DEPTH)
+            .map(|&(doc, _)| doc)
+            .collect();
         let mut scanned = HashMap::new();
         let mut scored: Vec<(u32, f64)> = Vec::new();
-        for &(doc, _) in ranked.fused.iter().take(PROXIMITY_DEPTH) {
-            let Some(occurrences) = self.scan(&snap.files[doc as usize], matcher) else {
+        for (doc, occurrences) in self.scan_all(snap, &docs, matcher) {
+            let Some(occurrences) = occurrences else {
                 continue;
             };
             let density = matcher.densest_window(&occurrences, PROXIMITY_LINES);
@@ -620,10 +633,81 @@ impl Engine {
     /// The query terms' occurrences in a file's blob; `None` if the blob is not in the
     /// repository (a partial clone).
     fn scan(&self, file: &SnapFile, matcher: &TermMatcher) -> Option<Vec<Occurrence>> {
-        let oid = git2::Oid::from_str(&file.blob).ok()?;
-        let blob = self.repo.find_blob(oid).ok()?;
-        Some(matcher.occurrences(blob.content()))
+        scan_blob(&self.repo, file, matcher)
     }
+
+    /// [`Engine::scan`] of each of `docs`, in their order. Reading the blobs out of the pack
+    /// (inflating and applying deltas) is most of a query's time, so two threads share the
+    /// work: this one with the engine's repository handle, a second one with its own handle.
+    fn scan_all(
+        &self,
+        snap: &Snapshot,
+        docs: &[u32],
+        matcher: &TermMatcher,
+    ) -> Vec<(u32, Option<Vec<Occurrence>>)> {
+        let scan_with = |repo: &git2::Repository, part: &[u32]| -> Vec<Option<Vec<Occurrence>>> {
+            part.iter()
+                .map(|&doc| scan_blob(repo, &snap.files[doc as usize], matcher))
+                .collect()
+        };
+        let mut second = match self.second_repo.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if second.is_none() && docs.len() >= PARALLEL_SCAN_MIN {
+            *second = git2::Repository::open(&self.repo_path).ok();
+        }
+        let Some(other) = second.as_mut().filter(|_| docs.len() >= PARALLEL_SCAN_MIN) else {
+            return docs
+                .iter()
+                .copied()
+                .zip(scan_with(&self.repo, docs))
+                .collect();
+        };
+        // Alternate files between the threads, so that each gets a share of the large ones
+        // (the best-ranked files tend to be the larger): this one reads the even places.
+        let mine: Vec<u32> = docs.iter().step_by(2).copied().collect();
+        let theirs: Vec<u32> = docs.iter().skip(1).step_by(2).copied().collect();
+        let (mine_found, their_found) = std::thread::scope(|scope| {
+            // Moved, not shared: a repository handle may go to another thread, one at a time.
+            let part = &theirs;
+            let helper = std::thread::Builder::new()
+                .name("codegraph-read".into())
+                .spawn_scoped(scope, move || scan_with(&*other, part));
+            let mine_found = scan_with(&self.repo, &mine);
+            // Without a thread (the system refused one), or after a panic in it (a bug), this
+            // thread reads the other half too: the query still gets its answer.
+            let their_found = match helper.map(|h| h.join()) {
+                Ok(Ok(found)) => found,
+                _ => scan_with(&self.repo, &theirs),
+            };
+            (mine_found, their_found)
+        });
+        let (mut mine_found, mut their_found) = (mine_found.into_iter(), their_found.into_iter());
+        docs.iter()
+            .enumerate()
+            .map(|(i, &doc)| {
+                let found = if i % 2 == 0 {
+                    mine_found.next()
+                } else {
+                    their_found.next()
+                };
+                (doc, found.flatten())
+            })
+            .collect()
+    }
+}
+
+/// The query terms' occurrences in a file's blob read through `repo`; `None` if the blob is
+/// not in the repository (a partial clone).
+fn scan_blob(
+    repo: &git2::Repository,
+    file: &SnapFile,
+    matcher: &TermMatcher,
+) -> Option<Vec<Occurrence>> {
+    let oid = git2::Oid::from_str(&file.blob).ok()?;
+    let blob = repo.find_blob(oid).ok()?;
+    Some(matcher.occurrences(blob.content()))
 }
 
 /// A hit's window of [`WINDOW_LINES`] lines whose lines carry the most query-term weight (a

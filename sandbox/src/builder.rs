@@ -34,8 +34,9 @@ pub const SYSTEM_RO: [&str; 10] = [
 ///
 /// Defaults: no granted paths, 300 s timeout, 2048 MB memory, 512 processes, 16 MiB of output,
 /// 1024 open files, 1024 MB per file, 2 s drain deadline, `PATH` = [`DEFAULT_PATH`],
-/// `HOME` = `/tmp`, working directory = the first rw root (else the first overlay, else `/`),
-/// helper = the current executable, degraded runs refused.
+/// `HOME` = `/tmp`, working directory = the first rw root (else the first overlay, else the
+/// private `/tmp`), helper = the dedicated helper binary beside the current executable (else
+/// the current executable), degraded runs refused.
 #[derive(Debug, Clone)]
 pub struct SandboxBuilder {
     ro: Vec<PathBuf>,

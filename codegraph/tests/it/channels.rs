@@ -92,6 +92,47 @@ fn proximity_stage_prefers_the_file_whose_terms_meet_in_one_place() {
 }
 
 #[test]
+fn the_proximity_stage_reads_many_files_on_two_threads_and_keeps_each_files_own_result() {
+    // 18 files with the same lines in three orders (the BM25 channels tie them all): in
+    // class 0 the three query words meet within one window, in class 1 two of them do, in
+    // class 2 none do. The stage reads these files on two threads (alternating); a result
+    // given to the wrong file would break the class order below.
+    let repo = Repo::new();
+    let filler: Vec<String> = (0..150).map(|i| format!("filler line {i}")).collect();
+    for i in 0..18 {
+        let mut lines = filler.clone();
+        let at: [usize; 3] = match i % 3 {
+            0 => [0, 1, 2],
+            1 => [0, 1, 100],
+            _ => [0, 75, 150],
+        };
+        for (word, line) in ["alpha", "beta", "gamma"].iter().zip(at) {
+            lines.insert(line, word.to_string());
+        }
+        repo.write(&format!("f{i:02}.txt"), &(lines.join("\n") + "\n"));
+    }
+    repo.commit("three orders");
+    let dir = index_dir();
+    let mut engine = Engine::open(repo.path(), dir.path()).unwrap();
+    let hits = engine.search("HEAD", "alpha beta gamma", 18).unwrap();
+    assert_eq!(hits.len(), 18);
+    let mut by_proximity: Vec<(u32, &str)> = hits
+        .iter()
+        .map(|h| (h.proximity_rank.unwrap(), h.path.as_str()))
+        .collect();
+    by_proximity.sort();
+    let order: Vec<&str> = by_proximity.iter().map(|&(_, p)| p).collect();
+    let expected: Vec<String> = (0..3)
+        .flat_map(|class| (0..18).filter(move |i| i % 3 == class))
+        .map(|i| format!("f{i:02}.txt"))
+        .collect();
+    assert_eq!(order, expected);
+    // The same engine answers the same again (the second repository handle is reused).
+    let again = engine.search("HEAD", "alpha beta gamma", 18).unwrap();
+    assert_eq!(again, hits);
+}
+
+#[test]
 fn module_paths_map_to_files() {
     let repo = python_project();
     let hits = search(&repo, "importing shop.pricing breaks");
