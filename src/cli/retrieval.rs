@@ -21,11 +21,50 @@ impl IndexDirArg {
     }
 }
 
+/// The repository a retrieval command works on: a local path, or a URL mirrored once into the
+/// cache (as `airlock run` does) and reused by every later command.
+#[derive(Debug, Args)]
+pub struct RepoArg {
+    /// A git repository: a local path (bare or with a work tree), opened in place, or a URL
+    /// (https, ssh, git, file, or user@host:path), cloned once into the cache directory.
+    repo: String,
+    /// Where URLs are mirrored [default: $AIRLOCK_HOME/mirrors, $XDG_CACHE_HOME/airlock/mirrors or ~/.cache/airlock/mirrors].
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+}
+
+impl RepoArg {
+    /// The repository's path: the local path as given, else the URL's mirror (cloned now
+    /// if the cache does not have it yet, without fetching if it does).
+    fn open(&self) -> anyhow::Result<PathBuf> {
+        let local = PathBuf::from(&self.repo);
+        if local.exists() {
+            return Ok(local);
+        }
+        let dir = self.cache_dir.clone().unwrap_or_else(|| {
+            // Beside the default index directory: one cache root for both.
+            let index = default_index_dir();
+            index
+                .parent()
+                .map_or_else(|| index.join("mirrors"), |root| root.join("mirrors"))
+        });
+        let mirror = airlock_checkout::MirrorCache::new(&dir)?.mirror(&self.repo)?;
+        if mirror.origin() == airlock_checkout::MirrorOrigin::Cloned {
+            eprintln!(
+                "airlock: mirrored {} into {}",
+                mirror.source(),
+                mirror.path().display()
+            );
+        }
+        Ok(mirror.path().to_path_buf())
+    }
+}
+
 /// Arguments of `airlock index`.
 #[derive(Debug, Args)]
 pub struct IndexArgs {
-    /// Path to a git repository (bare or with a work tree).
-    repo: PathBuf,
+    #[command(flatten)]
+    repo: RepoArg,
     /// Commit (any revision) to index.
     #[arg(long, default_value = "HEAD")]
     commit: String,
@@ -39,8 +78,8 @@ pub struct IndexArgs {
 /// Arguments of `airlock search`.
 #[derive(Debug, Args)]
 pub struct SearchArgs {
-    /// Path to a git repository (bare or with a work tree).
-    repo: PathBuf,
+    #[command(flatten)]
+    repo: RepoArg,
     /// The query (an issue's text works).
     query: String,
     /// Number of hits (at most the files some channel ranks: each channel's top 100).
@@ -59,8 +98,8 @@ pub struct SearchArgs {
 /// Arguments of `airlock map`.
 #[derive(Debug, Args)]
 pub struct MapArgs {
-    /// Path to a git repository (bare or with a work tree).
-    repo: PathBuf,
+    #[command(flatten)]
+    repo: RepoArg,
     /// Personalise the map toward what this text names.
     #[arg(long, default_value = "")]
     query: String,
@@ -114,7 +153,8 @@ fn progress_printer(label: &str) -> impl FnMut(IndexProgress) + '_ {
 
 /// `airlock index`.
 pub fn index(args: IndexArgs) -> anyhow::Result<ExitCode> {
-    let mut engine = Engine::open(&args.repo, &args.index_dir.resolve())?;
+    let repo = args.repo.open()?;
+    let mut engine = Engine::open(&repo, &args.index_dir.resolve())?;
     let mut progress = progress_printer("index");
     let stats = engine.index_with_progress(&args.commit, &mut progress)?;
     if args.json {
@@ -122,7 +162,7 @@ pub fn index(args: IndexArgs) -> anyhow::Result<ExitCode> {
     } else {
         outln!(
             "indexed {} at {}: {} files ({} searchable, {} with structure, {} skipped); {} new blobs, {} reused; {} ms",
-            args.repo.display(),
+            repo.display(),
             stats.commit,
             stats.files,
             stats.indexed,
@@ -142,7 +182,8 @@ fn rank_text(rank: Option<u32>) -> String {
 
 /// `airlock search`.
 pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
-    let mut engine = Engine::open(&args.repo, &args.index_dir.resolve())?;
+    let repo = args.repo.open()?;
+    let mut engine = Engine::open(&repo, &args.index_dir.resolve())?;
     let analysis = QueryAnalysis::new(&args.query);
     if analysis.terms.is_empty() && analysis.paths.is_empty() && analysis.identifiers.is_empty() {
         anyhow::bail!(
@@ -188,7 +229,8 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
 
 /// `airlock map`.
 pub fn map(args: MapArgs) -> anyhow::Result<ExitCode> {
-    let mut engine = Engine::open(&args.repo, &args.index_dir.resolve())?;
+    let repo = args.repo.open()?;
+    let mut engine = Engine::open(&repo, &args.index_dir.resolve())?;
     let mut progress = progress_printer("index");
     engine.index_with_progress(&args.commit, &mut progress)?;
     let tokens = usize::try_from(args.tokens).unwrap_or(usize::MAX);

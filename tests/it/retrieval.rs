@@ -221,6 +221,68 @@ fn map_fits_the_token_budget() {
 }
 
 #[test]
+fn a_url_is_mirrored_once_into_the_cache_and_then_reused() {
+    let repo = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let index = tempfile::tempdir().unwrap();
+    let head = fixture(repo.path());
+    let url = format!("file://{}", repo.path().display());
+    let (c, i) = (
+        cache.path().to_str().unwrap(),
+        index.path().to_str().unwrap(),
+    );
+    let first = airlock(&["index", &url, "--cache-dir", c, "--index-dir", i, "--json"]);
+    let stats: serde_json::Value = serde_json::from_str(&stdout(&first)).unwrap();
+    assert_eq!(stats["commit"], head.as_str());
+    assert_eq!(stats["files"], 4);
+    let err = String::from_utf8_lossy(&first.stderr);
+    assert!(err.contains("airlock: mirrored "), "{err}");
+    let mirrors: Vec<String> = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".git"))
+        .collect();
+    assert_eq!(mirrors.len(), 1, "{mirrors:?}");
+
+    // A later commit in the source is not fetched: the mirror is reused as it is.
+    write(repo.path(), "pkg/late.py", "def late():\n    pass\n");
+    git(repo.path(), &["add", "-A"]);
+    git(repo.path(), &["commit", "-q", "-m", "late"]);
+    let second = airlock(&[
+        "search",
+        &url,
+        "ConfigParser parse_section",
+        "--json",
+        "--cache-dir",
+        c,
+        "--index-dir",
+        i,
+    ]);
+    let hits: serde_json::Value = serde_json::from_str(&stdout(&second)).unwrap();
+    assert_eq!(hits[0]["path"], "pkg/parser.py");
+    assert!(
+        hits.as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["path"] != "pkg/late.py"),
+        "{hits}"
+    );
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(!err.contains("mirrored"), "{err}");
+    let map = stdout(&airlock(&["map", &url, "--cache-dir", c, "--index-dir", i]));
+    assert!(map.contains("ConfigParser"), "{map}");
+
+    // Neither a path nor a URL: the error says so.
+    let out = airlock(&["index", "no/such/repo", "--cache-dir", c, "--index-dir", i]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no/such/repo") && err.contains("no such local path, and not a URL"),
+        "{err}"
+    );
+}
+
+#[test]
 fn not_a_repository_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let out = airlock(&[
