@@ -531,7 +531,9 @@ impl Engine {
         let mut hits = Vec::new();
         for &(doc, score) in ranked.fused.iter().take(k) {
             let file = &snap.files[doc as usize];
-            let occurrences = scanned.remove(&doc).or_else(|| self.scan(file, &matcher));
+            let occurrences = scanned
+                .remove(&doc)
+                .or_else(|| scan_blob(&self.repo, file, &matcher));
             let (line_start, line_end) = best_window(file, &analysis, &matcher, occurrences);
             let position = |list: &[u32]| list.iter().position(|&d| d == doc).map(|p| p as u32 + 1);
             hits.push(Hit {
@@ -630,13 +632,7 @@ impl Engine {
         Ok((ranked, scanned))
     }
 
-    /// The query terms' occurrences in a file's blob; `None` if the blob is not in the
-    /// repository (a partial clone).
-    fn scan(&self, file: &SnapFile, matcher: &TermMatcher) -> Option<Vec<Occurrence>> {
-        scan_blob(&self.repo, file, matcher)
-    }
-
-    /// [`Engine::scan`] of each of `docs`, in their order. Reading the blobs out of the pack
+    /// [`scan_blob`] of each of `docs`, in their order. Reading the blobs out of the pack
     /// (inflating and applying deltas) is most of a query's time, so two threads share the
     /// work: this one with the engine's repository handle, a second one with its own handle.
     fn scan_all(
@@ -650,19 +646,24 @@ impl Engine {
                 .map(|&doc| scan_blob(repo, &snap.files[doc as usize], matcher))
                 .collect()
         };
+        let sequential = || {
+            docs.iter()
+                .copied()
+                .zip(scan_with(&self.repo, docs))
+                .collect()
+        };
+        if docs.len() < PARALLEL_SCAN_MIN {
+            return sequential();
+        }
         let mut second = match self.second_repo.lock() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         };
-        if second.is_none() && docs.len() >= PARALLEL_SCAN_MIN {
+        if second.is_none() {
             *second = git2::Repository::open(&self.repo_path).ok();
         }
-        let Some(other) = second.as_mut().filter(|_| docs.len() >= PARALLEL_SCAN_MIN) else {
-            return docs
-                .iter()
-                .copied()
-                .zip(scan_with(&self.repo, docs))
-                .collect();
+        let Some(other) = second.as_mut() else {
+            return sequential();
         };
         // Alternate files between the threads, so that each gets a share of the large ones
         // (the best-ranked files tend to be the larger): this one reads the even places.
