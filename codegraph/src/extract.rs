@@ -345,6 +345,27 @@ fn signature(node: Node, source: &str) -> String {
     collapse(text, MAX_SIGNATURE_CHARS)
 }
 
+/// The outermost node that starts on the definition's first line and only wraps it: the
+/// definition itself, or the export, assignment or declaration statement around it. A body,
+/// block, list or the whole file is never an anchor (its comments are not the definition's).
+fn doc_anchor(node: Node) -> Node {
+    let row = node.start_position().row;
+    let mut anchor = node;
+    while let Some(parent) = anchor.parent() {
+        let kind = parent.kind();
+        let container = parent.parent().is_none()
+            || kind.ends_with("body")
+            || kind.ends_with("block")
+            || kind.ends_with("_list")
+            || matches!(kind, "object" | "array" | "class_body" | "arguments");
+        if container || parent.start_position().row != row {
+            break;
+        }
+        anchor = parent;
+    }
+    anchor
+}
+
 fn doc_of(language: Language, node: Node, source: &str) -> Option<String> {
     let bytes = source.as_bytes();
     if language == Language::Python {
@@ -362,16 +383,30 @@ fn doc_of(language: Language, node: Node, source: &str) -> Option<String> {
         let doc = collapse(text, MAX_DOC_CHARS);
         return (!doc.is_empty()).then_some(doc);
     }
-    // Other languages: the contiguous comments right above the definition.
+    // Other languages: the contiguous comments right above the definition, or above the
+    // statement that carries it on its first line (`export function f`, `proto.f = function`,
+    // `const f = () =>`, Go's `type T struct`), attributes and decorators in between skipped
+    // (`#[derive(..)]`, `@Injectable()`).
+    let anchor = doc_anchor(node);
     let mut lines = Vec::new();
-    let mut current = node.prev_sibling();
-    let mut expected_row = node.start_position().row;
+    let mut current = anchor.prev_sibling();
+    let mut expected_row = anchor.start_position().row;
     while let Some(n) = current {
-        if !n.kind().contains("comment") || n.end_position().row + 1 < expected_row {
+        // A gap ends the comments, except one blank line under a `/** .. */` block right
+        // above the definition (a common JSDoc and Javadoc layout).
+        let gap = expected_row.saturating_sub(n.end_position().row + 1);
+        let doc_block = lines.is_empty()
+            && n.kind().contains("comment")
+            && n.utf8_text(bytes).is_ok_and(|t| t.starts_with("/**"));
+        if gap > usize::from(doc_block) {
             break;
         }
-        if let Ok(text) = n.utf8_text(bytes) {
-            lines.push(text.to_string());
+        if n.kind().contains("comment") {
+            if let Ok(text) = n.utf8_text(bytes) {
+                lines.push(text.to_string());
+            }
+        } else if !matches!(n.kind(), "attribute_item" | "decorator" | "annotation") {
+            break;
         }
         expected_row = n.start_position().row;
         current = n.prev_sibling();

@@ -1,11 +1,11 @@
 //! The on-disk index: per-blob records shared by every commit of a repository, and one
 //! manifest per commit mapping paths to blobs.
 //!
-//! Layout under the index directory:
-//! `v1/<repo-key>/blobs/<aa>/<blob-id>.<language|text>.json` (a [`BlobRecord`]),
-//! `v1/<repo-key>/blobs/<aa>/<blob-id>.skip` (the blob is binary or huge; the file holds why),
-//! `v1/<repo-key>/commits/<sha>.json` (a [`Manifest`]),
-//! `v1/<repo-key>/fulltext/<sha>-<digest>.bin` (the commit's tantivy index, a cache: see
+//! Layout under the index directory (`N` is [`FORMAT_VERSION`]):
+//! `vN/<repo-key>/blobs/<aa>/<blob-id>.<language|text>.json` (a [`BlobRecord`]),
+//! `vN/<repo-key>/blobs/<aa>/<blob-id>.skip` (the blob is binary or huge; the file holds why),
+//! `vN/<repo-key>/commits/<sha>.json` (a [`Manifest`]),
+//! `vN/<repo-key>/fulltext/<sha>-<digest>.bin` (the commit's tantivy index, a cache: see
 //! [`crate::fulltext`]; the newest [`MAX_FULLTEXT_BUNDLES`] are kept).
 //! A blob record depends only on the blob's bytes and the language it is parsed as, so moving
 //! to another commit re-extracts only blobs never seen before. Files are written to a temporary
@@ -18,8 +18,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
-/// Version of the on-disk layout; bumped when a record's meaning changes.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the on-disk layout; bumped when a record's meaning changes (so records an
+/// older extractor wrote are never mixed with new ones). 2: docs of definitions wrapped in a
+/// statement or behind attributes (`export function`, `proto.f = function`, `#[derive]`).
+pub const FORMAT_VERSION: u32 = 2;
 
 /// How many saved full-text indexes (one per commit) a repository keeps; older ones are removed.
 pub const MAX_FULLTEXT_BUNDLES: usize = 64;

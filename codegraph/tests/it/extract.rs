@@ -158,3 +158,80 @@ fn every_language_loads_its_grammar_and_tags_query() {
         );
     }
 }
+
+/// The doc of each definition named `name` (first one).
+fn doc_of<'a>(symbols: &'a airlock_codegraph::extract::Symbols, name: &str) -> Option<&'a str> {
+    symbols
+        .defs
+        .iter()
+        .find(|d| d.name == name)
+        .unwrap_or_else(|| panic!("no definition {name}: {:?}", symbols.defs))
+        .doc
+        .as_deref()
+}
+
+#[test]
+fn leading_comments_reach_definitions_wrapped_in_a_statement_or_behind_attributes() {
+    let js = extract(
+        Language::Javascript,
+        "/**\n * Create a router.\n */\nvar proto = module.exports = function(options) {\n  return 1;\n};\n\n\
+         /**\n * Dispatch a request into the router.\n */\nproto.handle = function handle(req, res, out) {\n  next();\n};\n\n\
+         /**\n * Route a path.\n * @public\n */\n\nproto.route = function route(path) {\n  return path;\n};\n\n\
+         // Unrelated note.\n\nproto.use = function use(fn) {\n  return fn;\n};\n",
+    );
+    assert_eq!(
+        doc_of(&js, "handle"),
+        Some("Dispatch a request into the router.")
+    );
+    assert_eq!(
+        doc_of(&js, "route"),
+        Some("Route a path. @public"),
+        "a /** block one blank line above is the doc"
+    );
+    assert_eq!(
+        doc_of(&js, "use"),
+        None,
+        "a // comment a blank line above is not the doc"
+    );
+
+    let ts = extract(
+        Language::Typescript,
+        "/** Parse the input strictly. */\nexport function parseStrict(input: string): number {\n  return 1;\n}\n\
+         // Cache of compiled schemas.\nexport const compile = (s: string): string => s;\n\
+         /** A schema. */\nexport class Schema {\n  /** Check one value. */\n  check(v: unknown): boolean { return true; }\n  plain(): void {}\n}\n",
+    );
+    assert_eq!(
+        doc_of(&ts, "parseStrict"),
+        Some("Parse the input strictly.")
+    );
+    assert_eq!(doc_of(&ts, "compile"), Some("Cache of compiled schemas."));
+    assert_eq!(doc_of(&ts, "Schema"), Some("A schema."));
+    assert_eq!(doc_of(&ts, "check"), Some("Check one value."));
+    assert_eq!(
+        doc_of(&ts, "plain"),
+        None,
+        "the class's doc is not its methods'"
+    );
+
+    let rust = extract(
+        Language::Rust,
+        "/// Options of a search.\n#[derive(Debug, Clone)]\n#[non_exhaustive]\npub struct Options {\n    pub x: u32,\n}\n\n\
+         /// Run the search.\n#[inline]\npub fn run() {}\n\n#[test]\nfn bare() {}\n",
+    );
+    assert_eq!(doc_of(&rust, "Options"), Some("Options of a search."));
+    assert_eq!(doc_of(&rust, "run"), Some("Run the search."));
+    assert_eq!(doc_of(&rust, "bare"), None);
+
+    let go = extract(
+        Language::Go,
+        "package p\n\n// Server serves files.\ntype Server struct{}\n",
+    );
+    assert_eq!(doc_of(&go, "Server"), Some("Server serves files."));
+
+    let java = extract(
+        Language::Java,
+        "package a;\n/** Reads rows. */\n@Deprecated\npublic class Reader {\n  /** Next row. */\n  @Override\n  public String next() { return null; }\n}\n",
+    );
+    assert_eq!(doc_of(&java, "Reader"), Some("Reads rows."));
+    assert_eq!(doc_of(&java, "next"), Some("Next row."));
+}
