@@ -10,7 +10,7 @@ use crate::store::{
     BlobRecord, FORMAT_VERSION, Manifest, ManifestEntry, SkipReason, Store, blob_key,
 };
 use crate::tokenize::for_each_term;
-use crate::window::{Occurrence, TermMatcher};
+use crate::window::{Block, Occurrence, TermMatcher};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -36,6 +36,8 @@ pub const DOCS_FACTOR: f64 = 0.6;
 pub const PATH_TERM_BOOST: u32 = 2;
 /// Lines in a hit's best-matching window.
 pub const WINDOW_LINES: u32 = 30;
+/// Extra window weight of a definition whose name the query gives as an identifier.
+const NAMED_DEF_BONUS: f64 = 10.0;
 /// The proximity stage re-ranks this many of the fused files by how many distinct query
 /// terms (weighted by idf and query weight) their best window of [`PROXIMITY_LINES`] lines
 /// holds, and adds that ranking to the fusion with [`PROXIMITY_WEIGHT`]. A file whose terms
@@ -711,9 +713,9 @@ fn scan_blob(
     Some(matcher.occurrences(blob.content()))
 }
 
-/// A hit's window of [`WINDOW_LINES`] lines whose lines carry the most query-term weight (a
-/// line defining an identifier the query names counts extra); the file's first lines when
-/// nothing matches or the blob is missing.
+/// A hit's window of [`WINDOW_LINES`] lines ([`TermMatcher::best_window`]: aligned to the
+/// function whose lines hold the most query terms; a line defining an identifier the query
+/// names counts extra); the file's first lines when nothing matches or the blob is missing.
 fn best_window(
     file: &SnapFile,
     analysis: &QueryAnalysis,
@@ -725,30 +727,30 @@ fn best_window(
     let Some(occurrences) = occurrences else {
         return fallback;
     };
-    let mut line_scores = matcher.line_scores(&occurrences, file.record.lines as usize);
+    let lines = file.record.lines as usize;
+    let named = |name: &str| analysis.identifiers.iter().any(|(i, _)| i == name);
+    let mut extra = vec![0.0; lines];
+    let mut blocks = Vec::new();
     for def in file.record.symbols.iter().flat_map(|s| s.defs.iter()) {
-        if analysis.identifiers.iter().any(|(i, _)| *i == def.name)
-            && let Some(score) = line_scores.get_mut((def.line as usize).wrapping_sub(1))
-        {
-            *score += 10.0;
+        let bonus = if named(&def.name) {
+            NAMED_DEF_BONUS
+        } else {
+            0.0
+        };
+        if let Some(slot) = extra.get_mut((def.line as usize).wrapping_sub(1)) {
+            *slot += bonus;
+        }
+        if matches!(def.kind.as_str(), "function" | "method") {
+            blocks.push(Block {
+                first: def.line,
+                last: def.end_line,
+                bonus,
+            });
         }
     }
-    if line_scores.is_empty() {
-        return fallback;
-    }
-    let width = (WINDOW_LINES as usize).min(line_scores.len());
-    let mut sum: f64 = line_scores[..width].iter().sum();
-    let mut best = (sum, 0usize);
-    for start in 1..=(line_scores.len() - width) {
-        sum += line_scores[start + width - 1] - line_scores[start - 1];
-        if sum > best.0 + 1e-9 {
-            best = (sum, start);
-        }
-    }
-    if best.0 <= 0.0 {
-        return fallback;
-    }
-    (best.1 as u32 + 1, (best.1 + width) as u32)
+    matcher
+        .best_window(&occurrences, lines, &extra, &blocks, WINDOW_LINES)
+        .unwrap_or(fallback)
 }
 
 fn extract_bucket(

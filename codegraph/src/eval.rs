@@ -73,6 +73,10 @@ pub struct InstanceResult {
     pub metrics: BTreeMap<String, ChannelMetrics>,
     /// Top 5 fused paths.
     pub top_fused: Vec<String>,
+    /// Gold files among the top 10 hits whose changed lines are known (see [`changed_lines`]).
+    pub windows_checked: u32,
+    /// Of those, the files whose hit window contains a line the gold patch changes.
+    pub windows_on_change: u32,
     /// Blobs extracted to index this commit (0 when everything was already stored).
     pub blobs_new: usize,
     /// Time to index and load the commit, milliseconds.
@@ -96,6 +100,11 @@ pub struct EvalReport {
     pub query_ms_p50: f64,
     /// Slowest query, milliseconds.
     pub query_ms_max: f64,
+    /// Gold files found in the top 10 (over all instances) whose hit window was checked.
+    pub windows_checked: u32,
+    /// Fraction of those whose window contains a line the gold patch changes (0 when none
+    /// was checked): how often the agent's first look at a right file is at the right place.
+    pub window_hit_rate: f64,
     /// Per-instance results, in file order.
     pub results: Vec<InstanceResult>,
 }
@@ -112,6 +121,58 @@ pub fn gold_files(patch: &str) -> Vec<String> {
         }
     }
     files.into_iter().collect()
+}
+
+/// Per file a unified diff edits, the lines of the old version it touches: each removed line,
+/// and for lines added without removing any (an insertion, not a replacement), the old lines on
+/// either side of the insertion.
+/// Files the diff creates have none.
+pub fn changed_lines(patch: &str) -> BTreeMap<String, BTreeSet<u32>> {
+    let mut files: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    let mut old_line = 0u32;
+    let mut in_hunk = false;
+    // Inside a run of removed lines, added lines replace them rather than insert.
+    let mut replacing = false;
+    for line in patch.lines() {
+        if let Some(rest) = line.strip_prefix("diff --git a/") {
+            current = rest.split_once(" b/").map(|(_, b)| b.to_string());
+            in_hunk = false;
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("@@ -") {
+            let start = rest
+                .split([',', ' '])
+                .next()
+                .and_then(|n| n.parse::<u32>().ok());
+            in_hunk = start.is_some();
+            replacing = false;
+            // `@@ -0,0` (a new file) has no old lines; the first old line of a hunk is `start`.
+            old_line = start.unwrap_or(0);
+            continue;
+        }
+        let Some(file) = current.as_ref().filter(|_| in_hunk) else {
+            continue;
+        };
+        match line.as_bytes().first() {
+            Some(b'-') => {
+                files.entry(file.clone()).or_default().insert(old_line);
+                old_line += 1;
+                replacing = true;
+            }
+            Some(b'+') if old_line > 0 && !replacing => {
+                let touched = files.entry(file.clone()).or_default();
+                touched.insert(old_line.saturating_sub(1).max(1));
+                touched.insert(old_line);
+            }
+            Some(b' ') => {
+                old_line += 1;
+                replacing = false;
+            }
+            _ => {}
+        }
+    }
+    files
 }
 
 /// Recall@k and reciprocal rank of one ranking against a gold set.
@@ -241,9 +302,20 @@ pub fn run(options: &EvalOptions, progress: &mut dyn FnMut(&InstanceResult)) -> 
             incremental.push(index_ms);
         }
         let started = Instant::now();
-        let _hits = engine.search(&instance.base_commit, &instance.problem_statement, 10)?;
+        let hits = engine.search(&instance.base_commit, &instance.problem_statement, 10)?;
         let query_ms = started.elapsed().as_secs_f64() * 1000.0;
         queries.push(query_ms);
+        let changed = changed_lines(&instance.patch);
+        let (mut windows_checked, mut windows_on_change) = (0, 0);
+        for hit in &hits {
+            let Some(lines) = changed.get(&hit.path).filter(|l| !l.is_empty()) else {
+                continue;
+            };
+            windows_checked += 1;
+            if lines.range(hit.line_start..=hit.line_end).next().is_some() {
+                windows_on_change += 1;
+            }
+        }
         let rankings = engine.channel_rankings(
             &instance.base_commit,
             &instance.problem_statement,
@@ -270,6 +342,8 @@ pub fn run(options: &EvalOptions, progress: &mut dyn FnMut(&InstanceResult)) -> 
             first_gold_rank,
             metrics,
             top_fused: rankings.fused.iter().take(5).cloned().collect(),
+            windows_checked,
+            windows_on_change,
             blobs_new: stats.blobs_new,
             index_ms,
             query_ms,
@@ -292,6 +366,8 @@ pub fn run(options: &EvalOptions, progress: &mut dyn FnMut(&InstanceResult)) -> 
         channels.insert(name.to_string(), sum);
     }
     let query_ms_max = queries.iter().copied().fold(0.0, f64::max);
+    let windows_checked: u32 = results.iter().map(|r| r.windows_checked).sum();
+    let windows_on_change: u32 = results.iter().map(|r| r.windows_on_change).sum();
     Ok(EvalReport {
         instances: results.len(),
         channels,
@@ -299,6 +375,12 @@ pub fn run(options: &EvalOptions, progress: &mut dyn FnMut(&InstanceResult)) -> 
         incremental_index_ms_p50: median(&mut incremental),
         query_ms_p50: median(&mut queries),
         query_ms_max,
+        windows_checked,
+        window_hit_rate: if windows_checked == 0 {
+            0.0
+        } else {
+            f64::from(windows_on_change) / f64::from(windows_checked)
+        },
         results,
     })
 }

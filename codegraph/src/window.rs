@@ -17,6 +17,17 @@ pub struct Occurrence {
     pub term: u32,
 }
 
+/// A function or method a hit's window can be aligned to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Block {
+    /// First line, 1-based.
+    pub first: u32,
+    /// Last line, 1-based, inclusive.
+    pub last: u32,
+    /// Extra weight, e.g. when the query names the function.
+    pub bonus: f64,
+}
+
 /// A query's terms with their weights, compiled for scanning file text.
 #[derive(Debug, Clone)]
 pub struct TermMatcher {
@@ -133,6 +144,141 @@ impl TermMatcher {
             best = best.max(current);
         }
         best
+    }
+
+    /// The window of `width` lines (1-based, inclusive) a reader of a hit should see first, in
+    /// a file of `lines` lines; `None` when no term occurs and no line has extra weight.
+    ///
+    /// Changes land inside functions, so the window is aligned to one: each line belongs to the
+    /// innermost of `blocks` around it, and the block whose lines hold the most distinct query
+    /// terms by weight (plus its bonus; ties to the earlier block) wins. A block that fits is
+    /// shown from its first line; a longer one at its `width` lines with the most term weight
+    /// line by line. When no block holds a term, the window with the most distinct term weight
+    /// (plus `extra`, per 0-based line) wins, ties to the one with more weight line by line,
+    /// then to the earlier one.
+    pub fn best_window(
+        &self,
+        occurrences: &[Occurrence],
+        lines: usize,
+        extra: &[f64],
+        blocks: &[Block],
+        width: u32,
+    ) -> Option<(u32, u32)> {
+        if lines == 0 {
+            return None;
+        }
+        let width = (width.max(1) as usize).min(lines);
+        let extra_at = |l: usize| extra.get(l).copied().unwrap_or(0.0);
+        let mut line_scores = self.line_scores(occurrences, lines);
+        for (l, score) in line_scores.iter_mut().enumerate() {
+            *score += extra_at(l);
+        }
+        let mut occ: Vec<Occurrence> = occurrences
+            .iter()
+            .copied()
+            .filter(|o| (o.line as usize) < lines)
+            .collect();
+        occ.sort_by_key(|o| o.line);
+
+        // The innermost block of each line: wider blocks first, narrower ones overwrite.
+        let mut owner: Vec<Option<usize>> = vec![None; lines];
+        let mut order: Vec<usize> = (0..blocks.len())
+            .filter(|&b| blocks[b].first >= 1 && blocks[b].last >= blocks[b].first)
+            .collect();
+        order.sort_by_key(|&b| std::cmp::Reverse((blocks[b].last - blocks[b].first, b)));
+        for b in order {
+            let (lo, hi) = (
+                blocks[b].first as usize - 1,
+                (blocks[b].last as usize).min(lines),
+            );
+            for slot in owner.iter_mut().take(hi).skip(lo) {
+                *slot = Some(b);
+            }
+        }
+        let mut block_terms: Vec<Vec<u32>> = vec![Vec::new(); blocks.len()];
+        for o in &occ {
+            if let Some(b) = owner[o.line as usize]
+                && !block_terms[b].contains(&o.term)
+            {
+                block_terms[b].push(o.term);
+            }
+        }
+        let mut best_block: Option<(f64, usize)> = None;
+        for (b, terms) in block_terms.iter().enumerate() {
+            if terms.is_empty() {
+                continue;
+            }
+            let score = terms.iter().map(|&t| self.weight(t)).sum::<f64>() + blocks[b].bonus;
+            let better = best_block.is_none_or(|(best, other)| {
+                score > best + 1e-9
+                    || (score > best - 1e-9 && blocks[b].first < blocks[other].first)
+            });
+            if better {
+                best_block = Some((score, b));
+            }
+        }
+        if let Some((_, b)) = best_block {
+            let (lo, hi) = (
+                blocks[b].first as usize - 1,
+                (blocks[b].last as usize).min(lines),
+            );
+            let start = if hi.saturating_sub(lo) <= width {
+                lo.min(lines - width)
+            } else {
+                let mut sum: f64 = line_scores[lo..lo + width].iter().sum();
+                let mut best = (sum, lo);
+                for start in lo + 1..=hi - width {
+                    sum += line_scores[start + width - 1] - line_scores[start - 1];
+                    if sum > best.0 + 1e-9 {
+                        best = (sum, start);
+                    }
+                }
+                best.1
+            };
+            return Some((start as u32 + 1, (start + width) as u32));
+        }
+
+        // No block holds a term: slide over the file, distinct weight first.
+        let mut present = vec![0u32; self.terms.len()];
+        let (mut distinct, mut line_sum, mut extra_sum) = (0.0_f64, 0.0_f64, 0.0_f64);
+        let (mut added, mut removed) = (0usize, 0usize);
+        let mut best: Option<(f64, f64, usize)> = None;
+        for start in 0..=lines - width {
+            let end = start + width;
+            if start == 0 {
+                line_sum = line_scores[..width].iter().sum();
+                extra_sum = (0..width).map(extra_at).sum();
+            } else {
+                line_sum += line_scores[end - 1] - line_scores[start - 1];
+                extra_sum += extra_at(end - 1) - extra_at(start - 1);
+            }
+            while added < occ.len() && (occ[added].line as usize) < end {
+                let count = &mut present[occ[added].term as usize];
+                if *count == 0 {
+                    distinct += self.weights[occ[added].term as usize];
+                }
+                *count += 1;
+                added += 1;
+            }
+            while removed < added && (occ[removed].line as usize) < start {
+                let count = &mut present[occ[removed].term as usize];
+                *count -= 1;
+                if *count == 0 {
+                    distinct -= self.weights[occ[removed].term as usize];
+                }
+                removed += 1;
+            }
+            let score = distinct + extra_sum;
+            let better = best.is_none_or(|(best_score, best_sum, _)| {
+                score > best_score + 1e-9
+                    || (score > best_score - 1e-9 && line_sum > best_sum + 1e-9)
+            });
+            if better {
+                best = Some((score, line_sum, start));
+            }
+        }
+        let (score, _, start) = best?;
+        (score > 1e-9).then_some((start as u32 + 1, (start + width) as u32))
     }
 
     /// Per line (of `lines` lines), the total weight of the distinct terms on it.

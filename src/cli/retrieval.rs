@@ -305,5 +305,10 @@ fn eval_retrieval(args: EvalRetrievalArgs) -> anyhow::Result<ExitCode> {
         report.query_ms_p50,
         report.query_ms_max
     )?;
+    writeln!(
+        out,
+        "line windows: {:.3} of the {} gold files in the top 10 have their hit window on a line the gold patch changes",
+        report.window_hit_rate, report.windows_checked
+    )?;
     Ok(ExitCode::SUCCESS)
 }

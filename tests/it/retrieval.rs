@@ -303,11 +303,18 @@ fn eval_retrieval_scores_instances_against_mirrors() {
     let mirror = mirrors.path().join("acme+pkg");
     std::fs::create_dir_all(&mirror).unwrap();
     let head = fixture(&mirror);
+    // The first patch changes line 8 of the parser (inside `parse_section`); the second only
+    // names its file (no hunk, so its window is not checked).
     let instance = |id: &str, problem: &str, file: &str| {
+        let hunk = if file == "pkg/parser.py" {
+            "@@ -7,2 +7,2 @@ class ConfigParser:\n     def parse_section(self, text):\n-        return text.strip()\n+        return text.strip(' ')\n"
+        } else {
+            ""
+        };
         serde_json::json!({
             "instance_id": id, "repo": "acme/pkg", "base_commit": head,
             "problem_statement": problem,
-            "patch": format!("diff --git a/{file} b/{file}\n--- a/{file}\n+++ b/{file}\n"),
+            "patch": format!("diff --git a/{file} b/{file}\n--- a/{file}\n+++ b/{file}\n{hunk}"),
             "hints_text": "",
         })
         .to_string()
@@ -348,6 +355,10 @@ fn eval_retrieval_scores_instances_against_mirrors() {
         report["results"][0]["gold"],
         serde_json::json!(["pkg/parser.py"])
     );
+    assert_eq!(report["windows_checked"], 1);
+    assert_eq!(report["window_hit_rate"], 1.0);
+    assert_eq!(report["results"][0]["windows_on_change"], 1);
+    assert_eq!(report["results"][1]["windows_checked"], 0);
 
     let text = stdout(&airlock(&[
         "eval",
@@ -361,6 +372,10 @@ fn eval_retrieval_scores_instances_against_mirrors() {
     ]));
     assert!(text.contains("instances: 1"), "{text}");
     assert!(text.contains("fused"), "{text}");
+    assert!(
+        text.contains("line windows: 1.000 of the 1 gold files"),
+        "{text}"
+    );
 
     let missing = airlock(&[
         "eval",

@@ -1,6 +1,6 @@
 //! Term occurrences and the windows where they meet (the proximity stage and hit windows).
 
-use airlock_codegraph::window::{Occurrence, TermMatcher};
+use airlock_codegraph::window::{Block, Occurrence, TermMatcher};
 
 fn at(line: u32, term: u32) -> Occurrence {
     Occurrence { line, term }
@@ -100,4 +100,88 @@ fn line_scores_sum_distinct_terms_per_line() {
     assert_eq!(m.line_scores(&occ, 4), vec![3.0, 0.0, 2.0, 1.0]);
     // Occurrences past the given line count are ignored.
     assert_eq!(m.line_scores(&occ, 2), vec![3.0, 0.0]);
+}
+
+fn three_terms() -> TermMatcher {
+    TermMatcher::new([("alpha", 1.0), ("beta", 1.0), ("gamma", 1.0)])
+}
+
+fn block(first: u32, last: u32) -> Block {
+    Block {
+        first,
+        last,
+        bonus: 0.0,
+    }
+}
+
+#[test]
+fn a_hit_window_starts_at_the_function_holding_the_most_distinct_terms() {
+    let m = three_terms();
+    // Function 21-40 (1-based) holds alpha and beta once each; module-level lines 101-120
+    // repeat gamma on every line (more weight line by line, one distinct term).
+    let mut occ = vec![at(24, 0), at(35, 1)];
+    occ.extend((100..120).map(|l| at(l, 2)));
+    let blocks = [block(21, 40), block(150, 190)];
+    assert_eq!(m.best_window(&occ, 200, &[], &blocks, 30), Some((21, 50)));
+}
+
+#[test]
+fn a_long_function_is_shown_where_its_terms_are_and_never_before_it() {
+    let m = three_terms();
+    let occ = [at(10, 0), at(119, 0), at(121, 1)];
+    // Lines 50-150; the term at line 11 is outside every function.
+    let window = m
+        .best_window(&occ, 300, &[], &[block(50, 150)], 30)
+        .unwrap();
+    assert!(window.0 >= 50 && window.1 <= 150, "{window:?}");
+    assert!(window.0 <= 120 && window.1 >= 122, "{window:?}");
+    assert_eq!(window.1 - window.0 + 1, 30);
+}
+
+#[test]
+fn the_innermost_function_owns_its_lines_and_a_named_function_weighs_more() {
+    let m = three_terms();
+    // An inner function (31-40) inside an outer one (11-100); the terms are in the inner one.
+    let occ = [at(32, 0), at(36, 1)];
+    assert_eq!(
+        m.best_window(&occ, 400, &[], &[block(11, 100), block(31, 40)], 30),
+        Some((31, 60))
+    );
+    // Two functions with one term each: the one the query names wins, not the earlier one.
+    let occ = [at(20, 0), at(220, 1)];
+    let named = Block {
+        first: 210,
+        last: 230,
+        bonus: 10.0,
+    };
+    assert_eq!(
+        m.best_window(&occ, 400, &[], &[block(15, 30), named], 30),
+        Some((210, 239))
+    );
+    assert_eq!(
+        m.best_window(&occ, 400, &[], &[block(15, 30), block(210, 230)], 30),
+        Some((15, 44))
+    );
+}
+
+#[test]
+fn without_functions_the_window_with_most_distinct_terms_wins_and_stays_in_the_file() {
+    let m = three_terms();
+    // alpha on ten lines at the top; alpha, beta and gamma together further down.
+    let mut occ: Vec<Occurrence> = (0..10).map(|l| at(l, 0)).collect();
+    occ.extend([at(150, 0), at(151, 1), at(152, 2)]);
+    let window = m.best_window(&occ, 200, &[], &[], 30).unwrap();
+    assert!(window.0 <= 151 && window.1 >= 153, "{window:?}");
+    // A function at the end of the file: the window ends at the last line.
+    assert_eq!(
+        m.best_window(&[at(195, 0)], 200, &[], &[block(190, 200)], 30),
+        Some((171, 200))
+    );
+    // Extra weight alone (a definition the query names) places the window.
+    let mut extra = vec![0.0; 100];
+    extra[60] = 10.0;
+    assert_eq!(m.best_window(&[], 100, &extra, &[], 30), Some((32, 61)));
+    // Nothing matches: no window; a file shorter than the width: the whole file.
+    assert_eq!(m.best_window(&[], 100, &[], &[block(1, 50)], 30), None);
+    assert_eq!(m.best_window(&[at(3, 0)], 8, &[], &[], 30), Some((1, 8)));
 }
