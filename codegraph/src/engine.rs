@@ -363,6 +363,10 @@ impl Engine {
         }
 
         let total = work.len();
+        if total > 0 {
+            // Writing in this format from now on: the older formats' copies are dead weight.
+            self.store.remove_older_formats();
+        }
         let skipped_now = self.extract_all(work, progress)?;
         for entry in &mut manifest_files {
             if entry.skipped.is_none()

@@ -141,6 +141,30 @@ impl Store {
         &self.root
     }
 
+    /// Remove this repository's index in older formats (`v1/<repo-key>`, ... below
+    /// [`FORMAT_VERSION`]), and a format's directory once it is empty: records of an older
+    /// extractor are never read again, and would otherwise stay on disk for good. Best effort:
+    /// a directory that cannot be removed is left as it is. Returns how many were removed.
+    pub fn remove_older_formats(&self) -> usize {
+        let (Some(key), Some(index_dir)) = (
+            self.root.file_name(),
+            self.root.parent().and_then(Path::parent),
+        ) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for version in 1..FORMAT_VERSION {
+            let format_dir = index_dir.join(format!("v{version}"));
+            let old = format_dir.join(key);
+            if old.is_dir() && std::fs::remove_dir_all(&old).is_ok() {
+                removed += 1;
+            }
+            // Only succeeds when no other repository's index is left in it.
+            let _ = std::fs::remove_dir(&format_dir);
+        }
+        removed
+    }
+
     fn blob_path(&self, key: &str, suffix: &str) -> PathBuf {
         let shard = key.get(..2).unwrap_or("xx");
         self.root

@@ -195,3 +195,33 @@ fn saved_full_text_indexes_are_bounded_and_replaced_per_commit() {
     );
     assert_eq!(bundles(dir.path()).len(), MAX_FULLTEXT_BUNDLES);
 }
+
+#[test]
+fn an_index_in_an_older_format_is_removed_when_the_repository_is_indexed_again() {
+    let repo = python_project();
+    let dir = index_dir();
+    let mut engine = Engine::open(repo.path(), dir.path()).unwrap();
+    let store = engine.store_dir().to_path_buf();
+    let key = store.file_name().unwrap().to_owned();
+    let format = airlock_codegraph::store::FORMAT_VERSION;
+    assert!(format >= 2, "the test needs an older format to plant");
+    // This repository's index in format 1, and another repository's (which must stay).
+    let old = dir.path().join("v1").join(&key);
+    std::fs::create_dir_all(old.join("blobs/ab")).unwrap();
+    std::fs::write(old.join("blobs/ab/abc.python.json"), "{}").unwrap();
+    let other = dir.path().join("v1").join("other-0123456789ab");
+    std::fs::create_dir_all(&other).unwrap();
+
+    engine.index("HEAD").unwrap();
+    assert!(!old.exists(), "{old:?} still there");
+    assert!(other.exists(), "another repository's index was removed");
+    assert!(store.join("commits").is_dir());
+
+    // Once no repository is left in the old format, its directory goes too.
+    std::fs::remove_dir_all(&other).unwrap();
+    std::fs::create_dir_all(&old).unwrap();
+    repo.write("shop/new.py", "def fresh():\n    return 1\n");
+    repo.commit("new");
+    engine.index("HEAD").unwrap();
+    assert!(!dir.path().join("v1").exists());
+}
