@@ -245,14 +245,36 @@ impl Engine {
             path: repo_path.to_path_buf(),
             source,
         })?;
-        Ok(Engine {
-            store: Store::new(index_dir, repo.path()),
+        let store = Store::new(index_dir, repo.path());
+        Ok(Engine::with_store(repo, store))
+    }
+
+    /// Open `repo_path` with its index stored under `key` instead of the repository's own
+    /// path: a throwaway checkout of a project (a run's worktree) then shares the index of the
+    /// project's mirror (`store::repo_key(mirror_path)`), which every run and reader on that
+    /// project uses, so an index is built once and moved between commits by blob id.
+    pub fn open_keyed(repo_path: &Path, index_dir: &Path, key: &str) -> Result<Engine> {
+        if !crate::store::valid_key(key) {
+            return Err(Error::InvalidIndexKey {
+                key: key.to_string(),
+            });
+        }
+        let repo = git2::Repository::open(repo_path).map_err(|source| Error::OpenRepo {
+            path: repo_path.to_path_buf(),
+            source,
+        })?;
+        Ok(Engine::with_store(repo, Store::keyed(index_dir, key)))
+    }
+
+    fn with_store(repo: git2::Repository, store: Store) -> Engine {
+        Engine {
+            store,
             repo_path: repo.path().to_path_buf(),
             repo,
             second_repo: std::sync::Mutex::new(None),
             records: HashMap::new(),
             snapshot: None,
-        })
+        }
     }
 
     /// Where this repository's index lives.

@@ -70,6 +70,15 @@ pub enum Error {
         /// git's reason.
         source: git2::Error,
     },
+    /// An index key (the directory naming a repository's index) that cannot be one.
+    #[error(
+        "invalid index key {key:?}: use letters, digits, '.', '_', '+' and '-' only (at most \
+         200), not '.' or '..'; `airlock_codegraph::store::repo_key` makes one from a path"
+    )]
+    InvalidIndexKey {
+        /// The key given.
+        key: String,
+    },
     /// A revision does not name a commit.
     #[error("cannot resolve {reference:?} to a commit in {repo}: {reason}")]
     Resolve {

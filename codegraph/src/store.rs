@@ -92,6 +92,10 @@ pub fn blob_key(blob: &str, language: Option<Language>) -> String {
 }
 
 /// A stable directory name for a repository: its folder name plus a hash of its canonical path.
+///
+/// Records are keyed by blob id and manifests by commit id, so checkouts of one project may
+/// share a key: a run indexes its throwaway worktree under its mirror's key (see
+/// [`crate::Engine::open_keyed`]), and so pays only for the blobs earlier runs have not seen.
 pub fn repo_key(repo_path: &Path) -> String {
     let canonical = repo_path
         .canonicalize()
@@ -118,6 +122,18 @@ pub fn repo_key(repo_path: &Path) -> String {
     format!("{name}-{}", &hex::encode(digest)[..12])
 }
 
+/// Whether `key` can name a repository's index: one directory name of letters, digits, `.`,
+/// `_`, `+` and `-` (as [`repo_key`] makes), at most 200 bytes, not `.` or `..`.
+pub fn valid_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 200
+        && key != "."
+        && key != ".."
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'+' | b'-'))
+}
+
 fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Error + 'a {
     move |source| Error::Io {
         action,
@@ -129,10 +145,13 @@ fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Erro
 impl Store {
     /// The store of `repo_path` under `index_dir` (created lazily on first write).
     pub fn new(index_dir: &Path, repo_path: &Path) -> Store {
+        Store::keyed(index_dir, &repo_key(repo_path))
+    }
+
+    /// The store named `key` under `index_dir` (the key is not checked; see [`valid_key`]).
+    pub fn keyed(index_dir: &Path, key: &str) -> Store {
         Store {
-            root: index_dir
-                .join(format!("v{FORMAT_VERSION}"))
-                .join(repo_key(repo_path)),
+            root: index_dir.join(format!("v{FORMAT_VERSION}")).join(key),
         }
     }
 

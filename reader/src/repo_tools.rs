@@ -73,9 +73,19 @@ pub struct CodegraphSearch {
 
 impl CodegraphSearch {
     /// Open the engine over `repo` (a worktree or a `.git` directory) with its index under
-    /// `index_dir`, for `commit`.
-    pub fn open(repo: &Path, index_dir: &Path, commit: &str) -> Result<Self, String> {
-        let engine = Engine::open(repo, index_dir).map_err(|e| e.to_string())?;
+    /// `index_dir`, for `commit`; the index is the one named `index_key` when given (a run's
+    /// worktree shares its mirror's index: see [`Engine::open_keyed`]), else `repo`'s own.
+    pub fn open(
+        repo: &Path,
+        index_dir: &Path,
+        index_key: Option<&str>,
+        commit: &str,
+    ) -> Result<Self, String> {
+        let engine = match index_key {
+            Some(key) => Engine::open_keyed(repo, index_dir, key),
+            None => Engine::open(repo, index_dir),
+        }
+        .map_err(|e| e.to_string())?;
         Ok(CodegraphSearch {
             engine: Mutex::new(engine),
             commit: commit.to_string(),
@@ -122,10 +132,16 @@ pub struct CheckoutTools {
 }
 
 impl CheckoutTools {
-    /// Tools over the checkout at `root` pinned at `commit`, with the index under `index_dir`.
-    pub fn open(root: &Path, index_dir: &Path, commit: &str) -> Result<Self, String> {
+    /// Tools over the checkout at `root` pinned at `commit`, with the index under `index_dir`
+    /// (the one named `index_key` when given, see [`CodegraphSearch::open`]).
+    pub fn open(
+        root: &Path,
+        index_dir: &Path,
+        index_key: Option<&str>,
+        commit: &str,
+    ) -> Result<Self, String> {
         let reader = BoundedReader::open(root).map_err(|e| e.to_string())?;
-        let search = CodegraphSearch::open(root, index_dir, commit)?;
+        let search = CodegraphSearch::open(root, index_dir, index_key, commit)?;
         Ok(CheckoutTools { reader, search })
     }
 }

@@ -44,6 +44,10 @@ pub struct ReaderWorkerArgs {
     /// The codegraph index directory (read-only).
     #[arg(long)]
     index_dir: PathBuf,
+    /// The index's name in the index directory (the supervisor passes its mirror's); the
+    /// checkout's own when absent.
+    #[arg(long)]
+    index_key: Option<String>,
     /// The pinned commit.
     #[arg(long)]
     commit: String,
@@ -103,10 +107,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
 /// `airlock reader-worker`: serve one reader over stdout and the input FIFO (or stdin).
 pub fn reader_worker(args: ReaderWorkerArgs) -> anyhow::Result<ExitCode> {
-    let tools =
-        airlock_reader::repo_tools::CheckoutTools::open(&args.root, &args.index_dir, &args.commit)
-            .map_err(anyhow::Error::msg)
-            .context("opening the checkout for the reader")?;
+    let tools = airlock_reader::repo_tools::CheckoutTools::open(
+        &args.root,
+        &args.index_dir,
+        args.index_key.as_deref(),
+        &args.commit,
+    )
+    .map_err(anyhow::Error::msg)
+    .context("opening the checkout for the reader")?;
     let stdout = std::io::stdout().lock();
     match &args.input {
         Some(path) => {

@@ -98,9 +98,17 @@ pub struct CodegraphRetrieval {
 }
 
 impl CodegraphRetrieval {
-    /// Open and index (incrementally) the commit; `map_query` personalises the repo map.
-    pub fn open(repo: &Path, index_dir: &Path, commit: &str, map_query: &str) -> PortResult<Self> {
-        let search = CodegraphSearch::open(repo, index_dir, commit)
+    /// Open and index (incrementally) the commit under the index named `index_key` (the
+    /// mirror's, so that every run on the project shares one index); `map_query` personalises
+    /// the repo map.
+    pub fn open(
+        repo: &Path,
+        index_dir: &Path,
+        index_key: &str,
+        commit: &str,
+        map_query: &str,
+    ) -> PortResult<Self> {
+        let search = CodegraphSearch::open(repo, index_dir, Some(index_key), commit)
             .map_err(|e| ToolFailure::new("index", e))?;
         search.prepare().map_err(|e| ToolFailure::new("index", e))?;
         Ok(CodegraphRetrieval {
@@ -316,6 +324,8 @@ pub struct SandboxReaderLauncher {
     pub worktree: PathBuf,
     /// The codegraph index directory (mounted read-only).
     pub index_dir: PathBuf,
+    /// The index's name in it (the mirror's key, as the supervisor indexed it).
+    pub index_key: String,
     /// The pinned commit.
     pub commit: String,
     /// Scratch directory for the FIFO.
@@ -396,6 +406,8 @@ impl ReaderLauncher for SandboxReaderLauncher {
             self.worktree.display().to_string(),
             "--index-dir".into(),
             self.index_dir.display().to_string(),
+            "--index-key".into(),
+            self.index_key.clone(),
             "--commit".into(),
             self.commit.clone(),
             "--input".into(),

@@ -189,12 +189,21 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
         }
     })?;
     let index_dir = config.paths.index_dir.clone();
+    // The worktree is new for every run; the index is the mirror's, so a batch of issues on one
+    // project builds it once and then pays only for blobs it has not seen.
+    let index_key = airlock_codegraph::store::repo_key(mirror.path());
     let retrieval: Box<dyn Retrieval> = Box::new(
-        CodegraphRetrieval::open(worktree.path(), &index_dir, commit.as_str(), &issue_query)
-            .map_err(|e| RunError::Setup {
-                what: "the retrieval index",
-                message: e.to_string(),
-            })?,
+        CodegraphRetrieval::open(
+            worktree.path(),
+            &index_dir,
+            &index_key,
+            commit.as_str(),
+            &issue_query,
+        )
+        .map_err(|e| RunError::Setup {
+            what: "the retrieval index",
+            message: e.to_string(),
+        })?,
     );
     let tests: Box<dyn TestRunner> = match overrides.tests {
         Some(t) => t,
@@ -210,6 +219,7 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
             exe: args.exe.clone(),
             worktree: worktree.path().to_path_buf(),
             index_dir: index_dir.clone(),
+            index_key: index_key.clone(),
             commit: commit.as_str().to_string(),
             scratch: run_dir.join("readers"),
             timeout: Duration::from_secs(config.tests.timeout_secs),

@@ -225,3 +225,37 @@ fn an_index_in_an_older_format_is_removed_when_the_repository_is_indexed_again()
     engine.index("HEAD").unwrap();
     assert!(!dir.path().join("v1").exists());
 }
+
+#[test]
+fn checkouts_opened_under_one_key_share_one_index() {
+    let repo = python_project();
+    let clone = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("git")
+        .args(["clone", "-q"])
+        .arg(repo.path())
+        .arg(clone.path().join("c"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let clone_path = clone.path().join("c");
+    let dir = index_dir();
+
+    let mut first = Engine::open_keyed(repo.path(), dir.path(), "pkg-0123abcd").unwrap();
+    assert_eq!(first.index("HEAD").unwrap().blobs_new, 5);
+    // Another checkout of the same project under the same key: nothing to extract.
+    let mut second = Engine::open_keyed(&clone_path, dir.path(), "pkg-0123abcd").unwrap();
+    assert_eq!(second.index("HEAD").unwrap().blobs_new, 0);
+    assert_eq!(second.store_dir(), first.store_dir());
+    let hits = second.search("HEAD", "apply discount", 3).unwrap();
+    assert!(!hits.is_empty());
+    // Opened by its own path, the clone has an index of its own.
+    let mut own = Engine::open(&clone_path, dir.path()).unwrap();
+    assert_eq!(own.index("HEAD").unwrap().blobs_new, 5);
+
+    for bad in ["", ".", "..", "../x", "a/b", "sp ace", &"k".repeat(201)] {
+        let err = Engine::open_keyed(repo.path(), dir.path(), bad)
+            .err()
+            .unwrap_or_else(|| panic!("{bad:?} accepted"));
+        assert!(err.to_string().contains("invalid index key"), "{err}");
+    }
+}

@@ -238,7 +238,15 @@ impl ReaderLauncher for ThreadLauncher {
                 .path();
             let root = run.join("worktree");
             let commit = git(&root, &["rev-parse", "HEAD"]);
-            let tools = CheckoutTools::open(&root, &index_dir, &commit).unwrap();
+            // The supervisor indexed the commit under its mirror's key: the one repository in
+            // the index directory.
+            let format = index_dir.join(format!("v{}", airlock_codegraph::store::FORMAT_VERSION));
+            let keys: Vec<String> = std::fs::read_dir(&format)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(keys.len(), 1, "one index per fixture: {keys:?}");
+            let tools = CheckoutTools::open(&root, &index_dir, Some(&keys[0]), &commit).unwrap();
             match airlock_reader::run_worker(&mut input, worker_out_w, &tools) {
                 Ok(()) => "worker finished".to_string(),
                 Err(e) => format!("worker error: {e}"),

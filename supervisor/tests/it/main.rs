@@ -35,6 +35,10 @@ fn main() -> std::process::ExitCode {
             run_loop::an_ambiguous_issue_is_escalated_with_no_tool_call,
         ),
         (
+            "run_loop::runs_on_one_repository_share_the_mirrors_index",
+            run_loop::runs_on_one_repository_share_the_mirrors_index,
+        ),
+        (
             "run_loop::an_issue_that_is_not_ready_stops_before_any_model_call",
             run_loop::an_issue_that_is_not_ready_stops_before_any_model_call,
         ),

@@ -522,3 +522,36 @@ pub fn injections_are_screened_and_reported_paths_recorded() {
     assert_eq!(observed[0]["payload"]["path"], "calc/ops.py");
     assert!(!kinds(&trajectory(&report), "injection_suspected").is_empty());
 }
+
+pub fn runs_on_one_repository_share_the_mirrors_index() {
+    let fx = Fixture::new();
+    let config = fx.config("");
+    let issue = fx.issue(json!({
+        "id": "CALC-8", "title": "Should add() saturate at the integer limits?",
+        "body": "Product question: what should `add` do with huge numbers?", "labels": ["ready-for-agent"]
+    }));
+    let mut v = outcome("escalate", 0.2);
+    v["summary"] = json!("This is a product decision, not a defect; no code is needed.");
+    let model = fx.script(&[json!({"text": v.to_string()})]);
+    let indexes = || -> Vec<String> {
+        let format = fx
+            .path("index")
+            .join(format!("v{}", airlock_codegraph::store::FORMAT_VERSION));
+        let mut keys: Vec<String> = std::fs::read_dir(format)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        keys.sort();
+        keys
+    };
+    let first = fx.run(&issue, &model, &config, &BrokerStub::default());
+    assert_eq!(first.exit_code(), 3);
+    let after_one = indexes();
+    let second = fx.run(&issue, &model, &config, &BrokerStub::default());
+    assert_eq!(second.exit_code(), 3);
+    assert_ne!(first.run_id, second.run_id);
+    // Each run has its own worktree, and both used the one index kept for the repository.
+    assert_eq!(after_one.len(), 1, "{after_one:?}");
+    assert_eq!(indexes(), after_one);
+    assert!(!after_one[0].contains("worktree"), "{after_one:?}");
+}
