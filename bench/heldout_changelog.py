@@ -60,6 +60,17 @@ def is_source(path, prefix):
     )
 
 
+def instance(mirror, repo, commit, parent, text, gold):
+    """One SWE-bench-style instance: `text` is the query, the diff of `gold` the patch."""
+    return {
+        "instance_id": f"{repo.replace('/', '__')}-{commit[:10]}",
+        "repo": repo,
+        "base_commit": parent,
+        "problem_statement": text,
+        "patch": git(mirror, "diff", parent, commit, "--", *gold),
+    }
+
+
 def clean(text):
     text = re.sub(r"(:[a-z]+)+:`~?([^`]*)`", r"`\2`", text)
     return re.sub(r"^\s*[-*]\s*", "", text, flags=re.M)
@@ -85,13 +96,7 @@ def instances(mirror, repo, changelog_re, pathspecs, prefix):
         text = clean("\n".join(a for a in added if a.strip()))
         if not 60 <= len(text) <= 3000 or re.match(r"\s*(Release|Version|v?\d+\.\d+)", text):
             continue
-        yield {
-            "instance_id": f"{repo.replace('/', '__')}-{commit[:10]}",
-            "repo": repo,
-            "base_commit": parent,
-            "problem_statement": text,
-            "patch": git(mirror, "diff", parent, commit, "--", *gold),
-        }
+        yield instance(mirror, repo, commit, parent, text, gold)
 
 
 def main():

@@ -24,8 +24,9 @@ repositories).
 import argparse
 import json
 import re
-import subprocess
 import sys
+
+from heldout_changelog import git, instance
 
 SKIP_SUBJECT = re.compile(
     r"\b(typo|typos|doc|docs|readme|changelog|ci|lint|linter|clippy|fmt|format|formatting|"
@@ -41,12 +42,6 @@ TEST_PART = re.compile(
     r"|_test\.go$|Test\.java$|Tests\.java$|(^|/)test_[^/]*$|\.(test|spec)\.[jt]sx?$",
     re.I,
 )
-
-
-def git(repo, *args):
-    return subprocess.run(
-        ["git", "-C", repo, *args], capture_output=True, text=True, errors="replace", check=True
-    ).stdout
 
 
 def is_source(path, exts):
@@ -82,13 +77,7 @@ def instances(mirror, repo, exts):
         text = query_of(message)
         if not 30 <= len(text) <= 3000:
             continue
-        yield {
-            "instance_id": f"{repo.replace('/', '__')}-{commit[:10]}",
-            "repo": repo,
-            "base_commit": parent,
-            "problem_statement": text,
-            "patch": git(mirror, "diff", parent, commit, "--", *gold),
-        }
+        yield instance(mirror, repo, commit, parent, text, gold)
 
 
 def main():

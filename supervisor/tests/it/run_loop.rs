@@ -1,6 +1,7 @@
 use crate::fixture::*;
 use airlock_supervisor::RunEnd;
 use serde_json::json;
+use std::path::PathBuf;
 
 const NEW_TEST: &str = "import unittest\n\nfrom calc.ops import add\n\n\nclass AddTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n";
 
@@ -106,8 +107,8 @@ pub fn a_fix_goes_from_search_to_a_queued_pull_request() {
     assert_eq!(doc["base_commit"], fx.commit);
 }
 
-pub fn an_ambiguous_issue_is_escalated_with_no_tool_call() {
-    let fx = Fixture::new();
+/// A product question the scripted model escalates at once: (config, issue, model).
+fn product_question(fx: &Fixture, expect_tools: &[&str]) -> (PathBuf, PathBuf, String) {
     let config = fx.config("");
     let issue = fx.issue(json!({
         "id": "CALC-8", "title": "Should add() saturate at the integer limits?",
@@ -115,8 +116,13 @@ pub fn an_ambiguous_issue_is_escalated_with_no_tool_call() {
     }));
     let mut v = outcome("escalate", 0.2);
     v["summary"] = json!("This is a product decision, not a defect; no code is needed.");
-    let model =
-        fx.script(&[json!({"text": v.to_string(), "expect_tools": ["search_repo", "open_pr"]})]);
+    let model = fx.script(&[json!({"text": v.to_string(), "expect_tools": expect_tools})]);
+    (config, issue, model)
+}
+
+pub fn an_ambiguous_issue_is_escalated_with_no_tool_call() {
+    let fx = Fixture::new();
+    let (config, issue, model) = product_question(&fx, &["search_repo", "open_pr"]);
     let report = fx.run(&issue, &model, &config, &BrokerStub::default());
     let RunEnd::Finished {
         outcome,
@@ -525,14 +531,7 @@ pub fn injections_are_screened_and_reported_paths_recorded() {
 
 pub fn runs_on_one_repository_share_the_mirrors_index() {
     let fx = Fixture::new();
-    let config = fx.config("");
-    let issue = fx.issue(json!({
-        "id": "CALC-8", "title": "Should add() saturate at the integer limits?",
-        "body": "Product question: what should `add` do with huge numbers?", "labels": ["ready-for-agent"]
-    }));
-    let mut v = outcome("escalate", 0.2);
-    v["summary"] = json!("This is a product decision, not a defect; no code is needed.");
-    let model = fx.script(&[json!({"text": v.to_string()})]);
+    let (config, issue, model) = product_question(&fx, &[]);
     let indexes = || -> Vec<String> {
         let format = fx
             .path("index")
