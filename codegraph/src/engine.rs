@@ -241,10 +241,7 @@ impl Engine {
     /// Open the repository at `repo_path` (a bare repository, a `.git` directory or a work
     /// tree) with its index kept under `index_dir`.
     pub fn open(repo_path: &Path, index_dir: &Path) -> Result<Engine> {
-        let repo = git2::Repository::open(repo_path).map_err(|source| Error::OpenRepo {
-            path: repo_path.to_path_buf(),
-            source,
-        })?;
+        let repo = open_repository(repo_path)?;
         let store = Store::new(index_dir, repo.path());
         Ok(Engine::with_store(repo, store))
     }
@@ -259,10 +256,7 @@ impl Engine {
                 key: key.to_string(),
             });
         }
-        let repo = git2::Repository::open(repo_path).map_err(|source| Error::OpenRepo {
-            path: repo_path.to_path_buf(),
-            source,
-        })?;
+        let repo = open_repository(repo_path)?;
         Ok(Engine::with_store(repo, Store::keyed(index_dir, key)))
     }
 
@@ -727,6 +721,13 @@ impl Engine {
     }
 }
 
+fn open_repository(repo_path: &Path) -> Result<git2::Repository> {
+    git2::Repository::open(repo_path).map_err(|source| Error::OpenRepo {
+        path: repo_path.to_path_buf(),
+        source,
+    })
+}
+
 /// The query terms' occurrences in a file's blob read through `repo`; `None` if the blob is
 /// not in the repository (a partial clone).
 fn scan_blob(
@@ -785,10 +786,7 @@ fn extract_bucket(
     bucket: Vec<WorkItem>,
     tx: &std::sync::mpsc::Sender<Result<Extracted>>,
 ) -> Result<()> {
-    let repo = git2::Repository::open(repo_path).map_err(|source| Error::OpenRepo {
-        path: repo_path.to_path_buf(),
-        source,
-    })?;
+    let repo = open_repository(repo_path)?;
     let mut extractor = Extractor::new()?;
     for item in bucket {
         let blob = match repo.find_blob(item.blob) {

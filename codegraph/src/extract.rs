@@ -357,7 +357,7 @@ fn doc_anchor(node: Node) -> Node {
             || kind.ends_with("body")
             || kind.ends_with("block")
             || kind.ends_with("_list")
-            || matches!(kind, "object" | "array" | "class_body" | "arguments");
+            || matches!(kind, "object" | "array" | "arguments");
         if container || parent.start_position().row != row {
             break;
         }

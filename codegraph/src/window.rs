@@ -147,7 +147,8 @@ impl TermMatcher {
     }
 
     /// The window of `width` lines (1-based, inclusive) a reader of a hit should see first, in
-    /// a file of `lines` lines; `None` when no term occurs and no line has extra weight.
+    /// a file of `lines` lines, from `occurrences` in text order; `None` when no term occurs
+    /// and no line has extra weight.
     ///
     /// Changes land inside functions, so the window is aligned to one: each line belongs to the
     /// innermost of `blocks` around it, and the block whose lines hold the most distinct query
@@ -173,12 +174,9 @@ impl TermMatcher {
         for (l, score) in line_scores.iter_mut().enumerate() {
             *score += extra_at(l);
         }
-        let mut occ: Vec<Occurrence> = occurrences
-            .iter()
-            .copied()
-            .filter(|o| (o.line as usize) < lines)
-            .collect();
-        occ.sort_by_key(|o| o.line);
+        // In text order (as [`TermMatcher::occurrences`] gives them), so any past the last line
+        // are at the end.
+        let occ = &occurrences[..occurrences.partition_point(|o| (o.line as usize) < lines)];
 
         // The innermost block of each line: wider blocks first, narrower ones overwrite.
         let mut owner: Vec<Option<usize>> = vec![None; lines];
@@ -196,7 +194,7 @@ impl TermMatcher {
             }
         }
         let mut block_terms: Vec<Vec<u32>> = vec![Vec::new(); blocks.len()];
-        for o in &occ {
+        for o in occ {
             if let Some(b) = owner[o.line as usize]
                 && !block_terms[b].contains(&o.term)
             {
