@@ -122,7 +122,9 @@ pub fn is_test_path(path: &str) -> bool {
         || (path.ends_with("Test.java") || path.ends_with("Tests.java"))
 }
 
-/// Whether the path is vendored or third-party code.
+/// Whether the path is vendored or third-party code. `external/` (the C and C++ habit for
+/// checked-in dependencies) counts only at the top of the tree: inside a package
+/// (`sympy/external/gmpy.py`) it is the project's own code that wraps a dependency.
 pub fn is_vendored_path(path: &str) -> bool {
     let vendor_dirs = [
         "vendor",
@@ -132,12 +134,12 @@ pub fn is_vendored_path(path: &str) -> bool {
         "thirdparty",
         "third-party",
         "node_modules",
-        "external",
-        "externals",
         "site-packages",
     ];
-    dirs(path).any(|d| vendor_dirs.contains(&d.as_str()))
-        || file_name(path).ends_with(".min.js")
+    let top_level_dirs = ["external", "externals"];
+    dirs(path).enumerate().any(|(i, d)| {
+        vendor_dirs.contains(&d.as_str()) || (i == 0 && top_level_dirs.contains(&d.as_str()))
+    }) || file_name(path).ends_with(".min.js")
         || file_name(path).ends_with(".min.css")
 }
 

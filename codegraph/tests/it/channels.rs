@@ -164,6 +164,23 @@ fn vendored_files_are_flagged() {
 }
 
 #[test]
+fn external_is_vendored_only_at_the_top_of_the_tree() {
+    let repo = python_project();
+    repo.write(
+        "external/zlib/inflate.py",
+        "def inflate_window(data):\n    return data\n",
+    );
+    repo.write(
+        "shop/external/gateway.py",
+        "def inflate_window(data):\n    return data\n",
+    );
+    repo.commit("externals");
+    let hits = search(&repo, "inflate_window");
+    assert!(hit(&hits, "external/zlib/inflate.py").is_vendored);
+    assert!(!hit(&hits, "shop/external/gateway.py").is_vendored);
+}
+
+#[test]
 fn binary_files_are_skipped() {
     let repo = python_project();
     let dir = index_dir();
