@@ -609,6 +609,17 @@ impl Engine {
         crate::map::render(&snap, &QueryAnalysis::new(query), token_budget)
     }
 
+    /// The files [`Engine::repo_map`] shows for the same arguments, in its order.
+    pub fn repo_map_files(
+        &mut self,
+        commit: &str,
+        query: &str,
+        token_budget: usize,
+    ) -> Result<Vec<String>> {
+        let snap = self.snapshot(commit)?;
+        crate::map::files(&snap, &QueryAnalysis::new(query), token_budget)
+    }
+
     /// The first-stage ranking ([`rank`]) with the proximity stage applied: the top
     /// [`PROXIMITY_DEPTH`] fused files are ranked by their densest window of query terms
     /// ([`TermMatcher::densest_window`]; files without a query term are left out) and that

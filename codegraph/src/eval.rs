@@ -12,6 +12,9 @@ use std::time::Instant;
 
 /// Depth of each channel's ranking kept for MRR.
 const RANK_DEPTH: usize = 100;
+/// The repository map's budget in the evaluation: the supervisor's default for the map in the
+/// agent's first message.
+pub const MAP_TOKENS: usize = 2000;
 /// The channels reported, in order (`proximity` ranks only the first-stage fused top
 /// [`crate::engine::PROXIMITY_DEPTH`], so its recall is bounded by theirs).
 pub const CHANNELS: [&str; 5] = ["lexical", "structural", "symbol", "proximity", "fused"];
@@ -77,6 +80,9 @@ pub struct InstanceResult {
     pub windows_checked: u32,
     /// Of those, the files whose hit window contains a line the gold patch changes.
     pub windows_on_change: u32,
+    /// Whether the repository map at [`MAP_TOKENS`] tokens, personalised by the problem
+    /// statement, shows a definition of a gold file.
+    pub map_names_gold: bool,
     /// Blobs extracted to index this commit (0 when everything was already stored).
     pub blobs_new: usize,
     /// Time to index and load the commit, milliseconds.
@@ -105,6 +111,9 @@ pub struct EvalReport {
     /// Fraction of those whose window contains a line the gold patch changes (0 when none
     /// was checked): how often the agent's first look at a right file is at the right place.
     pub window_hit_rate: f64,
+    /// Fraction of instances whose repository map at [`MAP_TOKENS`] tokens shows a gold file:
+    /// how often the outline in the agent's first message includes a file to fix.
+    pub map_hit_rate: f64,
     /// Per-instance results, in file order.
     pub results: Vec<InstanceResult>,
 }
@@ -322,6 +331,14 @@ pub fn run(options: &EvalOptions, progress: &mut dyn FnMut(&InstanceResult)) -> 
             RANK_DEPTH,
         )?;
         let gold = gold_files(&instance.patch);
+        let map_names_gold = engine
+            .repo_map_files(
+                &instance.base_commit,
+                &instance.problem_statement,
+                MAP_TOKENS,
+            )?
+            .iter()
+            .any(|path| gold.contains(path));
         let mut first_gold_rank = BTreeMap::new();
         let mut metrics = BTreeMap::new();
         for (name, ranking) in [
@@ -344,6 +361,7 @@ pub fn run(options: &EvalOptions, progress: &mut dyn FnMut(&InstanceResult)) -> 
             top_fused: rankings.fused.iter().take(5).cloned().collect(),
             windows_checked,
             windows_on_change,
+            map_names_gold,
             blobs_new: stats.blobs_new,
             index_ms,
             query_ms,
@@ -381,6 +399,7 @@ pub fn run(options: &EvalOptions, progress: &mut dyn FnMut(&InstanceResult)) -> 
         } else {
             f64::from(windows_on_change) / f64::from(windows_checked)
         },
+        map_hit_rate: results.iter().filter(|r| r.map_names_gold).count() as f64 / n,
         results,
     })
 }

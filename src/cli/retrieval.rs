@@ -310,5 +310,12 @@ fn eval_retrieval(args: EvalRetrievalArgs) -> anyhow::Result<ExitCode> {
         "line windows: {:.3} of the {} gold files in the top 10 have their hit window on a line the gold patch changes",
         report.window_hit_rate, report.windows_checked
     )?;
+    writeln!(
+        out,
+        "repository map: {:.3} of the {} instances have a gold file in the map at {} tokens",
+        report.map_hit_rate,
+        report.instances,
+        eval::MAP_TOKENS
+    )?;
     Ok(ExitCode::SUCCESS)
 }

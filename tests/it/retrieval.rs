@@ -330,6 +330,12 @@ fn eval_retrieval_scores_instances_against_mirrors() {
             "render_table output is not an ASCII table",
             "pkg/render.py",
         ),
+        // A file without definitions is never in the repository map.
+        instance(
+            "acme__pkg-3",
+            "The README should say what the package renders",
+            "README.md",
+        ),
     ];
     let file = mirrors.path().join("instances.jsonl");
     std::fs::write(&file, lines.join("\n") + "\n").unwrap();
@@ -343,14 +349,16 @@ fn eval_retrieval_scores_instances_against_mirrors() {
         "--json",
     ]));
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(report["instances"], 2);
+    assert_eq!(report["instances"], 3);
     for channel in ["lexical", "structural", "symbol", "proximity", "fused"] {
         assert!(
             report["channels"][channel]["recall_at_10"].is_number(),
             "{channel}"
         );
     }
-    assert_eq!(report["channels"]["fused"]["recall_at_1"], 1.0);
+    for i in 0..2 {
+        assert_eq!(report["results"][i]["metrics"]["fused"]["recall_at_1"], 1.0);
+    }
     assert_eq!(
         report["results"][0]["gold"],
         serde_json::json!(["pkg/parser.py"])
@@ -359,6 +367,9 @@ fn eval_retrieval_scores_instances_against_mirrors() {
     assert_eq!(report["window_hit_rate"], 1.0);
     assert_eq!(report["results"][0]["windows_on_change"], 1);
     assert_eq!(report["results"][1]["windows_checked"], 0);
+    assert_eq!(report["results"][0]["map_names_gold"], true);
+    assert_eq!(report["results"][2]["map_names_gold"], false);
+    assert!((report["map_hit_rate"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9);
 
     let text = stdout(&airlock(&[
         "eval",
@@ -374,6 +385,12 @@ fn eval_retrieval_scores_instances_against_mirrors() {
     assert!(text.contains("fused"), "{text}");
     assert!(
         text.contains("line windows: 1.000 of the 1 gold files"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "repository map: 1.000 of the 1 instances have a gold file in the map at 2000 tokens"
+        ),
         "{text}"
     );
 

@@ -81,3 +81,80 @@ fn the_query_personalises_the_map() {
     assert!(map.starts_with("shop/pricing.py:\n"), "{map}");
     assert!(map.contains("def currency_symbol(code)"), "{map}");
 }
+
+/// A project whose core module is referenced by every other file, with one rule file that
+/// nothing imports (rules are loaded by name) and an example script that uses the core.
+fn rules_project() -> Repo {
+    let repo = Repo::new();
+    let mut core = String::from("class Segment:\n    def name(self):\n        return 'x'\n\n");
+    for i in 0..12 {
+        core.push_str(&format!(
+            "def helper_{i:02}(segment):\n    return segment.name()\n\n"
+        ));
+    }
+    repo.write("lint/core.py", &core);
+    for i in 0..8 {
+        let calls: String = (0..12)
+            .map(|j| format!("    helper_{j:02}(segment)\n"))
+            .collect();
+        repo.write(
+            &format!("lint/step_{i}.py"),
+            &format!(
+                "from lint.core import *\n\ndef run_step_{i}(segment: Segment):\n    \"\"\"Walk a join.\"\"\"\n{calls}"
+            ),
+        );
+    }
+    repo.write(
+        "lint/rules/aliases.py",
+        "\"\"\"Avoid aliases in join conditions.\"\"\"\n\n\
+         class AliasInJoinRule:\n    \"\"\"Reports an alias used in a join condition.\"\"\"\n\n\
+         \x20   def evaluate(self, alias, join):\n        return alias in join\n",
+    );
+    repo.write(
+        "examples/walkthrough.py",
+        "from lint.core import *\n\ndef walkthrough():\n    helper_00(Segment())\n",
+    );
+    repo.commit("rules");
+    repo
+}
+
+#[test]
+fn a_file_the_query_points_at_is_in_the_map_even_when_nothing_references_it() {
+    let repo = rules_project();
+    let dir = index_dir();
+    let mut engine = Engine::open(repo.path(), dir.path()).unwrap();
+    let query = "The alias rule wrongly reports an alias in a join condition when there is no join";
+    let hits = engine.search("HEAD", query, 1).unwrap();
+    assert_eq!(hits[0].path, "lint/rules/aliases.py");
+    // A budget that holds about half of the definitions: the core module alone fills it
+    // when a definition's score is only the rank flowing into it along references.
+    let files = engine.repo_map_files("HEAD", query, 100).unwrap();
+    assert!(
+        files.contains(&"lint/rules/aliases.py".to_string()),
+        "{files:?}"
+    );
+    let map = engine.repo_map("HEAD", query, 100).unwrap();
+    assert!(map.contains("class AliasInJoinRule"), "{map}");
+    assert_eq!(
+        files,
+        map.lines()
+            .filter(|l| !l.starts_with(' '))
+            .map(|l| l.trim_end_matches(':').to_string())
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn examples_give_way_to_the_products_code() {
+    let repo = rules_project();
+    let dir = index_dir();
+    let mut engine = Engine::open(repo.path(), dir.path()).unwrap();
+    let files = engine.repo_map_files("HEAD", "", 4096).unwrap();
+    let pos = |p: &str| files.iter().position(|f| f == p).unwrap();
+    assert_eq!(
+        files.last().map(String::as_str),
+        Some("examples/walkthrough.py"),
+        "{files:?}"
+    );
+    assert!(pos("lint/core.py") < pos("examples/walkthrough.py"));
+}
