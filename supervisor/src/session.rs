@@ -412,6 +412,7 @@ impl Loop<'_, '_> {
             Err(e) => format!("(search unavailable: {e})"),
         };
         self.candidates = candidate_paths(&candidates);
+        let candidates = self.with_candidate_windows(candidates, cfg.candidates * 4);
         let tree = self.env.worktree.file_tree(cfg.file_tree * 4);
         let fixed = format!(
             "You are working on issue {} in {} at commit {}.\n\n\
@@ -426,6 +427,25 @@ impl Loop<'_, '_> {
              ## Search candidates for the issue text\n{candidates}\n\n## File tree\n{tree}\n"
         );
         Ok(clip(&text, cfg.warm_start * 4))
+    }
+
+    /// The candidate list followed by the hit windows of its first [`WARM_WINDOWS`] entries,
+    /// read through the bounded reader, as many as fit in `max_chars` with the list: the agent
+    /// sees the likeliest code before its first turn instead of spending turns to open it.
+    fn with_candidate_windows(&self, candidates: String, max_chars: usize) -> String {
+        let mut out = candidates;
+        for (path, start, end) in candidate_windows(&out).into_iter().take(WARM_WINDOWS) {
+            let Ok(lines) = self.env.worktree.read_lines(&path, start, end) else {
+                continue;
+            };
+            // The rendered read starts with its own `path lines A-B of N` header.
+            let block = format!("\n\n{}", lines.trim_end());
+            if out.len() + block.len() > max_chars {
+                break;
+            }
+            out.push_str(&block);
+        }
+        out
     }
 
     fn drive(&mut self) -> Result<RunEnd> {
@@ -1200,6 +1220,8 @@ fn screen_source(call: &ToolCall) -> (SourceKind, String) {
 }
 
 const TRUNCATED_MARK: &str = "\n[... truncated to budget]";
+/// How many of the warm start's search candidates also show their hit window's lines.
+const WARM_WINDOWS: usize = 3;
 
 /// Cut `text` to at most `max_chars` bytes on a char boundary, saying so.
 fn clip(text: &str, max_chars: usize) -> String {
@@ -1212,6 +1234,34 @@ fn clip(text: &str, max_chars: usize) -> String {
         end -= 1;
     }
     format!("{}{marker}", &text[..end])
+}
+
+/// `(path, first line, last line)` of candidate lines that carry a window (`N. path:A-B ...`),
+/// in their order.
+fn candidate_windows(rendered: &str) -> Vec<(String, usize, usize)> {
+    let mut out = Vec::new();
+    for line in rendered.lines() {
+        let first = line
+            .trim()
+            .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == ' ');
+        let Some(located) = first.split(' ').next() else {
+            continue;
+        };
+        let Some((path, lines)) = located.rsplit_once(':') else {
+            continue;
+        };
+        let Some((a, b)) = lines.split_once('-') else {
+            continue;
+        };
+        if let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>())
+            && !path.is_empty()
+            && a >= 1
+            && a <= b
+        {
+            out.push((path.to_string(), a, b));
+        }
+    }
+    out
 }
 
 /// Paths mentioned at the start of candidate lines (`path:lines ...`).
