@@ -60,7 +60,27 @@ pub struct Issue {
     pub labels: Vec<String>,
 }
 
+/// The longest issue text given to retrieval (a bound on pathological input, far above real
+/// issues: the longest of the SWE-bench Lite dev set is 6.5 KB).
+pub const MAX_QUERY_CHARS: usize = 64 * 1024;
+
 impl Issue {
+    /// The text retrieval is asked about: the title on its own first line, then the body, the
+    /// layout of a SWE-bench problem statement (the engine weighs the first line as the
+    /// title). Long issues are kept whole up to [`MAX_QUERY_CHARS`]: the traceback or the
+    /// configuration at the end of a long report is often what names the file.
+    pub fn query(&self) -> String {
+        let mut text = format!("{}\n{}", self.title, self.body);
+        if text.len() > MAX_QUERY_CHARS {
+            let mut end = MAX_QUERY_CHARS;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+        }
+        text
+    }
+
     /// Parse issue text; JSON when it starts with `{`, otherwise Markdown with front matter.
     /// `origin` only names the source in errors.
     pub fn parse(text: &str, origin: &std::path::Path) -> Result<Issue> {
@@ -244,6 +264,23 @@ fn unquote(s: &str) -> String {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn the_retrieval_query_is_the_title_line_then_the_whole_body() {
+        let issue = |body: String| Issue {
+            id: "X-1".into(),
+            title: "add is wrong".into(),
+            body,
+            labels: Vec::new(),
+        };
+        let long = format!("{}\nFile \"calc/ops.py\", line 6", "word ".repeat(1000));
+        let q = issue(long.clone()).query();
+        assert_eq!(q, format!("add is wrong\n{long}"));
+        // Past the bound the text is cut on a character boundary.
+        let q = issue("é".repeat(MAX_QUERY_CHARS)).query();
+        assert!(q.len() <= MAX_QUERY_CHARS && q.len() > MAX_QUERY_CHARS - 4);
+        assert!(q.starts_with("add is wrong\né"));
+    }
 
     #[test]
     fn json_issue() {

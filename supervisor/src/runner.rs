@@ -165,7 +165,7 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
     })?;
     let worktree = mirror.materialize(&commit, &worktree_dir)?;
     let tracked = worktree.tracked_files()?;
-    let issue_query = format!("{} {}", issue.title, issue.body);
+    let issue_query = issue.query();
 
     let base_policy = Policy::default()?;
     let policy = if config.write.allowlist.is_empty() {

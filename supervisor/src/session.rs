@@ -402,11 +402,10 @@ impl Loop<'_, '_> {
             Ok(m) => clip(&m, cfg.repo_map * 4),
             Err(e) => format!("(repository map unavailable: {e})"),
         };
-        let query = format!("{} {}", issue.title, issue.body);
         let candidates = match self
             .env
             .retrieval
-            .search(&clip(&query, 2000), cfg.candidate_count)
+            .search(&issue.query(), cfg.candidate_count)
         {
             Ok(c) => clip(&c, cfg.candidates * 4),
             Err(e) => format!("(search unavailable: {e})"),

@@ -31,6 +31,10 @@ fn main() -> std::process::ExitCode {
             run_loop::a_fix_goes_from_search_to_a_queued_pull_request,
         ),
         (
+            "run_loop::a_long_issue_is_searched_whole_for_the_warm_start",
+            run_loop::a_long_issue_is_searched_whole_for_the_warm_start,
+        ),
+        (
             "run_loop::an_ambiguous_issue_is_escalated_with_no_tool_call",
             run_loop::an_ambiguous_issue_is_escalated_with_no_tool_call,
         ),

@@ -120,6 +120,30 @@ fn product_question(fx: &Fixture, expect_tools: &[&str]) -> (PathBuf, PathBuf, S
     (config, issue, model)
 }
 
+pub fn a_long_issue_is_searched_whole_for_the_warm_start() {
+    let fx = Fixture::new();
+    let config = fx.config("");
+    // Past 2,000 characters of prose about the test runner (no word of it is in
+    // `calc/ops.py`), the traceback names the file.
+    let prose = "Unittest main entry point prints too little when run from shells; its output \
+                 hides what was compared. "
+        .repeat(30);
+    let body = format!(
+        "{prose}\n\nTraceback (most recent call last):\n  File \"calc/ops.py\", line 6, in add\n    return a - b\nAssertionError\n"
+    );
+    assert!(body.len() > 2500);
+    let issue = fx.issue(json!({
+        "id": "CALC-11", "title": "Long report from nightly runs", "body": body,
+        "labels": ["bug", "ready-for-agent"]
+    }));
+    let model = fx.script(&[json!({
+        "text": outcome("escalate", 0.2).to_string(),
+        "expect_last_message_contains": ["CALC-11", "1. calc/ops.py:"]
+    })]);
+    let report = fx.run(&issue, &model, &config, &BrokerStub::default());
+    assert_eq!(report.exit_code(), 3, "{:?}", report.end);
+}
+
 pub fn an_ambiguous_issue_is_escalated_with_no_tool_call() {
     let fx = Fixture::new();
     let (config, issue, model) = product_question(&fx, &["search_repo", "open_pr"]);
