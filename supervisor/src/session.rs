@@ -432,17 +432,20 @@ impl Loop<'_, '_> {
     /// read through the bounded reader, as many as fit in `max_chars` with the list: the agent
     /// sees the likeliest code before its first turn instead of spending turns to open it.
     fn with_candidate_windows(&self, candidates: String, max_chars: usize) -> String {
-        let mut out = candidates;
-        for (path, start, end) in candidate_windows(&out).into_iter().take(WARM_WINDOWS) {
+        let windows = candidate_windows(&candidates);
+        let mut out = candidates.trim_end().to_string();
+        let mut heading = "\n\nThe best-matching lines of the first candidates:";
+        for (path, start, end) in windows.into_iter().take(WARM_WINDOWS) {
             let Ok(lines) = self.env.worktree.read_lines(&path, start, end) else {
                 continue;
             };
             // The rendered read starts with its own `path lines A-B of N` header.
-            let block = format!("\n\n{}", lines.trim_end());
+            let block = format!("{heading}\n\n{}", lines.trim_end());
             if out.len() + block.len() > max_chars {
                 break;
             }
             out.push_str(&block);
+            heading = "";
         }
         out
     }
