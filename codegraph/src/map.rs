@@ -14,15 +14,17 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 pub const CHARS_PER_TOKEN: usize = 4;
 /// Identifiers defined in more files than this are too generic to be edges.
 const MAX_DEFINERS: usize = 20;
-/// How much of its own file's rank each definition gets on top of the rank flowing into it
-/// along references, divided among the file's definitions. The files the query points at
-/// (personalisation) have a high rank of their own, but their definitions are often
+/// How much of its own file's rank a file's definitions get on top of the rank flowing into
+/// them along references (divided among them by [`own_shares`]). The files the query points
+/// at (personalisation) have a high rank of their own, but their definitions are often
 /// referenced by nothing (a rule class loaded by name, a command's handler), so without this
 /// share the map showed the files that are referenced everywhere and not the ones the search
 /// found. Measured with `airlock eval retrieval` (`map_hit_rate`, 302 instances of 8 sets):
-/// a share of 0.05 named a gold file in 0.76 of the maps, 1.0 (with [`NON_SOURCE_FACTOR`] on
-/// documentation files too) in 0.84; 0.5: 0.82, 2.0: 0.83, 3.0: 0.79 (fewer, larger files).
-const OWN_RANK_SHARE: f64 = 1.0;
+/// a share of 0.05 divided evenly named a gold file in 0.76 of the maps, 1.0 evenly (with
+/// [`NON_SOURCE_FACTOR`] on documentation files too) in 0.84, 2.0 by query terms in the names
+/// in 0.88 (1.0: 0.87, 3.0: 0.88, 5.0: 0.87), by query terms in the files the query points
+/// at and evenly elsewhere in 0.90.
+const OWN_RANK_SHARE: f64 = 2.0;
 /// The score multiplier of test, vendored and documentation files' definitions (examples,
 /// `docs/conf.py`): the map is an outline of the product's code.
 const NON_SOURCE_FACTOR: f64 = 0.1;
@@ -137,12 +139,21 @@ fn ranked_defs(snap: &Snapshot, analysis: &QueryAnalysis) -> crate::Result<Vec<R
         let share = file_rank[*from as usize] * w / out_weight[*from as usize];
         *def_score.entry((*to, ident.as_str())).or_insert(0.0) += share;
     }
+    let query_terms: HashSet<&str> = analysis.terms.iter().map(|(t, _)| t.as_str()).collect();
+    let no_terms: HashSet<&str> = HashSet::new();
     let mut defs: Vec<RankedDef> = Vec::new();
     for (id, file) in snap.files.iter().enumerate() {
         let Some(symbols) = &file.record.symbols else {
             continue;
         };
-        let own = file_rank[id] * OWN_RANK_SHARE / symbols.defs.len().max(1) as f64;
+        // Only the files the query points at divide their share by the query's terms: in the
+        // others a name that shares a common word with the query (`search`, `line`) is chance.
+        let terms = if personal[id] > 0.0 {
+            &query_terms
+        } else {
+            &no_terms
+        };
+        let own = own_shares(&symbols.defs, terms, file_rank[id] * OWN_RANK_SHARE);
         let factor = if file.is_test || file.is_vendored || file.is_docs {
             NON_SOURCE_FACTOR
         } else {
@@ -153,7 +164,7 @@ fn ranked_defs(snap: &Snapshot, analysis: &QueryAnalysis) -> crate::Result<Vec<R
                 .get(&(id as u32, def.name.as_str()))
                 .copied()
                 .unwrap_or(0.0);
-            let mut score = (flow + own) * factor;
+            let mut score = (flow + own[i]) * factor;
             // A definition the query names is what the reader wants to see first.
             if mentioned.contains(def.name.as_str()) {
                 score = score * 10.0 + file_rank[id];
@@ -176,6 +187,31 @@ fn ranked_defs(snap: &Snapshot, analysis: &QueryAnalysis) -> crate::Result<Vec<R
             .then(a.def.cmp(&b.def))
     });
     Ok(defs)
+}
+
+/// A file's own rank `total` divided among its definitions: by how many distinct `query_terms`
+/// each one's name holds (`_print_Subs` for "latex printing of Subs"), or evenly when no name
+/// holds one (or no terms are given). A large file the query points at then shows the few definitions it is about
+/// instead of filling the budget with all of them.
+fn own_shares(defs: &[crate::extract::Def], query_terms: &HashSet<&str>, total: f64) -> Vec<f64> {
+    let hits: Vec<f64> = defs
+        .iter()
+        .map(|def| {
+            let mut found: HashSet<String> = HashSet::new();
+            crate::tokenize::for_each_term(&def.name, |t| {
+                if query_terms.contains(t) {
+                    found.insert(t.to_string());
+                }
+            });
+            found.len() as f64
+        })
+        .collect();
+    let sum: f64 = hits.iter().sum();
+    if sum > 0.0 {
+        hits.iter().map(|h| total * h / sum).collect()
+    } else {
+        vec![total / defs.len().max(1) as f64; defs.len()]
+    }
 }
 
 /// The length of the largest prefix of `defs` whose rendering fits `token_budget` (the

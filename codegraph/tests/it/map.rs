@@ -158,3 +158,30 @@ fn examples_give_way_to_the_products_code() {
     );
     assert!(pos("lint/core.py") < pos("examples/walkthrough.py"));
 }
+
+#[test]
+fn a_large_file_shows_the_definitions_whose_names_the_query_uses() {
+    let repo = Repo::new();
+    let mut printer = String::from("class LatexPrinter:\n");
+    for name in [
+        "Add", "Mul", "Pow", "Integral", "Limit", "Matrix", "Sum", "Product",
+    ] {
+        printer.push_str(&format!(
+            "    def _print_{name}(self, expr):\n        return self.wrap(expr)\n\n"
+        ));
+    }
+    printer.push_str("    def _print_Subs(self, expr):\n        return self.wrap(expr)\n");
+    repo.write("printing/latex.py", &printer);
+    repo.write(
+        "core/function.py",
+        "class Subs:\n    \"\"\"Substitution.\"\"\"\n",
+    );
+    repo.commit("printer");
+    let dir = index_dir();
+    let mut engine = Engine::open(repo.path(), dir.path()).unwrap();
+    let query = "latex printing of Subs is missing parentheses";
+    // Room for a handful of lines: the printer's nine methods cannot all be shown.
+    let map = engine.repo_map("HEAD", query, 30).unwrap();
+    assert!(map.contains("def _print_Subs(self, expr)"), "{map}");
+    assert!(!map.contains("_print_Add"), "{map}");
+}
