@@ -191,8 +191,8 @@ fn ranked_defs(snap: &Snapshot, analysis: &QueryAnalysis) -> crate::Result<Vec<R
 
 /// A file's own rank `total` divided among its definitions: by how many distinct `query_terms`
 /// each one's name holds (`_print_Subs` for "latex printing of Subs"), or evenly when no name
-/// holds one (or no terms are given). A large file the query points at then shows the few definitions it is about
-/// instead of filling the budget with all of them.
+/// holds one (or no terms are given). A large file the query points at then shows the few
+/// definitions it is about instead of filling the budget with all of them.
 fn own_shares(defs: &[crate::extract::Def], query_terms: &HashSet<&str>, total: f64) -> Vec<f64> {
     let hits: Vec<f64> = defs
         .iter()
