@@ -73,6 +73,10 @@ pub struct Hit {
     pub line_start: u32,
     /// Last line of the best-matching window, 1-based, inclusive.
     pub line_end: u32,
+    /// The definition the window starts in, dotted from the outermost (`Rule_L031._eval`),
+    /// when the window starts inside one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symbol: Option<String>,
     /// Language with a structural channel, if any.
     pub language: Option<Language>,
     /// The file is a test file.
@@ -556,7 +560,8 @@ impl Engine {
             let occurrences = scanned
                 .remove(&doc)
                 .or_else(|| scan_blob(&self.repo, file, &matcher));
-            let (line_start, line_end) = best_window(file, &analysis, &matcher, occurrences);
+            let ((line_start, line_end), symbol) =
+                best_window(file, &analysis, &matcher, occurrences);
             let position = |list: &[u32]| list.iter().position(|&d| d == doc).map(|p| p as u32 + 1);
             hits.push(Hit {
                 path: file.path.clone(),
@@ -567,6 +572,7 @@ impl Engine {
                 proximity_rank: position(&ranked.proximity),
                 line_start,
                 line_end,
+                symbol,
                 language: file.language,
                 is_test: file.is_test,
                 is_vendored: file.is_vendored,
@@ -754,22 +760,57 @@ fn scan_blob(
 /// A hit's window of [`WINDOW_LINES`] lines ([`TermMatcher::best_window`]: aligned to the
 /// function whose lines hold the most query terms; a line defining an identifier the query
 /// names counts extra); the file's first lines when nothing matches or the blob is missing.
+/// The dotted name of definition `index` of `defs` (its enclosing definitions first).
+fn dotted_name(defs: &[crate::extract::Def], index: usize) -> String {
+    let mut names = vec![defs[index].name.as_str()];
+    let mut depth = defs[index].depth;
+    for def in defs[..index].iter().rev() {
+        if depth == 0 {
+            break;
+        }
+        if def.depth < depth && def.end_line >= defs[index].line {
+            names.push(&def.name);
+            depth = def.depth;
+        }
+    }
+    names.reverse();
+    names.join(".")
+}
+
+/// A hit's window (see [`TermMatcher::best_window`]) and the definition it shows, dotted: the
+/// function or method the window was aligned to, else the innermost definition holding the
+/// whole window, else none.
 fn best_window(
     file: &SnapFile,
     analysis: &QueryAnalysis,
     matcher: &TermMatcher,
     occurrences: Option<Vec<Occurrence>>,
-) -> (u32, u32) {
+) -> ((u32, u32), Option<String>) {
     let lines_total = file.record.lines.max(1);
     let fallback = (1, lines_total.min(WINDOW_LINES));
+    let defs: &[crate::extract::Def] = file
+        .record
+        .symbols
+        .as_ref()
+        .map_or(&[], |s| s.defs.as_slice());
+    let holding = |(first, last): (u32, u32)| -> Option<String> {
+        let index = defs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.line <= first && d.end_line >= last)
+            .max_by_key(|(i, d)| (d.depth, *i))?
+            .0;
+        Some(dotted_name(defs, index))
+    };
     let Some(occurrences) = occurrences else {
-        return fallback;
+        return (fallback, holding(fallback));
     };
     let lines = file.record.lines as usize;
     let named = |name: &str| analysis.identifiers.iter().any(|(i, _)| i == name);
     let mut extra = vec![0.0; lines];
     let mut blocks = Vec::new();
-    for def in file.record.symbols.iter().flat_map(|s| s.defs.iter()) {
+    let mut block_defs = Vec::new();
+    for (index, def) in defs.iter().enumerate() {
         let bonus = if named(&def.name) {
             NAMED_DEF_BONUS
         } else {
@@ -784,11 +825,14 @@ fn best_window(
                 last: def.end_line,
                 bonus,
             });
+            block_defs.push(index);
         }
     }
-    matcher
-        .best_window(&occurrences, lines, &extra, &blocks, WINDOW_LINES)
-        .unwrap_or(fallback)
+    match matcher.best_window_in(&occurrences, lines, &extra, &blocks, WINDOW_LINES) {
+        Some((window, Some(block))) => (window, Some(dotted_name(defs, block_defs[block]))),
+        Some((window, None)) => (window, holding(window)),
+        None => (fallback, holding(fallback)),
+    }
 }
 
 fn extract_bucket(

@@ -165,6 +165,20 @@ impl TermMatcher {
         blocks: &[Block],
         width: u32,
     ) -> Option<(u32, u32)> {
+        self.best_window_in(occurrences, lines, extra, blocks, width)
+            .map(|(window, _)| window)
+    }
+
+    /// [`TermMatcher::best_window`], with the index in `blocks` of the block the window was
+    /// aligned to (`None` when no block held a term).
+    pub fn best_window_in(
+        &self,
+        occurrences: &[Occurrence],
+        lines: usize,
+        extra: &[f64],
+        blocks: &[Block],
+        width: u32,
+    ) -> Option<((u32, u32), Option<usize>)> {
         if lines == 0 {
             return None;
         }
@@ -233,7 +247,7 @@ impl TermMatcher {
                 }
                 best.1
             };
-            return Some((start as u32 + 1, (start + width) as u32));
+            return Some(((start as u32 + 1, (start + width) as u32), Some(b)));
         }
 
         // No block holds a term: slide over the file, distinct weight first.
@@ -276,7 +290,7 @@ impl TermMatcher {
             }
         }
         let (score, _, start) = best?;
-        (score > 1e-9).then_some((start as u32 + 1, (start + width) as u32))
+        (score > 1e-9).then_some(((start as u32 + 1, (start + width) as u32), None))
     }
 
     /// Per line (of `lines` lines), the total weight of the distinct terms on it.

@@ -4,6 +4,7 @@
 
 use crate::tools::ReaderTools;
 use airlock_checkout::{BoundedReader, ReadOutcome};
+use airlock_codegraph::files::printable_path;
 use airlock_codegraph::{Engine, Hit};
 use std::path::Path;
 use std::sync::Mutex;
@@ -36,12 +37,17 @@ pub fn render_hits(hits: &[Hit]) -> String {
     }
     let mut text = String::new();
     for (i, h) in hits.iter().enumerate() {
+        let within = h
+            .symbol
+            .as_deref()
+            .map_or(String::new(), |s| format!(" in {}", printable_path(s)));
         text.push_str(&format!(
-            "{}. {}:{}-{} score {:.4}{}{}\n",
+            "{}. {}:{}-{}{} score {:.4}{}{}\n",
             i + 1,
             h.path,
             h.line_start,
             h.line_end,
+            within,
             h.score,
             if h.is_test { " [test]" } else { "" },
             if h.is_vendored { " [vendored]" } else { "" },

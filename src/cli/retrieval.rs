@@ -208,13 +208,17 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
             if hit.is_vendored {
                 flags.push_str(" [vendored]");
             }
+            let within = hit.symbol.as_deref().map_or(String::new(), |s| {
+                format!("  in {}", airlock_codegraph::files::printable_path(s))
+            });
             writeln!(
                 out,
-                "{:>3}. {}:{}-{}  score {:.5}  (lexical {}, structural {}, symbol {}, proximity {}){}",
+                "{:>3}. {}:{}-{}{}  score {:.5}  (lexical {}, structural {}, symbol {}, proximity {}){}",
                 i + 1,
                 airlock_codegraph::files::printable_path(&hit.path),
                 hit.line_start,
                 hit.line_end,
+                within,
                 hit.score,
                 rank_text(hit.lexical_rank),
                 rank_text(hit.structural_rank),

@@ -185,3 +185,35 @@ fn without_functions_the_window_with_most_distinct_terms_wins_and_stays_in_the_f
     assert_eq!(m.best_window(&[], 100, &[], &[block(1, 50)], 30), None);
     assert_eq!(m.best_window(&[at(3, 0)], 8, &[], &[], 30), Some((1, 8)));
 }
+
+#[test]
+fn a_hit_names_the_definition_its_window_starts_in() {
+    let repo = crate::fixture::Repo::new();
+    let mut text = String::from("\"\"\"Carts.\"\"\"\nimport os\n\n\nclass ShoppingCart:\n");
+    for i in 0..40 {
+        text.push_str(&format!(
+            "    def filler_{i}(self):\n        return {i}\n\n"
+        ));
+    }
+    text.push_str(
+        "    def add_item(self, sku, quantity):\n        \"\"\"Add quantity units of sku.\"\"\"\n        self.items.append((sku, quantity))\n",
+    );
+    repo.write("shop/cart.py", &text);
+    repo.write("shop/notes.txt", "quantity of sku in stock\n");
+    repo.commit("cart");
+    let dir = crate::fixture::index_dir();
+    let mut engine = airlock_codegraph::Engine::open(repo.path(), dir.path()).unwrap();
+    let hits = engine
+        .search("HEAD", "add_item loses the quantity of an sku", 5)
+        .unwrap();
+    let cart = hits.iter().find(|h| h.path == "shop/cart.py").unwrap();
+    assert_eq!(
+        cart.symbol.as_deref(),
+        Some("ShoppingCart.add_item"),
+        "{cart:?}"
+    );
+    // A file without definitions has no symbol, and the JSON leaves the field out.
+    let notes = hits.iter().find(|h| h.path == "shop/notes.txt").unwrap();
+    assert_eq!(notes.symbol, None);
+    assert!(!serde_json::to_string(notes).unwrap().contains("symbol\":"));
+}

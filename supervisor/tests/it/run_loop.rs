@@ -35,7 +35,7 @@ pub fn a_fix_goes_from_search_to_a_queued_pull_request() {
     done["files_changed"] = json!(["calc/ops.py", "tests/test_add.py"]);
     let model = fx.script(&[
         json!({"tool_calls": [{"name": "search_repo", "arguments": {"query": "add sum"}}],
-               "expect_last_message_contains": ["CALC-7", "calc/ops.py", "6|     return a - b"]}),
+               "expect_last_message_contains": ["CALC-7", "1. calc/ops.py:1-10 in add score", "6|     return a - b"]}),
         json!({"tool_calls": [{"name": "read_file", "arguments": {"path": "calc/ops.py", "start_line": 1, "end_line": 10}}],
                "expect_contains": "calc/ops.py"}),
         json!({"tool_calls": [{"name": "write_file", "arguments": {"path": "tests/test_add.py", "content": NEW_TEST}}],
