@@ -194,6 +194,11 @@ fn ranked_defs(snap: &Snapshot, analysis: &QueryAnalysis) -> crate::Result<Vec<R
 /// holds one (or no terms are given). A large file the query points at then shows the few
 /// definitions it is about instead of filling the budget with all of them.
 fn own_shares(defs: &[crate::extract::Def], query_terms: &HashSet<&str>, total: f64) -> Vec<f64> {
+    let evenly = || vec![total / defs.len().max(1) as f64; defs.len()];
+    // Most files are not personalised: no names to split.
+    if query_terms.is_empty() {
+        return evenly();
+    }
     let hits: Vec<f64> = defs
         .iter()
         .map(|def| {
@@ -210,7 +215,7 @@ fn own_shares(defs: &[crate::extract::Def], query_terms: &HashSet<&str>, total: 
     if sum > 0.0 {
         hits.iter().map(|h| total * h / sum).collect()
     } else {
-        vec![total / defs.len().max(1) as f64; defs.len()]
+        evenly()
     }
 }
 

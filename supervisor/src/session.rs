@@ -1243,10 +1243,7 @@ fn clip(text: &str, max_chars: usize) -> String {
 fn candidate_windows(rendered: &str) -> Vec<(String, usize, usize)> {
     let mut out = Vec::new();
     for line in rendered.lines() {
-        let first = line
-            .trim()
-            .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == ' ');
-        let Some(located) = first.split(' ').next() else {
+        let Some(located) = candidate_head(line).split(' ').next() else {
             continue;
         };
         let Some((path, lines)) = located.rsplit_once(':') else {
@@ -1266,14 +1263,17 @@ fn candidate_windows(rendered: &str) -> Vec<(String, usize, usize)> {
     out
 }
 
+/// A candidate line without its rank: `3. path:A-B ...` -> `path:A-B ...`.
+fn candidate_head(line: &str) -> &str {
+    line.trim()
+        .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == ' ')
+}
+
 /// Paths mentioned at the start of candidate lines (`path:lines ...`).
 fn candidate_paths(rendered: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for line in rendered.lines() {
-        let first = line
-            .trim()
-            .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == ' ');
-        let path = first.split([':', ' ']).next().unwrap_or("");
+        let path = candidate_head(line).split([':', ' ']).next().unwrap_or("");
         if path.contains('.') && !path.is_empty() && !out.iter().any(|p| p == path) {
             out.push(path.to_string());
         }
