@@ -128,7 +128,22 @@ fn scan_spans(line: &str, paths: &mut BTreeMap<String, f64>, idents: &mut BTreeM
         }
         let quoted = before == '`' || after == '`' || before == '\'' || before == '"';
         let called = after == '(';
-        analyse_span(span, quoted, called, paths, idents);
+        // A name of one or two letters (`Q(...)`, `F("price")`, `S(1)`) is code only when it
+        // is called or wrapped in backticks; a quoted sentence's first word (`"No match"`) is not.
+        let short_code = called || (before == '`' && after == '`');
+        // Words that open a line, a sentence, a list item, a heading or a quote are capitalised
+        // whatever they are.
+        let opens_sentence = matches!(
+            chars[..start].iter().rev().find(|c| !c.is_whitespace()),
+            None | Some('.' | '!' | '?' | ':' | '-' | '*' | '#' | '>')
+        );
+        let context = SpanContext {
+            opens_sentence,
+            quoted,
+            called,
+            short_code,
+        };
+        analyse_span(span, context, paths, idents);
     }
 }
 
@@ -142,13 +157,31 @@ fn bump(map: &mut BTreeMap<String, f64>, key: String, weight: f64) {
     };
 }
 
+/// Where a span stands in its line.
+#[derive(Debug, Clone, Copy)]
+struct SpanContext {
+    /// First word of a line or sentence (so capitalised whether or not it names a class).
+    opens_sentence: bool,
+    /// Next to a backtick, or after a quote.
+    quoted: bool,
+    /// Followed by `(`.
+    called: bool,
+    /// Called, or between two backticks: enough for a name shorter than three characters.
+    short_code: bool,
+}
+
 fn analyse_span(
     span: &str,
-    quoted: bool,
-    called: bool,
+    context: SpanContext,
     paths: &mut BTreeMap<String, f64>,
     idents: &mut BTreeMap<String, f64>,
 ) {
+    let SpanContext {
+        opens_sentence,
+        quoted,
+        called,
+        short_code,
+    } = context;
     let span = span.replace('\\', "/");
     let last = span.rsplit('/').next().unwrap_or(&span);
     let ext = last.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
@@ -185,16 +218,79 @@ fn analyse_span(
         return;
     }
     for word in span.split(['.', '-']) {
-        if !is_identifier(word) || word.len() < 3 {
+        if !is_identifier(word) {
+            continue;
+        }
+        if word.len() < 3 {
+            // Django's `Q` and `F`, sympy's `S` and `N`: short capitalised names are classes
+            // and functions when the text calls them or sets them in backticks.
+            if short_code && word.starts_with(|c: char| c.is_ascii_uppercase()) {
+                bump(idents, word.to_string(), 1.0);
+            }
             continue;
         }
         if looks_like_code(word) || ((quoted || called) && word.len() >= 3) {
             bump(idents, word.to_string(), 1.0);
-        } else if word.chars().next().is_some_and(char::is_uppercase)
+        } else if !opens_sentence
+            && word.chars().next().is_some_and(char::is_uppercase)
             && word.chars().skip(1).any(char::is_lowercase)
         {
-            // Capitalised words may be class names (or the start of a sentence).
+            // A capitalised word inside a sentence may be a class name.
             bump(idents, word.to_string(), 0.3);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identifiers(text: &str) -> Vec<String> {
+        QueryAnalysis::new(text)
+            .identifiers
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    #[test]
+    fn a_short_capitalised_name_counts_when_called_or_in_backticks() {
+        let called = identifiers("Title\nQ() | Q(x__in={}.keys()) fails");
+        assert!(called.contains(&"Q".to_string()), "{called:?}");
+        let ticked = identifiers("Title\nan `F` expression in an update");
+        assert!(ticked.contains(&"F".to_string()), "{ticked:?}");
+    }
+
+    #[test]
+    fn a_capitalised_word_counts_inside_a_sentence_but_not_at_its_start() {
+        let names = identifiers(
+            "Error E108 does not cover some cases\nSteps to reproduce. Update the Field, then \
+             save.\n- Added a Migration\n## Expected\nIt raises Error when the Field is empty.",
+        );
+        for opener in ["Steps", "Update", "Added", "Expected", "It"] {
+            assert!(
+                !names.contains(&opener.to_string()),
+                "{opener} in {names:?}"
+            );
+        }
+        // `Error` opens the title, but is also named inside the last sentence.
+        for inside in ["Field", "Migration", "Error"] {
+            assert!(
+                names.contains(&inside.to_string()),
+                "{inside} not in {names:?}"
+            );
+        }
+        let title_only = identifiers("Error E108 does not cover some cases");
+        assert!(!title_only.contains(&"Error".to_string()), "{title_only:?}");
+    }
+
+    #[test]
+    fn a_short_word_in_prose_or_at_the_start_of_a_quote_is_not_code() {
+        let names = identifiers(
+            "Title\nIt fails with \"No matching discriminator\" as I said (f(x) is fine) at `x`",
+        );
+        for short in ["No", "I", "f", "x", "It"] {
+            assert!(!names.contains(&short.to_string()), "{short} in {names:?}");
         }
     }
 }

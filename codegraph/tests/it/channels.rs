@@ -44,6 +44,46 @@ fn symbol_channel_finds_the_file_defining_a_named_class() {
 }
 
 #[test]
+fn symbol_channel_finds_a_one_letter_class_the_issue_calls() {
+    let repo = python_project();
+    repo.write(
+        "shop/filters.py",
+        "class Q:\n    \"\"\"A filter condition; combine with | and &.\"\"\"\n\n    def __or__(self, other):\n        return self\n",
+    );
+    repo.write(
+        "shop/catalog.py",
+        "def search_operator(items, operator):\n    \"\"\"Apply a search operator to the catalog's items.\"\"\"\n    return [i for i in items if operator(i)]\n\n\ndef pickle_operator(operator):\n    return repr(operator)\n",
+    );
+    repo.commit("filters");
+    let hits = search(
+        &repo,
+        "TypeError: cannot pickle when applying | operator to a filter\n>>> Q() | Q(sku__in={}.keys())",
+    );
+    assert_eq!(hit(&hits, "shop/filters.py").symbol_rank, Some(1));
+    assert_eq!(hits[0].path, "shop/filters.py");
+}
+
+#[test]
+fn a_title_opening_with_a_class_name_does_not_name_that_class() {
+    let repo = python_project();
+    repo.write(
+        "shop/errors.py",
+        "class Error(Exception):\n    \"\"\"Base class of the shop's errors.\"\"\"\n\n\nclass Warning(Error):\n    \"\"\"A problem that does not stop a sale.\"\"\"\n",
+    );
+    repo.write(
+        "shop/checks.py",
+        "def check_prices(cart):\n    \"\"\"System checks of the cart: negative quantities, missing prices.\"\"\"\n    problems = []\n    for sku, quantity in cart.items:\n        if quantity < 0:\n            problems.append(dict(id=\"shop.E108\", msg=sku))\n    return problems\n",
+    );
+    repo.commit("checks");
+    let hits = search(&repo, "Error E108 does not cover negative quantities");
+    assert_eq!(hits[0].path, "shop/checks.py", "{hits:#?}");
+    assert_eq!(hit(&hits, "shop/errors.py").symbol_rank, None);
+    // Inside a sentence the same word is a mention.
+    let hits = search(&repo, "Selling raises Error for E108 negative quantities");
+    assert_eq!(hit(&hits, "shop/errors.py").symbol_rank, Some(1));
+}
+
+#[test]
 fn symbol_channel_reads_traceback_paths() {
     let repo = python_project();
     let query = "Traceback (most recent call last):\n  File \"/usr/lib/python3/site-packages/shop/inventory.py\", line 7, in restock\nAttributeError: boom";
