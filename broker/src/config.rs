@@ -24,7 +24,8 @@ pub struct BrokerConfig {
     pub queue_max_age: Duration,
     /// Wall-clock limit of one witness test command.
     pub witness_timeout: Duration,
-    /// Extra host paths the witness sandbox may read (toolchains outside `/usr`).
+    /// Extra host paths the witness sandbox may read (toolchains outside `/usr`); a run's test
+    /// environment may grant these and anything beneath them.
     pub witness_ro: Vec<PathBuf>,
     /// Extra environment for witness commands (e.g. `RUSTC`, `CARGO_HOME`), set by the operator.
     pub witness_env: BTreeMap<String, String>,
@@ -61,6 +62,11 @@ pub struct RepositoryConfig {
     /// Author and committer e-mail of approved commits.
     #[serde(default = "default_author_email")]
     pub author_email: String,
+    /// Host paths (and everything beneath them) a run of this repository may grant its test
+    /// commands read-only: its toolchains and its prepared environments (`airlock.toml`'s
+    /// `[tests] ro` and the prepare cache). Besides `witness_ro`.
+    #[serde(default)]
+    pub allow_ro: Vec<PathBuf>,
 }
 
 fn default_github_api() -> String {
@@ -156,6 +162,7 @@ impl BrokerConfig {
                 ));
             }
             repo.clone = abs(repo.clone);
+            repo.allow_ro = repo.allow_ro.into_iter().map(abs).collect();
             repositories.insert(name, repo);
         }
         Ok(BrokerConfig {

@@ -19,7 +19,6 @@ pub mod config;
 pub mod error;
 pub mod protocol;
 pub mod publish;
-pub mod results;
 pub mod rules;
 pub mod sandboxed;
 pub mod server;

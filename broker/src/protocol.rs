@@ -6,56 +6,7 @@ use serde_json::value::RawValue;
 
 use airlock_schemas::BrokerError;
 
-/// How the operator's test command runs and reports; decides both how one test is selected and
-/// which per-test result parser reads the output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TestRunner {
-    /// `pytest -rA`-style output; one test is selected by appending its node id.
-    Pytest,
-    /// `python -m unittest -v`; one test is selected by appending its dotted name.
-    Unittest,
-    /// `cargo test`; one test is selected with `-- --exact NAME`.
-    Cargo,
-    /// `go test -v`; one test is selected with `-run '^NAME$'`.
-    Go,
-    /// `jest --verbose`; one test is selected with `-t NAME`.
-    Jest,
-    /// `vitest run --reporter verbose`; one test is selected with `-t NAME`.
-    Vitest,
-}
-
-impl TestRunner {
-    /// The command line that runs only `test` (a fully qualified test name), built from the
-    /// operator's full-suite command.
-    pub fn select_one(self, command: &[String], test: &str) -> Vec<String> {
-        let mut argv = command.to_vec();
-        match self {
-            TestRunner::Pytest | TestRunner::Unittest => argv.push(test.to_owned()),
-            TestRunner::Cargo => {
-                if !argv.iter().any(|a| a == "--") {
-                    argv.push("--".to_owned());
-                }
-                argv.push("--exact".to_owned());
-                argv.push(test.to_owned());
-            }
-            TestRunner::Go => {
-                let name = test.rsplit('.').next().unwrap_or(test);
-                let at = argv
-                    .iter()
-                    .position(|a| a == "test")
-                    .map_or(argv.len(), |i| i + 1);
-                argv.insert(at, "-run".to_owned());
-                argv.insert(at + 1, format!("^{name}$"));
-            }
-            TestRunner::Jest | TestRunner::Vitest => {
-                argv.push("-t".to_owned());
-                argv.push(test.to_owned());
-            }
-        }
-        argv
-    }
-}
+pub use airlock_policies::testrun::{TestEnvironment, TestRunner};
 
 /// What a supervisor tells the broker about a run when the run starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,6 +26,10 @@ pub struct RunRegistration {
     pub test_runner: TestRunner,
     /// The run's write allowlist (glob patterns, interpreted by `airlock-policies`).
     pub write_allowlist: Vec<String>,
+    /// The environment of every test command (read-only grants, variables, prepared links);
+    /// each granted path must be allowed by `broker.toml`.
+    #[serde(default)]
+    pub test_env: TestEnvironment,
 }
 
 /// One request line. `op` is `register_run`, `open_pr` or `decision`.

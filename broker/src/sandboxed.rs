@@ -1,10 +1,13 @@
 //! The production [`TestExecutor`]: every witness command runs in `airlock-sandbox`, with the
 //! host's program directories read-only, the witness tree behind a copy-on-write overlay (the
-//! run cannot change the tree it is judged on), no network and the configured time limit.
+//! run cannot change the tree it is judged on), no network and the configured time limit, in
+//! the run's test environment (the same grants and variables as the supervisor's test runs)
+//! plus the broker's own `witness_ro` and `witness_env`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use airlock_policies::testrun::TestEnvironment;
 use airlock_sandbox::SandboxBuilder;
 
 use crate::error::{Error, Result};
@@ -18,27 +21,33 @@ pub struct SandboxExecutor {
 
 impl SandboxExecutor {
     /// An executor granting `extra_ro` read-only beside the system directories and setting
-    /// `env` (operator configuration) for every command.
+    /// `env` (operator configuration of the broker) for every command.
     pub fn new(extra_ro: Vec<PathBuf>, env: Vec<(String, String)>) -> Self {
         SandboxExecutor { extra_ro, env }
     }
 }
 
 impl TestExecutor for SandboxExecutor {
-    fn run(&self, tree: &Path, argv: &[String], timeout: Duration) -> Result<CapturedRun> {
+    fn run(
+        &self,
+        tree: &Path,
+        argv: &[String],
+        timeout: Duration,
+        test_env: &TestEnvironment,
+    ) -> Result<CapturedRun> {
         let mut builder = SandboxBuilder::new().system_ro();
-        for path in &self.extra_ro {
+        for path in self.extra_ro.iter().chain(test_env.ro.iter()) {
             builder = builder.ro(path.clone());
         }
-        builder = builder
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env("CARGO_TARGET_DIR", "/tmp/airlock-witness-target")
-            .env("CI", "true");
-        for (name, value) in &self.env {
-            builder = builder.env(name.clone(), value.clone());
+        // The run's variables (fixed ones last), then the broker's own, which win.
+        for (name, value) in test_env.variables().into_iter().chain(self.env.clone()) {
+            builder = builder.env(name, value);
+        }
+        builder = builder.overlay(tree, tree);
+        for link in &test_env.links {
+            builder = builder.ro_at(link.source.clone(), tree.join(&link.path));
         }
         let captured = builder
-            .overlay(tree, tree)
             .cwd(tree)
             .timeout(timeout)
             .build()

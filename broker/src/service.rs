@@ -205,7 +205,49 @@ impl Broker {
                 "test_command must not be empty".to_owned(),
             ));
         }
+        run.test_runner
+            .check_command(&run.test_command)
+            .map_err(Error::Registration)?;
+        self.check_test_env(run, repo_cfg)?;
         self.store().register_run(run, unix_now())
+    }
+
+    /// The run's test environment is the operator's, but the broker stays in charge of its own
+    /// sandbox: every path it grants must exist and lie under `witness_ro` or the repository's
+    /// `allow_ro` in `broker.toml` (after resolving symlinks, so a link cannot reach out).
+    fn check_test_env(
+        &self,
+        run: &RunRegistration,
+        repo_cfg: &crate::config::RepositoryConfig,
+    ) -> Result<()> {
+        run.test_env
+            .validate()
+            .map_err(|e| Error::Registration(format!("test_env: {e}")))?;
+        let allowed: Vec<PathBuf> = self
+            .config
+            .witness_ro
+            .iter()
+            .chain(repo_cfg.allow_ro.iter())
+            .filter_map(|p| p.canonicalize().ok())
+            .collect();
+        for path in run.test_env.granted_paths() {
+            let real = path.canonicalize().map_err(|e| {
+                Error::Registration(format!(
+                    "test_env grants {}, which the broker cannot resolve: {e}",
+                    path.display()
+                ))
+            })?;
+            if !allowed.iter().any(|root| real.starts_with(root)) {
+                return Err(Error::Registration(format!(
+                    "test_env grants {} ({}), which broker.toml does not allow: add it (or a \
+                     parent) to [repositories.{:?}] allow_ro or to witness_ro",
+                    path.display(),
+                    real.display(),
+                    run.repository
+                )));
+            }
+        }
+        Ok(())
     }
 
     fn worktree_under_root(&self, worktree: &str) -> Result<PathBuf> {
@@ -396,6 +438,7 @@ impl Broker {
             runner: run.test_runner,
             before_failing_test: &call.test_evidence.before_failing_test,
             timeout: self.config.witness_timeout,
+            test_env: &run.test_env,
         };
         let work_dir = self
             .config
@@ -414,7 +457,9 @@ impl Broker {
         for out in &report.outputs {
             let result = match (&out.grade, out.exit_code) {
                 (_, None) => airlock_audit::TestResult::TimedOut,
-                (crate::results::Grade::Invalid(_), _) => airlock_audit::TestResult::Error,
+                (airlock_policies::testrun::Grade::Invalid(_), _) => {
+                    airlock_audit::TestResult::Error
+                }
                 (_, Some(0)) => airlock_audit::TestResult::Passed,
                 _ => airlock_audit::TestResult::Failed,
             };

@@ -2,8 +2,11 @@
 //! worktree), the claimed fail-to-pass test run on the pinned source and on the patched source,
 //! then the full suite on the patched source, each in the sandbox, each graded from its output.
 //!
-//! Both trees start from the pinned commit. The pinned tree gets only the newly added test
-//! files; the patched tree gets the diff's non-test changes plus the newly added test files.
+//! Every tree starts from the pinned commit. The base tree is the pin alone (its full run is the
+//! base inventory: which tests run there and which fail); the pinned tree gets only the newly
+//! added test files; the patched tree gets the diff's non-test changes plus the newly added test
+//! files. The patched full run is green only when every test that passed at base ran and passed
+//! again and the new tests ran and passed (`airlock_policies::testrun::grade_full_run`).
 //! Pre-existing test files are never taken from the diff: they stay as pinned, read-only, so a
 //! weakened test cannot make the witness green.
 
@@ -13,8 +16,9 @@ use std::time::Duration;
 
 use crate::changes::{ChangeKind, ChangeSet};
 use crate::error::{Error, Result};
-use crate::protocol::TestRunner;
-use crate::results::{self, Grade, ParsedRun};
+use airlock_policies::testrun::{
+    self as results, FullRunVerdict, Grade, ParsedRun, TestEnvironment, TestInventory, TestRunner,
+};
 
 /// Bytes of stdout and of stderr kept per witness command in replies and the queue.
 pub const OUTPUT_KEEP_BYTES: usize = 64 * 1024;
@@ -32,16 +36,24 @@ pub struct CapturedRun {
 
 /// Runs a test command in a tree. The production implementation is the sandbox.
 pub trait TestExecutor: Send + Sync {
-    /// Run `argv` with `tree` as working directory, within `timeout`.
-    fn run(&self, tree: &Path, argv: &[String], timeout: Duration) -> Result<CapturedRun>;
+    /// Run `argv` with `tree` as working directory, within `timeout`, in the run's test
+    /// environment (its read-only grants, variables and prepared links inside `tree`).
+    fn run(
+        &self,
+        tree: &Path,
+        argv: &[String],
+        timeout: Duration,
+        env: &TestEnvironment,
+    ) -> Result<CapturedRun>;
 }
 
 /// One witness step as recorded in the queue and attached to refusals.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WitnessOutput {
-    /// `pinned_selected`, `patched_selected` or `patched_full`.
+    /// `pinned_selected`, `patched_selected`, `base_full` or `patched_full`.
     pub step: String,
-    /// What the step must show: `fail`, `pass` or `green`.
+    /// What the step must show: `fail`, `pass`, `inventory` (the base run: it must report
+    /// tests) or `green`.
     pub expect: String,
     /// The command line.
     pub argv: Vec<String>,
@@ -55,6 +67,12 @@ pub struct WitnessOutput {
     pub parsed: ParsedRun,
     /// The grade of this step.
     pub grade: Grade,
+    /// The base inventory this step took (`base_full`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inventory: Option<TestInventory>,
+    /// The comparison with the base inventory (`patched_full`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_run: Option<FullRunVerdict>,
 }
 
 /// The outcome of the whole witness.
@@ -79,6 +97,9 @@ pub struct WitnessPlan<'a> {
     pub before_failing_test: &'a str,
     /// Per-command time limit.
     pub timeout: Duration,
+    /// The environment of every command (from the run's registration, checked against
+    /// `broker.toml` when the run registered).
+    pub test_env: &'a TestEnvironment,
 }
 
 fn keep(text: String) -> String {
@@ -172,6 +193,8 @@ fn make_read_only(path: &Path) -> Result<()> {
 /// Which witness tree to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TreeKind {
+    /// The pinned commit alone (the base inventory's tree).
+    Base,
     /// The pinned source plus the newly added test files.
     PinnedWithNewTests,
     /// The pinned source plus the diff's non-test changes plus the newly added test files.
@@ -191,6 +214,7 @@ pub fn build_tree(
     write_pinned_tree(repo, pin, dest)?;
     for change in &changes.files {
         let take = match (kind, change.is_test, change.kind) {
+            (TreeKind::Base, _, _) => false,
             (_, true, ChangeKind::Added) => true,
             // Pre-existing test files stay as pinned, whatever the diff did to them.
             (_, true, _) => false,
@@ -220,12 +244,14 @@ pub fn build_tree(
     for test in pinned_test_files {
         make_read_only(&dest.join(test))?;
     }
-    for change in changes
-        .files
-        .iter()
-        .filter(|c| c.is_test && c.kind == ChangeKind::Added)
-    {
-        make_read_only(&dest.join(&change.path))?;
+    if kind != TreeKind::Base {
+        for change in changes
+            .files
+            .iter()
+            .filter(|c| c.is_test && c.kind == ChangeKind::Added)
+        {
+            make_read_only(&dest.join(&change.path))?;
+        }
     }
     Ok(())
 }
@@ -237,25 +263,44 @@ fn step(
     name: &str,
     expect: &str,
     argv: Vec<String>,
-) -> Result<WitnessOutput> {
-    let run = executor.run(tree, &argv, plan.timeout)?;
+) -> Result<(WitnessOutput, ParsedRun)> {
+    let run = executor.run(tree, &argv, plan.timeout, plan.test_env)?;
     let combined = format!("{}\n{}", run.stdout, run.stderr);
     let parsed = results::parse(plan.runner, &combined);
     let grade = match expect {
         "fail" => results::grade_must_fail(&parsed, run.exit_code, plan.before_failing_test),
         "pass" => results::grade_must_pass(&parsed, run.exit_code, plan.before_failing_test),
-        _ => results::grade_suite_green(&parsed, run.exit_code),
+        // Graded by the caller against the inventory.
+        _ => Grade::Ok,
     };
-    Ok(WitnessOutput {
+    let out = WitnessOutput {
         step: name.to_owned(),
         expect: expect.to_owned(),
         argv,
         exit_code: run.exit_code,
         stdout: keep(run.stdout),
         stderr: keep(run.stderr),
-        parsed,
+        parsed: parsed.clone(),
         grade,
-    })
+        inventory: None,
+        full_run: None,
+    };
+    Ok((out, parsed))
+}
+
+/// The tests a green patched full run must show passing: the claimed one, and the newly added
+/// test files (where the runner's names say which file a test is in).
+fn required_tests<'c>(plan: &WitnessPlan<'c>, changes: &'c ChangeSet) -> Vec<&'c str> {
+    let mut required = vec![plan.before_failing_test];
+    required.extend(results::new_test_files_required(
+        plan.runner,
+        changes
+            .files
+            .iter()
+            .filter(|c| c.is_test && c.kind == ChangeKind::Added)
+            .map(|c| c.path.as_str()),
+    ));
+    required
 }
 
 /// Run the witness: build both trees under `work_dir` and run the three steps, stopping at the
@@ -278,42 +323,60 @@ pub fn run_witness(
             "creating a witness directory in {}",
             work_dir.display()
         )))?;
+    let base: PathBuf = scratch.path().join("base");
     let pinned: PathBuf = scratch.path().join("pinned");
     let patched: PathBuf = scratch.path().join("patched");
-    build_tree(
-        repo,
-        pin,
-        changes,
-        pinned_test_files,
-        TreeKind::PinnedWithNewTests,
-        &pinned,
-    )?;
-    build_tree(
-        repo,
-        pin,
-        changes,
-        pinned_test_files,
-        TreeKind::Patched,
-        &patched,
-    )?;
+    for (kind, dest) in [
+        (TreeKind::Base, &base),
+        (TreeKind::PinnedWithNewTests, &pinned),
+        (TreeKind::Patched, &patched),
+    ] {
+        build_tree(repo, pin, changes, pinned_test_files, kind, dest)?;
+    }
 
     let one = plan
         .runner
         .select_one(plan.test_command, plan.before_failing_test);
-    let steps: [(&str, &str, &Path, Vec<String>); 3] = [
+    let full = plan.test_command.to_vec();
+    let steps: [(&str, &str, &Path, Vec<String>); 4] = [
         ("pinned_selected", "fail", &pinned, one.clone()),
         ("patched_selected", "pass", &patched, one),
-        (
-            "patched_full",
-            "green",
-            &patched,
-            plan.test_command.to_vec(),
-        ),
+        ("base_full", "inventory", &base, full.clone()),
+        ("patched_full", "green", &patched, full),
     ];
+    let required = required_tests(plan, changes);
     let mut outputs = Vec::new();
     let mut failure = None;
+    let mut inventory: Option<TestInventory> = None;
     for (name, expect, tree, argv) in steps {
-        let out = step(executor, plan, tree, name, expect, argv)?;
+        let (mut out, parsed) = step(executor, plan, tree, name, expect, argv)?;
+        match expect {
+            "inventory" => {
+                let taken = TestInventory::from_base_run(plan.runner, &parsed, out.exit_code, None)
+                    .map_err(|e| {
+                        Error::Witness(format!(
+                            "the base inventory could not be taken from the broker's clone: {e}"
+                        ))
+                    })?;
+                out.inventory = Some(taken.clone());
+                inventory = Some(taken);
+            }
+            "green" => {
+                let Some(inventory) = &inventory else {
+                    return Err(Error::Witness(
+                        "the patched full run came before the base inventory".to_owned(),
+                    ));
+                };
+                let verdict = results::grade_full_run(inventory, &parsed, out.exit_code, &required);
+                out.grade = match (&verdict.invalid, verdict.failure()) {
+                    (Some(why), _) => Grade::Invalid(why.clone()),
+                    (None, Some(why)) => Grade::NotOk(why),
+                    (None, None) => Grade::Ok,
+                };
+                out.full_run = Some(verdict);
+            }
+            _ => {}
+        }
         let grade = out.grade.clone();
         outputs.push(out);
         match grade {

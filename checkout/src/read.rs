@@ -19,6 +19,10 @@ use crate::{Result, io_err};
 /// The most content one read returns, in bytes (10 KB).
 pub const READ_CAP_BYTES: usize = 10240;
 
+/// Most bytes of a file [`BoundedReader::read_for_edit`] takes whole (an edit rewrites the
+/// file; a generated file larger than this is not source to edit by hand).
+pub const EDIT_CAP_BYTES: u64 = 8 * 1024 * 1024;
+
 /// A NUL byte within this many leading bytes marks a file as binary.
 pub const BINARY_SNIFF_BYTES: usize = 8192;
 
@@ -92,6 +96,10 @@ pub enum RefusalCode {
     WriteThroughSymlink,
     /// The filesystem failed in a way none of the above describes.
     Io,
+    /// The file is larger than [`EDIT_CAP_BYTES`] (edits only; reads are windowed).
+    TooLargeToEdit,
+    /// The file is not valid UTF-8, so an edit could not rewrite it faithfully (edits only).
+    NotUtf8,
 }
 
 impl RefusalCode {
@@ -110,6 +118,8 @@ impl RefusalCode {
             RefusalCode::GitMetadata => "git_metadata",
             RefusalCode::WriteThroughSymlink => "write_through_symlink",
             RefusalCode::Io => "io",
+            RefusalCode::TooLargeToEdit => "too_large_to_edit",
+            RefusalCode::NotUtf8 => "not_utf8",
         }
     }
 }
@@ -242,6 +252,28 @@ pub enum ReadRefusal {
         /// The operating system's message.
         detail: String,
     },
+    /// The file is too large to be rewritten by an edit.
+    #[error(
+        "`{path}` has {bytes_total} bytes, more than the {cap} an edit may rewrite: it is not \
+         source to edit by hand; change the source it is generated from"
+    )]
+    TooLargeToEdit {
+        /// The path as given.
+        path: String,
+        /// Bytes in the file.
+        bytes_total: u64,
+        /// [`EDIT_CAP_BYTES`].
+        cap: u64,
+    },
+    /// The file is not UTF-8 text.
+    #[error(
+        "`{path}` is not valid UTF-8: an edit would not write it back faithfully; rewrite it \
+         whole with write_file if it must change"
+    )]
+    NotUtf8 {
+        /// The path as given.
+        path: String,
+    },
 }
 
 impl ReadRefusal {
@@ -260,6 +292,8 @@ impl ReadRefusal {
             ReadRefusal::GitMetadata { .. } => RefusalCode::GitMetadata,
             ReadRefusal::WriteThroughSymlink { .. } => RefusalCode::WriteThroughSymlink,
             ReadRefusal::Io { .. } => RefusalCode::Io,
+            ReadRefusal::TooLargeToEdit { .. } => RefusalCode::TooLargeToEdit,
+            ReadRefusal::NotUtf8 { .. } => RefusalCode::NotUtf8,
         }
     }
 
@@ -277,7 +311,9 @@ impl ReadRefusal {
             | ReadRefusal::SpecialFile { path }
             | ReadRefusal::GitMetadata { path }
             | ReadRefusal::WriteThroughSymlink { path, .. }
-            | ReadRefusal::Io { path, .. } => path,
+            | ReadRefusal::Io { path, .. }
+            | ReadRefusal::TooLargeToEdit { path, .. }
+            | ReadRefusal::NotUtf8 { path } => path,
         }
     }
 }
@@ -445,6 +481,31 @@ impl BoundedReader {
             line_end,
             truncated,
             bytes_total: scan.bytes_total,
+        })
+    }
+
+    /// The whole text of `path` for an exact-match edit, whatever its size up to
+    /// [`EDIT_CAP_BYTES`]: the read cap bounds what one read hands a model, not what may be
+    /// edited. Refused like [`BoundedReader::read`] (absolute, `..`, escapes, directories,
+    /// special and binary files), and also when the file is larger than the edit cap or not
+    /// UTF-8 (a lossy read would corrupt it when written back).
+    pub fn read_for_edit(&self, path: &str) -> std::result::Result<String, ReadRefusal> {
+        // The windowed read applies every refusal class (and the binary sniff) first.
+        let first = self.read(path, Some((1, 1)))?;
+        if first.bytes_total > EDIT_CAP_BYTES {
+            return Err(ReadRefusal::TooLargeToEdit {
+                path: path.to_owned(),
+                bytes_total: first.bytes_total,
+                cap: EDIT_CAP_BYTES,
+            });
+        }
+        let resolved = self.resolve_path(path)?;
+        let bytes = self
+            .root
+            .read(&resolved.real)
+            .map_err(|e| self.io_refusal(path, &e))?;
+        String::from_utf8(bytes).map_err(|_| ReadRefusal::NotUtf8 {
+            path: path.to_owned(),
         })
     }
 

@@ -1,7 +1,8 @@
 //! airlock-policies owns the shared rules both untrusting processes apply: the write policy
 //! (an allowlist of globs plus classes refused whatever the allowlist says), test recognition
-//! per language, detectors for the six forbidden test-weakening moves, and the diff digest
-//! that the broker recomputes to check a model's `open_pr` claim.
+//! per language, detectors for the six forbidden test-weakening moves, the diff digest
+//! that the broker recomputes to check a model's `open_pr` claim, and the test rules of
+//! [`testrun`] (runners, result parsing, the base inventory, the test environment).
 //!
 //! The rules live in `policies/default.toml`, embedded at build time ([`Policy::default`]);
 //! an operator may load another file ([`Policy::load`]) or narrow the allowlist. Every rule
@@ -25,6 +26,7 @@ mod diff;
 mod digest;
 mod paths;
 mod testfiles;
+pub mod testrun;
 
 pub use config::{Direction, Mode, MoveKind};
 pub use detect::{Finding, Side};

@@ -2,7 +2,7 @@
 
 use crate::doctor::pretend_missing_from_env;
 use crate::error::{Error, Result};
-use crate::spec::{Layer, Limits, OverlaySpec, Report, Spec};
+use crate::spec::{BindAtSpec, Layer, Limits, NetworkAccess, OverlaySpec, Report, Spec};
 use crate::summary::RunSummary;
 use crate::sys;
 use std::io::Write;
@@ -30,18 +30,44 @@ pub const SYSTEM_RO: [&str; 10] = [
     "/etc/alternatives",
 ];
 
+/// The host files that name resolution and TLS read, granted read-only (those that exist) when
+/// a run is given the host's network ([`SandboxBuilder::network`] with [`NetworkAccess::Host`]).
+/// Of `/etc/ssl` and `/etc/pki` only the certificate parts: their `private` directories hold
+/// keys, which the child could read (for a root caller the host's root-owned files are the
+/// child's own).
+pub const NETWORK_ETC_RO: [&str; 15] = [
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/services",
+    "/etc/protocols",
+    "/etc/ssl/certs",
+    "/etc/ssl/cert.pem",
+    "/etc/ssl/openssl.cnf",
+    "/etc/ca-certificates",
+    "/etc/pki/ca-trust",
+    "/etc/pki/tls/certs",
+    "/etc/pki/tls/cert.pem",
+    "/etc/pki/tls/openssl.cnf",
+];
+
 /// Configures a sandbox. Every setter takes and returns the builder, so calls chain.
 ///
-/// Defaults: no granted paths, 300 s timeout, 2048 MB memory, 512 processes, 16 MiB of output,
-/// 1024 open files, 1024 MB per file, 2 s drain deadline, `PATH` = [`DEFAULT_PATH`],
-/// `HOME` = `/tmp`, working directory = the first rw root (else the first overlay, else the
-/// private `/tmp`), helper = the dedicated helper binary beside the current executable (else
-/// the current executable), degraded runs refused.
+/// Defaults: no granted paths, no network ([`NetworkAccess::None`]), 300 s timeout, 2048 MB
+/// memory, 512 processes, 16 MiB of output, 1024 open files, 1024 MB per file, 2 s drain
+/// deadline, `PATH` = [`DEFAULT_PATH`], `HOME` = `/tmp`, working directory = the first rw
+/// root (else the first overlay, else the private `/tmp`), helper = the dedicated helper
+/// binary beside the current executable (else the current executable), degraded runs refused.
 #[derive(Debug, Clone)]
 pub struct SandboxBuilder {
     ro: Vec<PathBuf>,
     rw: Vec<PathBuf>,
     overlays: Vec<(PathBuf, PathBuf, Option<PathBuf>)>,
+    /// (host source, inside target, writable).
+    binds_at: Vec<(PathBuf, PathBuf, bool)>,
+    network: NetworkAccess,
     timeout: Duration,
     memory_mb: u64,
     max_procs: u32,
@@ -70,6 +96,8 @@ impl SandboxBuilder {
             ro: Vec::new(),
             rw: Vec::new(),
             overlays: Vec::new(),
+            binds_at: Vec::new(),
+            network: NetworkAccess::None,
             timeout: Duration::from_secs(300),
             memory_mb: 2048,
             max_procs: 512,
@@ -95,6 +123,42 @@ impl SandboxBuilder {
     /// Grant `path` read-write (at the same path inside).
     pub fn rw(mut self, path: impl Into<PathBuf>) -> Self {
         self.rw.push(path.into());
+        self
+    }
+
+    /// Show the host path `source` (a file or a directory) read-only at `target`, an absolute
+    /// path inside the sandbox that may lie inside an overlay or another grant (a prepared
+    /// `node_modules` at `<worktree>/node_modules` over an overlay of the worktree). It is
+    /// mounted after the overlays and grants it lies in.
+    ///
+    /// A missing mount point is created only in the sandbox's own filesystems: its root, its
+    /// private `/tmp`, or an overlay (in the overlay's upper directory, which is discarded, or
+    /// kept by [`Self::overlay_keep`] as an empty directory or file). Inside a `ro`/`rw` grant
+    /// or another grant at another path, a host filesystem, the mount point must already
+    /// exist on the host, of the same kind as `source`: [`Self::build`] refuses otherwise
+    /// rather than create it on the host. A `target` that is relative or contains `..` is
+    /// refused with [`Error::Config`]; one reached through a symlink inside the sandbox is
+    /// refused when the run sets up.
+    pub fn ro_at(mut self, source: impl Into<PathBuf>, target: impl Into<PathBuf>) -> Self {
+        self.binds_at.push((source.into(), target.into(), false));
+        self
+    }
+
+    /// Like [`Self::ro_at`], but read-write: writes at `target` land in the host's `source`.
+    pub fn rw_at(mut self, source: impl Into<PathBuf>, target: impl Into<PathBuf>) -> Self {
+        self.binds_at.push((source.into(), target.into(), true));
+        self
+    }
+
+    /// Network access of the command. [`NetworkAccess::None`] (the default) gives it a
+    /// network namespace of its own with only loopback. [`NetworkAccess::Host`] shares the
+    /// host's network, for steps that must download (`pip install --target`, `npm ci`,
+    /// `cargo fetch`): no network namespace, no landlock TCP rules, IPv4 and IPv6 sockets
+    /// allowed by seccomp, and [`NETWORK_ETC_RO`] granted read-only where it exists and no
+    /// grant already covers it. Every other layer stays, and the layers left out on purpose
+    /// are not reported missing; [`RunSummary::network`] records the access.
+    pub fn network(mut self, access: NetworkAccess) -> Self {
+        self.network = access;
         self
     }
 
@@ -245,12 +309,7 @@ impl SandboxBuilder {
             }
             grant(p, &mut rw)?;
         }
-        if let Some(both) = ro.iter().find(|p| rw.contains(p)) {
-            return Err(Error::Path {
-                path: both.clone(),
-                reason: "granted both read-only and read-write; grant it once".into(),
-            });
-        }
+        check_granted_once(&ro, &rw)?;
         let mut overlays: Vec<(PathBuf, PathBuf, Option<PathBuf>)> = Vec::new();
         for (lower, mountpoint, keep) in &self.overlays {
             let lower = existing_dir(lower)?;
@@ -279,11 +338,50 @@ impl SandboxBuilder {
             }
             overlays.push((lower, mountpoint, keep));
         }
+        let mut binds_at: Vec<BindAtSpec> = Vec::new();
+        for (source, target, writable) in &self.binds_at {
+            let target = bind_at_target(target)?;
+            let source = bind_at_source(source)?;
+            binds_at.push(BindAtSpec {
+                source,
+                target,
+                writable: *writable,
+            });
+        }
+        if self.network == NetworkAccess::Host {
+            // The explicit grants win: a file under a granted or mounted path is not bound
+            // again (nor refused as granted twice).
+            let wanted: Vec<&Path> = NETWORK_ETC_RO
+                .iter()
+                .map(Path::new)
+                .filter(|path| path.symlink_metadata().is_ok())
+                .filter(|path| {
+                    !ro.iter()
+                        .chain(&rw)
+                        .chain(overlays.iter().map(|o| &o.1))
+                        .chain(binds_at.iter().map(|b| &b.target))
+                        .any(|g| path.starts_with(g))
+                })
+                .collect();
+            for path in wanted {
+                // Best effort, as "where it exists" promises: a file whose symlink points
+                // somewhere no grant may reach (say /proc) is left out, not a refusal.
+                let mut granted = ro.clone();
+                if grant(path, &mut granted).is_ok() {
+                    ro = granted;
+                }
+            }
+            check_granted_once(&ro, &rw)?;
+        }
+        for i in 0..binds_at.len() {
+            check_bind_at(i, &binds_at, &ro, &rw, &overlays)?;
+        }
         let cwd_given = self.cwd.as_deref().map(absolute_inside).transpose()?;
         for path in ro
             .iter()
             .chain(&rw)
             .chain(overlays.iter().flat_map(|o| [&o.0, &o.1]))
+            .chain(binds_at.iter().flat_map(|b| [&b.source, &b.target]))
             .chain(&cwd_given)
         {
             if path.to_str().is_none() {
@@ -335,6 +433,8 @@ impl SandboxBuilder {
             ro,
             rw,
             overlays,
+            binds_at,
+            network: self.network,
             env: dedup.into_iter().collect(),
             cwd,
             limits: Limits {
@@ -428,6 +528,214 @@ fn grant_path(path: &Path) -> Result<PathBuf> {
     Ok(canonical)
 }
 
+/// Refuse a path granted both read-only and read-write.
+fn check_granted_once(ro: &[PathBuf], rw: &[PathBuf]) -> Result<()> {
+    match ro.iter().find(|p| rw.contains(p)) {
+        Some(both) => Err(Error::Path {
+            path: both.clone(),
+            reason: "granted both read-only and read-write; grant it once".into(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The inside path of a grant at another path: absolute, without `..`, not the root, `/proc`
+/// or `/dev`.
+fn bind_at_target(target: &Path) -> Result<PathBuf> {
+    let shape = |problem: &str| {
+        Error::Config(format!(
+            "grant at another path {}: the path inside {problem}; give an absolute path \
+             such as /work/tree/node_modules",
+            target.display()
+        ))
+    };
+    if target.as_os_str().is_empty() {
+        return Err(shape("is empty"));
+    }
+    if !target.is_absolute() {
+        return Err(shape("is relative"));
+    }
+    if target
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(shape("contains `..`"));
+    }
+    let target: PathBuf = target.components().collect();
+    let refuse = |reason: &str| Error::Path {
+        path: target.clone(),
+        reason: format!("cannot be the inside path of a grant at another path: {reason}"),
+    };
+    if target == Path::new("/") {
+        return Err(refuse("the sandbox's root is its own"));
+    }
+    if ["/proc", "/dev"].iter().any(|f| target.starts_with(f)) {
+        return Err(refuse("/proc and /dev are provided by the sandbox"));
+    }
+    Ok(target)
+}
+
+/// The host side of a grant at another path: an existing path, resolved (the bind follows
+/// symlinks, so it is resolved once, here), never under `/proc` or `/dev`.
+fn bind_at_source(source: &Path) -> Result<PathBuf> {
+    let canonical = absolute_inside(source)?
+        .canonicalize()
+        .map_err(|e| Error::Path {
+            path: source.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    for forbidden in ["/proc", "/dev"] {
+        if canonical.starts_with(forbidden) {
+            return Err(Error::Path {
+                path: source.to_path_buf(),
+                reason: format!("{forbidden} is provided by the sandbox and cannot be granted"),
+            });
+        }
+    }
+    Ok(canonical)
+}
+
+/// What holds the mount point of a grant at another path: the mount it lies in.
+enum Holder<'a> {
+    /// A filesystem of the sandbox's own (its root, its `/tmp`, an overlay): a missing mount
+    /// point is created there when the run sets up.
+    Sandbox,
+    /// A host directory shown inside at `inside`: the mount point must exist on the host.
+    Host {
+        inside: &'a Path,
+        host: &'a Path,
+        what: &'static str,
+    },
+    /// A granted symlink, mirrored as a symlink: a mount point is never reached through one.
+    Symlink(&'a Path),
+}
+
+/// Check where `binds[index]` is mounted: not where something else is mounted already, and,
+/// inside a host grant (another grant at another path included, whatever order they were
+/// given in), on a mount point that exists on the host (the sandbox never creates one there)
+/// and has the source's kind.
+fn check_bind_at(
+    index: usize,
+    binds: &[BindAtSpec],
+    ro: &[PathBuf],
+    rw: &[PathBuf],
+    overlays: &[(PathBuf, PathBuf, Option<PathBuf>)],
+) -> Result<()> {
+    let bind = &binds[index];
+    let others = || {
+        binds
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| *i != index)
+            .map(|(_, b)| b)
+    };
+    let target = &bind.target;
+    let refuse = |reason: String| Error::Path {
+        path: target.clone(),
+        reason,
+    };
+    if ro.contains(target) || rw.contains(target) {
+        return Err(refuse(
+            "is also granted with ro or rw; a grant at another path needs a path of its own".into(),
+        ));
+    }
+    if overlays.iter().any(|o| &o.1 == target) {
+        return Err(refuse(
+            "is an overlay's mount point; mount the grant inside the overlay instead".into(),
+        ));
+    }
+    if others().any(|b| &b.target == target) {
+        return Err(refuse(
+            "another grant at another path already mounts there".into(),
+        ));
+    }
+    let mut holders: Vec<(&Path, Holder<'_>)> = Vec::new();
+    for (paths, what) in [(ro, "read-only grant"), (rw, "read-write grant")] {
+        for g in paths {
+            let holder = if g
+                .symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_symlink())
+            {
+                Holder::Symlink(g)
+            } else {
+                Holder::Host {
+                    inside: g,
+                    host: g,
+                    what,
+                }
+            };
+            holders.push((g, holder));
+        }
+    }
+    for o in overlays {
+        holders.push((&o.1, Holder::Sandbox));
+    }
+    for b in others() {
+        holders.push((
+            &b.target,
+            Holder::Host {
+                inside: &b.target,
+                host: &b.source,
+                what: "grant at another path",
+            },
+        ));
+    }
+    let tmp = Path::new("/tmp");
+    if !holders.iter().any(|(p, _)| *p == tmp) {
+        // The private tmpfs.
+        holders.push((tmp, Holder::Sandbox));
+    }
+    let deepest = holders
+        .into_iter()
+        .filter(|(p, _)| target.starts_with(p) && target != p)
+        .max_by_key(|(p, _)| p.components().count())
+        .map(|(_, h)| h);
+    match deepest {
+        None | Some(Holder::Sandbox) => Ok(()),
+        Some(Holder::Symlink(link)) => Err(refuse(format!(
+            "lies beneath {}, a symlink inside the sandbox; name the path through its target",
+            link.display()
+        ))),
+        Some(Holder::Host { inside, host, what }) => {
+            let rest = target.strip_prefix(inside).unwrap_or(target);
+            let on_host = host.join(rest);
+            let meta = on_host.symlink_metadata().map_err(|_| {
+                refuse(format!(
+                    "lies inside the {what} {}, so its mount point would have to be created \
+                     on the host at {}; the sandbox creates mount points only in its own \
+                     filesystems (its root, its /tmp, an overlay): create {} first, or mount \
+                     the grant elsewhere",
+                    inside.display(),
+                    on_host.display(),
+                    on_host.display()
+                ))
+            })?;
+            if meta.file_type().is_symlink()
+                || on_host.canonicalize().ok().as_deref() != Some(on_host.as_path())
+            {
+                return Err(refuse(format!(
+                    "its mount point {} inside the {what} {} passes through a symlink; a grant \
+                     at another path is never mounted through one",
+                    on_host.display(),
+                    inside.display()
+                )));
+            }
+            let source_is_dir = bind.source.is_dir();
+            if meta.is_dir() != source_is_dir {
+                let kind = |dir: bool| if dir { "a directory" } else { "a file" };
+                return Err(refuse(format!(
+                    "its mount point {} is {}, but {} is {}",
+                    on_host.display(),
+                    kind(meta.is_dir()),
+                    bind.source.display(),
+                    kind(source_is_dir)
+                )));
+            }
+            Ok(())
+        }
+    }
+}
+
 fn existing_dir(path: &Path) -> Result<PathBuf> {
     let canonical = absolute_inside(path)?
         .canonicalize()
@@ -505,6 +813,8 @@ pub struct Sandbox {
     ro: Vec<PathBuf>,
     rw: Vec<PathBuf>,
     overlays: Vec<(PathBuf, PathBuf, Option<PathBuf>)>,
+    binds_at: Vec<BindAtSpec>,
+    network: NetworkAccess,
     env: Vec<(String, String)>,
     cwd: PathBuf,
     limits: Limits,
@@ -589,6 +899,8 @@ impl Sandbox {
             ro: self.ro.clone(),
             rw: self.rw.clone(),
             overlays,
+            binds_at: self.binds_at.clone(),
+            network: self.network,
             env: self.env.clone(),
             cwd: self.cwd.clone(),
             limits: self.limits.clone(),
@@ -877,6 +1189,10 @@ fn summarize(
     missing.sort();
     missing.dedup();
     applied.retain(|l| !missing.contains(l));
+    // Layers the caller waived (the network ones, with the host's network) are neither
+    // applied nor missing, and never a reason to refuse.
+    applied.retain(|l| !spec.network.waives(*l));
+    missing.retain(|l| !spec.network.waives(*l));
     if !allow_degraded && let Some(layer) = missing.iter().find(|l| l.required()) {
         return Err(Error::Refused {
             feature: *layer,
@@ -912,6 +1228,7 @@ fn summarize(
         layers_applied: applied,
         layers_missing: missing,
         landlock_abi,
+        network: spec.network,
     })
 }
 
@@ -925,6 +1242,8 @@ mod tests {
             ro: Vec::new(),
             rw: Vec::new(),
             overlays: Vec::new(),
+            binds_at: Vec::new(),
+            network: NetworkAccess::None,
             env: Vec::new(),
             cwd: PathBuf::from("/"),
             limits: Limits {
@@ -1091,6 +1410,183 @@ mod tests {
             .build()
             .unwrap_err();
         assert!(matches!(err, Error::Path { .. }));
+    }
+
+    #[test]
+    fn a_grant_at_a_relative_or_dotted_path_is_a_configuration_error() {
+        let source = tempfile::tempdir().unwrap();
+        for target in ["node_modules", "/work/tree/../etc", ""] {
+            let err = SandboxBuilder::new()
+                .helper_exe("/bin/true")
+                .ro_at(source.path(), target)
+                .build()
+                .unwrap_err();
+            assert!(matches!(err, Error::Config(_)), "{target:?}: {err}");
+            assert!(err.to_string().contains("absolute path"), "{err}");
+        }
+        for target in ["/", "/proc/x", "/dev/shm/x"] {
+            let err = SandboxBuilder::new()
+                .helper_exe("/bin/true")
+                .rw_at(source.path(), target)
+                .build()
+                .unwrap_err();
+            assert!(matches!(err, Error::Path { .. }), "{target:?}: {err}");
+        }
+        let err = SandboxBuilder::new()
+            .helper_exe("/bin/true")
+            .ro_at("/definitely/not/here", "/work/x")
+            .build()
+            .unwrap_err();
+        assert!(matches!(err, Error::Path { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_grant_at_another_path_inside_a_host_grant_needs_its_mount_point_on_the_host() {
+        let d = tempfile::tempdir().unwrap();
+        let granted = d.path().join("granted");
+        let cache = d.path().join("cache");
+        std::fs::create_dir_all(granted.join("present")).unwrap();
+        std::fs::write(granted.join("file"), "").unwrap();
+        std::fs::create_dir_all(&cache).unwrap();
+        std::fs::write(cache.join("lock"), "").unwrap();
+        let build = |b: SandboxBuilder| b.helper_exe("/bin/true").build();
+        // Missing inside a read-only (or read-write) grant: refused, and nothing is created.
+        for writable in [false, true] {
+            let b = if writable {
+                SandboxBuilder::new().rw(&granted)
+            } else {
+                SandboxBuilder::new().ro(&granted)
+            };
+            let err = build(b.ro_at(&cache, granted.join("missing/deeper"))).unwrap_err();
+            assert!(err.to_string().contains("create"), "{err}");
+            assert!(!granted.join("missing").exists());
+        }
+        // Present, of the same kind: accepted.
+        build(
+            SandboxBuilder::new()
+                .ro(&granted)
+                .ro_at(&cache, granted.join("present")),
+        )
+        .unwrap();
+        build(
+            SandboxBuilder::new()
+                .ro(&granted)
+                .ro_at(cache.join("lock"), granted.join("file")),
+        )
+        .unwrap();
+        // Of another kind: refused.
+        let err = build(
+            SandboxBuilder::new()
+                .ro(&granted)
+                .ro_at(&cache, granted.join("file")),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("is a file"), "{err}");
+        // Inside an overlay, the private /tmp or the sandbox's root: created when the run sets
+        // up, so accepted here.
+        let sandbox = build(
+            SandboxBuilder::new()
+                .overlay(&granted, "/work/tree")
+                .ro_at(&cache, "/work/tree/node_modules")
+                .ro_at(cache.join("lock"), "/work/tree/Cargo.lock")
+                .ro_at(&cache, "/tmp/cache")
+                .ro_at(&cache, "/opt/cache"),
+        )
+        .unwrap();
+        assert_eq!(sandbox.binds_at.len(), 4);
+        assert!(sandbox.binds_at.iter().all(|b| !b.writable));
+        // Inside another grant at another path, whichever comes first: its mount point must
+        // exist in that grant's source.
+        for b in [
+            SandboxBuilder::new()
+                .ro_at(&cache, "/opt/c")
+                .ro_at(&cache, "/opt/c/missing"),
+            SandboxBuilder::new()
+                .ro_at(&cache, "/opt/c/missing")
+                .ro_at(&cache, "/opt/c"),
+        ] {
+            let err = build(b).unwrap_err();
+            assert!(err.to_string().contains("create"), "{err}");
+        }
+        assert!(!cache.join("missing").exists());
+        build(
+            SandboxBuilder::new()
+                .ro_at(cache.join("lock"), "/opt/c/lock")
+                .ro_at(&cache, "/opt/c"),
+        )
+        .unwrap();
+        // The same place twice, or an overlay's own mount point: refused.
+        for b in [
+            SandboxBuilder::new()
+                .ro_at(&cache, "/opt/x")
+                .rw_at(&cache, "/opt/x"),
+            SandboxBuilder::new()
+                .overlay(&granted, "/work/tree")
+                .ro_at(&cache, "/work/tree"),
+            SandboxBuilder::new().ro(&granted).ro_at(&cache, &granted),
+        ] {
+            assert!(matches!(build(b), Err(Error::Path { .. })));
+        }
+    }
+
+    #[test]
+    fn the_host_network_grants_the_resolver_files_unless_a_grant_covers_them() {
+        let existing: Vec<PathBuf> = NETWORK_ETC_RO
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p.symlink_metadata().is_ok())
+            .collect();
+        let none = SandboxBuilder::new()
+            .helper_exe("/bin/true")
+            .build()
+            .unwrap();
+        assert_eq!(none.network, NetworkAccess::None);
+        assert!(none.ro.is_empty());
+        let host = SandboxBuilder::new()
+            .helper_exe("/bin/true")
+            .network(NetworkAccess::Host)
+            .build()
+            .unwrap();
+        assert_eq!(host.network, NetworkAccess::Host);
+        for path in &existing {
+            assert!(host.ro.contains(path), "{} not granted", path.display());
+        }
+        assert!(!host.ro.iter().any(|p| p.ends_with("private")));
+        // Granting /etc covers them all.
+        let etc = SandboxBuilder::new()
+            .helper_exe("/bin/true")
+            .ro("/etc")
+            .network(NetworkAccess::Host)
+            .build()
+            .unwrap();
+        assert!(
+            etc.ro
+                .iter()
+                .all(|p| !p.starts_with("/etc") || p == Path::new("/etc"))
+        );
+    }
+
+    #[test]
+    fn layers_waived_by_the_host_network_are_neither_applied_nor_missing() {
+        let mut spec = spec();
+        spec.network = NetworkAccess::Host;
+        let c = collected(&[
+            layers(
+                &[Layer::UserNamespace, Layer::Seccomp],
+                &[Layer::LandlockNet],
+            ),
+            Report::Exited {
+                code: Some(0),
+                signal: None,
+                max_rss_bytes: None,
+            },
+        ]);
+        let s = summarize(&spec, c, Duration::ZERO, false).unwrap();
+        assert_eq!(s.layers_applied, vec![Layer::UserNamespace, Layer::Seccomp]);
+        assert!(s.layers_missing.is_empty());
+        assert_eq!(s.network, NetworkAccess::Host);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["network"], "host");
     }
 
     #[test]

@@ -221,7 +221,7 @@ fn probe_overlay() -> (bool, String) {
 }
 
 fn probe_seccomp() -> (bool, String) {
-    let programs = match crate::layers::seccomp_programs() {
+    let programs = match crate::layers::seccomp_programs(crate::spec::NetworkAccess::None) {
         Ok(p) => p,
         Err(f) => return (false, f.detail),
     };

@@ -3,14 +3,15 @@
 //! The dedicated [`HELPER_BIN`] binary (or, without it, the caller's own binary) is started
 //! with a hidden first argument and the protocol string. In that fresh, single-threaded
 //! process the helper (the *supervisor*) creates the cgroups, clones the
-//! sandbox's *init* into new user, mount, PID, network, IPC and UTS namespaces, writes its uid
-//! map, releases it, and enforces the wall-clock timeout by killing it (which kills the whole
-//! PID namespace). Init builds the new root, brings loopback up and forks the *target*, which
-//! drops privileges, applies landlock and seccomp, and execs the command.
+//! sandbox's *init* into new user, mount, PID, network (unless the run was granted the host's
+//! network), IPC and UTS namespaces, writes its uid map, releases it, and enforces the
+//! wall-clock timeout by killing it (which kills the whole PID namespace). Init builds the new
+//! root, brings loopback up and forks the *target*, which drops privileges, applies landlock
+//! and seccomp, and execs the command.
 
 use crate::cgroup::Cgroups;
 use crate::layers::Failure;
-use crate::spec::{Layer, REPORT_FD, Report, Spec};
+use crate::spec::{Layer, NetworkAccess, REPORT_FD, Report, Spec};
 use crate::{mounts, sys, target};
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -132,6 +133,24 @@ pub(crate) const CLONE_FLAGS: libc::c_int = libc::CLONE_NEWUSER
     | libc::CLONE_NEWUTS
     | libc::CLONE_NEWCGROUP;
 
+/// The namespace flags of a run with this network access: every one of [`CLONE_FLAGS`], less
+/// the network namespace when the host's network is granted.
+fn clone_flags(network: NetworkAccess) -> libc::c_int {
+    if network.waives(Layer::NetNamespace) {
+        CLONE_FLAGS & !libc::CLONE_NEWNET
+    } else {
+        CLONE_FLAGS
+    }
+}
+
+/// The namespace layers of a run with this network access (applied, or missing when degraded).
+fn namespaces(network: NetworkAccess) -> Vec<Layer> {
+    NAMESPACES
+        .into_iter()
+        .filter(|l| !network.waives(*l))
+        .collect()
+}
+
 /// Write the outer uid/gid maps of a freshly cloned process: its root is the caller.
 pub(crate) fn write_outer_maps(pid: libc::pid_t, uid: u32, gid: u32) -> std::io::Result<()> {
     std::fs::write(format!("/proc/{pid}/setgroups"), "deny")?;
@@ -174,7 +193,7 @@ fn supervise() -> ! {
     let cloned = if spec.pretend_missing.contains(&Layer::UserNamespace) {
         Err(std::io::Error::from_raw_os_error(libc::EPERM))
     } else {
-        sys::clone_fork(CLONE_FLAGS)
+        sys::clone_fork(clone_flags(spec.network))
     };
     let (pid, with_ns) = match cloned {
         Ok(pid) => (pid, true),
@@ -302,7 +321,7 @@ fn init(spec: &Spec, sync_r: OwnedFd, with_ns: bool, cgroup_memory: bool) -> ! {
     let mut applied = Vec::new();
     let mut missing = Vec::new();
     if with_ns {
-        applied.extend(NAMESPACES);
+        applied.extend(namespaces(spec.network));
         if let Err(failure) = mounts::build_root(spec) {
             abort(failure)
         }
@@ -310,7 +329,10 @@ fn init(spec: &Spec, sync_r: OwnedFd, with_ns: bool, cgroup_memory: bool) -> ! {
             applied.push(Layer::Overlay);
         }
         let _ = sys::sethostname("airlock");
-        if let Err(e) = sys::loopback_up() {
+        // With the host's network there is no namespace of our own to bring up.
+        if !spec.network.waives(Layer::NetNamespace)
+            && let Err(e) = sys::loopback_up()
+        {
             abort(Failure::missing(
                 Layer::NetNamespace,
                 "bring loopback up",
@@ -318,12 +340,26 @@ fn init(spec: &Spec, sync_r: OwnedFd, with_ns: bool, cgroup_memory: bool) -> ! {
             ))
         }
     } else {
-        missing.extend(NAMESPACES);
+        missing.extend(namespaces(spec.network));
         if !spec.overlays.is_empty() {
             abort(Failure::missing(
                 Layer::Overlay,
                 "overlay",
                 "an overlay needs user and mount namespaces; it is never degraded".into(),
+            ))
+        }
+        if let Some(bind) = spec.binds_at.first() {
+            // Without a mount namespace the command would see the host's own path instead.
+            abort(Failure::missing(
+                Layer::MountNamespace,
+                format!(
+                    "mount {} at {}",
+                    bind.source.display(),
+                    bind.target.display()
+                ),
+                "a grant at another path needs user and mount namespaces; it is never \
+                 degraded"
+                    .into(),
             ))
         }
     }
@@ -409,6 +445,19 @@ mod tests {
     fn executable(path: &std::path::Path) {
         std::fs::write(path, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn the_host_network_leaves_out_only_the_network_namespace() {
+        assert_eq!(clone_flags(NetworkAccess::None), CLONE_FLAGS);
+        assert_eq!(
+            clone_flags(NetworkAccess::Host),
+            CLONE_FLAGS & !libc::CLONE_NEWNET
+        );
+        assert_eq!(namespaces(NetworkAccess::None), NAMESPACES.to_vec());
+        let host = namespaces(NetworkAccess::Host);
+        assert_eq!(host.len(), NAMESPACES.len() - 1);
+        assert!(!host.contains(&Layer::NetNamespace));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The landlock and seccomp layers, and the failure type every set-up step reports.
 
-use crate::spec::{Layer, Report};
+use crate::spec::{Layer, NetworkAccess, Report};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
     RulesetCreatedAttr, RulesetStatus, Scope,
@@ -59,13 +59,16 @@ fn ll_err(stage: &str, err: impl std::fmt::Display) -> Failure {
 
 /// Restrict the calling process with landlock: filesystem access only beneath `roots`
 /// (read-only or read-write), the device nodes and `/proc` readable, TCP bind/connect denied
-/// and abstract unix sockets and signals scoped when the ABI has them.
+/// (unless the run was granted the host's network, when landlock's network rules are left
+/// out and [`Layer::LandlockNet`] is neither applied nor missing) and abstract unix sockets
+/// and signals scoped when the ABI has them.
 ///
 /// `abi` is the kernel's landlock ABI (possibly lowered to pretend a feature is missing).
 pub(crate) fn apply_landlock(
     abi_version: u32,
     roots: &[(PathBuf, bool)],
     with_ns: bool,
+    network: NetworkAccess,
 ) -> Result<LandlockOutcome, Failure> {
     let mut applied = Vec::new();
     let mut missing = Vec::new();
@@ -80,7 +83,9 @@ pub(crate) fn apply_landlock(
     let mut ruleset = Ruleset::default()
         .handle_access(AccessFs::from_all(abi))
         .map_err(|e| ll_err("landlock handle fs", e))?;
-    if abi_version >= 4 {
+    if network.waives(Layer::LandlockNet) {
+        // Granted the host's network: TCP is the point of the run.
+    } else if abi_version >= 4 {
         ruleset = ruleset
             .handle_access(AccessNet::from_all(abi))
             .map_err(|e| ll_err("landlock handle net", e))?;
@@ -219,20 +224,31 @@ fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, Failu
     SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(sc_err)
 }
 
+/// Socket families the main filter lets `socket()` create: unix sockets only, plus IPv4 and
+/// IPv6 when the run was granted the host's network (never netlink, packet or raw families).
+fn allowed_socket_families(network: NetworkAccess) -> &'static [libc::c_int] {
+    match network {
+        NetworkAccess::None => &[libc::AF_UNIX],
+        NetworkAccess::Host => &[libc::AF_UNIX, libc::AF_INET, libc::AF_INET6],
+    }
+}
+
 /// The two filters: the main one (EPERM) and one making `clone3` fail with ENOSYS, so that
 /// libc falls back to `clone`, whose flags the main filter can inspect.
-pub(crate) fn seccomp_programs() -> Result<[BpfProgram; 2], Failure> {
+pub(crate) fn seccomp_programs(network: NetworkAccess) -> Result<[BpfProgram; 2], Failure> {
     let arch = std::env::consts::ARCH.try_into().map_err(sc_err)?;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for &nr in DENIED_SYSCALLS {
         rules.insert(nr, Vec::new());
     }
+    // One rule whose conditions all hold (a family none of the allowed ones) refuses.
+    let other_family = allowed_socket_families(network)
+        .iter()
+        .map(|family| cond(0, SeccompCmpOp::Ne, *family as u64))
+        .collect::<Result<Vec<_>, _>>()?;
     rules.insert(
         libc::SYS_socket,
-        vec![
-            SeccompRule::new(vec![cond(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?])
-                .map_err(sc_err)?,
-        ],
+        vec![SeccompRule::new(other_family).map_err(sc_err)?],
     );
     let mut clone_rules = Vec::new();
     for flag in NAMESPACE_FLAGS {
@@ -286,9 +302,29 @@ mod tests {
 
     #[test]
     fn the_seccomp_programs_compile_for_this_architecture() {
-        let [main, clone3] = seccomp_programs().unwrap();
+        let [main, clone3] = seccomp_programs(NetworkAccess::None).unwrap();
         // Every denied syscall and the socket/clone/ioctl rules make it into the main program.
         assert!(main.len() > DENIED_SYSCALLS.len() * 2, "{}", main.len());
         assert!(!clone3.is_empty());
+        // With the host's network the socket rule checks two more families; nothing else
+        // changes.
+        let [with_network, clone3_with_network] = seccomp_programs(NetworkAccess::Host).unwrap();
+        assert!(with_network.len() > main.len(), "{}", with_network.len());
+        assert_eq!(clone3_with_network, clone3);
+    }
+
+    #[test]
+    fn only_the_host_network_allows_inet_sockets() {
+        assert_eq!(
+            allowed_socket_families(NetworkAccess::None),
+            &[libc::AF_UNIX]
+        );
+        let host = allowed_socket_families(NetworkAccess::Host);
+        for family in [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6] {
+            assert!(host.contains(&family));
+        }
+        for family in [libc::AF_NETLINK, libc::AF_PACKET] {
+            assert!(!host.contains(&family));
+        }
     }
 }

@@ -9,6 +9,17 @@
 //! default signal dispositions and an empty signal mask, as a freshly started program expects;
 //! cgroup and rlimit limits; a wall-clock timeout that kills the whole PID namespace; an output
 //! cap with a drain deadline; and copy-on-write overlays whose writes never reach the lower tree.
+//! A granted path appears at its own path, or at another one ([`SandboxBuilder::ro_at`],
+//! [`SandboxBuilder::rw_at`]), which may lie inside an overlay (a prepared `node_modules`
+//! shown read-only inside an overlay of the worktree).
+//!
+//! The network is closed unless the caller opts in: a step that must download (preparing a
+//! project's test environment with `pip install --target`, `npm ci`, `cargo fetch`) asks for
+//! [`SandboxBuilder::network`] with [`NetworkAccess::Host`]. That run shares the host's network
+//! (no network namespace, no landlock TCP rules, IPv4 and IPv6 sockets allowed by seccomp) and
+//! reads the files name resolution and TLS need ([`NETWORK_ETC_RO`]); every other layer stays,
+//! the two left out on purpose are not reported missing, and [`RunSummary::network`] records
+//! the grant.
 //!
 //! It must never weaken a layer silently: if a layer cannot be applied the run is refused with
 //! an error naming the missing kernel feature, unless the caller asked for
@@ -58,8 +69,8 @@ mod sys;
 mod target;
 
 pub use builder::{Captured, Sandbox, SandboxBuilder};
-pub use builder::{DEFAULT_PATH, SYSTEM_RO, valid_env_name};
+pub use builder::{DEFAULT_PATH, NETWORK_ETC_RO, SYSTEM_RO, valid_env_name};
 pub use doctor::{DoctorReport, LayerStatus, PRETEND_MISSING_ENV, probe};
 pub use error::{Error, Result};
-pub use spec::Layer;
+pub use spec::{Layer, NetworkAccess};
 pub use summary::RunSummary;

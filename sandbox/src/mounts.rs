@@ -3,11 +3,22 @@
 //! Runs in the sandbox's init process, inside the new user and mount namespaces, before the
 //! target is forked. The host's root stays reachable under `/oldroot` only until the final
 //! `pivot_root`, after which it is detached.
+//!
+//! Grants at another path (`ro_at`, `rw_at`) may lie inside an overlay or another grant, so
+//! they are mounted after everything shallower. Their mount point is found (and, where
+//! missing, created) one component at a time without following a symlink, and the bind is
+//! attached to that descriptor: a symlink in an untrusted tree (say `node_modules -> /`)
+//! can never redirect it. Whatever had to be created lands in the filesystem the path lies
+//! in: the root tmpfs, the private `/tmp` or an overlay's upper directory; `build()` has
+//! already refused a missing mount point inside a host grant, so nothing is created on the
+//! host.
 
 use crate::layers::Failure;
-use crate::spec::{Layer, OverlaySpec, Spec};
+use crate::spec::{BindAtSpec, Layer, OverlaySpec, Spec};
 use crate::sys;
+use std::ffi::OsStr;
 use std::fs;
+use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
 const BASE: &str = "/tmp";
@@ -26,6 +37,7 @@ enum Entry {
     Proc,
     Dev,
     Overlay(OverlaySpec),
+    BindAt(BindAtSpec),
 }
 
 impl Entry {
@@ -37,6 +49,7 @@ impl Entry {
             Entry::Proc => Path::new("/proc"),
             Entry::Dev => Path::new("/dev"),
             Entry::Overlay(o) => &o.mountpoint,
+            Entry::BindAt(b) => &b.target,
         }
     }
 }
@@ -70,6 +83,9 @@ fn plan(spec: &Spec, host_root: &str) -> Vec<Entry> {
     for overlay in &spec.overlays {
         entries.push(Entry::Overlay(overlay.clone()));
     }
+    for bind in &spec.binds_at {
+        entries.push(Entry::BindAt(bind.clone()));
+    }
     entries.push(Entry::Proc);
     entries.push(Entry::Dev);
     if !entries.iter().any(|e| e.path() == Path::new("/tmp")) {
@@ -78,7 +94,9 @@ fn plan(spec: &Spec, host_root: &str) -> Vec<Entry> {
             size_mb: spec.limits.tmp_size_mb,
         });
     }
-    // Stable sort: equal depths keep their order (ro before rw before overlays).
+    // Stable sort: equal depths keep their order (ro before rw before overlays before grants
+    // at another path), so a grant at another path is mounted after the overlay or grant it
+    // lies in.
     entries.sort_by_key(|e| depth(e.path()));
     entries
 }
@@ -153,6 +171,93 @@ fn bind(src: &Path, dst: &Path, ro: bool, device: bool) -> Result<(), Failure> {
     }
     sys::mount_setattr(dst, true, attrs)
         .map_err(|e| fail(format!("make {} read-only", dst.display()), e))
+}
+
+/// Open the mount point of `target` (a path inside) beneath the new root, creating what is
+/// missing (directories, and for a file source an empty file), one component at a time and
+/// never through a symlink.
+fn open_mountpoint(target: &Path, is_dir: bool) -> Result<OwnedFd, Failure> {
+    let refuse = |detail: String| Failure {
+        feature: None,
+        stage: format!("mount point {}", target.display()),
+        detail,
+    };
+    let parts: Vec<&OsStr> = target
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(part) => Some(part),
+            _ => None,
+        })
+        .collect();
+    let mut dir =
+        sys::open_dir_path(Path::new(NEW_ROOT)).map_err(|e| fail("open the new root", e))?;
+    let mut walked = PathBuf::from("/");
+    for (i, part) in parts.iter().enumerate() {
+        walked.push(part);
+        let want_dir = is_dir || i + 1 < parts.len();
+        let fd = match sys::open_path_nofollow_at(&dir, part) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                let made = if want_dir {
+                    sys::mkdir_at(&dir, part, 0o755)
+                } else {
+                    sys::create_file_at(&dir, part, 0o644)
+                };
+                match made {
+                    Ok(()) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
+                    Err(e) => return Err(fail(format!("create {}", walked.display()), e)),
+                }
+                sys::open_path_nofollow_at(&dir, part)
+                    .map_err(|e| fail(format!("open {}", walked.display()), e))?
+            }
+            Err(e) => return Err(fail(format!("open {}", walked.display()), e)),
+        };
+        let kind = sys::fstat_mode(&fd)
+            .map_err(|e| fail(format!("stat {}", walked.display()), e))?
+            & libc::S_IFMT;
+        if kind == libc::S_IFLNK {
+            return Err(refuse(format!(
+                "{} is a symlink inside the sandbox; a grant at another path is never mounted \
+                 through one (name a path without symlinks)",
+                walked.display()
+            )));
+        }
+        if want_dir && kind != libc::S_IFDIR {
+            return Err(refuse(format!(
+                "{} is not a directory inside the sandbox",
+                walked.display()
+            )));
+        }
+        if !want_dir && kind == libc::S_IFDIR {
+            return Err(refuse(format!(
+                "{} is a directory inside the sandbox, but the host path mounted there is a \
+                 file",
+                walked.display()
+            )));
+        }
+        dir = fd;
+    }
+    Ok(dir)
+}
+
+/// Mount the host path `b.source` at `b.target`: a recursive bind, read-only unless
+/// `b.writable`, never setuid or device-bearing, attached to the mount point's descriptor.
+fn bind_at(b: &BindAtSpec) -> Result<(), Failure> {
+    let what = format!("{} at {}", b.source.display(), b.target.display());
+    let source = under(OLD_ROOT, &b.source);
+    let is_dir = fs::metadata(&source)
+        .map_err(|e| fail(format!("stat {}", b.source.display()), e))?
+        .is_dir();
+    let mountpoint = open_mountpoint(&b.target, is_dir)?;
+    let tree = sys::open_tree_clone(&source).map_err(|e| fail(format!("bind {what}"), e))?;
+    let mut attrs = sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+    if !b.writable {
+        attrs |= sys::MOUNT_ATTR_RDONLY;
+    }
+    sys::mount_setattr_fd(&tree, true, attrs)
+        .map_err(|e| fail(format!("set the mount attributes of {what}"), e))?;
+    sys::move_mount_onto(&tree, &mountpoint).map_err(|e| fail(format!("mount {what}"), e))
 }
 
 fn tmpfs(dst: &Path, size_mb: u64, mode: &str) -> Result<(), Failure> {
@@ -350,6 +455,7 @@ pub(crate) fn build_root(spec: &Spec) -> Result<(), Failure> {
             }
             Entry::Dev => dev(new_root)?,
             Entry::Overlay(o) => overlay(o, pretend_overlay)?,
+            Entry::BindAt(b) => bind_at(b)?,
         }
     }
     identity_files(new_root)?;
@@ -378,6 +484,10 @@ pub(crate) fn landlock_roots(spec: &Spec, with_ns: bool) -> Vec<(PathBuf, bool)>
         roots.push((o.mountpoint.clone(), true));
     }
     if with_ns {
+        // Mounted only with a mount namespace (a degraded run without one is refused).
+        for b in &spec.binds_at {
+            roots.push((b.target.clone(), b.writable));
+        }
         roots.push((PathBuf::from("/tmp"), true));
         roots.push((PathBuf::from("/dev/shm"), true));
         // The user and group names (written by `identity_files`, or granted).
@@ -401,6 +511,8 @@ mod tests {
             ro: ro.iter().map(PathBuf::from).collect(),
             rw: rw.iter().map(PathBuf::from).collect(),
             overlays: Vec::new(),
+            binds_at: Vec::new(),
+            network: crate::spec::NetworkAccess::None,
             env: Vec::new(),
             cwd: PathBuf::from("/"),
             limits: Limits {
@@ -425,6 +537,51 @@ mod tests {
         assert!(pos("/") < pos("/tmp"));
         assert!(pos("/tmp") < pos("/tmp/x"));
         assert!(pos("/tmp/x") < pos("/definitely/not/here/a/b"));
+    }
+
+    #[test]
+    fn grants_at_another_path_come_after_the_overlays_and_grants_they_lie_in() {
+        let mut s = spec(&["/cache/env1", "/x/wt/node_modules/.bin"], &["/x"]);
+        s.overlays.push(OverlaySpec {
+            lower: PathBuf::from("/work/wt"),
+            mountpoint: PathBuf::from("/x/wt"),
+            upper: PathBuf::from("/scratch/upper"),
+            work: PathBuf::from("/scratch/work"),
+        });
+        for target in ["/x/wt/node_modules", "/x/wt/Cargo.lock"] {
+            s.binds_at.push(BindAtSpec {
+                source: PathBuf::from("/cache/env1").join(Path::new(target).file_name().unwrap()),
+                target: PathBuf::from(target),
+                writable: false,
+            });
+        }
+        let entries = plan(&s, "/");
+        let pos = |p: &str| {
+            entries
+                .iter()
+                .position(|e| e.path() == Path::new(p))
+                .unwrap()
+        };
+        assert!(pos("/x") < pos("/x/wt"));
+        assert!(pos("/x/wt") < pos("/x/wt/node_modules"));
+        assert!(pos("/x/wt") < pos("/x/wt/Cargo.lock"));
+        assert!(pos("/x/wt/node_modules") < pos("/x/wt/node_modules/.bin"));
+        assert!(matches!(
+            entries[pos("/x/wt/node_modules")],
+            Entry::BindAt(BindAtSpec {
+                writable: false,
+                ..
+            })
+        ));
+        let roots = landlock_roots(&s, true);
+        assert!(roots.contains(&(PathBuf::from("/x/wt/node_modules"), false)));
+        // Without a mount namespace nothing is mounted there, so nothing is granted.
+        let roots = landlock_roots(&s, false);
+        assert!(
+            !roots
+                .iter()
+                .any(|(p, _)| p == Path::new("/x/wt/node_modules"))
+        );
     }
 
     #[test]

@@ -137,6 +137,56 @@ impl fmt::Display for Layer {
     }
 }
 
+/// Whether the sandboxed command may use the network. Serialised as `"none"` or `"host"`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkAccess {
+    /// No network (the default): a new network namespace with only loopback, TCP bind and
+    /// connect denied by landlock, and a seccomp filter that refuses inet sockets.
+    #[default]
+    None,
+    /// The host's network, for steps that must download (`pip install`, `npm ci`,
+    /// `cargo fetch`): no network namespace, no landlock TCP rules, inet sockets allowed by
+    /// seccomp, and the files name resolution and TLS read ([`crate::NETWORK_ETC_RO`])
+    /// granted read-only. Every other layer stays; the two layers left out on purpose
+    /// ([`Layer::NetNamespace`], [`Layer::LandlockNet`]) are neither applied nor missing.
+    Host,
+}
+
+impl NetworkAccess {
+    /// The name used in JSON: `none` or `host`.
+    pub fn name(self) -> &'static str {
+        match self {
+            NetworkAccess::None => "none",
+            NetworkAccess::Host => "host",
+        }
+    }
+
+    /// Whether a layer is left out on purpose with this access (never applied, never
+    /// missing): the network namespace and landlock's TCP rules with [`NetworkAccess::Host`].
+    pub fn waives(self, layer: Layer) -> bool {
+        self == NetworkAccess::Host && matches!(layer, Layer::NetNamespace | Layer::LandlockNet)
+    }
+}
+
+impl fmt::Display for NetworkAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One host path shown at another path inside the sandbox (`ro_at` / `rw_at`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BindAtSpec {
+    /// The host path (canonical).
+    pub source: PathBuf,
+    /// Where the child sees it.
+    pub target: PathBuf,
+    /// Read-write instead of read-only.
+    pub writable: bool,
+}
+
 /// One copy-on-write mount: `lower` seen read-write at `mountpoint`, writes landing in `upper`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -168,6 +218,9 @@ pub(crate) struct Spec {
     pub ro: Vec<PathBuf>,
     pub rw: Vec<PathBuf>,
     pub overlays: Vec<OverlaySpec>,
+    /// Host paths shown at other paths, mounted after the grants and overlays they lie in.
+    pub binds_at: Vec<BindAtSpec>,
+    pub network: NetworkAccess,
     pub env: Vec<(String, String)>,
     pub cwd: PathBuf,
     pub limits: Limits,
@@ -227,5 +280,28 @@ mod tests {
     fn only_the_cgroup_layers_are_optional() {
         let optional: Vec<Layer> = Layer::ALL.into_iter().filter(|l| !l.required()).collect();
         assert_eq!(optional, vec![Layer::CgroupPids, Layer::CgroupMemory]);
+    }
+
+    #[test]
+    fn network_access_serialises_as_none_or_host_and_waives_only_the_network_layers() {
+        assert_eq!(
+            serde_json::to_string(&NetworkAccess::None).unwrap(),
+            "\"none\""
+        );
+        assert_eq!(
+            serde_json::to_string(&NetworkAccess::Host).unwrap(),
+            "\"host\""
+        );
+        assert_eq!(NetworkAccess::default(), NetworkAccess::None);
+        let waived: Vec<Layer> = Layer::ALL
+            .into_iter()
+            .filter(|l| NetworkAccess::Host.waives(*l))
+            .collect();
+        assert_eq!(waived, vec![Layer::NetNamespace, Layer::LandlockNet]);
+        assert!(
+            !Layer::ALL
+                .into_iter()
+                .any(|l| NetworkAccess::None.waives(l))
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! The summary of one sandboxed run: exactly what `airlock sandbox run --json` prints.
 
-use crate::spec::Layer;
+use crate::spec::{Layer, NetworkAccess};
 use serde::{Deserialize, Serialize};
 
 /// What happened in one sandboxed run. A child that exits non-zero, is killed by a signal or
@@ -37,6 +37,11 @@ pub struct RunSummary {
     pub layers_missing: Vec<Layer>,
     /// The landlock ABI version the kernel offered (0 when landlock is unavailable).
     pub landlock_abi: u32,
+    /// The network access the run was granted (`"none"` or `"host"`). With `"host"` the
+    /// network namespace and landlock's TCP rules are left out on purpose, so they appear in
+    /// neither `layers_applied` nor `layers_missing`.
+    #[serde(default)]
+    pub network: NetworkAccess,
 }
 
 impl RunSummary {

@@ -228,6 +228,139 @@ pub(crate) fn mount_setattr(path: &Path, recursive: bool, set: u64) -> io::Resul
     cvt_long(ret).map(|_| ())
 }
 
+/// `open_tree(2)` flag: clone the tree instead of opening it in place (a detached bind mount).
+const OPEN_TREE_CLONE: libc::c_uint = 0x1;
+/// `move_mount(2)` flag: the source is the descriptor itself.
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+/// `move_mount(2)` flag: the target is the descriptor itself.
+const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+
+/// An `O_PATH` descriptor of the directory `path` (which must not be a symlink).
+pub(crate) fn open_dir_path(path: &Path) -> io::Result<OwnedFd> {
+    let path = cstr(path)?;
+    // SAFETY: `path` is a valid NUL-terminated string; the flags take no mode.
+    let fd = cvt(unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: open returned a new descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// An `O_PATH` descriptor of the entry `name` (one path component) of the directory `dir`,
+/// never following a symlink: a symlink comes back as a descriptor of the link itself, which
+/// [`fstat_mode`] tells apart.
+pub(crate) fn open_path_nofollow_at(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
+    let name = cstr(name)?;
+    // SAFETY: `dir` is an open descriptor and `name` a valid NUL-terminated string.
+    let fd = cvt(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: openat returned a new descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `mkdirat(2)` of the entry `name` (one path component) of the directory `dir`.
+pub(crate) fn mkdir_at(dir: &OwnedFd, name: &OsStr, mode: libc::mode_t) -> io::Result<()> {
+    let name = cstr(name)?;
+    // SAFETY: `dir` is an open descriptor and `name` a valid NUL-terminated string.
+    cvt(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode) }).map(|_| ())
+}
+
+/// Create the empty regular file `name` (one path component) in the directory `dir`; fails
+/// if anything, a symlink included, already has that name.
+pub(crate) fn create_file_at(dir: &OwnedFd, name: &OsStr, mode: libc::mode_t) -> io::Result<()> {
+    let name = cstr(name)?;
+    // SAFETY: `dir` is an open descriptor, `name` a valid NUL-terminated string, and O_CREAT
+    // takes the mode as its third argument.
+    let fd = cvt(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            mode as libc::c_uint,
+        )
+    })?;
+    // SAFETY: openat returned a new descriptor that nobody else owns; dropping closes it.
+    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+    Ok(())
+}
+
+/// The file type and mode bits (`st_mode`) of what `fd` refers to (an `O_PATH` descriptor
+/// will do).
+pub(crate) fn fstat_mode(fd: &OwnedFd) -> io::Result<libc::mode_t> {
+    // SAFETY: stat is plain old data; zeroed is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open and `st` a valid, writable stat struct.
+    cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    Ok(st.st_mode)
+}
+
+/// `open_tree(2)` with `OPEN_TREE_CLONE | AT_RECURSIVE`: a detached copy of the mount tree at
+/// `path`, as a recursive bind would make, not yet attached anywhere.
+pub(crate) fn open_tree_clone(path: &Path) -> io::Result<OwnedFd> {
+    let path = cstr(path)?;
+    let flags =
+        OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint;
+    // SAFETY: `path` is a valid NUL-terminated string; the other arguments are integers.
+    let fd = cvt_long(unsafe {
+        libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags)
+    })?;
+    // SAFETY: open_tree returned a new descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `mount_setattr(2)` on the mount `fd` refers to (for example a detached tree from
+/// [`open_tree_clone`]) and, if `recursive`, every mount below it.
+pub(crate) fn mount_setattr_fd(fd: &OwnedFd, recursive: bool, set: u64) -> io::Result<()> {
+    let mut attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let mut flags = libc::AT_EMPTY_PATH as libc::c_uint;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
+    // SAFETY: `fd` is open, the empty path is a valid NUL-terminated string and `attr` a valid
+    // mount_attr of the size passed.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            flags,
+            &mut attr as *mut MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    cvt_long(ret).map(|_| ())
+}
+
+/// `move_mount(2)`: attach the detached mount `from` on top of what `onto` refers to (an
+/// `O_PATH` descriptor of the mount point, so no path is resolved again).
+pub(crate) fn move_mount_onto(from: &OwnedFd, onto: &OwnedFd) -> io::Result<()> {
+    // SAFETY: both descriptors are open and both paths are the empty NUL-terminated string.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            from.as_raw_fd(),
+            c"".as_ptr(),
+            onto.as_raw_fd(),
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    };
+    cvt_long(ret).map(|_| ())
+}
+
 /// `pivot_root(2)`.
 pub(crate) fn pivot_root(new_root: &Path, put_old: &Path) -> io::Result<()> {
     let new_root = cstr(new_root)?;

@@ -247,14 +247,15 @@ fn prepare_and_exec(spec: &Spec, with_ns: bool, cgroup_memory: bool) -> Result<N
     } else {
         sys::landlock_abi()
     };
-    if pretend(Layer::LandlockNet) {
+    // With the host's network the TCP rules are left out, so there is nothing to pretend.
+    if pretend(Layer::LandlockNet) && !spec.network.waives(Layer::LandlockNet) {
         abi = abi.min(3);
     }
     if pretend(Layer::LandlockScope) {
         abi = abi.min(5);
     }
     let roots = crate::mounts::landlock_roots(spec, with_ns);
-    match layers::apply_landlock(abi, &roots, with_ns) {
+    match layers::apply_landlock(abi, &roots, with_ns, spec.network) {
         Ok(outcome) => {
             for layer in outcome.missing {
                 progress.layer(
@@ -273,7 +274,9 @@ fn prepare_and_exec(spec: &Spec, with_ns: bool, cgroup_memory: bool) -> Result<N
                 if !progress.allow_degraded {
                     return Err(failure);
                 }
-                progress.missing.push(layer);
+                if !spec.network.waives(layer) {
+                    progress.missing.push(layer);
+                }
             }
         }
     }
@@ -294,7 +297,7 @@ fn prepare_and_exec(spec: &Spec, with_ns: bool, cgroup_memory: bool) -> Result<N
             "treated as unavailable (AIRLOCK_SANDBOX_PRETEND_MISSING)".into(),
         ))
     } else {
-        layers::seccomp_programs()
+        layers::seccomp_programs(spec.network)
     };
     // Report before the filter goes on: after it, nothing but the exec should run.
     match seccomp {

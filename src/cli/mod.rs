@@ -21,6 +21,7 @@ macro_rules! out {
 
 mod audit;
 mod demo;
+mod init;
 mod judge;
 mod retrieval;
 mod run;
@@ -60,6 +61,9 @@ struct Cli {
 enum Command {
     /// Report, layer by layer, what this host supports and whether sandboxed runs would be refused.
     Doctor(sandbox::DoctorArgs),
+    /// Write a commented airlock.toml for a repository from its working tree, and print the
+    /// matching [repositories."NAME"] block for broker.toml. Exit codes: 0 written, 2 error.
+    Init(init::InitArgs),
     /// Run a command inside the sandbox.
     #[command(subcommand)]
     Sandbox(sandbox::SandboxCommand),
@@ -94,6 +98,7 @@ pub fn run() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Doctor(args) => sandbox::doctor(args),
+        Command::Init(args) => init::run(args),
         Command::Sandbox(cmd) => sandbox::run(cmd),
         Command::Index(args) => retrieval::index(args),
         Command::Search(args) => retrieval::search(args),

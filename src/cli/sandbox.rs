@@ -6,7 +6,7 @@
 //! sandbox and 126 when it was found but could not be executed (as a shell does).
 //! `airlock doctor` exits 0 when runs would go ahead, 1 when they would be refused.
 
-use airlock_sandbox::{Error, Layer, SandboxBuilder};
+use airlock_sandbox::{Error, Layer, NetworkAccess, SandboxBuilder};
 use clap::{Args, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
@@ -24,6 +24,16 @@ pub struct DoctorArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Also check a repository's test set-up: run `[tests.prepare]` and the full test command
+    /// of this airlock.toml at the pin in the sandbox, and report the base inventory.
+    #[arg(long, value_name = "AIRLOCK_TOML")]
+    config: Option<PathBuf>,
+    /// The repository whose tests are checked (with --config): a path or a URL.
+    #[arg(long, default_value = ".", requires = "config")]
+    repo: String,
+    /// The revision whose tests are checked (with --config).
+    #[arg(long, default_value = "HEAD", requires = "config")]
+    commit: String,
 }
 
 /// Subcommands of `airlock sandbox`.
@@ -47,6 +57,17 @@ pub struct RunArgs {
     /// Grant PATH read-write (repeatable).
     #[arg(long = "rw", value_name = "PATH")]
     rw: Vec<PathBuf>,
+    /// Show the host path SRC (file or directory) read-only at DST inside, which may lie inside
+    /// an --overlay (repeatable).
+    #[arg(long = "ro-at", value_name = "SRC:DST")]
+    ro_at: Vec<String>,
+    /// Like --ro-at, but read-write: writes at DST land in the host's SRC (repeatable).
+    #[arg(long = "rw-at", value_name = "SRC:DST")]
+    rw_at: Vec<String>,
+    /// Share the host's network (for steps that download): no network namespace, TCP allowed,
+    /// the name resolution and TLS files of /etc readable. Every other layer stays.
+    #[arg(long)]
+    network: bool,
     /// Show LOWER read-write at MOUNTPOINT; writes land in a scratch directory (repeatable).
     #[arg(long = "overlay", value_name = "LOWER:MOUNTPOINT")]
     overlay: Vec<String>,
@@ -95,6 +116,15 @@ pub struct RunArgs {
 /// `airlock doctor`: layer-by-layer support of this host.
 pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let report = airlock_sandbox::probe(None)?;
+    if let Some(config) = &args.config {
+        if report.runs_refused {
+            anyhow::bail!(
+                "this host's kernel lacks a sandbox layer (run `airlock doctor` without --config \
+                 for the list), so no test can run"
+            );
+        }
+        return tests_doctor(config, &args.repo, &args.commit, args.json);
+    }
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -143,6 +173,69 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// `airlock doctor --config`: the repository's test set-up, as a run will see it.
+fn tests_doctor(
+    config: &std::path::Path,
+    repo: &str,
+    commit: &str,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    use airlock_supervisor::runner::{TestsDoctorArgs, doctor_tests};
+    let report = doctor_tests(&TestsDoctorArgs {
+        config: config.to_path_buf(),
+        repo: repo.to_string(),
+        commit: commit.to_string(),
+    })?;
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let b = &report.baseline;
+    outln!("airlock doctor: tests of {repo} at {}", report.base_commit);
+    outln!("  runner        {} (matches the command)", report.runner);
+    outln!("  command       {}", b.command.join(" "));
+    match &b.prepare {
+        None => outln!("  prepare       none configured"),
+        Some(p) => outln!(
+            "  prepare       {} in {:.1} s ({}), environment {}",
+            if p.reused {
+                "reused, built earlier"
+            } else {
+                "built"
+            },
+            p.seconds,
+            p.command.join(" "),
+            p.env_dir.display()
+        ),
+    }
+    outln!(
+        "  grants        {}",
+        if b.environment.ro.is_empty() {
+            "(system directories only)".to_string()
+        } else {
+            b.environment
+                .ro
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    match b.inventory.collected {
+        Some(n) => outln!("  collected     {n} tests by the runner's listing"),
+        None => outln!("  collected     (this runner has no listing; counted from the base run)"),
+    }
+    outln!("  at base       {}", b.inventory.summary());
+    for name in b.inventory.failing() {
+        outln!("    failing at base: {}", name.escape_debug());
+    }
+    outln!(
+        "  time          {:.1} s for the base full run",
+        b.base_seconds
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `airlock sandbox ...`.
 pub fn run(cmd: SandboxCommand) -> anyhow::Result<ExitCode> {
     match cmd {
@@ -176,6 +269,30 @@ fn builder_from(args: &RunArgs) -> anyhow::Result<SandboxBuilder> {
     }
     for p in &args.rw {
         b = b.rw(p);
+    }
+    for (flag, pairs, writable) in [
+        ("--ro-at", &args.ro_at, false),
+        ("--rw-at", &args.rw_at, true),
+    ] {
+        for pair in pairs {
+            let Some((source, target)) = pair.split_once(':') else {
+                anyhow::bail!("{flag} {pair}: expected SRC:DST");
+            };
+            if source.is_empty() || target.is_empty() {
+                anyhow::bail!(
+                    "{flag} {pair}: {} is empty; expected SRC:DST, a host path and a path inside",
+                    if source.is_empty() { "SRC" } else { "DST" }
+                );
+            }
+            b = if writable {
+                b.rw_at(source, target)
+            } else {
+                b.ro_at(source, target)
+            };
+        }
+    }
+    if args.network {
+        b = b.network(NetworkAccess::Host);
     }
     if args.overlay_keep.is_some() && args.overlay.len() != 1 {
         anyhow::bail!("--overlay-keep needs exactly one --overlay");

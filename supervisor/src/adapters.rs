@@ -1,16 +1,21 @@
 //! The real implementations of the ports: the checkout's bounded reader, codegraph, the
 //! sandbox, the broker's socket, and the sandboxed reader-worker process.
 
+use crate::config::TestsConfig;
 use crate::delegate::{ReaderChannel, ReaderLauncher};
 use crate::ports::{
-    PortResult, PrReply, PrSink, Retrieval, RunRegistration, TestReport, TestRunner, ToolFailure,
-    Worktree,
+    Baseline, BaselineError, PortResult, PrReply, PrSink, Retrieval, RunRegistration, TestReport,
+    TestRunner, ToolFailure, Worktree,
 };
+use crate::prepare::{self, PrepareRecord};
+use crate::testenv::{self, Host, ResolvedTests};
 use airlock_checkout::BoundedReader;
+use airlock_policies::testrun::{self, TestInventory};
 use airlock_reader::repo_tools::{CodegraphSearch, read_rendered};
 use airlock_reader::{FromSupervisor, FromWorker};
-use airlock_sandbox::SandboxBuilder;
+use airlock_sandbox::{Captured, SandboxBuilder};
 use serde_json::{Value, json};
+use std::cell::OnceCell;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -51,19 +56,9 @@ impl Worktree for CheckoutWorktree {
     }
 
     fn read_for_edit(&self, path: &str) -> PortResult<String> {
-        let out = self
-            .reader
-            .read(path, None)
-            .map_err(|r| ToolFailure::new(r.code().as_str(), r.to_string()))?;
-        if out.truncated {
-            return Err(ToolFailure::new(
-                "too_large",
-                format!(
-                    "`{path}` is larger than the 10 KB read cap; edit_file cannot rewrite it safely"
-                ),
-            ));
-        }
-        Ok(out.content)
+        self.reader
+            .read_for_edit(path)
+            .map_err(|r| ToolFailure::new(r.code().as_str(), r.to_string()))
     }
 
     fn write(&self, path: &str, content: &str) -> PortResult<()> {
@@ -135,54 +130,187 @@ impl Retrieval for CodegraphRetrieval {
 /// Runs the test command in the sandbox over a copy-on-write overlay of the worktree mounted at
 /// the worktree's own path: the tests see the agent's edits, and whatever they write is
 /// discarded, so it never enters the diff. The sandbox's network namespace has loopback only.
+/// Every run gets the run's test environment (read-only grants, variables, prepared links),
+/// built by [`TestRunner::baseline`] before the first run.
 pub struct SandboxTestRunner {
     worktree: PathBuf,
-    command: Vec<String>,
+    tests: TestsConfig,
     timeout: Duration,
-    extra_ro: Vec<PathBuf>,
+    prepare_key: PrepareKey,
+    resolved: OnceCell<ResolvedTests>,
+}
+
+/// What keys a prepared environment besides the configuration: the project and the pin.
+#[derive(Debug, Clone)]
+pub struct PrepareKey {
+    /// The mirror's key (one per project, whatever the worktree).
+    pub repo_key: String,
+    /// The pinned commit.
+    pub commit: String,
+    /// The pinned commit's tracked files (the prepare inputs are matched among them).
+    pub tracked: Vec<String>,
+    /// `[paths] envs_dir`.
+    pub envs_dir: PathBuf,
 }
 
 impl SandboxTestRunner {
-    /// A runner of `command` over `worktree`.
-    pub fn new(worktree: &Path, command: Vec<String>, timeout: Duration) -> Self {
+    /// A runner of `[tests]` over `worktree`.
+    pub fn new(worktree: &Path, tests: TestsConfig, prepare_key: PrepareKey) -> Self {
         SandboxTestRunner {
             worktree: worktree.to_path_buf(),
-            command,
-            timeout,
-            extra_ro: Vec::new(),
+            timeout: Duration::from_secs(tests.timeout_secs),
+            tests,
+            prepare_key,
+            resolved: OnceCell::new(),
         }
     }
 
-    /// Also grant `path` read-only (an interpreter outside the system directories).
-    pub fn with_ro(mut self, path: &Path) -> Self {
-        self.extra_ro.push(path.to_path_buf());
-        self
+    /// Prepare (when configured) and resolve the environment, once.
+    fn resolve(&self) -> Result<(&ResolvedTests, Option<PrepareRecord>), BaselineError> {
+        if let Some(r) = self.resolved.get() {
+            return Ok((r, None));
+        }
+        let host = Host::current();
+        let mut record = None;
+        let resolved = match &self.tests.prepare {
+            None => testenv::resolve(&self.tests, &host, None)?,
+            Some(prepare_cfg) => {
+                let env_config = serde_json::json!({
+                    "ro": self.tests.ro, "env": self.tests.env, "pass_env": self.tests.pass_env,
+                })
+                .to_string();
+                let key = &self.prepare_key;
+                let plan = prepare::plan(
+                    prepare_cfg,
+                    &env_config,
+                    &key.repo_key,
+                    &key.commit,
+                    &self.worktree,
+                    &key.tracked,
+                    &key.envs_dir,
+                )?;
+                let env_dir = plan.env_dir();
+                let resolved = testenv::resolve(&self.tests, &host, Some(&env_dir))?;
+                let command = prepare_cfg
+                    .command
+                    .iter()
+                    .enumerate()
+                    .map(|(i, w)| {
+                        testenv::expand(
+                            w,
+                            &format!("tests.prepare.command[{i}]"),
+                            &host,
+                            Some(&env_dir),
+                        )
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut for_prepare = resolved.environment.clone();
+                for_prepare.links.clear();
+                for (name, raw) in &prepare_cfg.env {
+                    let value = testenv::expand(
+                        raw,
+                        &format!("tests.prepare.env.{name}"),
+                        &host,
+                        Some(&env_dir),
+                    )?;
+                    for_prepare.env.insert(name.clone(), value);
+                }
+                testenv::check_program(&command, &for_prepare, "tests.prepare.command")?;
+                record = Some(prepare::prepare(
+                    &plan,
+                    prepare_cfg,
+                    &command,
+                    &for_prepare,
+                    &self.worktree,
+                )?);
+                testenv::check_links(&resolved.environment)?;
+                resolved
+            }
+        };
+        testenv::check_program(&resolved.command, &resolved.environment, "tests.command")?;
+        let _ = self.resolved.set(resolved);
+        let resolved = self
+            .resolved
+            .get()
+            .ok_or_else(|| BaselineError::Sandbox("the environment was not kept".into()))?;
+        Ok((resolved, record))
+    }
+
+    fn run_argv(&self, resolved: &ResolvedTests, argv: &[String]) -> PortResult<Captured> {
+        let mut builder = SandboxBuilder::new().system_ro();
+        for p in &resolved.environment.ro {
+            builder = builder.ro(p);
+        }
+        for (name, value) in resolved.environment.variables() {
+            builder = builder.env(name, value);
+        }
+        builder = builder.overlay(&self.worktree, &self.worktree);
+        for link in &resolved.environment.links {
+            builder = builder.ro_at(link.source.clone(), self.worktree.join(&link.path));
+        }
+        builder
+            .cwd(&self.worktree)
+            .timeout(self.timeout)
+            .run_captured(argv)
+            .map_err(|e| ToolFailure::new("sandbox", e.to_string()))
     }
 }
 
+fn combined_output(captured: &Captured) -> String {
+    let mut output = String::from_utf8_lossy(&captured.stdout).into_owned();
+    output.push_str(&String::from_utf8_lossy(&captured.stderr));
+    output
+}
+
 impl TestRunner for SandboxTestRunner {
+    fn baseline(&self) -> Result<Baseline, BaselineError> {
+        let (resolved, prepare) = self.resolve()?;
+        let runner = self.tests.runner;
+        let collected = match runner.collect_command(&resolved.command) {
+            Some(argv) => {
+                let captured = self
+                    .run_argv(resolved, &argv)
+                    .map_err(|e| BaselineError::Sandbox(e.message))?;
+                testrun::parse_collection(runner, &combined_output(&captured)).map(|s| s.len())
+            }
+            None => None,
+        };
+        let started = std::time::Instant::now();
+        let captured = self
+            .run_argv(resolved, &resolved.command)
+            .map_err(|e| BaselineError::Sandbox(e.message))?;
+        let base_seconds = started.elapsed().as_secs_f64();
+        let parsed = testrun::parse(runner, &combined_output(&captured));
+        let exit = if captured.summary.timed_out {
+            None
+        } else {
+            captured.summary.exit_code
+        };
+        let inventory = TestInventory::from_base_run(runner, &parsed, exit, collected)?;
+        Ok(Baseline {
+            environment: resolved.environment.clone(),
+            command: resolved.command.clone(),
+            inventory,
+            prepare,
+            base_seconds,
+        })
+    }
+
     fn run(&self, selector: Option<&str>) -> PortResult<TestReport> {
-        let mut argv = self.command.clone();
+        let (resolved, _) = self
+            .resolve()
+            .map_err(|e| ToolFailure::new("test_environment", e.to_string()))?;
+        let mut argv = resolved.command.clone();
         if let Some(sel) = selector {
             argv.push(sel.to_string());
         }
-        let mut builder = SandboxBuilder::new()
-            .system_ro()
-            .overlay(&self.worktree, &self.worktree)
-            .cwd(&self.worktree)
-            .timeout(self.timeout);
-        for p in &self.extra_ro {
-            builder = builder.ro(p);
-        }
-        let captured = builder
-            .run_captured(&argv)
-            .map_err(|e| ToolFailure::new("sandbox", e.to_string()))?;
-        let mut output = String::from_utf8_lossy(&captured.stdout).into_owned();
-        output.push_str(&String::from_utf8_lossy(&captured.stderr));
+        let captured = self.run_argv(resolved, &argv)?;
+        let output = combined_output(&captured);
         Ok(TestReport {
             selector: selector.map(str::to_string),
             exit_code: captured.summary.exit_code,
             timed_out: captured.summary.timed_out,
+            parsed: testrun::parse(self.tests.runner, &output),
             output: tail(&output, TEST_OUTPUT_TAIL_BYTES),
         })
     }
@@ -255,6 +383,7 @@ impl PrSink for BrokerSocket {
                 "test_command": run.test_command,
                 "test_runner": run.test_runner,
                 "write_allowlist": run.write_allowlist,
+                "test_env": run.test_env,
             }
         }))?;
         match reply.get("status").and_then(Value::as_str) {

@@ -5,8 +5,14 @@
 //! cannot silently fall back to a default. Errors name the file and, for syntax and type errors,
 //! the line and column.
 
+use airlock_policies::testrun::{TestRunner, is_fixed, valid_env_name};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// The placeholder that stands for the prepared environment directory in `[tests]` and
+/// `[tests.prepare]` values.
+pub const ENV_DIR_PLACEHOLDER: &str = "{env}";
 
 /// Errors loading or validating `airlock.toml`.
 #[derive(Debug, thiserror::Error)]
@@ -112,7 +118,8 @@ impl SelectorStyle {
     }
 }
 
-/// `[tests]`: how the repository's tests are run.
+/// `[tests]`: how the repository's tests are run, and the environment they run in (the same for
+/// the supervisor's runs and the broker's witness, which receives it at registration).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TestsConfig {
@@ -120,11 +127,21 @@ pub struct TestsConfig {
     pub command: Vec<String>,
     /// How a selector is appended for a narrow run.
     pub selector_style: SelectorStyle,
-    /// The broker's name for the runner that reads results (`unittest`, `pytest`, `cargo`,
-    /// `go`, `jest`, `vitest`), passed on at registration.
-    pub runner: String,
+    /// The runner that reads results and lists the suite (`unittest`, `pytest`, `cargo`,
+    /// `go`, `jest`, `vitest`); checked against `command` when the file loads.
+    pub runner: TestRunner,
     /// Wall-clock limit of one test run, in seconds.
     pub timeout_secs: u64,
+    /// Host paths granted read-only to every test run (`~` is the operator's home): a venv, a
+    /// toolchain outside `/usr` (`~/.cargo`, `~/.rustup`). Each must exist.
+    pub ro: Vec<String>,
+    /// Variables set in every test run; `{env}` in a value is the prepared environment
+    /// directory.
+    pub env: BTreeMap<String, String>,
+    /// Variables passed from the operator's environment when set (`LANG`).
+    pub pass_env: Vec<String>,
+    /// How the test environment is built before the first test run, if it needs building.
+    pub prepare: Option<PrepareConfig>,
 }
 
 impl Default for TestsConfig {
@@ -139,9 +156,47 @@ impl Default for TestsConfig {
                 "-v".into(),
             ],
             selector_style: SelectorStyle::Dotted,
-            runner: "unittest".into(),
+            runner: TestRunner::Unittest,
             timeout_secs: 600,
+            ro: Vec::new(),
+            env: BTreeMap::new(),
+            pass_env: Vec::new(),
+            prepare: None,
         }
+    }
+}
+
+/// `[tests.prepare]`: a command that builds the test environment into its own directory
+/// (`{env}`), run by the operator's process once per repository, pinned commit and content of
+/// `inputs`, in the sandbox with the network allowed, on the pinned files only (never the
+/// agent's changes), writing only to `{env}` and to a discarded copy of the tree.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PrepareConfig {
+    /// The command, as argv (no shell; use `["sh", "-c", "..."]` for several steps); `{env}` is
+    /// the environment directory.
+    pub command: Vec<String>,
+    /// Files of the pinned tree whose content keys the environment (lockfiles, manifests);
+    /// glob patterns relative to the tree root.
+    pub inputs: Vec<String>,
+    /// Paths the command creates inside the tree (`node_modules`) that every test run then sees
+    /// read-only at the same place.
+    pub links: Vec<String>,
+    /// Variables for the prepare command only, over `[tests] env` (for example
+    /// `CARGO_NET_OFFLINE = "false"` where the test runs are offline).
+    pub env: BTreeMap<String, String>,
+    /// Wall-clock limit, in seconds.
+    pub timeout_secs: u64,
+}
+
+impl PrepareConfig {
+    /// The prepare time limit (30 minutes when unset).
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(if self.timeout_secs == 0 {
+            1800
+        } else {
+            self.timeout_secs
+        })
     }
 }
 
@@ -248,6 +303,9 @@ pub struct PathsConfig {
     pub cache_dir: PathBuf,
     /// The codegraph index directory.
     pub index_dir: PathBuf,
+    /// Where prepared test environments are kept, one directory per repository, commit and
+    /// prepare inputs (the broker must allow it: `allow_ro` in `broker.toml`).
+    pub envs_dir: PathBuf,
 }
 
 impl Default for PathsConfig {
@@ -257,6 +315,7 @@ impl Default for PathsConfig {
             audit_log: PathBuf::from(".airlock/audit.log"),
             cache_dir: PathBuf::from(".airlock/cache"),
             index_dir: PathBuf::from(".airlock/index"),
+            envs_dir: PathBuf::from(".airlock/envs"),
         }
     }
 }
@@ -319,6 +378,7 @@ impl Config {
         fix(&mut self.paths.audit_log);
         fix(&mut self.paths.cache_dir);
         fix(&mut self.paths.index_dir);
+        fix(&mut self.paths.envs_dir);
         if let Some(socket) = self.broker.socket.as_mut() {
             fix(socket);
         }
@@ -340,6 +400,85 @@ impl Config {
         }
         if self.tests.timeout_secs == 0 {
             return Err(invalid("tests.timeout_secs", "must be at least 1"));
+        }
+        self.tests
+            .runner
+            .check_command(&self.tests.command)
+            .map_err(|why| invalid("tests.runner", &why))?;
+        for name in self.tests.env.keys() {
+            if !valid_env_name(name) {
+                return Err(invalid(
+                    &format!("tests.env.{name}"),
+                    "is not a variable name (letters, digits and `_`, not starting with a digit)",
+                ));
+            }
+            if is_fixed(name) {
+                return Err(invalid(
+                    &format!("tests.env.{name}"),
+                    "is set by airlock in every test run (CI, PYTHONDONTWRITEBYTECODE, \
+                     CARGO_TARGET_DIR) and cannot be configured",
+                ));
+            }
+        }
+        for name in &self.tests.pass_env {
+            if !valid_env_name(name) || is_fixed(name) {
+                return Err(invalid(
+                    "tests.pass_env",
+                    &format!("{name:?} is not a variable name that can be passed"),
+                ));
+            }
+        }
+        let uses_env_dir = self
+            .tests
+            .command
+            .iter()
+            .chain(self.tests.env.values())
+            .chain(self.tests.ro.iter())
+            .any(|v| v.contains(ENV_DIR_PLACEHOLDER));
+        match &self.tests.prepare {
+            Some(p) => {
+                if p.command.is_empty() || p.command[0].is_empty() {
+                    return Err(invalid("tests.prepare.command", "must name a program"));
+                }
+                for link in &p.links {
+                    let path = Path::new(link);
+                    if link.is_empty()
+                        || path.is_absolute()
+                        || path
+                            .components()
+                            .any(|c| !matches!(c, std::path::Component::Normal(_)))
+                    {
+                        return Err(invalid(
+                            "tests.prepare.links",
+                            &format!("{link:?} must be a path relative to the tree, without `..`"),
+                        ));
+                    }
+                }
+                for name in p.env.keys() {
+                    if !valid_env_name(name) || is_fixed(name) {
+                        return Err(invalid(
+                            &format!("tests.prepare.env.{name}"),
+                            "is not a variable name that can be set",
+                        ));
+                    }
+                }
+                for pattern in &p.inputs {
+                    if globset::Glob::new(pattern).is_err() || pattern.starts_with('/') {
+                        return Err(invalid(
+                            "tests.prepare.inputs",
+                            &format!("{pattern:?} is not a glob relative to the tree"),
+                        ));
+                    }
+                }
+            }
+            None if uses_env_dir => {
+                return Err(invalid(
+                    "tests",
+                    "uses {env} (the prepared environment directory) but has no \
+                     [tests.prepare] command to build it",
+                ));
+            }
+            None => {}
         }
         let b = &self.budgets;
         for (key, value) in [

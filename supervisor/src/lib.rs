@@ -11,12 +11,15 @@
 pub mod adapters;
 pub mod config;
 pub mod delegate;
+pub mod init;
 pub mod issue;
 pub mod outcome;
 pub mod ports;
+pub mod prepare;
 pub mod prompts;
 pub mod runner;
 pub mod session;
+pub mod testenv;
 pub mod trajectory;
 pub mod triage;
 

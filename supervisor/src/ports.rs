@@ -2,6 +2,7 @@
 //! the product's crates; tests substitute doubles where the issue allows it (the broker) or
 //! where a capability is not under test. The loop in `session` sees nothing else.
 
+use airlock_policies::testrun::{ParsedRun, TestEnvironment, TestInventory, TestRunner as Runner};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
@@ -49,7 +50,8 @@ pub trait Worktree {
     fn root(&self) -> &Path;
     /// Lines `start..=end` (1-based) of `path`, through the bounded reader.
     fn read_lines(&self, path: &str, start: usize, end: usize) -> PortResult<String>;
-    /// The whole text of `path` for an exact-match edit (bounded like any read).
+    /// The whole text of `path` for an exact-match edit, of any size the edit cap allows (the
+    /// read cap bounds what a read returns, not what may be edited).
     fn read_for_edit(&self, path: &str) -> PortResult<String>;
     /// Write `content` to `path`, creating parent directories inside the worktree.
     fn write(&self, path: &str, content: &str) -> PortResult<()>;
@@ -70,17 +72,55 @@ pub struct TestReport {
     pub timed_out: bool,
     /// Combined output, tail-truncated to a bound.
     pub output: String,
+    /// Per-test results parsed from the whole output (not only the tail).
+    pub parsed: ParsedRun,
 }
 
 impl TestReport {
-    /// Green means exit code 0 and not timed out.
-    pub fn green(&self) -> bool {
+    /// Exit code 0 and not timed out: the verdict of a narrow run. A full run is judged against
+    /// the base inventory instead.
+    pub fn exit_ok(&self) -> bool {
         self.exit_code == Some(0) && !self.timed_out
     }
 }
 
+/// What the test runner established before the model's first turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Baseline {
+    /// The environment every test run gets (sent to the broker at registration).
+    pub environment: TestEnvironment,
+    /// The resolved full-run command.
+    pub command: Vec<String>,
+    /// The tests the full command runs at the pin, and which fail there.
+    pub inventory: TestInventory,
+    /// The prepare step's record, when one is configured.
+    pub prepare: Option<crate::prepare::PrepareRecord>,
+    /// Seconds the base full run took.
+    pub base_seconds: f64,
+}
+
+/// Why the test set-up failed before the first model call (a config or prepare problem).
+#[derive(Debug, thiserror::Error)]
+pub enum BaselineError {
+    /// A `[tests]` setting cannot be used.
+    #[error(transparent)]
+    Config(#[from] crate::testenv::TestEnvError),
+    /// Prepare failed.
+    #[error(transparent)]
+    Prepare(#[from] crate::prepare::PrepareError),
+    /// The base inventory could not be taken.
+    #[error("the base test inventory: {0}")]
+    Inventory(#[from] airlock_policies::testrun::InventoryError),
+    /// The sandbox could not run the test command.
+    #[error("the test command could not run in the sandbox: {0}")]
+    Sandbox(String),
+}
+
 /// Runs the configured test command in the sandbox, on an overlay of the worktree.
 pub trait TestRunner {
+    /// Build the environment (prepare) and take the base inventory; called once, before the
+    /// model's first turn, on the untouched worktree.
+    fn baseline(&self) -> std::result::Result<Baseline, BaselineError>;
     /// Run with an optional (already checked) selector.
     fn run(&self, selector: Option<&str>) -> PortResult<TestReport>;
 }
@@ -100,10 +140,12 @@ pub struct RunRegistration {
     pub worktree: String,
     /// The full-suite test command (argv).
     pub test_command: Vec<String>,
-    /// The broker's name for the test runner (`unittest`, `pytest`, ...).
-    pub test_runner: String,
+    /// The test runner.
+    pub test_runner: Runner,
     /// The write allowlist in force.
     pub write_allowlist: Vec<String>,
+    /// The environment of every test command.
+    pub test_env: TestEnvironment,
 }
 
 /// The broker's answer to `open_pr`, handed to the model verbatim.

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use airlock_broker::protocol::{RunRegistration, TestRunner};
-use airlock_broker::results::{Grade, ParsedRun};
 use airlock_broker::store::{IntakeOutcome, NewQueueItem, SqliteStore, Store};
 use airlock_broker::witness::WitnessOutput;
+use airlock_policies::testrun::{Grade, ParsedRun};
 use serde_json::json;
 
 const MONEY: &str = "def parse_cents(text):\n    whole, _, frac = text.partition(\".\")\n    return int(whole) * 100 + int((frac + \"00\")[:2])\n";
@@ -77,6 +77,7 @@ impl Fixture {
                     test_command: vec!["python3".to_owned()],
                     test_runner: TestRunner::Unittest,
                     write_allowlist: vec![],
+                    test_env: Default::default(),
                 },
                 1,
             )
@@ -93,6 +94,8 @@ impl Fixture {
             stderr: String::new(),
             parsed: ParsedRun::default(),
             grade: Grade::Ok,
+            inventory: None,
+            full_run: None,
         };
         let item = NewQueueItem {
             repository: "acme/textkit".to_owned(),

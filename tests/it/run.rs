@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-const OPS_PY: &str = "def add(a, b):\n    return a - b\n";
+const OPS_PY: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
 const NEW_TEST: &str = "import unittest\n\nfrom calc.ops import add\n\n\nclass AddTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n";
 
 fn git(repo: &Path, args: &[&str]) -> String {
@@ -35,6 +35,8 @@ struct Setup {
     commit: String,
 }
 
+const TEST_MUL_PY: &str = "import unittest\n\nfrom calc.ops import mul\n\n\nclass MulTest(unittest.TestCase):\n    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n";
+
 fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let repo = dir.path().join("repo");
@@ -42,6 +44,8 @@ fn setup() -> Setup {
         ("calc/__init__.py", ""),
         ("calc/ops.py", OPS_PY),
         ("tests/__init__.py", ""),
+        // The base inventory: a full run must see at least one test at the pin.
+        ("tests/test_mul.py", TEST_MUL_PY),
     ] {
         let p = repo.join(path);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -83,7 +87,7 @@ fn write_config(s: &Setup, socket: &Path) -> PathBuf {
     std::fs::write(
         &p,
         format!(
-            "[tests]\ncommand = [\"python3\", \"-m\", \"unittest\"]\n\n[broker]\nsocket = \"{}\"\n\n\
+            "[tests]\ncommand = [\"python3\", \"-m\", \"unittest\", \"-v\"]\n\n[broker]\nsocket = \"{}\"\n\n\
              [paths]\nruns_root = \"runs\"\naudit_log = \"audit.jsonl\"\ncache_dir = \"cache\"\nindex_dir = \"index\"\n",
             socket.display()
         ),

@@ -252,6 +252,293 @@ fn only_loopback_exists_and_it_is_up() {
     );
 }
 
+fn layer_names(summary: &Value, key: &str) -> Vec<String> {
+    summary[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A python script connecting to a TCP port of the host's loopback.
+fn connect_to(port: u16) -> String {
+    format!(
+        "import socket\ntry:\n s=socket.create_connection(('127.0.0.1',{port}),timeout=3)\n s.sendall(b'hello')\n s.close()\n print('CONNECTED')\nexcept OSError as e:\n print('BLOCKED', e)"
+    )
+}
+
+#[test]
+fn a_host_listener_is_reachable_only_with_the_network_opt_in() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+
+    // Default: the sandbox's own loopback, where nothing listens on that port.
+    let r = py(&[], &connect_to(port));
+    assert!(r.stdout.contains("BLOCKED"), "{}{}", r.stdout, r.stderr);
+    assert!(
+        listener.accept().is_err(),
+        "the host listener saw a connection"
+    );
+    assert_eq!(r.summary["network"], "none", "{}", r.summary);
+    let applied = layer_names(&r.summary, "layers_applied");
+    for layer in ["net_namespace", "landlock_net"] {
+        assert!(applied.iter().any(|l| l == layer), "{}", r.summary);
+    }
+
+    // Opted in: the host's network.
+    let r = py(&["--network"], &connect_to(port));
+    assert_eq!(r.exit_code(), Some(0), "{}", r.stderr);
+    assert!(r.stdout.contains("CONNECTED"), "{}{}", r.stdout, r.stderr);
+    listener.set_nonblocking(false).unwrap();
+    let (mut conn, _) = listener.accept().unwrap();
+    let mut got = Vec::new();
+    std::io::Read::read_to_end(&mut conn, &mut got).unwrap();
+    assert_eq!(got, b"hello");
+    assert_eq!(r.summary["network"], "host", "{}", r.summary);
+    // The layers left out on purpose are neither applied nor missing; the rest all are.
+    let applied = layer_names(&r.summary, "layers_applied");
+    for layer in ["net_namespace", "landlock_net"] {
+        assert!(!applied.iter().any(|l| l == layer), "{}", r.summary);
+    }
+    for layer in [
+        "user_namespace",
+        "mount_namespace",
+        "pid_namespace",
+        "ipc_namespace",
+        "uts_namespace",
+        "landlock_fs",
+        "landlock_scope",
+        "seccomp",
+        "no_new_privs",
+        "drop_capabilities",
+        "unprivileged_uid",
+        "rlimits",
+    ] {
+        assert!(applied.iter().any(|l| l == layer), "{layer}: {}", r.summary);
+    }
+    assert!(
+        layer_names(&r.summary, "layers_missing").is_empty(),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn bash_dev_tcp_reaches_a_host_listener_with_the_network_opt_in() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let r = sandbox(
+        &["--network"],
+        &[
+            "/bin/bash",
+            "-c",
+            &format!(
+                "if echo hello > /dev/tcp/127.0.0.1/{port}; then echo CONNECTED; else echo BLOCKED; fi"
+            ),
+        ],
+    );
+    assert!(r.stdout.contains("CONNECTED"), "{}{}", r.stdout, r.stderr);
+    let (mut conn, _) = listener.accept().unwrap();
+    let mut got = String::new();
+    std::io::Read::read_to_string(&mut conn, &mut got).unwrap();
+    assert_eq!(got, "hello\n");
+}
+
+#[test]
+fn a_network_enabled_run_is_still_confined_by_landlock_and_seccomp() {
+    let rw = dir();
+    let outside = dir();
+    std::fs::write(outside.path().join("secret"), "s3cret").unwrap();
+    let script = format!(
+        "echo x > {out}/new; cat {out}/secret; echo x > /etc/hosts; echo x > /etc/airlock-escape; \
+         ls /etc/ssl/private; echo ok > {rw}/ok",
+        rw = s(rw.path()),
+        out = s(outside.path())
+    );
+    let r = sh(&["--network", "--rw", &s(rw.path())], &script);
+    assert!(!outside.path().join("new").exists());
+    assert!(!r.stdout.contains("s3cret"), "{}", r.stdout);
+    assert!(!Path::new("/etc/airlock-escape").exists());
+    assert_ne!(std::fs::read_to_string("/etc/hosts").unwrap(), "x\n");
+    assert_eq!(
+        std::fs::read_to_string(rw.path().join("ok")).unwrap(),
+        "ok\n",
+        "{}",
+        r.stderr
+    );
+    // The seccomp filter still stands: no netlink or raw sockets, no mount.
+    let r = py(
+        &["--network"],
+        "import socket\nfor fam, kind in [(socket.AF_NETLINK, socket.SOCK_RAW), (socket.AF_PACKET, socket.SOCK_RAW)]:\n try:\n  socket.socket(fam, kind)\n  print('OPENED')\n except OSError as e:\n  print('REFUSED', e.errno)",
+    );
+    assert_eq!(
+        r.stdout.matches("REFUSED 1").count(),
+        2,
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+    let r = sh(&["--network"], "unshare -n true && echo UNSHARED; true");
+    assert!(!r.stdout.contains("UNSHARED"), "{}", r.stdout);
+}
+
+#[test]
+fn with_the_network_opt_in_the_resolver_files_are_readable_and_nothing_else_of_etc() {
+    let script = "cat /etc/hosts; echo ---; cat /etc/nsswitch.conf; echo ---; id -un; \
+                  ls /etc/ssl/private 2>/dev/null && echo PRIVATE; cat /etc/shadow 2>/dev/null && echo SHADOW; true";
+    let r = sh(&["--network"], script);
+    assert_eq!(r.exit_code(), Some(0), "{}", r.stderr);
+    let mut parts = r.stdout.split("---\n");
+    assert_eq!(
+        parts.next().unwrap(),
+        std::fs::read_to_string("/etc/hosts").unwrap()
+    );
+    assert_eq!(
+        parts.next().unwrap(),
+        std::fs::read_to_string("/etc/nsswitch.conf").unwrap()
+    );
+    let rest = parts.next().unwrap();
+    // The sandbox's own /etc/passwd is still there beside the bound files.
+    assert!(rest.starts_with("airlock\n"), "{rest}");
+    assert!(
+        !rest.contains("PRIVATE") && !rest.contains("SHADOW"),
+        "{rest}"
+    );
+    // Without the opt-in, none of them.
+    let r = sh(&[], "cat /etc/hosts 2>/dev/null && echo HOSTS; true");
+    assert!(!r.stdout.contains("HOSTS"), "{}", r.stdout);
+    // Resolving through /etc/hosts works.
+    let r = py(
+        &["--network"],
+        "import socket\nprint(socket.getaddrinfo('localhost', 80, socket.AF_INET)[0][4][0])",
+    );
+    assert_eq!(r.stdout, "127.0.0.1\n", "{}", r.stderr);
+}
+
+// ---------------------------------------------------------------- grants at another path
+
+#[test]
+fn a_grant_at_another_path_inside_an_overlay_is_readable_and_read_only() {
+    let lower = dir();
+    let cache = dir();
+    std::fs::write(lower.path().join("main.js"), "main\n").unwrap();
+    std::fs::create_dir_all(cache.path().join("node_modules/left-pad")).unwrap();
+    std::fs::write(cache.path().join("node_modules/left-pad/index.js"), "pad\n").unwrap();
+    std::fs::write(cache.path().join("Cargo.lock"), "lock\n").unwrap();
+    let wt = s(lower.path());
+    let overlay = format!("{wt}:{wt}");
+    let modules = format!(
+        "{}:{wt}/node_modules",
+        s(&cache.path().join("node_modules"))
+    );
+    let lock = format!("{}:{wt}/Cargo.lock", s(&cache.path().join("Cargo.lock")));
+    let script = "cat main.js node_modules/left-pad/index.js Cargo.lock; \
+                  (echo x > node_modules/left-pad/index.js) 2>/dev/null && echo WROTE1; \
+                  (echo x > node_modules/new.js) 2>/dev/null && echo WROTE2; \
+                  (echo x > Cargo.lock) 2>/dev/null && echo WROTE3; \
+                  touch node_modules/x 2>&1; \
+                  echo changed > main.js && cat main.js";
+    let r = sh(
+        &["--overlay", &overlay, "--ro-at", &modules, "--ro-at", &lock],
+        script,
+    );
+    assert_eq!(r.exit_code(), Some(0), "{}", r.stderr);
+    assert!(
+        r.stdout.starts_with("main\npad\nlock\n"),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+    assert!(!r.stdout.contains("WROTE"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("Read-only file system") || r.stdout.contains("Permission denied"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.ends_with("changed\n"), "{}", r.stdout);
+    // Nothing reached the host: not the lower tree, not the cache.
+    assert!(!lower.path().join("node_modules").exists());
+    assert!(!lower.path().join("Cargo.lock").exists());
+    assert_eq!(
+        std::fs::read_to_string(lower.path().join("main.js")).unwrap(),
+        "main\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(cache.path().join("node_modules/left-pad/index.js")).unwrap(),
+        "pad\n"
+    );
+    assert!(!cache.path().join("node_modules/new.js").exists());
+    assert!(!cache.path().join("node_modules/x").exists());
+}
+
+#[test]
+fn a_read_write_grant_at_another_path_writes_into_its_host_source() {
+    let cache = dir();
+    let r = sh(
+        &["--rw-at", &format!("{}:/work/cache", s(cache.path()))],
+        "echo written > /work/cache/out",
+    );
+    assert_eq!(r.exit_code(), Some(0), "{}", r.stderr);
+    assert_eq!(
+        std::fs::read_to_string(cache.path().join("out")).unwrap(),
+        "written\n"
+    );
+}
+
+#[test]
+fn a_grant_at_another_path_is_never_mounted_through_a_symlink_in_the_tree() {
+    let lower = dir();
+    let cache = dir();
+    std::os::unix::fs::symlink("/etc", lower.path().join("node_modules")).unwrap();
+    let wt = s(lower.path());
+    let r = sandbox_raw(
+        &[
+            "--overlay",
+            &format!("{wt}:{wt}"),
+            "--ro-at",
+            &format!("{}:{wt}/node_modules", s(cache.path())),
+        ],
+        &["/bin/true"],
+    );
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(125), "{err}");
+    assert!(err.contains("symlink"), "{err}");
+}
+
+#[test]
+fn a_grant_at_another_path_inside_a_read_only_grant_needs_an_existing_mount_point() {
+    let granted = dir();
+    let cache = dir();
+    let r = sandbox_raw(
+        &[
+            "--ro",
+            &s(granted.path()),
+            "--ro-at",
+            &format!("{}:{}/node_modules", s(cache.path()), s(granted.path())),
+        ],
+        &["/bin/true"],
+    );
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(125), "{err}");
+    assert!(err.contains("create"), "{err}");
+    assert!(!granted.path().join("node_modules").exists());
+    // Where it exists, it is used.
+    std::fs::create_dir(granted.path().join("node_modules")).unwrap();
+    std::fs::write(cache.path().join("f"), "from the cache\n").unwrap();
+    let r = sandbox(
+        &[
+            "--ro",
+            &s(granted.path()),
+            "--ro-at",
+            &format!("{}:{}/node_modules", s(cache.path()), s(granted.path())),
+        ],
+        &["/bin/cat", &format!("{}/node_modules/f", s(granted.path()))],
+    );
+    assert_eq!(r.stdout, "from the cache\n", "{}", r.stderr);
+}
+
 // ---------------------------------------------------------------- filesystem
 
 #[test]
@@ -1433,6 +1720,18 @@ fn bad_flags_and_grants_get_errors_that_name_them() {
             "not a variable name",
         ),
         (vec!["--env".into(), "=x".into()], 2, "not a variable name"),
+        (
+            vec!["--ro-at".into(), format!("{l}:node_modules")],
+            125,
+            "absolute path",
+        ),
+        (
+            vec!["--ro-at".into(), format!("{l}:/work/../etc")],
+            125,
+            "`..`",
+        ),
+        (vec!["--ro-at".into(), l.into()], 2, "expected SRC:DST"),
+        (vec!["--rw-at".into(), ":/work/x".into()], 2, "SRC is empty"),
     ];
     for (args, code, needle) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();

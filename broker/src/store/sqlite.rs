@@ -577,6 +577,7 @@ mod tests {
             test_command: vec!["python3".to_owned()],
             test_runner: TestRunner::Unittest,
             write_allowlist: vec![],
+            test_env: Default::default(),
         }
     }
 

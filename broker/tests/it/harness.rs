@@ -258,6 +258,7 @@ impl Fixture {
             ],
             test_runner: TestRunner::Unittest,
             write_allowlist: vec!["calc/**".into(), "tests/**".into()],
+            test_env: Default::default(),
         }
     }
 

@@ -75,8 +75,18 @@ impl Fixture {
 
     /// Write `airlock.toml` with the given extra TOML appended to `[budgets]`.
     pub fn config(&self, budgets: &str) -> PathBuf {
+        self.config_with_tests("", budgets)
+    }
+
+    /// Write `airlock.toml` with `tests` appended to `[tests]` (keys, then sub-tables) and
+    /// `budgets` to `[budgets]`.
+    pub fn config_with_tests(&self, tests: &str, budgets: &str) -> PathBuf {
+        let (keys, tables) = match tests.find("\n[") {
+            Some(i) => (&tests[..i], &tests[i..]),
+            None => (tests, ""),
+        };
         let text = format!(
-            "[tests]\ncommand = [\"python3\", \"-m\", \"unittest\"]\nselector_style = \"dotted\"\ntimeout_secs = 120\n\n\
+            "[tests]\ncommand = [\"python3\", \"-m\", \"unittest\", \"-v\"]\nselector_style = \"dotted\"\ntimeout_secs = 120\n{keys}\n{tables}\n\n\
              [budgets]\n{budgets}\n\n\
              [paths]\nruns_root = \"runs\"\naudit_log = \"audit.jsonl\"\ncache_dir = \"cache\"\nindex_dir = \"index\"\n"
         );
@@ -98,8 +108,34 @@ impl Fixture {
         format!("scripted:{}", p.display())
     }
 
+    /// A repository like [`Fixture::new`] with `extra` files committed too.
+    pub fn with_files(extra: &[(&str, String)]) -> Fixture {
+        let fx = Fixture::new();
+        for (path, text) in extra {
+            let p = fx.repo.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        git(&fx.repo, &["add", "-A"]);
+        git(&fx.repo, &["commit", "-q", "-m", "more files"]);
+        let commit = git(&fx.repo, &["rev-parse", "HEAD"]);
+        Fixture { commit, ..fx }
+    }
+
     /// Run with the broker stub and the in-process reader launcher.
     pub fn run(&self, issue: &Path, model: &str, config: &Path, broker: &BrokerStub) -> RunReport {
+        self.try_run(issue, model, config, broker)
+            .expect("run completes")
+    }
+
+    /// Like [`Fixture::run`], returning the error of a run that could not start.
+    pub fn try_run(
+        &self,
+        issue: &Path,
+        model: &str,
+        config: &Path,
+        broker: &BrokerStub,
+    ) -> Result<RunReport, runner::RunError> {
         runner::run_issue(
             &RunArgs {
                 repo: self.repo.display().to_string(),
@@ -117,7 +153,6 @@ impl Fixture {
                 tests: None,
             },
         )
-        .expect("run completes")
     }
 
     pub fn audit_kinds(&self) -> Vec<String> {

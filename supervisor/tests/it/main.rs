@@ -9,11 +9,32 @@
 
 mod fixture;
 mod readers;
+mod real_env;
 mod run_loop;
 
 fn main() -> std::process::ExitCode {
     airlock_sandbox::helper::run_if_requested();
     let tests: &[(&str, fn())] = &[
+        (
+            "real_env::a_full_run_that_runs_only_the_new_test_is_not_green",
+            real_env::a_full_run_that_runs_only_the_new_test_is_not_green,
+        ),
+        (
+            "real_env::edit_file_rewrites_a_file_larger_than_the_read_cap",
+            real_env::edit_file_rewrites_a_file_larger_than_the_read_cap,
+        ),
+        (
+            "real_env::prepare_builds_an_environment_that_every_test_run_gets_read_only",
+            real_env::prepare_builds_an_environment_that_every_test_run_gets_read_only,
+        ),
+        (
+            "real_env::a_failed_prepare_stops_the_run_before_any_model_call",
+            real_env::a_failed_prepare_stops_the_run_before_any_model_call,
+        ),
+        (
+            "real_env::bad_test_settings_are_named_before_any_model_call",
+            real_env::bad_test_settings_are_named_before_any_model_call,
+        ),
         (
             "run_loop::injections_are_screened_and_reported_paths_recorded",
             run_loop::injections_are_screened_and_reported_paths_recorded,

@@ -1,13 +1,25 @@
-//! Per-test results from the output of pytest, unittest, cargo test, go test and jest/vitest, and
-//! grading in the manner of the SWE-bench harness. Output is untrusted (the patch under test can
-//! print anything), so a verdict always needs the exit code and the parsed results to agree.
+//! The test rules both sides apply: which runner a command is, how one test is selected and the
+//! suite collected, the per-test results parsed from the output of pytest, unittest, cargo test,
+//! go test and jest/vitest, the base inventory, and grading in the manner of the SWE-bench
+//! harness. Output is untrusted (the patch under test can print anything), so a verdict always
+//! needs the exit code and the parsed results to agree, and a full run is green only when every
+//! test that passed at base ran and passed again.
 
+mod collect;
+mod env;
+mod inventory;
 mod parsers;
+mod runner;
+
+pub use collect::parse_collection;
+pub use env::{FIXED_TEST_ENV, TestEnvironment, TreeLink, is_fixed, valid_env_name};
+pub use inventory::{
+    FullRunVerdict, InventoryError, TestInventory, grade_full_run, new_test_files_required,
+};
+pub use runner::TestRunner;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-use crate::protocol::TestRunner;
 
 /// The outcome of one test as reported by its runner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
