@@ -463,7 +463,7 @@ impl Broker {
                 (_, Some(0)) => airlock_audit::TestResult::Passed,
                 _ => airlock_audit::TestResult::Failed,
             };
-            let full = out.step == "patched_full";
+            let full = out.expect == "green" || out.expect == "inventory";
             self.journal.record(
                 &run.run_id,
                 Event::TestRun {

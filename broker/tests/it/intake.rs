@@ -80,6 +80,8 @@ fn honest_fix_is_queued_with_diff_args_and_evidence() {
             "test_run",
             "test_run",
             "test_run",
+            // The witness: pinned selected, patched selected, base full (the inventory), patched full.
+            "test_run",
             "broker_decision"
         ]
     );
