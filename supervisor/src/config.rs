@@ -528,7 +528,8 @@ mod tests {
     fn full_file_parses() {
         let text = r#"
 [tests]
-command = ["pytest", "-q"]
+command = ["pytest", "-q", "-rA"]
+runner = "pytest"
 selector_style = "node-id"
 timeout_secs = 60
 
@@ -549,7 +550,7 @@ socket = "broker.sock"
 "#;
         let mut c = Config::parse(text, Path::new("airlock.toml")).unwrap();
         c.resolve_relative_to(Path::new("/etc/airlock"));
-        assert_eq!(c.tests.command, vec!["pytest", "-q"]);
+        assert_eq!(c.tests.command, vec!["pytest", "-q", "-rA"]);
         assert_eq!(c.budgets.max_turns, 12);
         assert_eq!(c.budgets.max_reads, 40);
         assert_eq!(

@@ -424,6 +424,25 @@ fn unknown_run_and_bad_registration_fail_cleanly() {
         matches!(&reply, BrokerReply::Failed { message } if message.contains("not under the runs root")),
         "{reply:?}"
     );
+    // A test environment may grant only what broker.toml allows.
+    let wt = fx.worktree("run-env");
+    let mut reg = fx.registration("run-env", &wt);
+    reg.test_env.ro = vec![outside.clone()];
+    let reply = fx.client().register_run(&reg).unwrap();
+    assert!(
+        matches!(&reply, BrokerReply::Failed { message }
+            if message.contains("does not allow") && message.contains("allow_ro")
+                && message.contains(&outside.display().to_string())),
+        "{reply:?}"
+    );
+    // The runner must match the command.
+    let mut reg = fx.registration("run-env", &wt);
+    reg.test_runner = airlock_broker::TestRunner::Pytest;
+    let reply = fx.client().register_run(&reg).unwrap();
+    assert!(
+        matches!(&reply, BrokerReply::Failed { message } if message.contains("runs unittest")),
+        "{reply:?}"
+    );
     let wt = fx.worktree("run-branchpin");
     let mut reg = fx.registration("run-branchpin", &wt);
     reg.base_commit = "main".into();
