@@ -212,32 +212,42 @@ prepare_remeda() {
     RO=(--ro "$js/node_modules" "${RO_NODE[@]}")
 }
 
-# now_ns: a monotonic-enough wall clock in nanoseconds.
-now_ns() { date +%s%N; }
+# The timer: wall time (monotonic clock) and CPU time (user + sys of the whole process tree,
+# getrusage RUSAGE_CHILDREN) of one command, its output to a file. The same for both modes, so
+# the sandboxed figures include airlock's own set-up.
+cat > "$SCRATCH/timer.py" <<'PY'
+import resource, subprocess, sys, time
+out, cmd = sys.argv[1], sys.argv[2:]
+with open(out, "wb") as f:
+    t0 = time.monotonic_ns()
+    rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    t1 = time.monotonic_ns()
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(t1 - t0, int((ru.ru_utime + ru.ru_stime) * 1e9), rc)
+PY
 
-# run_mode MODE LOG: one run of the suite's full test command; prints its wall time in ns.
+# run_mode MODE LOG: one run of the suite's full test command; prints "WALL_NS CPU_NS".
 run_mode() {
-    local mode=$1 out=$2 t0 t1 rc=0
+    local mode=$1 out=$2 res wall cpu rc
     local envargs=() v
     for v in "${VARS[@]}"; do envargs+=(--env "$v"); done
-    t0=$(now_ns)
     if [ "$mode" = direct ]; then
-        (cd "$TREE" && exec env -i "${VARS[@]}" "${CMD[@]}") >"$out" 2>&1 </dev/null || rc=$?
+        res=$(cd "$TREE" && "$PY" "$SCRATCH/timer.py" "$out" env -i "${VARS[@]}" "${CMD[@]}")
     else
-        "$AIRLOCK" sandbox run --timeout 1800 --memory 8192 --overlay "$TREE:$TREE" --cwd "$TREE" \
-            "${RO[@]}" "${envargs[@]}" -- "${CMD[@]}" >"$out" 2>&1 </dev/null || rc=$?
+        res=$("$PY" "$SCRATCH/timer.py" "$out" "$AIRLOCK" sandbox run --timeout 1800 --memory 8192 \
+            --overlay "$TREE:$TREE" --cwd "$TREE" "${RO[@]}" "${envargs[@]}" -- "${CMD[@]}")
     fi
-    t1=$(now_ns)
-    if [ "$rc" != 0 ]; then
+    read -r wall cpu rc <<< "$res"
+    if [ "${rc:-}" != 0 ]; then
         tail -30 "$out" >&2
-        die "$SUITE ($mode) exited $rc; full output in $out (rerun with --keep to look at it)"
+        die "$SUITE ($mode) exited ${rc:-?}; full output in $out (rerun with --keep to look at it)"
     fi
     if [ "$mode" = direct ]; then
         reset_tree "$TREE"
     elif [ -n "$(git -C "$TREE" status --porcelain --ignored)" ]; then
         die "$SUITE: the sandboxed run changed the lower tree $TREE (the overlay leaked)"
     fi
-    echo $((t1 - t0))
+    echo "$wall $cpu"
 }
 
 # count_tests RUNNER LOG: how many tests the run reports (passed + failed + skipped).
@@ -280,18 +290,20 @@ for SUITE in "${SUITE_LIST[@]}"; do
         run_mode direct "$SCRATCH/logs/$SUITE-warm-direct.log" >/dev/null
         run_mode sandbox "$SCRATCH/logs/$SUITE-warm-sandbox.log" >/dev/null
     done
-    d_times=() s_times=()
+    d_times=() s_times=() d_cpu=() s_cpu=()
     for ((i = 1; i <= RUNS; i++)); do
-        d=$(run_mode direct "$SCRATCH/logs/$SUITE-direct.log")
-        s=$(run_mode sandbox "$SCRATCH/logs/$SUITE-sandbox.log")
-        d_times+=("$d"); s_times+=("$s")
+        read -r d dc <<< "$(run_mode direct "$SCRATCH/logs/$SUITE-direct.log")"
+        read -r s sc <<< "$(run_mode sandbox "$SCRATCH/logs/$SUITE-sandbox.log")"
+        [ -n "${d:-}" ] && [ -n "${s:-}" ] || die "$SUITE: run $i failed (see above)"
+        d_times+=("$d"); s_times+=("$s"); d_cpu+=("$dc"); s_cpu+=("$sc")
         log "$SUITE: run $i/$RUNS  direct $(awk "BEGIN{printf \"%.2f\", $d/1e9}") s  sandboxed $(awk "BEGIN{printf \"%.2f\", $s/1e9}") s"
     done
     n_d=$(count_tests "$RUNNER" "$SCRATCH/logs/$SUITE-direct.log")
     n_s=$(count_tests "$RUNNER" "$SCRATCH/logs/$SUITE-sandbox.log")
     [ "$n_d" = "$n_s" ] || die "$SUITE: $n_d tests ran directly but $n_s in the sandbox"
     [ "$n_d" -gt 0 ] || die "$SUITE: no test counted in $SCRATCH/logs/$SUITE-direct.log"
-    printf '%s\t%s\t%s\t%s\t%s\n' "$SUITE" "$RUNNER" "$n_d" "${d_times[*]}" "${s_times[*]}" >> "$SCRATCH/results.tsv"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$SUITE" "$RUNNER" "$n_d" "${d_times[*]}" "${s_times[*]}" \
+        "${d_cpu[*]}" "${s_cpu[*]}" >> "$SCRATCH/results.tsv"
 done
 
 CPU=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || true)
@@ -305,17 +317,18 @@ print(f"machine: {nproc} cores, {cpu}, kernel {kernel} ({arch}); airlock {commit
       f"median of {runs} runs per mode, alternating direct/sandboxed, after {warmup} warm-up run(s) each; "
       f"load average {load0} at the start, {load1} at the end")
 print()
-print("| suite | runner | tests | direct (s) | sandboxed (s) | difference (s) | overhead |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+print("| suite | runner | tests | direct (s) | sandboxed (s) | difference (s) | overhead | CPU direct (s) | CPU sandboxed (s) | CPU overhead |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 details = []
-for suite, runner, tests, d, s in rows:
-    d = [int(x) / 1e9 for x in d.split()]
-    s = [int(x) / 1e9 for x in s.split()]
+for suite, runner, tests, d, s, dc, sc in rows:
+    d, s, dc, sc = ([int(x) / 1e9 for x in v.split()] for v in (d, s, dc, sc))
     md, ms = statistics.median(d), statistics.median(s)
-    print(f"| {suite} | {runner} | {tests} | {md:.2f} | {ms:.2f} | {ms - md:+.2f} | {100 * (ms - md) / md:+.1f}% |")
+    mdc, msc = statistics.median(dc), statistics.median(sc)
+    print(f"| {suite} | {runner} | {tests} | {md:.2f} | {ms:.2f} | {ms - md:+.2f} | {100 * (ms - md) / md:+.1f}% "
+          f"| {mdc:.2f} | {msc:.2f} | {100 * (msc - mdc) / mdc:+.1f}% |")
     details.append(f"- {suite}: direct " + " ".join(f"{x:.2f}" for x in d)
                    + "; sandboxed " + " ".join(f"{x:.2f}" for x in s))
 print()
-print("every run (s):")
+print("every run, wall (s):")
 print("\n".join(details))
 PY
