@@ -9,3 +9,4 @@ mod judge;
 mod retrieval;
 mod run;
 mod sandbox;
+mod setup;

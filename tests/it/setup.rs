@@ -1,0 +1,124 @@
+//! `airlock init` then `airlock doctor --config`, as a newcomer runs them: the generated
+//! airlock.toml is used as written, prepare installs the test runner from the package registry
+//! in the sandbox (with the network), and the base inventory is taken at the pin.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn airlock(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
+fn git(repo: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(repo)
+        .status()
+        .unwrap();
+    assert!(status.success(), "git {args:?}");
+}
+
+fn repo_with(dir: &Path, files: &[(&str, &str)]) {
+    let repo = dir.join("repo");
+    for (path, text) in files {
+        let p = repo.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "init"]);
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn init_then_doctor_on_a_pytest_project_builds_its_environment_and_takes_the_inventory() {
+    let dir = tempfile::tempdir().unwrap();
+    repo_with(
+        dir.path(),
+        &[
+            ("mod.py", "def add(a, b):\n    return a + b\n"),
+            ("conftest.py", ""),
+            ("requirements.txt", "iniconfig\n"),
+            (
+                "tests/test_mod.py",
+                "from mod import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\ndef test_known_bad():\n    assert add(1, 2) == 4\n",
+            ),
+        ],
+    );
+    let init = airlock(dir.path(), &["init", "--repo", "repo"]);
+    assert!(init.status.success(), "{}", text(&init));
+    assert!(
+        String::from_utf8_lossy(&init.stdout).contains("allow_ro"),
+        "{}",
+        text(&init)
+    );
+    let config = std::fs::read_to_string(dir.path().join("airlock.toml")).unwrap();
+    assert!(config.contains("runner = \"pytest\""), "{config}");
+    assert!(config.contains("[tests.prepare]"), "{config}");
+
+    let doctor = airlock(
+        dir.path(),
+        &["doctor", "--config", "airlock.toml", "--repo", "repo"],
+    );
+    let out = text(&doctor);
+    assert!(doctor.status.success(), "{out}");
+    assert!(
+        out.contains("runner        pytest (matches the command)"),
+        "{out}"
+    );
+    assert!(out.contains("prepare       built"), "{out}");
+    assert!(out.contains("collected     2 tests"), "{out}");
+    assert!(
+        out.contains("2 tests at base (the listing found 2): 1 pass, 1 fail"),
+        "{out}"
+    );
+    assert!(
+        out.contains("failing at base: tests/test_mod.py::test_known_bad"),
+        "{out}"
+    );
+    // The environment is kept: a second check reuses it.
+    let again = airlock(
+        dir.path(),
+        &["doctor", "--config", "airlock.toml", "--repo", "repo"],
+    );
+    assert!(
+        text(&again).contains("prepare       reused"),
+        "{}",
+        text(&again)
+    );
+}
+
+#[test]
+fn doctor_names_the_key_when_the_runner_does_not_match_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    repo_with(
+        dir.path(),
+        &[("tests/test_x.py", "def test_x():\n    pass\n")],
+    );
+    std::fs::write(
+        dir.path().join("airlock.toml"),
+        "[tests]\ncommand = [\"python3\", \"-m\", \"pytest\", \"-rA\"]\nrunner = \"unittest\"\n",
+    )
+    .unwrap();
+    let doctor = airlock(
+        dir.path(),
+        &["doctor", "--config", "airlock.toml", "--repo", "repo"],
+    );
+    let out = text(&doctor);
+    assert_eq!(doctor.status.code(), Some(2), "{out}");
+    assert!(out.contains("tests.runner"), "{out}");
+    assert!(out.contains("runs pytest"), "{out}");
+}
