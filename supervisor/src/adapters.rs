@@ -316,7 +316,8 @@ impl TestRunner for SandboxTestRunner {
     }
 }
 
-fn tail(text: &str, max: usize) -> String {
+/// The last `max` bytes of `text` (on a character boundary), saying how much was cut.
+pub(crate) fn tail(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
     }

@@ -8,6 +8,7 @@
 //! recorded in `prepare.json` beside the environment; a later run with the same key reuses the
 //! environment without running anything. A lock serialises runs that prepare the same key.
 
+use crate::adapters::tail;
 use crate::config::PrepareConfig;
 use crate::testenv::links_dir;
 use airlock_policies::testrun::TestEnvironment;
@@ -206,7 +207,7 @@ pub fn prepare(
     let mut output = String::from_utf8_lossy(&captured.stdout).into_owned();
     output.push_str(&String::from_utf8_lossy(&captured.stderr));
     let output = tail(&output, PREPARE_OUTPUT_KEEP);
-    let mut record = PrepareRecord {
+    let record = PrepareRecord {
         key: plan.key.clone(),
         env_dir: env_dir.clone(),
         command: command.to_vec(),
@@ -259,17 +260,5 @@ pub fn prepare(
     )
     .map_err(io(&tmp))?;
     std::fs::rename(&tmp, &record_path).map_err(io(&record_path))?;
-    record.reused = false;
     Ok(record)
-}
-
-fn tail(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("[... {start} earlier bytes cut]\n{}", &text[start..])
 }
