@@ -49,7 +49,10 @@ pub struct ChangeSet {
     pub deletions: usize,
 }
 
-fn worktree_files(root: &Path) -> Result<Vec<(String, Vec<u8>, i32)>> {
+/// Every file of the worktree but `.git` and what it ignores; a path the pin tracks is kept even
+/// when an ignore rule matches it (a published crate's `.gitignore` lists the `Cargo.lock` it
+/// ships).
+fn worktree_files(root: &Path, pin_tree: &git2::Tree<'_>) -> Result<Vec<(String, Vec<u8>, i32)>> {
     use std::os::unix::fs::PermissionsExt;
     let ignores = git2::Repository::open(root).ok().filter(|r| !r.is_bare());
     let mut out = Vec::new();
@@ -85,6 +88,7 @@ fn worktree_files(root: &Path) -> Result<Vec<(String, Vec<u8>, i32)>> {
                 .map_err(Error::io(format!("reading {}", entry.path().display())))?;
             if let Some(repo) = &ignores
                 && repo.is_path_ignored(Path::new(&child)).unwrap_or(false)
+                && pin_tree.get_path(Path::new(&child)).is_err()
             {
                 continue;
             }
@@ -147,7 +151,7 @@ pub fn collect(
             "reading the tree of pinned commit {pin}"
         )))?;
     let mut index = git2::Index::new().map_err(Error::git("creating an in-memory index"))?;
-    let files = worktree_files(worktree)?;
+    let files = worktree_files(worktree, &pin_tree)?;
     for (path, content, mode) in &files {
         let id = repo
             .blob(content)
@@ -197,8 +201,13 @@ pub fn collect(
                     .to_vec(),
             )
         };
+        let is_test = is_test(&path)
+            || (kind == ChangeKind::Added
+                && content
+                    .as_deref()
+                    .is_some_and(|c| is_rust_test_module(&path, c)));
         changes.push(FileChange {
-            is_test: is_test(&path),
+            is_test,
             path,
             kind,
             content,
@@ -213,4 +222,61 @@ pub fn collect(
         insertions: stats.insertions(),
         deletions: stats.deletions(),
     })
+}
+
+/// A new Rust file that is test code throughout (`#![cfg(test)]` at its top, or nothing but
+/// `#[cfg(test)]` items and comments): a unit-test module its source file declares.
+fn is_rust_test_module(path: &str, content: &[u8]) -> bool {
+    let Some(text) = path
+        .ends_with(".rs")
+        .then(|| std::str::from_utf8(content).ok())
+        .flatten()
+    else {
+        return false;
+    };
+    let regions = airlock_policies::rust_test_regions(text);
+    !regions.is_empty()
+        && text.lines().enumerate().all(|(i, line)| {
+            let t = line.trim();
+            t.is_empty()
+                || t.starts_with("//")
+                || regions.iter().any(|(a, b)| (*a..=*b).contains(&(i + 1)))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commit_all(repo: &git2::Repository) -> git2::Oid {
+        let mut index = repo.index().unwrap();
+        // `-f`: the file is listed in .gitignore and tracked anyway.
+        index
+            .add_all(["*"], git2::IndexAddOption::FORCE, None)
+            .unwrap();
+        index.write().unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        repo.commit(Some("HEAD"), &sig, &sig, "pin", &tree, &[])
+            .unwrap()
+    }
+
+    #[test]
+    fn a_tracked_file_that_an_ignore_rule_matches_is_not_seen_as_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let wt = dir.path().join("wt");
+        std::fs::create_dir_all(wt.join("src")).unwrap();
+        std::fs::write(wt.join(".gitignore"), "/Cargo.lock\n/target\n").unwrap();
+        std::fs::write(wt.join("Cargo.lock"), "version = 4\n").unwrap();
+        std::fs::write(wt.join("src/lib.rs"), "pub fn f() {}\n").unwrap();
+        let repo = git2::Repository::init(&wt).unwrap();
+        let pin = commit_all(&repo);
+        std::fs::write(wt.join("src/lib.rs"), "pub fn f() -> u8 { 1 }\n").unwrap();
+        // Ignored and untracked: still left out.
+        std::fs::create_dir_all(wt.join("target")).unwrap();
+        std::fs::write(wt.join("target/junk"), "x").unwrap();
+        let changes = collect(&repo, pin, &wt, &|_| false).unwrap();
+        let paths: Vec<&str> = changes.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["src/lib.rs"]);
+    }
 }

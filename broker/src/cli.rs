@@ -344,6 +344,29 @@ pub fn render_item(item: &QueueItem, colored: bool) -> String {
             step.grade,
             step.argv.join(" ")
         ));
+        if let Some(inventory) = &step.inventory {
+            out.push_str(&format!("inventory: {}\n", inventory.summary()));
+            let failing = inventory.failing();
+            if !failing.is_empty() {
+                let shown: Vec<&str> = failing.iter().take(20).copied().collect();
+                let more = failing.len() - shown.len();
+                out.push_str(&format!(
+                    "failing at base (known failures): {}{}\n",
+                    shown.join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+        }
+        if let Some(verdict) = &step.full_run {
+            out.push_str(&format!(
+                "against the base inventory: {}\n",
+                verdict.summary()
+            ));
+        }
         out.push_str("[stdout]\n");
         out.push_str(&step.stdout);
         out.push_str("\n[stderr]\n");

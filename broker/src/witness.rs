@@ -8,7 +8,10 @@
 //! files. The patched full run is green only when every test that passed at base ran and passed
 //! again and the new tests ran and passed (`airlock_policies::testrun::grade_full_run`).
 //! Pre-existing test files are never taken from the diff: they stay as pinned, read-only, so a
-//! weakened test cannot make the witness green.
+//! weakened test cannot make the witness green. Rust's unit tests live inside source files
+//! (`#[cfg(test)]` items): a changed `.rs` file's test code is treated like a test file's, its
+//! new tests joining the pinned source in the pinned tree when the patch only added test lines,
+//! its test code kept as pinned in both trees when the patch changed or removed any.
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -213,6 +216,20 @@ pub fn build_tree(
 ) -> Result<()> {
     write_pinned_tree(repo, pin, dest)?;
     for change in &changes.files {
+        // Rust keeps its unit tests inside the source file (`#[cfg(test)] mod tests`): the
+        // test code of a changed source file is handled as a test file's would be.
+        if !change.is_test
+            && change.kind == ChangeKind::Modified
+            && change.path.ends_with(".rs")
+            && let Some(content) = &change.content
+            && let Some(pinned) = pinned_blob(repo, pin, &change.path)?
+            && let (Ok(pinned), Ok(patched)) =
+                (std::str::from_utf8(&pinned), std::str::from_utf8(content))
+            && let Some(text) = rust_tests_transplanted(pinned, patched, kind)
+        {
+            write_entry(&dest.join(&change.path), text.as_bytes(), change.filemode)?;
+            continue;
+        }
         let take = match (kind, change.is_test, change.kind) {
             (TreeKind::Base, _, _) => false,
             (_, true, ChangeKind::Added) => true,
@@ -254,6 +271,75 @@ pub fn build_tree(
         }
     }
     Ok(())
+}
+
+/// The pinned content of `path`, if the pin has it as a file.
+fn pinned_blob(repo: &git2::Repository, pin: git2::Oid, path: &str) -> Result<Option<Vec<u8>>> {
+    let tree = repo
+        .find_commit(pin)
+        .and_then(|c| c.tree())
+        .map_err(Error::git("reading the pinned tree"))?;
+    let Ok(entry) = tree.get_path(Path::new(path)) else {
+        return Ok(None);
+    };
+    Ok(repo
+        .find_blob(entry.id())
+        .ok()
+        .map(|b| b.content().to_vec()))
+}
+
+/// The lines of `text` outside `regions` (1-based inclusive), and the lines inside them.
+fn split_regions(text: &str, regions: &[(usize, usize)]) -> (Vec<String>, Vec<String>) {
+    let (mut code, mut tests) = (Vec::new(), Vec::new());
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        if regions.iter().any(|(a, b)| (*a..=*b).contains(&n)) {
+            tests.push(line.to_owned());
+        } else {
+            code.push(line.to_owned());
+        }
+    }
+    (code, tests)
+}
+
+/// Whether `old` is a subsequence of `new`: `new` only adds lines.
+fn only_adds(old: &[String], new: &[String]) -> bool {
+    let mut want = old.iter().peekable();
+    for line in new {
+        if want.peek() == Some(&line) {
+            want.next();
+        }
+    }
+    want.peek().is_none()
+}
+
+/// A changed Rust source file in a witness tree, its test code handled like a test file's: the
+/// pinned tree gets the pinned code with the patched test code (the new tests, on the pinned
+/// source), so long as the patch only added test lines; when it changed or removed existing
+/// test lines, those stay as pinned in both trees (a weakened in-file test cannot make the
+/// witness green) and the patched tree gets the patched code with the pinned test code.
+/// `None` when the test code is unchanged (the file is taken as the tree kind takes source).
+fn rust_tests_transplanted(pinned: &str, patched: &str, kind: TreeKind) -> Option<String> {
+    let pinned_regions = airlock_policies::rust_test_regions(pinned);
+    let patched_regions = airlock_policies::rust_test_regions(patched);
+    let (pinned_code, pinned_tests) = split_regions(pinned, &pinned_regions);
+    let (patched_code, patched_tests) = split_regions(patched, &patched_regions);
+    if pinned_tests == patched_tests {
+        return None;
+    }
+    let additions_only = only_adds(&pinned_tests, &patched_tests);
+    let (code, tests) = match (kind, additions_only) {
+        (TreeKind::Base, _) => return None,
+        (TreeKind::PinnedWithNewTests, true) => (pinned_code, patched_tests),
+        (TreeKind::PinnedWithNewTests, false) => return Some(pinned.to_owned()),
+        (TreeKind::Patched, true) => return None,
+        (TreeKind::Patched, false) => (patched_code, pinned_tests),
+    };
+    let mut text = code.join("\n");
+    text.push_str("\n\n");
+    text.push_str(&tests.join("\n"));
+    text.push('\n');
+    Some(text)
 }
 
 fn step(
@@ -439,5 +525,86 @@ fn restore_writable(root: &Path) {
                     std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(mode));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PINNED: &str = "pub fn clamp(x: i64, lo: i64, hi: i64) -> i64 {\n    x.max(lo)\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn low() {\n        assert_eq!(super::clamp(-5, 0, 3), 0);\n    }\n}\n";
+
+    fn patched(fix: bool, tests: &str) -> String {
+        let code = if fix {
+            "pub fn clamp(x: i64, lo: i64, hi: i64) -> i64 {\n    x.max(lo).min(hi)\n}\n"
+        } else {
+            "pub fn clamp(x: i64, lo: i64, hi: i64) -> i64 {\n    x.max(lo)\n}\n"
+        };
+        format!("{code}\n#[cfg(test)]\nmod tests {{\n{tests}}}\n")
+    }
+
+    const LOW: &str =
+        "    #[test]\n    fn low() {\n        assert_eq!(super::clamp(-5, 0, 3), 0);\n    }\n";
+    const HIGH: &str =
+        "\n    #[test]\n    fn high() {\n        assert_eq!(super::clamp(9, 0, 3), 3);\n    }\n";
+
+    #[test]
+    fn a_test_added_to_an_in_file_module_runs_on_the_pinned_source() {
+        let patched = patched(true, &format!("{LOW}{HIGH}"));
+        let pinned_tree =
+            rust_tests_transplanted(PINNED, &patched, TreeKind::PinnedWithNewTests).unwrap();
+        assert!(pinned_tree.contains("    x.max(lo)\n}"), "{pinned_tree}");
+        assert!(!pinned_tree.contains("min(hi)"), "{pinned_tree}");
+        assert!(pinned_tree.contains("fn high()") && pinned_tree.contains("fn low()"));
+        // The patched tree takes the file as patched; the base tree as pinned.
+        assert_eq!(
+            rust_tests_transplanted(PINNED, &patched, TreeKind::Patched),
+            None
+        );
+        assert_eq!(
+            rust_tests_transplanted(PINNED, &patched, TreeKind::Base),
+            None
+        );
+    }
+
+    #[test]
+    fn a_weakened_in_file_test_stays_as_pinned_in_both_trees() {
+        let weakened = patched(true, &format!("{}{HIGH}", LOW.replace("0);", "-5);")));
+        let pinned_tree =
+            rust_tests_transplanted(PINNED, &weakened, TreeKind::PinnedWithNewTests).unwrap();
+        assert_eq!(pinned_tree, PINNED);
+        let patched_tree = rust_tests_transplanted(PINNED, &weakened, TreeKind::Patched).unwrap();
+        assert!(patched_tree.contains("min(hi)"), "{patched_tree}");
+        assert!(
+            patched_tree.contains("assert_eq!(super::clamp(-5, 0, 3), 0);"),
+            "{patched_tree}"
+        );
+        assert!(!patched_tree.contains("fn high()"), "{patched_tree}");
+    }
+
+    #[test]
+    fn unchanged_test_code_leaves_the_file_to_the_tree_kind() {
+        let patched = patched(true, LOW);
+        for kind in [
+            TreeKind::Base,
+            TreeKind::PinnedWithNewTests,
+            TreeKind::Patched,
+        ] {
+            assert_eq!(rust_tests_transplanted(PINNED, &patched, kind), None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod mod_decl_tests {
+    use super::*;
+
+    #[test]
+    fn a_declared_test_module_is_taken_into_the_pinned_tree() {
+        let pinned = "mod a;\npub use a::A;\n\npub fn f() -> u8 {\n    0\n}\n";
+        let patched = "mod a;\npub use a::A;\n\n#[cfg(test)]\nmod new_tests;\n\npub fn f() -> u8 {\n    1\n}\n";
+        let tree = rust_tests_transplanted(pinned, patched, TreeKind::PinnedWithNewTests).unwrap();
+        assert!(tree.contains("#[cfg(test)]\nmod new_tests;"), "{tree}");
+        assert!(tree.contains("    0\n"), "{tree}");
     }
 }

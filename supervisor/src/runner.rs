@@ -213,7 +213,7 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
             worktree.path(),
             config.tests.clone(),
             PrepareKey {
-                repo_key: index_key.clone(),
+                repo_key: prepare_repo_key(&config, &args.repo),
                 commit: commit.as_str().to_string(),
                 tracked: tracked_for_prepare,
                 envs_dir: config.paths.envs_dir.clone(),
@@ -294,6 +294,17 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
         trajectory_path,
         model_finish_problem,
     })
+}
+
+/// What names the repository in a prepared environment's key: the broker's name for it when
+/// configured (`[broker] repository`), else the repository's path. Not the run's mirror, whose
+/// path depends on the cache directory: two runs on one repository, commit and inputs share
+/// one environment.
+fn prepare_repo_key(config: &Config, repo: &str) -> String {
+    match &config.broker.repository {
+        Some(name) => name.clone(),
+        None => airlock_codegraph::store::repo_key(Path::new(repo)),
+    }
 }
 
 /// The outcome file: the run's identity, how it ended, and the outcome object (or the triage).
@@ -393,7 +404,7 @@ pub fn doctor_tests(args: &TestsDoctorArgs) -> Result<TestsDoctorReport, RunErro
         worktree.path(),
         config.tests.clone(),
         PrepareKey {
-            repo_key: airlock_codegraph::store::repo_key(mirror.path()),
+            repo_key: prepare_repo_key(&config, &args.repo),
             commit: commit.as_str().to_string(),
             tracked,
             envs_dir: config.paths.envs_dir.clone(),

@@ -6,6 +6,7 @@ mod audit;
 mod demo;
 mod e2e;
 mod judge;
+mod real_projects;
 mod retrieval;
 mod run;
 mod sandbox;

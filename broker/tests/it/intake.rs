@@ -51,6 +51,15 @@ fn honest_fix_is_queued_with_diff_args_and_evidence() {
         text.contains("patched_full (must green): exit Some(0), Ok"),
         "{text}"
     );
+    // The approver sees the base inventory and how the patched full run compares with it.
+    assert!(
+        text.contains("inventory: ") && text.contains(" tests at base"),
+        "{text}"
+    );
+    assert!(
+        text.contains("against the base inventory: green: "),
+        "{text}"
+    );
     assert!(
         text.contains(&serde_json::to_string(&args).unwrap()),
         "args verbatim: {text}"

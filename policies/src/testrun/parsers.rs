@@ -2,26 +2,62 @@
 //! and its closing summary, and nothing else.
 
 use super::{ParsedRun, TestStatus};
+use std::collections::BTreeMap;
 
 /// `python -m unittest -v`: `name (module.Class.name) ... ok`, the `FAIL: ...` / `ERROR: ...`
 /// headers of the failure report, and the `Ran N tests` / `OK` / `FAILED (...)` summary.
+///
+/// A test with a docstring (or its own `shortDescription`) is reported on two lines, its name
+/// and then `description ... ok`. Tests generated from data often share one name
+/// (`runTest (pkg.mod.Case.runTest)` for every row of a table): those are told apart by their
+/// description, `pkg.mod.Case.runTest [description]`; a name reported once keeps its plain
+/// form. One test reported twice with different statuses counts as the worst of them (a patch
+/// can print its own `ok` lines).
 pub(super) fn unittest(output: &str) -> ParsedRun {
     let mut run = ParsedRun::default();
+    // (name, description) -> worst status.
+    let mut seen: BTreeMap<(String, Option<String>), TestStatus> = BTreeMap::new();
+    let mut add = |name: String, description: Option<&str>, status: TestStatus| {
+        let description = description.map(str::trim).filter(|d| !d.is_empty());
+        let entry = seen
+            .entry((name, description.map(str::to_owned)))
+            .or_insert(status);
+        if status > *entry {
+            *entry = status;
+        }
+    };
+    // A name line whose `description ... status` line comes next.
+    let mut pending: Option<String> = None;
+    // A `FAIL:` / `ERROR:` header whose description line (if any) comes next.
+    let mut header: Option<(String, TestStatus)> = None;
     for line in output.lines() {
         let line = line.trim_end();
         if line.starts_with("Ran ") && (line.contains(" test in ") || line.contains(" tests in ")) {
             run.summary_seen = true;
+            pending = None;
             continue;
         }
-        for (prefix, status) in [
+        if let Some((name, status)) = header.take() {
+            if line.is_empty() || line.starts_with("----") || line.starts_with("====") {
+                add(name, None, status);
+            } else {
+                add(name, Some(line), status);
+                continue;
+            }
+        }
+        let failure = [
             ("FAIL: ", TestStatus::Failed),
             ("ERROR: ", TestStatus::Error),
-        ] {
-            if let Some(rest) = line.strip_prefix(prefix)
-                && let Some(name) = unittest_name(rest)
-            {
-                run.record(&name, status);
-            }
+        ]
+        .into_iter()
+        .find_map(|(prefix, status)| {
+            let name = unittest_name(line.strip_prefix(prefix)?)?;
+            Some((name, status))
+        });
+        if let Some(failure) = failure {
+            header = Some(failure);
+            pending = None;
+            continue;
         }
         if let Some((head, tail)) = line.rsplit_once(" ... ") {
             let status = match tail.trim() {
@@ -33,9 +69,33 @@ pub(super) fn unittest(output: &str) -> ParsedRun {
                 }
                 _ => None,
             };
-            if let (Some(status), Some(name)) = (status, unittest_name(head)) {
-                run.record(&name, status);
+            if let Some(status) = status {
+                match pending.take() {
+                    Some(name) => add(name, Some(head), status),
+                    None => {
+                        if let Some(name) = unittest_name(head) {
+                            add(name, None, status);
+                        }
+                    }
+                }
+                continue;
             }
+        }
+        pending = unittest_name(line).filter(|_| !line.contains(" ... "));
+    }
+    if let Some((name, status)) = header {
+        add(name, None, status);
+    }
+    let mut reports: BTreeMap<&str, usize> = BTreeMap::new();
+    for (name, _) in seen.keys() {
+        *reports.entry(name.as_str()).or_default() += 1;
+    }
+    for ((name, description), status) in &seen {
+        if reports[name.as_str()] == 1 {
+            run.record(name, *status);
+        } else {
+            let description = description.as_deref().unwrap_or("");
+            run.record(&format!("{name} [{description}]"), *status);
         }
     }
     run
@@ -165,12 +225,32 @@ pub(super) fn go(output: &str) -> ParsedRun {
 
 /// jest `--verbose` (`✓ title (3 ms)`, `✕ title`, `○ skipped title`) and vitest's verbose reporter
 /// (`✓ file > suite > title 2ms`, `× ...`, `↓ ...`), with `Tests:` / `Tests  ` as the summary.
+///
+/// jest prints a title alone, under its file's `PASS file` / `FAIL file` header and its
+/// `describe` blocks (two spaces of indentation per level); a title alone is not unique (most
+/// suites have many `works`), so jest tests are named as vitest names them:
+/// `file > describe > title`.
 pub(super) fn jest_vitest(output: &str) -> ParsedRun {
     let mut run = ParsedRun::default();
+    // jest only: the current file and the open describe blocks (indentation, name).
+    let mut file: Option<String> = None;
+    let mut blocks: Vec<(usize, String)> = Vec::new();
     for line in output.lines() {
         let trimmed = line.trim();
         if trimmed.starts_with("Tests:") || trimmed.starts_with("Tests  ") {
             run.summary_seen = true;
+            file = None;
+            continue;
+        }
+        let indent = line.len() - line.trim_start().len();
+        // `PASS file` (` PASS  file` on a terminal).
+        if indent <= 1
+            && let Some(rest) = trimmed
+                .strip_prefix("PASS ")
+                .or_else(|| trimmed.strip_prefix("FAIL "))
+        {
+            file = rest.split_whitespace().next().map(str::to_owned);
+            blocks.clear();
             continue;
         }
         let mut chars = trimmed.chars();
@@ -179,12 +259,35 @@ pub(super) fn jest_vitest(output: &str) -> ParsedRun {
             '✓' | '√' => TestStatus::Passed,
             '✕' | '×' => TestStatus::Failed,
             '○' | '↓' => TestStatus::Skipped,
-            _ => continue,
+            _ => {
+                // Inside a jest file's results, an indented line without a mark opens a
+                // describe block; the failure details (`●` ...) end the list.
+                if file.is_some() && indent >= 2 && mark != '●' {
+                    blocks.retain(|(at, _)| *at < indent);
+                    blocks.push((indent, trimmed.to_owned()));
+                } else if mark == '●' {
+                    file = None;
+                }
+                continue;
+            }
         };
         let mut title = chars.as_str().trim();
         title = title.strip_prefix("skipped ").unwrap_or(title);
         title = strip_duration(title);
-        run.record(title, status);
+        match &file {
+            Some(file) => {
+                blocks.retain(|(at, _)| *at < indent);
+                let mut name = file.clone();
+                for (_, block) in &blocks {
+                    name.push_str(" > ");
+                    name.push_str(block);
+                }
+                name.push_str(" > ");
+                name.push_str(title);
+                run.record(&name, status);
+            }
+            None => run.record(title, status),
+        }
     }
     run
 }

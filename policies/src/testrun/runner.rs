@@ -195,8 +195,20 @@ impl TestRunner {
                 argv.insert(at + 1, format!("^{name}$"));
             }
             TestRunner::Jest | TestRunner::Vitest => {
+                // `file > describe > title` (as the parser names a test): the file, and the
+                // describe path and title as jest's and vitest's full name, matched literally.
+                let parts: Vec<&str> = test.split(" > ").collect();
+                let (file, name) = match parts.split_first() {
+                    Some((first, rest)) if !rest.is_empty() && looks_like_js_file(first) => {
+                        (Some(*first), rest.join(" "))
+                    }
+                    _ => (None, parts.join(" ")),
+                };
+                if let Some(file) = file {
+                    argv.push(file.to_owned());
+                }
                 argv.push("-t".to_owned());
-                argv.push(test.to_owned());
+                argv.push(regex::escape(&name));
             }
         }
         argv
@@ -253,12 +265,40 @@ impl std::fmt::Display for TestRunner {
     }
 }
 
+/// Whether `word` names a JavaScript or TypeScript test file.
+fn looks_like_js_file(word: &str) -> bool {
+    [".js", ".jsx", ".ts", ".tsx", ".mjs", ".cjs", ".mts", ".cts"]
+        .iter()
+        .any(|ext| word.ends_with(ext))
+        && !word.contains(char::is_whitespace)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn argv(s: &str) -> Vec<String> {
         s.split(' ').map(str::to_string).collect()
+    }
+
+    #[test]
+    fn a_jest_test_is_selected_by_its_file_and_full_name() {
+        let cmd = argv("node node_modules/jest/bin/jest.js --verbose");
+        assert_eq!(
+            TestRunner::Jest.select_one(&cmd, "src/a.test.ts > equals (maps) > differ"),
+            argv("node node_modules/jest/bin/jest.js --verbose src/a.test.ts -t")
+                .into_iter()
+                .chain(["equals \\(maps\\) differ".to_string()])
+                .collect::<Vec<_>>()
+        );
+        // A title alone is matched anywhere, literally.
+        assert_eq!(
+            TestRunner::Jest
+                .select_one(&cmd, "adds 1+1")
+                .last()
+                .unwrap(),
+            "adds 1\\+1"
+        );
     }
 
     #[test]

@@ -43,6 +43,78 @@ fn unittest_verbose_and_failure_headers() {
 }
 
 #[test]
+fn unittest_tests_with_descriptions_and_shared_names() {
+    // A docstring puts the description on the line after the name; data-driven tests share one
+    // name and differ by their description (idna's UTS 46 table: 6k rows, one `runTest`).
+    let out = "\
+test_plain (tests.test_a.A.test_plain) ... ok
+test_documented (tests.test_a.A.test_documented)
+Adds two numbers. ... ok
+runTest (tests.test_t.Row.runTest)
+table line 1: a ... ok
+runTest (tests.test_t.Row.runTest)
+table line 2: b ... FAIL
+runTest (tests.test_t.Row.runTest)
+table line 3: c ... skipped 'not here'
+
+======================================================================
+FAIL: runTest (tests.test_t.Row.runTest)
+table line 2: b
+----------------------------------------------------------------------
+Traceback (most recent call last):
+AssertionError
+
+----------------------------------------------------------------------
+Ran 5 tests in 0.001s
+
+FAILED (failures=1, skipped=1)
+";
+    let run = parse(TestRunner::Unittest, out);
+    let names: Vec<(&str, TestStatus)> = run.tests.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+    assert_eq!(
+        names,
+        [
+            ("tests.test_a.A.test_documented", TestStatus::Passed),
+            ("tests.test_a.A.test_plain", TestStatus::Passed),
+            (
+                "tests.test_t.Row.runTest [table line 1: a]",
+                TestStatus::Passed
+            ),
+            (
+                "tests.test_t.Row.runTest [table line 2: b]",
+                TestStatus::Failed
+            ),
+            (
+                "tests.test_t.Row.runTest [table line 3: c]",
+                TestStatus::Skipped
+            ),
+        ]
+    );
+    // A documented test that fails is named plainly in its verbose line and its header alike.
+    let documented_fail = "\
+test_documented (tests.test_a.A.test_documented)
+Adds two numbers. ... FAIL
+
+======================================================================
+FAIL: test_documented (tests.test_a.A.test_documented)
+Adds two numbers.
+----------------------------------------------------------------------
+Ran 1 test in 0.001s
+
+FAILED (failures=1)
+";
+    let run = parse(TestRunner::Unittest, documented_fail);
+    assert_eq!(run.tests.len(), 1, "{:?}", run.tests);
+    assert!(grade_must_fail(&run, Some(1), "tests.test_a.A.test_documented").is_ok());
+    // A patch that prints its own `ok` for a documented failing test does not hide it: the
+    // plain name no longer matches a single report.
+    let forged =
+        format!("test_documented (tests.test_a.A.test_documented) ... ok\n{documented_fail}");
+    let run = parse(TestRunner::Unittest, &forged);
+    assert!(!grade_must_pass(&run, Some(1), "tests.test_a.A.test_documented").is_ok());
+}
+
+#[test]
 fn fake_passed_line_does_not_hide_the_real_failure() {
     let fake = format!("test_div (tests.test_calc.TestCalc.test_div) ... ok\n{UNITTEST_FAIL}");
     let run = parse(TestRunner::Unittest, &fake);
@@ -190,6 +262,48 @@ FAIL\texample.com/calc\t0.002s
 }
 
 #[test]
+fn jest_names_carry_their_file_and_describe_blocks() {
+    // As jest prints without a terminal: the same title in two files and two blocks, nested
+    // blocks, then the failure details (whose lines are neither tests nor blocks).
+    let jest = "\
+PASS src/addProp.test.ts
+  data first
+    ✓ addProp (1 ms)
+  data last
+    ✓ addProp
+FAIL src/equals.test.ts (5.2 s)
+  equals
+    maps
+      ✕ different values (2 ms)
+    ✓ scalars
+  ✓ top level
+
+  ● equals › maps › different values
+
+    expect(received).toBe(expected)
+
+Tests:       1 failed, 4 passed, 5 total
+";
+    let run = parse(TestRunner::Jest, jest);
+    let names: Vec<&str> = run.tests.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "src/addProp.test.ts > data first > addProp",
+            "src/addProp.test.ts > data last > addProp",
+            "src/equals.test.ts > equals > maps > different values",
+            "src/equals.test.ts > equals > scalars",
+            "src/equals.test.ts > top level",
+        ]
+    );
+    assert_eq!(
+        run.status_of("equals maps different values"),
+        Some(TestStatus::Failed)
+    );
+    assert!(grade_must_fail(&run, Some(1), "different values").is_ok());
+}
+
+#[test]
 fn jest_and_vitest_lines() {
     let jest = "\
  PASS  src/sum.test.js
@@ -202,9 +316,21 @@ Tests:       1 failed, 1 skipped, 1 passed, 3 total
 ";
     let run = parse(TestRunner::Jest, jest);
     assert!(run.summary_seen);
-    assert_eq!(run.tests["adds numbers"], TestStatus::Passed);
-    assert_eq!(run.tests["handles NaN"], TestStatus::Failed);
-    assert_eq!(run.tests["later"], TestStatus::Skipped);
+    assert_eq!(
+        run.tests["src/sum.test.js > sum > adds numbers"],
+        TestStatus::Passed
+    );
+    assert_eq!(
+        run.tests["src/sum.test.js > sum > handles NaN"],
+        TestStatus::Failed
+    );
+    assert_eq!(
+        run.tests["src/sum.test.js > sum > later"],
+        TestStatus::Skipped
+    );
+    // A claim may name the title alone, or the describe path and the title.
+    assert_eq!(run.status_of("adds numbers"), Some(TestStatus::Passed));
+    assert_eq!(run.status_of("sum adds numbers"), Some(TestStatus::Passed));
     let vitest = "\
  ✓ src/sum.test.ts > sum > adds numbers 2ms
  × src/sum.test.ts > sum > handles NaN 3ms
