@@ -434,8 +434,20 @@ pub fn run_witness(
     let mut outputs = Vec::new();
     let mut failure = None;
     let mut inventory: Option<TestInventory> = None;
+    // Every step runs at one path, so a test id that holds its tree's path (a fixture's
+    // tmp path, a data file's location) is the same in the base and the patched runs.
+    let at = scratch.path().join("tree");
     for (name, expect, tree, argv) in steps {
-        let (mut out, parsed) = step(executor, plan, tree, name, expect, argv)?;
+        std::fs::rename(tree, &at).map_err(Error::io(format!(
+            "moving the {name} tree to {}",
+            at.display()
+        )))?;
+        let ran = step(executor, plan, &at, name, expect, argv);
+        std::fs::rename(&at, tree).map_err(Error::io(format!(
+            "moving the {name} tree back to {}",
+            tree.display()
+        )))?;
+        let (mut out, parsed) = ran?;
         match expect {
             "inventory" => {
                 let taken = TestInventory::from_base_run(plan.runner, &parsed, out.exit_code, None)
@@ -606,5 +618,106 @@ mod mod_decl_tests {
         let tree = rust_tests_transplanted(pinned, patched, TreeKind::PinnedWithNewTests).unwrap();
         assert!(tree.contains("#[cfg(test)]\nmod new_tests;"), "{tree}");
         assert!(tree.contains("    0\n"), "{tree}");
+    }
+}
+
+#[cfg(test)]
+mod same_path_tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Answers as a unittest run would, reporting the tree it was given in the test's name
+    /// (as a test id that holds a path does).
+    struct Recording(Mutex<Vec<PathBuf>>);
+
+    impl TestExecutor for Recording {
+        fn run(
+            &self,
+            tree: &Path,
+            argv: &[String],
+            _timeout: Duration,
+            _env: &TestEnvironment,
+        ) -> Result<CapturedRun> {
+            self.0.lock().unwrap().push(tree.to_path_buf());
+            let pinned = !tree.join("fixed").exists();
+            let selected = argv.len() > 4;
+            let new = if pinned { "FAIL" } else { "ok" };
+            let mut out = format!("test_new (tests.test_new.T.test_new) ... {new}\n");
+            if !selected {
+                out.push_str(&format!(
+                    "test_at (tests.test_old.T.test_at{}) ... ok\n",
+                    tree.display().to_string().replace('/', "_")
+                ));
+            }
+            let code = if pinned && selected { 1 } else { 0 };
+            if !selected && !tree.join("tests/test_new.py").exists() {
+                out = format!(
+                    "test_at (tests.test_old.T.test_at{}) ... ok\n",
+                    tree.display().to_string().replace('/', "_")
+                );
+            }
+            Ok(CapturedRun {
+                exit_code: Some(code),
+                stdout: String::new(),
+                stderr: format!(
+                    "{out}\nRan 2 tests in 0.001s\n\n{}\n",
+                    if code == 0 {
+                        "OK"
+                    } else {
+                        "FAILED (failures=1)"
+                    }
+                ),
+            })
+        }
+    }
+
+    #[test]
+    fn every_step_runs_at_one_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let wt = dir.path().join("wt");
+        std::fs::create_dir_all(wt.join("tests")).unwrap();
+        std::fs::write(wt.join("tests/test_old.py"), "").unwrap();
+        std::fs::write(wt.join("mod.py"), "x = 1\n").unwrap();
+        let repo = git2::Repository::init(&wt).unwrap();
+        let mut index = repo.index().unwrap();
+        index
+            .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+            .unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        let pin = repo
+            .commit(Some("HEAD"), &sig, &sig, "pin", &tree, &[])
+            .unwrap();
+        std::fs::write(wt.join("fixed"), "").unwrap();
+        std::fs::write(wt.join("tests/test_new.py"), "").unwrap();
+        let is_test = |p: &str| p.starts_with("tests/");
+        let changes = crate::changes::collect(&repo, pin, &wt, &is_test).unwrap();
+        let command: Vec<String> = ["python3", "-m", "unittest", "-v"]
+            .map(String::from)
+            .to_vec();
+        let env = TestEnvironment::default();
+        let plan = WitnessPlan {
+            test_command: &command,
+            runner: TestRunner::Unittest,
+            before_failing_test: "tests.test_new.T.test_new",
+            timeout: Duration::from_secs(5),
+            test_env: &env,
+        };
+        let executor = Recording(Mutex::new(Vec::new()));
+        let report = run_witness(
+            &repo,
+            pin,
+            &changes,
+            &["tests/test_old.py".to_owned()],
+            &plan,
+            &executor,
+            &dir.path().join("work"),
+        )
+        .unwrap();
+        let paths = executor.0.lock().unwrap().clone();
+        assert_eq!(paths.len(), 4, "{paths:?}");
+        assert!(paths.iter().all(|p| p == &paths[0]), "{paths:?}");
+        // The base test's id holds the path, and the patched full run still finds it.
+        assert!(report.green, "{:?}", report.failure);
     }
 }

@@ -280,13 +280,20 @@ impl TestRunner for SandboxTestRunner {
             .run_argv(resolved, &resolved.command)
             .map_err(|e| BaselineError::Sandbox(e.message))?;
         let base_seconds = started.elapsed().as_secs_f64();
-        let parsed = testrun::parse(runner, &combined_output(&captured));
+        let output = combined_output(&captured);
+        let parsed = testrun::parse(runner, &output);
         let exit = if captured.summary.timed_out {
             None
         } else {
             captured.summary.exit_code
         };
-        let inventory = TestInventory::from_base_run(runner, &parsed, exit, collected)?;
+        let inventory =
+            TestInventory::from_base_run(runner, &parsed, exit, collected).map_err(|error| {
+                BaselineError::Inventory {
+                    error,
+                    output: shown_escaped(&tail(&output, 4000)),
+                }
+            })?;
         Ok(Baseline {
             environment: resolved.environment.clone(),
             command: resolved.command.clone(),
@@ -314,6 +321,20 @@ impl TestRunner for SandboxTestRunner {
             output: tail(&output, TEST_OUTPUT_TAIL_BYTES),
         })
     }
+}
+
+/// Repository output made safe for the operator's terminal: control characters other than
+/// newline and tab (escape sequences, carriage returns) are shown as `\u{..}`.
+fn shown_escaped(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// The last `max` bytes of `text` (on a character boundary), saying how much was cut.
@@ -608,5 +629,16 @@ impl ReaderChannel for SandboxChannel {
         };
         let _ = std::fs::remove_dir_all(&self.fifo_dir);
         description
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repository_output_is_shown_with_its_control_characters_escaped() {
+        let shown = shown_escaped("ok\n\u{1b}[2Khidden\r\tend");
+        assert_eq!(shown, "ok\n\\u{1b}[2Khidden\\u{d}\tend");
     }
 }

@@ -289,6 +289,21 @@ pub struct BrokerConfig {
     /// The repository's name in the broker's `broker.toml` (`[repositories."owner/name"]`);
     /// defaults to `--repo` as given.
     pub repository: Option<String>,
+    /// How long to wait for the broker's answer to a request; its answer to `open_pr` comes
+    /// after a witness that runs the test command four times. Defaults to
+    /// [`BrokerConfig::reply_timeout`]'s `4 × tests.timeout_secs + 120`.
+    pub reply_timeout_secs: Option<u64>,
+}
+
+impl BrokerConfig {
+    /// The wait for one broker reply: `reply_timeout_secs`, else long enough for a witness of
+    /// four test commands of `tests_timeout_secs` each.
+    pub fn reply_timeout(&self, tests_timeout_secs: u64) -> std::time::Duration {
+        std::time::Duration::from_secs(
+            self.reply_timeout_secs
+                .unwrap_or_else(|| tests_timeout_secs.saturating_mul(4).saturating_add(120)),
+        )
+    }
 }
 
 /// `[paths]`: where the run's records go.
@@ -397,6 +412,9 @@ impl Config {
         };
         if self.tests.command.is_empty() || self.tests.command[0].is_empty() {
             return Err(invalid("tests.command", "must name a program"));
+        }
+        if self.broker.reply_timeout_secs == Some(0) {
+            return Err(invalid("broker.reply_timeout_secs", "must be at least 1"));
         }
         if self.tests.timeout_secs == 0 {
             return Err(invalid("tests.timeout_secs", "must be at least 1"));
@@ -522,6 +540,31 @@ mod tests {
         let c = Config::parse("", Path::new("airlock.toml")).unwrap();
         assert_eq!(c.budgets.max_turns, 40);
         assert_eq!(c.tests.selector_style, SelectorStyle::Dotted);
+    }
+
+    #[test]
+    fn the_broker_reply_wait_covers_a_witness_of_four_test_commands() {
+        let c = Config::parse("[tests]\ntimeout_secs = 600\n", Path::new("airlock.toml")).unwrap();
+        assert_eq!(
+            c.broker.reply_timeout(c.tests.timeout_secs),
+            std::time::Duration::from_secs(2520)
+        );
+        let c = Config::parse(
+            "[broker]\nreply_timeout_secs = 90\n",
+            Path::new("airlock.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.broker.reply_timeout(c.tests.timeout_secs),
+            std::time::Duration::from_secs(90)
+        );
+        let err = Config::parse(
+            "[broker]\nreply_timeout_secs = 0\n",
+            Path::new("airlock.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("broker.reply_timeout_secs"), "{err}");
     }
 
     #[test]

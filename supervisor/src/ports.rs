@@ -108,9 +108,14 @@ pub enum BaselineError {
     /// Prepare failed.
     #[error(transparent)]
     Prepare(#[from] crate::prepare::PrepareError),
-    /// The base inventory could not be taken.
-    #[error("the base test inventory: {0}")]
-    Inventory(#[from] airlock_policies::testrun::InventoryError),
+    /// The base inventory could not be taken; `output` is the end of what the command printed.
+    #[error("the base test inventory: {error}\n--- the end of its output ---\n{output}")]
+    Inventory {
+        /// Why.
+        error: airlock_policies::testrun::InventoryError,
+        /// The last part of the base run's output (stdout then stderr).
+        output: String,
+    },
     /// The sandbox could not run the test command.
     #[error("the test command could not run in the sandbox: {0}")]
     Sandbox(String),

@@ -242,7 +242,10 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
                 .ok_or_else(|| RunError::NoBroker {
                     config: config_origin.clone(),
                 })?;
-            Box::new(BrokerSocket::new(&socket, Duration::from_secs(120)))
+            Box::new(BrokerSocket::new(
+                &socket,
+                config.broker.reply_timeout(config.tests.timeout_secs),
+            ))
         }
     };
 

@@ -990,3 +990,23 @@ fn six_full_run_that_runs_only_the_new_test_is_not_green() {
     assert!(result.to_string().contains("test_six.py::"), "{result}");
     assert_ne!(doc["result"], "pr_queued", "{doc}");
 }
+
+/// A base run that reports no test stops the run before any model call and shows why: here
+/// the environment is not on the path, and the command's own output says so.
+#[test]
+fn six_whose_base_run_reports_no_test_shows_the_commands_output() {
+    let mut p = six();
+    p.tests_toml = p
+        .tests_toml
+        .replace("env = { PYTHONPATH = \"{env}/site\" }\n", "");
+    let work = Work::new(&p);
+    let out = work.run_output(
+        &p,
+        SIX_ISSUE,
+        &[json!({"text": "never played: the base run fails first"})],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("reported no test"), "{stderr}");
+    assert!(stderr.contains("No module named pytest"), "{stderr}");
+}

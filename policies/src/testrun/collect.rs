@@ -19,7 +19,11 @@ pub fn parse_collection(runner: TestRunner, output: &str) -> Option<BTreeSet<Str
                     && (t.contains("test") || t.starts_with("no "))
                 {
                     closing = true;
-                } else if t.contains("::") && !t.contains(' ') {
+                } else if t.contains("::")
+                    && (!t.contains(' ') || t.split(' ').next().is_some_and(|h| h.contains('[')))
+                    && !t.starts_with('<')
+                {
+                    // A node id per line; a parameter id may hold spaces (`test_a[a b]`).
                     names.insert(t.to_string());
                 }
             }

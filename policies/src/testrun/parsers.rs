@@ -148,21 +148,50 @@ pub(super) fn pytest(output: &str) -> ParsedRun {
             "SKIPPED" | "XFAIL" => Some(TestStatus::Skipped),
             _ => None,
         };
-        let mut words = line.split_whitespace();
-        let (Some(first), second) = (words.next(), words.next()) else {
-            continue;
-        };
-        if let (Some(status), Some(node)) = (status_of(first), second)
-            && node.contains("::")
+        // `-rA`: `PASSED node`, `FAILED node - message`.
+        if let Some((first, rest)) = line.split_once(' ')
+            && let Some(status) = status_of(first)
+            && let Some(node) = pytest_node(rest.trim_start())
         {
             run.record(node, status);
-        } else if let (true, Some(word)) = (first.contains("::"), second)
+            continue;
+        }
+        // Verbose: `node PASSED [ 50%]`.
+        let core = match line.rfind(" [") {
+            Some(i) if line.ends_with("%]") => line[..i].trim_end(),
+            _ => line,
+        };
+        if let Some((node, word)) = core.rsplit_once(' ')
             && let Some(status) = status_of(word)
+            && let Some(node) = pytest_node(node.trim())
         {
-            run.record(first, status);
+            run.record(node, status);
         }
     }
     run
+}
+
+/// The node id at the start of `text`: `path::name`, with a parameter id in brackets that may
+/// hold spaces (`test_a[a b]`), up to a following ` - message`.
+fn pytest_node(text: &str) -> Option<&str> {
+    let first_space = text.find(' ').unwrap_or(text.len());
+    let head = &text[..first_space];
+    if !head.contains("::") {
+        return None;
+    }
+    let Some(open) = head.find('[') else {
+        return Some(head);
+    };
+    if head.ends_with(']') && head[open..].matches('[').count() == head[open..].matches(']').count()
+    {
+        return Some(head);
+    }
+    // The parameter id runs on past spaces: to the `]` that ends the line or precedes ` - `.
+    if text.ends_with(']') && !text.contains("] - ") {
+        return Some(text);
+    }
+    let end = text.find("] - ")?;
+    Some(&text[..=end])
 }
 
 /// `cargo test`: `test path::name ... ok|FAILED|ignored` and `test result: ...`.

@@ -218,6 +218,36 @@ SKIPPED [1] tests/test_b.py:3: unconditional skip
 }
 
 #[test]
+fn pytest_parameter_ids_with_spaces_are_whole() {
+    // sqlfluff and astroid parametrise with SQL and source text: ids hold spaces (and `-`).
+    let out = "\
+test/a_test.py::test_parse[select 1 from t] PASSED                       [ 33%]
+test/a_test.py::test_parse[a - b] FAILED                                 [ 66%]
+test/a_test.py::test_plain PASSED                                        [100%]
+=========================== short test summary info ============================
+PASSED test/a_test.py::test_parse[select 1 from t]
+FAILED test/a_test.py::test_parse[a - b] - AssertionError: [1] - [2]
+PASSED test/a_test.py::test_plain
+========================= 1 failed, 2 passed in 0.02s ==========================
+";
+    let run = parse(TestRunner::Pytest, out);
+    let names: Vec<&str> = run.tests.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "test/a_test.py::test_parse[a - b]",
+            "test/a_test.py::test_parse[select 1 from t]",
+            "test/a_test.py::test_plain",
+        ]
+    );
+    assert_eq!(
+        run.tests["test/a_test.py::test_parse[a - b]"],
+        TestStatus::Failed
+    );
+    assert!(grade_must_fail(&run, Some(1), "test/a_test.py::test_parse[a - b]").is_ok());
+}
+
+#[test]
 fn cargo_test_lines() {
     let out = "\
 running 3 tests
