@@ -18,6 +18,10 @@ pub struct RunRegistration {
     pub repository: String,
     /// The pinned base commit, 40 lower-case hex digits.
     pub base_commit: String,
+    /// The issue the run works on: an `open_pr` must name it. Required at registration (the
+    /// default only reads registrations stored before the field existed).
+    #[serde(default)]
+    pub issue_id: String,
     /// The run's worktree; must lie under the configured runs root.
     pub worktree: String,
     /// The operator's full-suite test command (argv), run with the tree as working directory.

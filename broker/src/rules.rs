@@ -105,3 +105,64 @@ impl Rules for PolicyRules {
         Ok((report.to_diff_digest(), flags))
     }
 }
+
+/// The URLs in a pull request body (`scheme://...` for web and file schemes, and bare `www.`
+/// hosts), in order, each at most 200 characters. The open_pr schema allows none but the
+/// issue link, which a run does not register yet, so every one is shown to the approver.
+pub fn body_urls(body: &str) -> Vec<String> {
+    const STARTS: [&str; 6] = ["https://", "http://", "ftp://", "file://", "ssh://", "www."];
+    let lower = body.to_ascii_lowercase();
+    let mut urls = Vec::new();
+    let mut at = 0;
+    while at < lower.len() {
+        let next = STARTS
+            .iter()
+            .filter_map(|s| lower[at..].find(s).map(|i| at + i))
+            .min();
+        let Some(start) = next else { break };
+        // `www.` inside a longer word (`awww.`) is not a host.
+        let inside_word = lower[..start]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric())
+            && lower[start..].starts_with("www.");
+        let end = body[start..]
+            .find(|c: char| c.is_whitespace() || matches!(c, '<' | '>' | '"' | '`' | ')' | ']'))
+            .map_or(body.len(), |i| start + i);
+        if !inside_word && end > start + 4 {
+            let url: String = body[start..end]
+                .trim_end_matches(['.', ',', ';', ':', '!', '?'])
+                .chars()
+                .take(200)
+                .collect();
+            urls.push(url);
+        }
+        at = end.max(start + 1);
+        while !body.is_char_boundary(at) && at < body.len() {
+            at += 1;
+        }
+    }
+    urls
+}
+
+#[cfg(test)]
+mod url_tests {
+    use super::body_urls;
+
+    #[test]
+    fn urls_in_a_body_are_found() {
+        assert_eq!(
+            body_urls(
+                "Fixes the parser (see https://evil.example/x?a=1). Also www.example.org, and \
+                 [a link](http://b.example/p) but not awww.no or plain text."
+            ),
+            [
+                "https://evil.example/x?a=1",
+                "www.example.org",
+                "http://b.example/p"
+            ]
+        );
+        assert!(body_urls("clamp ignored hi; it now clamps both ends.").is_empty());
+        assert_eq!(body_urls("HTTPS://X.EXAMPLE/Y"), ["HTTPS://X.EXAMPLE/Y"]);
+    }
+}

@@ -200,6 +200,11 @@ impl Broker {
             ))
         })?;
         self.worktree_under_root(&run.worktree)?;
+        if run.issue_id.trim().is_empty() {
+            return Err(Error::Registration(
+                "issue_id must name the issue the run works on".to_owned(),
+            ));
+        }
         if run.test_command.is_empty() || run.test_command[0].trim().is_empty() {
             return Err(Error::Registration(
                 "test_command must not be empty".to_owned(),
@@ -331,20 +336,7 @@ impl Broker {
         state: RunState,
         args: &str,
     ) -> Result<IntakeOutcome> {
-        // 1. Schema.
-        let call: OpenPr = match airlock_schemas::parse::<OpenPr>(args) {
-            Ok(call) => call,
-            Err(err) => {
-                let violations = err.violations();
-                if violations.is_empty() {
-                    return Err(Error::Dependency(err.to_string()));
-                }
-                return Ok(IntakeOutcome::Refuse(BrokerError::schema_invalid(
-                    &violations,
-                )));
-            }
-        };
-        // 2. Policy.
+        // 0. Order: one open_pr per run, whatever its arguments.
         match state {
             RunState::Queued => {
                 return Ok(refuse_policy(
@@ -361,6 +353,30 @@ impl Broker {
                 ));
             }
             RunState::Active => {}
+        }
+        // 1. Schema.
+        let call: OpenPr = match airlock_schemas::parse::<OpenPr>(args) {
+            Ok(call) => call,
+            Err(err) => {
+                let violations = err.violations();
+                if violations.is_empty() {
+                    return Err(Error::Dependency(err.to_string()));
+                }
+                return Ok(IntakeOutcome::Refuse(BrokerError::schema_invalid(
+                    &violations,
+                )));
+            }
+        };
+        // 2. Policy.
+        if !run.issue_id.is_empty() && call.issue_id != run.issue_id {
+            return Ok(refuse_policy(
+                "issue_id",
+                "issue_id_is_the_runs",
+                &format!(
+                    "issue_id {:?} is not the run's issue {:?}",
+                    call.issue_id, run.issue_id
+                ),
+            ));
         }
         if call.base_commit != run.base_commit {
             return Ok(refuse_policy(
@@ -496,6 +512,12 @@ impl Broker {
             return Ok(IntakeOutcome::Refuse(err));
         }
         // 5. Queue.
+        for url in crate::rules::body_urls(&call.body) {
+            flags.push(format!(
+                "body-url: the body links to {url:?}; open_pr allows no URL other than the issue \
+                 link"
+            ));
+        }
         if call.test_change_reason != airlock_schemas::TestChangeReason::None {
             flags.push(format!(
                 "senior-review: test_change_reason is {}",

@@ -401,6 +401,7 @@ impl PrSink for BrokerSocket {
                 "run_id": run.run_id,
                 "repository": run.repo,
                 "base_commit": run.base_commit,
+                "issue_id": run.issue_id,
                 "worktree": run.worktree,
                 "test_command": run.test_command,
                 "test_runner": run.test_runner,

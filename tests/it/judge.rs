@@ -73,6 +73,7 @@ impl Fixture {
                     run_id: run_id.to_owned(),
                     repository: "acme/textkit".to_owned(),
                     base_commit: self.base.clone(),
+                    issue_id: "TK-1".to_owned(),
                     worktree: "/runs/x".to_owned(),
                     test_command: vec!["python3".to_owned()],
                     test_runner: TestRunner::Unittest,

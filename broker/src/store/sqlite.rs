@@ -573,6 +573,7 @@ mod tests {
             run_id: run_id.to_owned(),
             repository: "acme/calc".to_owned(),
             base_commit: "a".repeat(40),
+            issue_id: "ISSUE-1".to_owned(),
             worktree: "/runs/x".to_owned(),
             test_command: vec!["python3".to_owned()],
             test_runner: TestRunner::Unittest,

@@ -249,6 +249,7 @@ impl Fixture {
             run_id: run_id.to_owned(),
             repository: "acme/calc".to_owned(),
             base_commit: self.pin.clone(),
+            issue_id: "CALC-42".to_owned(),
             worktree: worktree.display().to_string(),
             test_command: vec![
                 "python3".into(),

@@ -444,6 +444,14 @@ fn unknown_run_and_bad_registration_fail_cleanly() {
                 && message.contains(&outside.display().to_string())),
         "{reply:?}"
     );
+    // A run names its issue.
+    let mut reg = fx.registration("run-env", &wt);
+    reg.issue_id = " ".to_owned();
+    let reply = fx.client().register_run(&reg).unwrap();
+    assert!(
+        matches!(&reply, BrokerReply::Failed { message } if message.contains("issue_id")),
+        "{reply:?}"
+    );
     // The runner must match the command.
     let mut reg = fx.registration("run-env", &wt);
     reg.test_runner = airlock_broker::TestRunner::Pytest;
@@ -481,4 +489,64 @@ fn a_line_that_is_not_a_request_gets_a_failed_reply_and_the_connection_stays_usa
         let reply: Value = serde_json::from_str(&reply).unwrap();
         assert_eq!(reply["status"], "failed", "{line} -> {reply}");
     }
+}
+
+#[test]
+fn an_open_pr_for_another_issue_is_refused() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-other-issue");
+    apply_fix(&wt);
+    let mut args = honest_args(&fx, &wt);
+    args["issue_id"] = json!("CALC-1");
+    let reply = fx.client().open_pr("run-other-issue", args).unwrap();
+    let err = refused(&reply);
+    assert_eq!(err.code.as_str(), "POLICY_VIOLATION");
+    assert_eq!(err.details["offending"], "issue_id");
+    assert!(
+        err.message.contains("CALC-1") && err.message.contains("CALC-42"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
+fn any_open_pr_after_a_queued_one_is_a_policy_violation_even_with_invalid_arguments() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-after");
+    apply_fix(&wt);
+    let args = honest_args(&fx, &wt);
+    let first = fx.client().open_pr("run-after", args).unwrap();
+    assert!(matches!(first, BrokerReply::Queued { .. }), "{first:?}");
+    // Not the retryable SCHEMA_INVALID: a second call ends the conversation.
+    let reply = fx
+        .client()
+        .open_pr("run-after", json!({"title": "nonsense"}))
+        .unwrap();
+    let err = refused(&reply);
+    assert_eq!(err.code.as_str(), "POLICY_VIOLATION", "{}", err.message);
+    assert_eq!(err.details["offending"], "second_open_pr");
+}
+
+#[test]
+fn a_body_that_links_elsewhere_is_queued_with_a_flag_the_approver_sees() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-url");
+    apply_fix(&wt);
+    let mut args = honest_args(&fx, &wt);
+    args["body"] = json!(
+        "clamp ignored hi. It now clamps both ends; details at https://attacker.example/pwn."
+    );
+    let reply = fx.client().open_pr("run-url", args).unwrap();
+    let BrokerReply::Queued { queue_id } = reply else {
+        panic!("{reply:?}")
+    };
+    let show =
+        String::from_utf8_lossy(&fx.cli(&["show", &queue_id.to_string()]).stdout).into_owned();
+    assert!(
+        show.contains("- body-url: the body links to \"https://attacker.example/pwn\""),
+        "{show}"
+    );
 }
