@@ -49,6 +49,11 @@ impl WriteDecision {
     }
 }
 
+/// The longest path accepted, in bytes (Linux's `PATH_MAX` is 4096; a reviewer reads far less).
+pub const MAX_PATH_BYTES: usize = 512;
+/// The longest path component accepted, in bytes (`NAME_MAX`).
+pub const MAX_COMPONENT_BYTES: usize = 255;
+
 /// Characters that render as nothing or reorder text: a path holding one cannot be reviewed
 /// by eye, so it is refused outright.
 fn is_invisible(c: char) -> bool {
@@ -66,6 +71,27 @@ fn is_invisible(c: char) -> bool {
 pub fn normalize_path(raw: &str) -> std::result::Result<String, WriteDecision> {
     if raw.is_empty() {
         return Err(WriteDecision::refused("path-empty", "the path is empty"));
+    }
+    if raw.len() > MAX_PATH_BYTES {
+        return Err(WriteDecision::refused(
+            "path-too-long",
+            format!(
+                "the path is {} bytes long; at most {MAX_PATH_BYTES} are accepted",
+                raw.len()
+            ),
+        ));
+    }
+    if let Some(long) = raw
+        .split(['/', '\\'])
+        .find(|c| c.len() > MAX_COMPONENT_BYTES)
+    {
+        return Err(WriteDecision::refused(
+            "path-too-long",
+            format!(
+                "a path component is {} bytes long; at most {MAX_COMPONENT_BYTES} are accepted",
+                long.len()
+            ),
+        ));
     }
     if raw.chars().any(char::is_control) {
         return Err(WriteDecision::refused(

@@ -224,3 +224,39 @@ fn symlinks_into_refused_classes_or_outside_are_refused() {
     let missing = policy.check_write_in_root(&dir.path().join("missing"), "src/x.py");
     assert_eq!(missing.rule(), Some("root-unreadable"));
 }
+
+#[test]
+fn the_spellings_of_each_ecosystem_are_refused() {
+    for (path, class) in [
+        ("requirements.in", "dependency-manifest"),
+        ("requirements/dev.in", "dependency-manifest"),
+        ("pylock.toml", "lockfile"),
+        ("pylock.dev.toml", "lockfile"),
+        ("go.work.sum", "lockfile"),
+        ("App/Package.resolved", "lockfile"),
+        ("gradle/libs.versions.toml", "dependency-manifest"),
+        ("Directory.Build.props", "dependency-manifest"),
+        ("NuGet.Config", "dependency-manifest"),
+        ("CLAUDE.local.md", "editor-agent-config"),
+        ("team.code-workspace", "editor-agent-config"),
+        ("buildspec.yml", "ci-config"),
+        ("deploy/buildspec.yaml", "ci-config"),
+        ("pnpm-workspace.yaml", "dependency-manifest"),
+    ] {
+        refused_by(path, class);
+    }
+}
+
+#[test]
+fn a_path_too_long_to_review_is_refused() {
+    let long = format!("src/{}.py", "a/".repeat(300));
+    refused_by(&long, "path-too-long");
+    let component = format!("src/{}.py", "x".repeat(300));
+    refused_by(&component, "path-too-long");
+    assert_eq!(
+        Policy::default()
+            .unwrap()
+            .check_write(&format!("src/{}.py", "x".repeat(200))),
+        WriteDecision::Allowed
+    );
+}
