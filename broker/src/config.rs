@@ -182,13 +182,17 @@ impl BrokerConfig {
 }
 
 impl BrokerConfig {
-    /// The folder witness trees are built in (and that `serve` clears of a killed
-    /// predecessor's leftovers).
+    /// The folder witness trees are built in, and that `serve` clears of a killed
+    /// predecessor's leftovers: `work_dir`, else a folder of this broker's own in the system's
+    /// temporary directory (`airlock-witness-<hash of state_db>`), so two brokers on one host
+    /// never clear each other's trees.
     pub fn witness_work_dir(&self) -> PathBuf {
         self.work_dir.clone().unwrap_or_else(|| {
-            self.state_db
-                .parent()
-                .map_or_else(|| PathBuf::from("witness"), |p| p.join("witness"))
+            use sha2::Digest;
+            let id = hex::encode(sha2::Sha256::digest(
+                self.state_db.to_string_lossy().as_bytes(),
+            ));
+            std::env::temp_dir().join(format!("airlock-witness-{}", &id[..12]))
         })
     }
 }
@@ -248,6 +252,28 @@ forge_token_env = "AIRLOCK_FORGE_TOKEN"
         assert_eq!(r.clone, PathBuf::from("/etc/airlock/clones/widgets"));
         assert_eq!(r.github_api, "https://api.github.com");
         assert_eq!(r.forge_slug("acme/widgets"), "acme/widgets");
+    }
+
+    #[test]
+    fn witness_trees_are_built_where_serve_clears_them_one_folder_per_broker() {
+        let a = BrokerConfig::parse(GOOD, Path::new("/etc/airlock")).unwrap();
+        let b = BrokerConfig::parse(
+            &GOOD.replace("/var/lib/airlock/broker.db", "/srv/other.db"),
+            Path::new("/etc/airlock"),
+        )
+        .unwrap();
+        let (da, db) = (a.witness_work_dir(), b.witness_work_dir());
+        assert!(da.starts_with(std::env::temp_dir()), "{}", da.display());
+        assert!(
+            da.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("airlock-witness-")
+        );
+        assert_ne!(da, db);
+        let set =
+            BrokerConfig::parse(&format!("work_dir = \"/w\"\n{GOOD}"), Path::new("/")).unwrap();
+        assert_eq!(set.witness_work_dir(), PathBuf::from("/w"));
     }
 
     #[test]

@@ -456,11 +456,7 @@ impl Broker {
             timeout: self.config.witness_timeout,
             test_env: &run.test_env,
         };
-        let work_dir = self
-            .config
-            .work_dir
-            .clone()
-            .unwrap_or_else(std::env::temp_dir);
+        let work_dir = self.config.witness_work_dir();
         let report = witness::run_witness(
             &repo,
             pin,
