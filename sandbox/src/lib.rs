@@ -61,6 +61,7 @@ mod cgroup;
 mod doctor;
 mod error;
 pub mod helper;
+mod identity;
 mod layers;
 mod mounts;
 mod spec;
@@ -72,5 +73,9 @@ pub use builder::{Captured, Sandbox, SandboxBuilder};
 pub use builder::{DEFAULT_PATH, NETWORK_ETC_RO, SYSTEM_RO, valid_env_name};
 pub use doctor::{DoctorReport, LayerStatus, PRETEND_MISSING_ENV, probe};
 pub use error::{Error, Result};
+pub use identity::{
+    HOST_ID_ENV, HostIdentity, IdRange, IdentitySource, NOBODY_ID, SubordinateIds, host_identity,
+    subordinate_ids,
+};
 pub use spec::{Layer, NetworkAccess};
 pub use summary::RunSummary;

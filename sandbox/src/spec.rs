@@ -4,6 +4,7 @@
 //! write [`Report`] lines (JSON, one per line, each below `PIPE_BUF` so writes are atomic) on
 //! file descriptor [`REPORT_FD`].
 
+use crate::identity::HostIdentity;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::PathBuf;
@@ -49,6 +50,9 @@ pub enum Layer {
     CgroupMemory,
     /// Copy-on-write overlay mounts (overlayfs inside the user namespace).
     Overlay,
+    /// Every read-only directory grant shown through a read-only overlayfs, whose FIFOs and
+    /// unix sockets are its own: the host's in a granted directory cannot be reached.
+    GrantOverlay,
 }
 
 impl Layer {
@@ -72,6 +76,9 @@ impl Layer {
             Layer::CgroupPids => "cgroup pids controller",
             Layer::CgroupMemory => "cgroup memory controller",
             Layer::Overlay => "overlayfs in a user namespace",
+            Layer::GrantOverlay => {
+                "read-only overlayfs over directory grants (host FIFOs and sockets unreachable)"
+            }
         }
     }
 
@@ -82,7 +89,7 @@ impl Layer {
     }
 
     /// Every layer, in a fixed order.
-    pub const ALL: [Layer; 17] = [
+    pub const ALL: [Layer; 18] = [
         Layer::UserNamespace,
         Layer::MountNamespace,
         Layer::PidNamespace,
@@ -100,6 +107,7 @@ impl Layer {
         Layer::CgroupPids,
         Layer::CgroupMemory,
         Layer::Overlay,
+        Layer::GrantOverlay,
     ];
 
     /// Parse the snake_case name used in JSON.
@@ -127,6 +135,7 @@ impl Layer {
             Layer::CgroupPids => "cgroup_pids",
             Layer::CgroupMemory => "cgroup_memory",
             Layer::Overlay => "overlay",
+            Layer::GrantOverlay => "grant_overlay",
         }
     }
 }
@@ -227,6 +236,8 @@ pub(crate) struct Spec {
     pub allow_degraded: bool,
     /// Layers to treat as unavailable (testing the refusal paths on a host that has them all).
     pub pretend_missing: Vec<Layer>,
+    /// Who the command is on the host.
+    pub host: HostIdentity,
 }
 
 /// One line the helper (or its children) writes on [`REPORT_FD`].
