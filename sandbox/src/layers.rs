@@ -155,6 +155,26 @@ pub(crate) fn apply_landlock(
     Ok(LandlockOutcome { applied, missing })
 }
 
+/// The mode bits that would let a file run with its owner's or group's ids.
+const SET_ID_BITS: [u64; 2] = [libc::S_ISUID as u64, libc::S_ISGID as u64];
+
+/// Syscalls that set a file's mode, with the index of their mode argument and, for the ones
+/// whose mode only counts when they create a file, of their flags argument. The sandbox
+/// refuses a mode with a set-id bit: on the host, a file the command wrote in a read-write
+/// grant must not run with its owner's ids for someone else (inside, `nosuid` and
+/// `no_new_privs` already make such bits inert).
+const MODE_SETTERS: [(libc::c_long, u8, Option<u8>); 9] = [
+    (libc::SYS_chmod, 1, None),
+    (libc::SYS_fchmod, 1, None),
+    (libc::SYS_fchmodat, 2, None),
+    (libc::SYS_fchmodat2, 2, None),
+    (libc::SYS_mknod, 1, None),
+    (libc::SYS_mknodat, 2, None),
+    (libc::SYS_creat, 1, None),
+    (libc::SYS_open, 2, Some(1)),
+    (libc::SYS_openat, 3, Some(2)),
+];
+
 /// Syscalls refused outright (with EPERM) once the sandbox is set up.
 const DENIED_SYSCALLS: &[libc::c_long] = &[
     libc::SYS_io_uring_setup,
@@ -266,6 +286,24 @@ pub(crate) fn seccomp_programs(network: NetworkAccess) -> Result<[BpfProgram; 2]
         libc::SYS_ioctl,
         vec![SeccompRule::new(vec![cond(1, SeccompCmpOp::Eq, libc::TIOCSTI)?]).map_err(sc_err)?],
     );
+    for (nr, mode_arg, flags_arg) in MODE_SETTERS {
+        let mut mode_rules = Vec::new();
+        for bit in SET_ID_BITS {
+            let set = cond(mode_arg, SeccompCmpOp::MaskedEq(bit), bit)?;
+            match flags_arg {
+                None => mode_rules.push(SeccompRule::new(vec![set]).map_err(sc_err)?),
+                Some(flags) => {
+                    // open and openat read the mode only when they create a file.
+                    for creating in [libc::O_CREAT as u64, libc::O_TMPFILE as u64] {
+                        let creates = cond(flags, SeccompCmpOp::MaskedEq(creating), creating)?;
+                        mode_rules
+                            .push(SeccompRule::new(vec![creates, set.clone()]).map_err(sc_err)?);
+                    }
+                }
+            }
+        }
+        rules.insert(nr, mode_rules);
+    }
     let main = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -273,8 +311,11 @@ pub(crate) fn seccomp_programs(network: NetworkAccess) -> Result<[BpfProgram; 2]
         arch,
     )
     .map_err(sc_err)?;
+    // ENOSYS makes libc fall back to a call whose arguments the main filter can read: clone
+    // for clone3, openat for openat2 (whose mode lies in a struct).
     let mut clone3 = BTreeMap::new();
     clone3.insert(libc::SYS_clone3, Vec::new());
+    clone3.insert(libc::SYS_openat2, Vec::new());
     let clone3 = SeccompFilter::new(
         clone3,
         SeccompAction::Allow,
