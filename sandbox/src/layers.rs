@@ -155,6 +155,46 @@ pub(crate) fn apply_landlock(
     Ok(LandlockOutcome { applied, missing })
 }
 
+/// The landlock ABI from which connecting to a pathname unix socket is an access right
+/// (`LANDLOCK_ACCESS_FS_RESOLVE_UNIX`, Linux 7.1).
+pub(crate) const LANDLOCK_UNIX_ABI: u32 = 9;
+
+/// On a kernel whose landlock governs pathname unix sockets, a second ruleset that refuses
+/// connecting or sending to any such socket the sandbox did not create itself, except the
+/// socket files granted on their own among `roots`. Returns whether it was applied (the
+/// `landlock` crate does not know the right yet, hence the raw calls). Below that ABI the
+/// host's sockets in granted directories are out of reach through the overlayfs they are
+/// shown through (see `mounts`).
+pub(crate) fn apply_landlock_unix(abi: u32, roots: &[(PathBuf, bool)]) -> Result<bool, Failure> {
+    use crate::sys::{LANDLOCK_ACCESS_FS_REFER as REFER, LANDLOCK_ACCESS_FS_RESOLVE_UNIX as UNIX};
+    if abi < LANDLOCK_UNIX_ABI {
+        return Ok(false);
+    }
+    let failed = |stage: &str, e: std::io::Error| ll_err(stage, e);
+    let ruleset = crate::sys::landlock_ruleset(UNIX | REFER)
+        .map_err(|e| failed("landlock unix sockets: create", e))?;
+    // Every ruleset denies REFER unless it grants it; the first one is the one that governs it.
+    let root = crate::sys::open_path(Path::new("/"))
+        .map_err(|e| failed("landlock unix sockets: open /", e))?;
+    crate::sys::landlock_allow_beneath(&ruleset, &root, REFER)
+        .map_err(|e| failed("landlock unix sockets: rule /", e))?;
+    for (path, _) in roots {
+        use std::os::unix::fs::FileTypeExt;
+        let is_socket = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket());
+        if !is_socket {
+            continue;
+        }
+        // A granted socket the rule cannot name stays out of reach: refused, never widened
+        // to its directory.
+        if let Ok(fd) = crate::sys::open_path(path) {
+            let _ = crate::sys::landlock_allow_beneath(&ruleset, &fd, UNIX);
+        }
+    }
+    crate::sys::landlock_restrict_self(&ruleset)
+        .map_err(|e| failed("landlock unix sockets: restrict", e))?;
+    Ok(true)
+}
+
 /// The mode bits that would let a file run with its owner's or group's ids.
 const SET_ID_BITS: [u64; 2] = [libc::S_ISUID as u64, libc::S_ISGID as u64];
 

@@ -712,6 +712,76 @@ pub(crate) fn landlock_abi() -> u32 {
     if ret < 0 { 0 } else { ret as u32 }
 }
 
+/// The landlock access right over connecting to a pathname unix socket (ABI 9).
+pub(crate) const LANDLOCK_ACCESS_FS_RESOLVE_UNIX: u64 = 1 << 16;
+/// The landlock access right over linking or renaming a file into another directory (ABI 2).
+pub(crate) const LANDLOCK_ACCESS_FS_REFER: u64 = 1 << 13;
+
+/// `landlock_create_ruleset(2)` handling the filesystem access rights `handled_fs` (and no
+/// network rights or scopes).
+pub(crate) fn landlock_ruleset(handled_fs: u64) -> io::Result<OwnedFd> {
+    // The first member of `struct landlock_ruleset_attr`; the kernel takes a shorter struct.
+    let attr: u64 = handled_fs;
+    // SAFETY: `attr` is a valid 8-byte prefix of the attribute struct, its size passed.
+    let fd = cvt_long(unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &attr as *const u64,
+            std::mem::size_of::<u64>(),
+            0u32,
+        )
+    })?;
+    // SAFETY: the syscall returned a new descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `landlock_add_rule(2)` of a path-beneath rule: `allowed` beneath what `parent` refers to.
+pub(crate) fn landlock_allow_beneath(
+    ruleset: &OwnedFd,
+    parent: &OwnedFd,
+    allowed: u64,
+) -> io::Result<()> {
+    #[repr(C, packed)]
+    struct PathBeneath {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+    let rule = PathBeneath {
+        allowed_access: allowed,
+        parent_fd: parent.as_raw_fd(),
+    };
+    // SAFETY: `rule` has the layout of `struct landlock_path_beneath_attr`; both descriptors
+    // are open.
+    cvt_long(unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            LANDLOCK_RULE_PATH_BENEATH,
+            &rule as *const PathBeneath,
+            0u32,
+        )
+    })
+    .map(|_| ())
+}
+
+/// `landlock_restrict_self(2)`: enforce `ruleset` on the calling thread (needs
+/// `no_new_privs`).
+pub(crate) fn landlock_restrict_self(ruleset: &OwnedFd) -> io::Result<()> {
+    // SAFETY: plain syscall with a descriptor and an integer.
+    cvt_long(unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) })
+        .map(|_| ())
+}
+
+/// An `O_PATH` descriptor of `path`, following symlinks (for a landlock rule).
+pub(crate) fn open_path(path: &Path) -> io::Result<OwnedFd> {
+    let path = cstr(path)?;
+    // SAFETY: `path` is a valid NUL-terminated string; the flags take no mode.
+    let fd = cvt(unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) })?;
+    // SAFETY: open returned a new descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// The effective uid and gid of the calling process.
 pub(crate) fn ids() -> (libc::uid_t, libc::gid_t) {
     // SAFETY: geteuid/getegid cannot fail.

@@ -272,6 +272,9 @@ fn prepare_and_exec(spec: &Spec, with_ns: bool, cgroup_memory: bool) -> Result<N
     let roots = crate::mounts::landlock_roots(spec, with_ns);
     match layers::apply_landlock(abi, &roots, with_ns, spec.network) {
         Ok(outcome) => {
+            // Pathname unix sockets, where landlock governs them; a failure is the same
+            // refusal as the first ruleset's.
+            layers::apply_landlock_unix(abi, &roots)?;
             for layer in outcome.missing {
                 progress.layer(
                     layer,
