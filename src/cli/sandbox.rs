@@ -155,7 +155,9 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
             .filter(|l| l.required && !l.available)
             .map(|l| l.layer)
             .collect();
-        let verdict = if missing_required.is_empty() {
+        let verdict = if report.host.identity.is_none() {
+            "yes (fix the host identity above)"
+        } else if missing_required.is_empty() {
             "no"
         } else if missing_required == [Layer::Overlay] {
             "only runs with --overlay (an overlay is never degraded)"
@@ -164,6 +166,45 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         } else {
             "yes (use --allow-degraded to run weaker)"
         };
+        outln!("host identity of a run's command: {}", report.host.detail);
+        match report.host.idmapped_mounts {
+            Some(true) => outln!(
+                "  idmapped mounts: ok (read-only grants and overlays show the caller's files \
+                 as the command's own)"
+            ),
+            Some(false) => outln!(
+                "  idmapped mounts: MISSING under the temporary directory (overlays there are \
+                 refused: put them on ext4, xfs, btrfs or tmpfs)"
+            ),
+            None => {}
+        }
+        let sub = &report.host.subordinate_ids;
+        let range = |r: Option<airlock_sandbox::IdRange>| {
+            r.map_or_else(
+                || "none".to_string(),
+                |r| {
+                    format!(
+                        "{} to {}",
+                        r.start,
+                        u64::from(r.start) + u64::from(r.count) - 1
+                    )
+                },
+            )
+        };
+        outln!(
+            "  subordinate ids of {}: {} (uids {}, gids {}; newuidmap {})",
+            sub.user,
+            if sub.configured() {
+                "configured"
+            } else {
+                "not configured"
+            },
+            range(sub.uids),
+            range(sub.gids),
+            sub.newuidmap
+                .as_ref()
+                .map_or_else(|| "not installed".to_string(), |p| p.display().to_string())
+        );
         outln!("runs would be refused: {verdict}");
     }
     Ok(if report.runs_refused {
