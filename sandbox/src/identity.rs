@@ -76,6 +76,41 @@ impl HostIdentity {
         })
     }
 
+    /// Take back what this identity owns below `root` (`root` included), once the sandbox
+    /// that wrote it is gone: every file, directory and symlink owned by it becomes the
+    /// caller's, never following a symlink. A caller does this for a tree its later runs
+    /// read (the environment `prepare` builds): read-only grants show the caller's files as
+    /// the command's own, and this identity's as anyone's. `chown` clears set-id bits and
+    /// file capabilities on the way. Does nothing for a non-root caller.
+    pub fn take_back(&self, root: &Path) -> Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        if self.is_caller() {
+            return Ok(());
+        }
+        let (uid, gid) = crate::sys::ids();
+        let failed = |path: &Path, e: std::io::Error| Error::Path {
+            path: path.to_path_buf(),
+            reason: format!(
+                "cannot take it back from the sandbox's host uid {}: {e}",
+                self.uid
+            ),
+        };
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(path) = stack.pop() {
+            let meta = path.symlink_metadata().map_err(|e| failed(&path, e))?;
+            if meta.uid() == self.uid {
+                std::os::unix::fs::lchown(&path, Some(uid), Some(gid))
+                    .map_err(|e| failed(&path, e))?;
+            }
+            if meta.is_dir() {
+                for entry in std::fs::read_dir(&path).map_err(|e| failed(&path, e))? {
+                    stack.push(entry.map_err(|e| failed(&path, e))?.path());
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// How a person reads it: `uid 65534, gid 65534 (nobody: ...)`.
     pub fn describe(&self) -> String {
         let why = match self.source {
