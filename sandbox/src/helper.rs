@@ -571,6 +571,37 @@ mod tests {
         assert_eq!(find_dedicated(&d.path().join(HELPER_BIN)), None);
     }
 
+    fn identity(uid: u32, gid: u32, source: crate::identity::IdentitySource) -> HostIdentity {
+        HostIdentity { uid, gid, source }
+    }
+
+    #[test]
+    fn a_root_callers_outer_maps_give_the_command_its_host_identity() {
+        use crate::identity::IdentitySource::{Caller, Nobody};
+        let (uid_map, gid_map) = outer_maps(0, 0, &identity(65534, 65533, Nobody));
+        assert_eq!(uid_map, "0 0 1\n1000 65534 1\n");
+        assert_eq!(gid_map, "0 0 1\n1000 65533 1\n");
+        // A non-root caller maps only itself.
+        let (uid_map, gid_map) = outer_maps(1234, 100, &identity(1234, 100, Caller));
+        assert_eq!(
+            (uid_map.as_str(), gid_map.as_str()),
+            ("0 1234 1\n", "0 100 1\n")
+        );
+    }
+
+    #[test]
+    fn the_helper_never_runs_the_command_as_host_root() {
+        use crate::identity::IdentitySource::{Caller, Configured};
+        // Root with a specification that says "the caller": the command would be root.
+        assert!(check_host_identity(&identity(0, 0, Caller), 0).is_err());
+        assert!(check_host_identity(&identity(0, 5, Configured), 0).is_err());
+        assert!(check_host_identity(&identity(5, 0, Configured), 0).is_err());
+        assert!(check_host_identity(&identity(5, 5, Configured), 0).is_ok());
+        // A non-root helper cannot map another id, and runs as itself.
+        assert!(check_host_identity(&identity(5, 5, Configured), 1000).is_err());
+        assert!(check_host_identity(&identity(1000, 1000, Caller), 1000).is_ok());
+    }
+
     #[test]
     fn the_protocol_names_the_version_and_the_sources() {
         let parts: Vec<&str> = PROTOCOL.split('/').collect();

@@ -395,6 +395,44 @@ mod tests {
     }
 
     #[test]
+    fn every_mode_setter_refuses_set_id_bits() {
+        // Two rules (S_ISUID, S_ISGID) per call, doubled for the creating flags of open(at).
+        let [main, _] = seccomp_programs(NetworkAccess::None).unwrap();
+        // The same filter with only the outright denials: far fewer instructions.
+        let mut denied: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+        for &nr in DENIED_SYSCALLS {
+            denied.insert(nr, Vec::new());
+        }
+        let without: BpfProgram = SeccompFilter::new(
+            denied,
+            SeccompAction::Allow,
+            SeccompAction::Errno(libc::EPERM as u32),
+            std::env::consts::ARCH.try_into().unwrap(),
+        )
+        .unwrap()
+        .try_into()
+        .unwrap();
+        assert!(
+            main.len() > without.len() + MODE_SETTERS.len() * 4,
+            "{}",
+            main.len()
+        );
+        for (nr, mode_arg, flags_arg) in MODE_SETTERS {
+            assert!(
+                mode_arg <= 3 && flags_arg.is_none_or(|f| f < mode_arg),
+                "{nr}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_unix_socket_ruleset_waits_for_landlock_abi_9() {
+        for abi in 0..LANDLOCK_UNIX_ABI {
+            assert!(!apply_landlock_unix(abi, &[]).unwrap(), "ABI {abi}");
+        }
+    }
+
+    #[test]
     fn only_the_host_network_allows_inet_sockets() {
         assert_eq!(
             allowed_socket_families(NetworkAccess::None),
