@@ -1665,7 +1665,13 @@ fn without_a_rw_grant_the_command_starts_in_the_private_tmp() {
 #[test]
 fn a_missing_layer_refuses_the_run_and_names_the_feature() {
     require_full_sandbox();
-    for layer in ["landlock_fs", "user_namespace", "seccomp", "overlay"] {
+    for layer in [
+        "landlock_fs",
+        "user_namespace",
+        "seccomp",
+        "overlay",
+        "grant_overlay",
+    ] {
         let lower = dir();
         let out = airlock()
             .env("AIRLOCK_SANDBOX_PRETEND_MISSING", layer)
