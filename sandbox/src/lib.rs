@@ -4,8 +4,12 @@
 //! user, mount, PID, IPC, UTS and network namespaces (the child sees only the roots it was
 //! granted, its own `/proc`, a private `/tmp`, a loopback-only network, and, unless `/etc` is
 //! granted, an `/etc/passwd` and `/etc/group` that name its user `airlock`); landlock
-//! (filesystem roots, TCP bind/connect, abstract unix sockets and signals); a seccomp filter;
-//! `no_new_privs`, dropped capabilities and an unprivileged uid even for a root caller;
+//! (filesystem roots, TCP bind/connect, abstract unix sockets and signals, and pathname unix
+//! sockets where the kernel's landlock governs them); a seccomp filter (set-id mode bits
+//! refused); `no_new_privs`, dropped capabilities and an unprivileged uid, which on the host is
+//! never root: a root caller's command runs as a [`HostIdentity`] of its own
+//! ([`host_identity`]), and every read-only directory grant is a read-only overlayfs whose
+//! FIFOs and sockets are not the host's;
 //! default signal dispositions and an empty signal mask, as a freshly started program expects;
 //! cgroup and rlimit limits; a wall-clock timeout that kills the whole PID namespace; an output
 //! cap with a drain deadline; and copy-on-write overlays whose writes never reach the lower tree.

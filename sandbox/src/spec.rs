@@ -40,7 +40,8 @@ pub enum Layer {
     NoNewPrivs,
     /// Every capability dropped, bounding and ambient sets cleared.
     DropCapabilities,
-    /// The child runs as an unprivileged uid, even when the caller is root.
+    /// The child runs as an unprivileged uid, inside and on the host: the caller's own for a
+    /// non-root caller, a host identity of its own (never root) for a root caller.
     UnprivilegedUid,
     /// Resource limits (CPU time, address space, open files, file size, processes).
     Rlimits,

@@ -54,7 +54,8 @@ pub struct RunArgs {
     /// Grant PATH read-only (repeatable).
     #[arg(long = "ro", value_name = "PATH")]
     ro: Vec<PathBuf>,
-    /// Grant PATH read-write (repeatable).
+    /// Grant PATH read-write (repeatable). As root, PATH must belong to the sandbox's host
+    /// identity (`airlock doctor` names it): the command never writes as root.
     #[arg(long = "rw", value_name = "PATH")]
     rw: Vec<PathBuf>,
     /// Show the host path SRC (file or directory) read-only at DST inside, which may lie inside
