@@ -152,6 +152,10 @@ pub(crate) struct MountPlan {
     lowers: Vec<Lower>,
     /// One slot per lower: the detached idmapped mount the helper made (root callers only).
     idmapped: Vec<Option<OwnedFd>>,
+    /// The entries that show a mount below a read-only directory grant: left out when their
+    /// mount point is not in the view (the host's mount table and the view can disagree, and
+    /// a read-only view can create nothing).
+    below_grants: Vec<PathBuf>,
 }
 
 fn depth(path: &Path) -> usize {
@@ -180,7 +184,7 @@ pub(crate) fn plan(
     host: &HostIdentity,
     mountinfo: &str,
 ) -> Result<MountPlan, Failure> {
-    let (entries, lowers) = plan_entries(spec, mountinfo);
+    let (entries, lowers, below_grants) = plan_entries(spec, mountinfo);
     let mut idmapped: Vec<Option<OwnedFd>> = lowers.iter().map(|_| None).collect();
     if !host.is_caller() && !lowers.is_empty() {
         let userns_failed = |e: std::io::Error| {
@@ -231,6 +235,7 @@ pub(crate) fn plan(
         entries,
         lowers,
         idmapped,
+        below_grants,
     })
 }
 
@@ -261,8 +266,9 @@ pub(crate) fn idmapped_copy(
 }
 
 /// The entries of the plan, parents before children so a later mount never hides an earlier
-/// one, and the lower layers they name.
-fn plan_entries(spec: &Spec, mountinfo: &str) -> (Vec<Entry>, Vec<Lower>) {
+/// one, the lower layers they name, and the inside paths of the entries that show a mount
+/// below a read-only directory grant.
+fn plan_entries(spec: &Spec, mountinfo: &str) -> (Vec<Entry>, Vec<Lower>, Vec<PathBuf>) {
     let mut entries = Vec::new();
     let mut lowers = Vec::new();
     let mut lower = |source: &Path, required: bool| {
@@ -347,6 +353,7 @@ fn plan_entries(spec: &Spec, mountinfo: &str) -> (Vec<Entry>, Vec<Lower>) {
     // /tmp): what the host mounted there stays hidden under that.
     let explicit: Vec<PathBuf> = entries.iter().map(|e| e.path().to_path_buf()).collect();
     let mut seen: Vec<PathBuf> = Vec::new();
+    let mut left_out: Vec<PathBuf> = Vec::new();
     for (inside, source, at_descriptor) in &ro_dirs {
         for (mountpoint, fstype) in submounts(mountinfo, source) {
             let rest = mountpoint.strip_prefix(source).unwrap_or(Path::new(""));
@@ -354,7 +361,14 @@ fn plan_entries(spec: &Spec, mountinfo: &str) -> (Vec<Entry>, Vec<Lower>) {
             let hidden = explicit
                 .iter()
                 .any(|e| e.starts_with(inside) && e != inside && target.starts_with(e));
-            if hidden || PSEUDO_FILESYSTEMS.contains(&fstype.as_str()) || seen.contains(&target) {
+            if hidden || seen.contains(&target) {
+                continue;
+            }
+            // Nor anything mounted below a filesystem left out: its mount point is not there.
+            if PSEUDO_FILESYSTEMS.contains(&fstype.as_str())
+                || left_out.iter().any(|l| target.starts_with(l))
+            {
+                left_out.push(target);
                 continue;
             }
             let Ok(meta) = fs::symlink_metadata(&mountpoint) else {
@@ -390,7 +404,7 @@ fn plan_entries(spec: &Spec, mountinfo: &str) -> (Vec<Entry>, Vec<Lower>) {
     // at another path before the mounts below a grant), so a grant at another path is
     // mounted after the overlay or grant it lies in.
     entries.sort_by_key(|e| depth(e.path()));
-    (entries, lowers)
+    (entries, lowers, seen)
 }
 
 /// What a granted host path is.
@@ -639,21 +653,19 @@ fn bind_at(b: &BindAtSpec, idmapped: Option<OwnedFd>) -> Result<(), Failure> {
 /// Attach lower layer `index` at `/lowers/<index>` of init's set-up root (the helper's
 /// idmapped copy when there is one, else a bind of the host directory, without the mounts
 /// below it) and return that path.
-fn attach_lower(plan: &mut MountPlan, index: usize) -> Result<PathBuf, Failure> {
+fn attach_lower(plan: &mut MountPlan, index: usize) -> std::io::Result<PathBuf> {
     let at = Path::new(LOWERS).join(index.to_string());
-    fs::create_dir_all(&at).map_err(|e| fail(format!("mkdir {}", at.display()), e))?;
+    fs::create_dir_all(&at)?;
     let source = plan.lowers[index].source.clone();
     match take_idmapped(plan, Some(index)) {
-        Some(tree) => sys::move_mount_to_path(&tree, &at)
-            .map_err(|e| fail(format!("attach the idmapped {}", source.display()), e))?,
+        Some(tree) => sys::move_mount_to_path(&tree, &at)?,
         None => sys::mount(
             Some(&under(OLD_ROOT, &source)),
             &at,
             None,
             libc::MS_BIND,
             None,
-        )
-        .map_err(|e| fail(format!("bind {}", source.display()), e))?,
+        )?,
     }
     Ok(at)
 }
@@ -671,30 +683,39 @@ fn read_only_dir(
     spec: &Spec,
 ) -> Result<bool, Failure> {
     let (path, source, lower, at_descriptor) = entry;
-    let layer = attach_lower(plan, lower)?;
     let attrs = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
     let mounted = if spec.pretend_missing.contains(&Layer::GrantOverlay) {
         Err(std::io::Error::other(
             "treated as unavailable (AIRLOCK_SANDBOX_PRETEND_MISSING)",
         ))
     } else {
-        let lowerdir = format!("{}:{EMPTY_LAYER}", layer.display());
-        sys::fs_mount("overlay", &[("lowerdir", &lowerdir)], attrs)
+        attach_lower(plan, lower).and_then(|layer| {
+            let lowerdir = format!("{}:{EMPTY_LAYER}", layer.display());
+            sys::fs_mount("overlay", &[("lowerdir", &lowerdir)], attrs)
+        })
     };
     let (tree, isolated) = match mounted {
         Ok(tree) => (tree, true),
         Err(_) if spec.allow_degraded => {
-            let tree = sys::open_tree_clone_flat(&under(OLD_ROOT, source))
+            // A plain read-only bind, the mounts below it included.
+            let tree = sys::open_tree_clone(&under(OLD_ROOT, source))
                 .map_err(|e| fail(format!("bind {}", source.display()), e))?;
-            sys::mount_setattr_fd(&tree, false, attrs)
+            sys::mount_setattr_fd(&tree, true, attrs)
                 .map_err(|e| fail(format!("make {} read-only", source.display()), e))?;
             (tree, false)
         }
         Err(e) => {
+            let hint = if e.raw_os_error() == Some(libc::EINVAL) && spec.host.is_caller() {
+                "; as a non-root caller the sandbox cannot put overlayfs over a directory with \
+                 mounts below it (the kernel locks them in the sandbox's namespace): grant the \
+                 directories needed below it instead"
+            } else {
+                ""
+            };
             return Err(Failure::missing(
                 Layer::GrantOverlay,
                 format!("show {} read-only through overlayfs", path.display()),
-                e.to_string(),
+                format!("{e}{hint}"),
             ));
         }
     };
@@ -882,6 +903,11 @@ pub(crate) fn build_root(spec: &Spec, mut plan: MountPlan) -> Result<Vec<Layer>,
     let mut missing = Vec::new();
     let entries = std::mem::take(&mut plan.entries);
     for entry in &entries {
+        if plan.below_grants.iter().any(|p| p == entry.path())
+            && fs::symlink_metadata(under(NEW_ROOT, entry.path())).is_err()
+        {
+            continue;
+        }
         match entry {
             Entry::Bind { path, ro, idmapped } => {
                 let (src, dst) = (under(OLD_ROOT, path), under(NEW_ROOT, path));
@@ -933,7 +959,10 @@ pub(crate) fn build_root(spec: &Spec, mut plan: MountPlan) -> Result<Vec<Layer>,
             Entry::Dev => dev(new_root)?,
             Entry::Overlay { spec: o, lower } => {
                 let lower = if plan.idmapped.get(*lower).is_some_and(Option::is_some) {
-                    Some(attach_lower(&mut plan, *lower)?)
+                    let source = o.lower.display();
+                    Some(attach_lower(&mut plan, *lower).map_err(|e| {
+                        fail(format!("attach the idmapped overlay lower {source}"), e)
+                    })?)
                 } else {
                     None
                 };
@@ -1023,7 +1052,8 @@ mod tests {
 
     #[test]
     fn parents_are_mounted_before_children() {
-        let (entries, _) = plan_entries(&spec(&["/definitely/not/here/a/b", "/"], &["/tmp/x"]), "");
+        let (entries, _, _) =
+            plan_entries(&spec(&["/definitely/not/here/a/b", "/"], &["/tmp/x"]), "");
         let paths: Vec<_> = entries.iter().map(|e| e.path().to_path_buf()).collect();
         let pos = |p: &str| paths.iter().position(|x| x == Path::new(p)).unwrap();
         assert!(pos("/") < pos("/tmp"));
@@ -1047,7 +1077,7 @@ mod tests {
                 writable: false,
             });
         }
-        let (entries, _) = plan_entries(&s, "");
+        let (entries, _, _) = plan_entries(&s, "");
         let pos = |p: &str| {
             entries
                 .iter()
@@ -1081,7 +1111,7 @@ mod tests {
 
     #[test]
     fn granting_tmp_replaces_the_private_tmp() {
-        let (entries, _) = plan_entries(&spec(&[], &["/tmp"]), "");
+        let (entries, _, _) = plan_entries(&spec(&[], &["/tmp"]), "");
         let tmp: Vec<_> = entries
             .iter()
             .filter(|e| e.path() == Path::new("/tmp"))
@@ -1116,7 +1146,7 @@ mod tests {
             upper: d.path().join("upper"),
             work: d.path().join("work"),
         });
-        let (entries, lowers) = plan_entries(&s, "");
+        let (entries, lowers, _) = plan_entries(&s, "");
         let find = |p: &Path| entries.iter().find(|e| e.path() == p).unwrap();
         let Entry::ReadOnlyDir { lower, source, .. } = find(&dir) else {
             panic!("{:?}", find(&dir))
@@ -1191,10 +1221,12 @@ mod tests {
             line(27, &format!("{g}/with\\040space"), "tmpfs"),
             line(28, &format!("{g}/gone"), "tmpfs"),
             line(29, &format!("{g}x/sibling"), "tmpfs"),
+            // Below a left-out filesystem (as cgroup v1's tmpfs lies below /sys): left out.
+            line(30, &format!("{g}/proc/sub"), "tmpfs"),
         ]
         .concat();
         let granted = format!("{g}/granted");
-        let (entries, lowers) = plan_entries(&spec(&[g], &[&granted]), &mountinfo);
+        let (entries, lowers, below) = plan_entries(&spec(&[g], &[&granted]), &mountinfo);
         let shown: Vec<String> = entries
             .iter()
             .map(|e| e.path().to_str().unwrap().to_string())
@@ -1216,6 +1248,9 @@ mod tests {
             Some(Entry::Bind { ro: true, .. })
         ));
         assert!(lowers.iter().any(|l| l.source == root.join("data/deeper")));
+        // The mounts below the grant, and only those, may be left out at set-up.
+        assert_eq!(below.len(), 4, "{below:?}");
+        assert!(!below.contains(&root));
     }
 
     #[test]

@@ -1183,6 +1183,60 @@ fn a_host_socket_in_a_read_only_grant_cannot_be_reached() {
     assert_eq!(datagrams.recv(&mut buf).unwrap(), 4);
 }
 
+#[test]
+fn a_read_only_grant_shows_the_mounts_below_it_the_same_way() {
+    use std::os::unix::net::UnixListener;
+    if !running_as_root() {
+        // A non-root caller's sandbox refuses such a grant (the kernel locks the mounts below
+        // it); and this user cannot mount the fixture anyway.
+        println!("skipped: mounting the fixture needs root");
+        return;
+    }
+    let d = dir();
+    let sub = d.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    assert!(
+        Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "airlock-test"])
+            .arg(&sub)
+            .status()
+            .unwrap()
+            .success()
+    );
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(sub.clone());
+    std::fs::write(sub.join("file"), "below\n").unwrap();
+    let sock = sub.join("host.sock");
+    let listener = UnixListener::bind(&sock).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let r = py(
+        &["--ro", &s(d.path())],
+        &format!(
+            "import socket\nprint(open({:?}).read(), end='')\n\
+             c = socket.socket(socket.AF_UNIX)\n\
+             try:\n c.connect({:?}); print('CONNECTED')\n\
+             except OSError as e:\n print('BLOCKED', e)",
+            s(&sub.join("file")),
+            s(&sock)
+        ),
+    );
+    assert!(
+        r.stdout.starts_with("below\nBLOCKED"),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+    assert!(
+        listener.accept().is_err(),
+        "the host listener saw a connection"
+    );
+}
+
 /// A python writer inside: opens `fifo` for writing, without blocking and then blocking for at
 /// most two seconds, and writes to it; prints WROTE or BLOCKED for each attempt.
 fn fifo_writer(fifo: &Path) -> String {
