@@ -275,7 +275,9 @@ impl SandboxBuilder {
         self
     }
 
-    /// Check the configuration and resolve the paths.
+    /// Check the configuration and resolve the paths. For a root caller, whose command runs
+    /// as its own host identity ([`crate::host_identity`]), every read-write grant must be
+    /// owned by that identity ([`crate::HostIdentity::hand_over`]).
     pub fn build(self) -> Result<Sandbox> {
         let current_exe = std::env::current_exe().map_err(|source| Error::Helper {
             exe: PathBuf::from("(current executable)"),
@@ -376,6 +378,16 @@ impl SandboxBuilder {
         for i in 0..binds_at.len() {
             check_bind_at(i, &binds_at, &ro, &rw, &overlays)?;
         }
+        let host = crate::identity::host_identity()?;
+        let writable = rw
+            .iter()
+            .chain(binds_at.iter().filter(|b| b.writable).map(|b| &b.source));
+        for path in writable {
+            check_handed_over(path, &host)?;
+        }
+        if host.is_caller() {
+            check_read_only_fifos(&ro, &rw, &overlays, &binds_at)?;
+        }
         let cwd_given = self.cwd.as_deref().map(absolute_inside).transpose()?;
         for path in ro
             .iter()
@@ -430,6 +442,7 @@ impl SandboxBuilder {
         Ok(Sandbox {
             helper_exe,
             fallback_exe,
+            host,
             ro,
             rw,
             overlays,
@@ -526,6 +539,93 @@ fn grant_path(path: &Path) -> Result<PathBuf> {
         }
     }
     Ok(canonical)
+}
+
+/// Refuse a read-write grant that a root caller's command could not write: it writes as its
+/// own host identity, so the granted directory or file must belong to that identity.
+fn check_handed_over(path: &Path, host: &crate::identity::HostIdentity) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if host.is_caller() {
+        return Ok(());
+    }
+    let Ok(meta) = path.symlink_metadata() else {
+        return Ok(()); // refused elsewhere
+    };
+    if meta.file_type().is_symlink() || meta.uid() == host.uid {
+        return Ok(());
+    }
+    Err(Error::Path {
+        path: path.to_path_buf(),
+        reason: format!(
+            "granted read-write, but owned by uid {}: as root, the sandbox's command runs as \
+             host uid {} (gid {}) and writes only what that identity owns; hand it over first \
+             (`chown {}:{} {}`, or HostIdentity::hand_over), or grant it read-only",
+            meta.uid(),
+            host.uid,
+            host.gid,
+            host.uid,
+            host.gid,
+            path.display()
+        ),
+    })
+}
+
+/// For a non-root caller: refuse a FIFO granted read-only (as a file) inside a place the
+/// command may write. Landlock's rule for that place reaches every grant mounted beneath it,
+/// the read-only mount does not stop a FIFO's writer, and the command, being the caller, may
+/// own the FIFO, so nothing would keep it from writing. (A root caller's command sees such a
+/// FIFO through an idmapped mount that maps no owner but its own, so it cannot.)
+fn check_read_only_fifos(
+    ro: &[PathBuf],
+    rw: &[PathBuf],
+    overlays: &[(PathBuf, PathBuf, Option<PathBuf>)],
+    binds_at: &[BindAtSpec],
+) -> Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let is_fifo = |p: &Path| p.symlink_metadata().is_ok_and(|m| m.file_type().is_fifo());
+    let tmp = Path::new("/tmp");
+    let mut writable: Vec<&Path> = rw
+        .iter()
+        .map(PathBuf::as_path)
+        .filter(|p| p.is_dir())
+        .collect();
+    writable.extend(overlays.iter().map(|o| o.1.as_path()));
+    writable.extend(
+        binds_at
+            .iter()
+            .filter(|b| b.writable && b.source.is_dir())
+            .map(|b| b.target.as_path()),
+    );
+    let tmp_granted = ro.iter().chain(rw).any(|p| p == tmp)
+        || binds_at.iter().any(|b| b.target == tmp)
+        || overlays.iter().any(|o| o.1 == tmp);
+    if !tmp_granted {
+        writable.push(tmp);
+    }
+    let fifos = ro.iter().filter(|p| is_fifo(p)).map(|p| p.as_path()).chain(
+        binds_at
+            .iter()
+            .filter(|b| !b.writable && is_fifo(&b.source))
+            .map(|b| b.target.as_path()),
+    );
+    for fifo in fifos {
+        if let Some(place) = writable.iter().find(|w| fifo.starts_with(w) && fifo != **w) {
+            let what = if *place == tmp && !tmp_granted {
+                "the sandbox's private /tmp".to_string()
+            } else {
+                place.display().to_string()
+            };
+            return Err(Error::Path {
+                path: fifo.to_path_buf(),
+                reason: format!(
+                    "a FIFO granted read-only inside {what}, which the command may write: \
+                     landlock's rule there reaches every grant beneath it, so the command \
+                     could write the FIFO; show it elsewhere (ro_at / --ro-at SRC:/run/NAME)"
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Refuse a path granted both read-only and read-write.
@@ -810,6 +910,8 @@ pub struct Sandbox {
     /// The caller's own binary, used when a dedicated helper turns out to be from another
     /// build (it refuses the protocol with [`crate::helper::PROTOCOL_MISMATCH`]).
     fallback_exe: Option<PathBuf>,
+    /// Who the command is on the host.
+    host: crate::identity::HostIdentity,
     ro: Vec<PathBuf>,
     rw: Vec<PathBuf>,
     overlays: Vec<(PathBuf, PathBuf, Option<PathBuf>)>,
@@ -872,6 +974,9 @@ impl Sandbox {
                     reason: e.to_string(),
                 })?;
             }
+            // The command creates its files in the upper directory (its root is the view's
+            // root directory), as its host identity.
+            self.host.hand_over(&scratch.join("upper"))?;
             specs.push(OverlaySpec {
                 lower: lower.clone(),
                 mountpoint: mountpoint.clone(),
@@ -906,6 +1011,7 @@ impl Sandbox {
             limits: self.limits.clone(),
             allow_degraded: self.allow_degraded,
             pretend_missing: pretend_missing_from_env(),
+            host: self.host,
         };
         let mut result = self.spawn_and_collect(&self.helper_exe, &spec, stdout, stderr);
         if let (Err(Error::HelperMismatch { .. }), Some(fallback)) = (&result, &self.fallback_exe) {
@@ -1229,6 +1335,8 @@ fn summarize(
         layers_missing: missing,
         landlock_abi,
         network: spec.network,
+        host_uid: Some(spec.host.uid),
+        host_gid: Some(spec.host.gid),
     })
 }
 
@@ -1257,6 +1365,11 @@ mod tests {
             },
             allow_degraded: false,
             pretend_missing: Vec::new(),
+            host: crate::identity::HostIdentity {
+                uid: 1000,
+                gid: 1000,
+                source: crate::identity::IdentitySource::Caller,
+            },
         }
     }
 

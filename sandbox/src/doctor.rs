@@ -4,6 +4,7 @@
 //! possibly multi-threaded process), which prints a [`DoctorReport`] as JSON.
 
 use crate::error::{Error, Result};
+use crate::identity::{HostIdentity, SubordinateIds};
 use crate::spec::Layer;
 use crate::sys;
 use serde::{Deserialize, Serialize};
@@ -41,6 +42,22 @@ pub struct LayerStatus {
     pub detail: String,
 }
 
+/// Who a run's command would be on the host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostIdentityReport {
+    /// The identity (none when [`crate::HOST_ID_ENV`] is set to something unusable, which
+    /// refuses every run).
+    pub identity: Option<HostIdentity>,
+    /// What it is and where it comes from, or what is wrong with the configuration.
+    pub detail: String,
+    /// For a root caller: whether a directory under the temporary directory could be shown
+    /// through an idmapped mount, which overlays need (none for a non-root caller, whose
+    /// command is the caller and needs none).
+    pub idmapped_mounts: Option<bool>,
+    /// The caller's subordinate ids.
+    pub subordinate_ids: SubordinateIds,
+}
+
 /// The host's support for every layer, and whether runs would be refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DoctorReport {
@@ -50,7 +67,10 @@ pub struct DoctorReport {
     pub landlock_abi: u32,
     /// One entry per layer, in [`Layer::ALL`] order.
     pub layers: Vec<LayerStatus>,
-    /// True when a required layer is missing, so runs without `--allow-degraded` are refused.
+    /// Who a run's command would be on the host.
+    pub host: HostIdentityReport,
+    /// True when a required layer is missing (or the host identity is misconfigured), so runs
+    /// without `--allow-degraded` are refused.
     pub runs_refused: bool,
 }
 
@@ -121,29 +141,55 @@ fn probe_unshare(flags: libc::c_int) -> (bool, String) {
 }
 
 /// Drop privileges as the target does, in a child that first enters a user namespace where it
-/// is root (as the sandbox's init is): `drop` is the step under test.
+/// is root, its maps written from here as the helper writes init's (for a root caller they map
+/// the command's id to `host`): `step` is the step under test.
 fn probe_privilege_drop(
-    drop: fn() -> std::result::Result<(), crate::layers::Failure>,
+    host: &HostIdentity,
+    step: &dyn Fn() -> std::result::Result<(), crate::layers::Failure>,
     ok: &str,
 ) -> (bool, String) {
+    use std::os::fd::AsRawFd;
     let (uid, gid) = sys::ids();
-    match in_child(|| {
-        if sys::unshare(libc::CLONE_NEWUSER).is_err()
-            || crate::helper::write_outer_maps(sys::getpid(), uid, gid).is_err()
-        {
-            return 2;
+    let pipes = sys::pipe().and_then(|a| sys::pipe().map(|b| (a, b)));
+    let Ok(((ready_r, ready_w), (go_r, go_w))) = pipes else {
+        return (false, "pipe failed".into());
+    };
+    let child = match sys::fork() {
+        Ok(0) => {
+            drop(ready_r);
+            drop(go_w);
+            let unshared = sys::unshare(libc::CLONE_NEWUSER).is_ok();
+            let _ = sys::write_all(ready_w.as_raw_fd(), if unshared { b"1" } else { b"0" });
+            let mut byte = [0u8; 1];
+            if !unshared || !matches!(sys::read(go_r.as_raw_fd(), &mut byte), Ok(1)) {
+                sys::exit_now(2)
+            }
+            sys::exit_now(i32::from(step().is_err()))
         }
-        i32::from(drop().is_err())
-    }) {
-        Ok(0) => (true, ok.to_string()),
-        Ok(1) => (
+        Ok(pid) => pid,
+        Err(e) => return (false, e.to_string()),
+    };
+    drop(ready_w);
+    drop(go_r);
+    let mut byte = [0u8; 1];
+    if matches!(sys::read(ready_r.as_raw_fd(), &mut byte), Ok(1))
+        && byte[0] == b'1'
+        && crate::helper::write_outer_maps(child, uid, gid, host).is_ok()
+    {
+        let _ = sys::write_all(go_w.as_raw_fd(), b"1");
+    }
+    drop(go_w);
+    let status = sys::waitpid(child, 0).map(|(_, status)| sys::decode_status(status));
+    match status {
+        Ok((Some(0), _)) => (true, ok.to_string()),
+        Ok((Some(1), _)) => (
             false,
             "failed; `airlock sandbox run -- true` shows the error".to_string(),
         ),
-        Ok(2) => (false, "needs user namespaces".to_string()),
-        Ok(code) if code < 0 => (false, format!("probe killed by signal {}", -code)),
-        Ok(code) => (false, format!("probe exited with {code}")),
-        Err(e) => (false, e),
+        Ok((Some(2), _)) => (false, "needs user namespaces".to_string()),
+        Ok((_, Some(signal))) => (false, format!("probe killed by signal {signal}")),
+        Ok((code, _)) => (false, format!("probe exited with {code:?}")),
+        Err(e) => (false, e.to_string()),
     }
 }
 
@@ -218,6 +264,78 @@ fn probe_overlay() -> (bool, String) {
         Ok(code) => (false, format!("overlay probe failed (step {code})")),
         Err(e) => (false, e),
     }
+}
+
+/// A read-only overlayfs of two lower layers, as each read-only directory grant is shown,
+/// mounted in a user namespace, and a file of the lower layer read through it.
+fn probe_grant_overlay() -> (bool, String) {
+    let dir = match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => return (false, format!("temporary directory: {e}")),
+    };
+    let root = dir.path().to_path_buf();
+    for sub in ["lower", "empty", "view"] {
+        if let Err(e) = std::fs::create_dir(root.join(sub)) {
+            return (false, format!("temporary directory: {e}"));
+        }
+    }
+    if let Err(e) = std::fs::write(root.join("lower/probe"), "x") {
+        return (false, format!("temporary directory: {e}"));
+    }
+    let (uid, gid) = sys::ids();
+    let result = in_child(|| {
+        if sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS).is_err() {
+            return 10;
+        }
+        let _ = std::fs::write("/proc/self/setgroups", "deny");
+        if std::fs::write("/proc/self/uid_map", format!("0 {uid} 1")).is_err()
+            || std::fs::write("/proc/self/gid_map", format!("0 {gid} 1")).is_err()
+        {
+            return 11;
+        }
+        let lowerdir = format!(
+            "{}:{}",
+            root.join("lower").display(),
+            root.join("empty").display()
+        );
+        let attrs = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+        match sys::fs_mount("overlay", &[("lowerdir", &lowerdir)], attrs)
+            .and_then(|tree| sys::move_mount_to_path(&tree, &root.join("view")))
+        {
+            Ok(()) => {}
+            Err(e) => return 100 + e.raw_os_error().unwrap_or(0).min(100),
+        }
+        match std::fs::read_to_string(root.join("view/probe")) {
+            Ok(text) if text == "x" => 0,
+            _ => 12,
+        }
+    });
+    match result {
+        Ok(0) => (
+            true,
+            "a read-only overlayfs of two lower layers mounted in a user namespace".into(),
+        ),
+        Ok(10) => (false, "no user namespace".into()),
+        Ok(11) => (false, "cannot write uid map".into()),
+        Ok(code) if code >= 100 => (
+            false,
+            format!("overlay mount failed: {}", errno_text(code - 100)),
+        ),
+        Ok(code) => (false, format!("overlay probe failed (step {code})")),
+        Err(e) => (false, e),
+    }
+}
+
+/// For a root caller: whether a fresh directory under the temporary directory can be idmapped
+/// as overlay lowers are.
+fn probe_idmapped_mount(host: &HostIdentity) -> Option<bool> {
+    if host.is_caller() {
+        return None;
+    }
+    let dir = tempfile::tempdir().ok()?;
+    let (uid, gid) = sys::ids();
+    let ok = crate::mounts::idmapped_copy(dir.path(), (uid, gid), host).is_ok();
+    Some(ok)
 }
 
 fn probe_seccomp() -> (bool, String) {
@@ -298,24 +416,39 @@ pub(crate) fn probe_main() -> ! {
         Ok(0) => (true, "prctl succeeded".to_string()),
         _ => (false, "prctl(PR_SET_NO_NEW_PRIVS) failed".to_string()),
     };
+    let identity = crate::identity::host_identity();
+    let host = match &identity {
+        Ok(host) => *host,
+        // Probed as a root caller's default would be; the report says what is wrong.
+        Err(_) => HostIdentity {
+            uid: crate::identity::NOBODY_ID,
+            gid: crate::identity::NOBODY_ID,
+            source: crate::identity::IdentitySource::Nobody,
+        },
+    };
     let mut layers = Vec::new();
     for layer in Layer::ALL {
         let (available, detail) = match layer {
             Layer::UserNamespace => userns.clone(),
             Layer::UnprivilegedUid => probe_privilege_drop(
-                || crate::target::become_unprivileged(true),
+                &host,
+                &|| crate::target::become_unprivileged(true, &host),
                 &format!(
-                    "uid and gid {} in a nested user namespace",
-                    crate::target::SANDBOX_ID
+                    "uid and gid {} in a nested user namespace; on the host {}",
+                    crate::target::SANDBOX_ID,
+                    host.describe()
                 ),
             ),
             Layer::DropCapabilities => probe_privilege_drop(
-                || {
+                &host,
+                &|| {
+                    crate::target::become_unprivileged(true, &host)?;
                     crate::target::drop_bounding_set()?;
                     crate::target::drop_capabilities()
                 },
                 "every capability set empty after dropping",
             ),
+            Layer::GrantOverlay => probe_grant_overlay(),
             Layer::MountNamespace => with_user(libc::CLONE_NEWNS),
             Layer::PidNamespace => with_user(libc::CLONE_NEWPID),
             Layer::NetNamespace => with_user(libc::CLONE_NEWNET),
@@ -347,11 +480,20 @@ pub(crate) fn probe_main() -> ! {
             detail,
         });
     }
-    let runs_refused = layers.iter().any(|l| l.required && !l.available);
+    let runs_refused = layers.iter().any(|l| l.required && !l.available) || identity.is_err();
     let report = DoctorReport {
         kernel,
         landlock_abi: abi,
         layers,
+        host: HostIdentityReport {
+            detail: match &identity {
+                Ok(host) => host.describe(),
+                Err(e) => e.to_string(),
+            },
+            identity: identity.ok(),
+            idmapped_mounts: probe_idmapped_mount(&host),
+            subordinate_ids: crate::identity::subordinate_ids(),
+        },
         runs_refused,
     };
     let code = match serde_json::to_vec(&report) {

@@ -5,11 +5,14 @@
 //! process the helper (the *supervisor*) creates the cgroups, clones the
 //! sandbox's *init* into new user, mount, PID, network (unless the run was granted the host's
 //! network), IPC and UTS namespaces, writes its uid map, releases it, and enforces the
-//! wall-clock timeout by killing it (which kills the whole PID namespace). Init builds the new
-//! root, brings loopback up and forks the *target*, which drops privileges, applies landlock
-//! and seccomp, and execs the command.
+//! wall-clock timeout by killing it (which kills the whole PID namespace). Before the clone it
+//! plans the mounts (reading the host's mount table) and, for a root caller, makes the
+//! detached idmapped mounts only root in the host's user namespace may make; init inherits
+//! both. Init builds the new root, brings loopback up and forks the *target*, which drops
+//! privileges, applies landlock and seccomp, and execs the command.
 
 use crate::cgroup::Cgroups;
+use crate::identity::HostIdentity;
 use crate::layers::Failure;
 use crate::spec::{Layer, NetworkAccess, REPORT_FD, Report, Spec};
 use crate::{mounts, sys, target};
@@ -151,11 +154,54 @@ fn namespaces(network: NetworkAccess) -> Vec<Layer> {
         .collect()
 }
 
-/// Write the outer uid/gid maps of a freshly cloned process: its root is the caller.
-pub(crate) fn write_outer_maps(pid: libc::pid_t, uid: u32, gid: u32) -> std::io::Result<()> {
+/// Write the outer uid/gid maps of a freshly cloned process: its root is the caller, and for a
+/// root caller (one whose command is not the caller itself) the command's id,
+/// [`target::SANDBOX_ID`], is `host`'s. Only root in the host's user namespace may map an id
+/// other than its own, which is why this is written from outside.
+pub(crate) fn write_outer_maps(
+    pid: libc::pid_t,
+    uid: u32,
+    gid: u32,
+    host: &HostIdentity,
+) -> std::io::Result<()> {
+    let (uid_map, gid_map) = outer_maps(uid, gid, host);
     std::fs::write(format!("/proc/{pid}/setgroups"), "deny")?;
-    std::fs::write(format!("/proc/{pid}/uid_map"), format!("0 {uid} 1"))?;
-    std::fs::write(format!("/proc/{pid}/gid_map"), format!("0 {gid} 1"))
+    std::fs::write(format!("/proc/{pid}/uid_map"), uid_map)?;
+    std::fs::write(format!("/proc/{pid}/gid_map"), gid_map)
+}
+
+/// The text of the outer `uid_map` and `gid_map` (see [`write_outer_maps`]).
+fn outer_maps(uid: u32, gid: u32, host: &HostIdentity) -> (String, String) {
+    let id = target::SANDBOX_ID;
+    if host.is_caller() {
+        (format!("0 {uid} 1\n"), format!("0 {gid} 1\n"))
+    } else {
+        (
+            format!("0 {uid} 1\n{id} {} 1\n", host.uid),
+            format!("0 {gid} 1\n{id} {} 1\n", host.gid),
+        )
+    }
+}
+
+/// Refuse a specification whose host identity this process cannot give: never the host's
+/// root, and no other id than its own unless it is root.
+fn check_host_identity(host: &HostIdentity, uid: u32) -> Result<(), Failure> {
+    let refuse = |detail: String| Failure::missing(Layer::UnprivilegedUid, "host identity", detail);
+    match (uid == 0, host.is_caller()) {
+        (true, true) => Err(refuse(
+            "the run would be root on the host; a root caller's command runs as its own host \
+             identity"
+                .into(),
+        )),
+        (true, false) if host.uid == 0 || host.gid == 0 => {
+            Err(refuse("the host identity is root".into()))
+        }
+        (false, false) => Err(refuse(format!(
+            "only root can run the command as host uid {}",
+            host.uid
+        ))),
+        _ => Ok(()),
+    }
 }
 
 fn supervise() -> ! {
@@ -175,10 +221,24 @@ fn supervise() -> ! {
     let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
 
     let (uid, gid) = sys::ids();
+    if let Err(failure) = check_host_identity(&spec.host, uid) {
+        abort(failure)
+    }
     if uid == 0 {
         // Supplementary groups survive into user namespaces; a root caller drops them.
         let _ = sys::clear_groups();
     }
+    // Planned here, in the host's mount namespace (see `mounts`); init inherits it.
+    let with_userns = !spec.pretend_missing.contains(&Layer::UserNamespace);
+    let plan = if with_userns {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        match mounts::plan(&spec, &spec.host, &mountinfo) {
+            Ok(plan) => Some(plan),
+            Err(failure) => abort(failure),
+        }
+    } else {
+        None
+    };
     let mut cgroups = Cgroups::create(&spec.limits, &spec.pretend_missing);
     // Enter the cgroups so that init is born in them (see `cgroup` for why not move it).
     cgroups.enter_self();
@@ -190,10 +250,10 @@ fn supervise() -> ! {
         Err(e) => abort(Failure::setup("pipe", e)),
     };
 
-    let cloned = if spec.pretend_missing.contains(&Layer::UserNamespace) {
-        Err(std::io::Error::from_raw_os_error(libc::EPERM))
-    } else {
+    let cloned = if with_userns {
         sys::clone_fork(clone_flags(spec.network))
+    } else {
+        Err(std::io::Error::from_raw_os_error(libc::EPERM))
     };
     let (pid, with_ns) = match cloned {
         Ok(pid) => (pid, true),
@@ -218,11 +278,13 @@ fn supervise() -> ! {
     };
     if pid == 0 {
         drop(sync_w);
-        init(&spec, sync_r, with_ns, cgroup_memory)
+        init(&spec, plan, sync_r, with_ns, cgroup_memory)
     }
+    // Init holds its own copies of the idmapped mounts.
+    drop(plan);
     cgroups.leave_self();
     drop(sync_r);
-    if with_ns && let Err(e) = write_outer_maps(pid, uid, gid) {
+    if with_ns && let Err(e) = write_outer_maps(pid, uid, gid, &spec.host) {
         let _ = sys::kill(pid, libc::SIGKILL);
         let _ = sys::waitpid(pid, 0);
         cgroups.remove();
@@ -311,7 +373,13 @@ fn stop(pid: libc::pid_t, pidfd: Option<&OwnedFd>, cgroups: &Cgroups) {
 const STOP_GRACE: Duration = Duration::from_millis(500);
 
 /// The sandbox's init: PID 1 of the new PID namespace.
-fn init(spec: &Spec, sync_r: OwnedFd, with_ns: bool, cgroup_memory: bool) -> ! {
+fn init(
+    spec: &Spec,
+    plan: Option<mounts::MountPlan>,
+    sync_r: OwnedFd,
+    with_ns: bool,
+    cgroup_memory: bool,
+) -> ! {
     let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
     let mut byte = [0u8; 1];
     if !matches!(sys::read(sync_r.as_raw_fd(), &mut byte), Ok(1)) {
@@ -322,8 +390,20 @@ fn init(spec: &Spec, sync_r: OwnedFd, with_ns: bool, cgroup_memory: bool) -> ! {
     let mut missing = Vec::new();
     if with_ns {
         applied.extend(namespaces(spec.network));
-        if let Err(failure) = mounts::build_root(spec) {
-            abort(failure)
+        let Some(plan) = plan else {
+            abort(Failure::setup(
+                "plan the mounts",
+                std::io::Error::other("no mount plan"),
+            ))
+        };
+        match mounts::build_root(spec, plan) {
+            Ok(went_without) => {
+                if !went_without.contains(&Layer::GrantOverlay) {
+                    applied.push(Layer::GrantOverlay);
+                }
+                missing.extend(went_without);
+            }
+            Err(failure) => abort(failure),
         }
         if !spec.overlays.is_empty() {
             applied.push(Layer::Overlay);
@@ -340,7 +420,9 @@ fn init(spec: &Spec, sync_r: OwnedFd, with_ns: bool, cgroup_memory: bool) -> ! {
             ))
         }
     } else {
+        drop(plan);
         missing.extend(namespaces(spec.network));
+        missing.push(Layer::GrantOverlay);
         if !spec.overlays.is_empty() {
             abort(Failure::missing(
                 Layer::Overlay,
@@ -487,6 +569,37 @@ mod tests {
         );
         // The helper itself never re-executes itself as "the dedicated helper".
         assert_eq!(find_dedicated(&d.path().join(HELPER_BIN)), None);
+    }
+
+    fn identity(uid: u32, gid: u32, source: crate::identity::IdentitySource) -> HostIdentity {
+        HostIdentity { uid, gid, source }
+    }
+
+    #[test]
+    fn a_root_callers_outer_maps_give_the_command_its_host_identity() {
+        use crate::identity::IdentitySource::{Caller, Nobody};
+        let (uid_map, gid_map) = outer_maps(0, 0, &identity(65534, 65533, Nobody));
+        assert_eq!(uid_map, "0 0 1\n1000 65534 1\n");
+        assert_eq!(gid_map, "0 0 1\n1000 65533 1\n");
+        // A non-root caller maps only itself.
+        let (uid_map, gid_map) = outer_maps(1234, 100, &identity(1234, 100, Caller));
+        assert_eq!(
+            (uid_map.as_str(), gid_map.as_str()),
+            ("0 1234 1\n", "0 100 1\n")
+        );
+    }
+
+    #[test]
+    fn the_helper_never_runs_the_command_as_host_root() {
+        use crate::identity::IdentitySource::{Caller, Configured};
+        // Root with a specification that says "the caller": the command would be root.
+        assert!(check_host_identity(&identity(0, 0, Caller), 0).is_err());
+        assert!(check_host_identity(&identity(0, 5, Configured), 0).is_err());
+        assert!(check_host_identity(&identity(5, 0, Configured), 0).is_err());
+        assert!(check_host_identity(&identity(5, 5, Configured), 0).is_ok());
+        // A non-root helper cannot map another id, and runs as itself.
+        assert!(check_host_identity(&identity(5, 5, Configured), 1000).is_err());
+        assert!(check_host_identity(&identity(1000, 1000, Caller), 1000).is_ok());
     }
 
     #[test]

@@ -155,6 +155,66 @@ pub(crate) fn apply_landlock(
     Ok(LandlockOutcome { applied, missing })
 }
 
+/// The landlock ABI from which connecting to a pathname unix socket is an access right
+/// (`LANDLOCK_ACCESS_FS_RESOLVE_UNIX`, Linux 7.1).
+pub(crate) const LANDLOCK_UNIX_ABI: u32 = 9;
+
+/// On a kernel whose landlock governs pathname unix sockets, a second ruleset that refuses
+/// connecting or sending to any such socket the sandbox did not create itself, except the
+/// socket files granted on their own among `roots`. Returns whether it was applied (the
+/// `landlock` crate does not know the right yet, hence the raw calls). Below that ABI the
+/// host's sockets in granted directories are out of reach through the overlayfs they are
+/// shown through (see `mounts`).
+pub(crate) fn apply_landlock_unix(abi: u32, roots: &[(PathBuf, bool)]) -> Result<bool, Failure> {
+    use crate::sys::{LANDLOCK_ACCESS_FS_REFER as REFER, LANDLOCK_ACCESS_FS_RESOLVE_UNIX as UNIX};
+    if abi < LANDLOCK_UNIX_ABI {
+        return Ok(false);
+    }
+    let failed = |stage: &str, e: std::io::Error| ll_err(stage, e);
+    let ruleset = crate::sys::landlock_ruleset(UNIX | REFER)
+        .map_err(|e| failed("landlock unix sockets: create", e))?;
+    // Every ruleset denies REFER unless it grants it; the first one is the one that governs it.
+    let root = crate::sys::open_path(Path::new("/"))
+        .map_err(|e| failed("landlock unix sockets: open /", e))?;
+    crate::sys::landlock_allow_beneath(&ruleset, &root, REFER)
+        .map_err(|e| failed("landlock unix sockets: rule /", e))?;
+    for (path, _) in roots {
+        use std::os::unix::fs::FileTypeExt;
+        let is_socket = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket());
+        if !is_socket {
+            continue;
+        }
+        // A granted socket the rule cannot name stays out of reach: refused, never widened
+        // to its directory.
+        if let Ok(fd) = crate::sys::open_path(path) {
+            let _ = crate::sys::landlock_allow_beneath(&ruleset, &fd, UNIX);
+        }
+    }
+    crate::sys::landlock_restrict_self(&ruleset)
+        .map_err(|e| failed("landlock unix sockets: restrict", e))?;
+    Ok(true)
+}
+
+/// The mode bits that would let a file run with its owner's or group's ids.
+const SET_ID_BITS: [u64; 2] = [libc::S_ISUID as u64, libc::S_ISGID as u64];
+
+/// Syscalls that set a file's mode, with the index of their mode argument and, for the ones
+/// whose mode only counts when they create a file, of their flags argument. The sandbox
+/// refuses a mode with a set-id bit: on the host, a file the command wrote in a read-write
+/// grant must not run with its owner's ids for someone else (inside, `nosuid` and
+/// `no_new_privs` already make such bits inert).
+const MODE_SETTERS: [(libc::c_long, u8, Option<u8>); 9] = [
+    (libc::SYS_chmod, 1, None),
+    (libc::SYS_fchmod, 1, None),
+    (libc::SYS_fchmodat, 2, None),
+    (libc::SYS_fchmodat2, 2, None),
+    (libc::SYS_mknod, 1, None),
+    (libc::SYS_mknodat, 2, None),
+    (libc::SYS_creat, 1, None),
+    (libc::SYS_open, 2, Some(1)),
+    (libc::SYS_openat, 3, Some(2)),
+];
+
 /// Syscalls refused outright (with EPERM) once the sandbox is set up.
 const DENIED_SYSCALLS: &[libc::c_long] = &[
     libc::SYS_io_uring_setup,
@@ -266,6 +326,24 @@ pub(crate) fn seccomp_programs(network: NetworkAccess) -> Result<[BpfProgram; 2]
         libc::SYS_ioctl,
         vec![SeccompRule::new(vec![cond(1, SeccompCmpOp::Eq, libc::TIOCSTI)?]).map_err(sc_err)?],
     );
+    for (nr, mode_arg, flags_arg) in MODE_SETTERS {
+        let mut mode_rules = Vec::new();
+        for bit in SET_ID_BITS {
+            let set = cond(mode_arg, SeccompCmpOp::MaskedEq(bit), bit)?;
+            match flags_arg {
+                None => mode_rules.push(SeccompRule::new(vec![set]).map_err(sc_err)?),
+                Some(flags) => {
+                    // open and openat read the mode only when they create a file.
+                    for creating in [libc::O_CREAT as u64, libc::O_TMPFILE as u64] {
+                        let creates = cond(flags, SeccompCmpOp::MaskedEq(creating), creating)?;
+                        mode_rules
+                            .push(SeccompRule::new(vec![creates, set.clone()]).map_err(sc_err)?);
+                    }
+                }
+            }
+        }
+        rules.insert(nr, mode_rules);
+    }
     let main = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -273,8 +351,11 @@ pub(crate) fn seccomp_programs(network: NetworkAccess) -> Result<[BpfProgram; 2]
         arch,
     )
     .map_err(sc_err)?;
+    // ENOSYS makes libc fall back to a call whose arguments the main filter can read: clone
+    // for clone3, openat for openat2 (whose mode lies in a struct).
     let mut clone3 = BTreeMap::new();
     clone3.insert(libc::SYS_clone3, Vec::new());
+    clone3.insert(libc::SYS_openat2, Vec::new());
     let clone3 = SeccompFilter::new(
         clone3,
         SeccompAction::Allow,
@@ -311,6 +392,44 @@ mod tests {
         let [with_network, clone3_with_network] = seccomp_programs(NetworkAccess::Host).unwrap();
         assert!(with_network.len() > main.len(), "{}", with_network.len());
         assert_eq!(clone3_with_network, clone3);
+    }
+
+    #[test]
+    fn every_mode_setter_refuses_set_id_bits() {
+        // Two rules (S_ISUID, S_ISGID) per call, doubled for the creating flags of open(at).
+        let [main, _] = seccomp_programs(NetworkAccess::None).unwrap();
+        // The same filter with only the outright denials: far fewer instructions.
+        let mut denied: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+        for &nr in DENIED_SYSCALLS {
+            denied.insert(nr, Vec::new());
+        }
+        let without: BpfProgram = SeccompFilter::new(
+            denied,
+            SeccompAction::Allow,
+            SeccompAction::Errno(libc::EPERM as u32),
+            std::env::consts::ARCH.try_into().unwrap(),
+        )
+        .unwrap()
+        .try_into()
+        .unwrap();
+        assert!(
+            main.len() > without.len() + MODE_SETTERS.len() * 4,
+            "{}",
+            main.len()
+        );
+        for (nr, mode_arg, flags_arg) in MODE_SETTERS {
+            assert!(
+                mode_arg <= 3 && flags_arg.is_none_or(|f| f < mode_arg),
+                "{nr}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_unix_socket_ruleset_waits_for_landlock_abi_9() {
+        for abi in 0..LANDLOCK_UNIX_ABI {
+            assert!(!apply_landlock_unix(abi, &[]).unwrap(), "ABI {abi}");
+        }
     }
 
     #[test]

@@ -4,8 +4,12 @@
 //! user, mount, PID, IPC, UTS and network namespaces (the child sees only the roots it was
 //! granted, its own `/proc`, a private `/tmp`, a loopback-only network, and, unless `/etc` is
 //! granted, an `/etc/passwd` and `/etc/group` that name its user `airlock`); landlock
-//! (filesystem roots, TCP bind/connect, abstract unix sockets and signals); a seccomp filter;
-//! `no_new_privs`, dropped capabilities and an unprivileged uid even for a root caller;
+//! (filesystem roots, TCP bind/connect, abstract unix sockets and signals, and pathname unix
+//! sockets where the kernel's landlock governs them); a seccomp filter (set-id mode bits
+//! refused); `no_new_privs`, dropped capabilities and an unprivileged uid, which on the host is
+//! never root: a root caller's command runs as a [`HostIdentity`] of its own
+//! ([`host_identity`]), and every read-only directory grant is a read-only overlayfs whose
+//! FIFOs and sockets are not the host's;
 //! default signal dispositions and an empty signal mask, as a freshly started program expects;
 //! cgroup and rlimit limits; a wall-clock timeout that kills the whole PID namespace; an output
 //! cap with a drain deadline; and copy-on-write overlays whose writes never reach the lower tree.
@@ -61,6 +65,7 @@ mod cgroup;
 mod doctor;
 mod error;
 pub mod helper;
+mod identity;
 mod layers;
 mod mounts;
 mod spec;
@@ -72,5 +77,9 @@ pub use builder::{Captured, Sandbox, SandboxBuilder};
 pub use builder::{DEFAULT_PATH, NETWORK_ETC_RO, SYSTEM_RO, valid_env_name};
 pub use doctor::{DoctorReport, LayerStatus, PRETEND_MISSING_ENV, probe};
 pub use error::{Error, Result};
+pub use identity::{
+    HOST_ID_ENV, HostIdentity, IdRange, IdentitySource, NOBODY_ID, SubordinateIds, host_identity,
+    subordinate_ids,
+};
 pub use spec::{Layer, NetworkAccess};
 pub use summary::RunSummary;

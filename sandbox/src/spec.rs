@@ -4,6 +4,7 @@
 //! write [`Report`] lines (JSON, one per line, each below `PIPE_BUF` so writes are atomic) on
 //! file descriptor [`REPORT_FD`].
 
+use crate::identity::HostIdentity;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::PathBuf;
@@ -39,7 +40,8 @@ pub enum Layer {
     NoNewPrivs,
     /// Every capability dropped, bounding and ambient sets cleared.
     DropCapabilities,
-    /// The child runs as an unprivileged uid, even when the caller is root.
+    /// The child runs as an unprivileged uid, inside and on the host: the caller's own for a
+    /// non-root caller, a host identity of its own (never root) for a root caller.
     UnprivilegedUid,
     /// Resource limits (CPU time, address space, open files, file size, processes).
     Rlimits,
@@ -49,6 +51,9 @@ pub enum Layer {
     CgroupMemory,
     /// Copy-on-write overlay mounts (overlayfs inside the user namespace).
     Overlay,
+    /// Every read-only directory grant shown through a read-only overlayfs, whose FIFOs and
+    /// unix sockets are its own: the host's in a granted directory cannot be reached.
+    GrantOverlay,
 }
 
 impl Layer {
@@ -72,6 +77,9 @@ impl Layer {
             Layer::CgroupPids => "cgroup pids controller",
             Layer::CgroupMemory => "cgroup memory controller",
             Layer::Overlay => "overlayfs in a user namespace",
+            Layer::GrantOverlay => {
+                "read-only overlayfs over directory grants (host FIFOs and sockets unreachable)"
+            }
         }
     }
 
@@ -82,7 +90,7 @@ impl Layer {
     }
 
     /// Every layer, in a fixed order.
-    pub const ALL: [Layer; 17] = [
+    pub const ALL: [Layer; 18] = [
         Layer::UserNamespace,
         Layer::MountNamespace,
         Layer::PidNamespace,
@@ -100,6 +108,7 @@ impl Layer {
         Layer::CgroupPids,
         Layer::CgroupMemory,
         Layer::Overlay,
+        Layer::GrantOverlay,
     ];
 
     /// Parse the snake_case name used in JSON.
@@ -127,6 +136,7 @@ impl Layer {
             Layer::CgroupPids => "cgroup_pids",
             Layer::CgroupMemory => "cgroup_memory",
             Layer::Overlay => "overlay",
+            Layer::GrantOverlay => "grant_overlay",
         }
     }
 }
@@ -227,6 +237,8 @@ pub(crate) struct Spec {
     pub allow_degraded: bool,
     /// Layers to treat as unavailable (testing the refusal paths on a host that has them all).
     pub pretend_missing: Vec<Layer>,
+    /// Who the command is on the host.
+    pub host: HostIdentity,
 }
 
 /// One line the helper (or its children) writes on [`REPORT_FD`].

@@ -42,6 +42,13 @@ pub struct RunSummary {
     /// neither `layers_applied` nor `layers_missing`.
     #[serde(default)]
     pub network: NetworkAccess,
+    /// The uid the command ran as on the host (never 0: a root caller's command runs as its
+    /// own identity, see [`crate::host_identity`]).
+    #[serde(default)]
+    pub host_uid: Option<u32>,
+    /// The gid the command ran as on the host.
+    #[serde(default)]
+    pub host_gid: Option<u32>,
 }
 
 impl RunSummary {

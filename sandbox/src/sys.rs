@@ -203,6 +203,8 @@ pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x1;
 pub(crate) const MOUNT_ATTR_NOSUID: u64 = 0x2;
 /// No-devices mount attribute for [`mount_setattr`].
 pub(crate) const MOUNT_ATTR_NODEV: u64 = 0x4;
+/// Idmapped-mount attribute (set with a user namespace descriptor).
+const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 
 /// `mount_setattr(2)`: add attributes to a mount (and, if `recursive`, every mount below it).
 pub(crate) fn mount_setattr(path: &Path, recursive: bool, set: u64) -> io::Result<()> {
@@ -305,9 +307,21 @@ pub(crate) fn fstat_mode(fd: &OwnedFd) -> io::Result<libc::mode_t> {
 /// `open_tree(2)` with `OPEN_TREE_CLONE | AT_RECURSIVE`: a detached copy of the mount tree at
 /// `path`, as a recursive bind would make, not yet attached anywhere.
 pub(crate) fn open_tree_clone(path: &Path) -> io::Result<OwnedFd> {
+    open_tree_clone_with(path, true)
+}
+
+/// `open_tree(2)` with `OPEN_TREE_CLONE`: a detached copy of the one mount at `path` (a bind
+/// of it, without the mounts below it), not yet attached anywhere.
+pub(crate) fn open_tree_clone_flat(path: &Path) -> io::Result<OwnedFd> {
+    open_tree_clone_with(path, false)
+}
+
+fn open_tree_clone_with(path: &Path, recursive: bool) -> io::Result<OwnedFd> {
     let path = cstr(path)?;
-    let flags =
-        OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint;
+    let mut flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
     // SAFETY: `path` is a valid NUL-terminated string; the other arguments are integers.
     let fd = cvt_long(unsafe {
         libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags)
@@ -319,11 +333,27 @@ pub(crate) fn open_tree_clone(path: &Path) -> io::Result<OwnedFd> {
 /// `mount_setattr(2)` on the mount `fd` refers to (for example a detached tree from
 /// [`open_tree_clone`]) and, if `recursive`, every mount below it.
 pub(crate) fn mount_setattr_fd(fd: &OwnedFd, recursive: bool, set: u64) -> io::Result<()> {
+    mount_setattr_fd_with(fd, recursive, set, None)
+}
+
+/// Like [`mount_setattr_fd`], and make the (detached, never attached) mount idmapped by the
+/// user namespace `userns`: a file owned by id N on disk appears owned by what `userns` maps
+/// N to, and one it leaves unmapped can be read by its mode's "other" bits but not written.
+pub(crate) fn mount_setattr_idmap(fd: &OwnedFd, set: u64, userns: &OwnedFd) -> io::Result<()> {
+    mount_setattr_fd_with(fd, false, set | MOUNT_ATTR_IDMAP, Some(userns))
+}
+
+fn mount_setattr_fd_with(
+    fd: &OwnedFd,
+    recursive: bool,
+    set: u64,
+    userns: Option<&OwnedFd>,
+) -> io::Result<()> {
     let mut attr = MountAttr {
         attr_set: set,
         attr_clr: 0,
         propagation: 0,
-        userns_fd: 0,
+        userns_fd: userns.map_or(0, |u| u.as_raw_fd() as u64),
     };
     let mut flags = libc::AT_EMPTY_PATH as libc::c_uint;
     if recursive {
@@ -359,6 +389,78 @@ pub(crate) fn move_mount_onto(from: &OwnedFd, onto: &OwnedFd) -> io::Result<()> 
         )
     };
     cvt_long(ret).map(|_| ())
+}
+
+/// `move_mount(2)`: attach the detached mount `from` at `to` (a path, resolved as usual).
+pub(crate) fn move_mount_to_path(from: &OwnedFd, to: &Path) -> io::Result<()> {
+    let to = cstr(to)?;
+    // SAFETY: the descriptor is open and both paths are valid NUL-terminated strings.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            from.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    cvt_long(ret).map(|_| ())
+}
+
+/// `fsopen(2)` + `fsconfig(2)` + `fsmount(2)`: a new, detached mount of the filesystem
+/// `fstype` configured with the `options` (key, value) strings, with the mount attributes
+/// `attrs` (`MOUNT_ATTR_*`).
+pub(crate) fn fs_mount(fstype: &str, options: &[(&str, &str)], attrs: u64) -> io::Result<OwnedFd> {
+    const FSOPEN_CLOEXEC: libc::c_uint = 0x1;
+    const FSCONFIG_SET_STRING: libc::c_uint = 1;
+    const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+    const FSMOUNT_CLOEXEC: libc::c_uint = 0x1;
+    let fstype = cstr(fstype)?;
+    // SAFETY: `fstype` is a valid NUL-terminated string.
+    let fs = cvt_long(unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) })?;
+    // SAFETY: fsopen returned a new descriptor that nobody else owns.
+    let fs = unsafe { OwnedFd::from_raw_fd(fs as RawFd) };
+    for (key, value) in options {
+        let (key, value) = (cstr(key)?, cstr(value)?);
+        // SAFETY: `fs` is open and both strings are valid and NUL-terminated.
+        cvt_long(unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fs.as_raw_fd(),
+                FSCONFIG_SET_STRING,
+                key.as_ptr(),
+                value.as_ptr(),
+                0,
+            )
+        })?;
+    }
+    // SAFETY: `fs` is open; the command takes no key or value.
+    cvt_long(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0,
+        )
+    })?;
+    // SAFETY: `fs` is an open filesystem context; the other arguments are integers.
+    let mnt = cvt_long(unsafe {
+        libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attrs)
+    })?;
+    // SAFETY: fsmount returned a new descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(mnt as RawFd) })
+}
+
+/// `open(2)` of `path` read-only, for a descriptor such as `/proc/<pid>/ns/user`.
+pub(crate) fn open_read(path: &Path) -> io::Result<OwnedFd> {
+    let path = cstr(path)?;
+    // SAFETY: `path` is a valid NUL-terminated string; the flags take no mode.
+    let fd = cvt(unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) })?;
+    // SAFETY: open returned a new descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// `pivot_root(2)`.
@@ -608,6 +710,76 @@ pub(crate) fn landlock_abi() -> u32 {
         )
     };
     if ret < 0 { 0 } else { ret as u32 }
+}
+
+/// The landlock access right over connecting to a pathname unix socket (ABI 9).
+pub(crate) const LANDLOCK_ACCESS_FS_RESOLVE_UNIX: u64 = 1 << 16;
+/// The landlock access right over linking or renaming a file into another directory (ABI 2).
+pub(crate) const LANDLOCK_ACCESS_FS_REFER: u64 = 1 << 13;
+
+/// `landlock_create_ruleset(2)` handling the filesystem access rights `handled_fs` (and no
+/// network rights or scopes).
+pub(crate) fn landlock_ruleset(handled_fs: u64) -> io::Result<OwnedFd> {
+    // The first member of `struct landlock_ruleset_attr`; the kernel takes a shorter struct.
+    let attr: u64 = handled_fs;
+    // SAFETY: `attr` is a valid 8-byte prefix of the attribute struct, its size passed.
+    let fd = cvt_long(unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &attr as *const u64,
+            std::mem::size_of::<u64>(),
+            0u32,
+        )
+    })?;
+    // SAFETY: the syscall returned a new descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `landlock_add_rule(2)` of a path-beneath rule: `allowed` beneath what `parent` refers to.
+pub(crate) fn landlock_allow_beneath(
+    ruleset: &OwnedFd,
+    parent: &OwnedFd,
+    allowed: u64,
+) -> io::Result<()> {
+    #[repr(C, packed)]
+    struct PathBeneath {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+    let rule = PathBeneath {
+        allowed_access: allowed,
+        parent_fd: parent.as_raw_fd(),
+    };
+    // SAFETY: `rule` has the layout of `struct landlock_path_beneath_attr`; both descriptors
+    // are open.
+    cvt_long(unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            LANDLOCK_RULE_PATH_BENEATH,
+            &rule as *const PathBeneath,
+            0u32,
+        )
+    })
+    .map(|_| ())
+}
+
+/// `landlock_restrict_self(2)`: enforce `ruleset` on the calling thread (needs
+/// `no_new_privs`).
+pub(crate) fn landlock_restrict_self(ruleset: &OwnedFd) -> io::Result<()> {
+    // SAFETY: plain syscall with a descriptor and an integer.
+    cvt_long(unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) })
+        .map(|_| ())
+}
+
+/// An `O_PATH` descriptor of `path`, following symlinks (for a landlock rule).
+pub(crate) fn open_path(path: &Path) -> io::Result<OwnedFd> {
+    let path = cstr(path)?;
+    // SAFETY: `path` is a valid NUL-terminated string; the flags take no mode.
+    let fd = cvt(unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) })?;
+    // SAFETY: open returned a new descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// The effective uid and gid of the calling process.

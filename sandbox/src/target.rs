@@ -2,6 +2,7 @@
 //! applies rlimits, `no_new_privs`, landlock and seccomp, then execs the command.
 
 use crate::helper::report;
+use crate::identity::HostIdentity;
 use crate::layers::{self, Failure};
 use crate::spec::{Layer, Report, Spec};
 use crate::sys;
@@ -12,8 +13,6 @@ use std::path::{Path, PathBuf};
 
 /// The uid and gid the command runs as inside the sandbox.
 pub(crate) const SANDBOX_ID: u32 = 1000;
-/// The uid a root caller's child drops to when there is no user namespace (degraded runs).
-const NOBODY: u32 = 65534;
 
 struct Progress {
     applied: Vec<Layer>,
@@ -42,33 +41,46 @@ fn io_missing(layer: Layer, stage: &str) -> impl Fn(std::io::Error) -> Failure +
     move |e| Failure::missing(layer, stage, e.to_string())
 }
 
-/// Enter a nested user namespace where the caller's id (0 in the outer namespace) is
-/// `SANDBOX_ID`, then become that id: the child owns the caller's files but holds no capability
-/// over the mount or network namespaces, which belong to the outer user namespace.
-pub(crate) fn become_unprivileged(with_ns: bool) -> Result<(), Failure> {
+/// Become `SANDBOX_ID` in a nested user namespace, whose id on the host is `host`.
+///
+/// For a root caller the outer user namespace (its maps written by the helper) maps its root
+/// to the caller and `SANDBOX_ID` to `host`: this process first becomes `SANDBOX_ID` there,
+/// and so `host` on the host, then enters a nested namespace mapping `SANDBOX_ID` to itself.
+/// For a non-root caller the outer namespace maps only its root, to the caller, and the
+/// nested one maps `SANDBOX_ID` to that root. Either way the command holds no capability over
+/// the mount or network namespaces, which belong to the outer user namespace.
+pub(crate) fn become_unprivileged(with_ns: bool, host: &HostIdentity) -> Result<(), Failure> {
     let stage = "unprivileged uid";
+    let missing = |stage: &'static str| io_missing(Layer::UnprivilegedUid, stage);
     if with_ns {
-        let (uid, gid) = sys::ids();
         // Drop the bounding set while we still hold CAP_SETPCAP in the outer namespace.
         drop_bounding_set()?;
-        sys::unshare(libc::CLONE_NEWUSER).map_err(io_missing(Layer::UnprivilegedUid, stage))?;
+        let outer_id = if host.is_caller() {
+            0
+        } else {
+            sys::setresgid(SANDBOX_ID).map_err(missing("setresgid in the outer namespace"))?;
+            sys::setresuid(SANDBOX_ID).map_err(missing("setresuid in the outer namespace"))?;
+            // A change of uid makes the process non-dumpable, which gives its /proc/self
+            // files to root, and clears the parent-death signal.
+            let _ = sys::prctl(libc::PR_SET_DUMPABLE, 1, 0);
+            let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+            SANDBOX_ID
+        };
+        sys::unshare(libc::CLONE_NEWUSER).map_err(missing(stage))?;
         let _ = fs::write("/proc/self/setgroups", "deny");
-        fs::write("/proc/self/uid_map", format!("{SANDBOX_ID} {uid} 1")).map_err(io_missing(
-            Layer::UnprivilegedUid,
-            "write the nested uid_map",
-        ))?;
-        fs::write("/proc/self/gid_map", format!("{SANDBOX_ID} {gid} 1")).map_err(io_missing(
-            Layer::UnprivilegedUid,
-            "write the nested gid_map",
-        ))?;
+        fs::write("/proc/self/uid_map", format!("{SANDBOX_ID} {outer_id} 1"))
+            .map_err(missing("write the nested uid_map"))?;
+        fs::write("/proc/self/gid_map", format!("{SANDBOX_ID} {outer_id} 1"))
+            .map_err(missing("write the nested gid_map"))?;
         drop_bounding_set()?;
-        sys::setresgid(SANDBOX_ID).map_err(io_missing(Layer::UnprivilegedUid, "setresgid"))?;
-        sys::setresuid(SANDBOX_ID).map_err(io_missing(Layer::UnprivilegedUid, "setresuid"))?;
-    } else if sys::ids().0 == 0 {
+        sys::setresgid(SANDBOX_ID).map_err(missing("setresgid"))?;
+        sys::setresuid(SANDBOX_ID).map_err(missing("setresuid"))?;
+    } else if !host.is_caller() {
         drop_bounding_set()?;
-        sys::clear_groups().map_err(io_missing(Layer::UnprivilegedUid, "setgroups"))?;
-        sys::setresgid(NOBODY).map_err(io_missing(Layer::UnprivilegedUid, "setresgid"))?;
-        sys::setresuid(NOBODY).map_err(io_missing(Layer::UnprivilegedUid, "setresuid"))?;
+        sys::clear_groups().map_err(missing("setgroups"))?;
+        sys::setresgid(host.gid).map_err(missing("setresgid"))?;
+        sys::setresuid(host.uid).map_err(missing("setresuid"))?;
+        let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
     }
     if sys::ids().0 == 0 {
         return Err(Failure::missing(
@@ -230,7 +242,10 @@ fn prepare_and_exec(spec: &Spec, with_ns: bool, cgroup_memory: bool) -> Result<N
     };
     let pretend = |layer: Layer| spec.pretend_missing.contains(&layer);
 
-    progress.layer(Layer::UnprivilegedUid, become_unprivileged(with_ns))?;
+    progress.layer(
+        Layer::UnprivilegedUid,
+        become_unprivileged(with_ns, &spec.host),
+    )?;
     progress.layer(Layer::DropCapabilities, drop_capabilities())?;
     progress.layer(Layer::Rlimits, apply_rlimits(spec, cgroup_memory))?;
     std::env::set_current_dir(&spec.cwd)
@@ -257,6 +272,9 @@ fn prepare_and_exec(spec: &Spec, with_ns: bool, cgroup_memory: bool) -> Result<N
     let roots = crate::mounts::landlock_roots(spec, with_ns);
     match layers::apply_landlock(abi, &roots, with_ns, spec.network) {
         Ok(outcome) => {
+            // Pathname unix sockets, where landlock governs them; a failure is the same
+            // refusal as the first ruleset's.
+            layers::apply_landlock_unix(abi, &roots)?;
             for layer in outcome.missing {
                 progress.layer(
                     layer,

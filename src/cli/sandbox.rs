@@ -54,7 +54,8 @@ pub struct RunArgs {
     /// Grant PATH read-only (repeatable).
     #[arg(long = "ro", value_name = "PATH")]
     ro: Vec<PathBuf>,
-    /// Grant PATH read-write (repeatable).
+    /// Grant PATH read-write (repeatable). As root, PATH must belong to the sandbox's host
+    /// identity (`airlock doctor` names it): the command never writes as root.
     #[arg(long = "rw", value_name = "PATH")]
     rw: Vec<PathBuf>,
     /// Show the host path SRC (file or directory) read-only at DST inside, which may lie inside
@@ -155,7 +156,9 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
             .filter(|l| l.required && !l.available)
             .map(|l| l.layer)
             .collect();
-        let verdict = if missing_required.is_empty() {
+        let verdict = if report.host.identity.is_none() {
+            "yes (fix the host identity above)"
+        } else if missing_required.is_empty() {
             "no"
         } else if missing_required == [Layer::Overlay] {
             "only runs with --overlay (an overlay is never degraded)"
@@ -164,6 +167,45 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         } else {
             "yes (use --allow-degraded to run weaker)"
         };
+        outln!("host identity of a run's command: {}", report.host.detail);
+        match report.host.idmapped_mounts {
+            Some(true) => outln!(
+                "  idmapped mounts: ok (read-only grants and overlays show the caller's files \
+                 as the command's own)"
+            ),
+            Some(false) => outln!(
+                "  idmapped mounts: MISSING under the temporary directory (overlays there are \
+                 refused: put them on ext4, xfs, btrfs or tmpfs)"
+            ),
+            None => {}
+        }
+        let sub = &report.host.subordinate_ids;
+        let range = |r: Option<airlock_sandbox::IdRange>| {
+            r.map_or_else(
+                || "none".to_string(),
+                |r| {
+                    format!(
+                        "{} to {}",
+                        r.start,
+                        u64::from(r.start) + u64::from(r.count) - 1
+                    )
+                },
+            )
+        };
+        outln!(
+            "  subordinate ids of {}: {} (uids {}, gids {}; newuidmap {})",
+            sub.user,
+            if sub.configured() {
+                "configured"
+            } else {
+                "not configured"
+            },
+            range(sub.uids),
+            range(sub.gids),
+            sub.newuidmap
+                .as_ref()
+                .map_or_else(|| "not installed".to_string(), |p| p.display().to_string())
+        );
         outln!("runs would be refused: {verdict}");
     }
     Ok(if report.runs_refused {

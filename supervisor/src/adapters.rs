@@ -465,6 +465,9 @@ pub fn pr_reply_from_broker(reply: Value) -> PrReply {
     }
 }
 
+/// Where a reader worker finds its input FIFO inside the sandbox.
+const READER_INPUT: &str = "/run/airlock/reader-input";
+
 /// Starts `airlock reader-worker` in the sandbox: read-only over the worktree and the index,
 /// no network, no credentials (the sandbox passes no environment but what it is told). The
 /// worker writes protocol lines to stdout; the supervisor's messages reach it through a FIFO,
@@ -543,12 +546,14 @@ impl ReaderLauncher for SandboxReaderLauncher {
             .write(true)
             .open(&fifo)?;
         let (tx, rx) = mpsc::channel();
+        // The FIFO is granted on its own (a FIFO in a granted directory is never the host's),
+        // read-only, at a path of the sandbox's own outside anything writable.
         let builder = SandboxBuilder::new()
             .system_ro()
             .ro(&self.exe)
             .ro(&self.worktree)
             .ro(&self.index_dir)
-            .ro(&fifo_dir)
+            .ro_at(&fifo, READER_INPUT)
             .cwd(&self.worktree)
             .timeout(self.timeout);
         let argv: Vec<String> = vec![
@@ -563,7 +568,7 @@ impl ReaderLauncher for SandboxReaderLauncher {
             "--commit".into(),
             self.commit.clone(),
             "--input".into(),
-            fifo.display().to_string(),
+            READER_INPUT.into(),
         ];
         let done = std::thread::spawn(move || {
             let mut sink = LineSink {

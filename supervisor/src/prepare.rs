@@ -4,7 +4,10 @@
 //! The command runs in the sandbox with the network allowed (it installs dependencies from the
 //! registries), on a copy-on-write view of the pristine worktree (the pinned files only: it runs
 //! before the agent's first turn), writing only to the environment directory (`{env}`) and to
-//! that view, of which only the configured `links` are kept. Its output and exit status are
+//! that view, of which only the configured `links` are kept. For a root caller the command
+//! writes `{env}` as the sandbox's host identity (the directory is handed over to it before
+//! the run) and the environment and the links are taken back afterwards, so that later runs,
+//! which get them read-only, read them as the caller's. Its output and exit status are
 //! recorded in `prepare.json` beside the environment; a later run with the same key reuses the
 //! environment without running anything. A lock serialises runs that prepare the same key.
 
@@ -183,6 +186,13 @@ pub fn prepare(
     }
     std::fs::create_dir_all(&env_dir).map_err(io(&env_dir))?;
     std::fs::create_dir_all(&links).map_err(io(&links))?;
+    // The command writes `{env}` as the sandbox's host identity (not root, for a root caller);
+    // once it is done, the environment is taken back, so later runs read it as the caller's.
+    let identity =
+        airlock_sandbox::host_identity().map_err(|e| PrepareError::Sandbox(e.to_string()))?;
+    identity
+        .hand_over(&env_dir)
+        .map_err(|e| PrepareError::Sandbox(e.to_string()))?;
 
     let mut builder = SandboxBuilder::new()
         .system_ro()
@@ -250,6 +260,11 @@ pub fn prepare(
             std::fs::create_dir_all(parent).map_err(io(parent))?;
         }
         std::fs::rename(&from, &to).map_err(io(&to))?;
+    }
+    for dir in [&env_dir, &links] {
+        identity
+            .take_back(dir)
+            .map_err(|e| PrepareError::Sandbox(e.to_string()))?;
     }
     let _ = std::fs::remove_dir_all(&scratch);
     let _ = std::fs::remove_file(&failed_path);

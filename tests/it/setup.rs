@@ -2,6 +2,7 @@
 //! airlock.toml is used as written, prepare installs the test runner from the package registry
 //! in the sandbox (with the network), and the base inventory is taken at the pin.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -89,6 +90,28 @@ fn init_then_doctor_on_a_pytest_project_builds_its_environment_and_takes_the_inv
         out.contains("failing at base: tests/test_mod.py::test_known_bad"),
         "{out}"
     );
+    // The command built it as the sandbox's host identity; prepare took it back, so every file
+    // of it is the caller's, which later runs read as their own.
+    let own_uid = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap();
+    let envs = dir.path().join(".airlock/envs");
+    let mut stack = vec![envs.clone()];
+    let mut files = 0;
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let meta = entry.path().symlink_metadata().unwrap();
+            assert_eq!(
+                meta.uid(),
+                own_uid,
+                "{} was not taken back",
+                entry.path().display()
+            );
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+            files += 1;
+        }
+    }
+    assert!(files > 10, "{} holds {files} entries", envs.display());
     // The environment is kept: a second check reuses it.
     let again = airlock(
         dir.path(),
