@@ -137,7 +137,8 @@ impl Records {
     }
 }
 
-fn queue_id_of(reply: &Value) -> i64 {
+/// The queue id anywhere in a broker reply (0 when there is none).
+pub(crate) fn queue_id_of(reply: &Value) -> i64 {
     match reply {
         Value::Object(map) => map
             .iter()

@@ -16,6 +16,7 @@
 //! What the registries serve and what prepare builds is kept under `CARGO_TARGET_TMPDIR` and
 //! reused by every test of one `cargo test` (and by later runs on the same checkout).
 
+use crate::e2e::queue_id_of;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -666,22 +667,6 @@ fn queue_a_real_fix(p: &Project, fix: &Fix) {
     let (_, old_text, new_text) = fix.edits[0];
     let added = new_text.lines().find(|l| !old_text.contains(l)).unwrap();
     assert!(show.contains(&format!("+{added}")), "{show}");
-}
-
-fn queue_id_of(reply: &Value) -> i64 {
-    match reply {
-        Value::Object(map) => map
-            .iter()
-            .find_map(|(k, v)| {
-                if k == "queue_id" {
-                    v.as_i64()
-                } else {
-                    Some(queue_id_of(v)).filter(|id| *id > 0)
-                }
-            })
-            .unwrap_or(0),
-        _ => 0,
-    }
 }
 
 fn six() -> Project {
