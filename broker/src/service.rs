@@ -411,6 +411,9 @@ impl Broker {
                 &refusal.reason,
             )));
         }
+        if let Some(refusal) = shadowing_module(&repo, pin, &changes)? {
+            return Ok(IntakeOutcome::Refuse(refusal));
+        }
         // 3. Digest.
         let (computed, mut flags) = self.rules.digest(&worktree, &run.base_commit)?;
         let fields = call.diff_digest.mismatched_fields(&computed);
@@ -775,4 +778,45 @@ fn pinned_test_files(
     .map_err(Error::git("walking the pinned tree"))?;
     out.sort();
     Ok(out)
+}
+
+/// A newly added Python file that would be imported instead of a standard-library or
+/// test-runner module (`unittest/__main__.py`, `pytest.py`, `tests/json.py`): refused, since
+/// the test run itself would import it.
+fn shadowing_module(
+    repo: &git2::Repository,
+    pin: git2::Oid,
+    changes: &changes::ChangeSet,
+) -> Result<Option<BrokerError>> {
+    let tree = repo
+        .find_commit(pin)
+        .and_then(|c| c.tree())
+        .map_err(Error::git("reading the pinned tree"))?;
+    let pinned = |path: &str| tree.get_path(Path::new(path)).is_ok();
+    let is_package = |dir: &str| {
+        let init = format!("{dir}/__init__.py");
+        match changes.files.iter().find(|c| c.path == init) {
+            Some(change) => change.kind != changes::ChangeKind::Deleted,
+            None => pinned(&init),
+        }
+    };
+    for change in &changes.files {
+        if change.kind != changes::ChangeKind::Added {
+            continue;
+        }
+        if let Some(module) =
+            airlock_policies::shadowed_python_module(&change.path, &is_package, &pinned)
+        {
+            return Ok(Some(BrokerError::policy_violation(
+                &change.path,
+                "shadowing-module",
+                &format!(
+                    "a new {} would be imported in place of the {module:?} module the tests \
+                     (or their runner) import",
+                    change.path
+                ),
+            )));
+        }
+    }
+    Ok(None)
 }

@@ -25,6 +25,7 @@ mod detect;
 mod diff;
 mod digest;
 mod paths;
+mod shadow;
 mod testfiles;
 pub mod testrun;
 
@@ -33,6 +34,7 @@ pub use detect::{Finding, Side};
 pub use diff::{DiffLine, FileDiff, Hunk, LineKind, parse_unified_diff};
 pub use digest::{DigestReport, compute_digest};
 pub use paths::{WriteDecision, normalize_path};
+pub use shadow::shadowed_python_module;
 pub use testfiles::{Language, language_of, rust_test_regions};
 
 use std::path::{Path, PathBuf};

@@ -550,3 +550,43 @@ fn a_body_that_links_elsewhere_is_queued_with_a_flag_the_approver_sees() {
         "{show}"
     );
 }
+
+/// Register a run whose write allowlist is the policy's default (everything not refused).
+fn register_open(fx: &Fixture, run_id: &str) -> std::path::PathBuf {
+    let wt = fx.worktree(run_id);
+    let mut reg = fx.registration(run_id, &wt);
+    reg.write_allowlist = vec![];
+    let reply = fx.client().register_run(&reg).unwrap();
+    assert!(matches!(reply, BrokerReply::Registered { .. }), "{reply:?}");
+    wt
+}
+
+#[test]
+fn new_test_infrastructure_and_a_module_that_shadows_the_runner_are_refused() {
+    let mut fx = Fixture::new();
+    fx.start();
+    for (run, path, text, rule) in [
+        (
+            "run-conftest",
+            "tests/conftest.py",
+            "import pytest\n\ndef pytest_collection_modifyitems(items):\n    for item in items:\n        item.add_marker(pytest.mark.skip(reason='x'))\n",
+            "test-infrastructure",
+        ),
+        (
+            "run-shadow",
+            "unittest/__main__.py",
+            "print('Ran 9 tests in 0.001s')\nprint('OK')\n",
+            "shadowing-module",
+        ),
+    ] {
+        let wt = register_open(&fx, run);
+        apply_fix(&wt);
+        write(&wt, path, text);
+        let args = honest_args(&fx, &wt);
+        let reply = fx.client().open_pr(run, args).unwrap();
+        let err = refused(&reply);
+        assert_eq!(err.code.as_str(), "POLICY_VIOLATION", "{}", err.message);
+        assert_eq!(err.details["offending"], path, "{}", err.message);
+        assert_eq!(err.details["rule"], rule, "{}", err.message);
+    }
+}
