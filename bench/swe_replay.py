@@ -26,7 +26,8 @@ repository root):
    -> py3.11 with era caps (numpy<2, pandas<2.2, scipy<1.12, pytest<8, click<8.2) -> py3.9 with
    the caps (the SWE-bench harness's interpreter for these projects). `airlock doctor --config`
    runs first only where a FAIL_TO_PASS id must be completed (SWE-bench cuts ids at a space) from
-   the new module's collection, which needs the environment.
+   the new module's collection, which needs the environment (of several parametrisations matching
+   a cut id, one that fails at base, run directly in a base checkout, is claimed).
 4. `airlock run --model scripted:script.json --json` with a scripted agent that replays the fix:
    write_file of the new test file; run_tests on one FAIL_TO_PASS test (must fail); edit_file of
    each hunk of the gold patch (write_file of the whole file when a hunk is not unique); run_tests
@@ -647,6 +648,13 @@ def choose_claim(res, replay, attempt, proj, cfg, src, inst, bins, scratch, rema
     rep = json.loads(r.stdout)
     full = collect_ids(rep, attempt, proj, replay, scratch)
     pref = [t for t in full if any(t.startswith(p) for p in new_ids)]
+    if len(pref) > 1:
+        # A cut id can match several parametrisations, some of which pass at base (sqlfluff-1517:
+        # `[select` matches `[select id from tbl;-]`, which passes): those failing at base first.
+        failing = failing_at_base(rep, attempt, proj, replay, inst, src, scratch, pref)
+        pref = [t for t in pref if t in failing] + [t for t in pref if t not in failing]
+        res["notes"].append(f"{len(failing)} of the {len(pref)} parametrisations matching "
+                            f"{new_ids[0]!r} fail at base (run outside airlock)")
     nospace = [t for t in pref if valid_node_id(t)]
     if nospace:
         claim = nospace[0]
@@ -657,6 +665,27 @@ def choose_claim(res, replay, attempt, proj, cfg, src, inst, bins, scratch, rema
     res["notes"].append(f"truncated id {new_ids[0]!r}: every parametrisation has whitespace ({len(pref)} "
                         f"collected); claiming {claim!r}, narrow runs use {selector}")
     return claim, selector, None
+
+
+def failing_at_base(rep, attempt, proj, replay, inst, src, scratch, ids):
+    """Which of ids (of the new module) fail at base_commit: the module run directly (not in the
+    sandbox) in a base checkout holding the new test file, with the environment."""
+    env_dir = rep["baseline"]["prepare"]["env_dir"]
+    base = scratch / "base-tree"
+    if base.exists():
+        shutil.rmtree(base)
+    sh(["git", "clone", "-q", "--shared", "--no-checkout", str(src), str(base)])
+    git(base, "checkout", "-q", "--detach", inst["base_commit"])
+    (base / replay["new_path"]).write_text(replay["new_content"])
+    pypath = ":".join([str(base / s) for s in proj["src"]] + [env_dir + "/site"])
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": pypath, "HOME": str(scratch),
+           "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
+    r = sh([PYTHONS[attempt["python"]], "-m", "pytest", "-rA", "-p", "no:cacheprovider", "-p", "no:sugar",
+            replay["new_path"]], cwd=base, check=False, env=env, timeout=300)
+    (scratch / f"base-run-{attempt['name']}.out").write_text(r.stdout + "\n--- stderr\n" + r.stderr)
+    lines = [l for l in r.stdout.splitlines() if l.startswith(("FAILED ", "ERROR "))]
+    return {t for t in ids for l in lines
+            if l.split(" ", 1)[1] == t or l.split(" ", 1)[1].startswith(t + " - ")}
 
 
 def collect_ids(rep, attempt, proj, replay, scratch):
@@ -869,6 +898,17 @@ def restore_blobs(work, src, repo, commits):
     return restored, sorted(missing.values())
 
 
+def queue_entries(bins, work):
+    """{queue id: issue id} of the broker's queued entries."""
+    queue = sh([str(bins / "airlock-broker"), "--config", str(work / "broker.toml"), "queue"], check=False).stdout
+    queued = {}
+    for line in queue.splitlines()[1:]:
+        cols = line.split()
+        if len(cols) >= 5 and cols[1] == "queued":
+            queued[cols[0]] = cols[4]
+    return queued
+
+
 # --- main -------------------------------------------------------------------------------------
 
 def main():
@@ -966,12 +1006,16 @@ witness_timeout = "900s"
                 log(f"deadline reached: {len(instances) - n + 1} instance(s) not run")
                 break
             log(f"[{n}/{len(instances)}] {inst['instance_id']}")
+            queue_before = sorted(queue_entries(bins, work))
             try:
                 res = run_instance(args, work, inst, srcs[inst["repo"]], bins, deadline)
             except Exception as e:  # noqa: BLE001
                 import traceback
                 traceback.print_exc()
                 res = {"instance": inst["instance_id"], "pr": f"bench error: {short(e, 300)}", "seconds": 0}
+            # The queue before this run: an entry of the same issue queued by an earlier run in
+            # this work directory is not this run's.
+            res["queue_before"] = queue_before
             results.append(res)
             out_jsonl.write(json.dumps(res, default=str) + "\n")
             out_jsonl.flush()
@@ -986,12 +1030,7 @@ witness_timeout = "900s"
             broker.kill()
     # Reconcile with the broker's queue: a PR the broker queued after the supervisor stopped
     # waiting for its reply (see the README) is in the queue but not in the run's records.
-    queue = sh([str(bins / "airlock-broker"), "--config", str(work / "broker.toml"), "queue"], check=False).stdout
-    queued = {}
-    for line in queue.splitlines()[1:]:
-        cols = line.split()
-        if len(cols) >= 5 and cols[1] == "queued":
-            queued[cols[4]] = cols[0]
+    queued = queue_entries(bins, work)
     # Every instance this work directory has a result for, the latest run of each, in file order.
     latest = {}
     for line in open(work / "results.jsonl"):
@@ -1004,8 +1043,10 @@ witness_timeout = "900s"
     for r in results:
         inst = next((i for i in instances_all if i["instance_id"] == r["instance"]), None)
         issue_id = r.get("issue_id") or (inst and f"{PROJECTS[inst['repo']]['prefix']}-{r['instance'].rsplit('-', 1)[1]}")
-        if issue_id in queued and not str(r.get("pr", "")).startswith("queued"):
-            r["pr"] = f"queued (#{queued[issue_id]}) by the broker after the supervisor gave up: {r.get('pr')}"
+        before = set(r.get("queue_before") or [])
+        mine = [q for q, i in queued.items() if i == issue_id and q not in before]
+        if mine and not str(r.get("pr", "")).startswith("queued"):
+            r["pr"] = f"queued (#{mine[-1]}) by the broker after the supervisor gave up: {r.get('pr')}"
     t = table(results)
     (work / "table.md").write_text(t + "\n")
     if args.table:
