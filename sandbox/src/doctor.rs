@@ -250,11 +250,19 @@ fn probe_overlay() -> (bool, String) {
         }
         0
     });
+    overlay_verdict(
+        result,
+        "overlayfs mounted in a user namespace; writes reached only the upper layer",
+    )
+}
+
+/// A read-only overlayfs of two lower layers, as each read-only directory grant is shown,
+/// mounted in a user namespace, and a file of the lower layer read through it.
+/// The verdict of an overlay probe child: 0 is `ok`, 10 and 11 the user namespace, 100 + errno
+/// the mount, anything else the step that failed.
+fn overlay_verdict(result: std::result::Result<i32, String>, ok: &str) -> (bool, String) {
     match result {
-        Ok(0) => (
-            true,
-            "overlayfs mounted in a user namespace; writes reached only the upper layer".into(),
-        ),
+        Ok(0) => (true, ok.to_owned()),
         Ok(10) => (false, "no user namespace".into()),
         Ok(11) => (false, "cannot write uid map".into()),
         Ok(code) if code >= 100 => (
@@ -266,8 +274,6 @@ fn probe_overlay() -> (bool, String) {
     }
 }
 
-/// A read-only overlayfs of two lower layers, as each read-only directory grant is shown,
-/// mounted in a user namespace, and a file of the lower layer read through it.
 fn probe_grant_overlay() -> (bool, String) {
     let dir = match tempfile::tempdir() {
         Ok(d) => d,
@@ -310,20 +316,10 @@ fn probe_grant_overlay() -> (bool, String) {
             _ => 12,
         }
     });
-    match result {
-        Ok(0) => (
-            true,
-            "a read-only overlayfs of two lower layers mounted in a user namespace".into(),
-        ),
-        Ok(10) => (false, "no user namespace".into()),
-        Ok(11) => (false, "cannot write uid map".into()),
-        Ok(code) if code >= 100 => (
-            false,
-            format!("overlay mount failed: {}", errno_text(code - 100)),
-        ),
-        Ok(code) => (false, format!("overlay probe failed (step {code})")),
-        Err(e) => (false, e),
-    }
+    overlay_verdict(
+        result,
+        "a read-only overlayfs of two lower layers mounted in a user namespace",
+    )
 }
 
 /// For a root caller: whether a fresh directory under the temporary directory can be idmapped

@@ -13,7 +13,7 @@ fn airlock() -> &'static str {
 }
 
 /// The broker binary the demo starts; the suite needs it built (`cargo build --workspace`).
-fn broker() -> PathBuf {
+pub(crate) fn broker() -> PathBuf {
     let path = Path::new(airlock()).with_file_name("airlock-broker");
     assert!(
         path.is_file(),

@@ -16,7 +16,7 @@
 //! What the registries serve and what prepare builds is kept under `CARGO_TARGET_TMPDIR` and
 //! reused by every test of one `cargo test` (and by later runs on the same checkout).
 
-use crate::e2e::queue_id_of;
+use crate::e2e::{broker, queue_id_of};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -24,16 +24,6 @@ use std::time::{Duration, Instant};
 
 fn airlock() -> &'static str {
     env!("CARGO_BIN_EXE_airlock")
-}
-
-fn broker_exe() -> PathBuf {
-    let path = Path::new(airlock()).with_file_name("airlock-broker");
-    assert!(
-        path.is_file(),
-        "{} is missing: build it with `cargo build --workspace`",
-        path.display()
-    );
-    path
 }
 
 /// Where downloads, scratch repositories and prepared environments are shared.
@@ -372,7 +362,7 @@ impl Work {
 
     fn start_broker(&self) -> Broker {
         let log = std::fs::File::create(self.path().join("broker.log")).unwrap();
-        let child = Command::new(broker_exe())
+        let child = Command::new(broker())
             .arg("--config")
             .arg(&self.broker_toml)
             .arg("serve")
@@ -445,7 +435,7 @@ impl Work {
 
     fn show(&self, queue_id: i64) -> String {
         output_of(
-            Command::new(broker_exe())
+            Command::new(broker())
                 .arg("--config")
                 .arg(&self.broker_toml)
                 .args(["show", &queue_id.to_string(), "--color", "never"]),
