@@ -34,6 +34,23 @@ pub struct RunRegistration {
     /// each granted path must be allowed by `broker.toml`.
     #[serde(default)]
     pub test_env: TestEnvironment,
+    /// How long, in seconds, the supervisor keeps reconnecting and resending an `open_pr` whose
+    /// connection broke (a broker restart). An intake cut short by a crash and taken up again
+    /// later than this after the request arrived is abandoned, not queued: the supervisor has
+    /// given up by then, and the run's outcome and the queue must agree. Absent:
+    /// [`DEFAULT_RECONNECT_SECS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconnect_secs: Option<u64>,
+}
+
+/// The reconnect window of a registration that does not state one, in seconds.
+pub const DEFAULT_RECONNECT_SECS: u64 = 600;
+
+impl RunRegistration {
+    /// The run's reconnect window in seconds.
+    pub fn reconnect_window(&self) -> u64 {
+        self.reconnect_secs.unwrap_or(DEFAULT_RECONNECT_SECS)
+    }
 }
 
 /// One request line. `op` is `register_run`, `open_pr` or `decision`.

@@ -293,9 +293,13 @@ impl Broker {
         let start = self
             .store()
             .begin_intake(run_id, request_id, args, unix_now())?;
-        if let IntakeStart::Completed(reply) = start {
-            return Ok(reply);
-        }
+        let (received_at, resumed) = match start {
+            IntakeStart::Completed(reply) => return Ok(reply),
+            IntakeStart::Run {
+                received_at,
+                resumed,
+            } => (received_at, resumed),
+        };
         let parsed: Option<OpenPr> = serde_json::from_str::<serde_json::Value>(args)
             .ok()
             .and_then(|v| serde_json::from_value(v).ok());
@@ -310,7 +314,24 @@ impl Broker {
                     .unwrap_or_default(),
             },
         )?;
-        let outcome = self.evaluate(&run.registration, run.state, args)?;
+        let window = run.registration.reconnect_window();
+        let late = unix_now().saturating_sub(received_at);
+        let outcome = if resumed && u64::try_from(late).is_ok_and(|late| late > window) {
+            // The supervisor stopped waiting `window` seconds after it lost the connection,
+            // which was after the request arrived: queueing now would put a pull request in
+            // the queue that the run's outcome says was never made.
+            refuse_policy(
+                "open_pr",
+                "intake_abandoned",
+                &format!(
+                    "this open_pr arrived {late} s ago and its intake was cut short (the broker \
+                     stopped); the run's reconnect window is {window} s, so its supervisor has \
+                     given up and the intake is abandoned instead of queued; start a new run"
+                ),
+            )
+        } else {
+            self.evaluate(&run.registration, run.state, args)?
+        };
         let reply = self
             .store()
             .finish_intake(run_id, request_id, outcome, unix_now())?;

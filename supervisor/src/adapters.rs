@@ -354,43 +354,141 @@ pub(crate) fn tail(text: &str, max: usize) -> String {
 pub struct BrokerSocket {
     socket: PathBuf,
     timeout: Duration,
+    reconnect: Duration,
     requests: u64,
 }
 
+/// The longest pause between two attempts to reach a broker that went away.
+const RECONNECT_PAUSE_MAX: Duration = Duration::from_secs(2);
+/// Extra time beyond the reconnect window: the broker judges the window from when the request
+/// arrived, the supervisor from when the connection broke (later), and a broker that came back
+/// just inside the window must still be reached by the next attempt.
+const RECONNECT_GRACE: Duration = Duration::from_secs(5);
+
 impl BrokerSocket {
     /// A client of the broker listening on `socket`. `timeout` bounds each exchange (a queued
-    /// `open_pr` answers as soon as it is queued, not when a human decides).
+    /// `open_pr` answers as soon as it is queued, not when a human decides). An `open_pr` whose
+    /// connection breaks is not resent.
     pub fn new(socket: &Path, timeout: Duration) -> Self {
         BrokerSocket {
             socket: socket.to_path_buf(),
             timeout,
+            reconnect: Duration::ZERO,
             requests: 0,
         }
     }
 
+    /// Keep reconnecting for `window` when an `open_pr` exchange breaks (the broker stopped or
+    /// restarted), resending the same request with the same idempotency key: a restarted broker
+    /// answers it once, from the intake it resumed. The window is also what the run registers,
+    /// so the broker abandons an intake it takes up later than that.
+    pub fn reconnecting_for(mut self, window: Duration) -> Self {
+        self.reconnect = window;
+        self
+    }
+
     fn exchange(&self, request: &Value) -> PortResult<Value> {
-        let fail = |what: &str, e: &dyn std::fmt::Display| {
-            ToolFailure::new(
-                "broker_unreachable",
-                format!("{what} {}: {e}", self.socket.display()),
+        self.attempt(request).map_err(|(failure, _)| failure)
+    }
+
+    /// One exchange. On failure, also says how far it got: whether the broker accepted the
+    /// connection (a broker that is up but slower than the reply timeout is not retried).
+    fn attempt(&self, request: &Value) -> Result<Value, (ToolFailure, Reached)> {
+        let fail = |what: &str, e: &dyn std::fmt::Display, reached: Reached| {
+            (
+                ToolFailure::new(
+                    "broker_unreachable",
+                    format!("{what} {}: {e}", self.socket.display()),
+                ),
+                reached,
             )
         };
         let mut stream = std::os::unix::net::UnixStream::connect(&self.socket)
-            .map_err(|e| fail("cannot connect to the broker at", &e))?;
+            .map_err(|e| fail("cannot connect to the broker at", &e, Reached::Nothing))?;
         stream
             .set_read_timeout(Some(self.timeout))
-            .map_err(|e| fail("socket", &e))?;
+            .map_err(|e| fail("socket", &e, Reached::Connected))?;
         let mut line = request.to_string();
         line.push('\n');
         stream
             .write_all(line.as_bytes())
-            .map_err(|e| fail("cannot write to", &e))?;
+            .map_err(|e| fail("cannot write to", &e, Reached::Connected))?;
         let mut reply = String::new();
-        BufReader::new(&stream)
-            .read_line(&mut reply)
-            .map_err(|e| fail("no reply from", &e))?;
-        serde_json::from_str(reply.trim()).map_err(|e| fail("malformed reply from", &e))
+        match BufReader::new(&stream).read_line(&mut reply) {
+            Ok(0) => {
+                return Err(fail(
+                    "no reply from",
+                    &"the broker closed the connection (it stopped or restarted)",
+                    Reached::Connected,
+                ));
+            }
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(fail(
+                    &format!("no reply within {} s from", self.timeout.as_secs()),
+                    &e,
+                    Reached::TimedOut,
+                ));
+            }
+            Err(e) => return Err(fail("no reply from", &e, Reached::Connected)),
+        }
+        serde_json::from_str(reply.trim())
+            .map_err(|e| fail("malformed reply from", &e, Reached::Connected))
     }
+
+    /// [`Self::attempt`], retried while the broker is unreachable: until it has been out of
+    /// reach for the whole reconnect window (the clock restarts whenever a connection is made).
+    fn exchange_reconnecting(&self, request: &Value) -> PortResult<Value> {
+        let mut lost: Option<std::time::Instant> = None;
+        let mut pause = Duration::from_millis(100);
+        let mut attempts = 0u32;
+        loop {
+            let (failure, reached) = match self.attempt(request) {
+                Ok(reply) => return Ok(reply),
+                Err(failed) => failed,
+            };
+            attempts += 1;
+            if reached != Reached::Nothing {
+                lost = None;
+            }
+            let since = *lost.get_or_insert_with(std::time::Instant::now);
+            let give_up = self.reconnect.is_zero()
+                || reached == Reached::TimedOut
+                || since.elapsed() >= self.reconnect + RECONNECT_GRACE;
+            if give_up {
+                let message = if self.reconnect.is_zero() || reached == Reached::TimedOut {
+                    failure.message
+                } else {
+                    format!(
+                        "{}; {attempts} attempts with the same request, the broker out of reach \
+                         for the whole reconnect window of {} s: a broker that takes this intake \
+                         up later abandons it, so nothing is queued for this run",
+                        failure.message,
+                        self.reconnect.as_secs()
+                    )
+                };
+                return Err(ToolFailure::new(failure.code, message));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(RECONNECT_PAUSE_MAX);
+        }
+    }
+}
+
+/// How far one exchange with the broker got before it failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reached {
+    /// No connection: the broker is not listening.
+    Nothing,
+    /// Connected, then the connection broke or the reply was unreadable.
+    Connected,
+    /// Connected, and no reply came within the reply timeout.
+    TimedOut,
 }
 
 impl PrSink for BrokerSocket {
@@ -407,6 +505,7 @@ impl PrSink for BrokerSocket {
                 "test_runner": run.test_runner,
                 "write_allowlist": run.write_allowlist,
                 "test_env": run.test_env,
+                "reconnect_secs": run.reconnect_secs,
             }
         }))?;
         match reply.get("status").and_then(Value::as_str) {
@@ -423,7 +522,7 @@ impl PrSink for BrokerSocket {
         let mut keyed = run_id.as_bytes().to_vec();
         keyed.push(0);
         keyed.extend_from_slice(args_text.as_bytes());
-        let reply = self.exchange(&json!({
+        let reply = self.exchange_reconnecting(&json!({
             "op": "open_pr",
             "run_id": run_id,
             "request_id": airlock_audit::sha256_hex(&keyed),

@@ -293,9 +293,22 @@ pub struct BrokerConfig {
     /// after a witness that runs the test command four times. Defaults to
     /// [`BrokerConfig::reply_timeout`]'s `4 × tests.timeout_secs + 120`.
     pub reply_timeout_secs: Option<u64>,
+    /// How long to keep reconnecting and resending an `open_pr` whose connection to the broker
+    /// broke (a broker restart), with the same idempotency key. The broker is told this window
+    /// at registration and abandons an intake it takes up again later, so the run's outcome
+    /// and the queue agree. Defaults to [`DEFAULT_RECONNECT_SECS`].
+    pub reconnect_secs: Option<u64>,
 }
 
+/// The default `[broker] reconnect_secs`.
+pub const DEFAULT_RECONNECT_SECS: u64 = 600;
+
 impl BrokerConfig {
+    /// The reconnect window in seconds.
+    pub fn reconnect_secs(&self) -> u64 {
+        self.reconnect_secs.unwrap_or(DEFAULT_RECONNECT_SECS)
+    }
+
     /// The wait for one broker reply: `reply_timeout_secs`, else long enough for a witness of
     /// four test commands of `tests_timeout_secs` each.
     pub fn reply_timeout(&self, tests_timeout_secs: u64) -> std::time::Duration {

@@ -151,6 +151,9 @@ pub struct RunRegistration {
     pub write_allowlist: Vec<String>,
     /// The environment of every test command.
     pub test_env: TestEnvironment,
+    /// How long the supervisor keeps reconnecting to resend an `open_pr` whose connection broke;
+    /// the broker abandons an intake it takes up again later than this.
+    pub reconnect_secs: u64,
 }
 
 /// The broker's answer to `open_pr`, handed to the model verbatim.

@@ -242,10 +242,13 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
                 .ok_or_else(|| RunError::NoBroker {
                     config: config_origin.clone(),
                 })?;
-            Box::new(BrokerSocket::new(
-                &socket,
-                config.broker.reply_timeout(config.tests.timeout_secs),
-            ))
+            Box::new(
+                BrokerSocket::new(
+                    &socket,
+                    config.broker.reply_timeout(config.tests.timeout_secs),
+                )
+                .reconnecting_for(Duration::from_secs(config.broker.reconnect_secs())),
+            )
         }
     };
 

@@ -324,6 +324,7 @@ pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
             test_runner: spec.config.tests.runner,
             write_allowlist: env.policy.allowlist().to_vec(),
             test_env: baseline.environment.clone(),
+            reconnect_secs: spec.config.broker.reconnect_secs(),
         })
         .map_err(|e| SessionError::Register(e.to_string()))?;
 

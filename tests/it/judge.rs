@@ -79,6 +79,7 @@ impl Fixture {
                     test_runner: TestRunner::Unittest,
                     write_allowlist: vec![],
                     test_env: Default::default(),
+                    reconnect_secs: None,
                 },
                 1,
             )

@@ -107,14 +107,11 @@ fn outcome(kind: &str, confidence: f64) -> Value {
            "also_noticed": [], "injection_observed": [], "confidence": confidence})
 }
 
-#[test]
-fn run_queues_a_pull_request_with_a_sandboxed_reader() {
-    let s = setup();
-    let socket = s.dir.path().join("broker.sock");
-    let seen = broker_stub(&socket);
-    let config = write_config(&s, &socket);
-    let issue = s.dir.path().join("issue.md");
-    std::fs::write(&issue, "---\nid: CALC-7\ntitle: add() returns the wrong sum\nlabels: [bug]\n---\n`calc.ops.add(2, 3)` returns -1; expected 5.\n").unwrap();
+const ISSUE: &str = "---\nid: CALC-7\ntitle: add() returns the wrong sum\nlabels: [bug]\n---\n`calc.ops.add(2, 3)` returns -1; expected 5.\n";
+
+/// The scripted agent's turns: a reader delegation, a new test, the fix, a full run, open_pr
+/// and the final message.
+fn fix_turns(s: &Setup) -> Vec<Value> {
     let digest = json!({"answer": "add returns a - b.", "anchors": [{"path": "calc/ops.py", "line_start": 1, "line_end": 2, "claim": "add subtracts"}],
                         "ruled_out": [], "also_noticed": [], "injection_observed": [], "complete": true, "reads_used": 1});
     let open_pr = json!({
@@ -126,7 +123,7 @@ fn run_queues_a_pull_request_with_a_sandboxed_reader() {
                           "after_full_run": "green", "witness_run": "green"},
         "confidence": 0.8
     });
-    let turns = [
+    vec![
         call(
             "delegate_read",
             json!({"question": "What does calc.ops.add return?", "why": "An issue says add is wrong.", "max_reads": 2, "max_turns": 3}),
@@ -141,7 +138,13 @@ fn run_queues_a_pull_request_with_a_sandboxed_reader() {
         call("run_tests", json!({})),
         json!({"tool_calls": [{"name": "open_pr", "arguments": open_pr}], "expect_contains": "full run: green"}),
         json!({"text": outcome("pr", 0.8).to_string(), "expect_contains": "queued"}),
-    ];
+    ]
+}
+
+/// `airlock run` on CALC-7 with `turns`, `extra` flags after the common ones.
+fn run_airlock(s: &Setup, config: &Path, turns: &[Value], extra: &[&str]) -> std::process::Output {
+    let issue = s.dir.path().join("issue.md");
+    std::fs::write(&issue, ISSUE).unwrap();
     let script = s.dir.path().join("script.jsonl");
     std::fs::write(
         &script,
@@ -152,7 +155,7 @@ fn run_queues_a_pull_request_with_a_sandboxed_reader() {
             .join("\n"),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_airlock"))
+    Command::new(env!("CARGO_BIN_EXE_airlock"))
         .args([
             "run",
             "--repo",
@@ -162,12 +165,22 @@ fn run_queues_a_pull_request_with_a_sandboxed_reader() {
             "--issue",
             issue.to_str().unwrap(),
         ])
+        .args(extra)
         .arg("--model")
         .arg(format!("scripted:{}", script.display()))
         .arg("--config")
-        .arg(&config)
+        .arg(config)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn run_queues_a_pull_request_with_a_sandboxed_reader() {
+    let s = setup();
+    let socket = s.dir.path().join("broker.sock");
+    let seen = broker_stub(&socket);
+    let config = write_config(&s, &socket);
+    let out = run_airlock(&s, &config, &fix_turns(&s), &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
@@ -182,6 +195,120 @@ fn run_queues_a_pull_request_with_a_sandboxed_reader() {
     assert_eq!(seen[0]["run"]["base_commit"], s.commit);
     assert_eq!(seen[1]["op"], "open_pr");
     assert_eq!(seen[1]["args"]["base_commit"], s.commit);
+}
+
+/// A broker that goes away as a killed one does: it reads the first open_pr, closes the
+/// connection without a reply and stops listening; after `away` it listens again (when
+/// `comes_back`) and queues the resent request.
+fn broker_that_restarts(
+    socket: &Path,
+    away: std::time::Duration,
+    comes_back: bool,
+) -> Arc<Mutex<Vec<Value>>> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    let socket = socket.to_path_buf();
+    let mut listener = Some(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    std::thread::spawn(move || {
+        let mut crashed = false;
+        loop {
+            let Some(l) = listener.as_ref() else { return };
+            let Ok(mut stream) = l.accept().map(|(s, _)| s) else {
+                return;
+            };
+            let mut line = String::new();
+            BufReader::new(&stream).read_line(&mut line).unwrap();
+            let req: Value = serde_json::from_str(&line).unwrap();
+            seen2.lock().unwrap().push(req.clone());
+            if req["op"] == "open_pr" && !crashed {
+                crashed = true;
+                drop(stream);
+                drop(listener.take());
+                std::fs::remove_file(&socket).unwrap();
+                std::thread::sleep(away);
+                if !comes_back {
+                    return;
+                }
+                listener = Some(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+                continue;
+            }
+            let reply = match req["op"].as_str() {
+                Some("register_run") => {
+                    json!({"status": "registered", "run_id": req["run"]["run_id"]})
+                }
+                _ => json!({"status": "queued", "queue_id": 1}),
+            };
+            stream.write_all(format!("{reply}\n").as_bytes()).unwrap();
+        }
+    });
+    seen
+}
+
+fn with_reconnect(config: &Path, secs: u64) {
+    let text = std::fs::read_to_string(config).unwrap();
+    let text = text.replace(
+        "[broker]\n",
+        &format!("[broker]\nreconnect_secs = {secs}\n"),
+    );
+    std::fs::write(config, text).unwrap();
+}
+
+#[test]
+fn a_broker_restart_during_open_pr_is_bridged_by_resending_the_same_request() {
+    let s = setup();
+    let socket = s.dir.path().join("broker.sock");
+    let seen = broker_that_restarts(&socket, std::time::Duration::from_millis(1500), true);
+    let config = write_config(&s, &socket);
+    with_reconnect(&config, 30);
+    let out = run_airlock(&s, &config, &fix_turns(&s), &["--json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_id = doc["run_id"].as_str().unwrap();
+    let outcome: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.dir.path().join("runs").join(run_id).join("outcome.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(outcome["result"], "pr_queued", "{outcome}");
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        seen[0]["run"]["reconnect_secs"], 30,
+        "the window is registered"
+    );
+    let sent: Vec<&Value> = seen.iter().filter(|r| r["op"] == "open_pr").collect();
+    assert_eq!(sent.len(), 2, "sent once, resent once: {seen:?}");
+    assert_eq!(sent[0]["request_id"], sent[1]["request_id"]);
+    assert_eq!(sent[0]["args"], sent[1]["args"]);
+}
+
+#[test]
+fn a_broker_gone_for_the_whole_window_ends_the_run_saying_nothing_was_queued() {
+    let s = setup();
+    let socket = s.dir.path().join("broker.sock");
+    let seen = broker_that_restarts(&socket, std::time::Duration::from_secs(60), false);
+    let config = write_config(&s, &socket);
+    with_reconnect(&config, 1);
+    let out = run_airlock(&s, &config, &fix_turns(&s), &["--json"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_ne!(out.status.code(), Some(0), "{stdout}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_id = doc["run_id"].as_str().unwrap();
+    let outcome =
+        std::fs::read_to_string(s.dir.path().join("runs").join(run_id).join("outcome.json"))
+            .unwrap();
+    assert!(
+        outcome.contains("reconnect window of 1 s") && outcome.contains("nothing is queued"),
+        "{outcome}"
+    );
+    assert_eq!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r["op"] == "open_pr")
+            .count(),
+        1
+    );
 }
 
 #[test]

@@ -50,7 +50,12 @@ pub struct RunRecord {
 #[derive(Debug, Clone, PartialEq)]
 pub enum IntakeStart {
     /// No reply has been recorded: run the intake (first time, or again after a crash).
-    Run,
+    Run {
+        /// Unix seconds the request first arrived.
+        received_at: i64,
+        /// Whether it arrived before (its intake was cut short by a crash or failed).
+        resumed: bool,
+    },
     /// This request already has a reply: return it, do nothing else.
     Completed(BrokerReply),
 }

@@ -325,23 +325,28 @@ impl Store for SqliteStore {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(Error::store("recording a submission"))?;
-        let existing: Option<Option<String>> = tx
+        let existing: Option<(Option<String>, i64)> = tx
             .query_row(
-                "SELECT reply FROM submissions WHERE run_id = ?1 AND request_id = ?2",
+                "SELECT reply, received_at FROM submissions WHERE run_id = ?1 AND request_id = ?2",
                 [run_id, request_id],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()
             .map_err(Error::store("recording a submission"))?;
         let start = match existing {
-            Some(Some(reply)) => IntakeStart::Completed(from_json("submission reply", &reply)?),
-            Some(None) => {
+            Some((Some(reply), _)) => {
+                IntakeStart::Completed(from_json("submission reply", &reply)?)
+            }
+            Some((None, received_at)) => {
                 tx.execute(
                     "UPDATE submissions SET attempts = attempts + 1 WHERE run_id = ?1 AND request_id = ?2",
                     [run_id, request_id],
                 )
                 .map_err(Error::store("recording a submission"))?;
-                IntakeStart::Run
+                IntakeStart::Run {
+                    received_at,
+                    resumed: true,
+                }
             }
             None => {
                 tx.execute(
@@ -349,7 +354,10 @@ impl Store for SqliteStore {
                     params![run_id, request_id, args, now],
                 )
                 .map_err(Error::store("recording a submission"))?;
-                IntakeStart::Run
+                IntakeStart::Run {
+                    received_at: now,
+                    resumed: false,
+                }
             }
         };
         tx.commit()
@@ -579,6 +587,7 @@ mod tests {
             test_runner: TestRunner::Unittest,
             write_allowlist: vec![],
             test_env: Default::default(),
+            reconnect_secs: None,
         }
     }
 
@@ -612,15 +621,22 @@ mod tests {
             ));
             assert_eq!(
                 s.begin_intake("r1", "q1", "{}", 5).unwrap(),
-                IntakeStart::Run
+                IntakeStart::Run {
+                    received_at: 5,
+                    resumed: false
+                }
             );
         }
         // Reopened as after a crash: the unanswered request is still there, and runs again.
         let mut s = SqliteStore::open(&path).unwrap();
         assert_eq!(s.unfinished_intakes().unwrap().len(), 1);
+        // It keeps the time it first arrived: a resumed intake is judged from then.
         assert_eq!(
             s.begin_intake("r1", "q1", "{}", 6).unwrap(),
-            IntakeStart::Run
+            IntakeStart::Run {
+                received_at: 5,
+                resumed: true
+            }
         );
         let reply = s
             .finish_intake("r1", "q1", IntakeOutcome::Queue(Box::new(item())), 7)

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use crate::harness::*;
 use airlock_broker::BrokerReply;
 use airlock_broker::store::{SqliteStore, Store};
+use serde_json::Value;
 
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -84,6 +85,94 @@ fn kill_during_intake_then_restart_and_resend_queues_exactly_once() {
     );
     let mut store = SqliteStore::open(&fx.db).unwrap();
     assert!(store.unfinished_intakes().unwrap().is_empty());
+    assert_eq!(store.queue().unwrap().len(), 1);
+}
+
+/// Start an open_pr whose witness is slow, and kill the broker inside the witness.
+fn kill_inside_the_witness(fx: &mut Fixture, run_id: &str, reconnect_secs: Option<u64>) -> Value {
+    let wt = fx.worktree(run_id);
+    let mut registration = fx.registration(run_id, &wt);
+    registration.reconnect_secs = reconnect_secs;
+    assert!(matches!(
+        fx.client().register_run(&registration).unwrap(),
+        BrokerReply::Registered { .. }
+    ));
+    apply_fix(&wt);
+    write(
+        &wt,
+        "tests/test_clamp_high.py",
+        &NEW_TEST.replace(
+            "    def test_clamp_high(self):\n",
+            "    def test_clamp_high(self):\n        import time\n        time.sleep(3)\n",
+        ),
+    );
+    let args = honest_args(fx, &wt);
+    let socket = fx.socket.clone();
+    let sent = args.clone();
+    let id = run_id.to_owned();
+    let pending = std::thread::spawn(move || {
+        airlock_broker::BrokerClient::connect(&socket)
+            .unwrap()
+            .open_pr(&id, sent)
+    });
+    let work = fx.dir.path().join("work");
+    wait_for("the witness to start", || {
+        std::fs::read_dir(&work)
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.file_name().to_string_lossy().starts_with("witness-"))
+            })
+            .unwrap_or(false)
+    });
+    fx.kill();
+    assert!(pending.join().unwrap().is_err());
+    args
+}
+
+#[test]
+fn an_intake_taken_up_after_the_runs_reconnect_window_is_abandoned_not_queued() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let args = kill_inside_the_witness(&mut fx, "run-late", Some(1));
+    // The supervisor waits one second after losing the broker; the broker is back later.
+    std::thread::sleep(Duration::from_millis(2100));
+    fx.start();
+    let reply = fx.client().open_pr("run-late", args).unwrap();
+    let BrokerReply::Refused { error } = &reply else {
+        panic!("{reply:?}")
+    };
+    assert_eq!(error.code.as_str(), "POLICY_VIOLATION", "{error:?}");
+    assert_eq!(error.details["rule"], "intake_abandoned", "{error:?}");
+    assert!(
+        error.message.contains("reconnect window is 1 s"),
+        "{}",
+        error.message
+    );
+    let mut store = SqliteStore::open(&fx.db).unwrap();
+    assert!(
+        store.queue().unwrap().is_empty(),
+        "nothing was queued behind the run's back"
+    );
+    assert!(store.unfinished_intakes().unwrap().is_empty());
+    let decisions: Vec<_> = fx
+        .audit_kinds()
+        .into_iter()
+        .filter(|(k, _)| k == "broker_decision")
+        .map(|(_, p)| p["code"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(decisions, ["POLICY_VIOLATION"], "{decisions:?}");
+}
+
+#[test]
+fn an_intake_taken_up_within_the_window_is_queued_for_the_supervisors_resend() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let args = kill_inside_the_witness(&mut fx, "run-soon", Some(120));
+    fx.start();
+    // The restarted broker resumes the intake by itself; the resend gets its answer.
+    let reply = fx.client().open_pr("run-soon", args).unwrap();
+    assert!(matches!(reply, BrokerReply::Queued { .. }), "{reply:?}");
+    let mut store = SqliteStore::open(&fx.db).unwrap();
     assert_eq!(store.queue().unwrap().len(), 1);
 }
 

@@ -260,6 +260,7 @@ impl Fixture {
             test_runner: TestRunner::Unittest,
             write_allowlist: vec!["calc/**".into(), "tests/**".into()],
             test_env: Default::default(),
+            reconnect_secs: None,
         }
     }
 
