@@ -383,9 +383,9 @@ impl Broker {
                 if violations.is_empty() {
                     return Err(Error::Dependency(err.to_string()));
                 }
-                return Ok(IntakeOutcome::Refuse(BrokerError::schema_invalid(
-                    &violations,
-                )));
+                let mut refusal = BrokerError::schema_invalid(&violations);
+                self.name_the_weakening(run, &violations, &mut refusal);
+                return Ok(IntakeOutcome::Refuse(refusal));
             }
         };
         // 2. Policy.
@@ -556,6 +556,50 @@ impl Broker {
             evidence: report.outputs,
             flags,
         })))
+    }
+
+    /// A schema refusal of a bounded digest field (`assertions_removed`, `skip_markers_added`
+    /// over their maximum of 0) names the weakening itself: the detectors' findings of that kind
+    /// in the run's diff, file and line, in the message and as `details.findings`. Best effort:
+    /// when the digest cannot be computed the refusal stays as the schema made it.
+    fn name_the_weakening(
+        &self,
+        run: &RunRegistration,
+        violations: &[airlock_schemas::SchemaViolation],
+        refusal: &mut BrokerError,
+    ) {
+        let kinds: Vec<&str> = violations
+            .iter()
+            .filter_map(|v| match v.pointer.as_str() {
+                "/diff_digest/assertions_removed" => Some("assertion-removed"),
+                "/diff_digest/skip_markers_added" => Some("skip-marker-added"),
+                _ => None,
+            })
+            .collect();
+        if kinds.is_empty() {
+            return;
+        }
+        let Ok(worktree) = self.worktree_under_root(&run.worktree) else {
+            return;
+        };
+        let Ok((_, flags)) = self.rules.digest(&worktree, &run.base_commit) else {
+            return;
+        };
+        let findings: Vec<String> = flags
+            .into_iter()
+            .filter(|f| kinds.iter().any(|k| f.starts_with(&format!("{k} "))))
+            .collect();
+        if findings.is_empty() {
+            return;
+        }
+        refusal.message = format!(
+            "{}; the weakening in the diff: {}",
+            refusal.message,
+            findings.join("; ")
+        );
+        if let Some(details) = refusal.details.as_object_mut() {
+            details.insert("findings".to_owned(), serde_json::json!(findings));
+        }
     }
 
     /// The state of a run's pull request: pending, approved (with branch and draft PR), or the
