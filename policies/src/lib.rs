@@ -24,12 +24,13 @@ mod config;
 mod detect;
 mod diff;
 mod digest;
+mod operands;
 mod paths;
 mod shadow;
 mod testfiles;
 pub mod testrun;
 
-pub use config::{Direction, Mode, MoveKind};
+pub use config::{Direction, Mode, MoveKind, Operands};
 pub use detect::{Finding, Side};
 pub use diff::{DiffLine, FileDiff, Hunk, LineKind, parse_unified_diff};
 pub use digest::{DigestReport, compute_digest};

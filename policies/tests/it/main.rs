@@ -6,3 +6,4 @@ mod git_digest;
 mod loading;
 mod paths;
 mod recognition;
+mod weakening_gaps;
