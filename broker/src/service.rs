@@ -414,6 +414,10 @@ impl Broker {
         if let Some(refusal) = shadowing_module(&repo, pin, &changes)? {
             return Ok(IntakeOutcome::Refuse(refusal));
         }
+        let test_code = test_code_findings(&repo, pin, &changes, &*self.rules)?;
+        if let Some(refusal) = test_code_refusal(&test_code) {
+            return Ok(IntakeOutcome::Refuse(refusal));
+        }
         // 3. Digest.
         let (computed, mut flags) = self.rules.digest(&worktree, &run.base_commit)?;
         let fields = call.diff_digest.mismatched_fields(&computed);
@@ -511,6 +515,7 @@ impl Broker {
             return Ok(IntakeOutcome::Refuse(err));
         }
         // 5. Queue.
+        flags.extend(test_code_flags(&test_code));
         for url in crate::rules::body_urls(&call.body) {
             flags.push(format!(
                 "body-url: the body links to {url:?}; open_pr allows no URL other than the issue \
@@ -819,4 +824,65 @@ fn shadowing_module(
         }
     }
     Ok(None)
+}
+
+/// Every test-code rule that fires on a test file the change adds or modifies (its new text
+/// against the pinned one): test infrastructure written as a test file, and import-time patches.
+fn test_code_findings(
+    repo: &git2::Repository,
+    pin: git2::Oid,
+    changes: &changes::ChangeSet,
+    rules: &dyn Rules,
+) -> Result<Vec<airlock_policies::TestCodeFinding>> {
+    let tree = repo
+        .find_commit(pin)
+        .and_then(|c| c.tree())
+        .map_err(Error::git("reading the pinned tree"))?;
+    let mut out = Vec::new();
+    for change in changes.files.iter().filter(|c| c.is_test) {
+        let Some(content) = &change.content else {
+            continue;
+        };
+        let old = tree
+            .get_path(Path::new(&change.path))
+            .ok()
+            .and_then(|entry| entry.to_object(repo).ok())
+            .and_then(|object| object.peel_to_blob().ok())
+            .map(|blob| String::from_utf8_lossy(blob.content()).into_owned());
+        let new = String::from_utf8_lossy(content);
+        out.extend(rules.check_test_code(&change.path, old.as_deref(), &new));
+    }
+    Ok(out)
+}
+
+/// The first refusing test-code finding as `POLICY_VIOLATION`, naming the file, the line and
+/// the rule.
+fn test_code_refusal(findings: &[airlock_policies::TestCodeFinding]) -> Option<BrokerError> {
+    let f = findings
+        .iter()
+        .find(|f| f.action == airlock_policies::TestCodeAction::Refuse)?;
+    let mut err = BrokerError::policy_violation(
+        &f.file,
+        &f.rule,
+        &format!("line {}: `{}`: {}", f.line, f.excerpt, f.reason),
+    );
+    if let Some(details) = err.details.as_object_mut() {
+        details.insert("line".to_owned(), serde_json::json!(f.line));
+    }
+    Some(err)
+}
+
+/// The flagging test-code findings, as the approver reads them: `rule: file:line: excerpt
+/// (reason)`.
+fn test_code_flags(findings: &[airlock_policies::TestCodeFinding]) -> Vec<String> {
+    findings
+        .iter()
+        .filter(|f| f.action == airlock_policies::TestCodeAction::Flag)
+        .map(|f| {
+            format!(
+                "{}: {}:{}: `{}` ({})",
+                f.rule, f.file, f.line, f.excerpt, f.reason
+            )
+        })
+        .collect()
 }

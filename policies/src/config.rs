@@ -94,6 +94,8 @@ struct PolicyFile {
     tests: BTreeMap<Language, TestSection>,
     #[serde(default, rename = "detector")]
     detectors: Vec<DetectorSection>,
+    #[serde(default)]
+    test_code: Vec<crate::testcode::TestCodeSection>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -211,6 +213,7 @@ pub(crate) fn build(text: &str, file: &str) -> Result<Policy> {
         crate::paths::WritePolicy::build(&parsed.write.allow, &parsed.write.refuse, text, file)?;
     let tests = crate::testfiles::TestRules::build(&parsed.tests, text, file)?;
     let detectors = crate::detect::Detectors::build(&parsed.detectors, text, file)?;
+    let test_code = crate::testcode::TestCodeRules::build(&parsed.test_code, text, file)?;
     let mut repos = BTreeMap::new();
     for (slug, section) in parsed.repos {
         // Compile now so a bad per-repository glob is a load error, not a surprise later.
@@ -227,6 +230,7 @@ pub(crate) fn build(text: &str, file: &str) -> Result<Policy> {
         write,
         tests,
         detectors,
+        test_code,
         repos,
         origin: file.to_string(),
     })
