@@ -440,10 +440,9 @@ impl Broker {
                     },
                 )?;
             }
-            return Ok(IntakeOutcome::Refuse(BrokerError::digest_mismatch(
-                &call.diff_digest,
-                &computed,
-            )));
+            let mut err = BrokerError::digest_mismatch(&call.diff_digest, &computed);
+            name_the_weakenings(&mut err, &flags);
+            return Ok(IntakeOutcome::Refuse(err));
         }
         let mut digest_files: Vec<&str> =
             computed.files_changed.iter().map(String::as_str).collect();
@@ -885,4 +884,27 @@ fn test_code_flags(findings: &[airlock_policies::TestCodeFinding]) -> Vec<String
             )
         })
         .collect()
+}
+
+/// A digest mismatch names the weakenings behind the counted fields (file, line, rule and the
+/// line itself), not only the numbers.
+fn name_the_weakenings(err: &mut BrokerError, detector_flags: &[String]) {
+    let counted: Vec<&String> = detector_flags
+        .iter()
+        .filter(|f| f.starts_with("assertion-removed ") || f.starts_with("skip-marker-added "))
+        .collect();
+    if counted.is_empty() {
+        return;
+    }
+    err.message.push_str(&format!(
+        "; the detectors found: {}",
+        counted
+            .iter()
+            .map(|f| f.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+    ));
+    if let Some(details) = err.details.as_object_mut() {
+        details.insert("findings".to_owned(), serde_json::json!(counted));
+    }
 }

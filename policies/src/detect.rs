@@ -634,7 +634,10 @@ impl Rule {
             return indentation(next) == indentation(line);
         }
         let t = next.trim_start();
-        let closes = t.starts_with(['}', ')', ']'])
+        // A line that starts with `.` or an operator continues the returned expression.
+        let continues = t.starts_with(['.', '?', ':', '+', '-', '*', '/', '&', '|', ',', '=']);
+        let closes = continues
+            || t.starts_with(['}', ')', ']'])
             || t.starts_with("case ")
             || t.starts_with("default:")
             || t.starts_with("default ");
