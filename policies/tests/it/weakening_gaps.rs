@@ -105,6 +105,13 @@ fn python_gaps_are_counted_and_controls_are_not() {
                 Removed,
             ),
             (
+                "comparison dropped to a presence check",
+                "    assert f(2) == 4\n",
+                "    assert f(2) is not None\n",
+                Some("py-comparison-to-presence"),
+                Removed,
+            ),
+            (
                 "unittest comparison dropped",
                 "assertEqual(f(2), 4)",
                 "assertTrue(f(2))",
@@ -442,4 +449,17 @@ fn dead_code_that_only_moved_is_not_counted_again() {
         "def test_b():\n    assert 2 == 2\n\n\ndef test_a():\n    return\n    assert 1 == 2\n";
     let d = digest("tests/test_m.py", base, moved);
     assert_eq!(d.skip_markers_added, 0, "{:#?}", d.findings);
+}
+
+#[test]
+fn pep8_none_comparisons_are_not_weakenings() {
+    let base = "def test_none():\n    assert f(4) != None\n    assert g(4) == None\n";
+    let after = "def test_none():\n    assert f(4) is not None\n    assert g(4) is None\n";
+    let d = digest("tests/test_none.py", base, after);
+    assert_eq!(
+        (d.assertions_removed, d.skip_markers_added),
+        (0, 0),
+        "{:#?}",
+        d.findings
+    );
 }
