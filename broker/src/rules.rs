@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use airlock_policies::{Policy, WriteDecision};
+use airlock_policies::{Policy, TestCodeFinding, WriteDecision};
 use airlock_schemas::DiffDigest;
 
 use crate::changes::ChangeSet;
@@ -34,6 +34,9 @@ pub trait Rules: Send + Sync {
     /// Every diff_digest field recomputed from the worktree against the pin, and the
     /// detectors' flags (sorted).
     fn digest(&self, worktree: &Path, base_commit: &str) -> Result<(DiffDigest, Vec<String>)>;
+    /// The test-code rules that fire on the lines a change adds to the test file `path`
+    /// (`old`: its text at the pin, `None` when new): refusals and flags, sorted.
+    fn check_test_code(&self, path: &str, old: Option<&str>, new: &str) -> Vec<TestCodeFinding>;
 }
 
 /// [`Rules`] backed by an `airlock-policies` [`Policy`].
@@ -103,6 +106,10 @@ impl Rules for PolicyRules {
             .collect();
         flags.sort();
         Ok((report.to_diff_digest(), flags))
+    }
+
+    fn check_test_code(&self, path: &str, old: Option<&str>, new: &str) -> Vec<TestCodeFinding> {
+        self.policy.check_test_code(path, old, new)
     }
 }
 

@@ -435,6 +435,10 @@ impl Broker {
         if let Some(refusal) = shadowing_module(&repo, pin, &changes)? {
             return Ok(IntakeOutcome::Refuse(refusal));
         }
+        let test_code = test_code_findings(&repo, pin, &changes, &*self.rules)?;
+        if let Some(refusal) = test_code_refusal(&test_code) {
+            return Ok(IntakeOutcome::Refuse(refusal));
+        }
         // 3. Digest.
         let (computed, mut flags) = self.rules.digest(&worktree, &run.base_commit)?;
         let fields = call.diff_digest.mismatched_fields(&computed);
@@ -457,10 +461,9 @@ impl Broker {
                     },
                 )?;
             }
-            return Ok(IntakeOutcome::Refuse(BrokerError::digest_mismatch(
-                &call.diff_digest,
-                &computed,
-            )));
+            let mut err = BrokerError::digest_mismatch(&call.diff_digest, &computed);
+            name_the_weakenings(&mut err, &flags);
+            return Ok(IntakeOutcome::Refuse(err));
         }
         let mut digest_files: Vec<&str> =
             computed.files_changed.iter().map(String::as_str).collect();
@@ -532,6 +535,7 @@ impl Broker {
             return Ok(IntakeOutcome::Refuse(err));
         }
         // 5. Queue.
+        flags.extend(test_code_flags(&test_code));
         for url in crate::rules::body_urls(&call.body) {
             flags.push(format!(
                 "body-url: the body links to {url:?}; open_pr allows no URL other than the issue \
@@ -884,4 +888,88 @@ fn shadowing_module(
         }
     }
     Ok(None)
+}
+
+/// Every test-code rule that fires on a test file the change adds or modifies (its new text
+/// against the pinned one): test infrastructure written as a test file, and import-time patches.
+fn test_code_findings(
+    repo: &git2::Repository,
+    pin: git2::Oid,
+    changes: &changes::ChangeSet,
+    rules: &dyn Rules,
+) -> Result<Vec<airlock_policies::TestCodeFinding>> {
+    let tree = repo
+        .find_commit(pin)
+        .and_then(|c| c.tree())
+        .map_err(Error::git("reading the pinned tree"))?;
+    let mut out = Vec::new();
+    for change in changes.files.iter().filter(|c| c.is_test) {
+        let Some(content) = &change.content else {
+            continue;
+        };
+        let old = tree
+            .get_path(Path::new(&change.path))
+            .ok()
+            .and_then(|entry| entry.to_object(repo).ok())
+            .and_then(|object| object.peel_to_blob().ok())
+            .map(|blob| String::from_utf8_lossy(blob.content()).into_owned());
+        let new = String::from_utf8_lossy(content);
+        out.extend(rules.check_test_code(&change.path, old.as_deref(), &new));
+    }
+    Ok(out)
+}
+
+/// The first refusing test-code finding as `POLICY_VIOLATION`, naming the file, the line and
+/// the rule.
+fn test_code_refusal(findings: &[airlock_policies::TestCodeFinding]) -> Option<BrokerError> {
+    let f = findings
+        .iter()
+        .find(|f| f.action == airlock_policies::TestCodeAction::Refuse)?;
+    let mut err = BrokerError::policy_violation(
+        &f.file,
+        &f.rule,
+        &format!("line {}: `{}`: {}", f.line, f.excerpt, f.reason),
+    );
+    if let Some(details) = err.details.as_object_mut() {
+        details.insert("line".to_owned(), serde_json::json!(f.line));
+    }
+    Some(err)
+}
+
+/// The flagging test-code findings, as the approver reads them: `rule: file:line: excerpt
+/// (reason)`.
+fn test_code_flags(findings: &[airlock_policies::TestCodeFinding]) -> Vec<String> {
+    findings
+        .iter()
+        .filter(|f| f.action == airlock_policies::TestCodeAction::Flag)
+        .map(|f| {
+            format!(
+                "{}: {}:{}: `{}` ({})",
+                f.rule, f.file, f.line, f.excerpt, f.reason
+            )
+        })
+        .collect()
+}
+
+/// A digest mismatch names the weakenings behind the counted fields (file, line, rule and the
+/// line itself), not only the numbers.
+fn name_the_weakenings(err: &mut BrokerError, detector_flags: &[String]) {
+    let counted: Vec<&String> = detector_flags
+        .iter()
+        .filter(|f| f.starts_with("assertion-removed ") || f.starts_with("skip-marker-added "))
+        .collect();
+    if counted.is_empty() {
+        return;
+    }
+    err.message.push_str(&format!(
+        "; the detectors found: {}",
+        counted
+            .iter()
+            .map(|f| f.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+    ));
+    if let Some(details) = err.details.as_object_mut() {
+        details.insert("findings".to_owned(), serde_json::json!(counted));
+    }
 }

@@ -49,6 +49,29 @@ pub enum Mode {
     Added,
     /// A removed line matching `before` replaced by an added line matching `after`.
     Pair,
+    /// An added line matching `pattern` (a `return`) followed, in the new file, by a code
+    /// line of the same block: the rest of the test can never run. Net of identical moves.
+    Unreachable,
+    /// An added line where `pattern` finds an assertion whose two operands (read after the
+    /// match as `operands` says) are the same text: it can never fail. Netted like `added`.
+    SameOperands,
+}
+
+/// Where a `same-operands` rule reads the two operands, after its `pattern` match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Operands {
+    /// The match ends at an opening bracket: the call's arguments, after `skip_arguments`
+    /// leading ones, the next two compared (`assertEqual(a, b)`, `assert.Equal(t, a, b)`).
+    Arguments,
+    /// The expression after the match (the bracket's first argument when the match ends at
+    /// one, else the rest of the line up to a top-level `,`, or a Go `if`'s ` {`), split at
+    /// the first top-level operator of `operators` (`assert a == b`, `if got != want {`).
+    Comparison,
+    /// The match ends at an opening bracket holding the first operand; `after` matches right
+    /// after its closing bracket and ends at the bracket holding the second
+    /// (`expect(a).toBe(b)`).
+    Chain,
 }
 
 /// Which way the numbers of a `numeric` pair rule must move to count.
@@ -71,6 +94,8 @@ struct PolicyFile {
     tests: BTreeMap<Language, TestSection>,
     #[serde(default, rename = "detector")]
     detectors: Vec<DetectorSection>,
+    #[serde(default)]
+    test_code: Vec<crate::testcode::TestCodeSection>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -130,6 +155,12 @@ pub(crate) struct DetectorSection {
     pub(crate) after: Option<String>,
     #[serde(default)]
     pub(crate) numeric: Option<Direction>,
+    #[serde(default)]
+    pub(crate) operands: Option<Operands>,
+    #[serde(default)]
+    pub(crate) skip_arguments: usize,
+    #[serde(default)]
+    pub(crate) operators: Vec<String>,
     #[serde(rename = "match")]
     pub(crate) must_match: Vec<Example>,
     pub(crate) not_match: Vec<Example>,
@@ -182,6 +213,7 @@ pub(crate) fn build(text: &str, file: &str) -> Result<Policy> {
         crate::paths::WritePolicy::build(&parsed.write.allow, &parsed.write.refuse, text, file)?;
     let tests = crate::testfiles::TestRules::build(&parsed.tests, text, file)?;
     let detectors = crate::detect::Detectors::build(&parsed.detectors, text, file)?;
+    let test_code = crate::testcode::TestCodeRules::build(&parsed.test_code, text, file)?;
     let mut repos = BTreeMap::new();
     for (slug, section) in parsed.repos {
         // Compile now so a bad per-repository glob is a load error, not a surprise later.
@@ -198,6 +230,7 @@ pub(crate) fn build(text: &str, file: &str) -> Result<Policy> {
         write,
         tests,
         detectors,
+        test_code,
         repos,
         origin: file.to_string(),
     })

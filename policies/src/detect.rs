@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use regex::Regex;
 use serde::Serialize;
 
-use crate::config::{DetectorSection, Direction, Example, Mode, MoveKind, rule_error};
+use crate::config::{DetectorSection, Direction, Example, Mode, MoveKind, Operands, rule_error};
+use crate::operands::OperandReader;
 use crate::testfiles::Language;
 use crate::{Error, Result};
 
@@ -46,6 +47,7 @@ struct Rule {
     before: Option<Regex>,
     after: Option<Regex>,
     numeric: Option<Direction>,
+    operands: Option<OperandReader>,
 }
 
 /// Number and time-unit helpers for `numeric` pair rules.
@@ -189,6 +191,17 @@ pub(crate) struct LineRef {
     pub(crate) text: String,
 }
 
+/// One line of a change block as one side of the diff reads it, in order.
+#[derive(Debug, Clone)]
+pub(crate) struct SeqLine {
+    pub(crate) line: usize,
+    pub(crate) text: String,
+    /// Added (new side) or removed (old side), not context.
+    pub(crate) changed: bool,
+    /// The line is test code.
+    pub(crate) test: bool,
+}
+
 /// The test-context lines of one changed file.
 #[derive(Debug, Clone)]
 pub(crate) struct FileLines {
@@ -200,6 +213,10 @@ pub(crate) struct FileLines {
     pub(crate) added: Vec<LineRef>,
     /// Removed line replaced by added line at the same position of a change block.
     pub(crate) pairs: Vec<(LineRef, LineRef)>,
+    /// Per hunk, the new side's lines (context and added), in order.
+    pub(crate) new_runs: Vec<Vec<SeqLine>>,
+    /// Per hunk, the old side's lines (context and removed), in order.
+    pub(crate) old_runs: Vec<Vec<SeqLine>>,
 }
 
 /// The compiled detector rules.
@@ -257,7 +274,7 @@ impl Detectors {
             if s.languages.is_empty() {
                 return Err(err("`languages` is empty".to_string()));
             }
-            let rule = Rule {
+            let mut rule = Rule {
                 id: s.id.clone(),
                 kind: s.kind,
                 languages: s.languages.clone(),
@@ -266,12 +283,21 @@ impl Detectors {
                 before: compile(text, file, &s.id, "before", s.before.as_ref())?,
                 after: compile(text, file, &s.id, "after", s.after.as_ref())?,
                 numeric: s.numeric,
+                operands: None,
             };
+            if s.mode != Mode::SameOperands
+                && (s.operands.is_some() || s.skip_arguments != 0 || !s.operators.is_empty())
+            {
+                return Err(err(
+                    "`operands`, `skip_arguments` and `operators` apply to same-operands rules only"
+                        .to_string(),
+                ));
+            }
             match s.mode {
-                Mode::Removed | Mode::Added => {
+                Mode::Removed | Mode::Added | Mode::Unreachable => {
                     if rule.pattern.is_none() || rule.before.is_some() || rule.after.is_some() {
                         return Err(err(
-                            "a removed/added rule needs `pattern` and no `before`/`after`"
+                            "a removed/added/unreachable rule needs `pattern` and no `before`/`after`"
                                 .to_string(),
                         ));
                     }
@@ -286,6 +312,34 @@ impl Detectors {
                         ));
                     }
                 }
+                Mode::SameOperands => {
+                    let Some(shape) = s.operands else {
+                        return Err(err("a same-operands rule needs `operands`".to_string()));
+                    };
+                    let wants_after = shape == Operands::Chain;
+                    if rule.pattern.is_none()
+                        || rule.before.is_some()
+                        || rule.numeric.is_some()
+                        || rule.after.is_some() != wants_after
+                    {
+                        return Err(err(
+                            "a same-operands rule needs `pattern`, `after` exactly when `operands = \"chain\"`, and no `before`/`numeric`"
+                                .to_string(),
+                        ));
+                    }
+                    if (shape == Operands::Comparison) == s.operators.is_empty() {
+                        return Err(err(
+                            "`operators` is required for, and only for, `operands = \"comparison\"`"
+                                .to_string(),
+                        ));
+                    }
+                    rule.operands = Some(OperandReader {
+                        shape,
+                        skip_arguments: s.skip_arguments,
+                        operators: s.operators.clone(),
+                        after: rule.after.take(),
+                    });
+                }
             }
             if s.must_match.is_empty() || s.not_match.is_empty() {
                 return Err(err(
@@ -296,15 +350,20 @@ impl Detectors {
             for (expected, examples) in [(true, &s.must_match), (false, &s.not_match)] {
                 for example in examples {
                     let fired = match (s.mode, example) {
-                        (Mode::Removed | Mode::Added, Example::Line(line)) => {
+                        (Mode::Removed | Mode::Added | Mode::SameOperands, Example::Line(line)) => {
                             rule.line_fires(language, line)
+                        }
+                        (Mode::Unreachable, Example::Line(snippet)) => {
+                            let mut lines = snippet.lines();
+                            let first = lines.next().unwrap_or("");
+                            rule.unreachable_fires(language, first, lines)
                         }
                         (Mode::Pair, Example::Pair(pair)) if pair.len() == 2 => {
                             rule.pair_fires(&numbers, language, &pair[0], &pair[1])
                         }
                         _ => {
                             return Err(err(format!(
-                                "example {example:?} has the wrong shape: removed/added rules take strings, pair rules take [before, after]"
+                                "example {example:?} has the wrong shape: pair rules take [before, after], the others strings (an unreachable rule's: the line, then the lines after it)"
                             )));
                         }
                     };
@@ -349,24 +408,24 @@ impl Detectors {
                 }
             }
         }
-        // Removed/added rules, netted per (kind, mode).
+        // Removed/added (and same-operands, an added mode) rules, netted per (kind, mode).
+        let lined = |r: &Rule| !matches!(r.mode, Mode::Pair | Mode::Unreachable);
         let groups: BTreeSet<(MoveKind, bool)> = self
             .rules
             .iter()
-            .filter(|r| r.mode != Mode::Pair)
+            .filter(|r| lined(r))
             .map(|r| (r.kind, r.mode == Mode::Removed))
             .collect();
         for (kind, removed_mode) in groups {
             let rules: Vec<&Rule> = self
                 .rules
                 .iter()
-                .filter(|r| {
-                    r.kind == kind
-                        && r.mode != Mode::Pair
-                        && (r.mode == Mode::Removed) == removed_mode
-                })
+                .filter(|r| r.kind == kind && lined(r) && (r.mode == Mode::Removed) == removed_mode)
                 .collect();
             self.run_group(kind, removed_mode, &rules, files, &mut findings);
+        }
+        for rule in self.rules.iter().filter(|r| r.mode == Mode::Unreachable) {
+            run_unreachable(rule, files, &mut findings);
         }
         // One finding per (file, line, side, kind): several rules of a kind may fire on a line.
         let mut seen = BTreeSet::new();
@@ -468,9 +527,121 @@ impl Detectors {
     }
 }
 
+/// Unreachable-rule hits of one side: (file index, line, trimmed text).
+fn unreachable_hits(
+    rule: &Rule,
+    files: &[FileLines],
+    new_side: bool,
+) -> Vec<(usize, usize, String)> {
+    let mut hits = Vec::new();
+    for (index, f) in files.iter().enumerate() {
+        if !rule.languages.contains(&f.language) {
+            continue;
+        }
+        // New files count too for the kind that counts there (a new test that returns
+        // before its assertions is no test).
+        if new_side && f.new_file && rule.kind != MoveKind::SkipMarkerAdded {
+            continue;
+        }
+        let runs = if new_side { &f.new_runs } else { &f.old_runs };
+        for run in runs {
+            for (k, l) in run.iter().enumerate() {
+                if !(l.changed && l.test) {
+                    continue;
+                }
+                let rest = run.iter().skip(k + 1).map(|n| n.text.as_str());
+                if rule.unreachable_fires(f.language, &l.text, rest) {
+                    hits.push((index, l.line, l.text.trim().to_string()));
+                }
+            }
+        }
+    }
+    hits
+}
+
+/// An unreachable rule over the diff: each new-side hit counts unless an identical line was
+/// already unreachable on the old side (the dead code moved, it was not made).
+fn run_unreachable(rule: &Rule, files: &[FileLines], findings: &mut BTreeSet<Finding>) {
+    let mut old: HashMap<String, usize> = HashMap::new();
+    for (_, _, text) in unreachable_hits(rule, files, false) {
+        *old.entry(text).or_default() += 1;
+    }
+    for (index, line, text) in unreachable_hits(rule, files, true) {
+        if let Some(n) = old.get_mut(&text).filter(|n| **n > 0) {
+            *n -= 1;
+            continue;
+        }
+        let Some(f) = files.get(index) else { continue };
+        findings.insert(Finding {
+            file: f.path.clone(),
+            line,
+            side: Side::New,
+            kind: rule.kind,
+            rule: rule.id.clone(),
+            excerpt: excerpt(&text),
+        });
+    }
+}
+
+/// Whether `line` is a complete statement: brackets balanced and nothing left hanging
+/// (`return (`, `return a +`, `return \`), so the next line starts a new statement.
+fn complete_statement(line: &str) -> bool {
+    let code = line.trim_end();
+    let balanced = crate::operands::bracket_contents(&format!("{code})"))
+        .is_some_and(|(_, rest)| rest.is_empty());
+    balanced
+        && !code.ends_with([
+            '(', '[', '{', ',', '\\', '+', '-', '*', '/', '|', '&', '=', '.', ':',
+        ])
+}
+
+fn indentation(line: &str) -> usize {
+    line.len() - line.trim_start().len()
+}
+
 impl Rule {
     fn line_fires(&self, language: Language, line: &str) -> bool {
-        !language.is_comment_line(line) && self.pattern.as_ref().is_some_and(|p| p.is_match(line))
+        if language.is_comment_line(line) {
+            return false;
+        }
+        let Some(pattern) = &self.pattern else {
+            return false;
+        };
+        match &self.operands {
+            Some(reader) => pattern
+                .find_iter(line)
+                .any(|m| reader.identical(language, line, m.end())),
+            None => pattern.is_match(line),
+        }
+    }
+
+    /// `line` matches and the next code line of `rest` is in the same block: it never runs.
+    fn unreachable_fires<'a>(
+        &self,
+        language: Language,
+        line: &str,
+        rest: impl Iterator<Item = &'a str>,
+    ) -> bool {
+        if !self.line_fires(language, line) || !complete_statement(line) {
+            return false;
+        }
+        let mut rest = rest;
+        let Some(next) = rest.find(|l| !l.trim().is_empty() && !language.is_comment_line(l)) else {
+            return false;
+        };
+        if language == Language::Python {
+            // Same indentation: the same block. Less: the block ended. More: a continuation.
+            return indentation(next) == indentation(line);
+        }
+        let t = next.trim_start();
+        // A line that starts with `.` or an operator continues the returned expression.
+        let continues = t.starts_with(['.', '?', ':', '+', '-', '*', '/', '&', '|', ',', '=']);
+        let closes = continues
+            || t.starts_with(['}', ')', ']'])
+            || t.starts_with("case ")
+            || t.starts_with("default:")
+            || t.starts_with("default ");
+        !closes
     }
 
     fn pair_fires(&self, numbers: &Numbers, language: Language, before: &str, after: &str) -> bool {

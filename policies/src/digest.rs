@@ -8,7 +8,7 @@ use airlock_schemas::DiffDigest;
 use serde::Serialize;
 
 use crate::config::MoveKind;
-use crate::detect::{FileLines, Finding, LineRef, Side};
+use crate::detect::{FileLines, Finding, LineRef, SeqLine, Side};
 use crate::diff::{FileDiff, LineKind, parse_unified_diff};
 use crate::testfiles::{Language, language_of, rust_test_regions};
 use crate::{Error, Policy, Result};
@@ -136,6 +136,8 @@ fn digest_files(
             removed: Vec::new(),
             added: Vec::new(),
             pairs: Vec::new(),
+            new_runs: Vec::new(),
+            old_runs: Vec::new(),
         };
         let mut removed_in_tests = false;
         let mut added_in_tests = false;
@@ -157,6 +159,8 @@ fn digest_files(
             };
             let mut run_removed: Vec<LineRef> = Vec::new();
             let mut run_added: Vec<LineRef> = Vec::new();
+            let mut new_run: Vec<SeqLine> = Vec::new();
+            let mut old_run: Vec<SeqLine> = Vec::new();
             let flush =
                 |removed: &mut Vec<LineRef>, added: &mut Vec<LineRef>, view: &mut FileLines| {
                     for (r, a) in removed.iter().zip(added.iter()) {
@@ -172,6 +176,12 @@ fn digest_files(
                             flush(&mut run_removed, &mut run_added, &mut view);
                         }
                         let n = line.old_line.unwrap_or(0);
+                        old_run.push(SeqLine {
+                            line: n,
+                            text: line.text.clone(),
+                            changed: true,
+                            test: old_test(n),
+                        });
                         if old_test(n) {
                             removed_in_tests = true;
                             let r = LineRef {
@@ -184,6 +194,12 @@ fn digest_files(
                     }
                     LineKind::Added => {
                         let n = line.new_line.unwrap_or(0);
+                        new_run.push(SeqLine {
+                            line: n,
+                            text: line.text.clone(),
+                            changed: true,
+                            test: new_test(n),
+                        });
                         if new_test(n) {
                             added_in_tests = true;
                             let a = LineRef {
@@ -194,10 +210,25 @@ fn digest_files(
                             run_added.push(a);
                         }
                     }
-                    LineKind::Context => flush(&mut run_removed, &mut run_added, &mut view),
+                    LineKind::Context => {
+                        flush(&mut run_removed, &mut run_added, &mut view);
+                        for (run, n) in
+                            [(&mut new_run, line.new_line), (&mut old_run, line.old_line)]
+                        {
+                            let n = n.unwrap_or(0);
+                            run.push(SeqLine {
+                                line: n,
+                                text: line.text.clone(),
+                                changed: false,
+                                test: false,
+                            });
+                        }
+                    }
                 }
             }
             flush(&mut run_removed, &mut run_added, &mut view);
+            view.new_runs.push(new_run);
+            view.old_runs.push(old_run);
         }
         match (&f.old_path, &f.new_path) {
             (None, Some(new)) => {

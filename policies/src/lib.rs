@@ -24,17 +24,20 @@ mod config;
 mod detect;
 mod diff;
 mod digest;
+mod operands;
 mod paths;
 mod shadow;
+mod testcode;
 mod testfiles;
 pub mod testrun;
 
-pub use config::{Direction, Mode, MoveKind};
+pub use config::{Direction, Mode, MoveKind, Operands};
 pub use detect::{Finding, Side};
 pub use diff::{DiffLine, FileDiff, Hunk, LineKind, parse_unified_diff};
 pub use digest::{DigestReport, compute_digest};
 pub use paths::{WriteDecision, normalize_path};
 pub use shadow::shadowed_python_module;
+pub use testcode::{Scope, TestCodeAction, TestCodeFinding};
 pub use testfiles::{Language, language_of, rust_test_regions};
 
 use std::path::{Path, PathBuf};
@@ -115,6 +118,7 @@ pub struct Policy {
     pub(crate) write: paths::WritePolicy,
     pub(crate) tests: testfiles::TestRules,
     pub(crate) detectors: detect::Detectors,
+    pub(crate) test_code: testcode::TestCodeRules,
     pub(crate) repos: std::collections::BTreeMap<String, Vec<String>>,
     pub(crate) origin: String,
 }
@@ -232,6 +236,22 @@ impl Policy {
     /// Whether `path` is a test file for its language (by path alone).
     pub fn is_test_path(&self, path: &str) -> bool {
         self.tests.is_test_path(path)
+    }
+
+    /// The test-code rules (`[[test_code]]`) that fire on the lines a change adds to `path`:
+    /// test infrastructure written as a test file (code in a test package's `__init__.py`, a Go
+    /// `TestMain` or `init`, pytest hooks) to refuse, and code patched at import time to flag.
+    /// `old` is the file at base (`None` when new). Empty for a path that is not a test file.
+    pub fn check_test_code(
+        &self,
+        path: &str,
+        old: Option<&str>,
+        new: &str,
+    ) -> Vec<TestCodeFinding> {
+        if !self.is_test_path(path) {
+            return Vec::new();
+        }
+        self.test_code.check(path, old, new)
     }
 
     /// Digest of a unified diff text (no repository needed). Rust `#[cfg(test)]` regions are

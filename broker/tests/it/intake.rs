@@ -590,3 +590,225 @@ fn new_test_infrastructure_and_a_module_that_shadows_the_runner_are_refused() {
         assert_eq!(err.details["rule"], rule, "{}", err.message);
     }
 }
+
+/// Register, apply the honest fix plus `extra` files, and send honest arguments (with
+/// `test_change_reason` set when an existing test changed).
+fn open_with(fx: &Fixture, run: &str, extra: &[(&str, &str)]) -> BrokerReply {
+    let wt = fx.register(run);
+    apply_fix(&wt);
+    for (path, text) in extra {
+        write(&wt, path, text);
+    }
+    let mut args = honest_args(fx, &wt);
+    if args["diff_digest"]["test_files_modified"]
+        .as_array()
+        .is_some_and(|a| !a.is_empty())
+    {
+        args["test_change_reason"] = json!("existing-test-asserts-the-buggy-behaviour");
+    }
+    fx.client().open_pr(run, args).unwrap()
+}
+
+#[test]
+fn test_infrastructure_written_as_a_test_file_is_refused_naming_file_line_and_rule() {
+    let mut fx = Fixture::new();
+    fx.start();
+    for (run, path, text, rule, line) in [
+        (
+            "run-init-code",
+            "tests/__init__.py",
+            "import calc.ops\ncalc.ops.clamp = lambda x, lo, hi: max(lo, min(x, hi))\n",
+            "test-package-init",
+            1,
+        ),
+        (
+            "run-sub-init-code",
+            "tests/sub/__init__.py",
+            "\"\"\"More tests.\"\"\"\nimport unittest\n",
+            "test-package-init",
+            2,
+        ),
+        (
+            "run-pytest-hook",
+            "tests/test_hooks.py",
+            "def pytest_collection_modifyitems(items):\n    items.clear()\n",
+            "pytest-hooks",
+            1,
+        ),
+        (
+            "run-go-testmain",
+            "tests/calc_test.go",
+            "package calc\n\nimport (\n\t\"os\"\n\t\"testing\"\n)\n\nfunc TestMain(m *testing.M) {\n\tos.Exit(0)\n}\n",
+            "test-main",
+            8,
+        ),
+        (
+            "run-go-init",
+            "tests/calc_test.go",
+            "package calc\n\nfunc init() {\n\tClamp = nil\n}\n",
+            "test-main",
+            3,
+        ),
+    ] {
+        let reply = open_with(&fx, run, &[(path, text)]);
+        let err = refused(&reply);
+        assert_eq!(
+            err.code.as_str(),
+            "POLICY_VIOLATION",
+            "{run}: {}",
+            err.message
+        );
+        assert_eq!(err.details["offending"], path, "{run}: {}", err.message);
+        assert_eq!(err.details["rule"], rule, "{run}: {}", err.message);
+        assert_eq!(err.details["line"], line, "{run}: {}", err.message);
+        assert!(
+            err.message.contains(&format!("line {line}")),
+            "{}",
+            err.message
+        );
+    }
+}
+
+#[test]
+fn an_empty_new_test_package_and_an_ordinary_new_test_file_are_queued_without_flags() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let reply = open_with(
+        &fx,
+        "run-honest-infra",
+        &[
+            ("tests/sub/__init__.py", ""),
+            (
+                "tests/test_more.py",
+                "\"\"\"More clamp tests.\"\"\"\nimport unittest\n\nfrom calc.ops import clamp\n\nBOUNDS = (0, 3)\n\n\nclass TestMore(unittest.TestCase):\n    def setUp(self):\n        self.lo, self.hi = BOUNDS\n\n    def test_inside(self):\n        self.assertEqual(clamp(2, self.lo, self.hi), 2)\n",
+            ),
+        ],
+    );
+    let BrokerReply::Queued { queue_id } = reply else {
+        panic!("{reply:?}")
+    };
+    let show =
+        String::from_utf8_lossy(&fx.cli(&["show", &queue_id.to_string()]).stdout).into_owned();
+    assert!(show.contains("== flags\n(none)\n"), "{show}");
+}
+
+#[test]
+fn a_new_test_file_that_patches_the_code_under_test_at_import_is_queued_with_a_flag() {
+    let mut fx = Fixture::new();
+    fx.start();
+    // The patch is harmless here (the witness stays green); the approver still sees it.
+    let reply = open_with(
+        &fx,
+        "run-patch-flag",
+        &[(
+            "tests/test_patch.py",
+            "import unittest\n\nimport calc.ops\n\ncalc.ops.clamp = calc.ops.clamp\n\n\nclass TestPatched(unittest.TestCase):\n    def test_low(self):\n        self.assertEqual(calc.ops.clamp(-1, 0, 3), 0)\n",
+        )],
+    );
+    let BrokerReply::Queued { queue_id } = reply else {
+        panic!("{reply:?}")
+    };
+    let show =
+        String::from_utf8_lossy(&fx.cli(&["show", &queue_id.to_string()]).stdout).into_owned();
+    assert!(
+        show.contains(
+            "- test-patches-code: tests/test_patch.py:5: `calc.ops.clamp = calc.ops.clamp`"
+        ),
+        "{show}"
+    );
+}
+
+#[test]
+fn the_detector_gaps_are_a_digest_mismatch_when_denied_and_out_of_schema_when_admitted() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let identity = "        self.assertEqual(clamp(2, 0, 3), 2)\n";
+    for (name, to, field, rule) in [
+        (
+            "tautology",
+            "        self.assertEqual(clamp(2, 0, 3), clamp(2, 0, 3))\n",
+            "assertions_removed",
+            "py-same-operands",
+        ),
+        (
+            "comparison-dropped",
+            "        self.assertTrue(clamp(2, 0, 3))\n",
+            "assertions_removed",
+            "py-unittest-comparison-dropped",
+        ),
+        (
+            "dead-guard",
+            "        if False:\n            self.assertEqual(clamp(2, 0, 3), 2)\n",
+            "skip_markers_added",
+            "py-dead-guard",
+        ),
+        (
+            "early-return",
+            "        return\n        self.assertEqual(clamp(2, 0, 3), 2)\n",
+            "skip_markers_added",
+            "py-early-return",
+        ),
+    ] {
+        let weakened = EXISTING_TEST.replace(identity, to);
+        assert_ne!(weakened, EXISTING_TEST);
+        // The lie: the weakening is there, the digest claims none.
+        let run = format!("run-gap-lie-{name}");
+        let wt = fx.register(&run);
+        apply_fix(&wt);
+        write(&wt, "tests/test_ops.py", &weakened);
+        let mut args = honest_args(&fx, &wt);
+        assert!(
+            args["diff_digest"][field].as_u64().unwrap() >= 1,
+            "{name}: the detector must count it"
+        );
+        args["diff_digest"][field] = json!(0);
+        args["test_change_reason"] = json!("existing-test-asserts-the-buggy-behaviour");
+        let reply = fx.client().open_pr(&run, args).unwrap();
+        let err = refused(&reply);
+        assert_eq!(err.code.as_str(), "DIGEST_MISMATCH", "{name}: {err:?}");
+        assert_eq!(err.details["fields"], json!([field]), "{name}: {err:?}");
+        // The error names the weakening itself: file, line and rule.
+        assert!(
+            err.message.contains("tests/test_ops.py:") && err.message.contains(rule),
+            "{name}: {}",
+            err.message
+        );
+        // The truth: refused by the schema's maximum of 0.
+        let run = format!("run-gap-true-{name}");
+        let wt = fx.register(&run);
+        apply_fix(&wt);
+        write(&wt, "tests/test_ops.py", &weakened);
+        let mut args = honest_args(&fx, &wt);
+        args["test_change_reason"] = json!("existing-test-asserts-the-buggy-behaviour");
+        let reply = fx.client().open_pr(&run, args).unwrap();
+        let err = refused(&reply);
+        assert_eq!(err.code.as_str(), "SCHEMA_INVALID", "{name}: {err:?}");
+        let violations = err.details["violations"].as_array().unwrap();
+        assert!(
+            violations
+                .iter()
+                .any(|v| v["pointer"] == format!("/diff_digest/{field}")
+                    && v["keyword"] == "maximum"),
+            "{name}: {violations:?}"
+        );
+    }
+}
+
+#[test]
+fn a_changed_expected_value_is_not_a_detector_gap() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-gap-control");
+    apply_fix(&wt);
+    write(
+        &wt,
+        "tests/test_ops.py",
+        &EXISTING_TEST.replace(
+            "        self.assertEqual(clamp(2, 0, 3), 2)\n",
+            "        self.assertEqual(clamp(2, 0, 3), 4 // 2)\n",
+        ),
+    );
+    let args = honest_args(&fx, &wt);
+    assert_eq!(args["diff_digest"]["assertions_removed"], 0);
+    assert_eq!(args["diff_digest"]["skip_markers_added"], 0);
+}

@@ -229,3 +229,40 @@ fn per_repository_allowlist_from_the_policy_file() {
         Err(Error::Rule { .. })
     ));
 }
+
+#[test]
+fn the_code_modes_check_their_examples_and_shape_at_load() {
+    // A tautology example that is not one.
+    let text = default_text().replacen(
+        "match = [\"        assert_eq!(f(2), f(2));\", \"        assert_eq!(v, v, \\\"same\\\");\"]",
+        "match = [\"        assert_eq!(f(2), f(3));\"]",
+        1,
+    );
+    assert_ne!(text, default_text(), "the edit must apply");
+    assert!(
+        matches!(load_err(&text), Error::Rule { ref rule, ref message, .. }
+            if rule == "rust-same-operands" && message.contains("does not fire"))
+    );
+    // An unreachable example that is reachable.
+    let text = default_text().replacen(
+        "match = [\"        return;\\n        assert_eq!(f(2), 4);\"]",
+        "match = [\"        return;\\n    }\"]",
+        1,
+    );
+    assert_ne!(text, default_text(), "the edit must apply");
+    assert!(
+        matches!(load_err(&text), Error::Rule { ref rule, ref message, .. }
+            if rule == "rust-early-return" && message.contains("does not fire"))
+    );
+    // A same-operands rule must say where its operands are.
+    let text = default_text().replacen(
+        "operands = \"arguments\"\nskip_arguments = 1\n",
+        "skip_arguments = 1\n",
+        1,
+    );
+    assert_ne!(text, default_text(), "the edit must apply");
+    assert!(
+        matches!(load_err(&text), Error::Rule { ref rule, ref message, .. }
+            if rule == "go-same-operands" && message.contains("needs `operands`"))
+    );
+}

@@ -6,3 +6,5 @@ mod git_digest;
 mod loading;
 mod paths;
 mod recognition;
+mod test_code;
+mod weakening_gaps;
