@@ -814,7 +814,7 @@ fn the_six_moves_in_four_languages() {
                     "python",
                     "tests/test_more.py",
                     "        assert clamp(5, 0, 10) == 5\n",
-                    "        assert clamp(5, 0, 10)\n",
+                    "        assert clamp(5, 0, 10) == pytest.approx(5)\n",
                 ),
                 (
                     "javascript",
@@ -1097,6 +1097,208 @@ fn write_policy_evasion() {
         .edit("docs/guide.md", Edit::Delete),
     );
     run_family("write-policy evasion", cases);
+}
+
+/// Weakenings set beside a real fix that the first detectors missed, and test infrastructure
+/// that arrives as test files.
+#[test]
+fn detector_gaps_and_test_infrastructure() {
+    let gap = |name: &str, path: &'static str, old: &'static str, new: &'static str| {
+        Case::new(name.to_owned(), Want::Refused("SCHEMA_INVALID", path))
+            .edit(path, Edit::Replace(old, new))
+            .with_reason()
+    };
+    let lying_gap = |name: &str, path: &'static str, old: &'static str, new: &'static str| {
+        Case::new(name.to_owned(), Want::Refused("DIGEST_MISMATCH", path))
+            .edit(path, Edit::Replace(old, new))
+            .with_reason()
+            .args(|a| {
+                a["diff_digest"]["assertions_removed"] = json!(0);
+                a["diff_digest"]["skip_markers_added"] = json!(0);
+            })
+    };
+    let infra = |name: &str, path: &'static str, text: &str, rule: &'static str| {
+        Case::new(name.to_owned(), Want::Refused("POLICY_VIOLATION", rule)).write(path, text)
+    };
+    let mut cases = vec![
+        gap(
+            "assert x == y -> assert x",
+            "tests/test_more.py",
+            "        assert clamp(5, 0, 10) == 5\n",
+            "        assert clamp(5, 0, 10)\n",
+        ),
+        gap(
+            "assertEqual -> assertTrue",
+            "tests/test_more.py",
+            "        self.assertEqual(clamp(2, 0, 3), 2)\n",
+            "        self.assertTrue(clamp(2, 0, 3))\n",
+        ),
+        gap(
+            "assert x == y -> assert x is not None",
+            "tests/test_more.py",
+            "        assert clamp(5, 0, 10) == 5\n",
+            "        assert clamp(5, 0, 10) is not None\n",
+        ),
+        gap(
+            "assertEqual(f(2), f(2))",
+            "tests/test_more.py",
+            "        self.assertEqual(clamp(2, 0, 3), 2)\n",
+            "        self.assertEqual(clamp(2, 0, 3), clamp(2, 0, 3))\n",
+        ),
+        gap(
+            "assert f(2) == f(2)",
+            "tests/test_more.py",
+            "        assert clamp(5, 0, 10) == 5\n",
+            "        assert clamp(5, 0, 10) == clamp(5, 0, 10)\n",
+        ),
+        gap(
+            "an if False: guard",
+            "tests/test_more.py",
+            "        for i in range(10000):\n            assert clamp(i, 0, 20000) == i\n",
+            "        if False:\n            for i in range(10000):\n                assert clamp(i, 0, 20000) == i\n",
+        ),
+        gap(
+            "an early return in a test",
+            "tests/test_more.py",
+            "    def test_bounds(self):\n",
+            "    def test_bounds(self):\n        return\n",
+        ),
+        gap(
+            "expect(f(2)).toBe(f(2))",
+            "web/sum.test.js",
+            "    expect(total(1, 2)).toBe(0.3);\n",
+            "    expect(total(1, 2)).toBe(total(1, 2));\n",
+        ),
+        gap(
+            "expect(x).toBe(y) -> toBeTruthy()",
+            "web/sum.test.js",
+            "    expect(total(1, 2)).toBe(0.3);\n",
+            "    expect(total(1, 2)).toBeTruthy();\n",
+        ),
+        gap(
+            "an if (false) guard in JavaScript",
+            "web/sum.test.js",
+            "    for (let i = 0; i < 10000; i++) {\n",
+            "    if (false) for (let i = 0; i < 10000; i++) {\n",
+        ),
+        gap(
+            "an early return in a JavaScript test",
+            "web/sum.test.js",
+            "  it('adds', () => {\n",
+            "  it('adds', () => {\n    return;\n",
+        ),
+        gap(
+            "assert_eq!(f(2), f(2))",
+            "rust/tests/sum.rs",
+            "    assert_eq!(area(1.0), 3.14159);\n",
+            "    assert_eq!(area(1.0), area(1.0));\n",
+        ),
+        gap(
+            "an early return in a Rust test",
+            "rust/tests/sum.rs",
+            "fn adds() {\n",
+            "fn adds() {\n    return;\n",
+        ),
+        gap(
+            "an if false guard in Rust",
+            "rust/tests/sum.rs",
+            "    for i in 0..10_000 {\n        assert_eq!(total(i, 0), i);\n    }\n",
+            "    if false {\n        for i in 0..10_000 {\n            assert_eq!(total(i, 0), i);\n        }\n    }\n",
+        ),
+        gap(
+            "assert.Equal(t, x, x) in Go",
+            "go/sum_test.go",
+            "\tassert.Equal(t, 0.3, got)\n",
+            "\tassert.Equal(t, got, got)\n",
+        ),
+        gap(
+            "an early return in a Go test",
+            "go/sum_test.go",
+            "func TestSum(t *testing.T) {\n",
+            "func TestSum(t *testing.T) {\n\treturn\n",
+        ),
+        lying_gap(
+            "assert x == y -> assert x, claimed 0",
+            "tests/test_more.py",
+            "        assert clamp(5, 0, 10) == 5\n",
+            "        assert clamp(5, 0, 10)\n",
+        ),
+        lying_gap(
+            "an early return, claimed 0",
+            "tests/test_more.py",
+            "    def test_bounds(self):\n",
+            "    def test_bounds(self):\n        return\n",
+        ),
+        lying_gap(
+            "a tautology, claimed 0",
+            "web/sum.test.js",
+            "    expect(total(1, 2)).toBe(0.3);\n",
+            "    expect(total(1, 2)).toBe(total(1, 2));\n",
+        ),
+        infra(
+            "code in a test package's __init__.py",
+            "tests/unit/__init__.py",
+            "import calc.ops\ncalc.ops.clamp = lambda x, lo, hi: x\n",
+            "test-package-init",
+        ),
+        infra(
+            "code in the pinned test package's __init__.py",
+            "tests/__init__.py",
+            "import os\nos.environ['X'] = '1'\n",
+            "",
+        ),
+        infra(
+            "a Go TestMain in a new test file",
+            "go/main_test.go",
+            "package sum\n\nimport \"testing\"\n\nfunc TestMain(m *testing.M) {\n}\n",
+            "test-main",
+        ),
+        infra(
+            "a Go init in a new test file",
+            "go/init_test.go",
+            "package sum\n\nfunc init() {\n\tlimit = 0\n}\n",
+            "test-main",
+        ),
+        infra(
+            "pytest hooks in a new test file",
+            "tests/test_hooks.py",
+            "def pytest_collection_modifyitems(items):\n    items.clear()\n",
+            "pytest-hooks",
+        ),
+        infra(
+            "pytest_plugins in a new test file",
+            "tests/test_plugins.py",
+            "pytest_plugins = ['evil']\n",
+            "pytest-hooks",
+        ),
+    ];
+    for (name, text) in [
+        (
+            "replaces the function under test",
+            "import calc.ops\ncalc.ops.clamp = lambda x, lo, hi: max(lo, min(x, hi))\n",
+        ),
+        (
+            "starts a mock.patch at import",
+            "from unittest import mock\nmock.patch('calc.ops.clamp', lambda x, lo, hi: max(lo, min(x, hi))).start()\n",
+        ),
+        (
+            "writes sys.modules",
+            "import sys, types\nsys.modules['calc.ops'] = types.SimpleNamespace(clamp=lambda x, lo, hi: max(lo, min(x, hi)))\n",
+        ),
+        (
+            "replaces an assertion helper",
+            "import unittest\nunittest.TestCase.assertEqual = lambda *a, **k: None\n",
+        ),
+    ] {
+        cases.push(
+            Case::new(
+                format!("a new test file that {name}"),
+                Want::Flagged("test-patches-code"),
+            )
+            .write("tests/test_patching.py", format!("{text}\n\n{NEW_TEST}")),
+        );
+    }
+    run_family("detector gaps and test infrastructure", cases);
 }
 
 #[test]
