@@ -7,3 +7,4 @@ mod harness;
 mod intake;
 mod invariants;
 mod rust;
+mod witness_attacks;
