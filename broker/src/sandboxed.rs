@@ -12,8 +12,9 @@
 //! writing, truncating and reopening it for write through `/proc/self/fd` fail with `EROFS`;
 //! `rename`/`unlink` of it or over it fail with `EBUSY`; a hard link of it is another mount
 //! (`EXDEV`). A directory above one cannot be renamed away either: overlayfs refuses to
-//! rename a directory of its lower layer without `redirect_dir` (`EXDEV`), which the
-//! sandbox's overlays do not enable. Python neither writes bytecode nor reads it from the
+//! rename a directory of its lower layer without redirects (`EXDEV`), and the sandbox's
+//! overlays are mounted with `userxattr`, with which the kernel never creates redirects
+//! (`redirect_dir=nofollow` whatever its default; asking for another mode is `EINVAL`). Python neither writes bytecode nor reads it from the
 //! tree (`PYTHONDONTWRITEBYTECODE`, `PYTHONPYCACHEPREFIX`), set after every other variable.
 
 use std::path::{Path, PathBuf};

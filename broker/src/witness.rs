@@ -972,3 +972,61 @@ mod same_path_tests {
         assert!(report.green, "{:?}", report.failure);
     }
 }
+
+#[cfg(test)]
+mod guard_tests {
+    use super::*;
+
+    fn tree(files: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for f in files {
+            let path = dir.path().join(f);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "").unwrap();
+        }
+        dir
+    }
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_directory_of_tests_only_is_one_mount_and_a_mixed_one_a_mount_per_file() {
+        let dir = tree(&[
+            "calc/ops.py",
+            "tests/unit/test_a.py",
+            "tests/unit/test_b.py",
+            "tests/unit/deep/test_c.py",
+            "tests/io/test_d.py",
+            "tests/io/data.json",
+            "test_root.py",
+        ]);
+        let protected = strings(&[
+            "tests/unit/test_a.py",
+            "tests/unit/test_b.py",
+            "tests/unit/deep/test_c.py",
+            "tests/io/test_d.py",
+            "test_root.py",
+            // Listed but absent from this tree (a new test file, in the base tree).
+            "tests/new/test_e.py",
+        ]);
+        let guard = read_only_guard(dir.path(), &protected, &[]);
+        assert_eq!(
+            guard.read_only,
+            strings(&["test_root.py", "tests/io/test_d.py", "tests/unit"])
+        );
+        assert_eq!(guard.no_pycache, strings(&["", "tests/io"]));
+    }
+
+    #[test]
+    fn a_directory_holding_a_prepared_link_is_never_mounted_whole() {
+        let dir = tree(&["web/test/a.test.js", "web/test/b.test.js"]);
+        let protected = strings(&["web/test/a.test.js", "web/test/b.test.js"]);
+        let guard = read_only_guard(dir.path(), &protected, &strings(&["web/node_modules"]));
+        assert_eq!(guard.read_only, strings(&["web/test"]));
+        let guard = read_only_guard(dir.path(), &protected, &strings(&["web/test/fixtures"]));
+        assert_eq!(guard.read_only, protected);
+        assert_eq!(guard.no_pycache, strings(&["web/test"]));
+    }
+}

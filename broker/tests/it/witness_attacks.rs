@@ -190,6 +190,17 @@ def _rename_dir():
         f.write(_WEAK)
 
 
+def _umount():
+    import ctypes, ctypes.util
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    for path in (_TARGET, _TESTS):
+        if libc.umount2(path.encode(), 2) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+    with open(_TARGET, "w") as f:
+        f.write(_WEAK)
+
+
 def _pycache():
     cache = os.path.join(_TESTS, "__pycache__")
     os.makedirs(cache, exist_ok=True)
@@ -204,6 +215,7 @@ for _way, _action in [
     ("proc-fd", _proc_fd),
     ("hard-link", _hard_link),
     ("rename-dir", _rename_dir),
+    ("umount", _umount),
     ("pycache", _pycache),
 ]:
     _try(_way, _action)
@@ -216,13 +228,14 @@ def clamp(x, lo, hi):
     )
 }
 
-const WAYS: [&str; 7] = [
+const WAYS: [&str; 8] = [
     "chmod-rewrite",
     "rename-over",
     "unlink-recreate",
     "proc-fd",
     "hard-link",
     "rename-dir",
+    "umount",
     "pycache",
 ];
 

@@ -20,8 +20,12 @@ use std::collections::BTreeMap;
 /// finished, writes them as JUnit XML (`classname` the test id up to its last `.`, `name` the
 /// rest) to the path given as its first argument, then exits as `unittest` would. A process
 /// that leaves before the run finishes (`os._exit`) leaves no report.
-pub const UNITTEST_REPORTER: &str = r#"import sys, unittest
+pub const UNITTEST_REPORTER: &str = r#"import os, sys, unittest
 from xml.sax.saxutils import quoteattr
+# `-m` puts the working directory itself first on the path, `-c` puts "" (which follows a
+# test's chdir): as `-m` does.
+if sys.path and sys.path[0] == "":
+    sys.path[0] = os.getcwd()
 _report = sys.argv.pop(1)
 sys.argv[0] = "python -m unittest"
 _seen = {}
@@ -227,7 +231,8 @@ fn worst(a: TestStatus, b: TestStatus) -> TestStatus {
 /// output, or `None` when they agree. Every test the output names must be in the report with
 /// the same status, every test in the report must be named by the output, and failures in
 /// the report must go with a non-zero exit code (none with zero). The tests that disagree are
-/// named (the first ten).
+/// named (the first ten). A test the report has as skipped need not be named by the output
+/// (pytest's `-rA` summary names skips by file and line).
 ///
 /// For unittest (whose report airlock's own reporter writes, naming tests as the parser does)
 /// two parts are weaker, because the parser's names cannot always be matched exactly: the
@@ -265,8 +270,11 @@ pub fn report_disagreement(
             Some(_) => {}
         }
     }
-    for key in report.tests.keys() {
-        if !lenient && !mapped.contains_key(key) {
+    for (key, status) in &report.tests {
+        // pytest's `-rA` summary names a skipped test by its file and line, not its node id,
+        // so the output never names it; a skip is never a pass, and the inventory comparison
+        // already refuses a pinned test skipped in the patched run.
+        if !lenient && *status != TestStatus::Skipped && !mapped.contains_key(key) {
             problems.push(format!(
                 "{} is in the report but not in the output",
                 key.trim_start_matches("::")
@@ -416,6 +424,27 @@ mod tests {
         );
         assert!(
             why.contains("tests.test_ops::test_ok is in the report but not in the output"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_skip_the_output_does_not_name_is_no_disagreement() {
+        let xml = r#"<testsuites><testsuite><testcase classname="t" name="test_a"/><testcase classname="t" name="test_s"><skipped/></testcase></testsuite></testsuites>"#;
+        let report = parse_junit(xml).unwrap();
+        let run = parsed(&[("t.py::test_a", TestStatus::Passed)]);
+        assert_eq!(
+            report_disagreement(TestRunner::Pytest, &run, Some(0), &report),
+            None
+        );
+        // But a skip the output shows passing is one.
+        let run = parsed(&[
+            ("t.py::test_a", TestStatus::Passed),
+            ("t.py::test_s", TestStatus::Passed),
+        ]);
+        let why = report_disagreement(TestRunner::Pytest, &run, Some(0), &report).unwrap();
+        assert!(
+            why.contains("t.py::test_s is passed in the output but skipped in the report"),
             "{why}"
         );
     }

@@ -267,6 +267,7 @@ impl TestRunner {
     /// go's names, a bare title) or no such file exists.
     pub fn file_of_test(self, test: &str, is_file: impl Fn(&str) -> bool) -> Option<String> {
         let test = test.trim();
+        let test = test.strip_prefix("./").unwrap_or(test);
         match self {
             TestRunner::Pytest => {
                 let path = test.split("::").next().unwrap_or(test);
@@ -415,6 +416,10 @@ mod tests {
         );
         assert_eq!(
             TestRunner::Pytest.file_of_test("calc/helpers.py::test_fake", is_file),
+            Some("calc/helpers.py".into())
+        );
+        assert_eq!(
+            TestRunner::Pytest.file_of_test("./calc/helpers.py::test_fake", is_file),
             Some("calc/helpers.py".into())
         );
         assert_eq!(
