@@ -478,3 +478,30 @@ def clamp(x, lo, hi):
         err.message
     );
 }
+
+/// pytest names that are hard to map between the output and the report (parameter ids holding
+/// `::`, `/`, spaces and brackets, nested classes, skips, expected failures) on an honest fix:
+/// queued, so the report agreed with the output in every step.
+#[test]
+fn an_honest_pytest_fix_with_awkward_test_names_is_queued() {
+    let tests = "import pytest\n\nfrom calc.ops import clamp\n\n\n\
+        @pytest.mark.parametrize(\"x\", [\"a/b.py\", \"c::d\", \"e f\", \"[g]\", 1])\n\
+        def test_param(x):\n    assert clamp(0, 0, 3) == 0\n\n\n\
+        class TestOuter:\n    class TestInner:\n        def test_nested(self):\n            assert clamp(-1, 0, 3) == 0\n\n\n\
+        @pytest.mark.skip(reason=\"not here\")\ndef test_skipped():\n    pass\n\n\n\
+        @pytest.mark.xfail(reason=\"known\")\ndef test_xfail():\n    assert False\n";
+    let mut fx = pytest_fixture(vec![
+        ("calc/__init__.py", String::new()),
+        ("calc/ops.py", crate::harness::BUGGY_OPS.to_owned()),
+        ("tests/__init__.py", String::new()),
+        ("tests/test_ops.py", EXISTING_TEST.to_owned()),
+        ("tests/test_names.py", tests.to_owned()),
+    ]);
+    fx.start();
+    let wt = register_pytest(&fx, "run-names");
+    apply_fix(&wt);
+    let mut args = honest_args(&fx, &wt);
+    claim(&mut args, PYTEST_NEW_TEST);
+    let reply = fx.client().open_pr("run-names", args).unwrap();
+    assert!(matches!(reply, BrokerReply::Queued { .. }), "{reply:?}");
+}
