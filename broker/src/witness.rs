@@ -12,6 +12,13 @@
 //! (`#[cfg(test)]` items): a changed `.rs` file's test code is treated like a test file's, its
 //! new tests joining the pinned source in the pinned tree when the patch only added test lines,
 //! its test code kept as pinned in both trees when the patch changed or removed any.
+//!
+//! No witness command can change a test: the pinned and newly added test files are mounted
+//! read-only in its sandbox ([`read_only_guard`]), and Python reads no bytecode from the tree.
+//! Where the runner can write a structured report (pytest's JUnit XML; unittest through
+//! airlock's reporter), each command is told to write one into a fresh directory named with a
+//! random nonce outside the tree, and a step whose report is missing or disagrees with its
+//! exit code and parsed output is invalid.
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -79,7 +86,8 @@ pub struct WitnessOutput {
     /// What the step must show: `fail`, `pass`, `inventory` (the base run: it must report
     /// tests) or `green`.
     pub expect: String,
-    /// The command line.
+    /// The command line (with the report option; airlock's unittest reporter named, its
+    /// source not repeated).
     pub argv: Vec<String>,
     /// Exit code, `None` when killed.
     pub exit_code: Option<i32>,
