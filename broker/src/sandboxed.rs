@@ -3,15 +3,28 @@
 //! run cannot change the tree it is judged on), no network and the configured time limit, in
 //! the run's test environment (the same grants and variables as the supervisor's test runs)
 //! plus the broker's own `witness_ro` and `witness_env`.
+//!
+//! The tests are not the run's to change: each test file the witness protects (pinned and
+//! newly added ones, or a directory holding nothing else) is bind-mounted read-only onto the
+//! overlay at its own path, and the `__pycache__` beside each is an empty read-only directory.
+//! Inside, that is a read-only mount the command cannot remove or remount (seccomp refuses
+//! `mount`, `umount2` and the new mount API, and the command holds no capability): `chmod`,
+//! writing, truncating and reopening it for write through `/proc/self/fd` fail with `EROFS`;
+//! `rename`/`unlink` of it or over it fail with `EBUSY`; a hard link of it is another mount
+//! (`EXDEV`). A directory above one cannot be renamed away either: overlayfs refuses to
+//! rename a directory of its lower layer without redirects (`EXDEV`), and the sandbox's
+//! overlays are mounted with `userxattr`, with which the kernel never creates redirects
+//! (`redirect_dir=nofollow` whatever its default; asking for another mode is `EINVAL`). Python neither writes bytecode nor reads it from the
+//! tree (`PYTHONDONTWRITEBYTECODE`, `PYTHONPYCACHEPREFIX`), set after every other variable.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use airlock_policies::testrun::TestEnvironment;
+use airlock_policies::testrun::{NO_BYTECODE_DIR, TestEnvironment};
 use airlock_sandbox::SandboxBuilder;
 
 use crate::error::{Error, Result};
-use crate::witness::{CapturedRun, TestExecutor};
+use crate::witness::{CapturedRun, CommandGuard, TestExecutor};
 
 /// Runs witness commands in the sandbox.
 pub struct SandboxExecutor {
@@ -34,6 +47,7 @@ impl TestExecutor for SandboxExecutor {
         argv: &[String],
         timeout: Duration,
         test_env: &TestEnvironment,
+        guard: &CommandGuard,
     ) -> Result<CapturedRun> {
         let mut builder = SandboxBuilder::new().system_ro();
         for path in self.extra_ro.iter().chain(test_env.ro.iter()) {
@@ -43,9 +57,28 @@ impl TestExecutor for SandboxExecutor {
         for (name, value) in test_env.variables().into_iter().chain(self.env.clone()) {
             builder = builder.env(name, value);
         }
+        // Bytecode is neither written nor read from the tree, whatever the operator set.
+        builder = builder
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("PYTHONPYCACHEPREFIX", NO_BYTECODE_DIR);
         builder = builder.overlay(tree, tree);
         for link in &test_env.links {
             builder = builder.ro_at(link.source.clone(), tree.join(&link.path));
+        }
+        for path in &guard.read_only {
+            let at = tree.join(path);
+            builder = builder.ro_at(at.clone(), at);
+        }
+        if let Some(empty) = &guard.empty_dir {
+            for dir in &guard.no_pycache {
+                builder = builder.ro_at(empty.clone(), tree.join(dir).join("__pycache__"));
+            }
+        }
+        if let Some(dir) = &guard.report_dir {
+            airlock_sandbox::host_identity()
+                .and_then(|host| host.hand_over(dir))
+                .map_err(|e| Error::Witness(format!("sandbox: {e}")))?;
+            builder = builder.rw(dir.clone());
         }
         let captured = builder
             .cwd(tree)

@@ -474,7 +474,19 @@ impl Broker {
                 "the broker's own tree changes {changed:?} but the recomputed digest names {digest_files:?}"
             )));
         }
-        // 4. Witness.
+        // 4. Witness. The claimed fail-to-pass test must be a test of a test file (a pinned or
+        // a newly added one), not a function in a new or changed module the runner is told to
+        // collect by naming it.
+        if let Some(refusal) = claimed_test_outside_test_files(
+            &repo,
+            pin,
+            &changes,
+            &*self.rules,
+            run.test_runner,
+            &call.test_evidence.before_failing_test,
+        )? {
+            return Ok(refusal);
+        }
         let pinned_tests = pinned_test_files(&repo, pin, &*self.rules)?;
         let plan = WitnessPlan {
             test_command: &run.test_command,
@@ -820,6 +832,43 @@ pub fn open_clone(path: &Path) -> Result<git2::Repository> {
     git2::Repository::open(path).map_err(Error::git(format!(
         "opening the broker's clone {}",
         path.display()
+    )))
+}
+
+/// A refusal when `test` (the claimed `before_failing_test`) resolves to a file of the
+/// patched tree (the pin with the diff's additions and deletions) that is not a test file.
+/// An id that resolves to no file is left to the witness, which finds it among no results.
+fn claimed_test_outside_test_files(
+    repo: &git2::Repository,
+    pin: git2::Oid,
+    changes: &changes::ChangeSet,
+    rules: &dyn Rules,
+    runner: airlock_policies::testrun::TestRunner,
+    test: &str,
+) -> Result<Option<IntakeOutcome>> {
+    let tree = repo
+        .find_commit(pin)
+        .and_then(|c| c.tree())
+        .map_err(Error::git("reading the pinned tree"))?;
+    let is_file = |path: &str| match changes.files.iter().find(|c| c.path == path) {
+        Some(change) => change.kind != changes::ChangeKind::Deleted,
+        None => tree
+            .get_path(Path::new(path))
+            .is_ok_and(|e| e.kind() == Some(git2::ObjectType::Blob)),
+    };
+    let Some(file) = runner.file_of_test(test, is_file) else {
+        return Ok(None);
+    };
+    if rules.is_test_file(&file) {
+        return Ok(None);
+    }
+    Ok(Some(refuse_policy(
+        "test_evidence.before_failing_test",
+        "claimed_test_in_a_test_file",
+        &format!(
+            "the claimed before_failing_test {test:?} resolves to {file}, which is not a test \
+             file: the fail-to-pass test must live in a pinned or newly added test file"
+        ),
     )))
 }
 

@@ -12,6 +12,13 @@
 //! (`#[cfg(test)]` items): a changed `.rs` file's test code is treated like a test file's, its
 //! new tests joining the pinned source in the pinned tree when the patch only added test lines,
 //! its test code kept as pinned in both trees when the patch changed or removed any.
+//!
+//! No witness command can change a test: the pinned and newly added test files are mounted
+//! read-only in its sandbox ([`read_only_guard`]), and Python reads no bytecode from the tree.
+//! Where the runner can write a structured report (pytest's JUnit XML; unittest through
+//! airlock's reporter), each command is told to write one into a fresh directory named with a
+//! random nonce outside the tree, and a step whose report is missing or disagrees with its
+//! exit code and parsed output is invalid.
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -37,16 +44,37 @@ pub struct CapturedRun {
     pub stderr: String,
 }
 
+/// What one witness command must be unable to change, and where it may write its report,
+/// beyond its tree and its environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommandGuard {
+    /// Paths of the tree (relative, `/`-separated) shown read-only: the pinned and newly
+    /// added test files, or a directory in place of its files when everything below it is
+    /// one of them.
+    pub read_only: Vec<String>,
+    /// Directories of the tree (relative; `""` is the tree itself) holding a read-only test
+    /// file, whose `__pycache__` is shown as the empty read-only [`Self::empty_dir`], so no
+    /// bytecode can be planted beside a test file at run time.
+    pub no_pycache: Vec<String>,
+    /// An empty host directory, outside the tree, shown at each `no_pycache` path.
+    pub empty_dir: Option<PathBuf>,
+    /// A fresh host directory outside the tree, named with a random nonce, that this
+    /// command alone may write: where the runner writes its report.
+    pub report_dir: Option<PathBuf>,
+}
+
 /// Runs a test command in a tree. The production implementation is the sandbox.
 pub trait TestExecutor: Send + Sync {
     /// Run `argv` with `tree` as working directory, within `timeout`, in the run's test
-    /// environment (its read-only grants, variables and prepared links inside `tree`).
+    /// environment (its read-only grants, variables and prepared links inside `tree`), with
+    /// what `guard` names read-only and its report directory writable.
     fn run(
         &self,
         tree: &Path,
         argv: &[String],
         timeout: Duration,
         env: &TestEnvironment,
+        guard: &CommandGuard,
     ) -> Result<CapturedRun>;
 }
 
@@ -58,7 +86,8 @@ pub struct WitnessOutput {
     /// What the step must show: `fail`, `pass`, `inventory` (the base run: it must report
     /// tests) or `green`.
     pub expect: String,
-    /// The command line.
+    /// The command line (with the report option; airlock's unittest reporter named, its
+    /// source not repeated).
     pub argv: Vec<String>,
     /// Exit code, `None` when killed.
     pub exit_code: Option<i32>,
@@ -342,6 +371,138 @@ fn rust_tests_transplanted(pinned: &str, patched: &str, kind: TreeKind) -> Optio
     Some(text)
 }
 
+/// The read-only part of a witness command's guard for the built tree at `tree`: every path of
+/// `protected` that is a file there, each directory everything below which is protected in
+/// place of its files (one mount instead of hundreds), and the `__pycache__` of every other
+/// directory holding a protected file. A directory holding a prepared link (`node_modules`)
+/// is never mounted whole.
+pub fn read_only_guard(tree: &Path, protected: &[String], links: &[String]) -> CommandGuard {
+    use std::collections::{BTreeMap, BTreeSet};
+    let files: BTreeSet<&str> = protected
+        .iter()
+        .map(String::as_str)
+        .filter(|p| {
+            tree.join(p)
+                .symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_file())
+        })
+        .collect();
+    // Whether everything below each directory holding a protected file is protected.
+    let mut whole: BTreeMap<String, bool> = BTreeMap::new();
+    for file in &files {
+        let mut dir = parent_of(file);
+        while !dir.is_empty() && !whole.contains_key(dir) {
+            let all = only_protected_below(tree, dir, &files)
+                && !links
+                    .iter()
+                    .any(|l| l == dir || l.starts_with(&format!("{dir}/")));
+            whole.insert(dir.to_owned(), all);
+            dir = parent_of(dir);
+        }
+    }
+    let covering = |path: &str| -> Option<String> {
+        // The shallowest wholly protected directory above `path`.
+        let mut found = None;
+        let mut dir = parent_of(path);
+        while !dir.is_empty() {
+            if whole.get(dir) == Some(&true) {
+                found = Some(dir.to_owned());
+            }
+            dir = parent_of(dir);
+        }
+        found
+    };
+    let mut read_only = BTreeSet::new();
+    let mut no_pycache = BTreeSet::new();
+    for file in &files {
+        match covering(file) {
+            Some(dir) => {
+                read_only.insert(dir);
+            }
+            None => {
+                read_only.insert((*file).to_owned());
+                let dir = parent_of(file);
+                let cache = tree.join(dir).join("__pycache__");
+                if cache.symlink_metadata().map_or(true, |m| m.is_dir()) {
+                    no_pycache.insert(dir.to_owned());
+                }
+            }
+        }
+    }
+    CommandGuard {
+        read_only: read_only.into_iter().collect(),
+        no_pycache: no_pycache.into_iter().collect(),
+        ..CommandGuard::default()
+    }
+}
+
+fn parent_of(path: &str) -> &str {
+    path.rfind('/').map_or("", |i| &path[..i])
+}
+
+/// Whether every entry below `dir` of `tree` is a directory or a file of `files`.
+fn only_protected_below(tree: &Path, dir: &str, files: &std::collections::BTreeSet<&str>) -> bool {
+    let Ok(entries) = std::fs::read_dir(tree.join(dir)) else {
+        return false;
+    };
+    for entry in entries {
+        let Ok(entry) = entry else { return false };
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            return false;
+        };
+        let rel = format!("{dir}/{name}");
+        let Ok(kind) = entry.file_type() else {
+            return false;
+        };
+        let ok = if kind.is_dir() {
+            only_protected_below(tree, &rel, files)
+        } else {
+            kind.is_file() && files.contains(rel.as_str())
+        };
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+/// The report a runner wrote, read back: `Err` says why there is none to trust.
+fn read_report(path: &Path) -> std::result::Result<results::JunitReport, String> {
+    let meta = path.symlink_metadata().map_err(|_| {
+        format!(
+            "the runner wrote no report to {}: the process ended before the runner finished \
+             (os._exit, a signal) or removed the report, so its output cannot be trusted",
+            path.display()
+        )
+    })?;
+    if !meta.file_type().is_file() {
+        return Err(format!(
+            "the report {} is not a regular file",
+            path.display()
+        ));
+    }
+    if meta.len() > results::MAX_REPORT_BYTES as u64 {
+        return Err(format!(
+            "the report {} is {} bytes, more than the {} read",
+            path.display(),
+            meta.len(),
+            results::MAX_REPORT_BYTES
+        ));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("the report {} cannot be read: {e}", path.display()))?;
+    results::parse_junit(&text).map_err(|e| format!("the report {}: {e}", path.display()))
+}
+
+struct StepRun {
+    out: WitnessOutput,
+    parsed: ParsedRun,
+    /// Why the runner's report cannot be trusted or disagrees with the run, when one was asked
+    /// for.
+    report_problem: Option<String>,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn step(
     executor: &dyn TestExecutor,
     plan: &WitnessPlan<'_>,
@@ -349,16 +510,65 @@ fn step(
     name: &str,
     expect: &str,
     argv: Vec<String>,
-) -> Result<(WitnessOutput, ParsedRun)> {
-    let run = executor.run(tree, &argv, plan.timeout, plan.test_env)?;
+    guard: &CommandGuard,
+    scratch: &Path,
+) -> Result<StepRun> {
+    // A fresh directory per command, named with a random nonce, outside the tree.
+    let report_dir = tempfile::Builder::new()
+        .prefix(&format!("report-{name}-"))
+        .tempdir_in(scratch)
+        .map_err(Error::io(format!(
+            "creating a report directory in {}",
+            scratch.display()
+        )))?;
+    let report_path = report_dir.path().join("junit.xml");
+    let with_report = report_path
+        .to_str()
+        .and_then(|path| plan.runner.with_report(&argv, path));
+    let mut guard = guard.clone();
+    let argv = match with_report {
+        Some(argv) => {
+            guard.report_dir = Some(report_dir.path().to_path_buf());
+            argv
+        }
+        None => argv,
+    };
+    let run = executor.run(tree, &argv, plan.timeout, plan.test_env, &guard)?;
     let combined = format!("{}\n{}", run.stdout, run.stderr);
     let parsed = results::parse(plan.runner, &combined);
-    let grade = match expect {
+    let report_problem = if guard.report_dir.is_some() {
+        match read_report(&report_path) {
+            Ok(report) => {
+                results::report_disagreement(plan.runner, &parsed, run.exit_code, &report)
+            }
+            Err(why) => Some(why),
+        }
+    } else {
+        None
+    };
+    let mut grade = match expect {
         "fail" => results::grade_must_fail(&parsed, run.exit_code, plan.before_failing_test),
         "pass" => results::grade_must_pass(&parsed, run.exit_code, plan.before_failing_test),
         // Graded by the caller against the inventory.
         _ => Grade::Ok,
     };
+    if let Some(why) = &report_problem
+        && !matches!(grade, Grade::Invalid(_))
+    {
+        grade = Grade::Invalid(why.clone());
+    }
+    // The reporter's source is the same in every command: named, not repeated, in the record.
+    let argv = argv
+        .into_iter()
+        .map(|word| {
+            if word == results::UNITTEST_REPORTER {
+                "<airlock's unittest reporter (airlock_policies::testrun::UNITTEST_REPORTER)>"
+                    .to_owned()
+            } else {
+                word
+            }
+        })
+        .collect();
     let out = WitnessOutput {
         step: name.to_owned(),
         expect: expect.to_owned(),
@@ -371,7 +581,11 @@ fn step(
         inventory: None,
         full_run: None,
     };
-    Ok((out, parsed))
+    Ok(StepRun {
+        out,
+        parsed,
+        report_problem,
+    })
 }
 
 /// The tests a green patched full run must show passing: the claimed one, and the newly added
@@ -419,6 +633,22 @@ pub fn run_witness(
     ] {
         build_tree(repo, pin, changes, pinned_test_files, kind, dest)?;
     }
+    // The test files no witness command may change: the pinned ones and the newly added ones
+    // (absent from the base tree, so not protected there).
+    let protected: Vec<String> = pinned_test_files
+        .iter()
+        .cloned()
+        .chain(
+            changes
+                .files
+                .iter()
+                .filter(|c| c.is_test && c.kind == ChangeKind::Added)
+                .map(|c| c.path.clone()),
+        )
+        .collect();
+    let links: Vec<String> = plan.test_env.links.iter().map(|l| l.path.clone()).collect();
+    let empty = scratch.path().join("empty");
+    std::fs::create_dir(&empty).map_err(Error::io(format!("creating {}", empty.display())))?;
 
     let one = plan
         .runner
@@ -442,12 +672,27 @@ pub fn run_witness(
             "moving the {name} tree to {}",
             at.display()
         )))?;
-        let ran = step(executor, plan, &at, name, expect, argv);
+        let mut guard = read_only_guard(&at, &protected, &links);
+        guard.empty_dir = Some(empty.clone());
+        let ran = step(
+            executor,
+            plan,
+            &at,
+            name,
+            expect,
+            argv,
+            &guard,
+            scratch.path(),
+        );
         std::fs::rename(&at, tree).map_err(Error::io(format!(
             "moving the {name} tree back to {}",
             tree.display()
         )))?;
-        let (mut out, parsed) = ran?;
+        let StepRun {
+            mut out,
+            parsed,
+            report_problem,
+        } = ran?;
         match expect {
             "inventory" => {
                 let taken = TestInventory::from_base_run(plan.runner, &parsed, out.exit_code, None)
@@ -466,10 +711,10 @@ pub fn run_witness(
                     ));
                 };
                 let verdict = results::grade_full_run(inventory, &parsed, out.exit_code, &required);
-                out.grade = match (&verdict.invalid, verdict.failure()) {
-                    (Some(why), _) => Grade::Invalid(why.clone()),
-                    (None, Some(why)) => Grade::NotOk(why),
-                    (None, None) => Grade::Ok,
+                out.grade = match (&verdict.invalid, &report_problem, verdict.failure()) {
+                    (Some(why), _, _) | (None, Some(why), _) => Grade::Invalid(why.clone()),
+                    (None, None, Some(why)) => Grade::NotOk(why),
+                    (None, None, None) => Grade::Ok,
                 };
                 out.full_run = Some(verdict);
             }
@@ -637,30 +882,44 @@ mod same_path_tests {
             argv: &[String],
             _timeout: Duration,
             _env: &TestEnvironment,
+            _guard: &CommandGuard,
         ) -> Result<CapturedRun> {
             self.0.lock().unwrap().push(tree.to_path_buf());
             let pinned = !tree.join("fixed").exists();
-            let selected = argv.len() > 4;
-            let new = if pinned { "FAIL" } else { "ok" };
-            let mut out = format!("test_new (tests.test_new.T.test_new) ... {new}\n");
+            let selected = argv.last().is_some_and(|a| a.starts_with("tests."));
+            let at = tree.display().to_string().replace('/', "_");
+            let mut tests: Vec<(String, bool)> = Vec::new();
+            let has_new = tree.join("tests/test_new.py").exists();
+            if has_new {
+                tests.push(("tests.test_new.T.test_new".to_owned(), !pinned));
+            }
             if !selected {
-                out.push_str(&format!(
-                    "test_at (tests.test_old.T.test_at{}) ... ok\n",
-                    tree.display().to_string().replace('/', "_")
+                tests.push((format!("tests.test_old.T.test_at{at}"), true));
+            }
+            let failed = tests.iter().any(|(_, ok)| !ok);
+            let code = i32::from(failed);
+            let mut out = String::new();
+            let mut xml = String::from("<testsuites><testsuite>");
+            for (id, ok) in &tests {
+                let (class, name) = id.rsplit_once('.').unwrap();
+                let word = if *ok { "ok" } else { "FAIL" };
+                out.push_str(&format!("{name} ({id}) ... {word}\n"));
+                let child = if *ok { "" } else { "<failure/>" };
+                xml.push_str(&format!(
+                    "<testcase classname=\"{class}\" name=\"{name}\">{child}</testcase>"
                 ));
             }
-            let code = if pinned && selected { 1 } else { 0 };
-            if !selected && !tree.join("tests/test_new.py").exists() {
-                out = format!(
-                    "test_at (tests.test_old.T.test_at{}) ... ok\n",
-                    tree.display().to_string().replace('/', "_")
-                );
+            xml.push_str("</testsuite></testsuites>");
+            // The reporter writes its report to the path that follows it.
+            if let Some(i) = argv.iter().position(|a| a == results::UNITTEST_REPORTER) {
+                std::fs::write(&argv[i + 1], xml).unwrap();
             }
             Ok(CapturedRun {
                 exit_code: Some(code),
                 stdout: String::new(),
                 stderr: format!(
-                    "{out}\nRan 2 tests in 0.001s\n\n{}\n",
+                    "{out}\nRan {} tests in 0.001s\n\n{}\n",
+                    tests.len(),
                     if code == 0 {
                         "OK"
                     } else {
@@ -719,5 +978,63 @@ mod same_path_tests {
         assert!(paths.iter().all(|p| p == &paths[0]), "{paths:?}");
         // The base test's id holds the path, and the patched full run still finds it.
         assert!(report.green, "{:?}", report.failure);
+    }
+}
+
+#[cfg(test)]
+mod guard_tests {
+    use super::*;
+
+    fn tree(files: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for f in files {
+            let path = dir.path().join(f);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "").unwrap();
+        }
+        dir
+    }
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_directory_of_tests_only_is_one_mount_and_a_mixed_one_a_mount_per_file() {
+        let dir = tree(&[
+            "calc/ops.py",
+            "tests/unit/test_a.py",
+            "tests/unit/test_b.py",
+            "tests/unit/deep/test_c.py",
+            "tests/io/test_d.py",
+            "tests/io/data.json",
+            "test_root.py",
+        ]);
+        let protected = strings(&[
+            "tests/unit/test_a.py",
+            "tests/unit/test_b.py",
+            "tests/unit/deep/test_c.py",
+            "tests/io/test_d.py",
+            "test_root.py",
+            // Listed but absent from this tree (a new test file, in the base tree).
+            "tests/new/test_e.py",
+        ]);
+        let guard = read_only_guard(dir.path(), &protected, &[]);
+        assert_eq!(
+            guard.read_only,
+            strings(&["test_root.py", "tests/io/test_d.py", "tests/unit"])
+        );
+        assert_eq!(guard.no_pycache, strings(&["", "tests/io"]));
+    }
+
+    #[test]
+    fn a_directory_holding_a_prepared_link_is_never_mounted_whole() {
+        let dir = tree(&["web/test/a.test.js", "web/test/b.test.js"]);
+        let protected = strings(&["web/test/a.test.js", "web/test/b.test.js"]);
+        let guard = read_only_guard(dir.path(), &protected, &strings(&["web/node_modules"]));
+        assert_eq!(guard.read_only, strings(&["web/test"]));
+        let guard = read_only_guard(dir.path(), &protected, &strings(&["web/test/fixtures"]));
+        assert_eq!(guard.read_only, protected);
+        assert_eq!(guard.no_pycache, strings(&["web/test"]));
     }
 }

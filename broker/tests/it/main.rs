@@ -8,3 +8,4 @@ mod harness;
 mod intake;
 mod invariants;
 mod rust;
+mod witness_attacks;

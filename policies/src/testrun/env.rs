@@ -9,13 +9,21 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Variables set in every test run on both sides, after the operator's (which may not name
-/// them): no bytecode written into the tree, CI-mode output, and a cargo target directory in the
-/// sandbox's private `/tmp` instead of the tree.
-pub const FIXED_TEST_ENV: [(&str, &str); 3] = [
+/// them): no bytecode written into the tree and none read from it (Python looks for cached
+/// bytecode only under `PYTHONPYCACHEPREFIX`, a path in the sandbox's read-only root that
+/// nothing can create, so a `__pycache__/*.pyc` planted in the tree is never loaded),
+/// CI-mode output, and a cargo target directory in the sandbox's private `/tmp` instead of
+/// the tree.
+pub const FIXED_TEST_ENV: [(&str, &str); 4] = [
     ("CI", "true"),
     ("PYTHONDONTWRITEBYTECODE", "1"),
+    ("PYTHONPYCACHEPREFIX", NO_BYTECODE_DIR),
     ("CARGO_TARGET_DIR", "/tmp/airlock-target"),
 ];
+
+/// Where Python is told to keep its bytecode cache: a directory of the sandbox's read-only
+/// root (a tmpfs holding only mount points) that does not exist and cannot be created.
+pub const NO_BYTECODE_DIR: &str = "/.airlock-no-bytecode";
 
 /// A prepared path shown read-only inside the tree at every test run (`node_modules` built by
 /// `npm ci` in the prepare step).

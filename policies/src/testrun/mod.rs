@@ -9,12 +9,18 @@ mod collect;
 mod env;
 mod inventory;
 mod parsers;
+mod report;
 mod runner;
 
 pub use collect::parse_collection;
-pub use env::{FIXED_TEST_ENV, TestEnvironment, TreeLink, is_fixed, valid_env_name};
+pub use env::{
+    FIXED_TEST_ENV, NO_BYTECODE_DIR, TestEnvironment, TreeLink, is_fixed, valid_env_name,
+};
 pub use inventory::{
     FullRunVerdict, InventoryError, TestInventory, grade_full_run, new_test_files_required,
+};
+pub use report::{
+    JunitReport, MAX_REPORT_BYTES, UNITTEST_REPORTER, parse_junit, report_disagreement,
 };
 pub use runner::TestRunner;
 

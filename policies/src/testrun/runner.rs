@@ -259,6 +259,38 @@ impl TestRunner {
     }
 }
 
+impl TestRunner {
+    /// The file a test id names, as `is_file` (a relative path of the tree the test runs in)
+    /// finds it: the path before `::` of a pytest node id, the longest dotted prefix of a
+    /// unittest name that is a module (`a/b.py`) or a package (`a/b/__init__.py`), the file of
+    /// a jest or vitest `file > ... > title`. `None` where the id names no file (cargo's and
+    /// go's names, a bare title) or no such file exists.
+    pub fn file_of_test(self, test: &str, is_file: impl Fn(&str) -> bool) -> Option<String> {
+        let test = test.trim();
+        let test = test.strip_prefix("./").unwrap_or(test);
+        match self {
+            TestRunner::Pytest => {
+                let path = test.split("::").next().unwrap_or(test);
+                is_file(path).then(|| path.to_owned())
+            }
+            TestRunner::Unittest => {
+                let parts: Vec<&str> = test.split('.').collect();
+                (1..=parts.len()).rev().find_map(|n| {
+                    let stem = parts[..n].join("/");
+                    [format!("{stem}.py"), format!("{stem}/__init__.py")]
+                        .into_iter()
+                        .find(|candidate| is_file(candidate))
+                })
+            }
+            TestRunner::Jest | TestRunner::Vitest => {
+                let file = test.split(" > ").next().unwrap_or(test);
+                (looks_like_js_file(file) && is_file(file)).then(|| file.to_owned())
+            }
+            TestRunner::Cargo | TestRunner::Go => None,
+        }
+    }
+}
+
 impl std::fmt::Display for TestRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -367,6 +399,50 @@ mod tests {
                 .check_command(&argv("npx vitest run --reporter verbose"))
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn a_test_id_resolves_to_its_file() {
+        let files = [
+            "tests/test_a.py",
+            "calc/helpers.py",
+            "pkg/__init__.py",
+            "src/a.test.ts",
+        ];
+        let is_file = |p: &str| files.contains(&p);
+        assert_eq!(
+            TestRunner::Pytest.file_of_test("tests/test_a.py::T::test_x[1-2]", is_file),
+            Some("tests/test_a.py".into())
+        );
+        assert_eq!(
+            TestRunner::Pytest.file_of_test("calc/helpers.py::test_fake", is_file),
+            Some("calc/helpers.py".into())
+        );
+        assert_eq!(
+            TestRunner::Pytest.file_of_test("./calc/helpers.py::test_fake", is_file),
+            Some("calc/helpers.py".into())
+        );
+        assert_eq!(
+            TestRunner::Unittest.file_of_test("calc.helpers.T.test_fake", is_file),
+            Some("calc/helpers.py".into())
+        );
+        assert_eq!(
+            TestRunner::Unittest.file_of_test("tests.test_a.T.test_x", is_file),
+            Some("tests/test_a.py".into())
+        );
+        assert_eq!(
+            TestRunner::Unittest.file_of_test("pkg.T.test_x", is_file),
+            Some("pkg/__init__.py".into())
+        );
+        assert_eq!(
+            TestRunner::Vitest.file_of_test("src/a.test.ts > clamp > low", is_file),
+            Some("src/a.test.ts".into())
+        );
+        assert_eq!(
+            TestRunner::Unittest.file_of_test("nowhere.T.t", is_file),
+            None
+        );
+        assert_eq!(TestRunner::Go.file_of_test("TestClamp", is_file), None);
     }
 
     #[test]

@@ -1,0 +1,507 @@
+//! Patched code that attacks the witness from inside the test process: rewriting the pinned
+//! tests at run time, planting bytecode, printing a fake transcript and leaving with
+//! `os._exit(0)`, claiming a test that lives in a new non-test module. Each is judged from
+//! outside, from the broker's reply; the honest pytest fix beside them must still be queued.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use airlock_broker::{BrokerReply, TestRunner};
+use serde_json::{Value, json};
+
+use crate::harness::{EXISTING_TEST, Fixture, NEW_TEST, Options, apply_fix, honest_args, write};
+
+/// The interpreter the sandbox finds first on its `PATH` (`/usr/local/bin`, then `/usr/bin`),
+/// which is not necessarily the one on the test's own `PATH` (a pyenv shim).
+fn sandbox_python() -> PathBuf {
+    ["/usr/local/bin/python3", "/usr/bin/python3"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .expect("python3 in /usr/local/bin or /usr/bin (the sandbox's PATH)")
+}
+
+/// pytest installed once for the sandbox's interpreter, under the target's temporary
+/// directory (pip, from the package index: the first run needs the network).
+fn pytest_site() -> &'static Path {
+    static SITE: OnceLock<PathBuf> = OnceLock::new();
+    SITE.get_or_init(|| {
+        let site = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pytest-site-9.2.0");
+        if site.join("pytest").is_dir() {
+            return site;
+        }
+        let staging = site.with_extension(format!("partial-{}", std::process::id()));
+        let out = Command::new(sandbox_python())
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-compile",
+                "--target",
+            ])
+            .arg(&staging)
+            .arg("pytest==9.2.0")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "installing pytest for {} failed (needs pip and the network): {}",
+            sandbox_python().display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Another test binary may have won the race; either copy is complete.
+        if std::fs::rename(&staging, &site).is_err() {
+            let _ = std::fs::remove_dir_all(&staging);
+        }
+        site
+    })
+}
+
+fn refusal(reply: &BrokerReply) -> &airlock_broker::BrokerError {
+    match reply {
+        BrokerReply::Refused { error } => error,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// The witness steps attached to a refusal.
+fn outputs(err: &airlock_broker::BrokerError) -> Vec<Value> {
+    err.details["outputs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn step_text(err: &airlock_broker::BrokerError, step: &str) -> String {
+    outputs(err)
+        .iter()
+        .find(|o| o["step"] == step)
+        .map(|o| {
+            format!(
+                "{}\n{}",
+                o["stdout"].as_str().unwrap_or(""),
+                o["stderr"].as_str().unwrap_or("")
+            )
+        })
+        .unwrap_or_else(|| panic!("no {step} step in {:?}", err.details))
+}
+
+/// A fixture whose broker may grant the pytest site to witness runs.
+fn pytest_fixture(files: Vec<(&'static str, String)>) -> Fixture {
+    let site = pytest_site();
+    Fixture::with(Options {
+        extra_config: format!("witness_ro = [\"{}\"]", site.display()),
+        files,
+        ..Options::default()
+    })
+}
+
+/// Register a pytest run (the harness registers unittest).
+fn register_pytest(fx: &Fixture, run_id: &str) -> PathBuf {
+    let wt = fx.worktree(run_id);
+    let mut reg = fx.registration(run_id, &wt);
+    let site = pytest_site();
+    reg.test_command = ["python3", "-m", "pytest", "-rA", "-p", "no:cacheprovider"]
+        .map(String::from)
+        .to_vec();
+    reg.test_runner = TestRunner::Pytest;
+    reg.test_env.ro = vec![site.to_path_buf()];
+    reg.test_env
+        .env
+        .insert("PYTHONPATH".into(), site.display().to_string());
+    let reply = fx.client().register_run(&reg).unwrap();
+    assert!(matches!(reply, BrokerReply::Registered { .. }), "{reply:?}");
+    wt
+}
+
+const PYTEST_NEW_TEST: &str = "tests/test_clamp_high.py::TestClampHigh::test_clamp_high";
+
+fn claim(args: &mut Value, test: &str) {
+    args["test_evidence"]["before_failing_test"] = json!(test);
+    args["test_evidence"]["before_selector"] = json!(test);
+}
+
+/// Breaks the existing `test_clamp_low` (no lower bound) while passing the new test.
+const UPPER_ONLY: &str = "def clamp(x, lo, hi):\n    return min(x, hi)\n";
+
+/// The pinned test with `test_clamp_low` weakened to pass on [`UPPER_ONLY`].
+fn weakened_test() -> String {
+    EXISTING_TEST.replace("clamp(-5, 0, 3), 0)", "clamp(-5, 0, 3), -5)")
+}
+
+/// Patched source that tries every way to replace the pinned test file at import, printing
+/// `ATTACK <way> ok` or `ATTACK <way> failed: <error>` to stderr.
+fn rewriting_ops() -> String {
+    format!(
+        r#"import os, sys
+
+_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests")
+_TARGET = os.path.join(_TESTS, "test_ops.py")
+_WEAK = {weak:?}
+
+
+def _try(way, action):
+    try:
+        action()
+        print("ATTACK %s ok" % way, file=sys.stderr)
+    except OSError as e:
+        print("ATTACK %s failed: %s" % (way, e), file=sys.stderr)
+
+
+def _chmod_rewrite():
+    os.chmod(_TARGET, 0o644)
+    with open(_TARGET, "w") as f:
+        f.write(_WEAK)
+
+
+def _rename_over():
+    tmp = os.path.join(_TESTS, "tmp_weak.txt")
+    with open(tmp, "w") as f:
+        f.write(_WEAK)
+    os.replace(tmp, _TARGET)
+
+
+def _unlink_recreate():
+    os.unlink(_TARGET)
+    with open(_TARGET, "w") as f:
+        f.write(_WEAK)
+
+
+def _proc_fd():
+    fd = os.open(_TARGET, os.O_RDONLY)
+    with open("/proc/self/fd/%d" % fd, "w") as f:
+        f.write(_WEAK)
+
+
+def _hard_link():
+    alias = os.path.join(_TESTS, "alias.py")
+    os.link(_TARGET, alias)
+    with open(alias, "w") as f:
+        f.write(_WEAK)
+
+
+def _rename_dir():
+    os.rename(_TESTS, _TESTS + "_old")
+    os.makedirs(_TESTS)
+    with open(_TARGET, "w") as f:
+        f.write(_WEAK)
+
+
+def _umount():
+    import ctypes, ctypes.util
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    for path in (_TARGET, _TESTS):
+        if libc.umount2(path.encode(), 2) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+    with open(_TARGET, "w") as f:
+        f.write(_WEAK)
+
+
+def _pycache():
+    cache = os.path.join(_TESTS, "__pycache__")
+    os.makedirs(cache, exist_ok=True)
+    with open(os.path.join(cache, "test_ops.cpython-311.pyc"), "wb") as f:
+        f.write(b"planted")
+
+
+for _way, _action in [
+    ("chmod-rewrite", _chmod_rewrite),
+    ("rename-over", _rename_over),
+    ("unlink-recreate", _unlink_recreate),
+    ("proc-fd", _proc_fd),
+    ("hard-link", _hard_link),
+    ("rename-dir", _rename_dir),
+    ("umount", _umount),
+    ("pycache", _pycache),
+]:
+    _try(_way, _action)
+
+
+def clamp(x, lo, hi):
+    return min(x, hi)
+"#,
+        weak = weakened_test()
+    )
+}
+
+const WAYS: [&str; 8] = [
+    "chmod-rewrite",
+    "rename-over",
+    "unlink-recreate",
+    "proc-fd",
+    "hard-link",
+    "rename-dir",
+    "umount",
+    "pycache",
+];
+
+/// Rewriting a pinned test at run time, in a tests directory that holds only tests (mounted
+/// read-only whole) and in one that also holds a data file (each test file mounted read-only):
+/// every attempt is made and fails, and the weakened test never runs.
+#[test]
+fn rewriting_a_pinned_test_at_run_time_fails_and_is_not_queued() {
+    for (layout, extra) in [("whole", None), ("per-file", Some("tests/data.json"))] {
+        let mut files = vec![
+            ("calc/__init__.py", String::new()),
+            ("calc/ops.py", crate::harness::BUGGY_OPS.to_owned()),
+            ("tests/__init__.py", String::new()),
+            ("tests/test_ops.py", EXISTING_TEST.to_owned()),
+        ];
+        if let Some(path) = extra {
+            files.push((path, "{}\n".to_owned()));
+        }
+        let mut fx = Fixture::with(Options {
+            files,
+            ..Options::default()
+        });
+        fx.start();
+        let run = format!("run-rewrite-{layout}");
+        let wt = fx.register(&run);
+        write(&wt, "calc/ops.py", &rewriting_ops());
+        write(&wt, "tests/test_clamp_high.py", NEW_TEST);
+        let reply = fx.client().open_pr(&run, honest_args(&fx, &wt)).unwrap();
+        let err = refusal(&reply);
+        assert_eq!(
+            err.code.as_str(),
+            "POLICY_VIOLATION",
+            "{layout}: {}",
+            err.message
+        );
+        assert!(
+            err.message.contains("test_clamp_low"),
+            "{layout}: {}",
+            err.message
+        );
+        let text = step_text(err, "patched_full");
+        for way in WAYS {
+            assert!(
+                text.contains(&format!("ATTACK {way} failed: ")),
+                "{layout}: {way} was not attempted or did not fail:\n{text}"
+            );
+            assert!(
+                !text.contains(&format!("ATTACK {way} ok")),
+                "{layout}: {way} succeeded:\n{text}"
+            );
+        }
+        assert!(text.contains("Read-only file system"), "{layout}: {text}");
+    }
+}
+
+/// Bytecode for the pinned test module, compiled from a weakened copy with an unchecked hash
+/// (Python would load it without looking at the source) and planted in the diff beside the
+/// test: outside the sandbox it makes the broken code pass; in the witness it is never read.
+#[test]
+fn a_planted_pyc_is_not_trusted() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-pyc");
+    write(&wt, "calc/ops.py", UPPER_ONLY);
+    write(&wt, "tests/test_clamp_high.py", NEW_TEST);
+    let scratch = tempfile::tempdir().unwrap();
+    let weak = scratch.path().join("test_ops.py");
+    std::fs::write(&weak, weakened_test()).unwrap();
+    let pyc = wt.join("tests/__pycache__/test_ops.cpython-311.pyc");
+    std::fs::create_dir_all(pyc.parent().unwrap()).unwrap();
+    let compiled = Command::new(sandbox_python())
+        .args([
+            "-c",
+            "import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], \
+             doraise=True, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)",
+        ])
+        .arg(&weak)
+        .arg(&pyc)
+        .output()
+        .unwrap();
+    assert!(compiled.status.success(), "{compiled:?}");
+    // The control: the same tree, run by the same interpreter without airlock's variables,
+    // passes on the planted bytecode although the source's test_clamp_low fails.
+    let control = Command::new(sandbox_python())
+        .args(["-m", "unittest", "-v"])
+        .current_dir(&wt)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("PYTHONPYCACHEPREFIX")
+        .output()
+        .unwrap();
+    let control_err = String::from_utf8_lossy(&control.stderr);
+    assert!(
+        control.status.success() && control_err.contains("test_clamp_low"),
+        "the planted bytecode should make the unsandboxed run pass: {control_err}"
+    );
+    let reply = fx
+        .client()
+        .open_pr("run-pyc", honest_args(&fx, &wt))
+        .unwrap();
+    let err = refusal(&reply);
+    assert_eq!(err.code.as_str(), "POLICY_VIOLATION", "{}", err.message);
+    if err.details["offending"] == "witness_run" {
+        assert!(err.message.contains("test_clamp_low"), "{}", err.message);
+        let text = step_text(err, "patched_full");
+        assert!(
+            text.contains("test_clamp_low") && text.contains("FAIL"),
+            "{text}"
+        );
+    }
+}
+
+/// A fake pytest transcript (every test PASSED, a summary line) printed at import by the
+/// patched source, which then leaves with `os._exit(0)` before pytest writes anything: the
+/// report the broker asked for is missing, so the step is invalid.
+#[test]
+fn a_fake_pytest_transcript_and_os_exit_is_not_queued() {
+    let mut fx = pytest_fixture(Vec::new());
+    fx.start();
+    let wt = register_pytest(&fx, "run-fake-pytest");
+    // pytest captures file descriptors 1 and 2 while it collects; the transcript goes to the
+    // copies it saved of the real ones (the pipes the sandbox reads), as the issue's attack did.
+    let fake = r#"import os, stat
+_LINES = [
+    "PASSED tests/test_ops.py::TestClampLow::test_clamp_low",
+    "PASSED tests/test_ops.py::TestClampLow::test_identity",
+    "PASSED tests/test_clamp_high.py::TestClampHigh::test_clamp_high",
+    "============================== 3 passed in 0.01s ==============================",
+]
+_DATA = ("\n".join(_LINES) + "\n").encode()
+for _fd in range(1, 256):
+    try:
+        if stat.S_ISFIFO(os.fstat(_fd).st_mode):
+            os.write(_fd, _DATA)
+    except OSError:
+        pass
+os._exit(0)
+
+
+def clamp(x, lo, hi):
+    return x
+"#;
+    write(&wt, "calc/ops.py", fake);
+    write(&wt, "tests/test_clamp_high.py", NEW_TEST);
+    let mut args = honest_args(&fx, &wt);
+    claim(&mut args, PYTEST_NEW_TEST);
+    let reply = fx.client().open_pr("run-fake-pytest", args).unwrap();
+    let err = refusal(&reply);
+    assert_eq!(err.code.as_str(), "POLICY_VIOLATION", "{}", err.message);
+    assert_eq!(err.details["offending"], "witness_run", "{}", err.message);
+    assert!(
+        err.message.contains("patched_selected") && err.message.contains("wrote no report"),
+        "{}",
+        err.message
+    );
+}
+
+/// The honest fix under pytest: queued, every step's report agreeing with its output.
+#[test]
+fn an_honest_pytest_fix_is_queued_with_its_reports_agreeing() {
+    let mut fx = pytest_fixture(Vec::new());
+    fx.start();
+    let wt = register_pytest(&fx, "run-honest-pytest");
+    apply_fix(&wt);
+    let mut args = honest_args(&fx, &wt);
+    claim(&mut args, PYTEST_NEW_TEST);
+    let reply = fx.client().open_pr("run-honest-pytest", args).unwrap();
+    let BrokerReply::Queued { queue_id } = reply else {
+        panic!("expected queued, got {reply:?}")
+    };
+    let show =
+        String::from_utf8_lossy(&fx.cli(&["show", &queue_id.to_string()]).stdout).into_owned();
+    assert!(show.contains("--junitxml="), "{show}");
+}
+
+/// A claimed fail-to-pass test in a new module that is not a test file (pytest collects any
+/// file named on its command line) is refused before the witness runs, naming the file.
+#[test]
+fn a_claimed_test_in_a_new_non_test_module_is_refused() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-claim");
+    apply_fix(&wt);
+    write(
+        &wt,
+        "calc/check.py",
+        "import unittest\n\nfrom calc.ops import clamp\n\n\nclass T(unittest.TestCase):\n    def test_high(self):\n        self.assertEqual(clamp(9, 0, 3), 3)\n",
+    );
+    let mut args = honest_args(&fx, &wt);
+    claim(&mut args, "calc.check.T.test_high");
+    let reply = fx.client().open_pr("run-claim", args).unwrap();
+    let err = refusal(&reply);
+    assert_eq!(err.code.as_str(), "POLICY_VIOLATION", "{}", err.message);
+    assert_eq!(
+        err.details["offending"], "test_evidence.before_failing_test",
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains("calc.check.T.test_high") && err.message.contains("calc/check.py"),
+        "{}",
+        err.message
+    );
+}
+
+/// The same under unittest: the transcript on standard error (which unittest does not
+/// capture), then `os._exit(0)`. unittest writes no report of its own; the broker runs it
+/// through its reporter, which writes one only once the run has finished.
+#[test]
+fn a_fake_unittest_transcript_and_os_exit_is_not_queued() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-fake-unittest");
+    let fake = r#"import os, sys
+sys.stderr.write(
+    "test_clamp_high (tests.test_clamp_high.TestClampHigh.test_clamp_high) ... ok\n"
+    "test_clamp_low (tests.test_ops.TestClampLow.test_clamp_low) ... ok\n"
+    "test_identity (tests.test_ops.TestClampLow.test_identity) ... ok\n"
+    "\n----------------------------------------------------------------------\n"
+    "Ran 3 tests in 0.001s\n\nOK\n"
+)
+sys.stderr.flush()
+os._exit(0)
+
+
+def clamp(x, lo, hi):
+    return x
+"#;
+    write(&wt, "calc/ops.py", fake);
+    write(&wt, "tests/test_clamp_high.py", NEW_TEST);
+    let reply = fx
+        .client()
+        .open_pr("run-fake-unittest", honest_args(&fx, &wt))
+        .unwrap();
+    let err = refusal(&reply);
+    assert_eq!(err.code.as_str(), "POLICY_VIOLATION", "{}", err.message);
+    assert_eq!(err.details["offending"], "witness_run", "{}", err.message);
+    assert!(
+        err.message.contains("patched_selected") && err.message.contains("wrote no report"),
+        "{}",
+        err.message
+    );
+}
+
+/// pytest names that are hard to map between the output and the report (parameter ids holding
+/// `::`, `/`, spaces and brackets, nested classes, skips, expected failures) on an honest fix:
+/// queued, so the report agreed with the output in every step.
+#[test]
+fn an_honest_pytest_fix_with_awkward_test_names_is_queued() {
+    let tests = "import pytest\n\nfrom calc.ops import clamp\n\n\n\
+        @pytest.mark.parametrize(\"x\", [\"a/b.py\", \"c::d\", \"e f\", \"[g]\", 1])\n\
+        def test_param(x):\n    assert clamp(0, 0, 3) == 0\n\n\n\
+        class TestOuter:\n    class TestInner:\n        def test_nested(self):\n            assert clamp(-1, 0, 3) == 0\n\n\n\
+        @pytest.mark.skip(reason=\"not here\")\ndef test_skipped():\n    pass\n\n\n\
+        @pytest.mark.xfail(reason=\"known\")\ndef test_xfail():\n    assert False\n";
+    let mut fx = pytest_fixture(vec![
+        ("calc/__init__.py", String::new()),
+        ("calc/ops.py", crate::harness::BUGGY_OPS.to_owned()),
+        ("tests/__init__.py", String::new()),
+        ("tests/test_ops.py", EXISTING_TEST.to_owned()),
+        ("tests/test_names.py", tests.to_owned()),
+    ]);
+    fx.start();
+    let wt = register_pytest(&fx, "run-names");
+    apply_fix(&wt);
+    let mut args = honest_args(&fx, &wt);
+    claim(&mut args, PYTEST_NEW_TEST);
+    let reply = fx.client().open_pr("run-names", args).unwrap();
+    assert!(matches!(reply, BrokerReply::Queued { .. }), "{reply:?}");
+}
