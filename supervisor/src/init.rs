@@ -952,7 +952,7 @@ pub fn render_airlock_toml(d: &Detected) -> String {
     o.key("pass_env", &array(&t.pass_env));
     o.blank();
     o.line("[tests.env]");
-    o.comment("Variables of every test run; {env} is the prepared environment directory. CI, PYTHONDONTWRITEBYTECODE and CARGO_TARGET_DIR are fixed by airlock.");
+    o.comment("Variables of every test run; {env} is the prepared environment directory. CI, PYTHONDONTWRITEBYTECODE, PYTHONPYCACHEPREFIX and CARGO_TARGET_DIR are fixed by airlock.");
     o.vars(d, "tests.env", &t.env);
     if let Some(p) = &t.prepare {
         o.blank();
