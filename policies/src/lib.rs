@@ -21,6 +21,7 @@
 //! ```
 
 mod config;
+mod content;
 mod detect;
 mod diff;
 mod digest;
@@ -32,10 +33,11 @@ mod testfiles;
 pub mod testrun;
 
 pub use config::{Direction, Mode, MoveKind, Operands};
+pub use content::{BINARY_SNIFF_BYTES, check_content, is_binary};
 pub use detect::{Finding, Side};
 pub use diff::{DiffLine, FileDiff, Hunk, LineKind, parse_unified_diff};
 pub use digest::{DigestReport, compute_digest};
-pub use paths::{WriteDecision, normalize_path};
+pub use paths::{MAX_PATH_BYTES, MAX_SYMLINK_HOPS, WriteDecision, normalize_path};
 pub use shadow::shadowed_python_module;
 pub use testcode::{Scope, TestCodeAction, TestCodeFinding};
 pub use testfiles::{Language, language_of, rust_test_regions};
@@ -209,6 +211,23 @@ impl Policy {
     /// link is refused.
     pub fn check_write_in_root(&self, root: &Path, path: &str) -> WriteDecision {
         self.write.check_in_root(root, path)
+    }
+
+    /// Whether a symlink at `link` may point to `target` (its text, as the tree stores it).
+    /// The link's own path is checked first, as [`Policy::check_write`] does; then it is
+    /// refused with the rule `symlink-target` when the target is absolute, climbs above the
+    /// repository root, goes round more than [`MAX_SYMLINK_HOPS`] links, is the root itself,
+    /// or resolves to a path this policy refuses (or to a directory whose files it refuses);
+    /// the reason names the link, its target (escaped) and what it resolves to.
+    /// `link_at(path)` gives the target of another symlink of the same tree, so chains are
+    /// followed. Purely lexical over that tree: nothing is read from a disk.
+    pub fn check_symlink(
+        &self,
+        link: &str,
+        target: &str,
+        link_at: &dyn Fn(&str) -> Option<String>,
+    ) -> WriteDecision {
+        self.write.check_symlink(link, target, link_at)
     }
 
     /// Every path of `paths` the policy refuses, with the decision, in input order. The broker

@@ -4,6 +4,8 @@ use std::path::{Component, Path, PathBuf};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Serialize;
+use unicode_normalization::UnicodeNormalization;
+use unicode_security::confusable_detection::skeleton;
 
 use crate::config::{RefuseSection, rule_error};
 use crate::{Error, Result};
@@ -19,8 +21,9 @@ pub enum WriteDecision {
         /// The rule that refused it: a refused class from the policy file (`ci-config`,
         /// `dependency-manifest`, ...), `allowlist`, or one of the built-in path rules
         /// (`path-empty`, `path-absolute`, `path-traversal`, `path-control-character`,
-        /// `path-invisible-character`, `path-blank-component`, `symlink-escape`, `symlink-dangling`, `hard-link`,
-        /// `root-unreadable`).
+        /// `path-invisible-character`, `path-blank-component`, `path-too-long`, `symlink-escape`,
+        /// `symlink-dangling`, `symlink-target`, `hard-link`, `root-unreadable`) or the content
+        /// rule `binary-file`.
         rule: String,
         /// Why, for a person.
         reason: String,
@@ -125,8 +128,10 @@ pub fn normalize_path(raw: &str) -> std::result::Result<String, WriteDecision> {
                 format!("{raw:?} has a component made only of white space"),
             ));
         }
-        let folded = fold_component(component);
-        if folded == ".." || folded.is_empty() || folded == "." {
+        if READINGS.iter().any(|&compatible| {
+            let folded = fold_component(component, compatible);
+            folded == ".." || folded.is_empty() || folded == "."
+        }) {
             return Err(WriteDecision::refused(
                 "path-traversal",
                 format!("{raw:?} has a parent-directory or dot-only component {component:?}"),
@@ -156,48 +161,31 @@ pub fn normalize_path(raw: &str) -> std::result::Result<String, WriteDecision> {
     Ok(parts.join("/"))
 }
 
-/// Fold one character to the ASCII character it is commonly mistaken for.
-fn fold_char(c: char) -> char {
-    match c {
-        // Full-width ASCII block.
-        '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0).unwrap_or(c),
-        '\u{2024}' | '\u{FE52}' | '\u{2E31}' | '\u{00B7}' | '\u{2219}' => '.',
-        '\u{2010}'..='\u{2015}' | '\u{2212}' | '\u{FE63}' => '-',
-        '\u{2044}' | '\u{2215}' | '\u{29F8}' => '/',
-        '\u{0430}' | '\u{03B1}' | '\u{0410}' | '\u{0391}' => 'a',
-        '\u{0432}' | '\u{0412}' | '\u{0392}' => 'b',
-        '\u{0441}' | '\u{0421}' | '\u{03F2}' | '\u{217D}' => 'c',
-        '\u{0501}' | '\u{217E}' => 'd',
-        '\u{0435}' | '\u{0415}' | '\u{0395}' => 'e',
-        '\u{0261}' => 'g',
-        '\u{04BB}' | '\u{041D}' | '\u{0397}' => 'h',
-        '\u{0456}' | '\u{0131}' | '\u{03B9}' | '\u{0406}' | '\u{0399}' | '\u{2170}' => 'i',
-        '\u{0458}' | '\u{0408}' => 'j',
-        '\u{03BA}' | '\u{041A}' | '\u{039A}' | '\u{212A}' => 'k',
-        '\u{04CF}' | '\u{217C}' => 'l',
-        '\u{041C}' | '\u{039C}' | '\u{217F}' => 'm',
-        '\u{039D}' => 'n',
-        '\u{043E}' | '\u{03BF}' | '\u{041E}' | '\u{039F}' => 'o',
-        '\u{0440}' | '\u{03C1}' | '\u{0420}' | '\u{03A1}' => 'p',
-        '\u{0455}' | '\u{0405}' | '\u{017F}' => 's',
-        '\u{03C4}' | '\u{0422}' | '\u{03A4}' => 't',
-        '\u{03C5}' => 'u',
-        '\u{03BD}' | '\u{2174}' => 'v',
-        '\u{0445}' | '\u{0425}' | '\u{03A7}' | '\u{2179}' => 'x',
-        '\u{0443}' | '\u{04AF}' | '\u{03A5}' | '\u{0423}' => 'y',
-        '\u{0396}' => 'z',
-        _ => c,
-    }
+/// Text as a hurried reader sees it: Unicode's confusable skeleton (UTS #39: `ꜱ`, `ѕ`, `ｓ` and
+/// `𝐬` all read `s`, `m` reads `rn`, `I` and `1` read `l`), lower-cased, then both again, since
+/// lower-casing can make a new confusable and a skeleton can be upper-case (`Н` -> `H` -> `h`).
+/// With `compatible`, the text is first put in its compatibility form (NFKC), which reads a few
+/// characters the skeleton keeps apart as ASCII (the full-width `－` as `-`); without, those
+/// NFKC would take elsewhere keep their skeleton (`Ϲ` reads `c`, where NFKC makes it `Σ`). A
+/// path is refused when either reading matches.
+/// The skeleton maps some ASCII too (`m` -> `rn`), so a folded path is compared only with
+/// globs folded the same way ([`fold_glob`]), never with the text as written.
+fn fold_text(text: &str, compatible: bool) -> String {
+    let compatible: String = if compatible {
+        text.nfkc().collect()
+    } else {
+        text.to_owned()
+    };
+    let once: String = skeleton(&compatible).collect::<String>().to_lowercase();
+    skeleton(&once).collect::<String>().to_lowercase()
 }
 
-/// A component as a case-insensitive file system or a hurried reviewer would see it:
-/// look-alikes folded to ASCII, lower-cased, trailing dots and spaces dropped (Windows does).
-fn fold_component(component: &str) -> String {
-    let folded: String = component
-        .chars()
-        .map(fold_char)
-        .collect::<String>()
-        .to_lowercase();
+/// Both readings of [`fold_text`].
+const READINGS: [bool; 2] = [false, true];
+
+/// Drop what Windows drops at the end of a name (dots and spaces). A name made only of
+/// dots keeps two of them, so `...` still reads as the parent directory it is on Windows.
+fn trim_component(folded: String) -> String {
     let trimmed = folded.trim_end_matches(['.', ' ']);
     if trimmed.is_empty() && !folded.is_empty() {
         // "..." or ". ." collapse to nothing on Windows: keep the dots so the caller sees them.
@@ -209,13 +197,143 @@ fn fold_component(component: &str) -> String {
     trimmed.to_string()
 }
 
-/// The folded form of a normalised path, matched against the refused classes.
-fn skeleton(normalized: &str) -> String {
+/// A component as a case-insensitive file system or a hurried reviewer would see it:
+/// look-alikes folded ([`fold_text`]), trailing dots and spaces dropped (Windows does).
+fn fold_component(component: &str, compatible: bool) -> String {
+    trim_component(fold_text(component, compatible))
+}
+
+/// A normalised path as a case-insensitive file system sees it: lower-cased, trailing dots and
+/// spaces of each component dropped. Matched against the refused globs as written.
+fn plain_form(normalized: &str) -> String {
     normalized
         .split('/')
-        .map(fold_component)
+        .map(|c| trim_component(c.to_lowercase()))
         .collect::<Vec<_>>()
         .join("/")
+}
+
+/// The folded form of a normalised path ([`fold_component`] per component), matched against
+/// the refused globs folded by [`fold_glob`]. A look-alike of a separator (`⁄`) folds to `/`
+/// and then separates, as it appears to.
+fn folded_form(normalized: &str, compatible: bool) -> String {
+    normalized
+        .split('/')
+        .map(|c| fold_component(c, compatible))
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// [`plain_form`] and the two readings of [`folded_form`].
+struct Forms {
+    plain: String,
+    folded: [String; 2],
+}
+
+impl Forms {
+    fn of(normalized: &str) -> Forms {
+        Forms {
+            plain: plain_form(normalized),
+            folded: READINGS.map(|compatible| folded_form(normalized, compatible)),
+        }
+    }
+}
+
+/// A normalised path for a person: lower-cased, each non-ASCII character whose skeleton is
+/// ASCII written as that skeleton (`Cаrgo.lock` -> `cargo.lock`), ASCII left as it is (so
+/// `m` stays `m`, where the skeleton says `rn`).
+fn readable_form(normalized: &str) -> String {
+    let mut out = String::with_capacity(normalized.len());
+    for c in normalized.chars() {
+        if c.is_ascii() {
+            out.push(c.to_ascii_lowercase());
+            continue;
+        }
+        let folded = fold_text(c.encode_utf8(&mut [0; 4]), true);
+        if folded.is_ascii() {
+            out.push_str(&folded);
+        } else {
+            out.extend(c.to_lowercase());
+        }
+    }
+    out
+}
+
+/// Characters with a meaning in a glob (globset syntax with backslash escapes).
+const GLOB_META: [char; 8] = ['*', '?', '[', ']', '{', '}', ',', '\\'];
+
+/// A glob with its literal text folded by [`fold_text`] and its syntax kept: `*`, `?`, `{`,
+/// `}`, `,` and `/` as they are, a `[...]` class and a `\x` escape verbatim. A folded literal
+/// that produces a glob character has it escaped, so folding never changes a glob's shape.
+fn fold_glob(glob: &str) -> String {
+    let mut out = String::with_capacity(glob.len());
+    let mut literal = String::new();
+    let flush = |literal: &mut String, out: &mut String| {
+        // Globs are written in ASCII, which NFKC leaves as it is: one reading serves both.
+        for c in fold_text(literal, false).chars() {
+            if GLOB_META.contains(&c) {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        literal.clear();
+    };
+    let mut chars = glob.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' | '?' | '{' | '}' | ',' | '/' => {
+                flush(&mut literal, &mut out);
+                out.push(c);
+            }
+            '\\' => {
+                flush(&mut literal, &mut out);
+                out.push(c);
+                if let Some(escaped) = chars.next() {
+                    out.push(escaped);
+                }
+            }
+            '[' => {
+                flush(&mut literal, &mut out);
+                out.push(c);
+                // `[!]...]` and `[]...]`: a `]` first in the class is a literal.
+                if let Some(&bang) = chars.peek()
+                    && (bang == '!' || bang == '^')
+                {
+                    out.push(bang);
+                    chars.next();
+                }
+                if chars.peek() == Some(&']') {
+                    out.push(']');
+                    chars.next();
+                }
+                for inner in chars.by_ref() {
+                    out.push(inner);
+                    if inner == ']' {
+                        break;
+                    }
+                }
+            }
+            _ => literal.push(c),
+        }
+    }
+    flush(&mut literal, &mut out);
+    out
+}
+
+/// `text` quoted with every non-ASCII or non-printing character escaped (`\u{430}`), so a
+/// person sees a look-alike or a control character for what it is.
+pub(crate) fn shown(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        if c.is_ascii() {
+            out.extend(c.escape_debug());
+        } else {
+            out.extend(c.escape_unicode());
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn compile_globs(globs: &[String], case_insensitive: bool) -> std::result::Result<GlobSet, String> {
@@ -238,7 +356,35 @@ fn compile_globs(globs: &[String], case_insensitive: bool) -> std::result::Resul
 struct RefusedClass {
     rule: String,
     reason: String,
-    globs: GlobSet,
+    /// The globs as written, to name the one a look-alike matched.
+    written: Vec<String>,
+    /// The globs as written, matched case-insensitively against [`plain_form`].
+    plain: GlobSet,
+    /// The globs folded by [`fold_glob`], matched against [`folded_form`].
+    folded: GlobSet,
+}
+
+/// How a path fell into a refused class.
+enum ClassMatch<'a> {
+    /// The path as written (case and trailing dots aside) matches a glob.
+    Written,
+    /// Only its folded form matches the folded glob: a look-alike of that glob.
+    LookAlike(&'a str),
+}
+
+impl RefusedClass {
+    fn matches(&self, forms: &Forms) -> Option<ClassMatch<'_>> {
+        if self.plain.is_match(&forms.plain) {
+            return Some(ClassMatch::Written);
+        }
+        let index = forms
+            .folded
+            .iter()
+            .find_map(|folded| self.folded.matches(folded).first().copied())?;
+        Some(ClassMatch::LookAlike(
+            self.written.get(index).map_or("", String::as_str),
+        ))
+    }
 }
 
 /// A regular file with more than one name: writing one name writes the others.
@@ -272,12 +418,23 @@ impl WritePolicy {
             compile_globs(allow, false).map_err(|m| rule_error(text, file, "allow", m))?;
         let mut refused = Vec::new();
         for section in refuse {
-            let globs = compile_globs(&section.globs, true)
+            let plain = compile_globs(&section.globs, true)
                 .map_err(|m| rule_error(text, file, &section.rule, m))?;
+            let folded: Vec<String> = section.globs.iter().map(|g| fold_glob(g)).collect();
+            let folded = compile_globs(&folded, true).map_err(|m| {
+                rule_error(
+                    text,
+                    file,
+                    &section.rule,
+                    format!("once its look-alikes are folded, {m}"),
+                )
+            })?;
             refused.push(RefusedClass {
                 rule: section.rule.clone(),
                 reason: section.reason.clone(),
-                globs,
+                written: section.globs.clone(),
+                plain,
+                folded,
             });
         }
         let policy = WritePolicy {
@@ -311,7 +468,7 @@ impl WritePolicy {
                 let class = policy.refused.iter().find(|c| c.rule == section.rule);
                 let hit = normalize_path(example)
                     .ok()
-                    .is_some_and(|n| class.is_some_and(|c| c.globs.is_match(skeleton(&n))));
+                    .is_some_and(|n| class.is_some_and(|c| c.matches(&Forms::of(&n)).is_some()));
                 if hit {
                     return Err(rule_error(
                         text,
@@ -349,18 +506,28 @@ impl WritePolicy {
     }
 
     fn check_normalized(&self, normalized: &str) -> WriteDecision {
-        let folded = skeleton(normalized);
+        let forms = Forms::of(normalized);
         for class in &self.refused {
-            if class.globs.is_match(&folded) {
-                let mut reason = class.reason.clone();
-                if folded != normalized.to_lowercase() {
-                    reason.push_str(&format!(" ({normalized:?} reads as {folded:?})"));
+            let Some(how) = class.matches(&forms) else {
+                continue;
+            };
+            let mut reason = class.reason.clone();
+            let reads_as = readable_form(normalized);
+            match how {
+                ClassMatch::LookAlike(glob) => reason.push_str(&format!(
+                    " ({} reads as {reads_as:?}, a look-alike of {glob:?}: their Unicode \
+                     confusable skeletons (UTS #39) match)",
+                    shown(normalized)
+                )),
+                ClassMatch::Written if reads_as != normalized.to_lowercase() => {
+                    reason.push_str(&format!(" ({} reads as {reads_as:?})", shown(normalized)))
                 }
-                return WriteDecision::Refused {
-                    rule: class.rule.clone(),
-                    reason,
-                };
+                ClassMatch::Written => {}
             }
+            return WriteDecision::Refused {
+                rule: class.rule.clone(),
+                reason,
+            };
         }
         if self.allow.is_match(normalized) {
             WriteDecision::Allowed
@@ -449,5 +616,167 @@ impl WritePolicy {
             current = target;
         }
         WriteDecision::Allowed
+    }
+}
+
+/// The most links followed resolving one symlink's target (Linux's `MAXSYMLINKS`).
+pub const MAX_SYMLINK_HOPS: usize = 40;
+
+/// A name under a directory that no refused glob spells out: a link to a directory is refused
+/// when a file of that directory would be (`ci/`, `.github/workflows/`), whatever it holds now.
+const DIRECTORY_PROBE: &str = "airlock-directory-probe";
+
+impl WritePolicy {
+    /// Whether the symlink `link` (normalised or not) may point to `target`. `link_at(path)`
+    /// gives the target of the symlink at a repository path of the same tree, if there is one,
+    /// so chains of links are followed as the kernel would.
+    pub(crate) fn check_symlink(
+        &self,
+        link: &str,
+        target: &str,
+        link_at: &dyn Fn(&str) -> Option<String>,
+    ) -> WriteDecision {
+        let refuse = |why: String| {
+            WriteDecision::refused(
+                "symlink-target",
+                format!(
+                    "the symlink {} points to {}, {why}",
+                    shown(link),
+                    shown(target)
+                ),
+            )
+        };
+        let normalized = match normalize_path(link) {
+            Ok(n) => n,
+            Err(refusal) => return refusal,
+        };
+        let own = self.check_normalized(&normalized);
+        if !own.is_allowed() {
+            return own;
+        }
+        if target.is_empty() {
+            return refuse("an empty target".to_string());
+        }
+        if target.len() > MAX_PATH_BYTES {
+            return refuse(format!(
+                "a target of {} bytes; at most {MAX_PATH_BYTES} are accepted",
+                target.len()
+            ));
+        }
+        if target.starts_with('/') {
+            return refuse("an absolute path: a link must stay inside the repository".to_string());
+        }
+        let mut resolved: Vec<String> = normalized.split('/').map(str::to_owned).collect();
+        resolved.pop();
+        let mut pending: std::collections::VecDeque<String> =
+            target.split('/').map(str::to_owned).collect();
+        let mut hops = 0;
+        while let Some(part) = pending.pop_front() {
+            match part.as_str() {
+                "" | "." => {}
+                ".." => {
+                    if resolved.pop().is_none() {
+                        return refuse(
+                            "which climbs above the repository root (a link must stay inside \
+                             the repository)"
+                                .to_string(),
+                        );
+                    }
+                }
+                _ => {
+                    resolved.push(part);
+                    let here = resolved.join("/");
+                    let Some(next) = link_at(&here) else {
+                        continue;
+                    };
+                    hops += 1;
+                    if hops > MAX_SYMLINK_HOPS {
+                        return refuse(format!(
+                            "which goes through more than {MAX_SYMLINK_HOPS} links"
+                        ));
+                    }
+                    if next.starts_with('/') {
+                        return refuse(format!(
+                            "which goes through the symlink {} to the absolute path {}",
+                            shown(&here),
+                            shown(&next)
+                        ));
+                    }
+                    resolved.pop();
+                    for part in next.split('/').rev() {
+                        pending.push_front(part.to_owned());
+                    }
+                }
+            }
+        }
+        if resolved.is_empty() {
+            return refuse(
+                "which is the repository root: every refused path would be reachable through it"
+                    .to_string(),
+            );
+        }
+        let resolved = resolved.join("/");
+        if let WriteDecision::Refused { rule, reason } = self.check(&resolved) {
+            return refuse(format!(
+                "which resolves to {}: {reason} (rule {rule})",
+                shown(&resolved)
+            ));
+        }
+        let inside = Forms::of(&format!("{resolved}/{DIRECTORY_PROBE}"));
+        if let Some(class) = self.refused.iter().find(|c| c.matches(&inside).is_some()) {
+            return refuse(format!(
+                "which resolves to {}, a directory whose files are refused: {} (rule {})",
+                shown(&resolved),
+                class.reason,
+                class.rule
+            ));
+        }
+        WriteDecision::Allowed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folding_a_glob_keeps_its_syntax_and_folds_its_literals() {
+        assert_eq!(fold_glob("**/cargo.toml"), "**/cargo.tornl");
+        assert_eq!(fold_glob("**/requirements*.txt"), "**/requirernents*.txt");
+        assert_eq!(fold_glob(".github/**"), ".github/**");
+        assert_eq!(
+            fold_glob("**/{Gemfile,mix}.lock"),
+            "**/{gernfile,rnix}.lock"
+        );
+        assert_eq!(fold_glob("src/?.py"), "src/?.py");
+        // Classes and escapes are kept verbatim, `]` first in a class included.
+        assert_eq!(fold_glob("[]m]x[!M]"), "[]m]x[!M]");
+        assert_eq!(fold_glob("\\*m"), "\\*rn");
+        // A literal whose fold holds a separator keeps it a separator on both sides.
+        assert_eq!(fold_glob("a%b"), "a\u{b0}/\u{2080}b");
+        assert_eq!(folded_form("a%b", false), "a\u{b0}/\u{2080}b");
+    }
+
+    #[test]
+    fn a_path_and_a_glob_fold_the_same_way() {
+        for (path, glob) in [
+            ("\u{A731}etup.py", "setup.py"),
+            ("Cargo.tom1", "Cargo.toml"),
+            (
+                "\u{FF43}\u{FF4F}\u{FF4E}\u{FF46}\u{FF54}\u{FF45}\u{FF53}\u{FF54}.py",
+                "conftest.py",
+            ),
+            ("\u{03F9}argo.lock", "cargo.lock"),
+        ] {
+            let set = compile_globs(&[fold_glob(glob)], true).unwrap();
+            let forms = Forms::of(path);
+            assert!(
+                forms.folded.iter().any(|f| set.is_match(f)),
+                "{path} vs {glob}"
+            );
+        }
+        assert_eq!(readable_form("C\u{0430}rgo.lock"), "cargo.lock");
+        assert_eq!(readable_form("docs/m.md"), "docs/m.md");
+        assert_eq!(shown("a\u{0430}\n"), "\"a\\u{430}\\n\"");
     }
 }

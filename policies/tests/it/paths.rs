@@ -260,3 +260,270 @@ fn a_path_too_long_to_review_is_refused() {
         WriteDecision::Allowed
     );
 }
+
+/// A map from an ASCII character to a look-alike.
+type LookAlike = fn(char) -> Option<char>;
+
+/// Replace every ASCII character of `path` by the look-alike `map` gives, if any.
+fn spelled_with(path: &str, map: LookAlike) -> String {
+    path.chars().map(|c| map(c).unwrap_or(c)).collect()
+}
+
+/// Mathematical bold letters (U+1D41A.. for a-z, U+1D400.. for A-Z).
+fn math_bold(c: char) -> Option<char> {
+    match c {
+        'a'..='z' => char::from_u32(0x1D41A + (c as u32 - 'a' as u32)),
+        'A'..='Z' => char::from_u32(0x1D400 + (c as u32 - 'A' as u32)),
+        _ => None,
+    }
+}
+
+/// Full-width forms of every printable ASCII character but `/`.
+fn full_width(c: char) -> Option<char> {
+    if c == '/' || !('!'..='~').contains(&c) {
+        return None;
+    }
+    char::from_u32(c as u32 + 0xFEE0)
+}
+
+/// Cyrillic letters that look like Latin ones.
+fn cyrillic(c: char) -> Option<char> {
+    Some(match c {
+        'a' => '\u{0430}',
+        'c' => '\u{0441}',
+        'e' => '\u{0435}',
+        'i' => '\u{0456}',
+        'j' => '\u{0458}',
+        'o' => '\u{043E}',
+        'p' => '\u{0440}',
+        's' => '\u{0455}',
+        'x' => '\u{0445}',
+        'y' => '\u{0443}',
+        'C' => '\u{0421}',
+        _ => return None,
+    })
+}
+
+/// Greek letters that look like Latin ones.
+fn greek(c: char) -> Option<char> {
+    Some(match c {
+        'o' => '\u{03BF}',
+        'i' => '\u{03B9}',
+        'y' => '\u{03B3}',
+        'C' => '\u{03F9}',
+        'T' => '\u{03A4}',
+        'p' => '\u{03C1}',
+        _ => return None,
+    })
+}
+
+#[test]
+fn confusable_skeletons_fold_every_script_onto_the_ascii_rule() {
+    let policy = Policy::default().unwrap();
+    let alphabets: [(&str, LookAlike); 4] = [
+        ("mathematical bold", math_bold),
+        ("full-width", full_width),
+        ("Cyrillic", cyrillic),
+        ("Greek", greek),
+    ];
+    for path in [
+        ".github/workflows/ci.yml",
+        "setup.py",
+        "Cargo.toml",
+        "conftest.py",
+        "pkg/requirements-dev.txt",
+        "web/package-lock.json",
+    ] {
+        let ascii = policy.check_write(path);
+        let rule = ascii.rule().expect("the ASCII spelling is refused");
+        for (name, map) in &alphabets {
+            let spelled = spelled_with(path, *map);
+            assert_ne!(spelled, path, "{name} has a look-alike in {path}");
+            assert_eq!(
+                policy.check_write(&spelled).rule(),
+                Some(rule),
+                "{name} spelling {spelled:?} of {path}"
+            );
+        }
+    }
+    // U+A731 LATIN LETTER SMALL CAPITAL S, outside the old hand-made table.
+    refused_by("\u{A731}etup.py", "dependency-manifest");
+    refused_by("pkg/\u{A731}etup.py", "dependency-manifest");
+    // Digits and capitals that read as letters: `0` as `o`, `1` and `I` as `l`.
+    refused_by("c0nftest.py", "test-infrastructure");
+    refused_by("Cargo.tom1", "dependency-manifest");
+    refused_by("Cargo.torn1", "dependency-manifest");
+    refused_by("SETUP.PY", "dependency-manifest");
+    // Look-alike dots and trailing dots still fold.
+    refused_by("setup\u{2024}py.", "dependency-manifest");
+    // The reason shows the escaped path, what it reads as and the glob it imitates.
+    match policy.check_write("\u{A731}etup.py") {
+        WriteDecision::Refused { reason, .. } => {
+            assert!(
+                reason.contains("\"\\u{a731}etup.py\" reads as \"setup.py\""),
+                "{reason}"
+            );
+            assert!(reason.contains("\"**/setup.py\""), "{reason}");
+            assert!(reason.contains("UTS #39"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn ordinary_and_non_latin_paths_stay_writable_under_folding() {
+    let policy = Policy::default().unwrap();
+    for path in [
+        "src/main.rs",
+        "docs/rn.md",
+        "docs/m.md",
+        "src/models/mlp.py",
+        "src/lib/l10n.rs",
+        "docs/\u{65E5}\u{672C}\u{8A9E}.md",
+        "docs/\u{041F}\u{0440}\u{0438}\u{0432}\u{0435}\u{0442}.md",
+        "src/\u{03B1}\u{03BB}\u{03C6}\u{03B1}.py",
+        "docs/caf\u{00E9}.md",
+        "src/setup_tools.py",
+        "src/cargo.rs",
+        "tests/test_conftest_parsing.py",
+        "src/workflows/ci.py",
+        "src/100%.md",
+    ] {
+        assert_eq!(policy.check_write(path), WriteDecision::Allowed, "{path}");
+    }
+}
+
+/// The symlinks of a tree, as the broker's tree gives them.
+fn links<'a>(tree: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    move |path: &str| {
+        tree.iter()
+            .find(|(link, _)| *link == path)
+            .map(|(_, target)| (*target).to_owned())
+    }
+}
+
+#[test]
+fn a_symlink_must_stay_in_the_tree_and_out_of_refused_classes() {
+    let policy = Policy::default().unwrap();
+    let none = links(&[]);
+    let check = |link: &str, target: &str| policy.check_symlink(link, target, &none);
+    for (link, target) in [
+        ("src/passwd.txt", "/etc/passwd"),
+        ("src/passwd.txt", "../../../../etc/passwd"),
+        ("passwd", ".."),
+        ("src/up", "../.."),
+        ("src/wf", "../.github/workflows/ci.yml"),
+        ("src/wf", "../.github/workflows"),
+        ("src/ci", "../ci"),
+        ("docs/lock", "../Cargo.lock"),
+        ("docs/manifest", "../\u{A731}etup.py"),
+        ("docs/conf.py", "../tests/conftest.py"),
+        ("src/root", ".."),
+        ("top", "."),
+        ("src/empty", ""),
+        ("src/long", &"a/".repeat(300)),
+        ("src/x", "a\u{200B}b.py"),
+    ] {
+        let decision = check(link, target);
+        assert_eq!(
+            decision.rule(),
+            Some("symlink-target"),
+            "{link} -> {target:?}"
+        );
+    }
+    // In-tree links to ordinary files and directories are fine, dangling ones too.
+    for (link, target) in [
+        ("docs/README.md", "../README.md"),
+        ("src/util.py", "helpers/util.py"),
+        ("src/latest", "v2"),
+        ("a/b/c/d", "../../../src/main.rs"),
+        ("src/new.py", "not/there/yet.py"),
+        ("src/self", "./lib.rs"),
+    ] {
+        assert_eq!(
+            check(link, target),
+            WriteDecision::Allowed,
+            "{link} -> {target}"
+        );
+    }
+    // The reason names the link and its target, escaped.
+    match check("src/p\u{0430}sswd", "/etc/\u{202E}dwssap") {
+        WriteDecision::Refused { reason, .. } => {
+            assert!(reason.contains("\"src/p\\u{430}sswd\""), "{reason}");
+            assert!(reason.contains("\"/etc/\\u{202e}dwssap\""), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    match check("src/wf", "../.github/workflows/ci.yml") {
+        WriteDecision::Refused { reason, .. } => {
+            assert!(reason.contains("\".github/workflows/ci.yml\""), "{reason}");
+            assert!(reason.contains("rule ci-config"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The link's own path is checked like any write.
+    assert_eq!(
+        check(".github/x", "../src/main.rs").rule(),
+        Some("ci-config")
+    );
+}
+
+#[test]
+fn a_symlink_is_resolved_through_the_other_links_of_its_tree() {
+    let policy = Policy::default().unwrap();
+    let tree = [
+        ("lib", "vendor/lib"),
+        ("vendor/lib", "/usr/lib"),
+        ("conf", "config"),
+        ("config", ".github"),
+        ("loop/a", "b"),
+        ("loop/b", "a"),
+        ("docs", "site/docs"),
+    ];
+    let at = links(&tree);
+    let check = |link: &str, target: &str| policy.check_symlink(link, target, &at);
+    assert_eq!(check("src/l", "../lib/x.so").rule(), Some("symlink-target"));
+    assert_eq!(
+        check("src/c", "../conf/workflows/ci.yml").rule(),
+        Some("symlink-target")
+    );
+    assert_eq!(check("loop/c", "a").rule(), Some("symlink-target"));
+    // `..` after a link climbs from where the link leads, as the kernel does.
+    assert_eq!(
+        check("x", "docs/../../../etc").rule(),
+        Some("symlink-target")
+    );
+    assert_eq!(check("x", "docs/../index.md"), WriteDecision::Allowed);
+}
+
+#[test]
+fn binary_or_non_utf8_content_is_refused_and_text_is_not() {
+    use airlock_policies::{BINARY_SNIFF_BYTES, check_content, is_binary};
+    assert!(is_binary(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"));
+    assert!(!is_binary(b"plain text\n"));
+    let mut late_nul = vec![b'a'; BINARY_SNIFF_BYTES];
+    late_nul.push(0);
+    assert!(
+        !is_binary(&late_nul),
+        "git looks at the first 8000 bytes only"
+    );
+    late_nul[BINARY_SNIFF_BYTES - 1] = 0;
+    assert!(is_binary(&late_nul));
+    match check_content("assets/logo.png", b"\x89PNG\0") {
+        WriteDecision::Refused { rule, reason } => {
+            assert_eq!(rule, "binary-file");
+            assert!(reason.contains("\"assets/logo.png\""), "{reason}");
+            assert!(reason.contains("offset 4"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        check_content("src/latin1.py", b"name = 'caf\xe9'\n").rule(),
+        Some("binary-file")
+    );
+    assert_eq!(
+        check_content("src/ok.py", "name = 'caf\u{e9}'\n".as_bytes()),
+        WriteDecision::Allowed
+    );
+    assert_eq!(check_content("empty.txt", b""), WriteDecision::Allowed);
+}
