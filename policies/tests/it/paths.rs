@@ -527,3 +527,103 @@ fn binary_or_non_utf8_content_is_refused_and_text_is_not() {
     );
     assert_eq!(check_content("empty.txt", b""), WriteDecision::Allowed);
 }
+
+#[test]
+fn manifests_lockfiles_ci_and_agent_files_of_every_ecosystem_are_refused() {
+    for (path, class) in [
+        // Python
+        ("pixi.toml", "dependency-manifest"),
+        ("poetry.toml", "dependency-manifest"),
+        ("pip.ini", "dependency-manifest"),
+        ("pytest.toml", "test-infrastructure"),
+        // JavaScript / TypeScript
+        ("bunfig.toml", "dependency-manifest"),
+        (".yarn/releases/yarn-4.1.0.cjs", "dependency-manifest"),
+        ("turbo.json", "dependency-manifest"),
+        ("packages/ui/.node-version", "dependency-manifest"),
+        (".pnp.cjs", "lockfile"),
+        (".mocharc.json", "test-infrastructure"),
+        // Rust
+        ("rust-toolchain", "dependency-manifest"),
+        ("deny.toml", "ci-config"),
+        // Go
+        ("go.work", "dependency-manifest"),
+        ("vendor/modules.txt", "lockfile"),
+        ("Gopkg.toml", "dependency-manifest"),
+        // Java / Kotlin
+        ("gradlew", "dependency-manifest"),
+        ("gradlew.bat", "dependency-manifest"),
+        ("mvnw", "dependency-manifest"),
+        (
+            ".mvn/wrapper/maven-wrapper.properties",
+            "dependency-manifest",
+        ),
+        ("gradle/publishing.gradle.kts", "dependency-manifest"),
+        (
+            "gradle/wrapper/gradle-wrapper.properties",
+            "dependency-manifest",
+        ),
+        // Swift
+        ("Package@swift-5.9.swift", "dependency-manifest"),
+        ("Kingfisher.podspec", "dependency-manifest"),
+        ("App.xcodeproj/project.pbxproj", "dependency-manifest"),
+        (
+            "App.xcworkspace/xcshareddata/swiftpm/Package.resolved",
+            "dependency-manifest",
+        ),
+        (".swift-version", "dependency-manifest"),
+        ("Brewfile", "dependency-manifest"),
+        ("Cartfile.resolved", "lockfile"),
+        ("fastlane/Fastfile", "ci-config"),
+        // Ruby
+        ("gems.rb", "dependency-manifest"),
+        ("gems.locked", "lockfile"),
+        ("Gemfile.lock", "lockfile"),
+        ("spec/spec_helper.rb", "test-infrastructure"),
+        ("Rakefile", "test-infrastructure"),
+        ("Dangerfile", "ci-config"),
+        // .NET
+        ("Directory.Packages.props", "dependency-manifest"),
+        ("paket.dependencies", "dependency-manifest"),
+        ("paket.lock", "lockfile"),
+        (".config/dotnet-tools.json", "dependency-manifest"),
+        ("App.slnx", "dependency-manifest"),
+        ("build/Signing.targets", "dependency-manifest"),
+        ("tests/ci.runsettings", "test-infrastructure"),
+        // Agents and editors
+        (".gemini/settings.json", "editor-agent-config"),
+        ("WARP.md", "editor-agent-config"),
+        ("opencode.json", "editor-agent-config"),
+    ] {
+        refused_by(path, class);
+    }
+}
+
+#[test]
+fn ordinary_sources_of_every_ecosystem_stay_writable() {
+    let policy = Policy::default().unwrap();
+    for path in [
+        "src/pkg/module.py",
+        "src/index.ts",
+        "web/src/App.tsx",
+        "src/lib.rs",
+        "build.rs",
+        "cmd/tool/main.go",
+        "internal/vendor.go",
+        "src/main/java/a/Parser.java",
+        "src/main/kotlin/a/Parser.kt",
+        "buildSrc/src/main/kotlin/Conventions.kt",
+        "Sources/App/main.swift",
+        "Sources/App/Package.swift.md",
+        "lib/widget.rb",
+        "app/models/user.rb",
+        "lib/tasks/db.rake",
+        "src/App/Program.cs",
+        "src/App/Props.cs",
+        "Makefile",
+        "tsconfig.json",
+        "docs/renovate.md",
+    ] {
+        assert_eq!(policy.check_write(path), WriteDecision::Allowed, "{path}");
+    }
+}
