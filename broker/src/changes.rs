@@ -3,6 +3,7 @@
 //! and written as objects into the broker's clone, so the diff, the witness trees and the
 //! approved commit all come from one tree the broker built itself.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -30,6 +31,9 @@ pub struct FileChange {
     pub is_test: bool,
     /// New content (`None` for deletions).
     pub content: Option<Vec<u8>>,
+    /// The pinned content of a modified path (`None` for additions and deletions): the queued
+    /// diff carries both sides as text.
+    pub pinned_content: Option<Vec<u8>>,
     /// Git file mode of the new content (0o100644, 0o100755 or 0o120000).
     pub filemode: i32,
 }
@@ -47,6 +51,9 @@ pub struct ChangeSet {
     pub insertions: usize,
     /// Lines removed.
     pub deletions: usize,
+    /// Every symlink of the patched tree, pinned or changed: its path and its target's text,
+    /// so a changed link's target is resolved through the others.
+    pub symlinks: BTreeMap<String, String>,
 }
 
 /// Every file of the worktree but `.git` and what it ignores; a path the pin tracks is kept even
@@ -201,6 +208,16 @@ pub fn collect(
                     .to_vec(),
             )
         };
+        let pinned_content = if kind == ChangeKind::Modified {
+            Some(
+                repo.find_blob(delta.old_file().id())
+                    .map_err(Error::git(format!("reading the pinned {path}")))?
+                    .content()
+                    .to_vec(),
+            )
+        } else {
+            None
+        };
         let is_test = is_test(&path)
             || (kind == ChangeKind::Added
                 && content
@@ -211,17 +228,45 @@ pub fn collect(
             path,
             kind,
             content,
+            pinned_content,
             filemode: i32::from(file.mode()),
         });
     }
     changes.sort_by(|a, b| a.path.cmp(&b.path));
+    let symlinks = tree_symlinks(repo, &new_tree)?;
     Ok(ChangeSet {
         files: changes,
         tree: tree_id,
         diff: String::from_utf8_lossy(&text).into_owned(),
         insertions: stats.insertions(),
         deletions: stats.deletions(),
+        symlinks,
     })
+}
+
+/// Every symlink of `tree` (git mode 120000) with its target's text.
+fn tree_symlinks(
+    repo: &git2::Repository,
+    tree: &git2::Tree<'_>,
+) -> Result<BTreeMap<String, String>> {
+    let mut links = Vec::new();
+    tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+        if entry.filemode() == 0o120000
+            && let Ok(name) = entry.name()
+        {
+            links.push((format!("{dir}{name}"), entry.id()));
+        }
+        git2::TreeWalkResult::Ok
+    })
+    .map_err(Error::git("walking the patched tree"))?;
+    let mut out = BTreeMap::new();
+    for (path, id) in links {
+        let blob = repo
+            .find_blob(id)
+            .map_err(Error::git(format!("reading the symlink {path}")))?;
+        out.insert(path, String::from_utf8_lossy(blob.content()).into_owned());
+    }
+    Ok(out)
 }
 
 /// A new Rust file that is test code throughout (`#![cfg(test)]` at its top, or nothing but
@@ -278,5 +323,30 @@ mod tests {
         let changes = collect(&repo, pin, &wt, &|_| false).unwrap();
         let paths: Vec<&str> = changes.files.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(paths, ["src/lib.rs"]);
+    }
+
+    /// Publication applies the queued diff text to the pinned tree (`publish.rs`): a deleted
+    /// binary file must survive that, since intake lets deletions of binary files through.
+    #[test]
+    fn the_diff_of_a_deleted_binary_file_applies_to_the_pinned_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let wt = dir.path().join("wt");
+        std::fs::create_dir_all(wt.join("assets")).unwrap();
+        std::fs::write(wt.join("assets/logo.png"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap();
+        std::fs::write(wt.join("README.md"), "calc\n").unwrap();
+        let repo = git2::Repository::init(&wt).unwrap();
+        let pin = commit_all(&repo);
+        std::fs::remove_file(wt.join("assets/logo.png")).unwrap();
+        let changes = collect(&repo, pin, &wt, &|_| false).unwrap();
+        assert_eq!(changes.files.len(), 1);
+        assert_eq!(changes.files[0].kind, ChangeKind::Deleted);
+        let diff = git2::Diff::from_buffer(changes.diff.as_bytes()).unwrap();
+        let base = repo.find_commit(pin).unwrap().tree().unwrap();
+        let applied = repo.apply_to_tree(&base, &diff, None);
+        let tree = repo
+            .find_tree(applied.unwrap().write_tree_to(&repo).unwrap())
+            .unwrap();
+        assert!(tree.get_path(Path::new("assets/logo.png")).is_err());
+        assert!(tree.get_path(Path::new("README.md")).is_ok());
     }
 }

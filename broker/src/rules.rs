@@ -25,7 +25,9 @@ pub struct PathRefusal {
 pub trait Rules: Send + Sync {
     /// Whether `path` (repository-relative) is a test file.
     fn is_test_file(&self, path: &str) -> bool;
-    /// The first changed path the allowlist or an always-refused class refuses, if any.
+    /// The first changed path the allowlist or an always-refused class refuses, if any; then
+    /// the first whose new content is refused: a symlink whose target leaves the tree or lands
+    /// in a refused class, a file that is binary or not UTF-8.
     fn check_writes(
         &self,
         allowlist: &[String],
@@ -75,6 +77,28 @@ impl Rules for PolicyRules {
         };
         for change in &changes.files {
             if let WriteDecision::Refused { rule, reason } = policy.check_write(&change.path) {
+                return Ok(Some(PathRefusal {
+                    path: change.path.clone(),
+                    rule,
+                    reason,
+                }));
+            }
+        }
+        // What the changed paths now hold: a symlink's target, a file's bytes, both sides of
+        // a text diff. A deletion holds nothing (deleting a binary file is allowed).
+        let link_at = |path: &str| changes.symlinks.get(path).cloned();
+        for change in &changes.files {
+            let decision = match &change.content {
+                Some(target) if change.filemode == 0o120000 => {
+                    policy.check_symlink(&change.path, &String::from_utf8_lossy(target), &link_at)
+                }
+                content => airlock_policies::check_change(
+                    &change.path,
+                    change.pinned_content.as_deref(),
+                    content.as_deref(),
+                ),
+            };
+            if let WriteDecision::Refused { rule, reason } = decision {
                 return Ok(Some(PathRefusal {
                     path: change.path.clone(),
                     rule,

@@ -45,3 +45,25 @@ pub fn check_content(path: &str, content: &[u8]) -> WriteDecision {
     }
     WriteDecision::Allowed
 }
+
+/// Whether a change from `pinned` (the content at the pin; `None` for a new file) to `new`
+/// (`None` for a deletion) can be carried as a text diff: [`check_content`] on the new
+/// content, and on the pinned content too, since a diff has both sides (git shows a change to
+/// a binary file as `Binary files differ`, whatever it becomes). A deletion is allowed: it
+/// needs neither side's text.
+pub fn check_change(path: &str, pinned: Option<&[u8]>, new: Option<&[u8]>) -> WriteDecision {
+    let Some(new) = new else {
+        return WriteDecision::Allowed;
+    };
+    let decision = check_content(path, new);
+    if !decision.is_allowed() {
+        return decision;
+    }
+    match pinned.map(|pinned| check_content(path, pinned)) {
+        Some(WriteDecision::Refused { rule, reason }) => WriteDecision::Refused {
+            rule,
+            reason: format!("at the pin, {reason}; it can be deleted but not changed"),
+        },
+        _ => WriteDecision::Allowed,
+    }
+}

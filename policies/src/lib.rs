@@ -33,7 +33,7 @@ mod testfiles;
 pub mod testrun;
 
 pub use config::{Direction, Mode, MoveKind, Operands};
-pub use content::{BINARY_SNIFF_BYTES, check_content, is_binary};
+pub use content::{BINARY_SNIFF_BYTES, check_change, check_content, is_binary};
 pub use detect::{Finding, Side};
 pub use diff::{DiffLine, FileDiff, Hunk, LineKind, parse_unified_diff};
 pub use digest::{DigestReport, compute_digest};

@@ -812,3 +812,199 @@ fn a_changed_expected_value_is_not_a_detector_gap() {
     assert_eq!(args["diff_digest"]["assertions_removed"], 0);
     assert_eq!(args["diff_digest"]["skip_markers_added"], 0);
 }
+
+/// Submit the honest fix plus `extra` (run against the worktree) on a run with the default
+/// allowlist, and return the reply.
+fn submit_with(fx: &Fixture, run_id: &str, extra: &dyn Fn(&std::path::Path)) -> BrokerReply {
+    let wt = register_open(fx, run_id);
+    apply_fix(&wt);
+    extra(&wt);
+    let args = honest_args(fx, &wt);
+    fx.client().open_pr(run_id, args).unwrap()
+}
+
+#[track_caller]
+fn assert_policy_violation(reply: &BrokerReply, offending: &str, rule: &str) -> String {
+    let err = refused(reply);
+    assert_eq!(err.code.as_str(), "POLICY_VIOLATION", "{}", err.message);
+    assert!(!err.retryable);
+    assert_eq!(err.details["offending"], offending, "{}", err.message);
+    assert_eq!(err.details["rule"], rule, "{}", err.message);
+    err.message.clone()
+}
+
+#[test]
+fn look_alike_spellings_of_refused_paths_are_refused_by_the_same_rule() {
+    let mut fx = Fixture::new();
+    fx.start();
+    for (run, path, rule) in [
+        ("run-la-setup", "\u{A731}etup.py", "dependency-manifest"),
+        (
+            "run-la-ci",
+            "\u{FF0E}github/workflows/\u{0441}i.yml",
+            "ci-config",
+        ),
+        ("run-la-cargo", "\u{03F9}argo.toml", "dependency-manifest"),
+        (
+            "run-la-conftest",
+            "tests/\u{1D41C}onftest.py",
+            "test-infrastructure",
+        ),
+    ] {
+        let reply = submit_with(&fx, run, &|wt| write(wt, path, "x = 1\n"));
+        let message = assert_policy_violation(&reply, path, rule);
+        assert!(message.contains("reads as"), "{message}");
+    }
+    let queue = fx.cli(&["queue"]);
+    assert!(
+        !String::from_utf8_lossy(&queue.stdout).contains("queued"),
+        "nothing queued"
+    );
+}
+
+#[test]
+fn symlinks_out_of_the_tree_or_into_refused_classes_are_refused_naming_link_and_target() {
+    use std::os::unix::fs::symlink;
+    let mut fx = Fixture::new();
+    fx.start();
+    for (run, link, target, shown) in [
+        (
+            "run-ln-passwd",
+            "calc/passwd.txt",
+            "/etc/passwd",
+            "\"/etc/passwd\"",
+        ),
+        (
+            "run-ln-climb",
+            "calc/data.txt",
+            "../../../../../etc/passwd",
+            "\"../../../../../etc/passwd\"",
+        ),
+        (
+            "run-ln-ci",
+            "docs/ci.yml",
+            "../.github/workflows/ci.yml",
+            "\".github/workflows/ci.yml\"",
+        ),
+        (
+            "run-ln-hidden",
+            "docs/x\u{0430}",
+            "/etc/\u{202E}dwssap",
+            "\"/etc/\\u{202e}dwssap\"",
+        ),
+    ] {
+        let reply = submit_with(&fx, run, &|wt| {
+            std::fs::create_dir_all(wt.join(link).parent().unwrap()).unwrap();
+            symlink(target, wt.join(link)).unwrap();
+        });
+        let message = assert_policy_violation(&reply, link, "symlink-target");
+        assert!(message.contains(shown), "{message}");
+        assert!(
+            message.contains(&format!("the symlink {}", escaped(link))),
+            "{message}"
+        );
+    }
+}
+
+/// `text` quoted as the broker shows agent text: non-ASCII escaped.
+fn escaped(text: &str) -> String {
+    let inner: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii() {
+                c.escape_debug().to_string()
+            } else {
+                c.escape_unicode().to_string()
+            }
+        })
+        .collect();
+    format!("\"{inner}\"")
+}
+
+#[test]
+fn a_binary_file_is_refused_at_intake_naming_it() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let reply = submit_with(&fx, "run-binary", &|wt| {
+        std::fs::write(wt.join("calc/table.bin"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap();
+    });
+    let message = assert_policy_violation(&reply, "calc/table.bin", "binary-file");
+    assert!(message.contains("\"calc/table.bin\""), "{message}");
+    let reply = submit_with(&fx, "run-latin1", &|wt| {
+        std::fs::write(wt.join("calc/names.py"), b"NAME = 'caf\xe9'\n").unwrap();
+    });
+    assert_policy_violation(&reply, "calc/names.py", "binary-file");
+}
+
+#[test]
+fn a_915_character_path_is_refused_as_too_long() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let path = format!("calc/{}/longest.py", vec!["d".repeat(99); 9].join("/"));
+    assert_eq!(path.len(), 915);
+    let reply = submit_with(&fx, "run-long", &|wt| write(wt, &path, "x = 1\n"));
+    let message = assert_policy_violation(&reply, &path, "path-too-long");
+    assert!(message.contains("915 bytes"), "{message}");
+}
+
+#[test]
+fn an_honest_fix_with_an_in_tree_symlink_and_ordinary_names_is_queued() {
+    use std::os::unix::fs::symlink;
+    let mut fx = Fixture::new();
+    fx.start();
+    let reply = submit_with(&fx, "run-honest-links", &|wt| {
+        std::fs::create_dir_all(wt.join("docs")).unwrap();
+        symlink("../README.md", wt.join("docs/README.md")).unwrap();
+        symlink("ops.py", wt.join("calc/clamp.py")).unwrap();
+        for name in [
+            "docs/m.md",
+            "docs/rn.md",
+            "docs/\u{65E5}\u{672C}.md",
+            "docs/caf\u{E9}.md",
+        ] {
+            write(wt, name, "notes\n");
+        }
+    });
+    let BrokerReply::Queued { queue_id } = reply else {
+        panic!("expected queued, got {reply:?}")
+    };
+    let show = fx.cli(&["show", &queue_id.to_string()]);
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(text.contains("docs/README.md"), "{text}");
+}
+
+/// The Python project of the harness plus a binary file at the pin.
+fn project_with_a_pinned_binary() -> Options {
+    Options {
+        files: vec![
+            ("calc/__init__.py", String::new()),
+            ("calc/ops.py", BUGGY_OPS.to_owned()),
+            ("tests/__init__.py", String::new()),
+            ("tests/test_ops.py", EXISTING_TEST.to_owned()),
+            ("README.md", "calc\n".to_owned()),
+            (
+                "assets/logo.png",
+                "\u{89}PNG\r\n\u{1a}\n\0\0\0\rIHDR".to_owned(),
+            ),
+        ],
+        ..Options::default()
+    }
+}
+
+#[test]
+fn a_pinned_binary_file_may_be_deleted_but_not_changed() {
+    let mut fx = Fixture::with(project_with_a_pinned_binary());
+    fx.start();
+    let reply = submit_with(&fx, "run-bin-edit", &|wt| {
+        write(wt, "assets/logo.png", "now text\n");
+    });
+    let message = assert_policy_violation(&reply, "assets/logo.png", "binary-file");
+    assert!(message.contains("at the pin"), "{message}");
+    let reply = submit_with(&fx, "run-bin-delete", &|wt| {
+        std::fs::remove_file(wt.join("assets/logo.png")).unwrap();
+    });
+    assert!(
+        matches!(reply, BrokerReply::Queued { .. }),
+        "deleting a binary file is allowed: {reply:?}"
+    );
+}

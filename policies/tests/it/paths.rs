@@ -627,3 +627,29 @@ fn ordinary_sources_of_every_ecosystem_stay_writable() {
         assert_eq!(policy.check_write(path), WriteDecision::Allowed, "{path}");
     }
 }
+
+#[test]
+fn a_binary_file_at_the_pin_may_be_deleted_but_not_changed() {
+    use airlock_policies::check_change;
+    let png: &[u8] = b"\x89PNG\0\0";
+    assert_eq!(
+        check_change("logo.png", Some(png), None),
+        WriteDecision::Allowed
+    );
+    let changed = check_change("logo.png", Some(png), Some(b"now text\n"));
+    match changed {
+        WriteDecision::Refused { rule, reason } => {
+            assert_eq!(rule, "binary-file");
+            assert!(reason.contains("at the pin"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        check_change("new.bin", None, Some(png)).rule(),
+        Some("binary-file")
+    );
+    assert_eq!(
+        check_change("src/a.py", Some(b"x = 1\n"), Some(b"x = 2\n")),
+        WriteDecision::Allowed
+    );
+}
