@@ -249,8 +249,13 @@ fn readable_form(normalized: &str) -> String {
             out.push(c.to_ascii_lowercase());
             continue;
         }
-        let folded = fold_text(c.encode_utf8(&mut [0; 4]), true);
-        if folded.is_ascii() {
+        let text = c.encode_utf8(&mut [0; 4]).to_owned();
+        // The compatibility form first, so a full-width `ｍ` shows as `m`, not as its `rn`.
+        let compatible: String = text.nfkc().collect();
+        let folded = fold_text(&text, true);
+        if compatible.is_ascii() {
+            out.push_str(&compatible.to_ascii_lowercase());
+        } else if folded.is_ascii() {
             out.push_str(&folded);
         } else {
             out.extend(c.to_lowercase());
@@ -777,6 +782,7 @@ mod tests {
         }
         assert_eq!(readable_form("C\u{0430}rgo.lock"), "cargo.lock");
         assert_eq!(readable_form("docs/m.md"), "docs/m.md");
+        assert_eq!(readable_form("\u{FF4D}ix.exs"), "mix.exs");
         assert_eq!(shown("a\u{0430}\n"), "\"a\\u{430}\\n\"");
     }
 }

@@ -950,6 +950,15 @@ impl Loop<'_, '_> {
             .env
             .policy
             .check_write_in_root(self.env.worktree.root(), path);
+        self.refuse_on(path, decision)
+    }
+
+    /// Record and count a refused write (by path or by content); `None` when allowed.
+    fn refuse_on(
+        &mut self,
+        path: &str,
+        decision: WriteDecision,
+    ) -> Result<Option<(String, bool, Flow)>> {
         let WriteDecision::Refused { rule, reason } = decision else {
             return Ok(None);
         };
@@ -993,6 +1002,11 @@ impl Loop<'_, '_> {
 
     fn write(&mut self, path: &str, content: &str) -> Result<(String, bool, Flow)> {
         if let Some(refused) = self.refuse_if_denied(path)? {
+            return Ok(refused);
+        }
+        // The broker refuses a binary file at intake; refuse it here first, by the same rule.
+        let content_decision = airlock_policies::check_content(path, content.as_bytes());
+        if let Some(refused) = self.refuse_on(path, content_decision)? {
             return Ok(refused);
         }
         let created = self.env.worktree.line_count(path).is_none();

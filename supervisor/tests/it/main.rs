@@ -68,6 +68,10 @@ fn main() -> std::process::ExitCode {
             run_loop::an_issue_that_is_not_ready_stops_before_any_model_call,
         ),
         (
+            "run_loop::a_binary_write_is_refused_by_the_brokers_rule_and_nothing_is_written",
+            run_loop::a_binary_write_is_refused_by_the_brokers_rule_and_nothing_is_written,
+        ),
+        (
             "run_loop::writes_to_ci_config_and_lockfiles_are_refused_and_a_variant_counts_as_a_retry",
             run_loop::writes_to_ci_config_and_lockfiles_are_refused_and_a_variant_counts_as_a_retry,
         ),

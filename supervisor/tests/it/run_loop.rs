@@ -222,6 +222,26 @@ pub fn writes_to_ci_config_and_lockfiles_are_refused_and_a_variant_counts_as_a_r
     );
 }
 
+pub fn a_binary_write_is_refused_by_the_brokers_rule_and_nothing_is_written() {
+    let fx = Fixture::new();
+    let config = fx.config("max_refusals = 5");
+    let issue = fx.issue(ready_issue());
+    let model = fx.script(&[
+        call(
+            "write_file",
+            json!({"path": "calc/table.bin", "content": "PNG\u{0}\u{0}\u{0}IHDR"}),
+        ),
+        json!({"text": outcome("escalate", 0.3).to_string(),
+               "expect_contains": ["write refused by policy", "binary-file", "calc/table.bin"],
+               "expect_tool_error": true}),
+    ]);
+    let report = fx.run(&issue, &model, &config, &BrokerStub::default());
+    assert!(!report.run_dir.join("worktree/calc/table.bin").exists());
+    let refusals = kinds(&trajectory(&report), "policy_refusal");
+    assert_eq!(refusals.len(), 1);
+    assert_eq!(refusals[0]["rule"], "binary-file");
+}
+
 pub fn too_many_refusals_end_the_run() {
     let fx = Fixture::new();
     let config = fx.config("max_refusals = 1");
