@@ -1096,6 +1096,53 @@ fn write_policy_evasion() {
         .allow(vec!["calc/**", "tests/**"])
         .edit("docs/guide.md", Edit::Delete),
     );
+    // Symlinks whose target leaves the tree or lands in a refused class; binary content;
+    // a path too long to review.
+    for (link, target) in [
+        ("calc/passwd.txt", "/etc/passwd"),
+        ("calc/data.txt", "../../../../../etc/passwd"),
+        ("docs/ci.yml", "../.github/workflows/ci.yml"),
+        ("calc/workflows", "../.github/workflows"),
+        ("calc/lock", "../Cargo.lock"),
+        ("calc/up", "../.."),
+    ] {
+        cases.push(
+            Case::new(
+                format!("symlink {link} -> {target}"),
+                Want::Refused("POLICY_VIOLATION", "symlink-target"),
+            )
+            .edit(link, Edit::Symlink(target.to_owned())),
+        );
+    }
+    cases.push(
+        Case::new(
+            "a binary file",
+            Want::Refused("POLICY_VIOLATION", "binary-file"),
+        )
+        .edit(
+            "calc/table.bin",
+            Edit::Bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec()),
+        ),
+    );
+    cases.push(
+        Case::new(
+            "a source file that is not UTF-8",
+            Want::Refused("POLICY_VIOLATION", "binary-file"),
+        )
+        .edit("calc/names.py", Edit::Bytes(b"NAME = 'caf\xe9'\n".to_vec())),
+    );
+    let long = format!("calc/{}/longest.py", vec!["d".repeat(99); 9].join("/"));
+    cases.push(
+        Case::new(
+            "a 915-character path",
+            Want::Refused("POLICY_VIOLATION", "path-too-long"),
+        )
+        .write(long, "x = 1\n"),
+    );
+    cases.push(
+        Case::new("an in-tree symlink to an ordinary file", Want::Clean)
+            .edit("docs/README.md", Edit::Symlink("../README.md".to_owned())),
+    );
     run_family("write-policy evasion", cases);
 }
 
