@@ -200,7 +200,17 @@ fn trim_component(folded: String) -> String {
 /// A component as a case-insensitive file system or a hurried reviewer would see it:
 /// look-alikes folded ([`fold_text`]), trailing dots and spaces dropped (Windows does).
 fn fold_component(component: &str, compatible: bool) -> String {
+    if component.is_ascii() {
+        return trim_component(fold_ascii(component));
+    }
     trim_component(fold_text(component, compatible))
+}
+
+/// [`fold_text`] of an ASCII text, in either reading, from [`ASCII_FOLDS`].
+fn fold_ascii(text: &str) -> String {
+    text.bytes()
+        .map(|b| ASCII_FOLDS.get(usize::from(b)).map_or("", String::as_str))
+        .collect()
 }
 
 /// A normalised path as a case-insensitive file system sees it: lower-cased, trailing dots and
@@ -224,17 +234,45 @@ fn folded_form(normalized: &str, compatible: bool) -> String {
         .join("/")
 }
 
-/// [`plain_form`] and the two readings of [`folded_form`].
+/// [`fold_text`] of each ASCII character. The skeleton maps one character at a time after a
+/// canonical decomposition that leaves ASCII as it is, and NFKC leaves ASCII as it is too, so
+/// an ASCII text folds (in both readings) to the concatenation of its characters' folds.
+static ASCII_FOLDS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+    (0u8..128)
+        .map(|b| fold_text(char::from(b).encode_utf8(&mut [0; 4]), false))
+        .collect()
+});
+
+/// [`folded_form`] of an ASCII path, from [`ASCII_FOLDS`].
+fn folded_ascii_form(normalized: &str) -> String {
+    normalized
+        .split('/')
+        .map(|component| trim_component(fold_ascii(component)))
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// [`plain_form`] and the distinct readings of [`folded_form`].
 struct Forms {
     plain: String,
-    folded: [String; 2],
+    folded: Vec<String>,
 }
 
 impl Forms {
     fn of(normalized: &str) -> Forms {
+        let folded = if normalized.is_ascii() {
+            vec![folded_ascii_form(normalized)]
+        } else {
+            let mut readings: Vec<String> = READINGS
+                .iter()
+                .map(|&compatible| folded_form(normalized, compatible))
+                .collect();
+            readings.dedup();
+            readings
+        };
         Forms {
             plain: plain_form(normalized),
-            folded: READINGS.map(|compatible| folded_form(normalized, compatible)),
+            folded,
         }
     }
 }
@@ -410,6 +448,13 @@ pub(crate) struct WritePolicy {
     allow_globs: Vec<String>,
     allow: GlobSet,
     refused: Vec<RefusedClass>,
+    /// Every class's globs in one set, as written and folded, so a path is matched twice
+    /// (plus once per further reading) rather than twice per class.
+    all_plain: GlobSet,
+    all_folded: GlobSet,
+    /// The class (index into `refused`) and the glob (index into its `written`) of each glob
+    /// of `all_plain` and `all_folded`.
+    owners: Vec<(usize, usize)>,
 }
 
 impl WritePolicy {
@@ -442,10 +487,26 @@ impl WritePolicy {
                 folded,
             });
         }
+        let mut owners = Vec::new();
+        let mut every = Vec::new();
+        for (class, section) in refuse.iter().enumerate() {
+            for (index, glob) in section.globs.iter().enumerate() {
+                owners.push((class, index));
+                every.push(glob.clone());
+            }
+        }
+        let folded: Vec<String> = every.iter().map(|g| fold_glob(g)).collect();
+        let all_plain =
+            compile_globs(&every, true).map_err(|m| rule_error(text, file, "write", m))?;
+        let all_folded =
+            compile_globs(&folded, true).map_err(|m| rule_error(text, file, "write", m))?;
         let policy = WritePolicy {
             allow_globs: allow.to_vec(),
             allow: allow_set,
             refused,
+            all_plain,
+            all_folded,
+            owners,
         };
         for section in refuse {
             if section.must_match.is_empty() || section.not_match.is_empty() {
@@ -512,9 +573,33 @@ impl WritePolicy {
 
     fn check_normalized(&self, normalized: &str) -> WriteDecision {
         let forms = Forms::of(normalized);
-        for class in &self.refused {
-            let Some(how) = class.matches(&forms) else {
-                continue;
+        // The first class (in policy order) with a hit, as written or folded: the same answer
+        // as asking each class in turn, in two or three set matches.
+        let first = |hits: Vec<usize>| {
+            hits.into_iter()
+                .filter_map(|hit| self.owners.get(hit).copied())
+                .min()
+        };
+        let written = first(self.all_plain.matches(&forms.plain));
+        let look_alike = forms
+            .folded
+            .iter()
+            .filter_map(|folded| first(self.all_folded.matches(folded)))
+            .min();
+        let chosen = match (written, look_alike) {
+            (Some(w), Some(l)) if l.0 < w.0 => Some((l.0, Some(l.1))),
+            (Some(w), _) => Some((w.0, None)),
+            (None, Some(l)) => Some((l.0, Some(l.1))),
+            (None, None) => None,
+        };
+        if let Some((index, glob)) = chosen
+            && let Some(class) = self.refused.get(index)
+        {
+            let how = match glob {
+                None => ClassMatch::Written,
+                Some(glob) => {
+                    ClassMatch::LookAlike(class.written.get(glob).map_or("", String::as_str))
+                }
             };
             let mut reason = class.reason.clone();
             let reads_as = readable_form(normalized);
@@ -780,6 +865,20 @@ mod tests {
                 "{path} vs {glob}"
             );
         }
+        // The ASCII table agrees with folding the text whole, in both readings.
+        let printable: String = (' '..='~').collect();
+        for text in [
+            printable.as_str(),
+            "Cargo.toml",
+            "c0nftest.py",
+            "a%b",
+            "I|1`\"m.txt",
+        ] {
+            for compatible in READINGS {
+                assert_eq!(fold_ascii(text), fold_text(text, compatible), "{text}");
+            }
+        }
+        assert_eq!(folded_ascii_form("x/setup.py. /..."), "x/setup.py/..");
         assert_eq!(readable_form("C\u{0430}rgo.lock"), "cargo.lock");
         assert_eq!(readable_form("docs/m.md"), "docs/m.md");
         assert_eq!(readable_form("\u{FF4D}ix.exs"), "mix.exs");
