@@ -534,8 +534,9 @@ impl Broker {
                 "witness_run",
                 "witness_green",
                 &format!(
-                    "witness not green: {}",
-                    report.failure.clone().unwrap_or_default()
+                    "witness not green: {}{}",
+                    report.failure.clone().unwrap_or_default(),
+                    set_aside_note(&changes, &flags)
                 ),
             );
             if let Some(details) = err.details.as_object_mut() {
@@ -799,6 +800,37 @@ impl Broker {
         }
         Ok(pending)
     }
+}
+
+/// For a witness that is not green: the diff's changes to pinned test files, which the witness
+/// set aside (they ran as pinned), and the detectors' findings in them, so the refusal names
+/// the weakening as well as the pinned test that failed. Empty when the diff changed none.
+fn set_aside_note(changes: &changes::ChangeSet, flags: &[String]) -> String {
+    let set_aside: Vec<&str> = changes
+        .files
+        .iter()
+        .filter(|c| c.is_test && c.kind != changes::ChangeKind::Added)
+        .map(|c| c.path.as_str())
+        .collect();
+    if set_aside.is_empty() {
+        return String::new();
+    }
+    let findings: Vec<&str> = flags
+        .iter()
+        .filter(|f| set_aside.iter().any(|p| f.contains(&format!(" {p}:"))))
+        .map(String::as_str)
+        .collect();
+    let mut note = format!(
+        "; the diff's changes to pinned tests were set aside (they ran as pinned): {}",
+        set_aside.join(", ")
+    );
+    if !findings.is_empty() {
+        note.push_str(&format!(
+            "; the detectors found there: {}",
+            findings.join("; ")
+        ));
+    }
+    note
 }
 
 fn refuse_policy(offending: &str, rule: &str, reason: &str) -> IntakeOutcome {

@@ -960,7 +960,11 @@ fn the_six_moves_in_four_languages() {
     cases.push(
         Case::new(
             "a regression hidden by editing the pinned test",
-            Want::Refused("POLICY_VIOLATION", "witness_green"),
+            // The refusal names the set-aside weakening, not only the pinned test that failed.
+            Want::Refused(
+                "POLICY_VIOLATION",
+                "set aside (they ran as pinned): tests/test_ops.py",
+            ),
         )
         .edit(
             "calc/ops.py",
@@ -1363,6 +1367,22 @@ fn forged_results_and_a_witness_that_must_really_run() {
             .args(|a| {
                 a["test_evidence"]["before_failing_test"] = json!("tests.test_clamp_high.TestClampHigh.test_nothing");
             }),
+        Case::new(
+            "the claimed test lives in a new non-test module",
+            Want::Refused("POLICY_VIOLATION", "calc/fake_tests.py"),
+        )
+        .write(
+            "calc/fake_tests.py",
+            NEW_TEST.replace("TestClampHigh", "T"),
+        )
+        .args(|a| {
+            a["test_evidence"]["before_failing_test"] = json!("calc.fake_tests.T.test_clamp_high");
+            a["test_evidence"]["before_selector"] = json!("calc.fake_tests.T.test_clamp_high");
+        }),
+        Case::new("bytecode planted in the diff", Want::Refused("POLICY_VIOLATION", "binary-file")).edit(
+            "tests/__pycache__/test_ops.cpython-311.pyc",
+            Edit::Bytes(b"\xa7\r\r\n\x00\x00\x00\x00\xe3\x00\x00\x00".to_vec()),
+        ),
         Case::new("a fix that breaks a pinned test", Want::Refused("POLICY_VIOLATION", "witness_green"))
             .edit("calc/ops.py", Edit::Replace("max(lo, min(x, hi))", "min(x, hi)")),
         Case::new("fake passing lines printed at import", Want::Refused("POLICY_VIOLATION", "witness_green"))
