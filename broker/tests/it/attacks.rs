@@ -178,6 +178,60 @@ func TestSum(t *testing.T) {
 }
 ";
 
+/// (language, path, old, new): one move on a pinned test of each language.
+type Move = (&'static str, &'static str, &'static str, &'static str);
+
+/// An assertion removed from a pinned test, per language.
+const ASSERTION_MOVES: [Move; 4] = [
+    (
+        "python",
+        "tests/test_more.py",
+        "        self.assertEqual(clamp(2, 0, 3), 2)\n",
+        "",
+    ),
+    (
+        "javascript",
+        "web/sum.test.js",
+        "    expect(total(1, 2)).toBe(0.3);\n",
+        "",
+    ),
+    (
+        "rust",
+        "rust/tests/sum.rs",
+        "    assert_eq!(area(1.0), 3.14159);\n",
+        "",
+    ),
+    ("go", "go/sum_test.go", "\tassert.Equal(t, 0.3, got)\n", ""),
+];
+
+/// A skip added to a pinned test, per language.
+const SKIP_MOVES: [Move; 4] = [
+    (
+        "python",
+        "tests/test_more.py",
+        "    def test_bounds(self):\n",
+        "    @unittest.skip(\"broken\")\n    def test_bounds(self):\n",
+    ),
+    (
+        "javascript",
+        "web/sum.test.js",
+        "  it('adds', () => {\n",
+        "  it.skip('adds', () => {\n",
+    ),
+    (
+        "rust",
+        "rust/tests/sum.rs",
+        "#[test]\nfn adds() {\n",
+        "#[test]\n#[ignore]\nfn adds() {\n",
+    ),
+    (
+        "go",
+        "go/sum_test.go",
+        "func TestSum(t *testing.T) {\n",
+        "func TestSum(t *testing.T) {\n\tt.Skip(\"flaky\")\n",
+    ),
+];
+
 fn fixture() -> Fixture {
     let mut fx = Fixture::with(Options {
         files: vec![
@@ -511,27 +565,7 @@ fn digest_lies_are_digest_mismatches() {
         ),
     ];
     // A weakening hidden behind a digest that claims none, in each language.
-    for (lang, path, old, new) in [
-        (
-            "python",
-            "tests/test_more.py",
-            "        self.assertEqual(clamp(2, 0, 3), 2)\n",
-            "",
-        ),
-        (
-            "javascript",
-            "web/sum.test.js",
-            "    expect(total(1, 2)).toBe(0.3);\n",
-            "",
-        ),
-        (
-            "rust",
-            "rust/tests/sum.rs",
-            "    assert_eq!(area(1.0), 3.14159);\n",
-            "",
-        ),
-        ("go", "go/sum_test.go", "\tassert.Equal(t, 0.3, got)\n", ""),
-    ] {
+    for (lang, path, old, new) in ASSERTION_MOVES {
         cases.push(
             Case::new(
                 format!("lie: assertion removed in {lang}, claimed 0"),
@@ -542,32 +576,7 @@ fn digest_lies_are_digest_mismatches() {
             .args(|a| a["diff_digest"]["assertions_removed"] = json!(0)),
         );
     }
-    for (lang, path, old, new) in [
-        (
-            "python",
-            "tests/test_more.py",
-            "    def test_bounds(self):\n",
-            "    @unittest.skip(\"broken\")\n    def test_bounds(self):\n",
-        ),
-        (
-            "javascript",
-            "web/sum.test.js",
-            "  it('adds', () => {\n",
-            "  it.skip('adds', () => {\n",
-        ),
-        (
-            "rust",
-            "rust/tests/sum.rs",
-            "#[test]\nfn adds() {\n",
-            "#[test]\n#[ignore]\nfn adds() {\n",
-        ),
-        (
-            "go",
-            "go/sum_test.go",
-            "func TestSum(t *testing.T) {\n",
-            "func TestSum(t *testing.T) {\n\tt.Skip(\"flaky\")\n",
-        ),
-    ] {
+    for (lang, path, old, new) in SKIP_MOVES {
         cases.push(
             Case::new(
                 format!("lie: skip added in {lang}, claimed 0"),
@@ -757,55 +766,7 @@ fn size_bounds_and_schema() {
 /// The six moves on an existing test, in each language, with the honest fix beside them.
 #[test]
 fn the_six_moves_in_four_languages() {
-    type Move = (&'static str, &'static str, &'static str, &'static str);
     // (language, path, old, new) per move.
-    let assertion: [Move; 4] = [
-        (
-            "python",
-            "tests/test_more.py",
-            "        self.assertEqual(clamp(2, 0, 3), 2)\n",
-            "",
-        ),
-        (
-            "javascript",
-            "web/sum.test.js",
-            "    expect(total(1, 2)).toBe(0.3);\n",
-            "",
-        ),
-        (
-            "rust",
-            "rust/tests/sum.rs",
-            "    assert_eq!(area(1.0), 3.14159);\n",
-            "",
-        ),
-        ("go", "go/sum_test.go", "\tassert.Equal(t, 0.3, got)\n", ""),
-    ];
-    let skip: [Move; 4] = [
-        (
-            "python",
-            "tests/test_more.py",
-            "    def test_bounds(self):\n",
-            "    @unittest.skip(\"broken\")\n    def test_bounds(self):\n",
-        ),
-        (
-            "javascript",
-            "web/sum.test.js",
-            "  it('adds', () => {\n",
-            "  it.skip('adds', () => {\n",
-        ),
-        (
-            "rust",
-            "rust/tests/sum.rs",
-            "#[test]\nfn adds() {\n",
-            "#[test]\n#[ignore]\nfn adds() {\n",
-        ),
-        (
-            "go",
-            "go/sum_test.go",
-            "func TestSum(t *testing.T) {\n",
-            "func TestSum(t *testing.T) {\n\tt.Skip(\"flaky\")\n",
-        ),
-    ];
     let flagged: [(&'static str, [Move; 4]); 4] = [
         (
             "comparison-loosened",
@@ -925,7 +886,7 @@ fn the_six_moves_in_four_languages() {
         ),
     ];
     let mut cases = Vec::new();
-    for (lang, path, old, new) in assertion {
+    for (lang, path, old, new) in ASSERTION_MOVES {
         cases.push(
             Case::new(
                 format!("assertion removed in {lang}, claimed honestly"),
@@ -936,7 +897,7 @@ fn the_six_moves_in_four_languages() {
             .with_reason(),
         );
     }
-    for (lang, path, old, new) in skip {
+    for (lang, path, old, new) in SKIP_MOVES {
         cases.push(
             Case::new(
                 format!("skip added in {lang}, claimed honestly"),

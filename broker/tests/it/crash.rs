@@ -20,44 +20,7 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
 fn kill_during_intake_then_restart_and_resend_queues_exactly_once() {
     let mut fx = Fixture::new();
     fx.start();
-    let wt = fx.register("run-crash");
-    apply_fix(&wt);
-    // A slow new test keeps the witness busy long enough to kill the broker inside it.
-    write(
-        &wt,
-        "tests/test_clamp_high.py",
-        &NEW_TEST.replace(
-            "    def test_clamp_high(self):\n",
-            "    def test_clamp_high(self):\n        import time\n        time.sleep(3)\n",
-        ),
-    );
-    let args = honest_args(&fx, &wt);
-    let socket = fx.socket.clone();
-    let sent = args.clone();
-    let pending = std::thread::spawn(move || {
-        airlock_broker::BrokerClient::connect(&socket)
-            .unwrap()
-            .open_pr("run-crash", sent)
-    });
-    let work = fx.dir.path().join("work");
-    wait_for("the witness to start", || {
-        std::fs::read_dir(&work)
-            .map(|d| {
-                d.flatten()
-                    .any(|e| e.file_name().to_string_lossy().starts_with("witness-"))
-            })
-            .unwrap_or(false)
-    });
-    let scratch_before: Vec<_> = std::fs::read_dir(&work)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    fx.kill();
-    assert!(
-        pending.join().unwrap().is_err(),
-        "the killed broker cannot have answered"
-    );
+    let (args, scratch_before) = kill_inside_the_witness(&mut fx, "run-crash", None);
     {
         let mut store = SqliteStore::open(&fx.db).unwrap();
         assert_eq!(
@@ -88,8 +51,13 @@ fn kill_during_intake_then_restart_and_resend_queues_exactly_once() {
     assert_eq!(store.queue().unwrap().len(), 1);
 }
 
-/// Start an open_pr whose witness is slow, and kill the broker inside the witness.
-fn kill_inside_the_witness(fx: &mut Fixture, run_id: &str, reconnect_secs: Option<u64>) -> Value {
+/// Start an open_pr whose witness is slow (a new test sleeps), and kill the broker inside the
+/// witness. Returns the arguments sent and the witness scratch directories seen before the kill.
+fn kill_inside_the_witness(
+    fx: &mut Fixture,
+    run_id: &str,
+    reconnect_secs: Option<u64>,
+) -> (Value, Vec<std::path::PathBuf>) {
     let wt = fx.worktree(run_id);
     let mut registration = fx.registration(run_id, &wt);
     registration.reconnect_secs = reconnect_secs;
@@ -124,16 +92,24 @@ fn kill_inside_the_witness(fx: &mut Fixture, run_id: &str, reconnect_secs: Optio
             })
             .unwrap_or(false)
     });
+    let scratch: Vec<_> = std::fs::read_dir(&work)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     fx.kill();
-    assert!(pending.join().unwrap().is_err());
-    args
+    assert!(
+        pending.join().unwrap().is_err(),
+        "the killed broker cannot have answered"
+    );
+    (args, scratch)
 }
 
 #[test]
 fn an_intake_taken_up_after_the_runs_reconnect_window_is_abandoned_not_queued() {
     let mut fx = Fixture::new();
     fx.start();
-    let args = kill_inside_the_witness(&mut fx, "run-late", Some(1));
+    let (args, _) = kill_inside_the_witness(&mut fx, "run-late", Some(1));
     // The supervisor waits one second after losing the broker; the broker is back later.
     std::thread::sleep(Duration::from_millis(2100));
     fx.start();
@@ -167,7 +143,7 @@ fn an_intake_taken_up_after_the_runs_reconnect_window_is_abandoned_not_queued() 
 fn an_intake_taken_up_within_the_window_is_queued_for_the_supervisors_resend() {
     let mut fx = Fixture::new();
     fx.start();
-    let args = kill_inside_the_witness(&mut fx, "run-soon", Some(120));
+    let (args, _) = kill_inside_the_witness(&mut fx, "run-soon", Some(120));
     fx.start();
     // The restarted broker resumes the intake by itself; the resend gets its answer.
     let reply = fx.client().open_pr("run-soon", args).unwrap();
