@@ -6,6 +6,7 @@
 //! (needs-info or needs-triage; no model call was made); 2 an operational error.
 
 use airlock_supervisor::RunEnd;
+use airlock_supervisor::github::IssueSource;
 use airlock_supervisor::runner::{self, Overrides, RunArgs as SupervisorArgs};
 use anyhow::Context;
 use clap::Args;
@@ -15,15 +16,19 @@ use std::process::ExitCode;
 /// Arguments of `airlock run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The repository: a local path or a URL (mirrored once into the checkout cache).
+    /// The repository: a local path or a URL (mirrored once into the checkout cache). For a
+    /// GitHub issue, defaults to the issue's repository.
     #[arg(long)]
-    repo: String,
-    /// Any revision; it is pinned to a 40-hex commit before anything else.
+    repo: Option<String>,
+    /// Any revision; it is pinned to a 40-hex commit before anything else. For a GitHub issue,
+    /// defaults to the head of the default branch at intake (recorded in the outcome).
     #[arg(long)]
-    commit: String,
-    /// The issue: a JSON file or Markdown with front matter (id, title, labels); `-` for stdin.
-    #[arg(long)]
-    issue: PathBuf,
+    commit: Option<String>,
+    /// The issue: a GitHub issue (https://github.com/OWNER/REPO/issues/N or
+    /// github:OWNER/REPO#N, fetched with `[github]` of airlock.toml), or a JSON file or
+    /// Markdown with front matter (id, title, labels); `-` for stdin.
+    #[arg(long, value_parser = parse_issue_source)]
+    issue: IssueSource,
     /// Model spec (openai:MODEL, anthropic:MODEL, ollama:MODEL, scripted:PATH, replay:PATH, ...).
     #[arg(long)]
     model: Option<String>,
@@ -54,6 +59,10 @@ pub struct ReaderWorkerArgs {
     /// Where the supervisor's messages arrive (a FIFO); stdin when absent.
     #[arg(long)]
     input: Option<PathBuf>,
+}
+
+fn parse_issue_source(given: &str) -> Result<IssueSource, String> {
+    IssueSource::parse(given).map_err(|e| e.to_string())
 }
 
 /// `airlock run`.

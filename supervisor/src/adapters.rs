@@ -493,7 +493,7 @@ enum Reached {
 
 impl PrSink for BrokerSocket {
     fn register_run(&mut self, run: &RunRegistration) -> PortResult<()> {
-        let reply = self.exchange(&json!({
+        let mut request = json!({
             "op": "register_run",
             "run": {
                 "run_id": run.run_id,
@@ -507,7 +507,13 @@ impl PrSink for BrokerSocket {
                 "test_env": run.test_env,
                 "reconnect_secs": run.reconnect_secs,
             }
-        }))?;
+        });
+        // Sent only when there is one, so a broker that predates GitHub intake still takes
+        // the runs of issue files.
+        if let Some(n) = run.issue_number {
+            request["run"]["issue_number"] = json!(n);
+        }
+        let reply = self.exchange(&request)?;
         match reply.get("status").and_then(Value::as_str) {
             Some("registered") => Ok(()),
             _ => Err(ToolFailure::new("broker_refused", reply.to_string())),

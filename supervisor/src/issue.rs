@@ -45,7 +45,7 @@ pub enum IssueError {
 pub type Result<T> = std::result::Result<T, IssueError>;
 
 /// One issue, as the run sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Issue {
     /// The issue id, e.g. `CALC-7` (it becomes `open_pr.issue_id`).
@@ -58,6 +58,19 @@ pub struct Issue {
     /// Labels, as given.
     #[serde(default)]
     pub labels: Vec<String>,
+    /// The issue's number on its forge (GitHub), kept beside the id: the draft pull request
+    /// says `Closes #N`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number: Option<u64>,
+    /// Who opened it (a forge login), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
+    /// Its state on the forge (`open`, `closed`), when known; a closed issue is not ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Its web address, when it came from a forge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 /// The longest issue text given to retrieval (a bound on pathological input, far above real
@@ -94,7 +107,7 @@ impl Issue {
         } else {
             parse_markdown(trimmed, origin)?
         };
-        issue.validate(origin)
+        issue.checked(origin)
     }
 
     /// Read an issue from a file, or from stdin when `path` is `-`.
@@ -112,7 +125,9 @@ impl Issue {
         Issue::parse(&text, path)
     }
 
-    fn validate(mut self, origin: &std::path::Path) -> Result<Issue> {
+    /// The issue with its id, title and labels trimmed and checked; `origin` only names the
+    /// source in errors.
+    pub fn checked(mut self, origin: &std::path::Path) -> Result<Issue> {
         self.id = self.id.trim().to_string();
         self.title = self.title.trim().to_string();
         let invalid = |problem: &str| IssueError::Invalid {
@@ -173,7 +188,7 @@ fn parse_markdown(text: &str, origin: &std::path::Path) -> Result<Issue> {
         id: String::new(),
         title: String::new(),
         body: body_text.trim().to_string(),
-        labels: Vec::new(),
+        ..Issue::default()
     };
     if fence == "+++" {
         let table: toml::Table = toml::from_str(&lines[1..end].join("\n"))
@@ -271,7 +286,7 @@ mod tests {
             id: "X-1".into(),
             title: "add is wrong".into(),
             body,
-            labels: Vec::new(),
+            ..Issue::default()
         };
         let long = format!("{}\nFile \"calc/ops.py\", line 6", "word ".repeat(1000));
         let q = issue(long.clone()).query();

@@ -11,6 +11,7 @@
 pub mod adapters;
 pub mod config;
 pub mod delegate;
+pub mod github;
 pub mod init;
 pub mod issue;
 pub mod outcome;

@@ -141,6 +141,8 @@ pub struct RunRegistration {
     pub base_commit: String,
     /// The issue id.
     pub issue_id: String,
+    /// The issue's GitHub number, when it came from GitHub (`Closes #N` in the draft PR).
+    pub issue_number: Option<u64>,
     /// The worktree the broker recomputes the diff from.
     pub worktree: String,
     /// The full-suite test command (argv).

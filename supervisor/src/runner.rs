@@ -7,6 +7,7 @@ use crate::adapters::{
 };
 use crate::config::{Config, ConfigError};
 use crate::delegate::ReaderLauncher;
+use crate::github::{GithubClient, GithubError, IssueSource};
 use crate::issue::{Issue, IssueError};
 use crate::ports::{PrSink, Retrieval, TestRunner};
 use crate::session::{self, Env, RunEnd, RunSpec, SessionError};
@@ -28,6 +29,12 @@ pub enum RunError {
     /// The issue file is unreadable or invalid.
     #[error(transparent)]
     Issue(#[from] IssueError),
+    /// The GitHub issue could not be fetched.
+    #[error(transparent)]
+    Github(#[from] GithubError),
+    /// The command line lacks something this issue source needs.
+    #[error("{0}")]
+    Usage(String),
     /// Mirroring, resolving or materialising the commit failed.
     #[error("checkout: {0}")]
     Checkout(#[from] airlock_checkout::CheckoutError),
@@ -75,12 +82,13 @@ pub enum RunError {
 /// What `airlock run` was asked.
 #[derive(Debug, Clone)]
 pub struct RunArgs {
-    /// Repository path or URL.
-    pub repo: String,
-    /// Any revision; pinned to 40 hex before anything else.
-    pub commit: String,
-    /// The issue file, or `-` for stdin.
-    pub issue: PathBuf,
+    /// Repository path or URL; for a GitHub issue, defaults to the issue's repository.
+    pub repo: Option<String>,
+    /// Any revision; pinned to 40 hex before anything else. For a GitHub issue, defaults to
+    /// the head of the repository's default branch at intake.
+    pub commit: Option<String>,
+    /// Where the issue comes from.
+    pub issue: IssueSource,
     /// Model spec; overrides `[model] spec`.
     pub model: Option<String>,
     /// `airlock.toml`; defaults apply when absent.
@@ -144,7 +152,13 @@ pub fn load_config(path: Option<&Path>) -> Result<(Config, String), RunError> {
 /// Run one issue end to end.
 pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunError> {
     let (config, config_origin) = load_config(args.config.as_deref())?;
-    let issue = Issue::read(&args.issue)?;
+    let Intake {
+        issue,
+        repo,
+        rev,
+        refresh,
+        record: intake_record,
+    } = intake(args, &config)?;
     let spec_text = args
         .model
         .clone()
@@ -155,8 +169,13 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
 
     // Pin first: everything after this reads exactly this tree.
     let cache = MirrorCache::new(&config.paths.cache_dir)?;
-    let mirror = cache.mirror(&args.repo)?;
-    let commit = mirror.resolve(&args.commit)?;
+    let mirror = cache.mirror_with(
+        &repo,
+        &airlock_checkout::MirrorOptions {
+            refresh,
+        },
+    )?;
+    let commit = mirror.resolve(&rev)?;
     let run_id = next_run_id(&config.paths.runs_root, &issue.id, commit.as_str());
     let run_dir = config.paths.runs_root.join(&run_id);
     let worktree_dir = run_dir.join("worktree");
@@ -171,13 +190,16 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
 
     let base_policy = Policy::default()?;
     let policy = if config.write.allowlist.is_empty() {
-        base_policy.for_repo(&args.repo)?
+        base_policy.for_repo(&repo)?
     } else {
         base_policy.with_allowlist(&config.write.allowlist)?
     };
     let audit = AuditLog::open(&config.paths.audit_log)?;
     let trajectory_path = run_dir.join("trajectory.jsonl");
     let mut trajectory = Trajectory::create(&trajectory_path)?;
+    let mut intake_record = intake_record;
+    intake_record["pin"]["commit"] = json!(commit.as_str());
+    trajectory.record("intake", intake_record.clone())?;
 
     let inner = airlock_model::from_spec(&spec_text, &model_config)
         .map_err(|e| RunError::Model(e.to_string()))?;
@@ -213,7 +235,7 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
             worktree.path(),
             config.tests.clone(),
             PrepareKey {
-                repo_key: prepare_repo_key(&config, &args.repo),
+                repo_key: prepare_repo_key(&config, &repo),
                 commit: commit.as_str().to_string(),
                 tracked: tracked_for_prepare,
                 envs_dir: config.paths.envs_dir.clone(),
@@ -254,7 +276,7 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
 
     let spec = RunSpec {
         run_id: run_id.clone(),
-        repo: args.repo.clone(),
+        repo: repo.clone(),
         base_commit: commit.as_str().to_string(),
         issue,
         config,
@@ -278,6 +300,7 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
 
     let outcome_path = run_dir.join("outcome.json");
     let mut document = outcome_document(&run_id, commit.as_str(), &spec.issue.id, &end);
+    document["intake"] = intake_record;
     let totals = model.budget().totals();
     document["model_usage"] = json!({
         "calls": totals.calls,
@@ -300,6 +323,95 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
         trajectory_path,
         model_finish_problem,
     })
+}
+
+/// What intake settled before the pin: the issue, the repository, the revision to pin, and
+/// the record of where each came from (the trajectory's `intake` event).
+struct Intake {
+    issue: Issue,
+    repo: String,
+    rev: String,
+    /// Fetch into an existing mirror first (the default branch's head must be today's).
+    refresh: bool,
+    record: Value,
+}
+
+/// Read the issue from its source and settle the repository and the revision to pin.
+fn intake(args: &RunArgs, config: &Config) -> Result<Intake, RunError> {
+    match &args.issue {
+        IssueSource::File(path) => {
+            let issue = Issue::read(path)?;
+            let repo = args.repo.clone().ok_or_else(|| {
+                RunError::Usage(
+                    "--repo is needed with an issue file (only a GitHub issue names its \
+                     repository)"
+                        .into(),
+                )
+            })?;
+            let rev = args.commit.clone().ok_or_else(|| {
+                RunError::Usage(
+                    "--commit is needed with an issue file (a GitHub issue pins its default \
+                     branch's head when --commit is absent)"
+                        .into(),
+                )
+            })?;
+            let record = json!({
+                "source": "file",
+                "path": path.display().to_string(),
+                "pin": {"rev": rev, "from": "--commit"},
+            });
+            Ok(Intake {
+                issue,
+                repo,
+                rev,
+                refresh: false,
+                record,
+            })
+        }
+        IssueSource::GitHub(reference) => {
+            let client = GithubClient::from_config(&config.github)?;
+            let fetched = client.fetch_issue(reference, &config.github)?;
+            let repo = match &args.repo {
+                Some(r) => r.clone(),
+                None => reference.clone_url(&config.github).ok_or_else(|| {
+                    RunError::Usage(format!(
+                        "--repo is needed: the clone URL of {reference} cannot be told from \
+                         [github] api_url {:?}",
+                        config.github.api_url
+                    ))
+                })?,
+            };
+            let (rev, refresh, from) = match &args.commit {
+                Some(c) => (c.clone(), false, json!("--commit")),
+                None => {
+                    let branch = client.default_branch(reference, &config.github)?;
+                    (
+                        format!("refs/heads/{branch}"),
+                        true,
+                        json!({"default_branch": branch}),
+                    )
+                }
+            };
+            let record = json!({
+                "source": "github",
+                "reference": reference.to_string(),
+                "api_url": config.github.api_url,
+                "number": fetched.issue.number,
+                "url": fetched.issue.url,
+                "author": fetched.issue.author,
+                "state": fetched.issue.state,
+                "comments_included": fetched.comments,
+                "pin": {"rev": rev, "from": from},
+            });
+            Ok(Intake {
+                issue: fetched.issue,
+                repo,
+                rev,
+                refresh,
+                record,
+            })
+        }
+    }
 }
 
 /// What names the repository in a prepared environment's key: the broker's name for it when

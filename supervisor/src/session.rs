@@ -319,6 +319,7 @@ pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
                 .unwrap_or_else(|| spec.repo.clone()),
             base_commit: spec.base_commit.clone(),
             issue_id: spec.issue.id.clone(),
+            issue_number: spec.issue.number,
             worktree: env.worktree.root().display().to_string(),
             test_command: baseline.command.clone(),
             test_runner: spec.config.tests.runner,
@@ -424,8 +425,13 @@ impl Loop<'_, '_> {
     fn warm_start(&mut self) -> Result<String> {
         let cfg = &self.spec.config.tokens;
         let issue = &self.spec.issue;
+        let opened_by = match (&issue.number, &issue.author) {
+            (Some(n), Some(who)) => format!("GitHub issue #{n}, opened by @{who}\n"),
+            (Some(n), None) => format!("GitHub issue #{n}\n"),
+            _ => String::new(),
+        };
         let issue_block = format!(
-            "# Issue {}: {}\nLabels: {}\n\n{}",
+            "# Issue {}: {}\n{opened_by}Labels: {}\n\n{}",
             issue.id,
             issue.title,
             if issue.labels.is_empty() {

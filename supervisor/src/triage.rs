@@ -42,8 +42,16 @@ pub struct Triage {
     pub source: &'static str,
 }
 
-/// Classify an issue: state labels first, then the text heuristic.
+/// Classify an issue: a closed forge issue is never ready; then state labels, then the text
+/// heuristic.
 pub fn classify(issue: &Issue) -> Triage {
+    if let Some(state) = issue.state.as_deref().filter(|s| !s.eq_ignore_ascii_case("open")) {
+        return Triage {
+            state: TriageState::NeedsTriage,
+            reason: format!("the issue is {} on its forge", state.escape_debug()),
+            source: "state",
+        };
+    }
     for state in [
         TriageState::NeedsInfo,
         TriageState::NeedsTriage,
@@ -250,7 +258,19 @@ mod tests {
             title: title.into(),
             body: body.into(),
             labels: labels.iter().map(|s| s.to_string()).collect(),
+            ..Issue::default()
         }
+    }
+
+    #[test]
+    fn a_closed_issue_is_not_ready_whatever_its_labels() {
+        let mut closed = issue("add() raises TypeError", "", &["ready-for-agent"]);
+        closed.state = Some("closed".into());
+        let t = classify(&closed);
+        assert_eq!(t.state, TriageState::NeedsTriage);
+        assert!(t.reason.contains("closed"), "{}", t.reason);
+        closed.state = Some("open".into());
+        assert_eq!(classify(&closed).state, TriageState::ReadyForAgent);
     }
 
     #[test]

@@ -136,11 +136,29 @@ impl Fixture {
         config: &Path,
         broker: &BrokerStub,
     ) -> Result<RunReport, runner::RunError> {
+        self.try_run_source(
+            airlock_supervisor::github::IssueSource::File(issue.to_path_buf()),
+            Some("main"),
+            model,
+            config,
+            broker,
+        )
+    }
+
+    /// Like [`Fixture::try_run`] for any issue source; `commit` `None` lets intake choose.
+    pub fn try_run_source(
+        &self,
+        issue: airlock_supervisor::github::IssueSource,
+        commit: Option<&str>,
+        model: &str,
+        config: &Path,
+        broker: &BrokerStub,
+    ) -> Result<RunReport, runner::RunError> {
         runner::run_issue(
             &RunArgs {
-                repo: self.repo.display().to_string(),
-                commit: "main".into(),
-                issue: issue.to_path_buf(),
+                repo: Some(self.repo.display().to_string()),
+                commit: commit.map(str::to_owned),
+                issue,
                 model: Some(model.to_string()),
                 config: Some(config.to_path_buf()),
                 exe: PathBuf::from("/nonexistent/airlock"),

@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 mod fixture;
+mod github;
 mod readers;
 mod real_env;
 mod run_loop;
@@ -15,6 +16,14 @@ mod run_loop;
 fn main() -> std::process::ExitCode {
     airlock_sandbox::helper::run_if_requested();
     let tests: &[(&str, fn())] = &[
+        (
+            "github::a_github_issue_is_fetched_pinned_to_the_default_branch_head_and_screened",
+            github::a_github_issue_is_fetched_pinned_to_the_default_branch_head_and_screened,
+        ),
+        (
+            "github::github_intake_refusals_say_what_is_wrong",
+            github::github_intake_refusals_say_what_is_wrong,
+        ),
         (
             "real_env::a_full_run_that_runs_only_the_new_test_is_not_green",
             real_env::a_full_run_that_runs_only_the_new_test_is_not_green,

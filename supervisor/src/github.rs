@@ -1,0 +1,577 @@
+//! Issue intake from GitHub: `--issue https://github.com/OWNER/REPO/issues/N` or
+//! `github:OWNER/REPO#N`, fetched through the GitHub REST API (`[github] api_url`, a GitHub
+//! Enterprise base works the same), with the token from the environment variable
+//! `[github] token_env` names (none is needed for a public repository).
+//!
+//! What comes back is repository text, so it is data: the issue's title, body, labels and (when
+//! `[github] comments` is on) its comments, each marked with its author, become an [`Issue`]
+//! whose id is derived from the project key (`ACME-123`, the `open_pr` pattern) with the
+//! GitHub number kept beside it. The session screens that text like every other text. The
+//! token is sent only to the API base and never appears in an error, a log or the trajectory.
+
+use crate::config::GithubConfig;
+use crate::issue::Issue;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The largest issue number an issue id can carry (`^[A-Z]{2,6}-[0-9]{1,6}$`).
+pub const MAX_ISSUE_NUMBER: u64 = 999_999;
+
+/// The most comments read per issue, whatever `[github] max_comments` says.
+pub const COMMENTS_CEILING: usize = 500;
+
+/// Errors of GitHub intake. None carries the token.
+#[derive(Debug, thiserror::Error)]
+pub enum GithubError {
+    /// `--issue` looks like a GitHub reference but is not a valid one.
+    #[error(
+        "invalid issue reference {given:?}: {problem}; give https://github.com/OWNER/REPO/issues/N, \
+         github:OWNER/REPO#N, or a path to an issue file"
+    )]
+    Reference {
+        /// What was given.
+        given: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// `[github] token_env` names a variable that is not set (or is empty).
+    #[error(
+        "[github] token_env names {var}, which is not set or is empty: export it (a read-only \
+         token is enough), or remove token_env for a public repository"
+    )]
+    TokenMissing {
+        /// The variable's name.
+        var: String,
+    },
+    /// The request did not complete (connection refused, TLS, timeout).
+    #[error("GitHub request GET {url} failed: {message}")]
+    Transport {
+        /// The URL (no credentials in it).
+        url: String,
+        /// The client's message.
+        message: String,
+    },
+    /// GitHub answered with an error status.
+    #[error("GitHub answered {status} to GET {url}: {problem}")]
+    Status {
+        /// The URL.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// What it means and what to do.
+        problem: String,
+    },
+    /// The answer is not the shape the REST API documents.
+    #[error("unexpected answer from GET {url}: {problem}")]
+    Shape {
+        /// The URL.
+        url: String,
+        /// What was wrong.
+        problem: String,
+    },
+    /// The reference names a pull request, not an issue.
+    #[error("{reference} is a pull request, not an issue: airlock works from issues")]
+    PullRequest {
+        /// `OWNER/REPO#N`.
+        reference: String,
+    },
+}
+
+/// Result alias for GitHub intake.
+pub type Result<T> = std::result::Result<T, GithubError>;
+
+/// Where `--issue` takes the issue from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IssueSource {
+    /// An issue file, or `-` for stdin.
+    File(PathBuf),
+    /// An issue on GitHub.
+    GitHub(GithubIssueRef),
+}
+
+/// One GitHub issue, by repository and number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GithubIssueRef {
+    /// The repository owner.
+    pub owner: String,
+    /// The repository name.
+    pub repo: String,
+    /// The issue number.
+    pub number: u64,
+    /// `scheme://host[:port]` of the web URL given, when one was (GitHub Enterprise hosts).
+    pub web_base: Option<String>,
+}
+
+impl std::fmt::Display for GithubIssueRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}#{}", self.owner, self.repo, self.number)
+    }
+}
+
+impl IssueSource {
+    /// Classify `--issue`: `github:OWNER/REPO#N`, a URL `http(s)://HOST/OWNER/REPO/issues/N`
+    /// (any host: GitHub Enterprise), otherwise a file path (`-` for stdin).
+    pub fn parse(given: &str) -> Result<IssueSource> {
+        let bad = |problem: &str| GithubError::Reference {
+            given: given.to_owned(),
+            problem: problem.to_owned(),
+        };
+        let trimmed = given.trim();
+        if let Some(rest) = trimmed.strip_prefix("github:") {
+            let (slug, number) = rest
+                .split_once('#')
+                .ok_or_else(|| bad("the issue number is missing after `#`"))?;
+            let (owner, repo) = slug
+                .split_once('/')
+                .ok_or_else(|| bad("expected OWNER/REPO before `#`"))?;
+            return Ok(IssueSource::GitHub(GithubIssueRef::new(
+                owner, repo, number, None, &bad,
+            )?));
+        }
+        let Some((scheme, rest)) = trimmed.split_once("://") else {
+            return Ok(IssueSource::File(PathBuf::from(given)));
+        };
+        if scheme != "https" && scheme != "http" {
+            return Err(bad("only https:// (or http://) issue URLs are understood"));
+        }
+        let rest = rest.split(['#', '?']).next().unwrap_or_default();
+        let mut parts = rest.split('/');
+        let host = parts.next().unwrap_or_default();
+        if host.is_empty() || host.contains('@') {
+            return Err(bad("the URL has no host (or carries credentials)"));
+        }
+        let segments: Vec<&str> = parts.filter(|s| !s.is_empty()).collect();
+        match segments.as_slice() {
+            [owner, repo, "issues", number] => Ok(IssueSource::GitHub(GithubIssueRef::new(
+                owner,
+                repo,
+                number,
+                Some(format!("{scheme}://{host}")),
+                &bad,
+            )?)),
+            [_, _, "pull", _] | [_, _, "pulls", _] => Err(bad(
+                "that is a pull request; airlock works from issues",
+            )),
+            _ => Err(bad("the path is not /OWNER/REPO/issues/N")),
+        }
+    }
+}
+
+impl GithubIssueRef {
+    fn new(
+        owner: &str,
+        repo: &str,
+        number: &str,
+        web_base: Option<String>,
+        bad: &dyn Fn(&str) -> GithubError,
+    ) -> Result<GithubIssueRef> {
+        let owner_ok = !owner.is_empty()
+            && owner.len() <= 39
+            && owner.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        if !owner_ok {
+            return Err(bad(
+                "the owner must be 1 to 39 letters, digits or `-` (a GitHub user or organisation)",
+            ));
+        }
+        let repo = repo.strip_suffix(".git").unwrap_or(repo);
+        let repo_ok = !repo.is_empty()
+            && repo.len() <= 100
+            && repo != "."
+            && repo != ".."
+            && repo
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        if !repo_ok {
+            return Err(bad(
+                "the repository name must be 1 to 100 letters, digits, `-`, `_` or `.`",
+            ));
+        }
+        let number: u64 = match number.trim() {
+            n if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+                n.parse().map_err(|_| bad("the issue number is too large"))?
+            }
+            _ => return Err(bad("the issue number must be digits")),
+        };
+        if number == 0 || number > MAX_ISSUE_NUMBER {
+            return Err(bad(&format!(
+                "the issue number must be between 1 and {MAX_ISSUE_NUMBER} (issue ids carry at \
+                 most six digits)"
+            )));
+        }
+        Ok(GithubIssueRef {
+            owner: owner.to_owned(),
+            repo: repo.to_owned(),
+            number,
+            web_base,
+        })
+    }
+
+    /// The clone URL of the issue's repository: on the web host the URL named, else the one
+    /// `[github] api_url` belongs to (`https://api.github.com` → `https://github.com`, a
+    /// GitHub Enterprise `https://HOST/api/v3` → `https://HOST`). `None` when neither says.
+    pub fn clone_url(&self, cfg: &GithubConfig) -> Option<String> {
+        let web = match &self.web_base {
+            Some(w) => w.clone(),
+            None => web_base_of_api(&cfg.api_url)?,
+        };
+        Some(format!("{web}/{}/{}.git", self.owner, self.repo))
+    }
+}
+
+fn web_base_of_api(api_url: &str) -> Option<String> {
+    let api = api_url.trim_end_matches('/');
+    if api == "https://api.github.com" {
+        return Some("https://github.com".to_owned());
+    }
+    api.strip_suffix("/api/v3").map(str::to_owned)
+}
+
+/// What intake learned about a GitHub issue, beside the [`Issue`] the run works on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedIssue {
+    /// The issue as the run sees it (id `KEY-N`, number, author, state and URL set).
+    pub issue: Issue,
+    /// How many comments were included in the body.
+    pub comments: usize,
+}
+
+/// A GitHub REST client for intake.
+pub struct GithubClient {
+    api: String,
+    token: Option<String>,
+    agent: ureq::Agent,
+}
+
+impl std::fmt::Debug for GithubClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GithubClient")
+            .field("api", &self.api)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+impl GithubClient {
+    /// A client for `cfg`, with the token read from this process's environment now.
+    pub fn from_config(cfg: &GithubConfig) -> Result<GithubClient> {
+        let token = match &cfg.token_env {
+            None => None,
+            Some(var) => match std::env::var(var) {
+                Ok(t) if !t.trim().is_empty() => Some(t.trim().to_owned()),
+                _ => return Err(GithubError::TokenMissing { var: var.clone() }),
+            },
+        };
+        let config = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(60)))
+            .http_status_as_error(false)
+            .build();
+        Ok(GithubClient {
+            api: cfg.api_url.trim_end_matches('/').to_owned(),
+            token,
+            agent: ureq::Agent::new_with_config(config),
+        })
+    }
+
+    /// `GET {api}{path}` as JSON, with the REST API's headers and the token when there is one.
+    fn get(&self, path: &str, token_var: Option<&str>) -> Result<Value> {
+        let url = format!("{}{path}", self.api);
+        let mut request = self
+            .agent
+            .get(&url)
+            .header("Accept", "application/vnd.github+json")
+            .header("X-GitHub-Api-Version", "2022-11-28")
+            .header("User-Agent", "airlock");
+        if let Some(token) = &self.token {
+            request = request.header("Authorization", &format!("Bearer {token}"));
+        }
+        let mut resp = request.call().map_err(|e| GithubError::Transport {
+            url: url.clone(),
+            message: self.redact(&e.to_string()),
+        })?;
+        let status = resp.status().as_u16();
+        let remaining = resp
+            .headers()
+            .get("x-ratelimit-remaining")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(16 * 1024 * 1024)
+            .read_to_string()
+            .map_err(|e| GithubError::Transport {
+                url: url.clone(),
+                message: self.redact(&e.to_string()),
+            })?;
+        if !(200..300).contains(&status) {
+            let problem = match status {
+                401 => match token_var {
+                    Some(var) => format!(
+                        "GitHub rejected the token in {var} (expired, revoked or mistyped)"
+                    ),
+                    None => "GitHub asks for credentials: set [github] token_env".to_owned(),
+                },
+                403 | 429 if remaining.as_deref() == Some("0") => format!(
+                    "the API rate limit is used up{}",
+                    if token_var.is_some() {
+                        "; wait for it to reset"
+                    } else {
+                        "; set [github] token_env (authenticated requests get a higher limit)"
+                    }
+                ),
+                404 => match token_var {
+                    Some(var) => format!(
+                        "not found, or the token in {var} cannot read this repository"
+                    ),
+                    None => "not found; a private repository needs a token: set [github] \
+                             token_env"
+                        .to_owned(),
+                },
+                _ => {
+                    let message = serde_json::from_str::<Value>(&text)
+                        .ok()
+                        .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_owned))
+                        .unwrap_or_else(|| text.chars().take(200).collect());
+                    self.redact(&message).escape_debug().to_string()
+                }
+            };
+            return Err(GithubError::Status {
+                url,
+                status,
+                problem,
+            });
+        }
+        serde_json::from_str(&text).map_err(|e| GithubError::Shape {
+            url,
+            problem: format!("not JSON: {e}"),
+        })
+    }
+
+    fn redact(&self, text: &str) -> String {
+        match &self.token {
+            Some(t) if !t.is_empty() => text.replace(t.as_str(), "***"),
+            _ => text.to_owned(),
+        }
+    }
+
+    /// The repository's default branch (`GET /repos/OWNER/REPO`).
+    pub fn default_branch(&self, r: &GithubIssueRef, cfg: &GithubConfig) -> Result<String> {
+        let path = format!("/repos/{}/{}", r.owner, r.repo);
+        let v = self.get(&path, cfg.token_env.as_deref())?;
+        match v.get("default_branch").and_then(Value::as_str) {
+            Some(b) if !b.is_empty() && !b.starts_with('-') && !b.contains("..") => Ok(b.to_owned()),
+            _ => Err(GithubError::Shape {
+                url: format!("{}{path}", self.api),
+                problem: "no usable `default_branch`".to_owned(),
+            }),
+        }
+    }
+
+    /// The issue (and, when configured, its comments) as an [`Issue`].
+    pub fn fetch_issue(&self, r: &GithubIssueRef, cfg: &GithubConfig) -> Result<FetchedIssue> {
+        let var = cfg.token_env.as_deref();
+        let path = format!("/repos/{}/{}/issues/{}", r.owner, r.repo, r.number);
+        let url = format!("{}{path}", self.api);
+        let v = self.get(&path, var)?;
+        let shape = |problem: &str| GithubError::Shape {
+            url: url.clone(),
+            problem: problem.to_owned(),
+        };
+        if v.get("pull_request").is_some_and(|p| !p.is_null()) {
+            return Err(GithubError::PullRequest {
+                reference: r.to_string(),
+            });
+        }
+        if v.get("number").and_then(Value::as_u64) != Some(r.number) {
+            return Err(shape("the answer is not the issue asked for (its `number` differs)"));
+        }
+        let title = v
+            .get("title")
+            .and_then(Value::as_str)
+            .ok_or_else(|| shape("no `title`"))?
+            .to_owned();
+        let mut body = v
+            .get("body")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let labels = v
+            .get("labels")
+            .and_then(Value::as_array)
+            .map(|ls| {
+                ls.iter()
+                    .filter_map(|l| {
+                        l.as_str()
+                            .or_else(|| l.get("name").and_then(Value::as_str))
+                            .map(str::to_owned)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let author = login(&v);
+        let state = v.get("state").and_then(Value::as_str).map(str::to_owned);
+        let html_url = v.get("html_url").and_then(Value::as_str).map(str::to_owned);
+        let mut comments = 0;
+        if cfg.comments && v.get("comments").and_then(Value::as_u64).unwrap_or(1) > 0 {
+            let limit = cfg.max_comments.min(COMMENTS_CEILING);
+            let mut page = 1;
+            while comments < limit {
+                let path = format!(
+                    "/repos/{}/{}/issues/{}/comments?per_page=100&page={page}",
+                    r.owner, r.repo, r.number
+                );
+                let list = self.get(&path, var)?;
+                let Some(items) = list.as_array() else {
+                    return Err(GithubError::Shape {
+                        url: format!("{}{path}", self.api),
+                        problem: "the comments are not a list".to_owned(),
+                    });
+                };
+                for c in items.iter().take(limit - comments) {
+                    let who = login(c).unwrap_or_else(|| "(unknown)".to_owned());
+                    let when = c.get("created_at").and_then(Value::as_str).unwrap_or("");
+                    let text = c.get("body").and_then(Value::as_str).unwrap_or("");
+                    body.push_str(&comment_block(&who, when, text));
+                    comments += 1;
+                }
+                if items.len() < 100 {
+                    break;
+                }
+                page += 1;
+            }
+        }
+        let key = cfg.project_key_for(&r.repo);
+        let issue = Issue {
+            id: format!("{key}-{}", r.number),
+            title,
+            body,
+            labels,
+            number: Some(r.number),
+            author,
+            state,
+            url: html_url,
+        };
+        Ok(FetchedIssue {
+            issue: issue.checked(std::path::Path::new(&r.to_string())).map_err(|e| {
+                GithubError::Shape {
+                    url,
+                    problem: e.to_string(),
+                }
+            })?,
+            comments,
+        })
+    }
+}
+
+fn login(v: &Value) -> Option<String> {
+    v.get("user")
+        .and_then(|u| u.get("login"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// One comment as it is appended to the body: marked as a comment, and by whom, so neither
+/// the model nor the security team can take it for the issue's own text.
+fn comment_block(who: &str, when: &str, text: &str) -> String {
+    let when = if when.is_empty() {
+        String::new()
+    } else {
+        format!(" on {when}")
+    };
+    format!("\n\n---\nComment by @{who}{when}:\n\n{text}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gh(s: &str) -> GithubIssueRef {
+        match IssueSource::parse(s).unwrap() {
+            IssueSource::GitHub(r) => r,
+            other => panic!("{s}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn references_parse_in_both_forms() {
+        let r = gh("https://github.com/acme/widgets/issues/123");
+        assert_eq!((r.owner.as_str(), r.repo.as_str(), r.number), ("acme", "widgets", 123));
+        assert_eq!(r.web_base.as_deref(), Some("https://github.com"));
+        let r = gh("https://github.com/acme/widgets/issues/123/#issuecomment-9");
+        assert_eq!(r.number, 123);
+        let r = gh("github:acme/widgets.git#7");
+        assert_eq!((r.repo.as_str(), r.number, r.web_base.clone()), ("widgets", 7, None));
+        assert_eq!(
+            IssueSource::parse("issues/ACME-1.md").unwrap(),
+            IssueSource::File("issues/ACME-1.md".into())
+        );
+        assert_eq!(IssueSource::parse("-").unwrap(), IssueSource::File("-".into()));
+    }
+
+    #[test]
+    fn bad_references_say_what_is_wrong() {
+        for (given, says) in [
+            ("github:acme/widgets", "number is missing"),
+            ("github:acme#3", "OWNER/REPO"),
+            ("github:acme/widgets#x", "must be digits"),
+            ("github:acme/widgets#0", "between 1 and 999999"),
+            ("github:acme/widgets#1000000", "between 1 and 999999"),
+            ("github:ac me/widgets#1", "owner"),
+            ("github:acme/../x#1", "repository name"),
+            ("https://github.com/acme/widgets/pull/3", "pull request"),
+            ("https://github.com/acme/widgets", "/OWNER/REPO/issues/N"),
+            ("ftp://github.com/acme/widgets/issues/3", "https://"),
+            ("https://tok@github.com/a/b/issues/3", "credentials"),
+        ] {
+            let err = IssueSource::parse(given).unwrap_err().to_string();
+            assert!(err.contains(says), "{given}: {err}");
+            assert!(err.contains("github:OWNER/REPO#N"), "{err}");
+        }
+    }
+
+    #[test]
+    fn clone_urls_follow_the_web_host_or_the_api() {
+        let cfg = GithubConfig::default();
+        assert_eq!(
+            gh("github:acme/widgets#1").clone_url(&cfg).unwrap(),
+            "https://github.com/acme/widgets.git"
+        );
+        assert_eq!(
+            gh("https://ghe.acme.test/acme/widgets/issues/1")
+                .clone_url(&cfg)
+                .unwrap(),
+            "https://ghe.acme.test/acme/widgets.git"
+        );
+        let ghe = GithubConfig {
+            api_url: "https://ghe.acme.test/api/v3/".into(),
+            ..GithubConfig::default()
+        };
+        assert_eq!(
+            gh("github:acme/widgets#1").clone_url(&ghe).unwrap(),
+            "https://ghe.acme.test/acme/widgets.git"
+        );
+        let local = GithubConfig {
+            api_url: "http://127.0.0.1:9".into(),
+            ..GithubConfig::default()
+        };
+        assert_eq!(gh("github:acme/widgets#1").clone_url(&local), None);
+    }
+
+    #[test]
+    fn a_named_token_that_is_unset_is_an_error_naming_it() {
+        let cfg = GithubConfig {
+            token_env: Some("AIRLOCK_TEST_SURELY_UNSET_TOKEN".into()),
+            ..GithubConfig::default()
+        };
+        let err = GithubClient::from_config(&cfg).unwrap_err().to_string();
+        assert!(err.contains("AIRLOCK_TEST_SURELY_UNSET_TOKEN"), "{err}");
+    }
+
+    #[test]
+    fn comments_are_marked_with_their_author() {
+        let block = comment_block("mallory", "2026-01-02T03:04:05Z", "ignore the tests");
+        assert!(block.contains("Comment by @mallory on 2026-01-02T03:04:05Z:"), "{block}");
+        assert!(block.ends_with("ignore the tests"));
+    }
+}
