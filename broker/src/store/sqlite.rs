@@ -48,7 +48,11 @@ CREATE TABLE IF NOT EXISTS queue (
     reason TEXT,
     branch TEXT,
     commit_oid TEXT,
-    pr_url TEXT
+    pr_url TEXT,
+    publish_error TEXT,
+    abandoned_by TEXT,
+    abandon_reason TEXT,
+    abandoned_at INTEGER
 );
 CREATE TABLE IF NOT EXISTS judge_scores (
     queue_id INTEGER PRIMARY KEY REFERENCES queue(id),
@@ -56,6 +60,29 @@ CREATE TABLE IF NOT EXISTS judge_scores (
     judged_at INTEGER NOT NULL
 );
 ";
+
+/// Columns added to `queue` after the first release, with their types: a database created
+/// before them gets them on open (`ALTER TABLE ... ADD COLUMN`, NULL in existing rows).
+const ADDED_QUEUE_COLUMNS: &[(&str, &str)] = &[
+    ("publish_error", "TEXT"),
+    ("abandoned_by", "TEXT"),
+    ("abandon_reason", "TEXT"),
+    ("abandoned_at", "INTEGER"),
+];
+
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let existing: Vec<String> = {
+        let mut stmt = conn.prepare("SELECT name FROM pragma_table_info('queue')")?;
+        stmt.query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?
+    };
+    for (name, kind) in ADDED_QUEUE_COLUMNS {
+        if !existing.iter().any(|c| c == name) {
+            conn.execute_batch(&format!("ALTER TABLE queue ADD COLUMN {name} {kind}"))?;
+        }
+    }
+    Ok(())
+}
 
 /// The SQLite-backed store.
 pub struct SqliteStore {
@@ -86,7 +113,9 @@ impl SqliteStore {
         }
         conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
             .map_err(Error::store(ctx.clone()))?;
-        conn.execute_batch(SCHEMA).map_err(Error::store(ctx))?;
+        conn.execute_batch(SCHEMA)
+            .map_err(Error::store(ctx.clone()))?;
+        migrate(&conn).map_err(Error::store(ctx))?;
         Ok(SqliteStore { conn })
     }
 
@@ -142,7 +171,7 @@ fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<String> {
     })
 }
 
-const QUEUE_COLUMNS: &str = "id, run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, reason, branch, commit_oid, pr_url";
+const QUEUE_COLUMNS: &str = "id, run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, reason, branch, commit_oid, pr_url, publish_error, abandoned_by, abandon_reason, abandoned_at";
 
 struct RawQueueRow {
     id: i64,
@@ -165,6 +194,10 @@ struct RawQueueRow {
     branch: Option<String>,
     commit: Option<String>,
     pr_url: Option<String>,
+    publish_error: Option<String>,
+    abandoned_by: Option<String>,
+    abandon_reason: Option<String>,
+    abandoned_at: Option<i64>,
 }
 
 fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawQueueRow> {
@@ -189,6 +222,10 @@ fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawQueueRow> {
         branch: r.get(17)?,
         commit: r.get(18)?,
         pr_url: r.get(19)?,
+        publish_error: r.get(20)?,
+        abandoned_by: r.get(21)?,
+        abandon_reason: r.get(22)?,
+        abandoned_at: r.get(23)?,
     })
 }
 
@@ -221,6 +258,10 @@ impl RawQueueRow {
             branch: self.branch,
             commit: self.commit,
             pr_url: self.pr_url,
+            publish_error: self.publish_error,
+            abandoned_by: self.abandoned_by,
+            abandon_reason: self.abandon_reason,
+            abandoned_at: self.abandoned_at,
         })
     }
 }
@@ -563,11 +604,80 @@ impl Store for SqliteStore {
     fn record_published(&mut self, id: i64, pr_url: Option<&str>) -> Result<()> {
         self.conn
             .execute(
-                "UPDATE queue SET status = 'published', pr_url = ?2 WHERE id = ?1 AND status = 'approved'",
+                "UPDATE queue SET status = 'published', pr_url = ?2, publish_error = NULL WHERE id = ?1 AND status = 'approved'",
                 params![id, pr_url],
             )
             .map_err(Error::store("recording a publication"))?;
         Ok(())
+    }
+
+    fn record_publish_failed(&mut self, id: i64, error: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE queue SET status = 'publish_failed', publish_error = ?2 WHERE id = ?1 AND status IN ('approved', 'publish_failed')",
+                params![id, error],
+            )
+            .map_err(Error::store("recording a failed publication"))?;
+        Ok(())
+    }
+
+    fn retry_publication(&mut self, id: i64) -> Result<QueueItem> {
+        let ctx = "retrying a publication";
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(Error::store(ctx))?;
+        let status: Option<String> = tx
+            .query_row("SELECT status FROM queue WHERE id = ?1", [id], |r| r.get(0))
+            .optional()
+            .map_err(Error::store(ctx))?;
+        let status = status.ok_or(Error::UnknownQueueItem(id))?;
+        match status.as_str() {
+            "publish_failed" => {
+                tx.execute(
+                    "UPDATE queue SET status = 'approved' WHERE id = ?1",
+                    params![id],
+                )
+                .map_err(Error::store(ctx))?;
+            }
+            "approved" | "published" => {}
+            _ => {
+                return Err(Error::WrongState {
+                    id,
+                    status,
+                    action: "publish".to_owned(),
+                });
+            }
+        }
+        tx.commit().map_err(Error::store(ctx))?;
+        self.queue_item(id)?.ok_or(Error::UnknownQueueItem(id))
+    }
+
+    fn abandon(&mut self, id: i64, by: &str, reason: &str, now: i64) -> Result<QueueItem> {
+        let ctx = "abandoning a queue item";
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(Error::store(ctx))?;
+        let status: Option<String> = tx
+            .query_row("SELECT status FROM queue WHERE id = ?1", [id], |r| r.get(0))
+            .optional()
+            .map_err(Error::store(ctx))?;
+        let status = status.ok_or(Error::UnknownQueueItem(id))?;
+        if status != QueueStatus::PublishFailed.as_str() {
+            return Err(Error::WrongState {
+                id,
+                status,
+                action: "abandon".to_owned(),
+            });
+        }
+        tx.execute(
+            "UPDATE queue SET status = 'abandoned', abandoned_by = ?2, abandon_reason = ?3, abandoned_at = ?4 WHERE id = ?1",
+            params![id, by, reason, now],
+        )
+        .map_err(Error::store(ctx))?;
+        tx.commit().map_err(Error::store(ctx))?;
+        self.queue_item(id)?.ok_or(Error::UnknownQueueItem(id))
     }
 }
 
@@ -704,5 +814,86 @@ mod tests {
             s.expire_queued_before(1000, 1000).unwrap().is_empty(),
             "denied items never expire"
         );
+    }
+
+    #[test]
+    fn a_failed_publication_is_retried_or_abandoned_and_survives_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.db");
+        {
+            let mut s = SqliteStore::open(&path).unwrap();
+            s.register_run(&reg("r1"), 1).unwrap();
+            s.begin_intake("r1", "q1", "{}", 1).unwrap();
+            s.finish_intake("r1", "q1", IntakeOutcome::Queue(Box::new(item())), 2)
+                .unwrap();
+            // Only a publish_failed item can be abandoned.
+            assert!(matches!(
+                s.abandon(1, "rev", "why", 3),
+                Err(Error::WrongState { .. })
+            ));
+            let approve = Decision::Approve {
+                by: "rev".to_owned(),
+            };
+            s.decide(1, &approve, 3).unwrap();
+            s.record_publish_failed(1, "the remote rejected it")
+                .unwrap();
+        }
+        let mut s = SqliteStore::open(&path).unwrap();
+        let failed = s.queue_item(1).unwrap().unwrap();
+        assert_eq!(failed.status, QueueStatus::PublishFailed);
+        assert_eq!(
+            failed.publish_error.as_deref(),
+            Some("the remote rejected it")
+        );
+        assert_eq!(
+            s.retry_publication(1).unwrap().status,
+            QueueStatus::Approved
+        );
+        s.record_publish_failed(1, "again").unwrap();
+        let abandoned = s.abandon(1, "rev", "the remote is gone", 9).unwrap();
+        assert_eq!(abandoned.status, QueueStatus::Abandoned);
+        drop(s);
+        let mut s = SqliteStore::open(&path).unwrap();
+        let abandoned = s.queue_item(1).unwrap().unwrap();
+        assert_eq!(abandoned.status, QueueStatus::Abandoned);
+        assert_eq!(abandoned.abandoned_by.as_deref(), Some("rev"));
+        assert_eq!(
+            abandoned.abandon_reason.as_deref(),
+            Some("the remote is gone")
+        );
+        assert_eq!(abandoned.abandoned_at, Some(9));
+        assert!(matches!(
+            s.retry_publication(1),
+            Err(Error::WrongState { .. })
+        ));
+    }
+
+    #[test]
+    fn a_database_from_before_the_publication_columns_still_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        {
+            // The queue table as the first release created it, with one published row.
+            let conn = Connection::open(&path).unwrap();
+            let old = SCHEMA.replace(
+                "pr_url TEXT,\n    publish_error TEXT,\n    abandoned_by TEXT,\n    abandon_reason TEXT,\n    abandoned_at INTEGER\n",
+                "pr_url TEXT\n",
+            );
+            assert_ne!(old, SCHEMA);
+            conn.execute_batch(&old).unwrap();
+            conn.execute(
+                "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at)
+                 VALUES ('r1', 'q1', 'acme/calc', 'a', 'CALC-1', 't', '{}', 'd', '{}', '[]', '[]', 'published', 5)",
+                [],
+            )
+            .unwrap();
+        }
+        let mut s = SqliteStore::open(&path).unwrap();
+        let item = s.queue_item(1).unwrap().unwrap();
+        assert_eq!(item.status, QueueStatus::Published);
+        assert_eq!(item.publish_error, None);
+        drop(s);
+        // Opening again is a no-op.
+        SqliteStore::open(&path).unwrap();
     }
 }

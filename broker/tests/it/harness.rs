@@ -424,9 +424,20 @@ impl MockForge {
                             .collect();
                         seen.lock().unwrap().push(req.clone());
                         let (status, reply) = if method == "GET" {
+                            // Like GitHub, `head=owner:branch` lists only that branch's.
+                            let head = path
+                                .split_once("head=")
+                                .map(|(_, h)| h.split('&').next().unwrap_or(""))
+                                .map(|h| h.split_once(':').map_or(h, |(_, b)| b).to_owned());
                             let list: Vec<serde_json::Value> = prior_posts
                                 .iter()
                                 .enumerate()
+                                .filter(|(_, p)| {
+                                    head.as_deref().is_none_or(|h| {
+                                        serde_json::from_str::<Value>(&p.body)
+                                            .is_ok_and(|b| b["head"] == h)
+                                    })
+                                })
                                 .map(|(i, _)| json!({"number": i + 1, "html_url": format!("https://forge.example/acme/calc/pull/{}", i + 1)}))
                                 .collect();
                             ("200 OK", serde_json::to_string(&list).unwrap())

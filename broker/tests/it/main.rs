@@ -7,5 +7,6 @@ mod crash;
 mod harness;
 mod intake;
 mod invariants;
+mod publication;
 mod rust;
 mod witness_attacks;
