@@ -43,8 +43,8 @@ pub struct RepositoryConfig {
     pub clone: PathBuf,
     /// Remote to push approved branches to: a remote name of the clone or a URL/path.
     pub remote: String,
-    /// Name of the environment variable holding the forge token; no draft pull request
-    /// is opened when unset or when the variable is empty.
+    /// Name of the environment variable holding the forge token: the HTTPS push credential and
+    /// the pull-request API's bearer token. Unset: push only, no draft pull request.
     #[serde(default)]
     pub forge_token_env: Option<String>,
     /// Base URL of the GitHub REST API (tests point it at a local server).
@@ -53,6 +53,10 @@ pub struct RepositoryConfig {
     /// `owner/name` on the forge; defaults to the repository's name in this file.
     #[serde(default)]
     pub forge_repo: Option<String>,
+    /// Private key the push uses over SSH (`ssh -i KEY -o IdentitiesOnly=yes -o BatchMode=yes`);
+    /// when unset, ssh's own configuration and agent decide.
+    #[serde(default)]
+    pub ssh_key: Option<PathBuf>,
     /// Branch the draft pull request targets.
     #[serde(default = "default_base_branch")]
     pub base_branch: String,
@@ -162,6 +166,7 @@ impl BrokerConfig {
                 ));
             }
             repo.clone = abs(repo.clone);
+            repo.ssh_key = repo.ssh_key.map(abs);
             repo.allow_ro = repo.allow_ro.into_iter().map(abs).collect();
             repositories.insert(name, repo);
         }

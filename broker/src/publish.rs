@@ -1,6 +1,8 @@
 //! Publication of an approved pull request: the diff committed on the pinned base in the
-//! broker's own clone, branch `airlock/<issue-id>-<queue id>` pushed to the configured remote with git2,
-//! and, when a forge token is configured, a draft pull request through the GitHub REST API.
+//! broker's own clone with git2, branch `airlock/<issue-id>-<queue id>` pushed to the configured
+//! remote with the git CLI (HTTPS with the forge token through a credential helper, SSH with the
+//! configured key, or a local path), and, when a forge token is configured, a draft pull
+//! request through the GitHub REST API.
 //! Every step is idempotent so a publication cut short by a crash can simply run again. The
 //! token is read from the environment of the process that publishes (`approve`, `publish`, or
 //! `serve` resuming), here and nowhere else, and goes nowhere but the forge: every error text
@@ -35,7 +37,7 @@ pub fn forge_token(repository: &str, cfg: &RepositoryConfig) -> Result<Option<St
         return Ok(None);
     };
     match std::env::var(name) {
-        Ok(t) if !t.trim().is_empty() => Ok(Some(t)),
+        Ok(t) if !t.trim().is_empty() => Ok(Some(t.trim().to_owned())),
         _ => Err(Error::MissingForgeToken {
             repository: repository.to_owned(),
             var: name.clone(),
@@ -56,12 +58,13 @@ fn redact(err: Error, token: Option<&str>) -> Error {
     }
 }
 
-/// The GitHub issue number `Closes #N` names, when the queue item's issue maps to one.
-///
-/// Hook for GitHub intake: today an issue id maps to a number only when it is one (`123` or
-/// `#123`); ids such as `ACME-123` give `None` until intake records the GitHub number beside the
-/// id, and then this is the one place to read it.
+/// The GitHub issue number `Closes #N` names: the one the run registered with
+/// (`issue_number`, kept beside an id such as `ACME-123`), else the issue id itself when it is
+/// a number (`123` or `#123`), else none.
 pub fn github_issue_number(item: &QueueItem) -> Option<u64> {
+    if let Some(n) = item.issue_number {
+        return Some(n);
+    }
     let id = item.item.issue_id.trim();
     let digits = id.strip_prefix('#').unwrap_or(id);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -79,11 +82,15 @@ pub fn commit_and_push(
     item: &QueueItem,
 ) -> Result<Pushed> {
     let token = forge_token(repository, cfg)?;
-    let shown = token.clone();
-    push_with(cfg, item, token).map_err(|e| redact(e, shown.as_deref()))
+    push_with(repository, cfg, item, token.as_deref()).map_err(|e| redact(e, token.as_deref()))
 }
 
-fn push_with(cfg: &RepositoryConfig, item: &QueueItem, token: Option<String>) -> Result<Pushed> {
+fn push_with(
+    repository: &str,
+    cfg: &RepositoryConfig,
+    item: &QueueItem,
+    token: Option<&str>,
+) -> Result<Pushed> {
     let repo = crate::service::open_clone(&cfg.clone)?;
     let pin = git2::Oid::from_str(&item.item.base_commit).map_err(Error::git("parsing the pin"))?;
     let base = repo
@@ -121,40 +128,157 @@ fn push_with(cfg: &RepositoryConfig, item: &QueueItem, token: Option<String>) ->
     )
     .map_err(Error::git(format!("updating {refname}")))?;
 
-    let mut remote = match repo.find_remote(&cfg.remote) {
-        Ok(r) => r,
-        Err(_) => repo
-            .remote_anonymous(&cfg.remote)
-            .map_err(Error::git(format!("using remote {}", cfg.remote)))?,
-    };
-    let rejected = std::cell::RefCell::new(None::<String>);
-    let mut callbacks = git2::RemoteCallbacks::new();
-    callbacks.credentials(move |_url, _user, _allowed| match &token {
-        Some(t) => git2::Cred::userpass_plaintext("x-access-token", t),
-        None => Err(git2::Error::from_str(
-            "no forge token configured for this remote",
-        )),
-    });
-    callbacks.push_update_reference(|name, status| {
-        if let Some(msg) = status {
-            *rejected.borrow_mut() = Some(format!("{name}: {msg}"));
-        }
-        Ok(())
-    });
-    let mut opts = git2::PushOptions::new();
-    opts.remote_callbacks(callbacks);
-    remote
-        .push(&[format!("{refname}:{refname}")], Some(&mut opts))
-        .map_err(Error::git(format!("pushing {branch} to {}", cfg.remote)))?;
-    drop(opts);
-    let rejected = rejected.borrow().clone();
-    if let Some(why) = rejected {
-        return Err(Error::Forge(format!("the remote rejected {branch}: {why}")));
-    }
+    push_branch(repository, cfg, &branch, token)?;
     Ok(Pushed {
         branch,
         commit: commit.to_string(),
     })
+}
+
+/// The variable the push's credential helper reads the token from. It is set on the `git push`
+/// child only, so the token is in no argv, and the helper below names the variable, not the value.
+const PUSH_TOKEN_VAR: &str = "AIRLOCK_BROKER_PUSH_TOKEN";
+
+/// A credential helper (git runs it with `sh`, the action appended) that answers `get` with the
+/// token from [`PUSH_TOKEN_VAR`] under GitHub's token user name and ignores `store`/`erase`.
+const TOKEN_CREDENTIAL_HELPER: &str = "!f() { test \"$1\" = get || exit 0; echo username=x-access-token; printf 'password=%s\\n' \"$AIRLOCK_BROKER_PUSH_TOKEN\"; }; f";
+
+/// `ssh_key` as `GIT_SSH_COMMAND`: only that key, and never a prompt.
+fn ssh_command(key: &std::path::Path) -> String {
+    let quoted = key.display().to_string().replace('\'', "'\\''");
+    format!("ssh -i '{quoted}' -o IdentitiesOnly=yes -o BatchMode=yes")
+}
+
+/// The `git push` of `branch` from the clone to the configured remote. With a token or an SSH
+/// key configured, the system and global git configuration are left out (no other credential
+/// helper, URL rewriting or push URL takes part) and only the broker's credential is offered;
+/// without either, git pushes with the operator's own configuration (helpers, agent, proxies).
+/// Never a prompt: a missing credential is an error, not a hang.
+fn push_command(
+    cfg: &RepositoryConfig,
+    branch: &str,
+    token: Option<&str>,
+) -> std::process::Command {
+    let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
+    let mut cmd = std::process::Command::new("git");
+    cmd.arg("-C").arg(&cfg.clone);
+    cmd.env("GIT_TERMINAL_PROMPT", "0")
+        .env("GCM_INTERACTIVE", "never")
+        .env_remove("GIT_ASKPASS")
+        .env_remove("SSH_ASKPASS")
+        .env_remove(PUSH_TOKEN_VAR);
+    if token.is_some() || cfg.ssh_key.is_some() {
+        cmd.env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null");
+    }
+    if let Some(token) = token {
+        // The first, empty value resets any helper of the clone's own configuration.
+        cmd.args(["-c", "credential.helper="])
+            .arg("-c")
+            .arg(format!("credential.helper={TOKEN_CREDENTIAL_HELPER}"))
+            .env(PUSH_TOKEN_VAR, token);
+    }
+    if let Some(key) = &cfg.ssh_key {
+        cmd.env("GIT_SSH_COMMAND", ssh_command(key));
+    }
+    cmd.args(["push", "--porcelain", "--", &cfg.remote, &refspec])
+        .stdin(std::process::Stdio::null());
+    cmd
+}
+
+/// Push `branch` with the git CLI (it brings HTTPS, SSH, proxies and the operator's credential
+/// helpers; the broker's git2 is built without network transports). What git prints has the
+/// token replaced by `***` before it goes into an error.
+fn push_branch(
+    repository: &str,
+    cfg: &RepositoryConfig,
+    branch: &str,
+    token: Option<&str>,
+) -> Result<()> {
+    let out = push_command(cfg, branch, token)
+        .output()
+        .map_err(|e| Error::PushFailed {
+            branch: branch.to_owned(),
+            remote: cfg.remote.clone(),
+            detail: format!("cannot run git: {e}"),
+        })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let scrub = |bytes: &[u8]| {
+        let text = String::from_utf8_lossy(bytes).into_owned();
+        match token.filter(|t| !t.is_empty()) {
+            Some(t) => text.replace(t, "***"),
+            None => text,
+        }
+    };
+    let (stdout, stderr) = (scrub(&out.stdout), scrub(&out.stderr));
+    // `--porcelain` reports each ref on stdout: `!<TAB>src:dst<TAB>[rejected] (why)`.
+    let refused: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with('!'))
+        .map(|l| l.rsplit('\t').next().unwrap_or(l).trim())
+        .collect();
+    let stderr_lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("To ") && !l.starts_with("hint:") && *l != "Done"
+        })
+        .collect();
+    let mut detail = refused.join("; ");
+    if !stderr_lines.is_empty() {
+        if !detail.is_empty() {
+            detail.push_str("; ");
+        }
+        let mut tail = stderr_lines.join(" | ");
+        if tail.len() > 1500 {
+            let cut = (0..=1500)
+                .rev()
+                .find(|i| tail.is_char_boundary(*i))
+                .unwrap_or(0);
+            tail.truncate(cut);
+            tail.push_str(" ...");
+        }
+        detail.push_str(&tail);
+    }
+    if detail.is_empty() {
+        detail = format!("git push exited with {}", out.status);
+    }
+    if credentials_refused(&stderr) {
+        let credential = match (&cfg.forge_token_env, &cfg.ssh_key) {
+            (Some(var), _) if token.is_some() => format!("the token in {var}"),
+            (_, Some(key)) => format!("the SSH key {}", key.display()),
+            _ => "none configured: set forge_token_env for HTTPS or ssh_key for SSH".to_owned(),
+        };
+        return Err(Error::PushCredentialsRejected {
+            repository: repository.to_owned(),
+            branch: branch.to_owned(),
+            remote: cfg.remote.clone(),
+            credential,
+            detail,
+        });
+    }
+    Err(Error::PushFailed {
+        branch: branch.to_owned(),
+        remote: cfg.remote.clone(),
+        detail,
+    })
+}
+
+/// Whether git's stderr says the remote refused (or asked in vain for) credentials.
+fn credentials_refused(stderr: &str) -> bool {
+    [
+        "Authentication failed",
+        "could not read Username",
+        "could not read Password",
+        "returned error: 401",
+        "returned error: 403",
+        "Permission denied (publickey",
+        "Host key verification failed",
+    ]
+    .iter()
+    .any(|needle| stderr.contains(needle))
 }
 
 /// Opens draft pull requests. Production: [`GitHubForge`].
@@ -398,6 +522,7 @@ mod tests {
             abandoned_by: None,
             abandon_reason: None,
             abandoned_at: None,
+            issue_number: None,
         }
     }
 
@@ -413,6 +538,9 @@ mod tests {
         assert!(pr_body(&item("123")).contains("\nCloses #123\n"));
         assert_eq!(github_issue_number(&item("ACME-12")), None);
         assert_eq!(github_issue_number(&item("#")), None);
+        let mut registered = item("ACME-12");
+        registered.issue_number = Some(512);
+        assert!(pr_body(&registered).contains("\nCloses #512\n"));
     }
 
     #[test]
@@ -427,6 +555,57 @@ mod tests {
             text.contains("auth *** refused") && !text.contains("tok-123"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_push_command_carries_the_token_in_its_environment_only() {
+        let cfg: RepositoryConfig = toml::from_str(
+            "clone = \"/c\"\nremote = \"https://github.com/acme/calc.git\"\nforge_token_env = \"T\"\nssh_key = \"/keys/it's\"\n",
+        )
+        .unwrap();
+        let cmd = push_command(&cfg, "airlock/X-1", Some("tok-secret"));
+        let argv: Vec<String> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(argv.iter().all(|a| !a.contains("tok-secret")), "{argv:?}");
+        assert!(argv.ends_with(&[
+            "push".to_owned(),
+            "--porcelain".to_owned(),
+            "--".to_owned(),
+            "https://github.com/acme/calc.git".to_owned(),
+            "refs/heads/airlock/X-1:refs/heads/airlock/X-1".to_owned()
+        ]));
+        let env: std::collections::BTreeMap<String, Option<String>> = cmd
+            .get_envs()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.map(|v| v.to_string_lossy().into_owned()),
+                )
+            })
+            .collect();
+        assert_eq!(env[PUSH_TOKEN_VAR].as_deref(), Some("tok-secret"));
+        assert_eq!(env["GIT_TERMINAL_PROMPT"].as_deref(), Some("0"));
+        assert_eq!(env["GIT_CONFIG_GLOBAL"].as_deref(), Some("/dev/null"));
+        assert_eq!(
+            env["GIT_SSH_COMMAND"].as_deref(),
+            Some("ssh -i '/keys/it'\\''s' -o IdentitiesOnly=yes -o BatchMode=yes")
+        );
+        // Without a credential of its own, git uses the operator's configuration.
+        let plain: RepositoryConfig =
+            toml::from_str("clone = \"/c\"\nremote = \"origin\"\n").unwrap();
+        let cmd = push_command(&plain, "b", None);
+        assert!(
+            cmd.get_envs()
+                .all(|(k, _)| k != "GIT_CONFIG_GLOBAL" && k != "GIT_SSH_COMMAND")
+        );
+        assert!(credentials_refused(
+            "fatal: Authentication failed for 'http://127.0.0.1/r.git/'"
+        ));
+        assert!(!credentials_refused(
+            " ! [remote rejected] b -> b (pre-receive hook declined)"
+        ));
     }
 
     #[test]

@@ -167,6 +167,8 @@ pub struct QueueItem {
     pub abandon_reason: Option<String>,
     /// Unix seconds of the abandonment.
     pub abandoned_at: Option<i64>,
+    /// The GitHub issue number of the run's registration, when it sent one.
+    pub issue_number: Option<u64>,
 }
 
 /// The result of an intake, recorded atomically by [`Store::finish_intake`].

@@ -16,7 +16,8 @@ CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
     registration TEXT NOT NULL,
     state TEXT NOT NULL,
-    registered_at INTEGER NOT NULL
+    registered_at INTEGER NOT NULL,
+    issue_number INTEGER
 );
 CREATE TABLE IF NOT EXISTS submissions (
     run_id TEXT NOT NULL,
@@ -61,24 +62,26 @@ CREATE TABLE IF NOT EXISTS judge_scores (
 );
 ";
 
-/// Columns added to `queue` after the first release, with their types: a database created
-/// before them gets them on open (`ALTER TABLE ... ADD COLUMN`, NULL in existing rows).
-const ADDED_QUEUE_COLUMNS: &[(&str, &str)] = &[
-    ("publish_error", "TEXT"),
-    ("abandoned_by", "TEXT"),
-    ("abandon_reason", "TEXT"),
-    ("abandoned_at", "INTEGER"),
+/// Columns added after the first release, as (table, column, type): a database created before
+/// them gets them on open (`ALTER TABLE ... ADD COLUMN`, NULL in existing rows).
+const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
+    ("queue", "publish_error", "TEXT"),
+    ("queue", "abandoned_by", "TEXT"),
+    ("queue", "abandon_reason", "TEXT"),
+    ("queue", "abandoned_at", "INTEGER"),
+    ("runs", "issue_number", "INTEGER"),
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    let existing: Vec<String> = {
-        let mut stmt = conn.prepare("SELECT name FROM pragma_table_info('queue')")?;
-        stmt.query_map([], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?
-    };
-    for (name, kind) in ADDED_QUEUE_COLUMNS {
+    for (table, name, kind) in ADDED_COLUMNS {
+        let existing: Vec<String> = {
+            let mut stmt =
+                conn.prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))?;
+            stmt.query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?
+        };
         if !existing.iter().any(|c| c == name) {
-            conn.execute_batch(&format!("ALTER TABLE queue ADD COLUMN {name} {kind}"))?;
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {name} {kind}"))?;
         }
     }
     Ok(())
@@ -171,7 +174,7 @@ fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<String> {
     })
 }
 
-const QUEUE_COLUMNS: &str = "id, run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, reason, branch, commit_oid, pr_url, publish_error, abandoned_by, abandon_reason, abandoned_at";
+const QUEUE_COLUMNS: &str = "id, run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, reason, branch, commit_oid, pr_url, publish_error, abandoned_by, abandon_reason, abandoned_at, (SELECT issue_number FROM runs WHERE runs.run_id = queue.run_id)";
 
 struct RawQueueRow {
     id: i64,
@@ -198,6 +201,7 @@ struct RawQueueRow {
     abandoned_by: Option<String>,
     abandon_reason: Option<String>,
     abandoned_at: Option<i64>,
+    issue_number: Option<i64>,
 }
 
 fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawQueueRow> {
@@ -226,6 +230,7 @@ fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawQueueRow> {
         abandoned_by: r.get(21)?,
         abandon_reason: r.get(22)?,
         abandoned_at: r.get(23)?,
+        issue_number: r.get(24)?,
     })
 }
 
@@ -262,6 +267,7 @@ impl RawQueueRow {
             abandoned_by: self.abandoned_by,
             abandon_reason: self.abandon_reason,
             abandoned_at: self.abandoned_at,
+            issue_number: self.issue_number.and_then(|n| u64::try_from(n).ok()),
         })
     }
 }
@@ -326,8 +332,14 @@ impl Store for SqliteStore {
             }
             None => {
                 tx.execute(
-                    "INSERT INTO runs (run_id, registration, state, registered_at) VALUES (?1, ?2, ?3, ?4)",
-                    params![run.run_id, to_json("run registration", run)?, RunState::Active.as_str(), now],
+                    "INSERT INTO runs (run_id, registration, state, registered_at, issue_number) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![
+                        run.run_id,
+                        to_json("run registration", run)?,
+                        RunState::Active.as_str(),
+                        now,
+                        run.issue_number.and_then(|n| i64::try_from(n).ok())
+                    ],
                 )
                 .map_err(Error::store("registering a run"))?;
             }
@@ -692,6 +704,7 @@ mod tests {
             repository: "acme/calc".to_owned(),
             base_commit: "a".repeat(40),
             issue_id: "ISSUE-1".to_owned(),
+            issue_number: None,
             worktree: "/runs/x".to_owned(),
             test_command: vec!["python3".to_owned()],
             test_runner: TestRunner::Unittest,
@@ -875,10 +888,16 @@ mod tests {
         {
             // The queue table as the first release created it, with one published row.
             let conn = Connection::open(&path).unwrap();
-            let old = SCHEMA.replace(
-                "pr_url TEXT,\n    publish_error TEXT,\n    abandoned_by TEXT,\n    abandon_reason TEXT,\n    abandoned_at INTEGER\n",
-                "pr_url TEXT\n",
-            );
+            let old = SCHEMA
+                .replace(
+                    "pr_url TEXT,\n    publish_error TEXT,\n    abandoned_by TEXT,\n    abandon_reason TEXT,\n    abandoned_at INTEGER\n",
+                    "pr_url TEXT\n",
+                )
+                .replace(
+                    "registered_at INTEGER NOT NULL,\n    issue_number INTEGER\n",
+                    "registered_at INTEGER NOT NULL\n",
+                );
+            assert!(!old.contains("issue_number"));
             assert_ne!(old, SCHEMA);
             conn.execute_batch(&old).unwrap();
             conn.execute(
@@ -889,9 +908,19 @@ mod tests {
             .unwrap();
         }
         let mut s = SqliteStore::open(&path).unwrap();
-        let item = s.queue_item(1).unwrap().unwrap();
-        assert_eq!(item.status, QueueStatus::Published);
-        assert_eq!(item.publish_error, None);
+        let old_item = s.queue_item(1).unwrap().unwrap();
+        assert_eq!(old_item.status, QueueStatus::Published);
+        assert_eq!(old_item.publish_error, None);
+        assert_eq!(old_item.issue_number, None);
+        // A run registered after the migration keeps its GitHub issue number.
+        let mut numbered = reg("r2");
+        numbered.issue_number = Some(77);
+        s.register_run(&numbered, 6).unwrap();
+        s.begin_intake("r2", "q2", "{}", 6).unwrap();
+        s.finish_intake("r2", "q2", IntakeOutcome::Queue(Box::new(item())), 7)
+            .unwrap();
+        let queued = s.queue_item_for_run("r2").unwrap().unwrap();
+        assert_eq!(queued.issue_number, Some(77));
         drop(s);
         // Opening again is a no-op.
         SqliteStore::open(&path).unwrap();

@@ -250,6 +250,7 @@ impl Fixture {
             repository: "acme/calc".to_owned(),
             base_commit: self.pin.clone(),
             issue_id: "CALC-42".to_owned(),
+            issue_number: None,
             worktree: worktree.display().to_string(),
             test_command: vec![
                 "python3".into(),
