@@ -150,9 +150,10 @@ fn ssh_command(key: &std::path::Path) -> String {
 }
 
 /// The `git push` of `branch` from the clone to the configured remote. With a token or an SSH
-/// key configured, the system and global git configuration are left out (no other credential
-/// helper, URL rewriting or push URL takes part) and only the broker's credential is offered;
-/// without either, git pushes with the operator's own configuration (helpers, agent, proxies).
+/// key configured, the host's and the user's git configuration are left out (no helper, URL
+/// rewriting or proxy of theirs takes part; the clone's own configuration, which the operator
+/// keeps for the broker, still applies, but not its credential helpers) and only the broker's
+/// credential is offered; without either, git pushes with the operator's whole configuration.
 /// Never a prompt: a missing credential is an error, not a hang.
 fn push_command(
     cfg: &RepositoryConfig,
@@ -164,6 +165,10 @@ fn push_command(
     cmd.arg("-C").arg(&cfg.clone);
     cmd.env("GIT_TERMINAL_PROMPT", "0")
         .env("GCM_INTERACTIVE", "never")
+        // A stalled HTTPS transfer (under 1 byte/s for a minute) fails instead of hanging the
+        // publishing process, which for `serve` resuming would keep it from listening.
+        .env("GIT_HTTP_LOW_SPEED_LIMIT", "1")
+        .env("GIT_HTTP_LOW_SPEED_TIME", "60")
         .env_remove("GIT_ASKPASS")
         .env_remove("SSH_ASKPASS")
         .env_remove(PUSH_TOKEN_VAR);
