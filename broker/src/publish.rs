@@ -169,6 +169,9 @@ fn push_command(
         // publishing process, which for `serve` resuming would keep it from listening.
         .env("GIT_HTTP_LOW_SPEED_LIMIT", "1")
         .env("GIT_HTTP_LOW_SPEED_TIME", "60")
+        // The clone named by -C, whatever repository the broker was started from.
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
         .env_remove("GIT_ASKPASS")
         .env_remove("SSH_ASKPASS")
         .env_remove(PUSH_TOKEN_VAR);
