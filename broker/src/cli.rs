@@ -1,5 +1,5 @@
 //! The `airlock-broker` command line: `serve` for supervisors, and the approver's `queue`,
-//! `show`, `approve`, `deny` and `expire`.
+//! `show`, `approve`, `deny`, `publish`, `abandon` and `expire`.
 //!
 //! Exit codes: 0 done; 1 the action was refused (unknown item, wrong state, bad reason);
 //! 2 configuration or operational failure.
@@ -72,6 +72,21 @@ enum Command {
         #[arg(long)]
         reason: String,
     },
+    /// Retry the publication (commit, push, draft pull request) of an approved item whose
+    /// publication failed (`publish_failed`).
+    Publish {
+        /// Queue item id.
+        id: i64,
+    },
+    /// End an item whose publication failed: final, recorded with who and why; the run is
+    /// told APPROVAL_DENIED with the reason.
+    Abandon {
+        /// Queue item id.
+        id: i64,
+        /// One line saying why (required).
+        #[arg(long)]
+        reason: String,
+    },
     /// Expire queued pull requests older than the configured queue age.
     Expire,
 }
@@ -125,7 +140,10 @@ pub fn run() -> ExitCode {
             eprintln!("airlock-broker: error: {err}");
             let refused = matches!(
                 err,
-                Error::UnknownQueueItem(_) | Error::WrongState { .. } | Error::BadReason
+                Error::UnknownQueueItem(_)
+                    | Error::WrongState { .. }
+                    | Error::BadReason
+                    | Error::MissingForgeToken { .. }
             );
             ExitCode::from(if refused { EXIT_REFUSED } else { EXIT_ERROR })
         }
@@ -140,7 +158,12 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
     };
     match command {
         Command::Serve => {
-            let resumed = broker.resume_publications()?;
+            // Neither a broken repository nor a failing publication keeps `serve` down: each is
+            // reported here and fails only what depends on it.
+            for (repository, problem) in broker.check_repositories() {
+                eprintln!("airlock-broker: repository {repository:?}: {problem}");
+            }
+            let resumed = broker.resume_publications();
             if !resumed.is_empty() {
                 eprintln!("airlock-broker: resumed publication of queue items {resumed:?}");
             }
@@ -178,16 +201,19 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
         }
         Command::Approve { id } => {
             let item = broker.approve(id, &reviewer())?;
+            write_published(&mut out, "approved", &item).map_err(w)
+        }
+        Command::Publish { id } => {
+            let item = broker.publish(id)?;
+            write_published(&mut out, "published", &item).map_err(w)
+        }
+        Command::Abandon { id, reason } => {
+            let item = broker.abandon(id, &reviewer(), &reason)?;
             writeln!(
                 out,
-                "approved {}: pushed {} at {}{}",
+                "abandoned {}: {}",
                 item.id,
-                item.branch.as_deref().unwrap_or("?"),
-                item.commit.as_deref().unwrap_or("?"),
-                item.pr_url
-                    .as_deref()
-                    .map(|u| format!("; draft pull request {u}"))
-                    .unwrap_or_default()
+                item.abandon_reason.unwrap_or_default()
             )
             .map_err(w)
         }
@@ -209,6 +235,20 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
             Ok(())
         }
     }
+}
+
+fn write_published(out: &mut impl Write, verb: &str, item: &QueueItem) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{verb} {}: pushed {} at {}{}",
+        item.id,
+        item.branch.as_deref().unwrap_or("?"),
+        item.commit.as_deref().unwrap_or("?"),
+        item.pr_url
+            .as_deref()
+            .map(|u| format!("; draft pull request {u}"))
+            .unwrap_or_default()
+    )
 }
 
 fn age(secs: i64) -> String {

@@ -43,8 +43,8 @@ pub struct RepositoryConfig {
     pub clone: PathBuf,
     /// Remote to push approved branches to: a remote name of the clone or a URL/path.
     pub remote: String,
-    /// Name of the environment variable holding the forge token; no draft pull request
-    /// is opened when unset or when the variable is empty.
+    /// Name of the environment variable holding the forge token: the HTTPS push credential and
+    /// the pull-request API's bearer token. Unset: push only, no draft pull request.
     #[serde(default)]
     pub forge_token_env: Option<String>,
     /// Base URL of the GitHub REST API (tests point it at a local server).
@@ -53,6 +53,10 @@ pub struct RepositoryConfig {
     /// `owner/name` on the forge; defaults to the repository's name in this file.
     #[serde(default)]
     pub forge_repo: Option<String>,
+    /// Private key the push uses over SSH (`ssh -i KEY -o IdentitiesOnly=yes -o BatchMode=yes`);
+    /// when unset, ssh's own configuration and agent decide.
+    #[serde(default)]
+    pub ssh_key: Option<PathBuf>,
     /// Branch the draft pull request targets.
     #[serde(default = "default_base_branch")]
     pub base_branch: String,
@@ -162,6 +166,7 @@ impl BrokerConfig {
                 ));
             }
             repo.clone = abs(repo.clone);
+            repo.ssh_key = repo.ssh_key.map(abs);
             repo.allow_ro = repo.allow_ro.into_iter().map(abs).collect();
             repositories.insert(name, repo);
         }
@@ -299,5 +304,82 @@ forge_token_env = "AIRLOCK_FORGE_TOKEN"
         assert_eq!(parse_duration("42").unwrap(), Duration::from_secs(42));
         assert!(parse_duration("3w").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    const TEMPLATE: &str = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/broker.toml.template"
+    ));
+
+    #[test]
+    fn the_example_template_loads_as_it_is_and_with_every_key_uncommented() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("broker.toml");
+        std::fs::write(&path, TEMPLATE.replace("{{WORKDIR}}", "/w")).unwrap();
+        let plain = BrokerConfig::load(&path).unwrap();
+        assert_eq!(plain.repositories.len(), 3);
+        let full: String = TEMPLATE
+            .replace("{{WORKDIR}}", "/w")
+            .lines()
+            .map(|l| l.strip_prefix("#= ").unwrap_or(l))
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(&path, full).unwrap();
+        let c = BrokerConfig::load(&path).unwrap();
+        assert!(c.work_dir.is_some() && c.policy.is_some());
+        assert!(!c.witness_ro.is_empty() && !c.witness_env.is_empty());
+        let r = &c.repositories["acme/widgets"];
+        assert_eq!(r.forge_token_env.as_deref(), Some("AIRLOCK_FORGE_TOKEN"));
+        assert!(r.forge_repo.is_some() && !r.allow_ro.is_empty());
+        // Every key the broker reads is set in the template (as it is or uncommented): the
+        // names come from the deserializers themselves, so a new key cannot go undocumented.
+        let set = |key: &str| {
+            TEMPLATE
+                .lines()
+                .map(|l| l.strip_prefix("#= ").unwrap_or(l))
+                .any(|l| l.starts_with(&format!("{key} = ")) || l.starts_with(&format!("[{key}.")))
+        };
+        let mut keys = field_names::<RawConfig>();
+        keys.extend(field_names::<RepositoryConfig>());
+        assert!(keys.len() > 15, "{keys:?}");
+        for key in keys {
+            assert!(
+                set(key),
+                "broker.toml key {key:?} is missing from the template"
+            );
+        }
+    }
+
+    /// The field names `T`'s derived deserializer asks for.
+    fn field_names<T: for<'de> Deserialize<'de>>() -> Vec<&'static str> {
+        let mut names = Vec::new();
+        let _ = T::deserialize(FieldNames(&mut names));
+        names
+    }
+
+    struct FieldNames<'a>(&'a mut Vec<&'static str>);
+
+    impl<'de> serde::Deserializer<'de> for FieldNames<'_> {
+        type Error = serde::de::value::Error;
+        fn deserialize_any<V: serde::de::Visitor<'de>>(
+            self,
+            _visitor: V,
+        ) -> std::result::Result<V::Value, Self::Error> {
+            Err(serde::de::Error::custom("only a struct's field names"))
+        }
+        fn deserialize_struct<V: serde::de::Visitor<'de>>(
+            self,
+            _name: &'static str,
+            fields: &'static [&'static str],
+            _visitor: V,
+        ) -> std::result::Result<V::Value, Self::Error> {
+            self.0.extend_from_slice(fields);
+            Err(serde::de::Error::custom("field names taken"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+            byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+            identifier ignored_any
+        }
     }
 }

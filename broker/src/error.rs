@@ -83,6 +83,52 @@ pub enum Error {
     /// The witness run could not be carried out at all (not the same as a red witness).
     #[error("witness could not run: {0}")]
     Witness(String),
+    /// `forge_token_env` names a variable that is unset or empty where publication happens.
+    #[error(
+        "the forge token variable {var} (forge_token_env of repository {repository:?}) is unset or empty in this process: set it and try again (nothing was pushed)"
+    )]
+    MissingForgeToken {
+        /// The repository.
+        repository: String,
+        /// The variable's name (never its value).
+        var: String,
+    },
+    /// The remote refused the push's credentials (HTTPS token or SSH key).
+    #[error(
+        "the remote {remote} refused the credentials of repository {repository:?} ({credential}) when pushing {branch}: check that it is valid and may push there; git said: {detail}"
+    )]
+    PushCredentialsRejected {
+        /// The repository.
+        repository: String,
+        /// The branch.
+        branch: String,
+        /// The remote as configured.
+        remote: String,
+        /// Which credential: the token variable's name or the key's path (never a secret).
+        credential: String,
+        /// What git reported (with any token replaced by `***`).
+        detail: String,
+    },
+    /// `git push` failed or the remote rejected the branch.
+    #[error("pushing {branch} to {remote} failed: {detail}")]
+    PushFailed {
+        /// The branch.
+        branch: String,
+        /// The remote as configured.
+        remote: String,
+        /// What git reported (with any token replaced by `***`).
+        detail: String,
+    },
+    /// A publication failed; the item is left `publish_failed` with `message`.
+    #[error(
+        "publication of queue item {id} failed; it is now publish_failed (`airlock-broker publish {id}` retries, `airlock-broker abandon {id} --reason ...` ends it): {message}"
+    )]
+    PublishFailed {
+        /// The queue item.
+        id: i64,
+        /// The error, as stored with the item.
+        message: String,
+    },
     /// The forge refused or failed the pull-request request.
     #[error("forge: {0}")]
     Forge(String),

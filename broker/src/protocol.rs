@@ -22,6 +22,11 @@ pub struct RunRegistration {
     /// default only reads registrations stored before the field existed).
     #[serde(default)]
     pub issue_id: String,
+    /// The GitHub issue number the issue id stands for (`ACME-123` taken from GitHub issue
+    /// 123), when intake knows one: the draft pull request then says `Closes #N`. Optional, so
+    /// supervisors that do not send it still register.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue_number: Option<u64>,
     /// The run's worktree; must lie under the configured runs root.
     pub worktree: String,
     /// The operator's full-suite test command (argv), run with the tree as working directory.

@@ -1,8 +1,12 @@
 //! Publication of an approved pull request: the diff committed on the pinned base in the
-//! broker's own clone, branch `airlock/<issue-id>` pushed to the configured remote with git2,
-//! and, when a forge token is configured, a draft pull request through the GitHub REST API.
+//! broker's own clone with git2, branch `airlock/<issue-id>-<queue id>` pushed to the configured
+//! remote with the git CLI (HTTPS with the forge token through a credential helper, SSH with the
+//! configured key, or a local path), and, when a forge token is configured, a draft pull
+//! request through the GitHub REST API.
 //! Every step is idempotent so a publication cut short by a crash can simply run again. The
-//! token is read from the broker's environment here and goes nowhere but the forge.
+//! token is read from the environment of the process that publishes (`approve`, `publish`, or
+//! `serve` resuming), here and nowhere else, and goes nowhere but the forge: every error text
+//! that leaves this module has it replaced by `***`.
 
 use std::time::Duration;
 
@@ -13,28 +17,80 @@ use crate::store::QueueItem;
 /// What was pushed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pushed {
-    /// `airlock/<issue-id>`.
+    /// `airlock/<issue-id>-<queue id>`.
     pub branch: String,
     /// The commit id.
     pub commit: String,
 }
 
-/// The branch an approved pull request is pushed to.
-pub fn branch_name(issue_id: &str) -> String {
-    format!("airlock/{issue_id}")
+/// The branch an approved pull request is pushed to: one per queue item, so two runs on one
+/// issue never push to the same branch.
+pub fn branch_name(issue_id: &str, queue_id: i64) -> String {
+    format!("airlock/{issue_id}-{queue_id}")
 }
 
-fn forge_token(cfg: &RepositoryConfig) -> Option<String> {
-    cfg.forge_token_env
-        .as_ref()
-        .and_then(|name| std::env::var(name).ok())
-        .filter(|t| !t.trim().is_empty())
+/// The forge token of `repository`, read from this process's environment: `None` when no
+/// `forge_token_env` is configured; an error naming the variable (never a value) when it is
+/// configured but unset or empty.
+pub fn forge_token(repository: &str, cfg: &RepositoryConfig) -> Result<Option<String>> {
+    let Some(name) = cfg.forge_token_env.as_ref() else {
+        return Ok(None);
+    };
+    match std::env::var(name) {
+        Ok(t) if !t.trim().is_empty() => Ok(Some(t.trim().to_owned())),
+        _ => Err(Error::MissingForgeToken {
+            repository: repository.to_owned(),
+            var: name.clone(),
+        }),
+    }
+}
+
+/// `err` with every occurrence of the token replaced by `***`.
+fn redact(err: Error, token: Option<&str>) -> Error {
+    let Some(token) = token.filter(|t| !t.is_empty()) else {
+        return err;
+    };
+    let text = err.to_string();
+    if text.contains(token) {
+        Error::Forge(text.replace(token, "***"))
+    } else {
+        err
+    }
+}
+
+/// The GitHub issue number `Closes #N` names: the one the run registered with
+/// (`issue_number`, kept beside an id such as `ACME-123`), else the issue id itself when it is
+/// a number (`123` or `#123`), else none.
+pub fn github_issue_number(item: &QueueItem) -> Option<u64> {
+    if let Some(n) = item.issue_number {
+        return Some(n);
+    }
+    let id = item.item.issue_id.trim();
+    let digits = id.strip_prefix('#').unwrap_or(id);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 /// Commit the queued diff on the pinned base in the broker's clone and push the branch.
 /// The commit is deterministic (author time = queue time), so a repeated call pushes the
 /// same commit again, which the remote accepts as a no-op.
-pub fn commit_and_push(cfg: &RepositoryConfig, item: &QueueItem) -> Result<Pushed> {
+pub fn commit_and_push(
+    repository: &str,
+    cfg: &RepositoryConfig,
+    item: &QueueItem,
+) -> Result<Pushed> {
+    let token = forge_token(repository, cfg)?;
+    push_with(repository, cfg, item, token.as_deref()).map_err(|e| redact(e, token.as_deref()))
+}
+
+fn push_with(
+    repository: &str,
+    cfg: &RepositoryConfig,
+    item: &QueueItem,
+    token: Option<&str>,
+) -> Result<Pushed> {
     let repo = crate::service::open_clone(&cfg.clone)?;
     let pin = git2::Oid::from_str(&item.item.base_commit).map_err(Error::git("parsing the pin"))?;
     let base = repo
@@ -62,7 +118,7 @@ pub fn commit_and_push(cfg: &RepositoryConfig, item: &QueueItem) -> Result<Pushe
     let commit = repo
         .commit(None, &sig, &sig, &message, &tree, &[&base])
         .map_err(Error::git("committing the approved diff"))?;
-    let branch = branch_name(&item.item.issue_id);
+    let branch = branch_name(&item.item.issue_id, item.id);
     let refname = format!("refs/heads/{branch}");
     repo.reference(
         &refname,
@@ -72,41 +128,165 @@ pub fn commit_and_push(cfg: &RepositoryConfig, item: &QueueItem) -> Result<Pushe
     )
     .map_err(Error::git(format!("updating {refname}")))?;
 
-    let mut remote = match repo.find_remote(&cfg.remote) {
-        Ok(r) => r,
-        Err(_) => repo
-            .remote_anonymous(&cfg.remote)
-            .map_err(Error::git(format!("using remote {}", cfg.remote)))?,
-    };
-    let rejected = std::cell::RefCell::new(None::<String>);
-    let token = forge_token(cfg);
-    let mut callbacks = git2::RemoteCallbacks::new();
-    callbacks.credentials(move |_url, _user, _allowed| match &token {
-        Some(t) => git2::Cred::userpass_plaintext("x-access-token", t),
-        None => Err(git2::Error::from_str(
-            "no forge token configured for this remote",
-        )),
-    });
-    callbacks.push_update_reference(|name, status| {
-        if let Some(msg) = status {
-            *rejected.borrow_mut() = Some(format!("{name}: {msg}"));
-        }
-        Ok(())
-    });
-    let mut opts = git2::PushOptions::new();
-    opts.remote_callbacks(callbacks);
-    remote
-        .push(&[format!("{refname}:{refname}")], Some(&mut opts))
-        .map_err(Error::git(format!("pushing {branch} to {}", cfg.remote)))?;
-    drop(opts);
-    let rejected = rejected.borrow().clone();
-    if let Some(why) = rejected {
-        return Err(Error::Forge(format!("the remote rejected {branch}: {why}")));
-    }
+    push_branch(repository, cfg, &branch, token)?;
     Ok(Pushed {
         branch,
         commit: commit.to_string(),
     })
+}
+
+/// The variable the push's credential helper reads the token from. It is set on the `git push`
+/// child only, so the token is in no argv, and the helper below names the variable, not the value.
+const PUSH_TOKEN_VAR: &str = "AIRLOCK_BROKER_PUSH_TOKEN";
+
+/// A credential helper (git runs it with `sh`, the action appended) that answers `get` with the
+/// token from [`PUSH_TOKEN_VAR`] under GitHub's token user name and ignores `store`/`erase`.
+const TOKEN_CREDENTIAL_HELPER: &str = "!f() { test \"$1\" = get || exit 0; echo username=x-access-token; printf 'password=%s\\n' \"$AIRLOCK_BROKER_PUSH_TOKEN\"; }; f";
+
+/// `ssh_key` as `GIT_SSH_COMMAND`: only that key, and never a prompt.
+fn ssh_command(key: &std::path::Path) -> String {
+    let quoted = key.display().to_string().replace('\'', "'\\''");
+    format!("ssh -i '{quoted}' -o IdentitiesOnly=yes -o BatchMode=yes")
+}
+
+/// The `git push` of `branch` from the clone to the configured remote. With a token or an SSH
+/// key configured, the host's and the user's git configuration are left out (no helper, URL
+/// rewriting or proxy of theirs takes part; the clone's own configuration, which the operator
+/// keeps for the broker, still applies, but not its credential helpers) and only the broker's
+/// credential is offered; without either, git pushes with the operator's whole configuration.
+/// Never a prompt: a missing credential is an error, not a hang.
+fn push_command(
+    cfg: &RepositoryConfig,
+    branch: &str,
+    token: Option<&str>,
+) -> std::process::Command {
+    let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
+    let mut cmd = std::process::Command::new("git");
+    cmd.arg("-C").arg(&cfg.clone);
+    cmd.env("GIT_TERMINAL_PROMPT", "0")
+        .env("GCM_INTERACTIVE", "never")
+        // A stalled HTTPS transfer (under 1 byte/s for a minute) fails instead of hanging the
+        // publishing process, which for `serve` resuming would keep it from listening.
+        .env("GIT_HTTP_LOW_SPEED_LIMIT", "1")
+        .env("GIT_HTTP_LOW_SPEED_TIME", "60")
+        // The clone named by -C, whatever repository the broker was started from.
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_ASKPASS")
+        .env_remove("SSH_ASKPASS")
+        .env_remove(PUSH_TOKEN_VAR);
+    if token.is_some() || cfg.ssh_key.is_some() {
+        cmd.env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null");
+    }
+    if let Some(token) = token {
+        // The first, empty value resets any helper of the clone's own configuration.
+        cmd.args(["-c", "credential.helper="])
+            .arg("-c")
+            .arg(format!("credential.helper={TOKEN_CREDENTIAL_HELPER}"))
+            .env(PUSH_TOKEN_VAR, token);
+    }
+    if let Some(key) = &cfg.ssh_key {
+        cmd.env("GIT_SSH_COMMAND", ssh_command(key));
+    }
+    cmd.args(["push", "--porcelain", "--", &cfg.remote, &refspec])
+        .stdin(std::process::Stdio::null());
+    cmd
+}
+
+/// Push `branch` with the git CLI (it brings HTTPS, SSH, proxies and the operator's credential
+/// helpers; the broker's git2 is built without network transports). What git prints has the
+/// token replaced by `***` before it goes into an error.
+fn push_branch(
+    repository: &str,
+    cfg: &RepositoryConfig,
+    branch: &str,
+    token: Option<&str>,
+) -> Result<()> {
+    let out = push_command(cfg, branch, token)
+        .output()
+        .map_err(|e| Error::PushFailed {
+            branch: branch.to_owned(),
+            remote: cfg.remote.clone(),
+            detail: format!("cannot run git: {e}"),
+        })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let scrub = |bytes: &[u8]| {
+        let text = String::from_utf8_lossy(bytes).into_owned();
+        match token.filter(|t| !t.is_empty()) {
+            Some(t) => text.replace(t, "***"),
+            None => text,
+        }
+    };
+    let (stdout, stderr) = (scrub(&out.stdout), scrub(&out.stderr));
+    // `--porcelain` reports each ref on stdout: `!<TAB>src:dst<TAB>[rejected] (why)`.
+    let refused: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with('!'))
+        .map(|l| l.rsplit('\t').next().unwrap_or(l).trim())
+        .collect();
+    let stderr_lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("To ") && !l.starts_with("hint:") && *l != "Done"
+        })
+        .collect();
+    let mut detail = refused.join("; ");
+    if !stderr_lines.is_empty() {
+        if !detail.is_empty() {
+            detail.push_str("; ");
+        }
+        let mut tail = stderr_lines.join(" | ");
+        if tail.len() > 1500 {
+            let cut = (0..=1500)
+                .rev()
+                .find(|i| tail.is_char_boundary(*i))
+                .unwrap_or(0);
+            tail.truncate(cut);
+            tail.push_str(" ...");
+        }
+        detail.push_str(&tail);
+    }
+    if detail.is_empty() {
+        detail = format!("git push exited with {}", out.status);
+    }
+    if credentials_refused(&stderr) {
+        let credential = match (&cfg.forge_token_env, &cfg.ssh_key) {
+            (Some(var), _) if token.is_some() => format!("the token in {var}"),
+            (_, Some(key)) => format!("the SSH key {}", key.display()),
+            _ => "none configured: set forge_token_env for HTTPS or ssh_key for SSH".to_owned(),
+        };
+        return Err(Error::PushCredentialsRejected {
+            repository: repository.to_owned(),
+            branch: branch.to_owned(),
+            remote: cfg.remote.clone(),
+            credential,
+            detail,
+        });
+    }
+    Err(Error::PushFailed {
+        branch: branch.to_owned(),
+        remote: cfg.remote.clone(),
+        detail,
+    })
+}
+
+/// Whether git's stderr says the remote refused (or asked in vain for) credentials.
+fn credentials_refused(stderr: &str) -> bool {
+    [
+        "Authentication failed",
+        "could not read Username",
+        "could not read Password",
+        "returned error: 401",
+        "returned error: 403",
+        "Permission denied (publickey",
+        "Host key verification failed",
+    ]
+    .iter()
+    .any(|needle| stderr.contains(needle))
 }
 
 /// Opens draft pull requests. Production: [`GitHubForge`].
@@ -139,11 +319,82 @@ impl Default for GitHubForge {
     }
 }
 
-fn pr_body(item: &QueueItem) -> String {
-    serde_json::from_str::<serde_json::Value>(&item.item.args)
-        .ok()
-        .and_then(|v| v.get("body").and_then(|b| b.as_str()).map(str::to_owned))
-        .unwrap_or_default()
+/// The draft pull request's body: the body as the agent wrote it, then the broker's evidence
+/// (the fail-to-pass test, each witness step's result, the base inventory's counts, the
+/// detectors' flags), `Closes #N` when the issue maps to a GitHub number, and the audit run id.
+pub fn pr_body(item: &QueueItem) -> String {
+    let args = serde_json::from_str::<serde_json::Value>(&item.item.args).ok();
+    let field = |path: &[&str]| {
+        let mut v = args.as_ref()?;
+        for key in path {
+            v = v.get(key)?;
+        }
+        v.as_str().map(str::to_owned)
+    };
+    let mut out = field(&["body"]).unwrap_or_default();
+    let trimmed = out.trim_end().len();
+    out.truncate(trimmed);
+    out.push_str("\n\n---\n\n## Evidence (checked by the airlock broker)\n\n");
+    if let Some(test) = field(&["test_evidence", "before_failing_test"]) {
+        out.push_str(&format!(
+            "- Fail-to-pass test: `{test}` (fails on the pinned base, passes with the diff)\n"
+        ));
+    }
+    for step in &item.item.evidence {
+        let result = match &step.grade {
+            airlock_policies::testrun::Grade::Ok => "ok".to_owned(),
+            airlock_policies::testrun::Grade::NotOk(why) => format!("not ok: {why}"),
+            airlock_policies::testrun::Grade::Invalid(why) => format!("invalid: {why}"),
+        };
+        out.push_str(&format!(
+            "- Witness `{}` (expected {}): {result}; {} tests reported\n",
+            step.step,
+            step.expect,
+            step.parsed.tests.len()
+        ));
+        if let Some(inv) = &step.inventory {
+            let passed = inv
+                .tests
+                .values()
+                .filter(|s| matches!(s, airlock_policies::testrun::TestStatus::Passed))
+                .count();
+            out.push_str(&format!(
+                "- Base inventory: {} tests, {passed} passing{}\n",
+                inv.tests.len(),
+                inv.collected
+                    .map(|n| format!(", {n} collected"))
+                    .unwrap_or_default()
+            ));
+        }
+        if let Some(full) = &step.full_run {
+            out.push_str(&format!(
+                "- Full run with the diff: {} ({} ran, {} missing, {} newly skipped, {} regressed, {} new passing, {} new not passing)\n",
+                if full.green { "green" } else { "not green" },
+                full.ran,
+                full.missing.len(),
+                full.newly_skipped.len(),
+                full.regressed.len(),
+                full.new_passing.len(),
+                full.new_not_passing.len()
+            ));
+        }
+    }
+    if item.item.flags.is_empty() {
+        out.push_str("- Detector flags: none\n");
+    } else {
+        out.push_str("- Detector flags:\n");
+        for flag in &item.item.flags {
+            out.push_str(&format!("  - {flag}\n"));
+        }
+    }
+    if let Some(n) = github_issue_number(item) {
+        out.push_str(&format!("\nCloses #{n}\n"));
+    }
+    out.push_str(&format!(
+        "\nIssue {}; audit run id `{}`; queue item {}.\n",
+        item.item.issue_id, item.run_id, item.id
+    ));
+    out
 }
 
 impl Forge for GitHubForge {
@@ -154,9 +405,23 @@ impl Forge for GitHubForge {
         item: &QueueItem,
         pushed: &Pushed,
     ) -> Result<Option<String>> {
-        let Some(token) = forge_token(cfg) else {
+        let Some(token) = forge_token(repository, cfg)? else {
             return Ok(None);
         };
+        self.open_with(repository, cfg, item, pushed, &token)
+            .map_err(|e| redact(e, Some(&token)))
+    }
+}
+
+impl GitHubForge {
+    fn open_with(
+        &self,
+        repository: &str,
+        cfg: &RepositoryConfig,
+        item: &QueueItem,
+        pushed: &Pushed,
+        token: &str,
+    ) -> Result<Option<String>> {
         let slug = cfg.forge_slug(repository);
         let owner = slug.split('/').next().unwrap_or_default();
         let api = cfg.github_api.trim_end_matches('/');
@@ -225,5 +490,145 @@ impl Forge for GitHubForge {
             .and_then(|u| u.as_str())
             .ok_or_else(|| Error::Forge(format!("POST {url}: reply has no html_url")))?;
         Ok(Some(html.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{NewQueueItem, QueueStatus};
+
+    fn item(issue_id: &str) -> QueueItem {
+        QueueItem {
+            id: 7,
+            run_id: "run-x".to_owned(),
+            request_id: "q".to_owned(),
+            item: NewQueueItem {
+                repository: "acme/calc".to_owned(),
+                base_commit: "a".repeat(40),
+                issue_id: issue_id.to_owned(),
+                title: "fix: t".to_owned(),
+                args: serde_json::json!({
+                    "body": "The agent's words.\n\n",
+                    "test_evidence": {"before_failing_test": "tests.t.T.test_x"}
+                })
+                .to_string(),
+                diff: String::new(),
+                digest: serde_json::json!({}),
+                evidence: vec![],
+                flags: vec!["assertion_removed tests/t.py:3".to_owned()],
+            },
+            status: QueueStatus::Approved,
+            queued_at: 1,
+            decided_at: None,
+            decided_by: None,
+            reason: None,
+            branch: None,
+            commit: None,
+            pr_url: None,
+            publish_error: None,
+            abandoned_by: None,
+            abandon_reason: None,
+            abandoned_at: None,
+            issue_number: None,
+        }
+    }
+
+    #[test]
+    fn the_body_is_the_agents_then_the_evidence_closes_only_a_known_number() {
+        let body = pr_body(&item("CALC-42"));
+        assert!(body.starts_with("The agent's words.\n\n---\n"), "{body}");
+        assert!(body.contains("Fail-to-pass test: `tests.t.T.test_x`"));
+        assert!(body.contains("  - assertion_removed tests/t.py:3"));
+        assert!(body.contains("audit run id `run-x`"));
+        assert!(!body.contains("Closes"));
+        assert!(pr_body(&item("#123")).contains("\nCloses #123\n"));
+        assert!(pr_body(&item("123")).contains("\nCloses #123\n"));
+        assert_eq!(github_issue_number(&item("ACME-12")), None);
+        assert_eq!(github_issue_number(&item("#")), None);
+        let mut registered = item("ACME-12");
+        registered.issue_number = Some(512);
+        assert!(pr_body(&registered).contains("\nCloses #512\n"));
+    }
+
+    #[test]
+    fn branches_are_per_queue_item_and_errors_never_carry_the_token() {
+        assert_eq!(branch_name("CALC-42", 7), "airlock/CALC-42-7");
+        let err = redact(
+            Error::Forge("auth tok-123 refused".to_owned()),
+            Some("tok-123"),
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("auth *** refused") && !text.contains("tok-123"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_push_command_carries_the_token_in_its_environment_only() {
+        let cfg: RepositoryConfig = toml::from_str(
+            "clone = \"/c\"\nremote = \"https://github.com/acme/calc.git\"\nforge_token_env = \"T\"\nssh_key = \"/keys/it's\"\n",
+        )
+        .unwrap();
+        let cmd = push_command(&cfg, "airlock/X-1", Some("tok-secret"));
+        let argv: Vec<String> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(argv.iter().all(|a| !a.contains("tok-secret")), "{argv:?}");
+        assert!(argv.ends_with(&[
+            "push".to_owned(),
+            "--porcelain".to_owned(),
+            "--".to_owned(),
+            "https://github.com/acme/calc.git".to_owned(),
+            "refs/heads/airlock/X-1:refs/heads/airlock/X-1".to_owned()
+        ]));
+        let env: std::collections::BTreeMap<String, Option<String>> = cmd
+            .get_envs()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.map(|v| v.to_string_lossy().into_owned()),
+                )
+            })
+            .collect();
+        assert_eq!(env[PUSH_TOKEN_VAR].as_deref(), Some("tok-secret"));
+        assert_eq!(env["GIT_TERMINAL_PROMPT"].as_deref(), Some("0"));
+        assert_eq!(env["GIT_CONFIG_GLOBAL"].as_deref(), Some("/dev/null"));
+        assert_eq!(
+            env["GIT_SSH_COMMAND"].as_deref(),
+            Some("ssh -i '/keys/it'\\''s' -o IdentitiesOnly=yes -o BatchMode=yes")
+        );
+        // Without a credential of its own, git uses the operator's configuration.
+        let plain: RepositoryConfig =
+            toml::from_str("clone = \"/c\"\nremote = \"origin\"\n").unwrap();
+        let cmd = push_command(&plain, "b", None);
+        assert!(
+            cmd.get_envs()
+                .all(|(k, _)| k != "GIT_CONFIG_GLOBAL" && k != "GIT_SSH_COMMAND")
+        );
+        assert!(credentials_refused(
+            "fatal: Authentication failed for 'http://127.0.0.1/r.git/'"
+        ));
+        assert!(!credentials_refused(
+            " ! [remote rejected] b -> b (pre-receive hook declined)"
+        ));
+    }
+
+    #[test]
+    fn a_configured_token_variable_that_is_unset_is_named() {
+        let cfg: RepositoryConfig = toml::from_str(
+            "clone = \"/c\"\nremote = \"origin\"\nforge_token_env = \"AIRLOCK_UNIT_SURELY_UNSET\"\n",
+        )
+        .unwrap();
+        let err = forge_token("acme/calc", &cfg).unwrap_err();
+        assert!(
+            err.to_string().contains("AIRLOCK_UNIT_SURELY_UNSET"),
+            "{err}"
+        );
+        let none: RepositoryConfig =
+            toml::from_str("clone = \"/c\"\nremote = \"origin\"\n").unwrap();
+        assert_eq!(forge_token("acme/calc", &none).unwrap(), None);
     }
 }

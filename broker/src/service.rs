@@ -672,16 +672,21 @@ impl Broker {
             .ok_or(Error::UnknownQueueItem(id))
     }
 
-    /// Approve a queued item and publish it.
+    /// Approve a queued item and publish it. When the repository's `forge_token_env` is
+    /// configured but unset or empty in this process, the approval is refused before anything
+    /// is recorded or pushed: the item stays queued.
     pub fn approve(&self, id: i64, by: &str) -> Result<QueueItem> {
         self.expire()?;
-        // Approved before, publication cut short (a crash): finish it rather than refuse.
-        if self
+        let current = self
             .store()
             .queue_item(id)?
-            .is_some_and(|i| i.status == QueueStatus::Approved)
-        {
+            .ok_or(Error::UnknownQueueItem(id))?;
+        // Approved before, publication cut short (a crash): finish it rather than refuse.
+        if current.status == QueueStatus::Approved {
             return self.publish(id);
+        }
+        if current.status == QueueStatus::Queued {
+            publish::forge_token(&current.item.repository, self.repo_cfg(&current)?)?;
         }
         let item = self
             .store()
@@ -694,6 +699,36 @@ impl Broker {
             },
         )?;
         self.publish(id)
+    }
+
+    fn repo_cfg(&self, item: &QueueItem) -> Result<&crate::config::RepositoryConfig> {
+        self.config
+            .repositories
+            .get(&item.item.repository)
+            .ok_or_else(|| {
+                Error::Registration(format!(
+                    "repository {:?} is no longer configured",
+                    item.item.repository
+                ))
+            })
+    }
+
+    /// Give up a queue item whose publication failed (`publish_failed`): a final state, with
+    /// who and why, audited; the run's decision becomes APPROVAL_DENIED with the reason.
+    pub fn abandon(&self, id: i64, by: &str, reason: &str) -> Result<QueueItem> {
+        let reason = reason.trim();
+        if reason.is_empty() || reason.contains(['\n', '\r']) {
+            return Err(Error::BadReason);
+        }
+        let item = self.store().abandon(id, by, reason, unix_now())?;
+        self.journal.record(
+            &item.run_id,
+            Event::Denial {
+                reviewer: Some(by.to_owned()),
+                reason: format!("abandoned queue item {id} after a failed publication: {reason}"),
+            },
+        )?;
+        Ok(item)
     }
 
     /// Deny a queued item with a one-line reason, which goes back to the run.
@@ -721,38 +756,73 @@ impl Broker {
         Ok(item)
     }
 
-    /// Publish an approved item (idempotent: a publication cut short by a crash resumes).
+    /// Publish an approved item, or retry one whose publication failed (idempotent: a
+    /// publication cut short by a crash resumes). A failure fails only this item: it is left
+    /// `publish_failed` with the error (audited), and the error is returned. A missing forge
+    /// token is refused before anything is pushed.
     pub fn publish(&self, id: i64) -> Result<QueueItem> {
         let item = self
             .store()
             .queue_item(id)?
             .ok_or(Error::UnknownQueueItem(id))?;
-        if item.status == QueueStatus::Published {
-            return Ok(item);
+        match item.status {
+            QueueStatus::Published => return Ok(item),
+            QueueStatus::Approved | QueueStatus::PublishFailed => {}
+            _ => {
+                return Err(Error::WrongState {
+                    id,
+                    status: item.status.as_str().to_owned(),
+                    action: "publish".to_owned(),
+                });
+            }
         }
-        if item.status != QueueStatus::Approved {
-            return Err(Error::WrongState {
-                id,
-                status: item.status.as_str().to_owned(),
-                action: "publish".to_owned(),
+        let outcome = self
+            .repo_cfg(&item)
+            .map(|cfg| (item.item.repository.clone(), cfg.clone()))
+            .and_then(|(repository, cfg)| {
+                // Checked before the item moves: a retry without the token stays as it was.
+                publish::forge_token(&repository, &cfg)?;
+                let item = self.store().retry_publication(id)?;
+                self.publish_approved(&repository, &cfg, &item)
             });
+        match outcome {
+            Ok(()) => {}
+            Err(e) => {
+                let message = e.to_string();
+                if self
+                    .store()
+                    .queue_item(id)?
+                    .is_some_and(|i| i.status == QueueStatus::Approved)
+                {
+                    self.store().record_publish_failed(id, &message)?;
+                    self.journal.record(
+                        &item.run_id,
+                        Event::BrokerDecision {
+                            code: "PUBLISH_FAILED".to_owned(),
+                            detail: Some(format!("queue item {id}: {message}")),
+                        },
+                    )?;
+                    return Err(Error::PublishFailed { id, message });
+                }
+                return Err(e);
+            }
         }
-        let repo_cfg = self
-            .config
-            .repositories
-            .get(&item.item.repository)
-            .ok_or_else(|| {
-                Error::Registration(format!(
-                    "repository {:?} is no longer configured",
-                    item.item.repository
-                ))
-            })?;
-        let pushed = publish::commit_and_push(repo_cfg, &item)?;
+        self.store()
+            .queue_item(id)?
+            .ok_or(Error::UnknownQueueItem(id))
+    }
+
+    fn publish_approved(
+        &self,
+        repository: &str,
+        repo_cfg: &crate::config::RepositoryConfig,
+        item: &QueueItem,
+    ) -> Result<()> {
+        let id = item.id;
+        let pushed = publish::commit_and_push(repository, repo_cfg, item)?;
         self.store()
             .record_push(id, &pushed.branch, &pushed.commit)?;
-        let pr_url = self
-            .forge
-            .open_draft(&item.item.repository, repo_cfg, &item, &pushed)?;
+        let pr_url = self.forge.open_draft(repository, repo_cfg, item, &pushed)?;
         self.store().record_published(id, pr_url.as_deref())?;
         self.journal.record(
             &item.run_id,
@@ -767,9 +837,7 @@ impl Broker {
                 }),
             },
         )?;
-        self.store()
-            .queue_item(id)?
-            .ok_or(Error::UnknownQueueItem(id))
+        Ok(())
     }
 
     /// Evaluate again every open_pr request whose intake a crash cut short, so its reply is
@@ -786,19 +854,84 @@ impl Broker {
         Ok(answered)
     }
 
-    /// Finish every publication a crash interrupted. Returns the ids published.
-    pub fn resume_publications(&self) -> Result<Vec<i64>> {
-        let pending: Vec<i64> = self
-            .store()
-            .queue()?
-            .into_iter()
-            .filter(|i| i.status == QueueStatus::Approved)
-            .map(|i| i.id)
-            .collect();
-        for id in &pending {
-            self.publish(*id)?;
+    /// Finish every publication a crash interrupted. Never fails: an item whose publication
+    /// fails again is left `publish_failed` and reported on stderr. Returns the ids published.
+    pub fn resume_publications(&self) -> Vec<i64> {
+        let pending: Vec<i64> = match self.store().queue() {
+            Ok(items) => items
+                .into_iter()
+                .filter(|i| i.status == QueueStatus::Approved)
+                .map(|i| i.id)
+                .collect(),
+            Err(e) => {
+                eprintln!("airlock-broker: listing interrupted publications: {e}");
+                return Vec::new();
+            }
+        };
+        let mut published = Vec::new();
+        for id in pending {
+            match self.publish(id) {
+                Ok(_) => published.push(id),
+                Err(e) => eprintln!("airlock-broker: resuming publications: {e}"),
+            }
         }
-        Ok(pending)
+        published
+    }
+
+    /// What is wrong with each configured repository, for `serve` to report at start: the
+    /// clone does not open, a pinned commit of an undecided or unpublished item is missing,
+    /// or the remote is neither a remote of the clone nor a URL or existing path. Empty when
+    /// all is well.
+    pub fn check_repositories(&self) -> Vec<(String, String)> {
+        let items = self.store().queue().unwrap_or_default();
+        let mut problems = Vec::new();
+        for (name, cfg) in &self.config.repositories {
+            let repo = match open_clone(&cfg.clone) {
+                Ok(r) => r,
+                Err(e) => {
+                    problems.push((name.clone(), e.to_string()));
+                    continue;
+                }
+            };
+            for item in items.iter().filter(|i| {
+                &i.item.repository == name
+                    && matches!(
+                        i.status,
+                        QueueStatus::Queued | QueueStatus::Approved | QueueStatus::PublishFailed
+                    )
+            }) {
+                let found = git2::Oid::from_str(&item.item.base_commit)
+                    .and_then(|oid| repo.find_commit(oid))
+                    .is_ok();
+                if !found {
+                    problems.push((
+                        name.clone(),
+                        format!(
+                            "queue item {}: pinned commit {} is not in the clone {}",
+                            item.id,
+                            item.item.base_commit,
+                            cfg.clone.display()
+                        ),
+                    ));
+                }
+            }
+            let remote = &cfg.remote;
+            let known = repo.find_remote(remote).is_ok()
+                || remote.contains("://")
+                || (remote.contains(':') && !remote.starts_with('/'))
+                || Path::new(remote).exists()
+                || cfg.clone.join(remote).exists();
+            if !known {
+                problems.push((
+                    name.clone(),
+                    format!(
+                        "remote {remote:?} is neither a remote of the clone {} nor a URL or an existing path",
+                        cfg.clone.display()
+                    ),
+                ));
+            }
+        }
+        problems
     }
 }
 
@@ -840,7 +973,20 @@ fn refuse_policy(offending: &str, rule: &str, reason: &str) -> IntakeOutcome {
 /// The reply a run gets for its queue item.
 pub fn reply_for(item: &QueueItem) -> BrokerReply {
     match item.status {
-        QueueStatus::Queued | QueueStatus::Approved => BrokerReply::Pending { queue_id: item.id },
+        // A failed publication still waits for a human: `publish N` retries, `abandon N` ends.
+        QueueStatus::Queued | QueueStatus::Approved | QueueStatus::PublishFailed => {
+            BrokerReply::Pending { queue_id: item.id }
+        }
+        // APPROVAL_DENIED: a human decided the approved change is not to be published, with a
+        // reason the run should see; it is final like a denial. APPROVAL_TIMEOUT would claim
+        // nobody decided, and no other code of the contract is about a human's decision.
+        QueueStatus::Abandoned => BrokerReply::Refused {
+            error: BrokerError::approval_denied(&format!(
+                "approved, but its publication failed and {} abandoned it: {}",
+                item.abandoned_by.as_deref().unwrap_or("the approver"),
+                item.abandon_reason.as_deref().unwrap_or("")
+            )),
+        },
         QueueStatus::Published => BrokerReply::Approved {
             queue_id: item.id,
             branch: item.branch.clone().unwrap_or_default(),

@@ -74,6 +74,7 @@ impl Fixture {
                     repository: "acme/textkit".to_owned(),
                     base_commit: self.base.clone(),
                     issue_id: "TK-1".to_owned(),
+                    issue_number: None,
                     worktree: "/runs/x".to_owned(),
                     test_command: vec!["python3".to_owned()],
                     test_runner: TestRunner::Unittest,

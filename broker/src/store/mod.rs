@@ -70,6 +70,11 @@ pub enum QueueStatus {
     Approved,
     /// Approved and published (pushed, and the draft pull request opened when configured).
     Published,
+    /// Approved, but the commit, push or draft pull request failed; the error is kept in
+    /// [`QueueItem::publish_error`]. `airlock-broker publish N` retries it, `abandon` ends it.
+    PublishFailed,
+    /// Approved, its publication failed, and a human gave it up (final, with who and why).
+    Abandoned,
     /// Denied with a reason.
     Denied,
     /// Nobody decided within the queue age; the diff is kept for a human.
@@ -85,6 +90,8 @@ impl QueueStatus {
             QueueStatus::Published => "published",
             QueueStatus::Denied => "denied",
             QueueStatus::Expired => "expired",
+            QueueStatus::PublishFailed => "publish_failed",
+            QueueStatus::Abandoned => "abandoned",
         }
     }
 
@@ -95,6 +102,8 @@ impl QueueStatus {
             "published" => QueueStatus::Published,
             "denied" => QueueStatus::Denied,
             "expired" => QueueStatus::Expired,
+            "publish_failed" => QueueStatus::PublishFailed,
+            "abandoned" => QueueStatus::Abandoned,
             _ => return None,
         })
     }
@@ -150,6 +159,16 @@ pub struct QueueItem {
     pub commit: Option<String>,
     /// The draft pull request's URL.
     pub pr_url: Option<String>,
+    /// Why the last publication attempt failed (kept until a retry succeeds).
+    pub publish_error: Option<String>,
+    /// Who abandoned the item after a failed publication.
+    pub abandoned_by: Option<String>,
+    /// Why it was abandoned.
+    pub abandon_reason: Option<String>,
+    /// Unix seconds of the abandonment.
+    pub abandoned_at: Option<i64>,
+    /// The GitHub issue number of the run's registration, when it sent one.
+    pub issue_number: Option<u64>,
 }
 
 /// The result of an intake, recorded atomically by [`Store::finish_intake`].
@@ -220,4 +239,11 @@ pub trait Store: Send {
     fn record_push(&mut self, id: i64, branch: &str, commit: &str) -> Result<()>;
     /// Record the draft pull request (if any) and mark the item published.
     fn record_published(&mut self, id: i64, pr_url: Option<&str>) -> Result<()>;
+    /// Mark an approved item `publish_failed` with the error.
+    fn record_publish_failed(&mut self, id: i64, error: &str) -> Result<()>;
+    /// Put a `publish_failed` item back to `approved` for another attempt (the error is kept
+    /// until the attempt succeeds); an approved or published item is left as it is.
+    fn retry_publication(&mut self, id: i64) -> Result<QueueItem>;
+    /// End a `publish_failed` item: `abandoned`, with who, why and when.
+    fn abandon(&mut self, id: i64, by: &str, reason: &str, now: i64) -> Result<QueueItem>;
 }

@@ -16,7 +16,8 @@ CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
     registration TEXT NOT NULL,
     state TEXT NOT NULL,
-    registered_at INTEGER NOT NULL
+    registered_at INTEGER NOT NULL,
+    issue_number INTEGER
 );
 CREATE TABLE IF NOT EXISTS submissions (
     run_id TEXT NOT NULL,
@@ -48,7 +49,11 @@ CREATE TABLE IF NOT EXISTS queue (
     reason TEXT,
     branch TEXT,
     commit_oid TEXT,
-    pr_url TEXT
+    pr_url TEXT,
+    publish_error TEXT,
+    abandoned_by TEXT,
+    abandon_reason TEXT,
+    abandoned_at INTEGER
 );
 CREATE TABLE IF NOT EXISTS judge_scores (
     queue_id INTEGER PRIMARY KEY REFERENCES queue(id),
@@ -56,6 +61,31 @@ CREATE TABLE IF NOT EXISTS judge_scores (
     judged_at INTEGER NOT NULL
 );
 ";
+
+/// Columns added after the first release, as (table, column, type): a database created before
+/// them gets them on open (`ALTER TABLE ... ADD COLUMN`, NULL in existing rows).
+const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
+    ("queue", "publish_error", "TEXT"),
+    ("queue", "abandoned_by", "TEXT"),
+    ("queue", "abandon_reason", "TEXT"),
+    ("queue", "abandoned_at", "INTEGER"),
+    ("runs", "issue_number", "INTEGER"),
+];
+
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    for (table, name, kind) in ADDED_COLUMNS {
+        let existing: Vec<String> = {
+            let mut stmt =
+                conn.prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))?;
+            stmt.query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?
+        };
+        if !existing.iter().any(|c| c == name) {
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {name} {kind}"))?;
+        }
+    }
+    Ok(())
+}
 
 /// The SQLite-backed store.
 pub struct SqliteStore {
@@ -86,7 +116,9 @@ impl SqliteStore {
         }
         conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
             .map_err(Error::store(ctx.clone()))?;
-        conn.execute_batch(SCHEMA).map_err(Error::store(ctx))?;
+        conn.execute_batch(SCHEMA)
+            .map_err(Error::store(ctx.clone()))?;
+        migrate(&conn).map_err(Error::store(ctx))?;
         Ok(SqliteStore { conn })
     }
 
@@ -142,7 +174,7 @@ fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<String> {
     })
 }
 
-const QUEUE_COLUMNS: &str = "id, run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, reason, branch, commit_oid, pr_url";
+const QUEUE_COLUMNS: &str = "id, run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, reason, branch, commit_oid, pr_url, publish_error, abandoned_by, abandon_reason, abandoned_at, (SELECT issue_number FROM runs WHERE runs.run_id = queue.run_id)";
 
 struct RawQueueRow {
     id: i64,
@@ -165,6 +197,11 @@ struct RawQueueRow {
     branch: Option<String>,
     commit: Option<String>,
     pr_url: Option<String>,
+    publish_error: Option<String>,
+    abandoned_by: Option<String>,
+    abandon_reason: Option<String>,
+    abandoned_at: Option<i64>,
+    issue_number: Option<i64>,
 }
 
 fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawQueueRow> {
@@ -189,6 +226,11 @@ fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawQueueRow> {
         branch: r.get(17)?,
         commit: r.get(18)?,
         pr_url: r.get(19)?,
+        publish_error: r.get(20)?,
+        abandoned_by: r.get(21)?,
+        abandon_reason: r.get(22)?,
+        abandoned_at: r.get(23)?,
+        issue_number: r.get(24)?,
     })
 }
 
@@ -221,6 +263,11 @@ impl RawQueueRow {
             branch: self.branch,
             commit: self.commit,
             pr_url: self.pr_url,
+            publish_error: self.publish_error,
+            abandoned_by: self.abandoned_by,
+            abandon_reason: self.abandon_reason,
+            abandoned_at: self.abandoned_at,
+            issue_number: self.issue_number.and_then(|n| u64::try_from(n).ok()),
         })
     }
 }
@@ -285,8 +332,14 @@ impl Store for SqliteStore {
             }
             None => {
                 tx.execute(
-                    "INSERT INTO runs (run_id, registration, state, registered_at) VALUES (?1, ?2, ?3, ?4)",
-                    params![run.run_id, to_json("run registration", run)?, RunState::Active.as_str(), now],
+                    "INSERT INTO runs (run_id, registration, state, registered_at, issue_number) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![
+                        run.run_id,
+                        to_json("run registration", run)?,
+                        RunState::Active.as_str(),
+                        now,
+                        run.issue_number.and_then(|n| i64::try_from(n).ok())
+                    ],
                 )
                 .map_err(Error::store("registering a run"))?;
             }
@@ -563,11 +616,80 @@ impl Store for SqliteStore {
     fn record_published(&mut self, id: i64, pr_url: Option<&str>) -> Result<()> {
         self.conn
             .execute(
-                "UPDATE queue SET status = 'published', pr_url = ?2 WHERE id = ?1 AND status = 'approved'",
+                "UPDATE queue SET status = 'published', pr_url = ?2, publish_error = NULL WHERE id = ?1 AND status = 'approved'",
                 params![id, pr_url],
             )
             .map_err(Error::store("recording a publication"))?;
         Ok(())
+    }
+
+    fn record_publish_failed(&mut self, id: i64, error: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE queue SET status = 'publish_failed', publish_error = ?2 WHERE id = ?1 AND status IN ('approved', 'publish_failed')",
+                params![id, error],
+            )
+            .map_err(Error::store("recording a failed publication"))?;
+        Ok(())
+    }
+
+    fn retry_publication(&mut self, id: i64) -> Result<QueueItem> {
+        let ctx = "retrying a publication";
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(Error::store(ctx))?;
+        let status: Option<String> = tx
+            .query_row("SELECT status FROM queue WHERE id = ?1", [id], |r| r.get(0))
+            .optional()
+            .map_err(Error::store(ctx))?;
+        let status = status.ok_or(Error::UnknownQueueItem(id))?;
+        match status.as_str() {
+            "publish_failed" => {
+                tx.execute(
+                    "UPDATE queue SET status = 'approved' WHERE id = ?1",
+                    params![id],
+                )
+                .map_err(Error::store(ctx))?;
+            }
+            "approved" | "published" => {}
+            _ => {
+                return Err(Error::WrongState {
+                    id,
+                    status,
+                    action: "publish".to_owned(),
+                });
+            }
+        }
+        tx.commit().map_err(Error::store(ctx))?;
+        self.queue_item(id)?.ok_or(Error::UnknownQueueItem(id))
+    }
+
+    fn abandon(&mut self, id: i64, by: &str, reason: &str, now: i64) -> Result<QueueItem> {
+        let ctx = "abandoning a queue item";
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(Error::store(ctx))?;
+        let status: Option<String> = tx
+            .query_row("SELECT status FROM queue WHERE id = ?1", [id], |r| r.get(0))
+            .optional()
+            .map_err(Error::store(ctx))?;
+        let status = status.ok_or(Error::UnknownQueueItem(id))?;
+        if status != QueueStatus::PublishFailed.as_str() {
+            return Err(Error::WrongState {
+                id,
+                status,
+                action: "abandon".to_owned(),
+            });
+        }
+        tx.execute(
+            "UPDATE queue SET status = 'abandoned', abandoned_by = ?2, abandon_reason = ?3, abandoned_at = ?4 WHERE id = ?1",
+            params![id, by, reason, now],
+        )
+        .map_err(Error::store(ctx))?;
+        tx.commit().map_err(Error::store(ctx))?;
+        self.queue_item(id)?.ok_or(Error::UnknownQueueItem(id))
     }
 }
 
@@ -582,6 +704,7 @@ mod tests {
             repository: "acme/calc".to_owned(),
             base_commit: "a".repeat(40),
             issue_id: "ISSUE-1".to_owned(),
+            issue_number: None,
             worktree: "/runs/x".to_owned(),
             test_command: vec!["python3".to_owned()],
             test_runner: TestRunner::Unittest,
@@ -704,5 +827,102 @@ mod tests {
             s.expire_queued_before(1000, 1000).unwrap().is_empty(),
             "denied items never expire"
         );
+    }
+
+    #[test]
+    fn a_failed_publication_is_retried_or_abandoned_and_survives_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.db");
+        {
+            let mut s = SqliteStore::open(&path).unwrap();
+            s.register_run(&reg("r1"), 1).unwrap();
+            s.begin_intake("r1", "q1", "{}", 1).unwrap();
+            s.finish_intake("r1", "q1", IntakeOutcome::Queue(Box::new(item())), 2)
+                .unwrap();
+            // Only a publish_failed item can be abandoned.
+            assert!(matches!(
+                s.abandon(1, "rev", "why", 3),
+                Err(Error::WrongState { .. })
+            ));
+            let approve = Decision::Approve {
+                by: "rev".to_owned(),
+            };
+            s.decide(1, &approve, 3).unwrap();
+            s.record_publish_failed(1, "the remote rejected it")
+                .unwrap();
+        }
+        let mut s = SqliteStore::open(&path).unwrap();
+        let failed = s.queue_item(1).unwrap().unwrap();
+        assert_eq!(failed.status, QueueStatus::PublishFailed);
+        assert_eq!(
+            failed.publish_error.as_deref(),
+            Some("the remote rejected it")
+        );
+        assert_eq!(
+            s.retry_publication(1).unwrap().status,
+            QueueStatus::Approved
+        );
+        s.record_publish_failed(1, "again").unwrap();
+        let abandoned = s.abandon(1, "rev", "the remote is gone", 9).unwrap();
+        assert_eq!(abandoned.status, QueueStatus::Abandoned);
+        drop(s);
+        let mut s = SqliteStore::open(&path).unwrap();
+        let abandoned = s.queue_item(1).unwrap().unwrap();
+        assert_eq!(abandoned.status, QueueStatus::Abandoned);
+        assert_eq!(abandoned.abandoned_by.as_deref(), Some("rev"));
+        assert_eq!(
+            abandoned.abandon_reason.as_deref(),
+            Some("the remote is gone")
+        );
+        assert_eq!(abandoned.abandoned_at, Some(9));
+        assert!(matches!(
+            s.retry_publication(1),
+            Err(Error::WrongState { .. })
+        ));
+    }
+
+    #[test]
+    fn a_database_from_before_the_publication_columns_still_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        {
+            // The queue table as the first release created it, with one published row.
+            let conn = Connection::open(&path).unwrap();
+            let old = SCHEMA
+                .replace(
+                    "pr_url TEXT,\n    publish_error TEXT,\n    abandoned_by TEXT,\n    abandon_reason TEXT,\n    abandoned_at INTEGER\n",
+                    "pr_url TEXT\n",
+                )
+                .replace(
+                    "registered_at INTEGER NOT NULL,\n    issue_number INTEGER\n",
+                    "registered_at INTEGER NOT NULL\n",
+                );
+            assert!(!old.contains("issue_number"));
+            assert_ne!(old, SCHEMA);
+            conn.execute_batch(&old).unwrap();
+            conn.execute(
+                "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at)
+                 VALUES ('r1', 'q1', 'acme/calc', 'a', 'CALC-1', 't', '{}', 'd', '{}', '[]', '[]', 'published', 5)",
+                [],
+            )
+            .unwrap();
+        }
+        let mut s = SqliteStore::open(&path).unwrap();
+        let old_item = s.queue_item(1).unwrap().unwrap();
+        assert_eq!(old_item.status, QueueStatus::Published);
+        assert_eq!(old_item.publish_error, None);
+        assert_eq!(old_item.issue_number, None);
+        // A run registered after the migration keeps its GitHub issue number.
+        let mut numbered = reg("r2");
+        numbered.issue_number = Some(77);
+        s.register_run(&numbered, 6).unwrap();
+        s.begin_intake("r2", "q2", "{}", 6).unwrap();
+        s.finish_intake("r2", "q2", IntakeOutcome::Queue(Box::new(item())), 7)
+            .unwrap();
+        let queued = s.queue_item_for_run("r2").unwrap().unwrap();
+        assert_eq!(queued.issue_number, Some(77));
+        drop(s);
+        // Opening again is a no-op.
+        SqliteStore::open(&path).unwrap();
     }
 }

@@ -17,14 +17,14 @@ fn approval_commits_on_the_pin_and_pushes_the_branch() {
         String::from_utf8_lossy(&out.stderr)
     );
     let pushed = fx
-        .remote_ref("airlock/CALC-42")
+        .remote_ref(&format!("airlock/CALC-42-{id}"))
         .expect("branch pushed to the remote");
     let reply = fx.client().decision("run-approve").unwrap();
     assert_eq!(
         reply,
         BrokerReply::Approved {
             queue_id: id,
-            branch: "airlock/CALC-42".into(),
+            branch: format!("airlock/CALC-42-{id}"),
             commit: pushed.clone(),
             pr_url: None
         }
@@ -114,7 +114,7 @@ fn with_a_forge_token_a_draft_pull_request_is_opened_and_the_token_stays_in_the_
     );
     let body: Value = serde_json::from_str(&post.body).unwrap();
     assert_eq!(body["draft"], true);
-    assert_eq!(body["head"], "airlock/CALC-42");
+    assert_eq!(body["head"], format!("airlock/CALC-42-{id}"));
     assert_eq!(body["base"], "main");
     assert_eq!(body["title"], "fix: clamp respects the upper bound");
     assert!(
@@ -188,7 +188,7 @@ fn denial_needs_a_one_line_reason_which_goes_back_to_the_run() {
         Some(1),
         "a denied item cannot be approved"
     );
-    assert!(fx.remote_ref("airlock/CALC-42").is_none());
+    assert!(fx.remote_ref(&format!("airlock/CALC-42-{id}")).is_none());
     let denial = fx
         .audit_kinds()
         .into_iter()

@@ -180,7 +180,7 @@ fn kill_during_approval_then_restart_publishes_once() {
     approve.wait().unwrap();
     fx.kill();
     let branch_commit = fx
-        .remote_ref("airlock/CALC-42")
+        .remote_ref(&format!("airlock/CALC-42-{id}"))
         .expect("pushed before the kill");
     {
         let mut store = SqliteStore::open(&fx.db).unwrap();
@@ -200,7 +200,7 @@ fn kill_during_approval_then_restart_publishes_once() {
         reply,
         BrokerReply::Approved {
             queue_id: id,
-            branch: "airlock/CALC-42".into(),
+            branch: format!("airlock/CALC-42-{id}"),
             commit: branch_commit.clone(),
             pr_url: Some("https://forge.example/acme/calc/pull/1".into())
         }
@@ -215,7 +215,7 @@ fn kill_during_approval_then_restart_publishes_once() {
         "no second pull request"
     );
     assert_eq!(
-        fx.remote_ref("airlock/CALC-42").as_deref(),
+        fx.remote_ref(&format!("airlock/CALC-42-{id}")).as_deref(),
         Some(branch_commit.as_str())
     );
 }

@@ -250,6 +250,7 @@ impl Fixture {
             repository: "acme/calc".to_owned(),
             base_commit: self.pin.clone(),
             issue_id: "CALC-42".to_owned(),
+            issue_number: None,
             worktree: worktree.display().to_string(),
             test_command: vec![
                 "python3".into(),
@@ -340,127 +341,7 @@ pub fn honest_args(fx: &Fixture, wt: &Path) -> Value {
     })
 }
 
-/// One request the mock forge received.
-#[derive(Debug, Clone)]
-pub struct SeenRequest {
-    pub method: String,
-    pub path: String,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-}
-
-impl SeenRequest {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// A tiny GitHub stand-in on 127.0.0.1: `GET .../pulls` lists what was POSTed, `POST .../pulls`
-/// records the pull request (or, when `stall_posts` is set, records it and never answers).
-pub struct MockForge {
-    pub base: String,
-    pub seen: std::sync::Arc<std::sync::Mutex<Vec<SeenRequest>>>,
-    pub stall_posts: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl MockForge {
-    pub fn start() -> MockForge {
-        use std::io::{BufRead, BufReader, Read, Write};
-        use std::sync::atomic::Ordering;
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<SeenRequest>::new()));
-        let stall = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (seen2, stall2) = (seen.clone(), stall.clone());
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { return };
-                let (seen, stall) = (seen2.clone(), stall2.clone());
-                std::thread::spawn(move || {
-                    let mut writer = stream.try_clone().unwrap();
-                    let mut reader = BufReader::new(stream);
-                    loop {
-                        let mut first = String::new();
-                        if reader.read_line(&mut first).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        let mut parts = first.split_whitespace();
-                        let method = parts.next().unwrap_or("").to_owned();
-                        let path = parts.next().unwrap_or("").to_owned();
-                        let mut headers = Vec::new();
-                        loop {
-                            let mut line = String::new();
-                            reader.read_line(&mut line).unwrap();
-                            let line = line.trim_end();
-                            if line.is_empty() {
-                                break;
-                            }
-                            if let Some((k, v)) = line.split_once(':') {
-                                headers.push((k.trim().to_owned(), v.trim().to_owned()));
-                            }
-                        }
-                        let len: usize = headers
-                            .iter()
-                            .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-                            .map(|(_, v)| v.parse().unwrap())
-                            .unwrap_or(0);
-                        let mut body = vec![0u8; len];
-                        reader.read_exact(&mut body).unwrap();
-                        let req = SeenRequest {
-                            method: method.clone(),
-                            path: path.clone(),
-                            headers,
-                            body: String::from_utf8_lossy(&body).into_owned(),
-                        };
-                        let prior_posts: Vec<SeenRequest> = seen
-                            .lock()
-                            .unwrap()
-                            .iter()
-                            .filter(|r| r.method == "POST")
-                            .cloned()
-                            .collect();
-                        seen.lock().unwrap().push(req.clone());
-                        let (status, reply) = if method == "GET" {
-                            let list: Vec<serde_json::Value> = prior_posts
-                                .iter()
-                                .enumerate()
-                                .map(|(i, _)| json!({"number": i + 1, "html_url": format!("https://forge.example/acme/calc/pull/{}", i + 1)}))
-                                .collect();
-                            ("200 OK", serde_json::to_string(&list).unwrap())
-                        } else {
-                            if stall.load(Ordering::SeqCst) {
-                                // Never answer: the broker is killed while waiting.
-                                std::thread::sleep(Duration::from_secs(600));
-                                return;
-                            }
-                            let n = prior_posts.len() + 1;
-                            ("201 Created", json!({"number": n, "html_url": format!("https://forge.example/acme/calc/pull/{n}")}).to_string())
-                        };
-                        let resp = format!(
-                            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{reply}",
-                            reply.len()
-                        );
-                        if writer.write_all(resp.as_bytes()).is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        MockForge {
-            base,
-            seen,
-            stall_posts: stall,
-        }
-    }
-
-    pub fn requests(&self) -> Vec<SeenRequest> {
-        self.seen.lock().unwrap().clone()
-    }
-}
+pub use crate::mockgithub::{MockForge, SeenRequest};
 
 /// Run an honest submission to the queue; returns the queue id.
 pub fn queue_honest(fx: &Fixture, run_id: &str) -> i64 {
@@ -502,5 +383,44 @@ impl Fixture {
         out.status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+}
+
+impl Fixture {
+    /// Push to `url` instead of the clone's `origin` (e.g. the smart-HTTP server's URL of
+    /// `remote.git`, which serves the same bare repository).
+    pub fn use_remote(&self, url: &str) {
+        let text = std::fs::read_to_string(&self.config).unwrap();
+        assert!(text.contains("remote = \"origin\"\n"));
+        std::fs::write(
+            &self.config,
+            text.replace("remote = \"origin\"\n", &format!("remote = \"{url}\"\n")),
+        )
+        .unwrap();
+    }
+
+    /// Register a run that names GitHub issue `issue_number` and return its worktree.
+    pub fn register_numbered(&self, run_id: &str, issue_number: Option<u64>) -> PathBuf {
+        let wt = self.worktree(run_id);
+        let mut registration = self.registration(run_id, &wt);
+        registration.issue_number = issue_number;
+        let reply = self.client().register_run(&registration).unwrap();
+        assert_eq!(
+            reply,
+            BrokerReply::Registered {
+                run_id: run_id.to_owned()
+            }
+        );
+        wt
+    }
+}
+
+/// [`queue_honest`] for a run registered with a GitHub issue number.
+pub fn queue_honest_numbered(fx: &Fixture, run_id: &str, issue_number: u64) -> i64 {
+    let wt = fx.register_numbered(run_id, Some(issue_number));
+    apply_fix(&wt);
+    match fx.client().open_pr(run_id, honest_args(fx, &wt)).unwrap() {
+        BrokerReply::Queued { queue_id } => queue_id,
+        other => panic!("expected queued, got {other:?}"),
     }
 }

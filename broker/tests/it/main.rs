@@ -4,8 +4,12 @@
 mod approval;
 mod attacks;
 mod crash;
+mod githttp;
 mod harness;
 mod intake;
 mod invariants;
+mod mockgithub;
+mod publication;
+mod push_http;
 mod rust;
 mod witness_attacks;

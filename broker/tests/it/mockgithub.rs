@@ -1,0 +1,204 @@
+//! A GitHub REST stand-in on 127.0.0.1 for draft pull requests: `POST /repos/O/R/pulls` records
+//! the pull request and answers 201 with GitHub's shape (`number`, `html_url`, `draft`, `state`,
+//! `head.ref`); `GET /repos/O/R/pulls?head=O:BRANCH&state=...` lists the recorded ones of that
+//! branch. Every request is recorded; `stall_posts` makes it record a POST and never answer.
+//!
+//! Self-contained (std and serde_json only) so that other test crates can include it with
+//! `#[path = "../../broker/tests/it/mockgithub.rs"] mod mockgithub;`.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// One request the mock forge received.
+#[derive(Debug, Clone)]
+pub struct SeenRequest {
+    /// `GET` or `POST`.
+    pub method: String,
+    /// The request target, query included.
+    pub path: String,
+    /// The headers as sent.
+    pub headers: Vec<(String, String)>,
+    /// The body as text.
+    pub body: String,
+}
+
+impl SeenRequest {
+    /// A header's value, by case-insensitive name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The running mock. Pull request `n` of `O/R` has `html_url`
+/// `https://forge.example/O/R/pull/n`, numbered from 1 in the order of the POSTs.
+pub struct MockForge {
+    /// `http://127.0.0.1:PORT`: `github_api` for the broker.
+    pub base: String,
+    /// Every request so far.
+    pub seen: Arc<Mutex<Vec<SeenRequest>>>,
+    /// While set, a POST is recorded and never answered (the client is killed while waiting).
+    pub stall_posts: Arc<AtomicBool>,
+}
+
+impl MockForge {
+    /// Start the mock on an ephemeral loopback port.
+    pub fn start() -> MockForge {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::<SeenRequest>::new()));
+        let stall = Arc::new(AtomicBool::new(false));
+        let (seen2, stall2) = (seen.clone(), stall.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                let (seen, stall) = (seen2.clone(), stall2.clone());
+                std::thread::spawn(move || serve(stream, &seen, &stall));
+            }
+        });
+        MockForge {
+            base,
+            seen,
+            stall_posts: stall,
+        }
+    }
+
+    /// Every request so far, in order.
+    pub fn requests(&self) -> Vec<SeenRequest> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// The bodies of the pull requests created (`POST .../pulls`), parsed.
+    pub fn created_pulls(&self) -> Vec<Value> {
+        self.requests()
+            .iter()
+            .filter(|r| r.method == "POST" && r.path.ends_with("/pulls"))
+            .map(|r| serde_json::from_str(&r.body).unwrap_or(Value::Null))
+            .collect()
+    }
+}
+
+/// `/repos/O/R/pulls...` → `O/R`.
+fn slug_of(path: &str) -> String {
+    let rest = path.strip_prefix("/repos/").unwrap_or("");
+    let mut parts = rest.split('/');
+    format!(
+        "{}/{}",
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or("")
+    )
+}
+
+fn query_param(path: &str, name: &str) -> Option<String> {
+    let query = path.split_once('?')?.1;
+    query.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        (k == name).then(|| v.replace("%3A", ":").replace("%2F", "/"))
+    })
+}
+
+fn pull(slug: &str, n: usize, post: &SeenRequest) -> Value {
+    let body: Value = serde_json::from_str(&post.body).unwrap_or(Value::Null);
+    json!({
+        "number": n,
+        "html_url": format!("https://forge.example/{slug}/pull/{n}"),
+        "url": format!("https://api.forge.example/repos/{slug}/pulls/{n}"),
+        "state": "open",
+        "draft": body["draft"].as_bool().unwrap_or(false),
+        "title": body["title"],
+        "head": {"ref": body["head"]},
+        "base": {"ref": body["base"]},
+    })
+}
+
+fn serve(stream: std::net::TcpStream, seen: &Mutex<Vec<SeenRequest>>, stall: &AtomicBool) {
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut first = String::new();
+        if reader.read_line(&mut first).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut parts = first.split_whitespace();
+        let method = parts.next().unwrap_or("").to_owned();
+        let path = parts.next().unwrap_or("").to_owned();
+        let mut headers = Vec::new();
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':') {
+                headers.push((k.trim().to_owned(), v.trim().to_owned()));
+            }
+        }
+        let len: usize = headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0);
+        let mut body = vec![0u8; len];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        let req = SeenRequest {
+            method: method.clone(),
+            path: path.clone(),
+            headers,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        };
+        let slug = slug_of(&path);
+        let prior_posts: Vec<SeenRequest> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.method == "POST" && slug_of(&r.path) == slug)
+            .cloned()
+            .collect();
+        seen.lock().unwrap().push(req.clone());
+        let (status, reply) = if method == "GET" {
+            // Like GitHub, `head=owner:branch` lists only that branch's pull requests.
+            let head = query_param(&path, "head")
+                .map(|h| h.split_once(':').map_or(h.clone(), |(_, b)| b.to_owned()));
+            let list: Vec<Value> = prior_posts
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| {
+                    head.as_deref().is_none_or(|h| {
+                        serde_json::from_str::<Value>(&p.body).is_ok_and(|b| b["head"] == h)
+                    })
+                })
+                .map(|(i, p)| pull(&slug, i + 1, p))
+                .collect();
+            ("200 OK", serde_json::to_string(&list).unwrap())
+        } else {
+            if stall.load(Ordering::SeqCst) {
+                // Never answer: the client is killed while waiting.
+                std::thread::sleep(Duration::from_secs(600));
+                return;
+            }
+            let n = prior_posts.len() + 1;
+            ("201 Created", pull(&slug, n, &req).to_string())
+        };
+        let resp = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{reply}",
+            reply.len()
+        );
+        if writer.write_all(resp.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
