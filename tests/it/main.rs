@@ -5,6 +5,7 @@ mod architecture;
 mod audit;
 mod demo;
 mod e2e;
+mod github;
 mod judge;
 mod real_projects;
 mod retrieval;

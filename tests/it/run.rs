@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 const OPS_PY: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
 const NEW_TEST: &str = "import unittest\n\nfrom calc.ops import add\n\n\nclass AddTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n";
 
-fn git(repo: &Path, args: &[&str]) -> String {
+pub(crate) fn git(repo: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(args)
         .current_dir(repo)
@@ -29,15 +29,15 @@ fn git(repo: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-struct Setup {
-    dir: tempfile::TempDir,
-    repo: PathBuf,
-    commit: String,
+pub(crate) struct Setup {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) repo: PathBuf,
+    pub(crate) commit: String,
 }
 
 const TEST_MUL_PY: &str = "import unittest\n\nfrom calc.ops import mul\n\n\nclass MulTest(unittest.TestCase):\n    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n";
 
-fn setup() -> Setup {
+pub(crate) fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let repo = dir.path().join("repo");
     for (path, text) in [
@@ -111,7 +111,7 @@ const ISSUE: &str = "---\nid: CALC-7\ntitle: add() returns the wrong sum\nlabels
 
 /// The scripted agent's turns: a reader delegation, a new test, the fix, a full run, open_pr
 /// and the final message.
-fn fix_turns(s: &Setup) -> Vec<Value> {
+pub(crate) fn fix_turns(s: &Setup) -> Vec<Value> {
     let digest = json!({"answer": "add returns a - b.", "anchors": [{"path": "calc/ops.py", "line_start": 1, "line_end": 2, "claim": "add subtracts"}],
                         "ruled_out": [], "also_noticed": [], "injection_observed": [], "complete": true, "reads_used": 1});
     let open_pr = json!({

@@ -1,12 +1,15 @@
 //! A GitHub REST stand-in on 127.0.0.1 for draft pull requests: `POST /repos/O/R/pulls` records
 //! the pull request and answers 201 with GitHub's shape (`number`, `html_url`, `draft`, `state`,
 //! `head.ref`); `GET /repos/O/R/pulls?head=O:BRANCH&state=...` lists the recorded ones of that
-//! branch. Every request is recorded; `stall_posts` makes it record a POST and never answer.
+//! branch. Any other `GET` is answered from fixed routes set with [`MockForge::route`] (an
+//! issue, a repository), 404 with GitHub's `{"message": "Not Found"}` otherwise. Every request
+//! is recorded; `stall_posts` makes it record a POST and never answer.
 //!
 //! Self-contained (std and serde_json only) so that other test crates can include it with
 //! `#[path = "../../broker/tests/it/mockgithub.rs"] mod mockgithub;`.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -46,7 +49,11 @@ pub struct MockForge {
     pub seen: Arc<Mutex<Vec<SeenRequest>>>,
     /// While set, a POST is recorded and never answered (the client is killed while waiting).
     pub stall_posts: Arc<AtomicBool>,
+    /// Fixed answers to `GET`s by request target (query included): status and JSON body.
+    routes: Arc<Mutex<Routes>>,
 }
+
+type Routes = BTreeMap<String, (u16, Value)>;
 
 impl MockForge {
     /// Start the mock on an ephemeral loopback port.
@@ -55,19 +62,29 @@ impl MockForge {
         let base = format!("http://{}", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::<SeenRequest>::new()));
         let stall = Arc::new(AtomicBool::new(false));
-        let (seen2, stall2) = (seen.clone(), stall.clone());
+        let routes = Arc::new(Mutex::new(Routes::new()));
+        let (seen2, stall2, routes2) = (seen.clone(), stall.clone(), routes.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { return };
-                let (seen, stall) = (seen2.clone(), stall2.clone());
-                std::thread::spawn(move || serve(stream, &seen, &stall));
+                let (seen, stall, routes) = (seen2.clone(), stall2.clone(), routes2.clone());
+                std::thread::spawn(move || serve(stream, &seen, &stall, &routes));
             }
         });
         MockForge {
             base,
             seen,
             stall_posts: stall,
+            routes,
         }
+    }
+
+    /// Answer `GET target` (query included) with `status` and `body` from now on.
+    pub fn route(&self, target: &str, status: u16, body: Value) {
+        self.routes
+            .lock()
+            .unwrap()
+            .insert(target.to_owned(), (status, body));
     }
 
     /// Every request so far, in order.
@@ -82,6 +99,18 @@ impl MockForge {
             .filter(|r| r.method == "POST" && r.path.ends_with("/pulls"))
             .map(|r| serde_json::from_str(&r.body).unwrap_or(Value::Null))
             .collect()
+    }
+}
+
+fn status_line(code: u16) -> &'static str {
+    match code {
+        200 => "200 OK",
+        201 => "201 Created",
+        401 => "401 Unauthorized",
+        403 => "403 Forbidden",
+        404 => "404 Not Found",
+        422 => "422 Unprocessable Entity",
+        _ => "500 Internal Server Error",
     }
 }
 
@@ -118,7 +147,12 @@ fn pull(slug: &str, n: usize, post: &SeenRequest) -> Value {
     })
 }
 
-fn serve(stream: std::net::TcpStream, seen: &Mutex<Vec<SeenRequest>>, stall: &AtomicBool) {
+fn serve(
+    stream: std::net::TcpStream,
+    seen: &Mutex<Vec<SeenRequest>>,
+    stall: &AtomicBool,
+    routes: &Mutex<Routes>,
+) {
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
@@ -169,7 +203,16 @@ fn serve(stream: std::net::TcpStream, seen: &Mutex<Vec<SeenRequest>>, stall: &At
             .cloned()
             .collect();
         seen.lock().unwrap().push(req.clone());
-        let (status, reply) = if method == "GET" {
+        let fixed = if method == "GET" {
+            routes.lock().unwrap().get(&path).cloned()
+        } else {
+            None
+        };
+        let (status, reply) = if let Some((code, body)) = fixed {
+            (status_line(code), body.to_string())
+        } else if method == "GET" && !path.contains("/pulls") {
+            ("404 Not Found", json!({"message": "Not Found"}).to_string())
+        } else if method == "GET" {
             // Like GitHub, `head=owner:branch` lists only that branch's pull requests.
             let head = query_param(&path, "head")
                 .map(|h| h.split_once(':').map_or(h.clone(), |(_, b)| b.to_owned()));

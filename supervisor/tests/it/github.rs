@@ -1,60 +1,14 @@
 //! GitHub intake: an issue fetched from a mock of the GitHub REST API on loopback, its comments
 //! marked and screened, the default branch's head pinned, the number handed to the broker.
 
+#[path = "../../../broker/tests/it/mockgithub.rs"]
+mod mockgithub;
+
 use crate::fixture::*;
+use mockgithub::MockForge as MockApi;
 use airlock_supervisor::RunEnd;
 use airlock_supervisor::github::IssueSource;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-
-/// A mock of the REST API: fixed answers by path (with query), and every request seen.
-pub struct MockApi {
-    pub base: String,
-    routes: Arc<Mutex<BTreeMap<String, (u16, Value)>>>,
-    pub seen: Arc<Mutex<Vec<(String, Vec<(String, String)>)>>>,
-}
-
-impl MockApi {
-    pub fn start() -> MockApi {
-        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
-        let base = format!("http://{}", server.server_addr().to_ip().unwrap());
-        let routes = Arc::new(Mutex::new(BTreeMap::<String, (u16, Value)>::new()));
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let (r, s) = (routes.clone(), seen.clone());
-        std::thread::spawn(move || {
-            for request in server.incoming_requests() {
-                let url = request.url().to_owned();
-                let headers = request
-                    .headers()
-                    .iter()
-                    .map(|h| (h.field.to_string(), h.value.to_string()))
-                    .collect();
-                s.lock().unwrap().push((url.clone(), headers));
-                let (status, body) = r
-                    .lock()
-                    .unwrap()
-                    .get(&url)
-                    .cloned()
-                    .unwrap_or((404, json!({"message": "Not Found"})));
-                let response = tiny_http::Response::from_string(body.to_string())
-                    .with_status_code(status)
-                    .with_header(
-                        tiny_http::Header::from_bytes("Content-Type", "application/json").unwrap(),
-                    );
-                let _ = request.respond(response);
-            }
-        });
-        MockApi { base, routes, seen }
-    }
-
-    pub fn route(&self, path: &str, status: u16, body: Value) {
-        self.routes
-            .lock()
-            .unwrap()
-            .insert(path.to_owned(), (status, body));
-    }
-}
 
 fn github_config(fx: &Fixture, api: &MockApi, extra: &str) -> std::path::PathBuf {
     let config = fx.config("max_turns = 4");
@@ -134,9 +88,9 @@ pub fn a_github_issue_is_fetched_pinned_to_the_default_branch_head_and_screened(
     assert_eq!(registered[0].issue_id, "ACME-7");
     assert_eq!(registered[0].issue_number, Some(7));
 
-    let outcome: Value =
+    let recorded: Value =
         serde_json::from_str(&std::fs::read_to_string(&report.outcome_path).unwrap()).unwrap();
-    let intake = &outcome["intake"];
+    let intake = &recorded["intake"];
     assert_eq!(intake["source"], "github");
     assert_eq!(intake["number"], 7);
     assert_eq!(intake["author"], "alice");
@@ -151,10 +105,10 @@ pub fn a_github_issue_is_fetched_pinned_to_the_default_branch_head_and_screened(
         "{audit}"
     );
     // No token was configured, so none was sent; every request carried the API's headers.
-    for (url, headers) in api.seen.lock().unwrap().iter() {
-        let has = |k: &str| headers.iter().any(|(h, _)| h.eq_ignore_ascii_case(k));
-        assert!(!has("authorization"), "{url}");
-        assert!(has("x-github-api-version") && has("user-agent"), "{url}");
+    for r in api.requests() {
+        assert_eq!(r.header("authorization"), None, "{}", r.path);
+        assert_eq!(r.header("x-github-api-version"), Some("2022-11-28"), "{}", r.path);
+        assert!(r.header("user-agent").is_some(), "{}", r.path);
     }
 
     // The default branch moves on: the next run pins its new head (the mirror is refreshed).
@@ -221,7 +175,7 @@ pub fn github_intake_refusals_say_what_is_wrong() {
     assert!(triage.reason.contains("closed"), "{}", triage.reason);
     assert_eq!(report.exit_code(), 4);
     // A named token variable that is unset is refused before any request.
-    let before = api.seen.lock().unwrap().len();
+    let before = api.requests().len();
     let config2 = github_config(&fx, &api, "token_env = \"AIRLOCK_TEST_UNSET_GH_TOKEN\"");
     let model = fx.script(&[final_turn(&outcome("escalate", 0.2))]);
     let err = fx
@@ -235,5 +189,5 @@ pub fn github_intake_refusals_say_what_is_wrong() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("AIRLOCK_TEST_UNSET_GH_TOKEN"), "{err}");
-    assert_eq!(api.seen.lock().unwrap().len(), before);
+    assert_eq!(api.requests().len(), before);
 }
