@@ -17,7 +17,8 @@ use crate::publish::GitHubForge;
 use crate::rules::PolicyRules;
 use crate::sandboxed::SandboxExecutor;
 use crate::service::{AuditJournal, Broker, unix_now};
-use crate::store::{QueueItem, SqliteStore};
+use crate::store::{QueueItem, SqliteStore, Store};
+use crate::view::{ItemView, QueueRow};
 
 /// Exit code when the requested action was refused.
 pub const EXIT_REFUSED: u8 = 1;
@@ -49,15 +50,29 @@ enum Color {
 enum Command {
     /// Listen on the configured Unix socket for supervisors.
     Serve,
-    /// List the queue as a table.
-    Queue,
-    /// Show one queued pull request: diff, arguments verbatim, test evidence, flags.
+    /// List the queue as a table; every agent text is shown with control and invisible
+    /// characters escaped (`\u{1b}`).
+    Queue {
+        /// Print the rows as JSON for scripts: the raw text, not escaped (non-ASCII written as
+        /// `\u` escapes, so the document parses back to exactly what the agent sent).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one queued pull request: issue, title and body, diffstat, claimed and computed
+    /// digest, flags, witness steps, judge score and the branch approval pushes; then the
+    /// arguments verbatim, the test evidence and the diff. Every text from the agent or the
+    /// repository is shown with control and invisible characters escaped (`\u{1b}`, `\u{d}`,
+    /// `\u{202e}`), so none can hide a line.
     Show {
         /// Queue item id.
         id: i64,
-        /// Colour the diff.
+        /// Colour the diff: `auto` only on a terminal and never with NO_COLOR set.
         #[arg(long, value_enum, default_value = "auto")]
         color: Color,
+        /// Print the item as JSON for scripts: the raw text, not escaped (non-ASCII written as
+        /// `\u` escapes, so the document parses back to exactly what the agent sent).
+        #[arg(long)]
+        json: bool,
     },
     /// Approve a queued pull request: commit, push, and open the draft pull request.
     Approve {
@@ -136,6 +151,10 @@ pub fn run() -> ExitCode {
         .and_then(|broker| dispatch(broker, cli.command));
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`airlock-broker show 3 | head`): it has what it wanted.
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
+            ExitCode::SUCCESS
+        }
         Err(err) => {
             eprintln!("airlock-broker: error: {err}");
             let refused = matches!(
@@ -184,20 +203,34 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
             });
             crate::server::serve(broker, listener)
         }
-        Command::Queue => {
-            let items = broker.queue()?;
-            write!(out, "{}", render_queue(&items, unix_now())).map_err(w)
-        }
-        Command::Show { id, color } => {
-            let item = broker.queue_item(id)?;
-            let colored = match color {
-                Color::Always => true,
-                Color::Never => false,
-                Color::Auto => std::io::stdout().is_terminal(),
+        Command::Queue { json } => {
+            let rows: Vec<QueueRow> = broker.queue()?.iter().map(QueueRow::of).collect();
+            let text = if json {
+                format!("{}\n", to_json(&rows)?)
+            } else {
+                crate::view::render_queue(&rows, unix_now())
             };
-            write!(out, "{}", render_item(&item, colored)).map_err(w)?;
-            let score = SqliteStore::open(&broker.config().state_db)?.judge_score(id)?;
-            write!(out, "{}", render_judge_score(score.as_ref())).map_err(w)
+            out.write_all(text.as_bytes())
+                .and_then(|()| out.flush())
+                .map_err(w)
+        }
+        Command::Show { id, color, json } => {
+            let item = broker.queue_item(id)?;
+            let mut store = SqliteStore::open(&broker.config().state_db)?;
+            let score = store.judge_score(id)?;
+            let issue = store
+                .run(&item.run_id)?
+                .and_then(|run| run.registration.issue);
+            let branch = crate::publish::branch_name(&item.item.issue_id, item.id);
+            let view = ItemView::of(&item, issue, score.as_ref().map(|(j, _)| j.clone()), branch);
+            let text = if json {
+                format!("{}\n", to_json(&view)?)
+            } else {
+                crate::view::render_item(&view, score.as_ref(), use_colour(color))
+            };
+            out.write_all(text.as_bytes())
+                .and_then(|()| out.flush())
+                .map_err(w)
         }
         Command::Approve { id } => {
             let item = broker.approve(id, &reviewer())?;
@@ -251,222 +284,24 @@ fn write_published(out: &mut impl Write, verb: &str, item: &QueueItem) -> std::i
     )
 }
 
-fn age(secs: i64) -> String {
-    let secs = secs.max(0);
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 7200 => format!("{}m", s / 60),
-        s if s < 172_800 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
+pub use crate::view::render_judge_score;
+
+/// Whether `show` colours its diff: `--color always` does (an explicit flag overrides
+/// `NO_COLOR`, as no-color.org asks); `auto` only on a terminal and only without `NO_COLOR`.
+fn use_colour(color: Color) -> bool {
+    match color {
+        Color::Always => true,
+        Color::Never => false,
+        Color::Auto => {
+            std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        }
     }
 }
 
-/// The queue as a table: id, status, age, repository, issue, flags, title.
-pub fn render_queue(items: &[QueueItem], now: i64) -> String {
-    let mut rows = vec![[
-        "ID".to_owned(),
-        "STATUS".to_owned(),
-        "AGE".to_owned(),
-        "REPOSITORY".to_owned(),
-        "ISSUE".to_owned(),
-        "FLAGS".to_owned(),
-        "TITLE".to_owned(),
-    ]];
-    for i in items {
-        rows.push([
-            i.id.to_string(),
-            i.status.as_str().to_owned(),
-            age(now - i.queued_at),
-            i.item.repository.clone(),
-            i.item.issue_id.clone(),
-            i.item.flags.len().to_string(),
-            i.item.title.clone(),
-        ]);
-    }
-    let mut widths = [0usize; 7];
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for row in &rows {
-        let line: Vec<String> = row
-            .iter()
-            .zip(widths)
-            .enumerate()
-            .map(|(n, (cell, w))| {
-                if n == 6 {
-                    cell.clone()
-                } else {
-                    format!("{cell:<w$}")
-                }
-            })
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
-}
-
-fn colour_diff(diff: &str) -> String {
-    let mut out = String::new();
-    for line in diff.lines() {
-        let code =
-            if line.starts_with("+++") || line.starts_with("---") || line.starts_with("diff ") {
-                "\x1b[1m"
-            } else if line.starts_with('+') {
-                "\x1b[32m"
-            } else if line.starts_with('-') {
-                "\x1b[31m"
-            } else if line.starts_with("@@") {
-                "\x1b[36m"
-            } else {
-                ""
-            };
-        if code.is_empty() {
-            out.push_str(line);
-        } else {
-            out.push_str(code);
-            out.push_str(line);
-            out.push_str("\x1b[0m");
-        }
-        out.push('\n');
-    }
-    out
-}
-
-/// One queue item for the approver.
-pub fn render_item(item: &QueueItem, colored: bool) -> String {
-    let mut out = String::new();
-    out.push_str(&format!(
-        "queue item {}  [{}]\n",
-        item.id,
-        item.status.as_str()
-    ));
-    out.push_str(&format!("run:        {}\n", item.run_id));
-    out.push_str(&format!(
-        "repository: {} at {}\n",
-        item.item.repository, item.item.base_commit
-    ));
-    out.push_str(&format!("issue:      {}\n", item.item.issue_id));
-    out.push_str(&format!("title:      {}\n", item.item.title));
-    if let Some(reason) = &item.reason {
-        out.push_str(&format!("reason:     {reason}\n"));
-    }
-    if let Some(branch) = &item.branch {
-        out.push_str(&format!(
-            "branch:     {branch} at {}\n",
-            item.commit.as_deref().unwrap_or("?")
-        ));
-    }
-    if let Some(url) = &item.pr_url {
-        out.push_str(&format!("pr:         {url}\n"));
-    }
-    out.push_str("\n== flags\n");
-    if item.item.flags.is_empty() {
-        out.push_str("(none)\n");
-    }
-    for flag in &item.item.flags {
-        out.push_str(&format!("- {flag}\n"));
-    }
-    out.push_str("\n== arguments (verbatim)\n");
-    out.push_str(&item.item.args);
-    out.push_str("\n\n== recomputed digest\n");
-    out.push_str(&serde_json::to_string_pretty(&item.item.digest).unwrap_or_default());
-    out.push_str("\n\n== test evidence\n");
-    for step in &item.item.evidence {
-        out.push_str(&format!(
-            "--- {} (must {}): exit {:?}, {:?}\n$ {}\n",
-            step.step,
-            step.expect,
-            step.exit_code,
-            step.grade,
-            step.argv.join(" ")
-        ));
-        if let Some(inventory) = &step.inventory {
-            out.push_str(&format!("inventory: {}\n", inventory.summary()));
-            let failing = inventory.failing();
-            if !failing.is_empty() {
-                let shown: Vec<&str> = failing.iter().take(20).copied().collect();
-                let more = failing.len() - shown.len();
-                out.push_str(&format!(
-                    "failing at base (known failures): {}{}\n",
-                    shown.join(", "),
-                    if more > 0 {
-                        format!(" and {more} more")
-                    } else {
-                        String::new()
-                    }
-                ));
-            }
-        }
-        if let Some(verdict) = &step.full_run {
-            out.push_str(&format!(
-                "against the base inventory: {}\n",
-                verdict.summary()
-            ));
-        }
-        out.push_str("[stdout]\n");
-        out.push_str(&step.stdout);
-        out.push_str("\n[stderr]\n");
-        out.push_str(&step.stderr);
-        out.push('\n');
-    }
-    out.push_str("\n== diff\n");
-    if colored {
-        out.push_str(&colour_diff(&item.item.diff));
-    } else {
-        out.push_str(&item.item.diff);
-    }
-    out
-}
-
-/// The judge's score section of `show`: verdict, the five scores, unsupported claims, the
-/// reason and the rules the code enforced; `(not judged)` when `airlock judge` has not run.
-pub fn render_judge_score(score: Option<&(serde_json::Value, i64)>) -> String {
-    let mut out = String::from("\n== judge score\n");
-    let Some((j, _at)) = score else {
-        out.push_str("(not judged)\n");
-        return out;
-    };
-    let status = j["status"].as_str().unwrap_or("?");
-    out.push_str(&format!(
-        "model:   {}\n",
-        j["model"].as_str().unwrap_or("?")
-    ));
-    if status != "scored" {
-        out.push_str(&format!(
-            "status:  {status} (the judge's answer broke the contract twice)\n"
-        ));
-        return out;
-    }
-    let v = &j["verdict"];
-    out.push_str(&format!(
-        "verdict: {}\n",
-        v["verdict"].as_str().unwrap_or("?")
-    ));
-    let s = &v["scores"];
-    out.push_str(&format!(
-        "scores:  root_cause {}  minimality {}  test_honesty {}  conventions {}  faithfulness {}\n",
-        s["root_cause"], s["minimality"], s["test_honesty"], s["conventions"], s["faithfulness"]
-    ));
-    out.push_str(&format!(
-        "reason:  {}\n",
-        v["one_line_reason"].as_str().unwrap_or("")
-    ));
-    for claim in v["unsupported_claims"].as_array().into_iter().flatten() {
-        out.push_str(&format!(
-            "unsupported claim: {}\n",
-            claim.as_str().unwrap_or("")
-        ));
-    }
-    for rule in j["rules_applied"].as_array().into_iter().flatten() {
-        out.push_str(&format!(
-            "rule enforced: {} ({})\n",
-            rule["rule"].as_str().unwrap_or(""),
-            rule["change"].as_str().unwrap_or("")
-        ));
-    }
-    out
+fn to_json<T: serde::Serialize>(value: &T) -> crate::Result<String> {
+    crate::view::to_ascii_json(value).map_err(|e| Error::Io {
+        context: "serializing the JSON output".to_owned(),
+        source: e.into(),
+    })
 }

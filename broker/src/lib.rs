@@ -24,6 +24,7 @@ pub mod sandboxed;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod view;
 pub mod witness;
 
 pub use airlock_schemas::{BrokerError, ErrorCode};

@@ -46,6 +46,22 @@ pub struct RunRegistration {
     /// [`DEFAULT_RECONNECT_SECS`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reconnect_secs: Option<u64>,
+    /// The issue as the supervisor read it, shown to the approver by `airlock-broker show`
+    /// (escaped: it is repository text). Absent in registrations from supervisors that predate
+    /// it; the broker never acts on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue: Option<IssueText>,
+}
+
+/// The text of the issue a run works on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IssueText {
+    /// One-line title.
+    pub title: String,
+    /// Free-text body.
+    #[serde(default)]
+    pub body: String,
 }
 
 /// The reconnect window of a registration that does not state one, in seconds.

@@ -2,7 +2,8 @@
 //! (an allowlist of globs plus classes refused whatever the allowlist says), test recognition
 //! per language, detectors for the six forbidden test-weakening moves, the diff digest
 //! that the broker recomputes to check a model's `open_pr` claim, and the test rules of
-//! [`testrun`] (runners, result parsing, the base inventory, the test environment).
+//! [`testrun`] (runners, result parsing, the base inventory, the test environment), and how
+//! agent or repository text is shown on a terminal ([`terminal`]).
 //!
 //! The rules live in `policies/default.toml`, embedded at build time ([`Policy::default`]);
 //! an operator may load another file ([`Policy::load`]) or narrow the allowlist. Every rule
@@ -28,6 +29,7 @@ mod digest;
 mod operands;
 mod paths;
 mod shadow;
+pub mod terminal;
 mod testcode;
 mod testfiles;
 pub mod testrun;

@@ -6,6 +6,7 @@
 //! rate is at or above 1 per 1,000 files.
 
 use airlock_audit::{self as audit, ProblemKind, SourceKind, Timestamp};
+use airlock_policies::terminal::escaped_line;
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -220,7 +221,7 @@ fn injections(since: Option<&str>, json: bool, log: &LogArg) -> anyhow::Result<E
     let scan = read_scan(log)?;
     let list = audit::injections(&scan, since);
     if json {
-        outln!("{}", serde_json::to_string_pretty(&list)?);
+        outln!("{}", airlock_policies::terminal::to_ascii_json(&list)?);
         return Ok(ExitCode::SUCCESS);
     }
     if list.is_empty() {
@@ -241,14 +242,18 @@ fn injections(since: Option<&str>, json: bool, log: &LogArg) -> anyhow::Result<E
             Some(rule) => format!("suspected ({rule})"),
             None => "observed".to_string(),
         };
+        // Run ids, paths, issue text and the excerpt came from a repository or a model: shown
+        // with control and invisible characters escaped, one line each.
         outln!(
-            "{}  run {}  {}@{}  issue {}  {place}  {what}\n    {}",
+            "{}  run {}  {}@{}  issue {}  {}  {}\n    {}",
             i.ts,
-            i.run_id,
-            short(&i.repository, 60),
-            short(&i.commit, 12),
-            short(&i.issue, 30),
-            i.excerpt
+            escaped_line(&i.run_id),
+            escaped_line(&short(&i.repository, 60)),
+            escaped_line(&short(&i.commit, 12)),
+            escaped_line(&short(&i.issue, 30)),
+            escaped_line(&place),
+            escaped_line(&what),
+            escaped_line(&i.excerpt)
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -262,14 +267,14 @@ fn show(run: &str, json: bool, log: &LogArg) -> anyhow::Result<ExitCode> {
     }
     for r in records {
         if json {
-            outln!("{}", serde_json::to_string(r)?);
+            outln!("{}", airlock_policies::terminal::to_ascii_json_line(r)?);
         } else {
             outln!(
                 "{:>6}  {}  {:<20}  {}",
                 r.seq,
                 r.ts,
-                r.kind,
-                summary(&r.payload)
+                escaped_line(&r.kind),
+                escaped_line(&summary(&r.payload))
             );
         }
     }
@@ -307,12 +312,18 @@ fn detect(files: &[PathBuf], source: SourceKind, json: bool) -> anyhow::Result<E
             all.push(serde_json::json!({ "path": shown, "findings": findings }));
         } else {
             for f in findings {
-                outln!("{shown}:{}: {}: {}", f.line, f.rule, f.excerpt);
+                outln!(
+                    "{}:{}: {}: {}",
+                    escaped_line(&shown),
+                    f.line,
+                    f.rule,
+                    escaped_line(&f.excerpt)
+                );
             }
         }
     }
     if json {
-        outln!("{}", serde_json::to_string_pretty(&all)?);
+        outln!("{}", airlock_policies::terminal::to_ascii_json(&all)?);
     }
     Ok(if any {
         ExitCode::from(1)

@@ -323,18 +323,11 @@ impl TestRunner for SandboxTestRunner {
     }
 }
 
-/// Repository output made safe for the operator's terminal: control characters other than
-/// newline and tab (escape sequences, carriage returns) are shown as `\u{..}`.
+/// Repository output made safe for the operator's terminal by the shared rule
+/// ([`airlock_policies::terminal::escaped`]): control and invisible characters other than
+/// newline and tab (escape sequences, carriage returns, bidi overrides) are shown as `\u{..}`.
 fn shown_escaped(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_control() && c != '\n' && c != '\t' {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    airlock_policies::terminal::escaped(text).into_owned()
 }
 
 /// The last `max` bytes of `text` (on a character boundary), saying how much was cut.
@@ -506,6 +499,7 @@ impl PrSink for BrokerSocket {
                 "write_allowlist": run.write_allowlist,
                 "test_env": run.test_env,
                 "reconnect_secs": run.reconnect_secs,
+                "issue": { "title": run.issue_title, "body": run.issue_body },
             }
         });
         // Sent only when there is one, so a broker that predates GitHub intake still takes

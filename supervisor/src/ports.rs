@@ -156,6 +156,10 @@ pub struct RunRegistration {
     /// How long the supervisor keeps reconnecting to resend an `open_pr` whose connection broke;
     /// the broker abandons an intake it takes up again later than this.
     pub reconnect_secs: u64,
+    /// The issue's title, shown to the approver beside the pull request.
+    pub issue_title: String,
+    /// The issue's body, shown to the approver beside the pull request.
+    pub issue_body: String,
 }
 
 /// The broker's answer to `open_pr`, handed to the model verbatim.

@@ -326,6 +326,15 @@ pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
             write_allowlist: env.policy.allowlist().to_vec(),
             test_env: baseline.environment.clone(),
             reconnect_secs: spec.config.broker.reconnect_secs(),
+            issue_title: spec.issue.title.clone(),
+            // Bounded like retrieval's query, so a huge issue cannot push the registration past
+            // the broker's request limit.
+            issue_body: spec
+                .issue
+                .body
+                .chars()
+                .take(crate::issue::MAX_QUERY_CHARS)
+                .collect(),
         })
         .map_err(|e| SessionError::Register(e.to_string()))?;
 

@@ -81,6 +81,7 @@ impl Fixture {
                     write_allowlist: vec![],
                     test_env: Default::default(),
                     reconnect_secs: None,
+                    issue: None,
                 },
                 1,
             )

@@ -711,6 +711,7 @@ mod tests {
             write_allowlist: vec![],
             test_env: Default::default(),
             reconnect_secs: None,
+            issue: None,
         }
     }
 

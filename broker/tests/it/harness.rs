@@ -262,6 +262,7 @@ impl Fixture {
             write_allowlist: vec!["calc/**".into(), "tests/**".into()],
             test_env: Default::default(),
             reconnect_secs: None,
+            issue: None,
         }
     }
 

@@ -12,4 +12,5 @@ mod mockgithub;
 mod publication;
 mod push_http;
 mod rust;
+mod terminal;
 mod witness_attacks;

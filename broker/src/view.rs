@@ -1,0 +1,796 @@
+//! The approver's view of the queue: typed rows and items ([`QueueRow`], [`ItemView`]) that
+//! `queue --json` and `show --json` serialize with the raw text, and their terminal rendering,
+//! where every text that came from the agent or the repository (title, body, file names, diff
+//! lines, test output, flags, the judge's words) passes through [`airlock_policies::terminal`]
+//! so it cannot move the cursor, erase a line or hide characters.
+
+pub use airlock_policies::terminal::to_ascii_json;
+use airlock_policies::terminal::{escaped, escaped_line};
+use airlock_policies::testrun::{Grade, TestStatus};
+use airlock_schemas::{DiffDigest, OpenPr};
+use serde::Serialize;
+
+use crate::protocol::IssueText;
+use crate::store::QueueItem;
+use crate::witness::WitnessOutput;
+
+/// One row of `airlock-broker queue`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QueueRow {
+    /// Queue id.
+    pub id: i64,
+    /// `queued`, `approved`, `published`, `denied` or `expired`.
+    pub status: String,
+    /// Unix seconds it was queued.
+    pub queued_at: i64,
+    /// Repository name.
+    pub repository: String,
+    /// The issue id the agent gave.
+    pub issue_id: String,
+    /// How many detector flags the intake raised.
+    pub flags: usize,
+    /// The title the agent gave, raw.
+    pub title: String,
+}
+
+impl QueueRow {
+    /// The row of `item`.
+    pub fn of(item: &QueueItem) -> Self {
+        QueueRow {
+            id: item.id,
+            status: item.status.as_str().to_owned(),
+            queued_at: item.queued_at,
+            repository: item.item.repository.clone(),
+            issue_id: item.item.issue_id.clone(),
+            flags: item.item.flags.len(),
+            title: item.item.title.clone(),
+        }
+    }
+}
+
+/// One file of the diffstat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileStat {
+    /// The path (the new one; the old one for a deletion), raw.
+    pub path: String,
+    /// Added lines.
+    pub insertions: usize,
+    /// Removed lines.
+    pub deletions: usize,
+    /// Git reported binary content.
+    pub binary: bool,
+}
+
+/// Test counts of one witness step, from the results parsed out of its output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct TestCounts {
+    /// Tests that passed.
+    pub passed: usize,
+    /// Tests that failed an assertion.
+    pub failed: usize,
+    /// Tests that errored.
+    pub errors: usize,
+    /// Tests skipped, ignored or xfailed.
+    pub skipped: usize,
+}
+
+impl TestCounts {
+    fn of(step: &WitnessOutput) -> Self {
+        let mut counts = TestCounts::default();
+        for status in step.parsed.tests.values() {
+            match status {
+                TestStatus::Passed => counts.passed += 1,
+                TestStatus::Failed => counts.failed += 1,
+                TestStatus::Error => counts.errors += 1,
+                TestStatus::Skipped => counts.skipped += 1,
+            }
+        }
+        counts
+    }
+}
+
+/// One witness step with its counts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepView {
+    /// The counts of the tests it reported.
+    pub tests: TestCounts,
+    /// The step as recorded (command, exit code, grade, output).
+    #[serde(flatten)]
+    pub step: WitnessOutput,
+}
+
+/// One finding of the prompt-injection detector ([`airlock_audit::detect`]) in the text the
+/// approver is asked to accept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InjectionFinding {
+    /// Where: `issue`, `title`, `body`, or the file of an added diff line.
+    pub place: String,
+    /// 1-based line: of the issue body or pull-request body, or of the new file.
+    pub line: u64,
+    /// The detector rule's stable id.
+    pub rule: String,
+    /// The detector's excerpt, raw.
+    pub excerpt: String,
+}
+
+/// The detector's findings in the issue, the title, the body and the diff's added lines, in
+/// that order; a diff finding names the added line's number in the new file.
+fn injection_findings(
+    issue: Option<&IssueText>,
+    title: &str,
+    body: Option<&str>,
+    files: &[airlock_policies::FileDiff],
+) -> Vec<InjectionFinding> {
+    use airlock_audit::SourceKind;
+    let found =
+        |place: &str, text: &str, source, path: Option<&str>, line_of: &dyn Fn(u64) -> u64| {
+            airlock_audit::detect(text, source, path)
+                .into_iter()
+                .map(|f| InjectionFinding {
+                    place: place.to_owned(),
+                    line: line_of(f.line),
+                    rule: f.rule.as_str().to_owned(),
+                    excerpt: f.excerpt,
+                })
+                .collect::<Vec<_>>()
+        };
+    let same = |n: u64| n;
+    let mut out = Vec::new();
+    if let Some(issue) = issue {
+        let text = format!("{}\n{}", issue.title, issue.body);
+        // Line 1 is the title; the body's lines follow, numbered from 1.
+        out.extend(found("issue", &text, SourceKind::IssueBody, None, &|n| {
+            n.saturating_sub(1)
+        }));
+    }
+    out.extend(found("title", title, SourceKind::ToolOutput, None, &same));
+    if let Some(body) = body {
+        out.extend(found("body", body, SourceKind::IssueBody, None, &same));
+    }
+    for file in files {
+        let added: Vec<&airlock_policies::DiffLine> = file
+            .hunks
+            .iter()
+            .flat_map(|h| &h.lines)
+            .filter(|l| l.kind == airlock_policies::LineKind::Added)
+            .collect();
+        if added.is_empty() {
+            continue;
+        }
+        let text: Vec<&str> = added.iter().map(|l| l.text.as_str()).collect();
+        let new_line = |n: u64| {
+            usize::try_from(n)
+                .ok()
+                .and_then(|n| added.get(n.checked_sub(1)?))
+                .and_then(|l| l.new_line)
+                .map_or(n, |l| l as u64)
+        };
+        out.extend(found(
+            file.path(),
+            &text.join("\n"),
+            SourceKind::File,
+            Some(file.path()),
+            &new_line,
+        ));
+    }
+    out
+}
+
+/// Everything `airlock-broker show` puts before the approver, in the order they decide on it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ItemView {
+    /// Queue id.
+    pub id: i64,
+    /// Current status.
+    pub status: String,
+    /// The run it came from.
+    pub run_id: String,
+    /// Repository name.
+    pub repository: String,
+    /// The pinned base commit.
+    pub base_commit: String,
+    /// The issue id the agent gave.
+    pub issue_id: String,
+    /// The issue as the supervisor registered it, raw; `None` from supervisors that predate it.
+    pub issue: Option<IssueText>,
+    /// The title, raw.
+    pub title: String,
+    /// The body, raw; `None` when the stored arguments do not parse as `open_pr`.
+    pub body: Option<String>,
+    /// The branch approval pushes (or pushed).
+    pub branch: String,
+    /// The pushed commit, once pushed.
+    pub commit: Option<String>,
+    /// The draft pull request, once opened.
+    pub pr_url: Option<String>,
+    /// Who decided, when a person did.
+    pub decided_by: Option<String>,
+    /// The denial reason.
+    pub reason: Option<String>,
+    /// Why the last publication attempt failed.
+    pub publish_error: Option<String>,
+    /// Who abandoned the item after a failed publication, and why.
+    pub abandoned_by: Option<String>,
+    /// Why it was abandoned.
+    pub abandon_reason: Option<String>,
+    /// The GitHub issue number the run registered, when it sent one.
+    pub issue_number: Option<u64>,
+    /// Per-file added and removed lines of the broker's diff.
+    pub diffstat: Vec<FileStat>,
+    /// The digest the agent claimed; `None` when the arguments do not parse.
+    pub claimed_digest: Option<DiffDigest>,
+    /// The digest the broker computed from its own clone.
+    pub computed_digest: serde_json::Value,
+    /// Digest fields where the claim and the computation differ.
+    pub digest_mismatches: Vec<String>,
+    /// The detectors' flags, each naming its file and line.
+    pub flags: Vec<String>,
+    /// The prompt-injection detector's findings in the issue, the title, the body and the
+    /// diff's added lines.
+    pub injections: Vec<InjectionFinding>,
+    /// The witness steps in order.
+    pub witness: Vec<StepView>,
+    /// The judge's stored score, when `airlock judge` has run.
+    pub judge: Option<serde_json::Value>,
+    /// The open_pr arguments, verbatim.
+    pub arguments: String,
+    /// The full unified diff the broker computed.
+    pub diff: String,
+}
+
+impl ItemView {
+    /// The view of `item`, with the issue its run registered and the judge's score when there
+    /// are; `branch_to_push` is the branch approval would push when the item has not been
+    /// pushed yet.
+    pub fn of(
+        item: &QueueItem,
+        issue: Option<IssueText>,
+        judge: Option<serde_json::Value>,
+        branch_to_push: String,
+    ) -> Self {
+        let call: Option<OpenPr> = serde_json::from_str(&item.item.args).ok();
+        let claimed_digest = call.as_ref().map(|c| c.diff_digest.clone());
+        let computed: Option<DiffDigest> = serde_json::from_value(item.item.digest.clone()).ok();
+        let digest_mismatches = match (&claimed_digest, &computed) {
+            (Some(claimed), Some(computed)) => claimed
+                .mismatched_fields(computed)
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+            _ => Vec::new(),
+        };
+        let files = airlock_policies::parse_unified_diff(&item.item.diff).unwrap_or_default();
+        let diffstat = files
+            .iter()
+            .map(|f| FileStat {
+                path: f.path().to_owned(),
+                insertions: f.insertions(),
+                deletions: f.deletions(),
+                binary: f.binary,
+            })
+            .collect();
+        let injections = injection_findings(
+            issue.as_ref(),
+            &item.item.title,
+            call.as_ref().map(|c| c.body.as_str()),
+            &files,
+        );
+        ItemView {
+            id: item.id,
+            status: item.status.as_str().to_owned(),
+            run_id: item.run_id.clone(),
+            repository: item.item.repository.clone(),
+            base_commit: item.item.base_commit.clone(),
+            issue_id: item.item.issue_id.clone(),
+            issue,
+            title: item.item.title.clone(),
+            body: call.map(|c| c.body),
+            branch: item.branch.clone().unwrap_or(branch_to_push),
+            commit: item.commit.clone(),
+            pr_url: item.pr_url.clone(),
+            decided_by: item.decided_by.clone(),
+            reason: item.reason.clone(),
+            publish_error: item.publish_error.clone(),
+            abandoned_by: item.abandoned_by.clone(),
+            abandon_reason: item.abandon_reason.clone(),
+            issue_number: item.issue_number,
+            diffstat,
+            claimed_digest,
+            computed_digest: item.item.digest.clone(),
+            digest_mismatches,
+            flags: item.item.flags.clone(),
+            injections,
+            witness: item
+                .item
+                .evidence
+                .iter()
+                .map(|step| StepView {
+                    tests: TestCounts::of(step),
+                    step: step.clone(),
+                })
+                .collect(),
+            judge,
+            arguments: item.item.args.clone(),
+            diff: item.item.diff.clone(),
+        }
+    }
+}
+
+/// How old something is, in one short unit.
+fn age(secs: i64) -> String {
+    let secs = secs.max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+/// The queue as a table (id, status, age, repository, issue, flags, title), every cell one
+/// escaped line.
+pub fn render_queue(rows: &[QueueRow], now: i64) -> String {
+    let mut table = vec![[
+        "ID".to_owned(),
+        "STATUS".to_owned(),
+        "AGE".to_owned(),
+        "REPOSITORY".to_owned(),
+        "ISSUE".to_owned(),
+        "FLAGS".to_owned(),
+        "TITLE".to_owned(),
+    ]];
+    for r in rows {
+        table.push([
+            r.id.to_string(),
+            r.status.clone(),
+            age(now - r.queued_at),
+            escaped_line(&r.repository).into_owned(),
+            escaped_line(&r.issue_id).into_owned(),
+            r.flags.to_string(),
+            escaped_line(&r.title).into_owned(),
+        ]);
+    }
+    let mut widths = [0usize; 7];
+    for row in &table {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in &table {
+        let line: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .enumerate()
+            .map(|(n, (cell, w))| {
+                if n == 6 {
+                    cell.clone()
+                } else {
+                    format!("{cell:<w$}")
+                }
+            })
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// A grade in words: `ok`, or what went wrong.
+fn grade_text(grade: &Grade) -> String {
+    match grade {
+        Grade::Ok => "ok".to_owned(),
+        Grade::NotOk(why) => format!("NOT OK: {why}"),
+        Grade::Invalid(why) => format!("INVALID: {why}"),
+    }
+}
+
+fn digest_table(view: &ItemView, out: &mut String) {
+    let Some(claimed) = &view.claimed_digest else {
+        out.push_str("(the stored arguments do not parse as open_pr; computed digest below)\n");
+        return;
+    };
+    let claimed = serde_json::to_value(claimed).unwrap_or_default();
+    let (Some(claimed), Some(computed)) = (claimed.as_object(), view.computed_digest.as_object())
+    else {
+        return;
+    };
+    let cell = |v: Option<&serde_json::Value>| match v {
+        Some(serde_json::Value::Array(a)) => a
+            .iter()
+            .map(|x| x.as_str().map(|s| escaped_line(s).into_owned()))
+            .map(|s| s.unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join(", "),
+        Some(other) => escaped_line(&other.to_string()).into_owned(),
+        None => "?".to_owned(),
+    };
+    let header = "claimed by the agent";
+    let rows: Vec<(&String, String, String)> = claimed
+        .keys()
+        .map(|field| (field, cell(claimed.get(field)), cell(computed.get(field))))
+        .collect();
+    let width = rows.iter().map(|(f, _, _)| f.len()).max().unwrap_or(0);
+    let claimed_width = rows
+        .iter()
+        .map(|(_, c, _)| c.chars().count())
+        .chain([header.len()])
+        .max()
+        .unwrap_or(0);
+    out.push_str(&format!(
+        "{:<width$}  {header:<claimed_width$}  computed by the broker\n",
+        ""
+    ));
+    for (field, claimed, computed) in rows {
+        let mark = if view.digest_mismatches.iter().any(|m| m == field) {
+            "  MISMATCH"
+        } else {
+            ""
+        };
+        let line = format!("{field:<width$}  {claimed:<claimed_width$}  {computed}{mark}");
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+}
+
+/// The judge's score section of `show`: verdict, the five scores, unsupported claims, the
+/// reason and the rules the code enforced; `(not judged)` when `airlock judge` has not run.
+pub fn render_judge_score(score: Option<&(serde_json::Value, i64)>) -> String {
+    let mut out = String::from("\n== judge score\n");
+    let Some((j, _at)) = score else {
+        out.push_str("(not judged)\n");
+        return out;
+    };
+    let text = |v: &serde_json::Value| escaped_line(v.as_str().unwrap_or("?")).into_owned();
+    let status = j["status"].as_str().unwrap_or("?");
+    out.push_str(&format!("model:   {}\n", text(&j["model"])));
+    if status != "scored" {
+        out.push_str(&format!(
+            "status:  {} (the judge's answer broke the contract twice)\n",
+            escaped_line(status)
+        ));
+        return out;
+    }
+    let v = &j["verdict"];
+    out.push_str(&format!("verdict: {}\n", text(&v["verdict"])));
+    let s = &v["scores"];
+    out.push_str(&format!(
+        "scores:  root_cause {}  minimality {}  test_honesty {}  conventions {}  faithfulness {}\n",
+        s["root_cause"], s["minimality"], s["test_honesty"], s["conventions"], s["faithfulness"]
+    ));
+    out.push_str(&format!(
+        "reason:  {}\n",
+        escaped_line(v["one_line_reason"].as_str().unwrap_or(""))
+    ));
+    for claim in v["unsupported_claims"].as_array().into_iter().flatten() {
+        out.push_str(&format!("unsupported claim: {}\n", text(claim)));
+    }
+    for rule in j["rules_applied"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "rule enforced: {} ({})\n",
+            escaped_line(rule["rule"].as_str().unwrap_or("")),
+            escaped_line(rule["change"].as_str().unwrap_or(""))
+        ));
+    }
+    out
+}
+
+/// The diff, one escaped line per line (a carriage return inside a line is shown, not obeyed),
+/// coloured when `colored`.
+fn render_diff(diff: &str, colored: bool) -> String {
+    let mut out = String::with_capacity(diff.len());
+    let body = diff.strip_suffix('\n').unwrap_or(diff);
+    if body.is_empty() {
+        return out;
+    }
+    for line in body.split('\n') {
+        let line = escaped_line(line);
+        let code = if !colored {
+            ""
+        } else if line.starts_with("+++") || line.starts_with("---") || line.starts_with("diff ") {
+            "\x1b[1m"
+        } else if line.starts_with('+') {
+            "\x1b[32m"
+        } else if line.starts_with('-') {
+            "\x1b[31m"
+        } else if line.starts_with("@@") {
+            "\x1b[36m"
+        } else {
+            ""
+        };
+        if code.is_empty() {
+            out.push_str(&line);
+        } else {
+            out.push_str(code);
+            out.push_str(&line);
+            out.push_str("\x1b[0m");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// One queue item for the approver: what they decide on first (issue, title, body, diffstat,
+/// claimed beside computed digest, flags, witness steps with test counts, judge score, the
+/// branch approval pushes), then the arguments verbatim, the full test evidence and the diff.
+pub fn render_item(
+    view: &ItemView,
+    judge: Option<&(serde_json::Value, i64)>,
+    colored: bool,
+) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("queue item {}  [{}]\n", view.id, view.status));
+    out.push_str(&format!("run:        {}\n", escaped_line(&view.run_id)));
+    out.push_str(&format!(
+        "repository: {} at {}\n",
+        escaped_line(&view.repository),
+        escaped_line(&view.base_commit)
+    ));
+    match view.issue_number {
+        Some(n) => out.push_str(&format!(
+            "issue:      {} (#{n})\n",
+            escaped_line(&view.issue_id)
+        )),
+        None => out.push_str(&format!("issue:      {}\n", escaped_line(&view.issue_id))),
+    }
+    out.push_str(&format!("title:      {}\n", escaped_line(&view.title)));
+    if let Some(reason) = &view.reason {
+        out.push_str(&format!("reason:     {}\n", escaped_line(reason)));
+    }
+    if let Some(error) = &view.publish_error {
+        out.push_str(&format!("publish:    failed: {}\n", escaped_line(error)));
+    }
+    if let Some(reason) = &view.abandon_reason {
+        out.push_str(&format!(
+            "abandoned:  by {}: {}\n",
+            escaped_line(view.abandoned_by.as_deref().unwrap_or("?")),
+            escaped_line(reason)
+        ));
+    }
+    match &view.commit {
+        Some(commit) => out.push_str(&format!(
+            "branch:     {} at {}\n",
+            escaped_line(&view.branch),
+            escaped_line(commit)
+        )),
+        None => out.push_str(&format!(
+            "branch:     {} (approve pushes it)\n",
+            escaped_line(&view.branch)
+        )),
+    }
+    if let Some(url) = &view.pr_url {
+        out.push_str(&format!("pr:         {}\n", escaped_line(url)));
+    }
+
+    out.push_str("\n== issue\n");
+    match &view.issue {
+        Some(issue) => {
+            out.push_str(&format!("{}\n\n", escaped_line(&issue.title)));
+            out.push_str(&escaped(issue.body.trim_end()));
+            out.push('\n');
+        }
+        None => out.push_str("(the run registered no issue text)\n"),
+    }
+
+    out.push_str("\n== body\n");
+    match &view.body {
+        Some(body) => {
+            out.push_str(&escaped(body));
+            out.push('\n');
+        }
+        None => out.push_str("(the stored arguments do not parse as open_pr)\n"),
+    }
+
+    out.push_str("\n== diffstat\n");
+    let (mut plus, mut minus) = (0, 0);
+    let width = view
+        .diffstat
+        .iter()
+        .map(|f| escaped_line(&f.path).chars().count())
+        .max()
+        .unwrap_or(0);
+    for f in &view.diffstat {
+        plus += f.insertions;
+        minus += f.deletions;
+        let counts = if f.binary {
+            "binary".to_owned()
+        } else {
+            format!("+{} -{}", f.insertions, f.deletions)
+        };
+        out.push_str(&format!("{:<width$}  {counts}\n", escaped_line(&f.path)));
+    }
+    out.push_str(&format!(
+        "{} file(s) changed, +{plus} -{minus}\n",
+        view.diffstat.len()
+    ));
+
+    out.push_str("\n== digest\n");
+    digest_table(view, &mut out);
+
+    out.push_str("\n== flags\n");
+    if view.flags.is_empty() {
+        out.push_str("(none)\n");
+    }
+    for flag in &view.flags {
+        out.push_str(&format!("- {}\n", escaped_line(flag)));
+    }
+
+    out.push_str("\n== injection findings\n");
+    if view.injections.is_empty() {
+        out.push_str("(none)\n");
+    }
+    for f in &view.injections {
+        out.push_str(&format!(
+            "- {}:{}: {}: {}\n",
+            escaped_line(&f.place),
+            f.line,
+            escaped_line(&f.rule),
+            escaped_line(&f.excerpt)
+        ));
+    }
+
+    out.push_str("\n== witness\n");
+    for s in &view.witness {
+        let t = s.tests;
+        out.push_str(&format!(
+            "{} must {}: {}; exit {}; tests {} passed, {} failed, {} errors, {} skipped\n",
+            escaped_line(&s.step.step),
+            escaped_line(&s.step.expect),
+            escaped_line(&grade_text(&s.step.grade)),
+            s.step
+                .exit_code
+                .map_or_else(|| "none (killed)".to_owned(), |c| c.to_string()),
+            t.passed,
+            t.failed,
+            t.errors,
+            t.skipped
+        ));
+    }
+
+    out.push_str(&render_judge_score(judge));
+
+    out.push_str("\n== arguments (verbatim)\n");
+    out.push_str(&escaped_line(&view.arguments));
+    out.push_str("\n\n== recomputed digest\n");
+    out.push_str(&escaped(
+        &serde_json::to_string_pretty(&view.computed_digest).unwrap_or_default(),
+    ));
+    out.push_str("\n\n== test evidence\n");
+    for s in &view.witness {
+        let step = &s.step;
+        let argv: Vec<String> = step
+            .argv
+            .iter()
+            .map(|a| escaped_line(a).into_owned())
+            .collect();
+        out.push_str(&format!(
+            "--- {} (must {}): exit {:?}, {}\n$ {}\n",
+            escaped_line(&step.step),
+            escaped_line(&step.expect),
+            step.exit_code,
+            escaped_line(&format!("{:?}", step.grade)),
+            argv.join(" ")
+        ));
+        if let Some(inventory) = &step.inventory {
+            out.push_str(&format!(
+                "inventory: {}\n",
+                escaped_line(&inventory.summary())
+            ));
+            let failing = inventory.failing();
+            if !failing.is_empty() {
+                let shown: Vec<String> = failing
+                    .iter()
+                    .take(20)
+                    .map(|t| escaped_line(t).into_owned())
+                    .collect();
+                let more = failing.len() - shown.len();
+                out.push_str(&format!(
+                    "failing at base (known failures): {}{}\n",
+                    shown.join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+        }
+        if let Some(verdict) = &step.full_run {
+            out.push_str(&format!(
+                "against the base inventory: {}\n",
+                escaped_line(&verdict.summary())
+            ));
+        }
+        out.push_str("[stdout]\n");
+        out.push_str(&escaped(&step.stdout));
+        out.push_str("\n[stderr]\n");
+        out.push_str(&escaped(&step.stderr));
+        out.push('\n');
+    }
+    out.push_str("\n== diff\n");
+    out.push_str(&render_diff(&view.diff, colored));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{NewQueueItem, QueueStatus};
+
+    /// A queued item whose file name holds a right-to-left override: intake refuses such a
+    /// path today, and the view must not depend on that.
+    fn item_with_a_bidi_file_name() -> QueueItem {
+        let name = "docs/evil\u{202e}txt.exe";
+        QueueItem {
+            id: 7,
+            run_id: "run\u{1b}]0;pwned\u{7}".to_owned(),
+            request_id: "r".to_owned(),
+            item: NewQueueItem {
+                repository: "calc".to_owned(),
+                base_commit: "0".repeat(40),
+                issue_id: "CALC-1".to_owned(),
+                title: "fix: a\u{8}\u{8}b".to_owned(),
+                args: "{\"title\":\"\u{2066}x\u{2069}\"}".to_owned(),
+                diff: format!(
+                    "diff --git a/{name} b/{name}\nnew file mode 100644\n--- /dev/null\n+++ b/{name}\n@@ -0,0 +1,1 @@\n+hidden\u{1b}[2K\r\n"
+                ),
+                digest: serde_json::json!({}),
+                evidence: vec![],
+                flags: vec![format!("path-flag: {name}:1: \u{9b}31m")],
+            },
+            status: QueueStatus::Queued,
+            queued_at: 0,
+            decided_at: None,
+            decided_by: None,
+            reason: None,
+            branch: None,
+            commit: None,
+            pr_url: None,
+            publish_error: None,
+            abandoned_by: None,
+            abandon_reason: None,
+            abandoned_at: None,
+            issue_number: None,
+        }
+    }
+
+    #[test]
+    fn every_agent_text_in_show_and_queue_is_escaped() {
+        let item = item_with_a_bidi_file_name();
+        let view = ItemView::of(&item, None, None, "airlock/CALC-1-7".to_owned());
+        for colored in [false, true] {
+            let text = render_item(&view, None, colored);
+            let raw: Vec<char> = text
+                .chars()
+                .filter(|&c| c != '\n' && airlock_policies::terminal::has_hidden(&c.to_string()))
+                .filter(|&c| !(colored && c == '\u{1b}'))
+                .collect();
+            assert_eq!(raw, Vec::<char>::new(), "{text}");
+            assert!(text.contains("+hidden\\u{1b}[2K\\u{d}"), "{text}");
+            assert!(
+                text.contains("docs/evil\\u{202e}txt.exe  +1 -0\n"),
+                "{text}"
+            );
+            assert!(text.contains("title:      fix: a\\u{8}\\u{8}b\n"), "{text}");
+            assert!(text.contains("run\\u{1b}]0;pwned\\u{7}"), "{text}");
+            assert!(text.contains("\\u{9b}31m"), "{text}");
+            assert!(text.contains("\\u{2066}x\\u{2069}"), "{text}");
+        }
+        let table = render_queue(&[QueueRow::of(&item)], 0);
+        assert!(table.contains("fix: a\\u{8}\\u{8}b"), "{table}");
+    }
+
+    #[test]
+    fn json_is_ascii_and_parses_back_to_the_raw_text() {
+        let item = item_with_a_bidi_file_name();
+        let view = ItemView::of(&item, None, None, "airlock/CALC-1-7".to_owned());
+        let json = to_ascii_json(&view).unwrap();
+        assert!(json.is_ascii(), "{json}");
+        let back: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(back["diff"], item.item.diff);
+        assert_eq!(back["title"], item.item.title);
+        assert_eq!(back["diffstat"][0]["path"], "docs/evil\u{202e}txt.exe");
+        let emoji = to_ascii_json(&"🎉é").unwrap();
+        assert_eq!(emoji, "\"\\ud83c\\udf89\\u00e9\"");
+    }
+}
