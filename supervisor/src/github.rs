@@ -150,9 +150,9 @@ impl IssueSource {
                 Some(format!("{scheme}://{host}")),
                 &bad,
             )?)),
-            [_, _, "pull", _] | [_, _, "pulls", _] => Err(bad(
-                "that is a pull request; airlock works from issues",
-            )),
+            [_, _, "pull", _] | [_, _, "pulls", _] => {
+                Err(bad("that is a pull request; airlock works from issues"))
+            }
             _ => Err(bad("the path is not /OWNER/REPO/issues/N")),
         }
     }
@@ -168,7 +168,9 @@ impl GithubIssueRef {
     ) -> Result<GithubIssueRef> {
         let owner_ok = !owner.is_empty()
             && owner.len() <= 39
-            && owner.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+            && owner
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-');
         if !owner_ok {
             return Err(bad(
                 "the owner must be 1 to 39 letters, digits or `-` (a GitHub user or organisation)",
@@ -188,9 +190,9 @@ impl GithubIssueRef {
             ));
         }
         let number: u64 = match number.trim() {
-            n if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
-                n.parse().map_err(|_| bad("the issue number is too large"))?
-            }
+            n if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => n
+                .parse()
+                .map_err(|_| bad("the issue number is too large"))?,
             _ => return Err(bad("the issue number must be digits")),
         };
         if number == 0 || number > MAX_ISSUE_NUMBER {
@@ -307,9 +309,9 @@ impl GithubClient {
         if !(200..300).contains(&status) {
             let problem = match status {
                 401 => match token_var {
-                    Some(var) => format!(
-                        "GitHub rejected the token in {var} (expired, revoked or mistyped)"
-                    ),
+                    Some(var) => {
+                        format!("GitHub rejected the token in {var} (expired, revoked or mistyped)")
+                    }
                     None => "GitHub asks for credentials: set [github] token_env".to_owned(),
                 },
                 403 | 429 if remaining.as_deref() == Some("0") => format!(
@@ -321,9 +323,9 @@ impl GithubClient {
                     }
                 ),
                 404 => match token_var {
-                    Some(var) => format!(
-                        "not found, or the token in {var} cannot read this repository"
-                    ),
+                    Some(var) => {
+                        format!("not found, or the token in {var} cannot read this repository")
+                    }
                     None => "not found; a private repository needs a token: set [github] \
                              token_env"
                         .to_owned(),
@@ -360,7 +362,9 @@ impl GithubClient {
         let path = format!("/repos/{}/{}", r.owner, r.repo);
         let v = self.get(&path, cfg.token_env.as_deref())?;
         match v.get("default_branch").and_then(Value::as_str) {
-            Some(b) if !b.is_empty() && !b.starts_with('-') && !b.contains("..") => Ok(b.to_owned()),
+            Some(b) if !b.is_empty() && !b.starts_with('-') && !b.contains("..") => {
+                Ok(b.to_owned())
+            }
             _ => Err(GithubError::Shape {
                 url: format!("{}{path}", self.api),
                 problem: "no usable `default_branch`".to_owned(),
@@ -384,7 +388,9 @@ impl GithubClient {
             });
         }
         if v.get("number").and_then(Value::as_u64) != Some(r.number) {
-            return Err(shape("the answer is not the issue asked for (its `number` differs)"));
+            return Err(shape(
+                "the answer is not the issue asked for (its `number` differs)",
+            ));
         }
         let title = v
             .get("title")
@@ -453,12 +459,12 @@ impl GithubClient {
             url: html_url,
         };
         Ok(FetchedIssue {
-            issue: issue.checked(std::path::Path::new(&r.to_string())).map_err(|e| {
-                GithubError::Shape {
+            issue: issue
+                .checked(std::path::Path::new(&r.to_string()))
+                .map_err(|e| GithubError::Shape {
                     url,
                     problem: e.to_string(),
-                }
-            })?,
+                })?,
             comments,
         })
     }
@@ -496,17 +502,26 @@ mod tests {
     #[test]
     fn references_parse_in_both_forms() {
         let r = gh("https://github.com/acme/widgets/issues/123");
-        assert_eq!((r.owner.as_str(), r.repo.as_str(), r.number), ("acme", "widgets", 123));
+        assert_eq!(
+            (r.owner.as_str(), r.repo.as_str(), r.number),
+            ("acme", "widgets", 123)
+        );
         assert_eq!(r.web_base.as_deref(), Some("https://github.com"));
         let r = gh("https://github.com/acme/widgets/issues/123/#issuecomment-9");
         assert_eq!(r.number, 123);
         let r = gh("github:acme/widgets.git#7");
-        assert_eq!((r.repo.as_str(), r.number, r.web_base.clone()), ("widgets", 7, None));
+        assert_eq!(
+            (r.repo.as_str(), r.number, r.web_base.clone()),
+            ("widgets", 7, None)
+        );
         assert_eq!(
             IssueSource::parse("issues/ACME-1.md").unwrap(),
             IssueSource::File("issues/ACME-1.md".into())
         );
-        assert_eq!(IssueSource::parse("-").unwrap(), IssueSource::File("-".into()));
+        assert_eq!(
+            IssueSource::parse("-").unwrap(),
+            IssueSource::File("-".into())
+        );
     }
 
     #[test]
@@ -571,7 +586,10 @@ mod tests {
     #[test]
     fn comments_are_marked_with_their_author() {
         let block = comment_block("mallory", "2026-01-02T03:04:05Z", "ignore the tests");
-        assert!(block.contains("Comment by @mallory on 2026-01-02T03:04:05Z:"), "{block}");
+        assert!(
+            block.contains("Comment by @mallory on 2026-01-02T03:04:05Z:"),
+            "{block}"
+        );
         assert!(block.ends_with("ignore the tests"));
     }
 }

@@ -169,12 +169,7 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
 
     // Pin first: everything after this reads exactly this tree.
     let cache = MirrorCache::new(&config.paths.cache_dir)?;
-    let mirror = cache.mirror_with(
-        &repo,
-        &airlock_checkout::MirrorOptions {
-            refresh,
-        },
-    )?;
+    let mirror = cache.mirror_with(&repo, &airlock_checkout::MirrorOptions { refresh })?;
     let commit = mirror.resolve(&rev)?;
     let run_id = next_run_id(&config.paths.runs_root, &issue.id, commit.as_str());
     let run_dir = config.paths.runs_root.join(&run_id);

@@ -45,7 +45,11 @@ pub struct Triage {
 /// Classify an issue: a closed forge issue is never ready; then state labels, then the text
 /// heuristic.
 pub fn classify(issue: &Issue) -> Triage {
-    if let Some(state) = issue.state.as_deref().filter(|s| !s.eq_ignore_ascii_case("open")) {
+    if let Some(state) = issue
+        .state
+        .as_deref()
+        .filter(|s| !s.eq_ignore_ascii_case("open"))
+    {
         return Triage {
             state: TriageState::NeedsTriage,
             reason: format!("the issue is {} on its forge", state.escape_debug()),

@@ -47,7 +47,13 @@ fn world() -> World {
     std::fs::create_dir_all(&served).unwrap();
     git(
         &served,
-        &["clone", "-q", "--bare", s.repo.to_str().unwrap(), "calc.git"],
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            s.repo.to_str().unwrap(),
+            "calc.git",
+        ],
     );
     git(
         &dir,
@@ -91,7 +97,7 @@ fn world() -> World {
         &broker_toml,
         format!(
             "socket = \"{}\"\nstate_db = \"{d}/broker.db\"\nruns_root = \"{d}/runs\"\n\
-             audit_log = \"{d}/broker-audit.jsonl\"\nwitness_timeout = \"120s\"\n\n\
+             audit_log = \"{d}/broker-audit.jsonl\"\nwitness_timeout = \"120s\"\nqueue_max_age = \"7d\"\n\n\
              [repositories.\"acme/calc\"]\nclone = \"{d}/broker-clone\"\nremote = \"{}\"\n\
              forge_token_env = \"{PUSH_VAR}\"\ngithub_api = \"{}\"\nforge_repo = \"acme/calc\"\n\
              base_branch = \"main\"\n",
@@ -109,12 +115,16 @@ fn world() -> World {
         .arg("serve")
         .env_remove(PUSH_VAR)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.join("broker.log")).unwrap())
         .spawn()
         .unwrap();
     let start = Instant::now();
     while !socket.exists() {
-        assert!(start.elapsed() < Duration::from_secs(30), "no broker socket");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no broker socket: {}",
+            std::fs::read_to_string(dir.join("broker.log")).unwrap_or_default()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     World {
@@ -162,7 +172,12 @@ impl World {
 
     fn served_ref(&self, branch: &str) -> Option<String> {
         let out = Command::new("git")
-            .args(["rev-parse", "--verify", "-q", &format!("refs/heads/{branch}")])
+            .args([
+                "rev-parse",
+                "--verify",
+                "-q",
+                &format!("refs/heads/{branch}"),
+            ])
             .current_dir(self.s.dir.path().join("served/calc.git"))
             .output()
             .unwrap();
@@ -234,8 +249,15 @@ fn a_github_issue_becomes_a_draft_pull_request_pushed_over_http_with_the_token()
     assert_eq!(run.status.code(), Some(0), "{}", text(&run));
     let approve = w.broker_cli(&["approve", "2"], Some(PUSH_TOKEN));
     assert!(approve.status.success(), "{}", text(&approve));
-    assert!(w.served_ref("airlock/CALC-7-2").is_some(), "second branch pushed");
-    assert_eq!(w.served_ref("airlock/CALC-7-1"), Some(first), "first branch untouched");
+    assert!(
+        w.served_ref("airlock/CALC-7-2").is_some(),
+        "second branch pushed"
+    );
+    assert_eq!(
+        w.served_ref("airlock/CALC-7-1"),
+        Some(first),
+        "first branch untouched"
+    );
     assert_eq!(w.api.created_pulls().len(), 2);
     assert_eq!(w.api.created_pulls()[1]["head"], "airlock/CALC-7-2");
 

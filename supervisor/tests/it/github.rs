@@ -5,9 +5,9 @@
 mod mockgithub;
 
 use crate::fixture::*;
-use mockgithub::MockForge as MockApi;
 use airlock_supervisor::RunEnd;
 use airlock_supervisor::github::IssueSource;
+use mockgithub::MockForge as MockApi;
 use serde_json::{Value, json};
 
 fn github_config(fx: &Fixture, api: &MockApi, extra: &str) -> std::path::PathBuf {
@@ -44,7 +44,11 @@ fn git(repo: &std::path::Path, args: &[&str]) -> String {
         .env("GIT_COMMITTER_EMAIL", "t@example.com")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
@@ -82,7 +86,10 @@ pub fn a_github_issue_is_fetched_pinned_to_the_default_branch_head_and_screened(
         .try_run_source(source, None, &model, &config, &broker)
         .unwrap();
     assert_eq!(report.model_finish_problem, None);
-    assert_eq!(report.base_commit, dev, "the default branch's head is pinned");
+    assert_eq!(
+        report.base_commit, dev,
+        "the default branch's head is pinned"
+    );
     assert!(report.run_id.starts_with("ACME-7-"), "{}", report.run_id);
     let registered = broker.registered.lock().unwrap().clone();
     assert_eq!(registered[0].issue_id, "ACME-7");
@@ -101,13 +108,20 @@ pub fn a_github_issue_is_fetched_pinned_to_the_default_branch_head_and_screened(
     // The comment is screened as issue text: the security team sees the finding.
     let audit = std::fs::read_to_string(fx.path("audit.jsonl")).unwrap();
     assert!(
-        audit.lines().any(|l| l.contains("injection_suspected") && l.contains("issue:ACME-7")),
+        audit
+            .lines()
+            .any(|l| l.contains("injection_suspected") && l.contains("issue:ACME-7")),
         "{audit}"
     );
     // No token was configured, so none was sent; every request carried the API's headers.
     for r in api.requests() {
         assert_eq!(r.header("authorization"), None, "{}", r.path);
-        assert_eq!(r.header("x-github-api-version"), Some("2022-11-28"), "{}", r.path);
+        assert_eq!(
+            r.header("x-github-api-version"),
+            Some("2022-11-28"),
+            "{}",
+            r.path
+        );
         assert!(r.header("user-agent").is_some(), "{}", r.path);
     }
 
@@ -125,7 +139,13 @@ pub fn a_github_issue_is_fetched_pinned_to_the_default_branch_head_and_screened(
     let model = fx.script(&[final_turn(&outcome("escalate", 0.2))]);
     let source = IssueSource::parse("github:acme/calc#7").unwrap();
     let report = fx
-        .try_run_source(source, Some("main"), &model, &config, &BrokerStub::default())
+        .try_run_source(
+            source,
+            Some("main"),
+            &model,
+            &config,
+            &BrokerStub::default(),
+        )
         .unwrap();
     assert_eq!(report.base_commit, fx.commit);
 }
