@@ -1042,6 +1042,18 @@ pub fn render_airlock_toml(d: &Detected) -> String {
     o.key("repository", &quote(&d.name));
     o.blank();
 
+    o.line("[github]");
+    o.comment("For `airlock run --issue https://github.com/OWNER/REPO/issues/N` (or github:OWNER/REPO#N).");
+    o.comment("The REST API base (GitHub Enterprise: https://HOST/api/v3).");
+    o.line("# api_url = \"https://api.github.com\"");
+    o.comment("The variable holding a read token (none is needed for a public repository).");
+    o.line("# token_env = \"GITHUB_TOKEN\"");
+    o.comment("GitHub issue N becomes issue id KEY-N (2 to 6 capital letters).");
+    o.line("# project_key = \"ACME\"");
+    o.comment("Include the issue's comments, each marked with its author.");
+    o.line("# comments = false");
+    o.blank();
+
     let paths = PathsConfig::default();
     o.line("[paths]");
     o.comment("Relative paths resolve against this file's directory.");
