@@ -20,12 +20,29 @@ const MARKER_FILE: &str = "airlock-mirror.json";
 const MIRROR_REFSPEC: &str = "+refs/*:refs/*";
 
 /// How [`MirrorCache::mirror_with`] treats an existing mirror.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct MirrorOptions {
     /// Fetch from the source when the mirror already exists (new commits, moved refs, pruned
     /// refs). Without it an existing mirror is used as it is, with no network or disk traffic.
     pub refresh: bool,
+    /// A token for an HTTP(S) source (a forge's read token, user `x-access-token`): handed to
+    /// the `git` child through a credential helper that reads it from a variable set on that
+    /// child only, so it is never in an argv, a config, the cache or an error. Local sources
+    /// ignore it.
+    pub http_token: Option<String>,
 }
+
+impl std::fmt::Debug for MirrorOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MirrorOptions")
+            .field("refresh", &self.refresh)
+            .field("http_token", &self.http_token.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+/// The variable the credential helper of [`MirrorOptions::http_token`] reads.
+const TOKEN_VAR: &str = "AIRLOCK_CHECKOUT_TOKEN";
 
 /// What [`MirrorCache::mirror_with`] had to do to hand out the mirror.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -92,13 +109,13 @@ impl MirrorCache {
         // The lock is released when `lock` is dropped at the end of this function.
         let origin = if path.join(MARKER_FILE).is_file() {
             if options.refresh {
-                source.fetch_into(&path)?;
+                source.fetch_into(&path, options.http_token.as_deref())?;
                 MirrorOrigin::Refreshed
             } else {
                 MirrorOrigin::Reused
             }
         } else {
-            self.clone_fresh(&source, &path, &name)?;
+            self.clone_fresh(&source, &path, &name, options.http_token.as_deref())?;
             MirrorOrigin::Cloned
         };
         let repo = git2::Repository::open_bare(&path)
@@ -112,7 +129,13 @@ impl MirrorCache {
         })
     }
 
-    fn clone_fresh(&self, source: &Source, path: &Path, name: &str) -> Result<()> {
+    fn clone_fresh(
+        &self,
+        source: &Source,
+        path: &Path,
+        name: &str,
+        token: Option<&str>,
+    ) -> Result<()> {
         let partial = self.dir.join(format!("{name}.partial"));
         // Leftovers of an interrupted clone: we hold the lock, so nobody else is using them.
         for stale in [&partial, &path.to_path_buf()] {
@@ -122,7 +145,7 @@ impl MirrorCache {
         }
         let cloned = match &source.kind {
             SourceKind::Local(src) => clone_local(src, &partial, &source.display),
-            SourceKind::Remote(url) => clone_remote(url, &partial, &source.display),
+            SourceKind::Remote(url) => clone_remote(url, &partial, &source.display, token),
         };
         if let Err(e) = cloned {
             // Best effort: the next attempt removes it anyway, under the lock.
@@ -552,7 +575,7 @@ impl Source {
         format!("{slug}-{hash}.git")
     }
 
-    fn fetch_into(&self, mirror: &Path) -> Result<()> {
+    fn fetch_into(&self, mirror: &Path, token: Option<&str>) -> Result<()> {
         match &self.kind {
             SourceKind::Local(src) => {
                 let repo = git2::Repository::open_bare(mirror)
@@ -571,6 +594,7 @@ impl Source {
                     MIRROR_REFSPEC,
                 ],
                 &self.display,
+                token,
             ),
         }
     }
@@ -666,11 +690,12 @@ fn fetch_local(repo: &git2::Repository, src: &Path, display: &str) -> Result<()>
     sync_head(repo, src)
 }
 
-fn clone_remote(url: &str, dest: &Path, display: &str) -> Result<()> {
+fn clone_remote(url: &str, dest: &Path, display: &str, token: Option<&str>) -> Result<()> {
     let dest_str = dest.display().to_string();
     run_git(
         &["clone", "--mirror", "--quiet", "--", url, &dest_str],
         display,
+        token,
     )?;
     // `clone --mirror` records the URL (and any credential in it) as remote "origin"; the
     // cache keeps no URL: refreshes fetch from the URL given on that call.
@@ -683,11 +708,30 @@ fn clone_remote(url: &str, dest: &Path, display: &str) -> Result<()> {
             "remote.origin",
         ],
         display,
+        None,
     )
 }
 
-fn run_git(args: &[&str], display: &str) -> Result<()> {
-    let output = Command::new("git")
+/// Run the `git` CLI without prompts. With `token`, an empty `credential.helper` first drops
+/// every configured helper, then one that answers with the token read from [`TOKEN_VAR`], set
+/// on this child only; git keeps the `-c` values out of the clone's config.
+fn run_git(args: &[&str], display: &str, token: Option<&str>) -> Result<()> {
+    let mut cmd = Command::new("git");
+    if let Some(token) = token.filter(|t| !t.is_empty()) {
+        cmd.args([
+            "-c",
+            "credential.helper=",
+            "-c",
+            &format!(
+                "credential.helper=!f() {{ test \"$1\" = get || exit 0; echo username=x-access-token; \
+                 echo \"password=${TOKEN_VAR}\"; }}; f"
+            ),
+        ])
+        .env(TOKEN_VAR, token);
+    } else {
+        cmd.env_remove(TOKEN_VAR);
+    }
+    let output = cmd
         .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_ASKPASS", "true")
@@ -700,7 +744,10 @@ fn run_git(args: &[&str], display: &str) -> Result<()> {
         Ok(())
     } else {
         // git may echo the URL it was given; show the credential-free form only.
-        let stderr = String::from_utf8_lossy(&output.stderr);
+        let mut stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        if let Some(t) = token.filter(|t| !t.is_empty()) {
+            stderr = stderr.replace(t, "***");
+        }
         let detail = stderr
             .lines()
             .filter(|l| !l.trim().is_empty())

@@ -275,6 +275,12 @@ impl GithubClient {
         })
     }
 
+    /// The read token, when one is configured: also the clone credential of the issue's own
+    /// repository on its forge.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
     /// `GET {api}{path}` as JSON, with the REST API's headers and the token when there is one.
     fn get(&self, path: &str, token_var: Option<&str>) -> Result<Value> {
         let url = format!("{}{path}", self.api);

@@ -157,6 +157,7 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
         repo,
         rev,
         refresh,
+        clone_token,
         record: intake_record,
     } = intake(args, &config)?;
     let spec_text = args
@@ -169,8 +170,16 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
 
     // Pin first: everything after this reads exactly this tree.
     let cache = MirrorCache::new(&config.paths.cache_dir)?;
-    let mirror = cache.mirror_with(&repo, &airlock_checkout::MirrorOptions { refresh })?;
+    let mirror = cache.mirror_with(
+        &repo,
+        &airlock_checkout::MirrorOptions {
+            refresh,
+            http_token: clone_token,
+        },
+    )?;
     let commit = mirror.resolve(&rev)?;
+    let mut intake_record = intake_record;
+    intake_record["pin"]["commit"] = json!(commit.as_str());
     let run_id = next_run_id(&config.paths.runs_root, &issue.id, commit.as_str());
     let run_dir = config.paths.runs_root.join(&run_id);
     let worktree_dir = run_dir.join("worktree");
@@ -192,9 +201,6 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
     let audit = AuditLog::open(&config.paths.audit_log)?;
     let trajectory_path = run_dir.join("trajectory.jsonl");
     let mut trajectory = Trajectory::create(&trajectory_path)?;
-    let mut intake_record = intake_record;
-    intake_record["pin"]["commit"] = json!(commit.as_str());
-    trajectory.record("intake", intake_record.clone())?;
 
     let inner = airlock_model::from_spec(&spec_text, &model_config)
         .map_err(|e| RunError::Model(e.to_string()))?;
@@ -274,6 +280,7 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
         repo: repo.clone(),
         base_commit: commit.as_str().to_string(),
         issue,
+        intake: intake_record.clone(),
         config,
     };
     let mut env = Env {
@@ -321,13 +328,15 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
 }
 
 /// What intake settled before the pin: the issue, the repository, the revision to pin, and
-/// the record of where each came from (the trajectory's `intake` event).
+/// the record of where each came from (`outcome.json`'s `intake`, and the trajectory's `run_started`).
 struct Intake {
     issue: Issue,
     repo: String,
     rev: String,
     /// Fetch into an existing mirror first (the default branch's head must be today's).
     refresh: bool,
+    /// The read token for cloning, only when the repository is the issue's own on its forge.
+    clone_token: Option<String>,
     record: Value,
 }
 
@@ -360,12 +369,19 @@ fn intake(args: &RunArgs, config: &Config) -> Result<Intake, RunError> {
                 repo,
                 rev,
                 refresh: false,
+                clone_token: None,
                 record,
             })
         }
         IssueSource::GitHub(reference) => {
             let client = GithubClient::from_config(&config.github)?;
             let fetched = client.fetch_issue(reference, &config.github)?;
+            // The read token goes to git only for the issue's own repository on its forge,
+            // never to a `--repo` the operator named elsewhere.
+            let clone_token = match &args.repo {
+                None => client.token().map(str::to_owned),
+                Some(_) => None,
+            };
             let repo = match &args.repo {
                 Some(r) => r.clone(),
                 None => reference.clone_url(&config.github).ok_or_else(|| {
@@ -403,6 +419,7 @@ fn intake(args: &RunArgs, config: &Config) -> Result<Intake, RunError> {
                 repo,
                 rev,
                 refresh,
+                clone_token,
                 record,
             })
         }

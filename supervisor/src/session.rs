@@ -79,6 +79,9 @@ pub struct RunSpec {
     pub base_commit: String,
     /// The issue.
     pub issue: Issue,
+    /// Where the issue, the repository and the pin came from (the runner's intake record),
+    /// recorded in the trajectory's `run_started` event.
+    pub intake: Value,
     /// The configuration.
     pub config: Config,
 }
@@ -256,6 +259,7 @@ pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
             "model": env.model.name(),
             "system_prompt": prompts::system_version(),
             "reader_brief": airlock_reader::brief_version(),
+            "intake": spec.intake,
         }),
     )?;
     env.trajectory.record("triage", json!({"triage": triage}))?;

@@ -55,6 +55,17 @@ fn world() -> World {
             "calc.git",
         ],
     );
+    std::fs::create_dir_all(served.join("acme")).unwrap();
+    git(
+        &served,
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            s.repo.to_str().unwrap(),
+            "acme/calc.git",
+        ],
+    );
     git(
         &dir,
         &["clone", "-q", s.repo.to_str().unwrap(), "broker-clone"],
@@ -294,4 +305,51 @@ fn approving_without_the_forge_token_refuses_before_pushing_and_names_the_variab
     let approve = w.broker_cli(&["approve", "1"], Some(PUSH_TOKEN));
     assert!(approve.status.success(), "{}", text(&approve));
     assert!(w.served_ref("airlock/CALC-7-1").is_some());
+}
+
+#[test]
+fn without_repo_the_issues_own_repository_is_cloned_over_http_with_the_read_token() {
+    let w = world();
+    // The issue's URL names the forge's web host: here the smart-HTTP server, whose one
+    // accepted password is used as the read token too.
+    let script = w.s.dir.path().join("script-escalate.jsonl");
+    let escalate = json!({"outcome": "escalate", "summary": "looked only", "root_cause": "",
+        "files_changed": [], "tests_added": [], "test_evidence": {"before": "", "after": ""},
+        "also_noticed": [], "injection_observed": [], "confidence": 0.2});
+    std::fs::write(&script, json!({"text": escalate.to_string()}).to_string()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .arg("run")
+        .arg("--issue")
+        .arg(format!("{}/acme/calc/issues/7", w.git.base))
+        .arg("--model")
+        .arg(format!("scripted:{}", script.display()))
+        .arg("--config")
+        .arg(&w.airlock_toml)
+        .arg("--json")
+        .env(READ_VAR, PUSH_TOKEN)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(outcome["base_commit"], w.s.commit);
+    assert!(
+        w.git
+            .requests()
+            .iter()
+            .any(|r| r.authorized && r.path.starts_with("/acme/calc.git/") && r.status == 200),
+        "the mirror was cloned with the token: {:?}",
+        w.git.requests()
+    );
+    let cache = w.s.dir.path().join("cache");
+    let mut files = Vec::new();
+    files_below(&cache, &mut files);
+    assert!(!files.is_empty());
+    for f in files {
+        let bytes = std::fs::read(&f).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(PUSH_TOKEN),
+            "{}",
+            f.display()
+        );
+    }
 }

@@ -169,7 +169,13 @@ fn refresh_fetches_new_commits() {
     assert!(stale.resolve(&third).is_err());
 
     let fresh = cache
-        .mirror_with(source, &MirrorOptions { refresh: true })
+        .mirror_with(
+            source,
+            &MirrorOptions {
+                refresh: true,
+                ..MirrorOptions::default()
+            },
+        )
         .unwrap();
     assert_eq!(fresh.origin(), MirrorOrigin::Refreshed);
     assert_eq!(fresh.resolve("main").unwrap(), id(&third));
@@ -507,7 +513,13 @@ fn url_sources_clone_through_the_git_cli_and_keep_no_url() {
 
     let third = commit(&h.repo, &[("NEW.md", "new\n")], "third");
     let fresh = cache
-        .mirror_with(&url, &MirrorOptions { refresh: true })
+        .mirror_with(
+            &url,
+            &MirrorOptions {
+                refresh: true,
+                ..MirrorOptions::default()
+            },
+        )
         .unwrap();
     assert_eq!(fresh.origin(), MirrorOrigin::Refreshed);
     assert_eq!(fresh.resolve("main").unwrap(), id(&third));
@@ -524,4 +536,66 @@ fn url_sources_clone_through_the_git_cli_and_keep_no_url() {
     let missing = format!("git://127.0.0.1:{}/no-such-repo", daemon.port);
     let err = cache.mirror(&missing).unwrap_err();
     assert!(matches!(err, CheckoutError::CloneFailed { .. }), "{err:?}");
+}
+
+#[test]
+fn an_https_token_reaches_git_through_a_credential_helper_and_nowhere_else() {
+    const TOKEN: &str = "ghr-mirror-8d21e4";
+    let tmp = tempfile::tempdir().unwrap();
+    let served = tmp.path().join("served");
+    fs::create_dir_all(&served).unwrap();
+    let h = history(&served);
+    git(
+        &served,
+        &["clone", "-q", "--bare", "project", "project.git"],
+    );
+    let server = crate::githttp::GitHttpServer::start(&served, "x-access-token", TOKEN);
+    let url = server.url("project.git");
+    let cache = MirrorCache::new(tmp.path().join("cache")).unwrap();
+
+    // No token: git is not prompted, the clone fails and says why.
+    let err = cache.mirror(&url).unwrap_err().to_string();
+    assert!(err.contains("git clone exited"), "{err}");
+    // A wrong token: refused, and the token is not in the error.
+    let wrong = MirrorOptions {
+        http_token: Some("ghr-wrong-token".into()),
+        ..MirrorOptions::default()
+    };
+    let err = cache.mirror_with(&url, &wrong).unwrap_err().to_string();
+    assert!(!err.contains("ghr-wrong-token"), "{err}");
+    // The right one: cloned, then refreshed with it.
+    let right = MirrorOptions {
+        refresh: true,
+        http_token: Some(TOKEN.into()),
+    };
+    assert!(!format!("{right:?}").contains(TOKEN));
+    let mirror = cache.mirror_with(&url, &right).unwrap();
+    assert_eq!(mirror.origin(), MirrorOrigin::Cloned);
+    assert_eq!(mirror.resolve("main").unwrap(), id(&h.second));
+    let third = commit(&served.join("project"), &[("NEW.md", "new\n")], "third");
+    git(
+        &served.join("project"),
+        &["push", "-q", "../project.git", "main"],
+    );
+    let again = cache.mirror_with(&url, &right).unwrap();
+    assert_eq!(again.origin(), MirrorOrigin::Refreshed);
+    assert_eq!(again.resolve("main").unwrap(), id(&third));
+    assert!(server.requests().iter().any(|r| r.authorized));
+    // The token is in no file of the cache.
+    let mut stack = vec![tmp.path().join("cache")];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let p = entry.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let bytes = fs::read(&p).unwrap();
+                assert!(
+                    !String::from_utf8_lossy(&bytes).contains(TOKEN),
+                    "{} holds the token",
+                    p.display()
+                );
+            }
+        }
+    }
 }

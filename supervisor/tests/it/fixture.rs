@@ -22,7 +22,7 @@ pub struct Fixture {
     pub commit: String,
 }
 
-fn git(repo: &Path, args: &[&str]) -> String {
+pub fn git(repo: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(args)
         .current_dir(repo)

@@ -34,24 +34,6 @@ fn issue_json(number: u64, state: &str) -> Value {
     })
 }
 
-fn git(repo: &std::path::Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(repo)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
 pub fn a_github_issue_is_fetched_pinned_to_the_default_branch_head_and_screened() {
     let fx = Fixture::new();
     // The default branch is `dev`, one commit ahead of `main`.
