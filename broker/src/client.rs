@@ -4,8 +4,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
-use serde_json::value::RawValue;
-
 use crate::error::{Error, Result};
 use crate::protocol::{BrokerReply, Request, RunRegistration};
 use crate::service::request_id_for;
@@ -56,13 +54,7 @@ impl BrokerClient {
 
     /// Register a run (idempotent for identical details).
     pub fn register_run(&mut self, run: &RunRegistration) -> Result<BrokerReply> {
-        self.request(&Request {
-            op: "register_run".to_owned(),
-            run: Some(run.clone()),
-            run_id: None,
-            request_id: None,
-            args: None,
-        })
+        self.request(&Request::RegisterRun(Box::new(run.clone())))
     }
 
     /// Submit the model's open_pr arguments. The request id is derived from the run id and the
@@ -85,26 +77,16 @@ impl BrokerClient {
         request_id: &str,
         args: &str,
     ) -> Result<BrokerReply> {
-        let raw = RawValue::from_string(args.to_owned()).map_err(|e| {
+        let request = Request::open_pr(run_id, args, Some(request_id)).map_err(|e| {
             Error::Protocol(format!("open_pr arguments are not one JSON value: {e}"))
         })?;
-        self.request(&Request {
-            op: "open_pr".to_owned(),
-            run: None,
-            run_id: Some(run_id.to_owned()),
-            request_id: Some(request_id.to_owned()),
-            args: Some(raw),
-        })
+        self.request(&request)
     }
 
     /// The current decision on the run's queued pull request.
     pub fn decision(&mut self, run_id: &str) -> Result<BrokerReply> {
-        self.request(&Request {
-            op: "decision".to_owned(),
-            run: None,
-            run_id: Some(run_id.to_owned()),
-            request_id: None,
-            args: None,
+        self.request(&Request::Decision {
+            run_id: run_id.to_owned(),
         })
     }
 }

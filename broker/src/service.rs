@@ -63,15 +63,7 @@ pub fn unix_now() -> i64 {
         .unwrap_or(0)
 }
 
-/// The idempotency key of an open_pr call: SHA-256 of the run id and the exact argument bytes.
-/// A supervisor that resends the same call after a broker crash gets the same key.
-pub fn request_id_for(run_id: &str, args: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(run_id.as_bytes());
-    h.update([0u8]);
-    h.update(args.as_bytes());
-    hex::encode(h.finalize())
-}
+pub use airlock_protocol::request_id_for;
 
 /// The broker service.
 pub struct Broker {
@@ -129,32 +121,16 @@ impl Broker {
 
     /// Answer one protocol request. Operational failures become [`BrokerReply::Failed`].
     pub fn handle(&self, request: Request) -> BrokerReply {
-        let result = match request.op.as_str() {
-            "register_run" => match request.run {
-                Some(run) => self
-                    .register_run(&run)
-                    .map(|()| BrokerReply::Registered { run_id: run.run_id }),
-                None => Err(Error::Protocol("register_run needs \"run\"".to_owned())),
-            },
-            "open_pr" => match (&request.run_id, &request.args) {
-                (Some(run_id), Some(args)) => {
-                    let request_id = request
-                        .request_id
-                        .clone()
-                        .unwrap_or_else(|| request_id_for(run_id, args.get()));
-                    self.open_pr(run_id, &request_id, args.get())
-                }
-                _ => Err(Error::Protocol(
-                    "open_pr needs \"run_id\" and \"args\"".to_owned(),
-                )),
-            },
-            "decision" => match &request.run_id {
-                Some(run_id) => self.decision(run_id),
-                None => Err(Error::Protocol("decision needs \"run_id\"".to_owned())),
-            },
-            other => Err(Error::Protocol(format!(
-                "unknown op {other:?} (expected register_run, open_pr or decision)"
-            ))),
+        let result = match request {
+            Request::RegisterRun(run) => self
+                .register_run(&run)
+                .map(|()| BrokerReply::Registered { run_id: run.run_id }),
+            Request::OpenPr {
+                run_id,
+                request_id,
+                args,
+            } => self.open_pr(&run_id, &request_id, args.get()),
+            Request::Decision { run_id } => self.decision(&run_id),
         };
         result.unwrap_or_else(|e| BrokerReply::Failed {
             message: e.to_string(),

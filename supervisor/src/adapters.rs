@@ -14,7 +14,7 @@ use airlock_policies::testrun::{self, TestInventory};
 use airlock_reader::repo_tools::{CodegraphSearch, read_rendered};
 use airlock_reader::{FromSupervisor, FromWorker};
 use airlock_sandbox::{Captured, SandboxBuilder};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::cell::OnceCell;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -486,50 +486,31 @@ enum Reached {
 
 impl PrSink for BrokerSocket {
     fn register_run(&mut self, run: &RunRegistration) -> PortResult<()> {
-        let mut request = json!({
-            "op": "register_run",
-            "run": {
-                "run_id": run.run_id,
-                "repository": run.repo,
-                "base_commit": run.base_commit,
-                "issue_id": run.issue_id,
-                "worktree": run.worktree,
-                "test_command": run.test_command,
-                "test_runner": run.test_runner,
-                "write_allowlist": run.write_allowlist,
-                "test_env": run.test_env,
-                "reconnect_secs": run.reconnect_secs,
-                "issue": { "title": run.issue_title, "body": run.issue_body },
-            }
-        });
-        // Sent only when there is one, so a broker that predates GitHub intake still takes
-        // the runs of issue files.
-        if let Some(n) = run.issue_number {
-            request["run"]["issue_number"] = json!(n);
-        }
-        let reply = self.exchange(&request)?;
-        match reply.get("status").and_then(Value::as_str) {
-            Some("registered") => Ok(()),
+        // The typed registration: optional fields (the GitHub number, the reconnect window)
+        // are left out when absent, so an older broker still takes the runs of issue files.
+        let request = airlock_protocol::Request::RegisterRun(Box::new(run.clone()));
+        let reply = self.exchange(&wire(&request)?)?;
+        match serde_json::from_value::<airlock_protocol::BrokerReply>(reply.clone()) {
+            Ok(airlock_protocol::BrokerReply::Registered { .. }) => Ok(()),
             _ => Err(ToolFailure::new("broker_refused", reply.to_string())),
         }
     }
 
     fn open_pr(&mut self, run_id: &str, arguments: &Value) -> PortResult<PrReply> {
         self.requests += 1;
-        // The broker's idempotency key: SHA-256 of the run id, a NUL byte and the argument
-        // text, so a resend after a broker restart is answered once, not queued twice.
+        // The broker's idempotency key over the argument text sent, so a resend after a
+        // broker restart is answered once, not queued twice.
         let args_text = arguments.to_string();
-        let mut keyed = run_id.as_bytes().to_vec();
-        keyed.push(0);
-        keyed.extend_from_slice(args_text.as_bytes());
-        let reply = self.exchange_reconnecting(&json!({
-            "op": "open_pr",
-            "run_id": run_id,
-            "request_id": airlock_audit::sha256_hex(&keyed),
-            "args": arguments,
-        }))?;
+        let request = airlock_protocol::Request::open_pr(run_id, &args_text, None)
+            .map_err(|e| ToolFailure::new("broker_protocol", e.to_string()))?;
+        let reply = self.exchange_reconnecting(&wire(&request)?)?;
         Ok(pr_reply_from_broker(reply))
     }
+}
+
+/// A protocol request as the JSON object sent on the socket.
+fn wire(request: &airlock_protocol::Request) -> PortResult<Value> {
+    serde_json::to_value(request).map_err(|e| ToolFailure::new("broker_protocol", e.to_string()))
 }
 
 /// Interpret a broker reply line: queued is accepted; a refusal carries its code and

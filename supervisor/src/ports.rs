@@ -2,7 +2,7 @@
 //! the product's crates; tests substitute doubles where the issue allows it (the broker) or
 //! where a capability is not under test. The loop in `session` sees nothing else.
 
-use airlock_policies::testrun::{ParsedRun, TestEnvironment, TestInventory, TestRunner as Runner};
+use airlock_policies::testrun::{ParsedRun, TestEnvironment, TestInventory};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
@@ -130,37 +130,9 @@ pub trait TestRunner {
     fn run(&self, selector: Option<&str>) -> PortResult<TestReport>;
 }
 
-/// The registration of a run with the broker.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunRegistration {
-    /// The run id.
-    pub run_id: String,
-    /// The repository as given.
-    pub repo: String,
-    /// The pinned commit.
-    pub base_commit: String,
-    /// The issue id.
-    pub issue_id: String,
-    /// The issue's GitHub number, when it came from GitHub (`Closes #N` in the draft PR).
-    pub issue_number: Option<u64>,
-    /// The worktree the broker recomputes the diff from.
-    pub worktree: String,
-    /// The full-suite test command (argv).
-    pub test_command: Vec<String>,
-    /// The test runner.
-    pub test_runner: Runner,
-    /// The write allowlist in force.
-    pub write_allowlist: Vec<String>,
-    /// The environment of every test command.
-    pub test_env: TestEnvironment,
-    /// How long the supervisor keeps reconnecting to resend an `open_pr` whose connection broke;
-    /// the broker abandons an intake it takes up again later than this.
-    pub reconnect_secs: u64,
-    /// The issue's title, shown to the approver beside the pull request.
-    pub issue_title: String,
-    /// The issue's body, shown to the approver beside the pull request.
-    pub issue_body: String,
-}
+/// The registration of a run with the broker: the broker's own wire type, so the two sides
+/// cannot disagree on a field.
+pub use airlock_protocol::{IssueText, RunRegistration};
 
 /// The broker's answer to `open_pr`, handed to the model verbatim.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

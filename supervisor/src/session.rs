@@ -4,7 +4,9 @@ use crate::config::Config;
 use crate::delegate::{self, DelegateCtx, ReaderLauncher};
 use crate::issue::Issue;
 use crate::outcome::{self, RunFacts};
-use crate::ports::{PrSink, Retrieval, RunRegistration, TestRunner, ToolFailure, Worktree};
+use crate::ports::{
+    IssueText, PrSink, Retrieval, RunRegistration, TestRunner, ToolFailure, Worktree,
+};
 use crate::prompts::{self, SystemVars};
 use crate::trajectory::{Trajectory, TrajectoryError};
 use crate::triage::{self, Triage, TriageState};
@@ -315,7 +317,7 @@ pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
     env.broker
         .register_run(&RunRegistration {
             run_id: spec.run_id.clone(),
-            repo: spec
+            repository: spec
                 .config
                 .broker
                 .repository
@@ -329,16 +331,18 @@ pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
             test_runner: spec.config.tests.runner,
             write_allowlist: env.policy.allowlist().to_vec(),
             test_env: baseline.environment.clone(),
-            reconnect_secs: spec.config.broker.reconnect_secs(),
-            issue_title: spec.issue.title.clone(),
-            // Bounded like retrieval's query, so a huge issue cannot push the registration past
-            // the broker's request limit.
-            issue_body: spec
-                .issue
-                .body
-                .chars()
-                .take(crate::issue::MAX_QUERY_CHARS)
-                .collect(),
+            reconnect_secs: Some(spec.config.broker.reconnect_secs()),
+            issue: Some(IssueText {
+                title: spec.issue.title.clone(),
+                // Bounded like retrieval's query, so a huge issue cannot push the registration
+                // past the broker's request limit.
+                body: spec
+                    .issue
+                    .body
+                    .chars()
+                    .take(crate::issue::MAX_QUERY_CHARS)
+                    .collect(),
+            }),
         })
         .map_err(|e| SessionError::Register(e.to_string()))?;
 

@@ -50,6 +50,7 @@ fn crates_depend_only_on_what_the_code_map_allows() {
         ("airlock-audit", &[]),
         ("airlock-schemas", &[]),
         ("airlock-policies", &["airlock-schemas"]),
+        ("airlock-protocol", &["airlock-schemas", "airlock-policies"]),
         (
             "airlock-reader",
             &["airlock-checkout", "airlock-codegraph", "airlock-model"],
@@ -60,6 +61,7 @@ fn crates_depend_only_on_what_the_code_map_allows() {
                 "airlock-sandbox",
                 "airlock-schemas",
                 "airlock-policies",
+                "airlock-protocol",
                 "airlock-audit",
             ],
         ),

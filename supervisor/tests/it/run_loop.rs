@@ -78,7 +78,7 @@ pub fn a_fix_goes_from_search_to_a_queued_pull_request() {
         "test side effects leaked into the worktree"
     );
     assert_eq!(broker.registered.lock().unwrap()[0].base_commit, fx.commit);
-    assert_eq!(broker.registered.lock().unwrap()[0].repo, "acme/calc");
+    assert_eq!(broker.registered.lock().unwrap()[0].repository, "acme/calc");
     assert_eq!(
         broker.submitted.lock().unwrap().len(),
         1,

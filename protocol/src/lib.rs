@@ -1,0 +1,321 @@
+//! The broker's wire protocol, the one place both sides take it from: one JSON object per line
+//! over the Unix socket, one reply line per request. The open_pr arguments travel as raw JSON so
+//! the approver sees them byte for byte. The supervisor builds its requests and reads its
+//! replies with these types; the broker parses and answers with them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
+
+use airlock_schemas::BrokerError;
+
+pub use airlock_policies::testrun::{TestEnvironment, TestRunner};
+
+/// What a supervisor tells the broker about a run when the run starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunRegistration {
+    /// The run's id (unique per broker).
+    pub run_id: String,
+    /// Repository name as configured in `broker.toml`.
+    pub repository: String,
+    /// The pinned base commit, 40 lower-case hex digits.
+    pub base_commit: String,
+    /// The issue the run works on: an `open_pr` must name it. Required at registration (the
+    /// default only reads registrations stored before the field existed).
+    #[serde(default)]
+    pub issue_id: String,
+    /// The GitHub issue number the issue id stands for (`ACME-123` taken from GitHub issue
+    /// 123), when intake knows one: the draft pull request then says `Closes #N`. Optional, so
+    /// supervisors that do not send it still register.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue_number: Option<u64>,
+    /// The run's worktree; must lie under the configured runs root.
+    pub worktree: String,
+    /// The operator's full-suite test command (argv), run with the tree as working directory.
+    pub test_command: Vec<String>,
+    /// How that command selects one test and reports results.
+    pub test_runner: TestRunner,
+    /// The run's write allowlist (glob patterns, interpreted by `airlock-policies`).
+    pub write_allowlist: Vec<String>,
+    /// The environment of every test command (read-only grants, variables, prepared links);
+    /// each granted path must be allowed by `broker.toml`.
+    #[serde(default)]
+    pub test_env: TestEnvironment,
+    /// How long, in seconds, the supervisor keeps reconnecting and resending an `open_pr` whose
+    /// connection broke (a broker restart). An intake cut short by a crash and taken up again
+    /// later than this after the request arrived is abandoned, not queued: the supervisor has
+    /// given up by then, and the run's outcome and the queue must agree. Absent:
+    /// [`DEFAULT_RECONNECT_SECS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconnect_secs: Option<u64>,
+    /// The issue as the supervisor read it, shown to the approver by `airlock-broker show`
+    /// (escaped: it is repository text). Absent in registrations from supervisors that predate
+    /// it; the broker never acts on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue: Option<IssueText>,
+}
+
+/// The text of the issue a run works on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IssueText {
+    /// One-line title.
+    pub title: String,
+    /// Free-text body.
+    #[serde(default)]
+    pub body: String,
+}
+
+/// The reconnect window of a registration that does not state one, in seconds.
+pub const DEFAULT_RECONNECT_SECS: u64 = 600;
+
+impl RunRegistration {
+    /// The run's reconnect window in seconds.
+    pub fn reconnect_window(&self) -> u64 {
+        self.reconnect_secs.unwrap_or(DEFAULT_RECONNECT_SECS)
+    }
+}
+
+/// The idempotency key of an open_pr call: SHA-256 of the run id, a NUL byte and the exact
+/// argument bytes. A supervisor that resends the same call after a broker crash gets the same
+/// key, and the broker answers it once.
+pub fn request_id_for(run_id: &str, args: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(run_id.as_bytes());
+    h.update([0u8]);
+    h.update(args.as_bytes());
+    hex::encode(h.finalize())
+}
+
+/// One request, by operation: what a supervisor (or the CLI's client) asks the broker.
+/// On the wire it is one JSON object with `op` naming the operation ([`WireRequest`]); a line
+/// whose `op` is unknown or lacks its operation's fields does not parse, and the error says
+/// which fields the operation needs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(try_from = "WireRequest", into = "WireRequest")]
+pub enum Request {
+    /// `register_run`: the run's details, before any `open_pr`.
+    RegisterRun(Box<RunRegistration>),
+    /// `open_pr`: the model's tool-call arguments, byte for byte.
+    OpenPr {
+        /// The registered run.
+        run_id: String,
+        /// The idempotency key ([`request_id_for`] of the run id and the argument bytes when
+        /// absent): a retried request with the same key gets the stored reply instead of a
+        /// second intake.
+        request_id: String,
+        /// The arguments exactly as the model produced them.
+        args: Box<RawValue>,
+    },
+    /// `decision`: the current decision on the run's queued pull request.
+    Decision {
+        /// The registered run.
+        run_id: String,
+    },
+}
+
+impl Request {
+    /// An `open_pr` request for `args_text` (one JSON value, sent as it is), keyed by
+    /// [`request_id_for`] unless `request_id` is given.
+    pub fn open_pr(
+        run_id: &str,
+        args_text: &str,
+        request_id: Option<&str>,
+    ) -> Result<Request, serde_json::Error> {
+        Ok(Request::OpenPr {
+            run_id: run_id.to_owned(),
+            request_id: request_id
+                .map(str::to_owned)
+                .unwrap_or_else(|| request_id_for(run_id, args_text)),
+            args: RawValue::from_string(args_text.to_owned())?,
+        })
+    }
+
+    /// The operation's wire name.
+    pub fn op(&self) -> &'static str {
+        match self {
+            Request::RegisterRun(_) => "register_run",
+            Request::OpenPr { .. } => "open_pr",
+            Request::Decision { .. } => "decision",
+        }
+    }
+}
+
+/// One request line as it travels: `op` is `register_run`, `open_pr` or `decision`, with that
+/// operation's fields. [`Request`] is what both sides handle.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WireRequest {
+    /// The operation.
+    pub op: String,
+    /// For `register_run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunRegistration>,
+    /// For `open_pr` and `decision`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// For `open_pr`: the idempotency key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// For `open_pr`: the tool-call arguments exactly as the model produced them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Box<RawValue>>,
+}
+
+impl TryFrom<WireRequest> for Request {
+    type Error = String;
+
+    fn try_from(w: WireRequest) -> Result<Request, String> {
+        match w.op.as_str() {
+            "register_run" => match w.run {
+                Some(run) => Ok(Request::RegisterRun(Box::new(run))),
+                None => Err("register_run needs \"run\"".to_owned()),
+            },
+            "open_pr" => match (w.run_id, w.args) {
+                (Some(run_id), Some(args)) => Ok(Request::OpenPr {
+                    request_id: w
+                        .request_id
+                        .unwrap_or_else(|| request_id_for(&run_id, args.get())),
+                    run_id,
+                    args,
+                }),
+                _ => Err("open_pr needs \"run_id\" and \"args\"".to_owned()),
+            },
+            "decision" => match w.run_id {
+                Some(run_id) => Ok(Request::Decision { run_id }),
+                None => Err("decision needs \"run_id\"".to_owned()),
+            },
+            other => Err(format!(
+                "unknown op {other:?} (expected register_run, open_pr or decision)"
+            )),
+        }
+    }
+}
+
+impl From<Request> for WireRequest {
+    fn from(r: Request) -> WireRequest {
+        let op = r.op().to_owned();
+        match r {
+            Request::RegisterRun(run) => WireRequest {
+                op,
+                run: Some(*run),
+                run_id: None,
+                request_id: None,
+                args: None,
+            },
+            Request::OpenPr {
+                run_id,
+                request_id,
+                args,
+            } => WireRequest {
+                op,
+                run: None,
+                run_id: Some(run_id),
+                request_id: Some(request_id),
+                args: Some(args),
+            },
+            Request::Decision { run_id } => WireRequest {
+                op,
+                run: None,
+                run_id: Some(run_id),
+                request_id: None,
+                args: None,
+            },
+        }
+    }
+}
+
+/// One reply line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum BrokerReply {
+    /// The run is registered (or was already registered with identical details).
+    Registered {
+        /// The run.
+        run_id: String,
+    },
+    /// open_pr passed every check and waits for a human.
+    Queued {
+        /// Queue item id, as `airlock-broker show` takes it.
+        queue_id: i64,
+    },
+    /// No decision yet on the run's queued pull request.
+    Pending {
+        /// Queue item id.
+        queue_id: i64,
+    },
+    /// Approved and published.
+    Approved {
+        /// Queue item id.
+        queue_id: i64,
+        /// The pushed branch, `airlock/<issue-id>-<queue id>`.
+        branch: String,
+        /// The commit that was pushed.
+        commit: String,
+        /// The draft pull request, when a forge token is configured.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pr_url: Option<String>,
+    },
+    /// Refused under the open_pr error contract.
+    Refused {
+        /// The refusal: code, retryability and what the code returns.
+        error: BrokerError,
+    },
+    /// The broker could not do its job (not a verdict on the submission).
+    Failed {
+        /// What went wrong.
+        message: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_and_bad_lines_say_what_the_operation_needs() {
+        let open = Request::open_pr("run-1", "{\"b\": 1,  \"a\": 2}", None).unwrap();
+        let line = serde_json::to_string(&open).unwrap();
+        assert!(line.contains("\"op\":\"open_pr\""), "{line}");
+        // The arguments travel byte for byte, spacing and key order kept.
+        assert!(line.contains("{\"b\": 1,  \"a\": 2}"), "{line}");
+        let back: Request = serde_json::from_str(&line).unwrap();
+        let Request::OpenPr { request_id, .. } = &back else {
+            panic!("{back:?}")
+        };
+        assert_eq!(
+            request_id,
+            &request_id_for("run-1", "{\"b\": 1,  \"a\": 2}")
+        );
+        for (line, says) in [
+            (r#"{"op": "register_run"}"#, "register_run needs \"run\""),
+            (r#"{"op": "open_pr", "run_id": "r"}"#, "open_pr needs"),
+            (r#"{"op": "decision"}"#, "decision needs \"run_id\""),
+            (
+                r#"{"op": "approve", "run_id": "r"}"#,
+                "unknown op \"approve\"",
+            ),
+        ] {
+            let err = serde_json::from_str::<Request>(line)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{line}: {err}");
+        }
+        // Without a request id, the key is derived from the bytes sent.
+        let back: Request =
+            serde_json::from_str(r#"{"op": "open_pr", "run_id": "r", "args": {"x":1}}"#).unwrap();
+        assert_eq!(
+            serde_json::to_string(&back).unwrap(),
+            serde_json::to_string(&Request::open_pr("r", r#"{"x":1}"#, None).unwrap()).unwrap()
+        );
+    }
+
+    #[test]
+    fn the_request_id_is_sha256_of_run_nul_args() {
+        assert_eq!(
+            request_id_for("r", "{}"),
+            hex::encode(Sha256::digest(b"r\0{}"))
+        );
+    }
+}
