@@ -30,30 +30,40 @@ pub fn render_read(out: &ReadOutcome) -> String {
     text
 }
 
-/// Render search hits for a model, one per line: `path:start-end score ... [test]`.
+/// What [`render_hits`] shows for an empty result.
+pub const NO_HITS: &str = "no hits";
+
+/// Render search hits for a model, one per line: `path:start-end score ... [test]`. The one
+/// renderer of hits: the supervisor and the reader hand a model exactly this text, and nothing
+/// parses it back (the hits travel typed).
 pub fn render_hits(hits: &[Hit]) -> String {
     if hits.is_empty() {
-        return "no hits".to_string();
+        return NO_HITS.to_string();
     }
     let mut text = String::new();
     for (i, h) in hits.iter().enumerate() {
-        let within = h
-            .symbol
-            .as_deref()
-            .map_or(String::new(), |s| format!(" in {}", printable_path(s)));
-        text.push_str(&format!(
-            "{}. {}:{}-{}{} score {:.4}{}{}\n",
-            i + 1,
-            h.path,
-            h.line_start,
-            h.line_end,
-            within,
-            h.score,
-            if h.is_test { " [test]" } else { "" },
-            if h.is_vendored { " [vendored]" } else { "" },
-        ));
+        text.push_str(&render_hit(i + 1, h));
+        text.push('\n');
     }
     text
+}
+
+/// One line of [`render_hits`] (without its newline): the hit at 1-based `rank`.
+pub fn render_hit(rank: usize, h: &Hit) -> String {
+    let within = h
+        .symbol
+        .as_deref()
+        .map_or(String::new(), |s| format!(" in {}", printable_path(s)));
+    format!(
+        "{rank}. {}:{}-{}{} score {:.4}{}{}",
+        h.path,
+        h.line_start,
+        h.line_end,
+        within,
+        h.score,
+        if h.is_test { " [test]" } else { "" },
+        if h.is_vendored { " [vendored]" } else { "" },
+    )
 }
 
 /// Read lines of a file through the bounded reader, rendered; the refusal text on failure.
@@ -107,15 +117,14 @@ impl CodegraphSearch {
         engine.prepare(&self.commit).map_err(|e| e.to_string())
     }
 
-    /// Ranked hits, rendered.
-    pub fn search(&self, query: &str, limit: usize) -> Result<String, String> {
+    /// Ranked hits, typed (render them with [`render_hits`] at the edge that shows them).
+    pub fn search(&self, query: &str, limit: usize) -> Result<Vec<Hit>, String> {
         let mut engine = self
             .engine
             .lock()
             .map_err(|_| "search engine poisoned".to_string())?;
         engine
             .search(&self.commit, query, limit)
-            .map(|hits| render_hits(&hits))
             .map_err(|e| e.to_string())
     }
 
@@ -154,7 +163,10 @@ impl CheckoutTools {
 
 impl ReaderTools for CheckoutTools {
     fn search(&self, query: &str, limit: usize) -> Result<String, String> {
-        self.search.search(query, limit)
+        // The worker's model is the edge: the hits are rendered here, once.
+        self.search
+            .search(query, limit)
+            .map(|hits| render_hits(&hits))
     }
 
     fn read_lines(&self, path: &str, start: usize, end: usize) -> Result<String, String> {

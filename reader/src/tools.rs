@@ -4,13 +4,49 @@
 use airlock_model::ToolSpec;
 use serde_json::json;
 
+/// The two read tools, the one place their names are spelled: the reader offers exactly these,
+/// and the supervisor's own tool list takes them from here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReadTool {
+    /// `search_repo`: zero-LLM retrieval over the checkout.
+    SearchRepo,
+    /// `read_file`: a bounded read of a line range.
+    ReadFile,
+}
+
+impl ReadTool {
+    /// Both read tools, in the order they are offered.
+    pub const ALL: [ReadTool; 2] = [ReadTool::SearchRepo, ReadTool::ReadFile];
+
+    /// The tool's name as the model calls it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ReadTool::SearchRepo => "search_repo",
+            ReadTool::ReadFile => "read_file",
+        }
+    }
+
+    /// The read tool called `name`, if it is one.
+    pub fn from_name(name: &str) -> Option<ReadTool> {
+        ReadTool::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The tool's spec as sent to the model.
+    pub fn spec(self) -> ToolSpec {
+        match self {
+            ReadTool::SearchRepo => search_repo_spec(),
+            ReadTool::ReadFile => read_file_spec(),
+        }
+    }
+}
+
 /// The only tool names a reader has.
-pub const READER_TOOL_NAMES: [&str; 2] = ["search_repo", "read_file"];
+pub const READER_TOOL_NAMES: [&str; 2] = [ReadTool::SearchRepo.name(), ReadTool::ReadFile.name()];
 
 /// `search_repo`: zero-LLM retrieval over the checkout.
 pub fn search_repo_spec() -> ToolSpec {
     ToolSpec {
-        name: "search_repo".into(),
+        name: ReadTool::SearchRepo.name().into(),
         description: "Search the checkout (lexical and structural retrieval, no model). Returns \
                       ranked hits as path, line range, symbol and score. Locate before you read."
             .into(),
@@ -29,7 +65,7 @@ pub fn search_repo_spec() -> ToolSpec {
 /// `read_file`: a bounded read of a line range.
 pub fn read_file_spec() -> ToolSpec {
     ToolSpec {
-        name: "read_file".into(),
+        name: ReadTool::ReadFile.name().into(),
         description: "Read lines start_line..=end_line (1-based) of one file of the checkout. \
                       A line range is required; reads are capped at 10 KB and refuse absolute \
                       paths, `..`, symlink escapes, directories and binary files."
@@ -49,10 +85,11 @@ pub fn read_file_spec() -> ToolSpec {
 
 /// The reader's whole tool list.
 pub fn tool_specs() -> Vec<ToolSpec> {
-    vec![search_repo_spec(), read_file_spec()]
+    ReadTool::ALL.into_iter().map(ReadTool::spec).collect()
 }
 
-/// How the worker executes its two tools; `Err` is the refusal text the model sees.
+/// How the worker executes its two tools; `Err` is the refusal text the model sees. This is
+/// the worker's edge to its model, so results arrive rendered.
 pub trait ReaderTools {
     /// Ranked hits for a query, rendered.
     fn search(&self, query: &str, limit: usize) -> Result<String, String>;
@@ -69,6 +106,20 @@ pub struct SearchArgs {
     /// Most hits.
     #[serde(default)]
     pub limit: Option<usize>,
+}
+
+/// Hits a search returns when the call names no limit.
+pub const DEFAULT_SEARCH_LIMIT: usize = 8;
+/// The most hits one search may return.
+pub const MAX_SEARCH_LIMIT: usize = 20;
+
+impl SearchArgs {
+    /// The limit asked for, within `1..=MAX_SEARCH_LIMIT` ([`DEFAULT_SEARCH_LIMIT`] when none).
+    pub fn limit_or_default(&self) -> usize {
+        self.limit
+            .unwrap_or(DEFAULT_SEARCH_LIMIT)
+            .clamp(1, MAX_SEARCH_LIMIT)
+    }
 }
 
 /// Arguments of `read_file`.

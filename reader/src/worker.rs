@@ -2,7 +2,9 @@
 
 use crate::brief::render_brief;
 use crate::protocol::{FromSupervisor, FromWorker};
-use crate::tools::{ReadArgs, ReaderTools, SearchArgs, check_range, decode_args, tool_specs};
+use crate::tools::{
+    ReadArgs, ReadTool, ReaderTools, SearchArgs, check_range, decode_args, tool_specs,
+};
 use airlock_model::{ChatOptions, ChatRequest, ChatResponse, Message, ToolCall, ToolChoice};
 use std::io::{BufRead, Write};
 
@@ -191,12 +193,12 @@ fn execute(
     reads: &mut u32,
     max_reads: u32,
 ) -> std::result::Result<String, String> {
-    match call.name.as_str() {
-        "search_repo" => {
+    match ReadTool::from_name(&call.name) {
+        Some(ReadTool::SearchRepo) => {
             let args: SearchArgs = decode_args(call)?;
-            tools.search(&args.query, args.limit.unwrap_or(8).clamp(1, 20))
+            tools.search(&args.query, args.limit_or_default())
         }
-        "read_file" => {
+        Some(ReadTool::ReadFile) => {
             *reads += 1;
             if *reads > max_reads {
                 return Err(format!(
@@ -208,8 +210,11 @@ fn execute(
             check_range(&args)?;
             tools.read_lines(&args.path, args.start_line, args.end_line)
         }
-        other => Err(format!(
-            "no such tool `{other}`: a reader has only search_repo and read_file"
+        None => Err(format!(
+            "no such tool `{}`: a reader has only {} and {}",
+            call.name,
+            ReadTool::SearchRepo.name(),
+            ReadTool::ReadFile.name()
         )),
     }
 }

@@ -20,6 +20,7 @@
 //! Exit codes: 0 every scenario behaved as expected; 1 at least one did not; 2 the demo could
 //! not run (a missing binary, git or python3).
 
+use airlock_supervisor::tools::Tool;
 use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::{Value, json};
@@ -661,16 +662,18 @@ fn run_scenario(
             );
             check(
                 queue_id.is_some(),
-                "no queue id in the open_pr reply".into(),
+                format!("no queue id in the {} reply", Tool::OpenPr.name()),
             );
             for needed in [
-                "search_repo",
-                "read_file",
-                "write_file",
-                "edit_file",
-                "run_tests",
-                "open_pr",
-            ] {
+                Tool::SearchRepo,
+                Tool::ReadFile,
+                Tool::WriteFile,
+                Tool::EditFile,
+                Tool::RunTests,
+                Tool::OpenPr,
+            ]
+            .map(Tool::name)
+            {
                 check(
                     calls.iter().any(|c| c == needed),
                     format!("the trajectory has no {needed} call"),
@@ -711,8 +714,8 @@ fn run_scenario(
                 ));
             }
             check(
-                calls.iter().any(|c| c == "delegate_read"),
-                "the trajectory has no delegate_read call".into(),
+                calls.iter().any(|c| c == Tool::DelegateRead.name()),
+                format!("the trajectory has no {} call", Tool::DelegateRead.name()),
             );
         }
         Expect::EscalatedWithoutDiff => {

@@ -1,12 +1,16 @@
 //! `airlock run` (one issue to a queued pull request or an escalation) and the hidden
 //! `airlock reader-worker` that the supervisor starts inside the sandbox.
 //!
+//! `airlock run` streams its progress on stderr: turn N of M with the tokens and cost so far,
+//! each tool with its one-line result; JSON lines with `--json`.
+//!
 //! Exit codes of `airlock run`: 0 a pull request is queued for a human; 3 the run escalated
 //! (by the model, a budget, or the confidence floor); 4 triage found the issue not ready
 //! (needs-info or needs-triage; no model call was made); 2 an operational error.
 
 use airlock_supervisor::RunEnd;
 use airlock_supervisor::github::IssueSource;
+use airlock_supervisor::progress::ProgressMode;
 use airlock_supervisor::runner::{self, Overrides, RunArgs as SupervisorArgs};
 use anyhow::Context;
 use clap::Args;
@@ -35,7 +39,8 @@ pub struct RunArgs {
     /// The repository's airlock.toml (tests, allowlist, budgets, model, broker, paths).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Print the outcome document as JSON instead of a summary.
+    /// Print the outcome document as JSON instead of a summary, and stream progress on stderr
+    /// as JSON lines (one object per event) instead of readable lines.
     #[arg(long)]
     json: bool,
 }
@@ -76,6 +81,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             model: args.model,
             config: args.config,
             exe,
+            progress: if args.json {
+                ProgressMode::Json
+            } else {
+                ProgressMode::Human
+            },
         },
         Overrides::default(),
     )?;
@@ -93,10 +103,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 pr_queued,
                 stop,
             } => {
-                let summary = outcome
-                    .get("summary")
-                    .and_then(|s| s.as_str())
-                    .unwrap_or("");
+                let summary = &outcome.summary;
                 if *pr_queued {
                     outln!("pull request queued for review: {summary}");
                 } else {

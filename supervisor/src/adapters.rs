@@ -4,8 +4,8 @@
 use crate::config::TestsConfig;
 use crate::delegate::{ReaderChannel, ReaderLauncher};
 use crate::ports::{
-    Baseline, BaselineError, PortResult, PrReply, PrSink, Retrieval, RunRegistration, TestReport,
-    TestRunner, ToolFailure, Worktree,
+    Baseline, BaselineError, BrokerReply, Hit, PortResult, PrSink, Retrieval, RunRegistration,
+    TestReport, TestRunner, ToolFailure, Worktree,
 };
 use crate::prepare::{self, PrepareRecord};
 use crate::testenv::{self, Host, ResolvedTests};
@@ -28,20 +28,14 @@ pub const TEST_OUTPUT_TAIL_BYTES: usize = 8 * 1024;
 pub struct CheckoutWorktree {
     reader: BoundedReader,
     tracked: Vec<String>,
-    query: String,
 }
 
 impl CheckoutWorktree {
-    /// Open the worktree at `root`; `tracked` are the pinned commit's files (for the tree) and
-    /// `query` the issue text (the tree keeps matching directories expanded).
-    pub fn open(root: &Path, tracked: Vec<String>, query: &str) -> PortResult<Self> {
+    /// Open the worktree at `root`; `tracked` are the pinned commit's files (for the tree).
+    pub fn open(root: &Path, tracked: Vec<String>) -> PortResult<Self> {
         let reader =
             BoundedReader::open(root).map_err(|e| ToolFailure::new("worktree", e.to_string()))?;
-        Ok(CheckoutWorktree {
-            reader,
-            tracked,
-            query: query.to_string(),
-        })
+        Ok(CheckoutWorktree { reader, tracked })
     }
 }
 
@@ -75,12 +69,12 @@ impl Worktree for CheckoutWorktree {
             .map(|o| o.line_count as usize)
     }
 
-    fn file_tree(&self, char_budget: usize) -> String {
+    fn file_tree(&self, query: &str, char_budget: usize) -> String {
         airlock_checkout::render_file_tree(
             &self.tracked,
             &airlock_checkout::FileTreeOptions {
                 char_budget,
-                query: Some(&self.query),
+                query: Some(query),
             },
         )
     }
@@ -89,40 +83,29 @@ impl Worktree for CheckoutWorktree {
 /// Retrieval through `airlock-codegraph` at the pinned commit.
 pub struct CodegraphRetrieval {
     search: CodegraphSearch,
-    map_query: String,
 }
 
 impl CodegraphRetrieval {
     /// Open and index (incrementally) the commit under the index named `index_key` (the
-    /// mirror's, so that every run on the project shares one index); `map_query` personalises
-    /// the repo map.
-    pub fn open(
-        repo: &Path,
-        index_dir: &Path,
-        index_key: &str,
-        commit: &str,
-        map_query: &str,
-    ) -> PortResult<Self> {
+    /// mirror's, so that every run on the project shares one index).
+    pub fn open(repo: &Path, index_dir: &Path, index_key: &str, commit: &str) -> PortResult<Self> {
         let search = CodegraphSearch::open(repo, index_dir, Some(index_key), commit)
             .map_err(|e| ToolFailure::new("index", e))?;
         search.prepare().map_err(|e| ToolFailure::new("index", e))?;
-        Ok(CodegraphRetrieval {
-            search,
-            map_query: map_query.to_string(),
-        })
+        Ok(CodegraphRetrieval { search })
     }
 }
 
 impl Retrieval for CodegraphRetrieval {
-    fn search(&self, query: &str, limit: usize) -> PortResult<String> {
+    fn search(&self, query: &str, limit: usize) -> PortResult<Vec<Hit>> {
         self.search
             .search(query, limit)
             .map_err(|e| ToolFailure::new("search", e))
     }
 
-    fn repo_map(&self, token_budget: usize) -> PortResult<String> {
+    fn repo_map(&self, query: &str, token_budget: usize) -> PortResult<String> {
         self.search
-            .repo_map(&self.map_query, token_budget)
+            .repo_map(query, token_budget)
             .map_err(|e| ToolFailure::new("repo_map", e))
     }
 }
@@ -380,8 +363,10 @@ impl BrokerSocket {
         self
     }
 
-    fn exchange(&self, request: &Value) -> PortResult<Value> {
-        self.attempt(request).map_err(|(failure, _)| failure)
+    fn exchange(&self, request: &Value) -> PortResult<BrokerReply> {
+        self.attempt(request)
+            .map_err(|(failure, _)| failure)
+            .and_then(typed_reply)
     }
 
     /// One exchange. On failure, also says how far it got: whether the broker accepted the
@@ -436,13 +421,13 @@ impl BrokerSocket {
 
     /// [`Self::attempt`], retried while the broker is unreachable: until it has been out of
     /// reach for the whole reconnect window (the clock restarts whenever a connection is made).
-    fn exchange_reconnecting(&self, request: &Value) -> PortResult<Value> {
+    fn exchange_reconnecting(&self, request: &Value) -> PortResult<BrokerReply> {
         let mut lost: Option<std::time::Instant> = None;
         let mut pause = Duration::from_millis(100);
         let mut attempts = 0u32;
         loop {
             let (failure, reached) = match self.attempt(request) {
-                Ok(reply) => return Ok(reply),
+                Ok(reply) => return typed_reply(reply),
                 Err(failed) => failed,
             };
             attempts += 1;
@@ -489,60 +474,40 @@ impl PrSink for BrokerSocket {
         // The typed registration: optional fields (the GitHub number, the reconnect window)
         // are left out when absent, so an older broker still takes the runs of issue files.
         let request = airlock_protocol::Request::RegisterRun(Box::new(run.clone()));
-        let reply = self.exchange(&wire(&request)?)?;
-        match serde_json::from_value::<airlock_protocol::BrokerReply>(reply.clone()) {
-            Ok(airlock_protocol::BrokerReply::Registered { .. }) => Ok(()),
-            _ => Err(ToolFailure::new("broker_refused", reply.to_string())),
+        match self.exchange(&wire(&request)?)? {
+            BrokerReply::Registered { .. } => Ok(()),
+            other => Err(ToolFailure::new(
+                "broker_refused",
+                serde_json::to_string(&other).unwrap_or_default(),
+            )),
         }
     }
 
-    fn open_pr(&mut self, run_id: &str, arguments: &Value) -> PortResult<PrReply> {
+    fn open_pr(&mut self, run_id: &str, arguments: &Value) -> PortResult<BrokerReply> {
         self.requests += 1;
         // The broker's idempotency key over the argument text sent, so a resend after a
         // broker restart is answered once, not queued twice.
         let args_text = arguments.to_string();
         let request = airlock_protocol::Request::open_pr(run_id, &args_text, None)
             .map_err(|e| ToolFailure::new("broker_protocol", e.to_string()))?;
-        let reply = self.exchange_reconnecting(&wire(&request)?)?;
-        Ok(pr_reply_from_broker(reply))
+        self.exchange_reconnecting(&wire(&request)?)
     }
+}
+
+/// A reply line read as the protocol's reply. A JSON line that is not one is the broker's
+/// failure, not a reason to resend.
+fn typed_reply(reply: Value) -> PortResult<BrokerReply> {
+    serde_json::from_value(reply.clone()).map_err(|e| {
+        ToolFailure::new(
+            "broker_protocol",
+            format!("the broker's reply is not a protocol reply ({e}): {reply}"),
+        )
+    })
 }
 
 /// A protocol request as the JSON object sent on the socket.
 fn wire(request: &airlock_protocol::Request) -> PortResult<Value> {
     serde_json::to_value(request).map_err(|e| ToolFailure::new("broker_protocol", e.to_string()))
-}
-
-/// Interpret a broker reply line: queued is accepted; a refusal carries its code and
-/// retryability; anything else is a failure the model sees verbatim.
-pub fn pr_reply_from_broker(reply: Value) -> PrReply {
-    let status = reply.get("status").and_then(Value::as_str).unwrap_or("");
-    match status {
-        "queued" | "pending" | "approved" => PrReply {
-            accepted: true,
-            code: None,
-            retryable: false,
-            body: reply,
-        },
-        "refused" => PrReply {
-            accepted: false,
-            code: reply
-                .pointer("/error/code")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            retryable: reply
-                .pointer("/error/retryable")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            body: reply,
-        },
-        _ => PrReply {
-            accepted: false,
-            code: Some("BROKER_FAILED".into()),
-            retryable: false,
-            body: reply,
-        },
-    }
 }
 
 /// Where a reader worker finds its input FIFO inside the sandbox.

@@ -1,8 +1,10 @@
-//! The final message: extraction of the one JSON object, the rules the supervisor enforces on
-//! top of `outcome.json` (confidence floor, `pr` only after an accepted `open_pr`), and the
-//! escalation the supervisor writes itself when the model cannot.
+//! The final message: extraction of the one JSON object, its parse into
+//! [`airlock_schemas::Outcome`] (once; the type is kept from there on), the rules the supervisor
+//! enforces on top of `outcome.json` (confidence floor, `pr` only after an accepted `open_pr`),
+//! and the escalation the supervisor writes itself when the model cannot.
 
-use serde_json::{Value, json};
+use airlock_schemas::{Outcome, OutcomeKind, OutcomeTestEvidence, Schema, SchemaViolation};
+use serde_json::Value;
 
 /// Below this confidence the outcome is forced to `escalate`.
 pub const CONFIDENCE_FLOOR: f64 = 0.6;
@@ -61,10 +63,73 @@ pub struct RunFacts {
     pub unread_candidates: Vec<String>,
 }
 
+/// A final message that passed: the outcome, and why the floor forced it to escalate, if it did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    /// The outcome, floored.
+    pub outcome: Outcome,
+    /// The confidence floor's reason, when it turned a `pr` into an escalation.
+    pub floored: Option<String>,
+}
+
+/// Judge a candidate final message: one JSON object, parsed into [`Outcome`], floored, checked
+/// against `outcome.json` and the supervisor's own rules. `Err` lists the problems for a repair
+/// prompt.
+pub fn judge_final(text: &str, facts: &RunFacts) -> Result<Judged, Vec<String>> {
+    let value = extract_json_object(text).map_err(|e| vec![e])?;
+    let mut outcome: Outcome = match serde_json::from_value(value.clone()) {
+        Ok(o) => o,
+        // Not even the shape: the schema's violations say precisely what is wrong.
+        Err(e) => {
+            let violations = Schema::Outcome
+                .violations(&value)
+                .map_err(|e| vec![e.to_string()])?;
+            return Err(if violations.is_empty() {
+                vec![e.to_string()]
+            } else {
+                describe(&violations)
+            });
+        }
+    };
+    // The floor applies before validation: a `pr` at 0.5 is an escalation, not a repair.
+    let floored = apply_confidence_floor(&mut outcome);
+    let floored_value = serde_json::to_value(&outcome).map_err(|e| vec![e.to_string()])?;
+    let violations = Schema::Outcome
+        .violations(&floored_value)
+        .map_err(|e| vec![e.to_string()])?;
+    if !violations.is_empty() {
+        return Err(describe(&violations));
+    }
+    let problems = contract_problems(&outcome, facts);
+    if problems.is_empty() {
+        Ok(Judged { outcome, floored })
+    } else {
+        Err(problems)
+    }
+}
+
+/// Schema violations as repair-prompt lines: `pointer: message`.
+pub fn describe(violations: &[SchemaViolation]) -> Vec<String> {
+    violations
+        .iter()
+        .map(|v| {
+            format!(
+                "{}: {}",
+                if v.pointer.is_empty() {
+                    "/"
+                } else {
+                    &v.pointer
+                },
+                v.message
+            )
+        })
+        .collect()
+}
+
 /// Rules beyond the schema that make a final message unacceptable (the model is asked to repair).
-pub fn contract_problems(value: &Value, facts: &RunFacts) -> Vec<String> {
+pub fn contract_problems(outcome: &Outcome, facts: &RunFacts) -> Vec<String> {
     let mut problems = Vec::new();
-    if value.get("outcome").and_then(Value::as_str) == Some("pr") && !facts.pr_accepted {
+    if outcome.outcome == OutcomeKind::Pr && !facts.pr_accepted {
         problems.push(
             "/outcome: \"pr\" is only possible after open_pr was accepted; no open_pr was accepted \
              in this run, so the outcome must be \"escalate\""
@@ -76,24 +141,14 @@ pub fn contract_problems(value: &Value, facts: &RunFacts) -> Vec<String> {
 
 /// Apply the confidence floor: a `pr` below 0.6 becomes `escalate`. Returns the reason when the
 /// outcome was changed.
-pub fn apply_confidence_floor(value: &mut Value) -> Option<String> {
-    let confidence = value.get("confidence").and_then(Value::as_f64)?;
-    let is_pr = value.get("outcome").and_then(Value::as_str) == Some("pr");
-    if is_pr && confidence < CONFIDENCE_FLOOR {
-        if let Some(obj) = value.as_object_mut() {
-            obj.insert("outcome".into(), json!("escalate"));
-            let summary = obj
-                .get("summary")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            obj.insert(
-                "summary".into(),
-                json!(format!(
-                    "Escalated by the supervisor: confidence {confidence} is below {CONFIDENCE_FLOOR}. {summary}"
-                )),
-            );
-        }
+pub fn apply_confidence_floor(outcome: &mut Outcome) -> Option<String> {
+    let confidence = outcome.confidence;
+    if outcome.outcome == OutcomeKind::Pr && confidence < CONFIDENCE_FLOOR {
+        outcome.outcome = OutcomeKind::Escalate;
+        outcome.summary = format!(
+            "Escalated by the supervisor: confidence {confidence} is below {CONFIDENCE_FLOOR}. {}",
+            outcome.summary
+        );
         return Some(format!(
             "confidence {confidence} is below {CONFIDENCE_FLOOR}"
         ));
@@ -103,7 +158,7 @@ pub fn apply_confidence_floor(value: &mut Value) -> Option<String> {
 
 /// The escalation the supervisor writes when the run ends without a usable final message:
 /// what was established, what was ruled out, and what to read next, from the run's record.
-pub fn supervisor_escalation(reason: &str, facts: &RunFacts) -> Value {
+pub fn supervisor_escalation(reason: &str, facts: &RunFacts) -> Outcome {
     let list = |items: &[String], none: &str| {
         if items.is_empty() {
             none.to_string()
@@ -126,39 +181,42 @@ pub fn supervisor_escalation(reason: &str, facts: &RunFacts) -> Value {
         "Read next: [{}].",
         list(&facts.unread_candidates, "no unread candidates")
     );
-    json!({
-        "outcome": "escalate",
-        "summary": format!("Escalated by the supervisor: {reason}. {established} {ruled_out} {next}"),
-        "root_cause": "not established",
-        "files_changed": facts.files_written,
-        "tests_added": [],
-        "test_evidence": {"before": "", "after": list(&facts.test_runs, "")},
-        "also_noticed": [],
-        "injection_observed": facts.injection_observed,
-        "confidence": 0.0,
-    })
+    Outcome {
+        outcome: OutcomeKind::Escalate,
+        summary: format!("Escalated by the supervisor: {reason}. {established} {ruled_out} {next}"),
+        root_cause: "not established".into(),
+        files_changed: facts.files_written.clone(),
+        tests_added: Vec::new(),
+        test_evidence: OutcomeTestEvidence {
+            before: String::new(),
+            after: list(&facts.test_runs, ""),
+        },
+        also_noticed: Vec::new(),
+        injection_observed: facts.injection_observed.clone(),
+        confidence: 0.0,
+    }
 }
 
 /// Force an accepted final message to be an escalation (a limit was reached while the model
 /// was writing it), keeping its content.
-pub fn force_escalate(value: &mut Value, reason: &str) {
-    if let Some(obj) = value.as_object_mut() {
-        obj.insert("outcome".into(), json!("escalate"));
-        let summary = obj
-            .get("summary")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        obj.insert(
-            "summary".into(),
-            json!(format!("Escalated by the supervisor: {reason}. {summary}")),
-        );
-    }
+pub fn force_escalate(outcome: &mut Outcome, reason: &str) {
+    outcome.outcome = OutcomeKind::Escalate;
+    outcome.summary = format!("Escalated by the supervisor: {reason}. {}", outcome.summary);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn outcome(kind: &str, confidence: f64) -> Outcome {
+        serde_json::from_value(json!({
+            "outcome": kind, "summary": "s", "root_cause": "r", "files_changed": [],
+            "tests_added": [], "test_evidence": {"before": "", "after": ""},
+            "also_noticed": [], "injection_observed": [], "confidence": confidence,
+        }))
+        .unwrap()
+    }
 
     #[test]
     fn extracts_one_object_and_refuses_prose() {
@@ -184,22 +242,44 @@ mod tests {
 
     #[test]
     fn confidence_floor_forces_escalation() {
-        let mut v = json!({"outcome": "pr", "summary": "s", "confidence": 0.5});
+        let mut v = outcome("pr", 0.5);
         assert!(apply_confidence_floor(&mut v).is_some());
-        assert_eq!(v["outcome"], "escalate");
-        let mut w = json!({"outcome": "pr", "summary": "s", "confidence": 0.6});
+        assert_eq!(v.outcome, OutcomeKind::Escalate);
+        let mut w = outcome("pr", 0.6);
         assert!(apply_confidence_floor(&mut w).is_none());
-        assert_eq!(w["outcome"], "pr");
+        assert_eq!(w.outcome, OutcomeKind::Pr);
     }
 
     #[test]
     fn pr_without_accepted_open_pr_is_a_problem() {
-        let v = json!({"outcome": "pr"});
+        let v = outcome("pr", 0.9);
         assert_eq!(contract_problems(&v, &RunFacts::default()).len(), 1);
         let facts = RunFacts {
             pr_accepted: true,
             ..RunFacts::default()
         };
         assert!(contract_problems(&v, &facts).is_empty());
+    }
+
+    #[test]
+    fn a_floored_pr_is_judged_an_escalation_and_a_broken_one_lists_the_schema_violations() {
+        let judged = judge_final(
+            &serde_json::to_string(&outcome("pr", 0.5)).unwrap(),
+            &RunFacts::default(),
+        )
+        .unwrap();
+        assert_eq!(judged.outcome.outcome, OutcomeKind::Escalate);
+        assert!(judged.floored.is_some());
+        let problems = judge_final(r#"{"outcome": "maybe"}"#, &RunFacts::default()).unwrap_err();
+        assert!(
+            problems.iter().any(|p| p.starts_with("/outcome")),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn the_supervisor_escalation_satisfies_the_contract() {
+        let v = serde_json::to_value(supervisor_escalation("x", &RunFacts::default())).unwrap();
+        assert!(Schema::Outcome.violations(&v).unwrap().is_empty());
     }
 }

@@ -7,6 +7,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
 
+/// One search hit: path, line range, symbol, score and the file's test/vendored flags, as
+/// codegraph ranks it. Rendered for a model only where it is shown to one.
+pub use airlock_codegraph::Hit;
+/// The broker's reply to a request, its own wire type.
+pub use airlock_protocol::BrokerReply;
+
 /// A refusal or failure a tool hands back to the model as an error result (never a crash).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolFailure {
@@ -37,10 +43,10 @@ pub type PortResult<T> = std::result::Result<T, ToolFailure>;
 
 /// Zero-LLM retrieval over the pinned checkout (codegraph).
 pub trait Retrieval {
-    /// The top `limit` hits for `query`, rendered for the model (path, lines, symbol, score).
-    fn search(&self, query: &str, limit: usize) -> PortResult<String>;
-    /// The repository map within about `token_budget` tokens.
-    fn repo_map(&self, token_budget: usize) -> PortResult<String>;
+    /// The top `limit` hits for `query`, best first.
+    fn search(&self, query: &str, limit: usize) -> PortResult<Vec<Hit>>;
+    /// The repository map within about `token_budget` tokens, personalised by `query`.
+    fn repo_map(&self, query: &str, token_budget: usize) -> PortResult<String>;
 }
 
 /// The worktree of the run: bounded reads, the file tree, and writes (the caller has already
@@ -57,8 +63,9 @@ pub trait Worktree {
     fn write(&self, path: &str, content: &str) -> PortResult<()>;
     /// The number of lines of a regular text file, `None` when it does not exist or is refused.
     fn line_count(&self, path: &str) -> Option<usize>;
-    /// The tracked file tree within `char_budget` characters.
-    fn file_tree(&self, char_budget: usize) -> String;
+    /// The tracked file tree within `char_budget` characters, keeping the directories that
+    /// match `query` expanded.
+    fn file_tree(&self, query: &str, char_budget: usize) -> String;
 }
 
 /// One sandboxed test run's result.
@@ -134,23 +141,11 @@ pub trait TestRunner {
 /// cannot disagree on a field.
 pub use airlock_protocol::{IssueText, RunRegistration};
 
-/// The broker's answer to `open_pr`, handed to the model verbatim.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PrReply {
-    /// True when the pull request was queued for a human.
-    pub accepted: bool,
-    /// The error code (`SCHEMA_INVALID`, `DIGEST_MISMATCH`, ...) when not accepted.
-    pub code: Option<String>,
-    /// Whether the model may fix and resubmit.
-    pub retryable: bool,
-    /// The broker's reply, verbatim.
-    pub body: Value,
-}
-
 /// Where `open_pr` goes: the broker client in production, a stub in tests.
 pub trait PrSink {
     /// Register the run before the loop starts.
     fn register_run(&mut self, run: &RunRegistration) -> PortResult<()>;
-    /// Forward one `open_pr` call.
-    fn open_pr(&mut self, run_id: &str, arguments: &Value) -> PortResult<PrReply>;
+    /// Forward one `open_pr` call; the broker's typed reply (a reply line that is not a
+    /// [`BrokerReply`] is a failure).
+    fn open_pr(&mut self, run_id: &str, arguments: &Value) -> PortResult<BrokerReply>;
 }

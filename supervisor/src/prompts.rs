@@ -58,6 +58,42 @@ pub fn system_prompt(v: &SystemVars<'_>) -> String {
     )
 }
 
+/// The system prompt of a run on `repo` at `base_commit` for `issue_id`, under `policy` and
+/// `config`'s budgets and test command.
+pub fn system_prompt_for(
+    repo: &str,
+    base_commit: &str,
+    issue_id: &str,
+    policy: &airlock_policies::Policy,
+    config: &crate::config::Config,
+) -> String {
+    let budgets = &config.budgets;
+    system_prompt(&SystemVars {
+        repo,
+        base_commit,
+        issue_id,
+        write_allowlist: &describe_allowlist(policy),
+        test_command: &config.tests.command.join(" "),
+        max_turns: budgets.max_turns,
+        max_full_runs: budgets.max_full_runs,
+        max_reads: budgets.max_reads,
+    })
+}
+
+/// The allowlist for the system prompt.
+pub fn describe_allowlist(policy: &airlock_policies::Policy) -> String {
+    let globs = policy.allowlist();
+    if globs.is_empty() {
+        "(nothing: every write is refused)".to_string()
+    } else {
+        globs
+            .iter()
+            .map(|g| format!("`{g}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 /// Replace every `{{NAME}}` with its value. Values are inserted once, never re-scanned, so a
 /// value that itself contains `{{...}}` (repository text) cannot expand further.
 pub fn render(template: &str, vars: &[(&str, String)]) -> String {

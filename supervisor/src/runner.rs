@@ -95,6 +95,8 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
     /// The `airlock` executable, re-executed as `airlock reader-worker`.
     pub exe: PathBuf,
+    /// How the run's progress is shown on stderr.
+    pub progress: crate::progress::ProgressMode,
 }
 
 /// Replacements for capabilities, for tests and embedding (the broker stub until the broker is
@@ -190,7 +192,6 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
     let worktree = mirror.materialize(&commit, &worktree_dir)?;
     let tracked = worktree.tracked_files()?;
     let tracked_for_prepare = tracked.clone();
-    let issue_query = issue.query();
 
     let base_policy = Policy::default()?;
     let policy = if config.write.allowlist.is_empty() {
@@ -207,28 +208,20 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
     // Every call, the supervisor's and the readers', is metered against `[model.config.budget]`.
     let model = Metered::new(inner, Budget::new(model_config.budget.clone()));
 
-    let wt = CheckoutWorktree::open(worktree.path(), tracked, &issue_query).map_err(|e| {
-        RunError::Setup {
-            what: "the worktree",
-            message: e.to_string(),
-        }
+    let wt = CheckoutWorktree::open(worktree.path(), tracked).map_err(|e| RunError::Setup {
+        what: "the worktree",
+        message: e.to_string(),
     })?;
     let index_dir = config.paths.index_dir.clone();
     // The worktree is new for every run; the index is the mirror's, so a batch of issues on one
     // project builds it once and then pays only for blobs it has not seen.
     let index_key = airlock_codegraph::store::repo_key(mirror.path());
     let retrieval: Box<dyn Retrieval> = Box::new(
-        CodegraphRetrieval::open(
-            worktree.path(),
-            &index_dir,
-            &index_key,
-            commit.as_str(),
-            &issue_query,
-        )
-        .map_err(|e| RunError::Setup {
-            what: "the retrieval index",
-            message: e.to_string(),
-        })?,
+        CodegraphRetrieval::open(worktree.path(), &index_dir, &index_key, commit.as_str())
+            .map_err(|e| RunError::Setup {
+                what: "the retrieval index",
+                message: e.to_string(),
+            })?,
     );
     let tests: Box<dyn TestRunner> = match overrides.tests {
         Some(t) => t,
@@ -283,6 +276,7 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
         intake: intake_record.clone(),
         config,
     };
+    let mut progress = crate::progress::Progress::stderr(args.progress);
     let mut env = Env {
         model: &model,
         retrieval: retrieval.as_ref(),
@@ -293,6 +287,7 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
         broker: pr_sink.as_mut(),
         audit: &audit,
         trajectory: &mut trajectory,
+        progress: &mut progress,
     };
     let end = session::run(&spec, &mut env)?;
     let model_finish_problem = model.finish().err().map(|e| e.to_string());

@@ -4,7 +4,7 @@
 use airlock_reader::repo_tools::CheckoutTools;
 use airlock_reader::{FromSupervisor, FromWorker};
 use airlock_supervisor::delegate::{ReaderChannel, ReaderLauncher};
-use airlock_supervisor::ports::{PortResult, PrReply, PrSink, RunRegistration, ToolFailure};
+use airlock_supervisor::ports::{BrokerReply, PortResult, PrSink, RunRegistration, ToolFailure};
 use airlock_supervisor::runner::{self, Overrides, RunArgs, RunReport};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
@@ -162,6 +162,7 @@ impl Fixture {
                 model: Some(model.to_string()),
                 config: Some(config.to_path_buf()),
                 exe: PathBuf::from("/nonexistent/airlock"),
+                progress: airlock_supervisor::progress::ProgressMode::Quiet,
             },
             Overrides {
                 pr_sink: Some(Box::new(broker.clone())),
@@ -247,16 +248,16 @@ impl PrSink for BrokerStub {
         Ok(())
     }
 
-    fn open_pr(&mut self, _run_id: &str, arguments: &Value) -> PortResult<PrReply> {
+    fn open_pr(&mut self, _run_id: &str, arguments: &Value) -> PortResult<BrokerReply> {
         self.submitted.lock().unwrap().push(arguments.clone());
-        let reply = match airlock_schemas::from_value::<airlock_schemas::OpenPr>(arguments) {
-            Ok(_) => json!({"status": "queued", "queue_id": 1}),
-            Err(e) => json!({
-                "status": "refused",
-                "error": airlock_schemas::BrokerError::schema_invalid(&e.violations()).to_json(),
-            }),
-        };
-        Ok(airlock_supervisor::adapters::pr_reply_from_broker(reply))
+        Ok(
+            match airlock_schemas::from_value::<airlock_schemas::OpenPr>(arguments) {
+                Ok(_) => BrokerReply::Queued { queue_id: 1 },
+                Err(e) => BrokerReply::Refused {
+                    error: airlock_schemas::BrokerError::schema_invalid(&e.violations()),
+                },
+            },
+        )
     }
 }
 

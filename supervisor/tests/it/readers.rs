@@ -58,6 +58,7 @@ pub fn readers_are_checked_repaired_once_and_dropped_when_they_lie() {
     let RunEnd::Finished { outcome, .. } = &report.end else {
         panic!()
     };
+    let outcome = &serde_json::to_value(outcome).unwrap();
     assert_eq!(outcome["outcome"], "escalate");
     let t = trajectory(&report);
     let digests = kinds(&t, "reader_digest");
@@ -173,7 +174,7 @@ impl Worktree for NoTree {
     fn line_count(&self, _: &str) -> Option<usize> {
         None
     }
-    fn file_tree(&self, _: usize) -> String {
+    fn file_tree(&self, _: &str, _: usize) -> String {
         String::new()
     }
 }
@@ -205,7 +206,14 @@ pub fn the_relay_offers_the_model_only_the_reader_tools_whatever_the_worker_asks
 pub fn quoted_lines_are_counted_from_fences_quotes_and_lines_the_reader_was_shown() {
     let shown: BTreeSet<String> = ["return a - b".to_string()].into_iter().collect();
     let fenced: String = (0..13).map(|i| format!("x = {i}\n")).collect();
-    let d = json!({"answer": format!("```\n{fenced}```\n> quoted\nreturn a - b\nplain words"),
-                   "anchors": [], "ruled_out": [], "also_noticed": []});
+    let d = airlock_schemas::ReaderDigest {
+        answer: format!("```\n{fenced}```\n> quoted\nreturn a - b\nplain words"),
+        anchors: vec![],
+        ruled_out: vec![],
+        also_noticed: vec![],
+        injection_observed: vec![],
+        complete: true,
+        reads_used: 0,
+    };
     assert_eq!(delegate::count_quoted_lines(&d, &shown), 15);
 }

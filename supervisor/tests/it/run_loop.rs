@@ -63,6 +63,7 @@ pub fn a_fix_goes_from_search_to_a_queued_pull_request() {
     else {
         panic!("{:?}", report.end)
     };
+    let outcome = &serde_json::to_value(outcome).unwrap();
     assert!(pr_queued, "{stop}");
     assert_eq!(outcome["outcome"], "pr");
     assert_eq!(report.exit_code(), 0);
@@ -156,6 +157,7 @@ pub fn an_ambiguous_issue_is_escalated_with_no_tool_call() {
     else {
         panic!()
     };
+    let outcome = &serde_json::to_value(outcome).unwrap();
     assert!(!pr_queued);
     assert_eq!(outcome["outcome"], "escalate");
     assert_eq!(stop, "final_message");
@@ -255,6 +257,7 @@ pub fn too_many_refusals_end_the_run() {
     let RunEnd::Finished { outcome, stop, .. } = &report.end else {
         panic!()
     };
+    let outcome = &serde_json::to_value(outcome).unwrap();
     assert!(stop.contains("too many refused writes"), "{stop}");
     assert_eq!(outcome["outcome"], "escalate");
     assert!(
@@ -284,6 +287,7 @@ pub fn an_exhausted_turn_budget_ends_in_an_escalation_that_says_what_was_done() 
     else {
         panic!()
     };
+    let outcome = &serde_json::to_value(outcome).unwrap();
     assert!(!pr_queued);
     assert!(stop.starts_with("budget: MAX_TURNS (2) reached"), "{stop}");
     let summary = outcome["summary"].as_str().unwrap();
@@ -314,6 +318,7 @@ pub fn an_exhausted_full_run_budget_ends_the_run_and_keeps_the_model_escalation(
     let RunEnd::Finished { outcome, stop, .. } = &report.end else {
         panic!()
     };
+    let outcome = &serde_json::to_value(outcome).unwrap();
     assert!(stop.contains("MAX_FULL_RUNS"), "{stop}");
     assert!(
         outcome["summary"]
@@ -343,6 +348,7 @@ pub fn an_invalid_final_message_is_repaired_then_accepted() {
     let RunEnd::Finished { outcome, stop, .. } = &report.end else {
         panic!()
     };
+    let outcome = &serde_json::to_value(outcome).unwrap();
     assert_eq!(stop, "final_message");
     assert_eq!(outcome, &good);
     assert_eq!(kinds(&trajectory(&report), "repair_prompt").len(), 2);
@@ -357,6 +363,7 @@ pub fn a_final_message_that_stays_invalid_becomes_a_supervisor_escalation() {
     let RunEnd::Finished { outcome, stop, .. } = &report.end else {
         panic!()
     };
+    let outcome = &serde_json::to_value(outcome).unwrap();
     assert_eq!(stop, "invalid_final_message");
     assert_eq!(outcome["outcome"], "escalate");
 }
@@ -375,6 +382,7 @@ pub fn confidence_below_the_floor_forces_an_escalation() {
     else {
         panic!()
     };
+    let outcome = &serde_json::to_value(outcome).unwrap();
     assert!(!pr_queued);
     assert_eq!(outcome["outcome"], "escalate");
     assert!(
@@ -397,6 +405,7 @@ pub fn outcome_pr_without_an_accepted_open_pr_is_sent_back() {
     let RunEnd::Finished { outcome, .. } = &report.end else {
         panic!()
     };
+    let outcome = &serde_json::to_value(outcome).unwrap();
     assert_eq!(outcome["outcome"], "escalate");
 }
 
@@ -467,6 +476,7 @@ pub fn a_spent_model_budget_ends_the_run_as_an_escalation() {
     let RunEnd::Finished { outcome, stop, .. } = &report.end else {
         panic!()
     };
+    let outcome = &serde_json::to_value(outcome).unwrap();
     assert!(stop.contains("model budget spent"), "{stop}");
     assert_eq!(outcome["outcome"], "escalate");
     let doc: serde_json::Value =

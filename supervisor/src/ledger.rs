@@ -1,0 +1,196 @@
+//! The run's ledger: the counters and facts of a run, and every record of it (audit events,
+//! trajectory entries, injection screening, progress). Tool handlers and the loop write here;
+//! nothing below it knows the loop.
+
+use crate::outcome::RunFacts;
+use crate::progress::{Progress, ProgressEvent, UsageSoFar};
+use crate::trajectory::{Trajectory, TrajectoryError};
+use airlock_audit::{AuditLog, Event, SourceKind};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+
+/// A record of the run could not be kept (a run without its record must not go on).
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// The trajectory could not be written.
+    #[error(transparent)]
+    Trajectory(#[from] TrajectoryError),
+    /// The audit log refused an event.
+    #[error("audit log: {0}")]
+    Audit(#[from] airlock_audit::Error),
+}
+
+/// Result alias for ledger writes.
+pub type Result<T> = std::result::Result<T, LedgerError>;
+
+/// The budgets' counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counters {
+    /// Model turns of the supervisor.
+    pub turns: u32,
+    /// `read_file` calls of the supervisor.
+    pub reads: u32,
+    /// Full test runs.
+    pub full_runs: u32,
+    /// Refused writes.
+    pub refusals: u32,
+}
+
+/// What the run has done to the worktree, as `open_pr`'s gate and the test verdicts need it.
+#[derive(Debug, Clone, Default)]
+pub struct WorkState {
+    /// Something was written.
+    pub wrote: bool,
+    /// The last full run after the last write was green.
+    pub green_full_since_write: bool,
+    /// Test files the run created (a full run must run them).
+    pub new_test_files: BTreeSet<String>,
+    /// Rules (path classes) already refused once.
+    pub refused_classes: BTreeSet<String>,
+}
+
+/// The ledger of one run.
+pub struct Ledger<'a> {
+    run_id: String,
+    model: String,
+    audit: &'a AuditLog,
+    trajectory: &'a mut Trajectory,
+    progress: &'a mut Progress,
+    /// The counters.
+    pub counts: Counters,
+    /// What the outcome may state about the run.
+    pub facts: RunFacts,
+    /// The worktree's state.
+    pub work: WorkState,
+    /// The warm start's search candidates (paths), in rank order.
+    pub candidates: Vec<String>,
+    /// Paths read by the supervisor.
+    pub read_paths: BTreeSet<String>,
+    /// Tokens and cost so far.
+    pub usage: UsageSoFar,
+}
+
+impl<'a> Ledger<'a> {
+    /// The ledger of run `run_id` whose model is called `model`.
+    pub fn new(
+        run_id: &str,
+        model: &str,
+        audit: &'a AuditLog,
+        trajectory: &'a mut Trajectory,
+        progress: &'a mut Progress,
+    ) -> Self {
+        Ledger {
+            run_id: run_id.to_string(),
+            model: model.to_string(),
+            audit,
+            trajectory,
+            progress,
+            counts: Counters::default(),
+            facts: RunFacts::default(),
+            work: WorkState::default(),
+            candidates: Vec::new(),
+            read_paths: BTreeSet::new(),
+            usage: UsageSoFar::default(),
+        }
+    }
+
+    /// The run id.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// Append one audit event.
+    pub fn append(&mut self, event: Event) -> Result<()> {
+        self.audit.append(&self.run_id, event)?;
+        Ok(())
+    }
+
+    /// Append one trajectory entry.
+    pub fn record(&mut self, kind: &str, data: Value) -> Result<()> {
+        self.trajectory.record(kind, data)?;
+        Ok(())
+    }
+
+    /// Record a message of the conversation.
+    pub fn record_message(&mut self, message: &airlock_model::Message) -> Result<()> {
+        self.record("message", json!({ "message": message }))
+    }
+
+    /// Run the injection detector over a text about to be handed to the model; every finding
+    /// becomes an `injection_suspected` event (the text itself is handed on unchanged).
+    pub fn screen(&mut self, kind: SourceKind, path: &str, text: &str) -> Result<()> {
+        let findings =
+            airlock_audit::record_suspected_injections(self.audit, &self.run_id, text, kind, path)?;
+        if !findings.is_empty() {
+            let rules: Vec<&str> = findings.iter().map(|f| f.rule.as_str()).collect();
+            self.record("injection_suspected", json!({"path": path, "rules": rules}))?;
+        }
+        Ok(())
+    }
+
+    /// Record one model call (the supervisor's or a reader's relayed one): the audit event and
+    /// the usage so far.
+    pub fn model_call(
+        &mut self,
+        usage: &airlock_model::Usage,
+        latency_ms: u64,
+        cost_usd: Option<f64>,
+    ) -> Result<()> {
+        self.usage
+            .add(usage.input_tokens, usage.output_tokens, cost_usd);
+        self.append(Event::ModelCall {
+            model: self.model.clone(),
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            latency_ms,
+        })
+    }
+
+    /// Start the next turn; its number.
+    pub fn next_turn(&mut self) -> u32 {
+        self.counts.turns += 1;
+        self.counts.turns
+    }
+
+    /// Tell the operator the model answered this turn.
+    pub fn turn_answered(&mut self, max_turns: u32) {
+        self.progress.emit(&ProgressEvent::Turn {
+            turn: self.counts.turns,
+            max_turns,
+            usage: self.usage,
+        });
+    }
+
+    /// Tell the operator a tool call finished.
+    pub fn tool_finished(&mut self, tool: &str, is_error: bool, result: &str) {
+        self.progress.emit(&ProgressEvent::Tool {
+            turn: self.counts.turns,
+            tool: tool.to_string(),
+            is_error,
+            result: crate::progress::one_line(result, usize::MAX),
+        });
+    }
+
+    /// Tell the operator the loop stopped.
+    pub fn finished(&mut self, stop: &str) {
+        self.progress.emit(&ProgressEvent::Finished {
+            stop: stop.to_string(),
+            turns: self.counts.turns,
+            usage: self.usage,
+        });
+    }
+
+    /// The facts as of now, for judging or writing an outcome.
+    pub fn facts_now(&self) -> RunFacts {
+        let mut f = self.facts.clone();
+        f.files_written.sort();
+        f.files_written.dedup();
+        f.unread_candidates = self
+            .candidates
+            .iter()
+            .filter(|c| !self.read_paths.contains(*c))
+            .cloned()
+            .collect();
+        f
+    }
+}

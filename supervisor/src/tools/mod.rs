@@ -1,0 +1,320 @@
+//! The supervisor's tools: one [`Tool`] enum (each tool's name, spec and how its result is
+//! screened) and one handler module per family (`files`, `tests`, `delegate`, `open_pr`), each
+//! returning a [`ToolReply`]. Handlers reach the run through a [`Toolbox`]: its settings, its
+//! capabilities and its [`Ledger`]; they never see the loop.
+//!
+//! A tool's name is spelled once: the read tools' in `airlock-reader` (the reader offers exactly
+//! those), `open_pr`'s in `airlock-schemas`, the rest here.
+
+mod delegate;
+mod files;
+mod open_pr;
+mod tests;
+
+use crate::config::Config;
+use crate::delegate::ReaderLauncher;
+use crate::ledger::{Ledger, Result};
+use crate::ports::{Baseline, PrSink, Retrieval, TestRunner, Worktree};
+use airlock_audit::{Event, SourceKind, sha256_hex};
+use airlock_model::{ChatModel, ToolCall, ToolSpec};
+use airlock_policies::Policy;
+use airlock_reader::ReadTool;
+use airlock_reader::tools::{ReadArgs, SearchArgs, decode_args};
+use serde::Deserialize;
+
+/// Marks a tool result cut to its budget (the audit event says `truncated`).
+pub const TRUNCATED_MARK: &str = "\n[... truncated to budget]";
+
+/// A tool the supervisor's model may call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Tool {
+    /// Zero-LLM retrieval over the checkout.
+    SearchRepo,
+    /// A bounded read of a line range.
+    ReadFile,
+    /// Create or replace one file.
+    WriteFile,
+    /// Replace exactly one occurrence of a text in one file.
+    EditFile,
+    /// The test command in the sandbox, narrow or full.
+    RunTests,
+    /// A read-only reader answering one question.
+    DelegateRead,
+    /// The gated pull request, forwarded to the broker.
+    OpenPr,
+}
+
+/// Where a tool result came from, for the injection detector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Screening {
+    /// What kind of text it is.
+    pub kind: SourceKind,
+    /// Its source as the `injection_suspected` event names it.
+    pub source: String,
+}
+
+/// Just the `path` of a call's arguments (the audit event names the file a tool touched).
+#[derive(Deserialize)]
+struct PathArg {
+    path: String,
+}
+
+impl Tool {
+    /// Every tool, in the order the model is offered them.
+    pub const ALL: [Tool; 7] = [
+        Tool::SearchRepo,
+        Tool::ReadFile,
+        Tool::WriteFile,
+        Tool::EditFile,
+        Tool::RunTests,
+        Tool::DelegateRead,
+        Tool::OpenPr,
+    ];
+
+    /// The name the model calls the tool by.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Tool::SearchRepo => ReadTool::SearchRepo.name(),
+            Tool::ReadFile => ReadTool::ReadFile.name(),
+            Tool::WriteFile => "write_file",
+            Tool::EditFile => "edit_file",
+            Tool::RunTests => "run_tests",
+            Tool::DelegateRead => "delegate_read",
+            Tool::OpenPr => airlock_schemas::OPEN_PR_TOOL_NAME,
+        }
+    }
+
+    /// The tool called `name`, if there is one.
+    pub fn from_name(name: &str) -> Option<Tool> {
+        Tool::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The tool's spec as sent to the model; `Err` when an embedded contract is broken.
+    pub fn spec(self) -> std::result::Result<ToolSpec, String> {
+        Ok(match self {
+            Tool::SearchRepo => ReadTool::SearchRepo.spec(),
+            Tool::ReadFile => ReadTool::ReadFile.spec(),
+            Tool::WriteFile => files::write_spec(),
+            Tool::EditFile => files::edit_spec(),
+            Tool::RunTests => tests::spec(),
+            Tool::DelegateRead => delegate::spec(),
+            Tool::OpenPr => open_pr::spec()?,
+        })
+    }
+
+    /// How the result of `call` is screened: a file read is file text under its path, a search
+    /// is snippets under its query, anything else tool output under the tool's name.
+    pub fn screening(self, call: &ToolCall) -> Screening {
+        match self {
+            Tool::ReadFile => Screening {
+                kind: SourceKind::File,
+                source: decode_args::<ReadArgs>(call)
+                    .map(|a| a.path)
+                    .unwrap_or_default(),
+            },
+            Tool::SearchRepo => Screening {
+                kind: SourceKind::SearchSnippet,
+                source: format!(
+                    "search:{}",
+                    decode_args::<SearchArgs>(call)
+                        .map(|a| a.query)
+                        .unwrap_or_default()
+                ),
+            },
+            other => Screening {
+                kind: SourceKind::ToolOutput,
+                source: format!("tool:{}", other.name()),
+            },
+        }
+    }
+
+    /// The file `call` touches, for the audit event: reads, writes and edits name one.
+    fn touched_path(self, call: &ToolCall) -> Option<String> {
+        match self {
+            Tool::ReadFile | Tool::WriteFile | Tool::EditFile => {
+                serde_json::from_value::<PathArg>(call.arguments.clone())
+                    .ok()
+                    .map(|a| a.path)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Screening of a call to a tool that does not exist.
+fn unknown_screening(call: &ToolCall) -> Screening {
+    Screening {
+        kind: SourceKind::ToolOutput,
+        source: format!("tool:{}", call.name),
+    }
+}
+
+/// The supervisor's whole tool list, as sent to the model.
+pub fn specs() -> std::result::Result<Vec<ToolSpec>, String> {
+    Tool::ALL.into_iter().map(Tool::spec).collect()
+}
+
+/// A tool's effect on the loop besides its result text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Flow {
+    /// The loop goes on.
+    Continue,
+    /// A budget or a terminal broker code ends the run as an escalation, for this reason.
+    End(String),
+}
+
+/// What a tool hands back: the result text the model sees, whether it is an error result, and
+/// its effect on the loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolReply {
+    /// The result text.
+    pub text: String,
+    /// An error result.
+    pub is_error: bool,
+    /// Whether the run goes on.
+    pub flow: Flow,
+}
+
+impl ToolReply {
+    /// A result.
+    pub fn ok(text: impl Into<String>) -> Self {
+        ToolReply {
+            text: text.into(),
+            is_error: false,
+            flow: Flow::Continue,
+        }
+    }
+
+    /// An error result; the run goes on.
+    pub fn error(text: impl Into<String>) -> Self {
+        ToolReply {
+            text: text.into(),
+            is_error: true,
+            flow: Flow::Continue,
+        }
+    }
+
+    /// An error result that ends the run for `reason`.
+    pub fn ending(text: impl Into<String>, reason: impl Into<String>) -> Self {
+        ToolReply {
+            text: text.into(),
+            is_error: true,
+            flow: Flow::End(reason.into()),
+        }
+    }
+}
+
+/// The fixed facts of the run a handler needs.
+#[derive(Debug, Clone, Copy)]
+pub struct RunSettings<'t> {
+    /// The repository as the operator gave it.
+    pub repo: &'t str,
+    /// The pinned commit.
+    pub base_commit: &'t str,
+    /// The configuration (budgets, tests).
+    pub config: &'t Config,
+}
+
+/// Everything a tool handler reaches.
+pub struct Toolbox<'t> {
+    /// The run's settings.
+    pub run: RunSettings<'t>,
+    /// The model (a reader's calls are relayed to it).
+    pub model: &'t dyn ChatModel,
+    /// Retrieval over the checkout.
+    pub retrieval: &'t dyn Retrieval,
+    /// The worktree.
+    pub worktree: &'t dyn Worktree,
+    /// The write policy.
+    pub policy: &'t Policy,
+    /// The sandboxed test runner.
+    pub tests: &'t dyn TestRunner,
+    /// Reader workers.
+    pub readers: &'t dyn ReaderLauncher,
+    /// The broker.
+    pub broker: &'t mut dyn PrSink,
+    /// What the test runner established before the first turn.
+    pub baseline: Baseline,
+    /// The run's ledger.
+    pub ledger: Ledger<'t>,
+}
+
+impl Toolbox<'_> {
+    /// Execute one call and keep its records: the trajectory's call and result, the screening
+    /// of its result, the audit event, the progress line. The reply goes back to the model.
+    pub fn call(&mut self, call: &ToolCall) -> Result<ToolReply> {
+        self.ledger
+            .record("tool_call", serde_json::json!({ "call": call }))?;
+        let tool = Tool::from_name(&call.name);
+        let reply = match tool {
+            Some(tool) => self.dispatch(tool, call)?,
+            None => ToolReply::error(format!(
+                "no such tool `{}`; the tools are {}",
+                call.name,
+                tool_list()
+            )),
+        };
+        let screening = tool.map_or_else(|| unknown_screening(call), |t| t.screening(call));
+        self.ledger
+            .screen(screening.kind, &screening.source, &reply.text)?;
+        self.ledger.append(Event::ToolCall {
+            tool: call.name.clone(),
+            args_digest: sha256_hex(call.arguments_text().as_bytes()),
+            result_bytes: reply.text.len() as u64,
+            truncated: reply.text.contains(TRUNCATED_MARK),
+            bytes_returned: (tool == Some(Tool::ReadFile) && !reply.is_error)
+                .then_some(reply.text.len() as u64),
+            path: tool.and_then(|t| t.touched_path(call)),
+        })?;
+        self.ledger
+            .tool_finished(&call.name, reply.is_error, &reply.text);
+        Ok(reply)
+    }
+
+    fn dispatch(&mut self, tool: Tool, call: &ToolCall) -> Result<ToolReply> {
+        match tool {
+            Tool::SearchRepo => files::search_repo(self, call),
+            Tool::ReadFile => files::read_file(self, call),
+            Tool::WriteFile => files::write_file(self, call),
+            Tool::EditFile => files::edit_file(self, call),
+            Tool::RunTests => tests::run_tests(self, call),
+            Tool::DelegateRead => delegate::delegate_read(self, call),
+            Tool::OpenPr => open_pr::open_pr(self, call),
+        }
+    }
+}
+
+/// `a, b, ... and z`: the tools' names for a message.
+fn tool_list() -> String {
+    let names: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => names.join(""),
+    }
+}
+
+/// Decode `call`'s arguments, or the error reply the model gets for them.
+fn args<T: serde::de::DeserializeOwned>(call: &ToolCall) -> std::result::Result<T, ToolReply> {
+    decode_args(call).map_err(ToolReply::error)
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn every_tool_is_found_by_its_name_and_the_list_reads_as_before() {
+        for tool in Tool::ALL {
+            assert_eq!(Tool::from_name(tool.name()), Some(tool));
+        }
+        assert_eq!(Tool::from_name("rm_rf"), None);
+        assert_eq!(
+            tool_list(),
+            "search_repo, read_file, write_file, edit_file, run_tests, delegate_read and open_pr"
+        );
+        let specs = specs().unwrap_or_default();
+        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+        let expected: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
+        assert_eq!(names, expected);
+    }
+}
