@@ -127,7 +127,7 @@ pub struct Env<'a> {
 pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
     let baseline = match start(spec, env)? {
         Start::NotReady(triage) => return Ok(RunEnd::NotReady(triage)),
-        Start::Ready(baseline) => baseline,
+        Start::Ready(baseline) => *baseline,
     };
     let Env {
         model,
@@ -168,7 +168,7 @@ pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
 /// How the run starts: not at all (triage), or with the base inventory taken.
 enum Start {
     NotReady(Triage),
-    Ready(Baseline),
+    Ready(Box<Baseline>),
 }
 
 /// Before the loop: record the start, triage, take the test baseline, register with the broker.
@@ -236,7 +236,7 @@ fn start(spec: &RunSpec, env: &mut Env<'_>) -> Result<Start> {
     env.broker
         .register_run(&registration(spec, env, &baseline))
         .map_err(|e| SessionError::Register(e.to_string()))?;
-    Ok(Start::Ready(baseline))
+    Ok(Start::Ready(Box::new(baseline)))
 }
 
 /// The run as the broker registers it.
