@@ -339,7 +339,7 @@ fn imported_names(language: Language, text: &str) -> BTreeSet<String> {
                 }
             }
         }
-        Language::Rust | Language::Java => {}
+        Language::Rust | Language::Java | Language::Kotlin => {}
     }
     names
 }

@@ -22,8 +22,10 @@ pub enum Language {
     Typescript,
     /// `.go`
     Go,
-    /// `.java`, `.kt`
+    /// `.java`
     Java,
+    /// `.kt`, `.kts`: its own language (it was counted as Java before).
+    Kotlin,
 }
 
 impl Language {
@@ -36,6 +38,7 @@ impl Language {
             Language::Typescript => "typescript",
             Language::Go => "go",
             Language::Java => "java",
+            Language::Kotlin => "kotlin",
         }
     }
 
@@ -65,7 +68,8 @@ pub fn language_of(path: &str) -> Option<Language> {
         "js" | "jsx" | "mjs" | "cjs" => Language::Javascript,
         "ts" | "tsx" | "mts" | "cts" => Language::Typescript,
         "go" => Language::Go,
-        "java" | "kt" | "kts" => Language::Java,
+        "java" => Language::Java,
+        "kt" | "kts" => Language::Kotlin,
         _ => return None,
     })
 }

@@ -48,8 +48,19 @@ fn languages_by_extension() {
     assert_eq!(language_of("a.mjs"), Some(Language::Javascript));
     assert_eq!(language_of("a.go"), Some(Language::Go));
     assert_eq!(language_of("A.java"), Some(Language::Java));
+    assert_eq!(language_of("A.kt"), Some(Language::Kotlin));
+    assert_eq!(language_of("build.gradle.kts"), Some(Language::Kotlin));
     assert_eq!(language_of("Makefile"), None);
     assert_eq!(language_of("a.md"), None);
+}
+
+#[test]
+fn kotlin_tests_are_recognised_as_kotlin() {
+    let p = Policy::default().unwrap();
+    for path in ["src/test/kotlin/a/ParserTest.kt", "ParserTest.kt"] {
+        assert!(p.is_test_path(path), "{path} should be a test");
+    }
+    assert!(!p.is_test_path("src/main/kotlin/a/Parser.kt"));
 }
 
 #[test]
