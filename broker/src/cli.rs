@@ -35,6 +35,12 @@ struct Cli {
     /// The broker configuration (default: $AIRLOCK_BROKER_CONFIG, else /etc/airlock/broker.toml).
     #[arg(long, global = true)]
     config: Option<PathBuf>,
+    /// Log more on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Log only errors.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -145,6 +151,10 @@ fn reviewer() -> String {
 /// Parse the process arguments and run; returns the exit code.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
+    airlock_policies::terminal::init_logging(airlock_policies::terminal::Verbosity {
+        verbose: cli.verbose,
+        quiet: cli.quiet,
+    });
     let path = config_path(&cli);
     let result = BrokerConfig::load(&path)
         .and_then(production_broker)
@@ -304,4 +314,13 @@ fn to_json<T: serde::Serialize>(value: &T) -> crate::Result<String> {
         context: "serializing the JSON output".to_owned(),
         source: e.into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
 }

@@ -237,3 +237,64 @@ mod tests {
         assert!(!has_hidden(text));
     }
 }
+
+/// How much the binaries log on stderr: `-q` (errors only), the default (warnings, such as a
+/// model call being retried), `-v` (info), `-vv` (debug), `-vvv` (trace). `RUST_LOG`, when set,
+/// overrides the level with its own filter (`RUST_LOG=airlock_model=debug`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Verbosity {
+    /// How many `-v` were given.
+    pub verbose: u8,
+    /// `-q` was given.
+    pub quiet: bool,
+}
+
+impl Verbosity {
+    /// The level filter the flags select.
+    pub fn level(self) -> &'static str {
+        if self.quiet {
+            return "error";
+        }
+        match self.verbose {
+            0 => "warn",
+            1 => "info",
+            2 => "debug",
+            _ => "trace",
+        }
+    }
+}
+
+/// Install the stderr logger for a binary: `RUST_LOG` when it is set and parses, else the
+/// level `verbosity` selects. Colour only on a terminal and never with `NO_COLOR` set. A second
+/// call (tests) leaves the first logger in place.
+pub fn init_logging(verbosity: Verbosity) {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .and_then(|v| EnvFilter::try_new(v).ok())
+        .unwrap_or_else(|| EnvFilter::new(verbosity.level()));
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(colour)
+        .with_target(false)
+        .try_init();
+}
+
+#[cfg(test)]
+mod verbosity_tests {
+    use super::Verbosity;
+
+    #[test]
+    fn flags_select_levels() {
+        let v = |verbose, quiet| Verbosity { verbose, quiet }.level();
+        assert_eq!(v(0, false), "warn");
+        assert_eq!(v(1, false), "info");
+        assert_eq!(v(2, false), "debug");
+        assert_eq!(v(7, false), "trace");
+        assert_eq!(v(3, true), "error");
+    }
+}

@@ -53,6 +53,12 @@ pub const EXIT_ERROR: u8 = 2;
     about = "One issue on one pinned commit in, one reviewable pull request (or an escalation) out."
 )]
 struct Cli {
+    /// Log more on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Log only errors, and print no progress while a run goes on.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -96,6 +102,10 @@ enum Command {
 /// Parse the process arguments and run the chosen subcommand; returns the process exit code.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
+    airlock_policies::terminal::init_logging(airlock_policies::terminal::Verbosity {
+        verbose: cli.verbose,
+        quiet: cli.quiet,
+    });
     let result = match cli.command {
         Command::Doctor(args) => sandbox::doctor(args),
         Command::Init(args) => init::run(args),
@@ -105,7 +115,7 @@ pub fn run() -> ExitCode {
         Command::Map(args) => retrieval::map(args),
         Command::Eval(cmd) => retrieval::eval(cmd),
         Command::Audit(cmd) => audit::run(cmd),
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(args, cli.quiet),
         Command::ReaderWorker(args) => run::reader_worker(args),
         Command::Judge(args) => judge::run(args),
         Command::Demo(args) => demo::run(args),
@@ -147,6 +157,12 @@ pub(crate) fn error_text(err: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::error_text;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
 
     #[test]
     fn a_cause_already_in_the_message_is_not_repeated() {

@@ -71,7 +71,8 @@ fn parse_issue_source(given: &str) -> Result<IssueSource, String> {
 }
 
 /// `airlock run`.
-pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+/// `quiet` (the global `-q`) turns the progress stream off.
+pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("locating the airlock binary for reader workers")?;
     let report = runner::run_issue(
         &SupervisorArgs {
@@ -81,7 +82,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             model: args.model,
             config: args.config,
             exe,
-            progress: if args.json {
+            progress: if quiet {
+                ProgressMode::Quiet
+            } else if args.json {
                 ProgressMode::Json
             } else {
                 ProgressMode::Human

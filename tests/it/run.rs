@@ -383,3 +383,96 @@ fn run_with_a_bad_config_names_the_file_and_line_and_exits_2() {
         "{stderr}"
     );
 }
+
+#[test]
+fn progress_streams_on_stderr_and_quiet_turns_it_off() {
+    let s = setup();
+    let socket = s.dir.path().join("broker.sock");
+    let _requests = broker_stub(&socket);
+    let config = write_config(&s, &socket);
+    let out = run_airlock(&s, &config, &fix_turns(&s), &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("turn 1 of "),
+        "no progress line on stderr: {stderr}"
+    );
+
+    let s = setup();
+    let socket = s.dir.path().join("broker.sock");
+    let _requests = broker_stub(&socket);
+    let config = write_config(&s, &socket);
+    let out = run_airlock(&s, &config, &fix_turns(&s), &["-q"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        !stderr.contains("turn 1 of "),
+        "-q still streamed progress: {stderr}"
+    );
+}
+
+/// `airlock run` against a model endpoint that refuses connections, retrying once.
+fn run_against_a_closed_model_port(quiet: bool) -> std::process::Output {
+    let s = setup();
+    let socket = s.dir.path().join("broker.sock");
+    let _requests = broker_stub(&socket);
+    let config = write_config(&s, &socket);
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(
+        "\n[model.config]\napi_key_env = \"AIRLOCK_TEST_NO_KEY\"\n\n[model.config.retry]\n\
+         max_retries = 1\nbase_delay_ms = 1\nmax_delay_ms = 1\n",
+    );
+    std::fs::write(&config, text).unwrap();
+    let issue = s.dir.path().join("issue.md");
+    std::fs::write(&issue, ISSUE).unwrap();
+    // A port nothing listens on: bind one, then let it go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_airlock"));
+    if quiet {
+        cmd.arg("-q");
+    }
+    cmd.args([
+        "run",
+        "--repo",
+        s.repo.to_str().unwrap(),
+        "--commit",
+        "main",
+    ])
+    .arg("--issue")
+    .arg(&issue)
+    .arg("--model")
+    .arg(format!("openai-compatible:http://127.0.0.1:{port}/v1#m"))
+    .arg("--config")
+    .arg(&config)
+    .env("AIRLOCK_TEST_NO_KEY", "k")
+    .env_remove("RUST_LOG")
+    .output()
+    .unwrap()
+}
+
+#[test]
+fn model_retry_warnings_are_logged_on_stderr_unless_quiet() {
+    let out = run_against_a_closed_model_port(false);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("retrying model call"),
+        "no retry warning: {stderr}"
+    );
+
+    let out = run_against_a_closed_model_port(true);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        !stderr.contains("retrying model call"),
+        "-q still logged warnings: {stderr}"
+    );
+    assert!(
+        stderr.contains("airlock: error:"),
+        "the error itself is still shown: {stderr}"
+    );
+}
