@@ -40,7 +40,7 @@ pub use commit::CommitId;
 pub use mirror::{Mirror, MirrorCache, MirrorOptions, MirrorOrigin, Worktree, tracked_files};
 pub use read::{
     BINARY_SNIFF_BYTES, BoundedReader, READ_CAP_BYTES, ReadOutcome, ReadRefusal, RefusalCode,
-    WriteOutcome, language_for_path,
+    WriteOutcome,
 };
 pub use tree::{FileTreeOptions, file_tree, render_file_tree};
 

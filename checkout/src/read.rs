@@ -443,7 +443,7 @@ impl BoundedReader {
             return Ok(ReadOutcome {
                 path: resolved.given,
                 content: String::new(),
-                language: language_for_path(&resolved.real).to_owned(),
+                language: airlock_policies::language_name(&resolved.real).to_owned(),
                 line_count: 0,
                 line_start: 0,
                 line_end: 0,
@@ -473,7 +473,7 @@ impl BoundedReader {
         };
         Ok(ReadOutcome {
             path: resolved.given,
-            language: language_for_path(&resolved.real).to_owned(),
+            language: airlock_policies::language_name(&resolved.real).to_owned(),
             bytes_returned: content.len() as u64,
             content,
             line_count,
@@ -951,71 +951,6 @@ fn cut_text(text: &str) -> String {
     }
 }
 
-/// Best-effort language name from a path's file name or extension (`"text"` when unknown).
-pub fn language_for_path(path: &str) -> &'static str {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    match name {
-        "Makefile" | "makefile" | "GNUmakefile" => return "make",
-        "Dockerfile" => return "dockerfile",
-        "CMakeLists.txt" => return "cmake",
-        "BUILD" | "BUILD.bazel" | "WORKSPACE" => return "starlark",
-        "Gemfile" | "Rakefile" => return "ruby",
-        _ => {}
-    }
-    let Some((_, ext)) = name.rsplit_once('.') else {
-        return "text";
-    };
-    match ext.to_ascii_lowercase().as_str() {
-        "rs" => "rust",
-        "py" | "pyi" | "pyx" => "python",
-        "js" | "mjs" | "cjs" | "jsx" => "javascript",
-        "ts" | "mts" | "cts" | "tsx" => "typescript",
-        "go" => "go",
-        "java" => "java",
-        "kt" | "kts" => "kotlin",
-        "scala" | "sc" => "scala",
-        "c" | "h" => "c",
-        "cc" | "cpp" | "cxx" | "hpp" | "hh" | "hxx" => "cpp",
-        "cs" => "csharp",
-        "rb" => "ruby",
-        "php" => "php",
-        "swift" => "swift",
-        "m" | "mm" => "objective-c",
-        "sh" | "bash" | "zsh" => "shell",
-        "ps1" => "powershell",
-        "pl" | "pm" => "perl",
-        "lua" => "lua",
-        "r" => "r",
-        "jl" => "julia",
-        "ex" | "exs" => "elixir",
-        "erl" | "hrl" => "erlang",
-        "hs" => "haskell",
-        "ml" | "mli" => "ocaml",
-        "clj" | "cljs" => "clojure",
-        "dart" => "dart",
-        "zig" => "zig",
-        "sql" => "sql",
-        "html" | "htm" => "html",
-        "css" => "css",
-        "scss" | "sass" => "scss",
-        "vue" => "vue",
-        "svelte" => "svelte",
-        "md" | "markdown" => "markdown",
-        "rst" => "restructuredtext",
-        "txt" => "text",
-        "json" => "json",
-        "toml" => "toml",
-        "yaml" | "yml" => "yaml",
-        "xml" => "xml",
-        "ini" | "cfg" => "ini",
-        "proto" => "protobuf",
-        "graphql" | "gql" => "graphql",
-        "tf" => "terraform",
-        "nix" => "nix",
-        _ => "text",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1043,14 +978,6 @@ mod tests {
         let (text, cut) = cap_content(&latin1, 9000);
         assert!(cut);
         assert!(text.len() <= READ_CAP_BYTES);
-    }
-
-    #[test]
-    fn languages() {
-        assert_eq!(language_for_path("a/b.rs"), "rust");
-        assert_eq!(language_for_path("x.PY"), "python");
-        assert_eq!(language_for_path("Makefile"), "make");
-        assert_eq!(language_for_path("noext"), "text");
     }
 
     #[test]

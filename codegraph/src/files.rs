@@ -1,4 +1,5 @@
-//! What a path is: its language, and whether it is a test, vendored or documentation file.
+//! What a path is: its language and whether it is a test (both from the one table in
+//! `airlock_policies`), vendored or documentation file.
 //!
 //! Classification looks at the path only (and, for binary detection, at the first bytes),
 //! so the same path always gets the same answer.
@@ -33,18 +34,19 @@ pub enum Language {
 }
 
 impl Language {
-    /// The language of a path, from its extension; `None` for files indexed lexically only.
+    /// The language of a path, from the one table in `airlock_policies::languages`; `None`
+    /// for files indexed lexically only (Kotlin has no grammar here yet).
     pub fn from_path(path: &str) -> Option<Language> {
-        let ext = extension(path)?;
-        Some(match ext.as_str() {
-            "py" | "pyi" => Language::Python,
-            "rs" => Language::Rust,
-            "js" | "mjs" | "cjs" | "jsx" => Language::Javascript,
-            "ts" | "mts" | "cts" => Language::Typescript,
-            "tsx" => Language::Tsx,
-            "go" => Language::Go,
-            "java" => Language::Java,
-            _ => return None,
+        use airlock_policies::Language as L;
+        Some(match airlock_policies::language_of(path)? {
+            L::Python => Language::Python,
+            L::Rust => Language::Rust,
+            L::Javascript => Language::Javascript,
+            L::Typescript if extension(path).as_deref() == Some("tsx") => Language::Tsx,
+            L::Typescript => Language::Typescript,
+            L::Go => Language::Go,
+            L::Java => Language::Java,
+            L::Kotlin => return None,
         })
     }
 
@@ -62,11 +64,7 @@ impl Language {
     }
 }
 
-fn extension(path: &str) -> Option<String> {
-    let name = path.rsplit('/').next()?;
-    let (_, ext) = name.rsplit_once('.')?;
-    Some(ext.to_ascii_lowercase())
-}
+use airlock_policies::languages::extension;
 
 /// Extensions that are binary (or never useful as text) and are skipped without reading.
 const BINARY_EXTENSIONS: &[&str] = &[
@@ -97,29 +95,10 @@ fn file_name(path: &str) -> String {
     path.rsplit('/').next().unwrap_or(path).to_ascii_lowercase()
 }
 
-/// Whether the path is a test file (by directory or by naming convention).
+/// Whether the path is part of the test suite: the policy's test rules, or data and fixtures
+/// below a test directory ([`airlock_policies::is_test_file`]).
 pub fn is_test_path(path: &str) -> bool {
-    let test_dirs = [
-        "test",
-        "tests",
-        "testing",
-        "__tests__",
-        "spec",
-        "specs",
-        "testdata",
-    ];
-    if dirs(path).any(|d| test_dirs.contains(&d.as_str())) {
-        return true;
-    }
-    let name = file_name(path);
-    let stem = name.rsplit_once('.').map_or(name.as_str(), |(s, _)| s);
-    stem.starts_with("test_")
-        || stem.ends_with("_test")
-        || stem.ends_with("_tests")
-        || stem.ends_with(".test")
-        || stem.ends_with(".spec")
-        || stem == "conftest"
-        || (path.ends_with("Test.java") || path.ends_with("Tests.java"))
+    airlock_policies::is_test_file(path)
 }
 
 /// Whether the path is vendored or third-party code. `external/` (the C and C++ habit for

@@ -13,6 +13,7 @@
 //! restate a schema (the verdict contract lives in `airlock-schemas`).
 
 mod calibrate;
+mod context;
 mod error;
 mod rubric;
 mod rules;
@@ -20,6 +21,10 @@ mod rules;
 pub use calibrate::{
     CalibrationCase, CalibrationReport, CaseResult, DIMENSIONS, DimensionAgreement, accept_rate,
     accept_rate_warning, agreement, cohen_kappa, load_cases, report,
+};
+pub use context::{
+    CANDIDATE_FILE_MAX_BYTES, Evidence, FILE_TREE_CHARS, SEARCH_CANDIDATES, Submission,
+    base_paths_touched, codebase_context, judge_input,
 };
 pub use error::{Error, Result};
 pub use rubric::{render_artefact, request, rubric};

@@ -52,21 +52,13 @@ pub struct CrossChecks {
 
 /// Test files the diff creates (`new file mode` entries whose path the policy calls a test).
 pub fn new_test_files(diff: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut current: Option<String> = None;
-    for line in diff.lines() {
-        if let Some(rest) = line.strip_prefix("diff --git ") {
-            current = rest
-                .split_whitespace()
-                .nth(1)
-                .map(|b| b.strip_prefix("b/").unwrap_or(b).to_owned());
-        } else if line.starts_with("new file mode")
-            && let Some(path) = &current
-            && airlock_policies::is_test_path(path)
-        {
-            out.push(path.clone());
-        }
-    }
+    let mut out: Vec<String> = airlock_policies::parse_unified_diff(diff)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|file| file.old_path.is_none())
+        .filter_map(|file| file.new_path)
+        .filter(|path| airlock_policies::is_test_path(path))
+        .collect();
     out.sort();
     out.dedup();
     out

@@ -3,12 +3,106 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use regex::Regex;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::config::{DetectorSection, Direction, Example, Mode, MoveKind, Operands, rule_error};
-use crate::operands::OperandReader;
-use crate::testfiles::Language;
+use crate::languages::Language;
+use crate::locate::rule_error;
+use crate::operands::{OperandReader, Operands};
 use crate::{Error, Result};
+
+/// The six forbidden moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MoveKind {
+    /// An assertion deleted.
+    AssertionRemoved,
+    /// A comparison loosened: tolerance raised, equality turned into inequality/approximation.
+    ComparisonLoosened,
+    /// An except or catch widened.
+    CatchWidened,
+    /// A skip, xfail or ignore marker added (or a test disabled).
+    SkipMarkerAdded,
+    /// A test input shrunk.
+    TestInputShrunk,
+    /// A timeout raised (or removed).
+    TimeoutRaised,
+}
+
+impl MoveKind {
+    /// The kebab-case name used in policy files and findings.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MoveKind::AssertionRemoved => "assertion-removed",
+            MoveKind::ComparisonLoosened => "comparison-loosened",
+            MoveKind::CatchWidened => "catch-widened",
+            MoveKind::SkipMarkerAdded => "skip-marker-added",
+            MoveKind::TestInputShrunk => "test-input-shrunk",
+            MoveKind::TimeoutRaised => "timeout-raised",
+        }
+    }
+}
+
+/// How a detector rule looks at a diff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Removed lines matching `pattern`, net of moves and same-file replacements.
+    Removed,
+    /// Added lines matching `pattern`, net of moves and same-file removals.
+    Added,
+    /// A removed line matching `before` replaced by an added line matching `after`.
+    Pair,
+    /// An added line matching `pattern` (a `return`) followed, in the new file, by a code
+    /// line of the same block: the rest of the test can never run. Net of identical moves.
+    Unreachable,
+    /// An added line where `pattern` finds an assertion whose two operands (read after the
+    /// match as `operands` says) are the same text: it can never fail. Netted like `added`.
+    SameOperands,
+}
+
+/// Which way the numbers of a `numeric` pair rule must move to count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Direction {
+    /// Some number grew and none shrank.
+    Increase,
+    /// Some number shrank and none grew.
+    Decrease,
+}
+
+/// An example of a detector rule: one line, or a `[before, after]` pair.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum Example {
+    Line(String),
+    Pair(Vec<String>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DetectorSection {
+    pub(crate) id: String,
+    pub(crate) kind: MoveKind,
+    pub(crate) languages: Vec<Language>,
+    pub(crate) mode: Mode,
+    #[serde(default)]
+    pub(crate) pattern: Option<String>,
+    #[serde(default)]
+    pub(crate) before: Option<String>,
+    #[serde(default)]
+    pub(crate) after: Option<String>,
+    #[serde(default)]
+    pub(crate) numeric: Option<Direction>,
+    #[serde(default)]
+    pub(crate) operands: Option<Operands>,
+    #[serde(default)]
+    pub(crate) skip_arguments: usize,
+    #[serde(default)]
+    pub(crate) operators: Vec<String>,
+    #[serde(rename = "match")]
+    pub(crate) must_match: Vec<Example>,
+    pub(crate) not_match: Vec<Example>,
+}
 
 /// Which side of the diff a finding's line number refers to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

@@ -1,4 +1,6 @@
-//! A strict, panic-free parser for git's unified diff format.
+//! A diff's files, hunks and lines: read from a [`git2::Diff`] where airlock computed the diff
+//! itself, or parsed (strictly, panic-free) from git's unified diff text where it only has the
+//! text (a queued diff, a judge's input).
 
 use serde::Serialize;
 
@@ -85,6 +87,85 @@ impl FileDiff {
             .filter(|l| l.kind == kind)
             .count()
     }
+}
+
+/// The files of a diff git2 computed, their hunks and lines read from [`git2::Patch`] (no
+/// printing and parsing back). Line texts lose their line ending (`\n`, then a `\r`), as
+/// [`parse_unified_diff`] gives them; "no newline at end of file" markers are not lines.
+pub fn files_of_git_diff(diff: &git2::Diff<'_>) -> Result<Vec<FileDiff>> {
+    let git = |what: &str, e: git2::Error| Error::Diff {
+        line: 0,
+        message: format!("{what}: {}", e.message()),
+    };
+    let path_of = |file: git2::DiffFile<'_>| {
+        file.path()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let mut files = Vec::with_capacity(diff.deltas().len());
+    for (index, delta) in diff.deltas().enumerate() {
+        let (old_path, new_path) = match delta.status() {
+            git2::Delta::Added | git2::Delta::Untracked => (None, Some(path_of(delta.new_file()))),
+            git2::Delta::Deleted => (Some(path_of(delta.old_file())), None),
+            _ => (
+                Some(path_of(delta.old_file())),
+                Some(path_of(delta.new_file())),
+            ),
+        };
+        let patch = git2::Patch::from_diff(diff, index).map_err(|e| git("read a patch", e))?;
+        let mut file = FileDiff {
+            old_path,
+            new_path,
+            binary: delta.flags().is_binary() || patch.is_none(),
+            hunks: Vec::new(),
+        };
+        if let Some(patch) = patch.filter(|_| !file.binary) {
+            for h in 0..patch.num_hunks() {
+                let (hunk, count) = patch.hunk(h).map_err(|e| git("read a hunk", e))?;
+                let header = String::from_utf8_lossy(hunk.header());
+                let section = header
+                    .trim_end()
+                    .strip_prefix("@@")
+                    .and_then(|rest| rest.split_once("@@"))
+                    .map_or("", |(_, section)| section)
+                    .trim()
+                    .to_string();
+                let mut lines = Vec::with_capacity(count);
+                for l in 0..count {
+                    let line = patch
+                        .line_in_hunk(h, l)
+                        .map_err(|e| git("read a line", e))?;
+                    let kind = match line.origin() {
+                        ' ' => LineKind::Context,
+                        '-' => LineKind::Removed,
+                        '+' => LineKind::Added,
+                        _ => continue,
+                    };
+                    let content = line.content();
+                    let content = content.strip_suffix(b"\n").unwrap_or(content);
+                    let content = content.strip_suffix(b"\r").unwrap_or(content);
+                    let number = |n: Option<u32>| n.and_then(|n| usize::try_from(n).ok());
+                    lines.push(DiffLine {
+                        kind,
+                        old_line: number(line.old_lineno()),
+                        new_line: number(line.new_lineno()),
+                        text: String::from_utf8_lossy(content).into_owned(),
+                    });
+                }
+                let size = |n: u32| usize::try_from(n).unwrap_or(usize::MAX);
+                file.hunks.push(Hunk {
+                    old_start: size(hunk.old_start()),
+                    old_len: size(hunk.old_lines()),
+                    new_start: size(hunk.new_start()),
+                    new_len: size(hunk.new_lines()),
+                    section,
+                    lines,
+                });
+            }
+        }
+        files.push(file);
+    }
+    Ok(files)
 }
 
 /// Undo git's C-style quoting of a path (`"a/t\303\251st"`), if quoted.

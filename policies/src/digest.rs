@@ -7,10 +7,11 @@ use std::path::Path;
 use airlock_schemas::DiffDigest;
 use serde::Serialize;
 
-use crate::config::MoveKind;
+use crate::detect::MoveKind;
 use crate::detect::{FileLines, Finding, LineRef, SeqLine, Side};
-use crate::diff::{FileDiff, LineKind, parse_unified_diff};
-use crate::testfiles::{Language, language_of, rust_test_regions};
+use crate::diff::{FileDiff, LineKind, files_of_git_diff, parse_unified_diff};
+use crate::languages::{Language, language_of};
+use crate::testfiles::rust_test_regions;
 use crate::{Error, Policy, Result};
 
 /// Everything the broker recomputes from a tree, and the evidence behind it.
@@ -333,17 +334,7 @@ pub(crate) fn compute(
     })
     .map_err(git("print diff"))?;
     let text = String::from_utf8_lossy(&text).into_owned();
-    let files = parse_unified_diff(&text)?;
-    if files.len() != diff.deltas().len() {
-        return Err(Error::Diff {
-            line: 0,
-            message: format!(
-                "parsed {} files but git reports {} changed files",
-                files.len(),
-                diff.deltas().len()
-            ),
-        });
-    }
+    let files = files_of_git_diff(&diff)?;
     let sources = |side: Side, path: &str| -> Option<String> {
         match side {
             Side::Old => {

@@ -2,8 +2,26 @@
 //! normal form, so a detector can tell that an assertion compares an expression with itself.
 //! Lexical only: string literals (`'`, `"`, `` ` ``) and brackets are tracked, nothing else.
 
-use crate::config::Operands;
-use crate::testfiles::Language;
+use serde::{Deserialize, Serialize};
+
+use crate::languages::Language;
+
+/// Where a `same-operands` rule reads the two operands, after its `pattern` match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Operands {
+    /// The match ends at an opening bracket: the call's arguments, after `skip_arguments`
+    /// leading ones, the next two compared (`assertEqual(a, b)`, `assert.Equal(t, a, b)`).
+    Arguments,
+    /// The expression after the match (the bracket's first argument when the match ends at
+    /// one, else the rest of the line up to a top-level `,`, or a Go `if`'s ` {`), split at
+    /// the first top-level operator of `operators` (`assert a == b`, `if got != want {`).
+    Comparison,
+    /// The match ends at an opening bracket holding the first operand; `after` matches right
+    /// after its closing bracket and ends at the bracket holding the second
+    /// (`expect(a).toBe(b)`).
+    Chain,
+}
 
 /// Byte offsets of `text` at bracket depth 0 outside string literals.
 fn top_level(text: &str) -> Vec<(usize, char)> {

@@ -3,12 +3,23 @@
 use std::path::{Component, Path, PathBuf};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use unicode_normalization::UnicodeNormalization;
 use unicode_security::confusable_detection::skeleton;
 
-use crate::config::{RefuseSection, rule_error};
+use crate::locate::rule_error;
 use crate::{Error, Result};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RefuseSection {
+    pub(crate) rule: String,
+    pub(crate) reason: String,
+    pub(crate) globs: Vec<String>,
+    #[serde(rename = "match")]
+    pub(crate) must_match: Vec<String>,
+    pub(crate) not_match: Vec<String>,
+}
 
 /// The answer to "may the agent write this path?".
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

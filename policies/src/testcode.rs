@@ -10,8 +10,8 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use crate::Result;
-use crate::config::rule_error;
-use crate::testfiles::{Language, language_of};
+use crate::languages::{Language, language_of};
+use crate::locate::rule_error;
 
 /// What a test-code rule does when it fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -1,77 +1,22 @@
-//! Test recognition: which files are tests, and which lines of Rust source are test code.
+//! Test recognition: which files are tests (the policy's `[tests.LANGUAGE]` globs), and which
+//! lines of Rust source are test code.
 
 use std::collections::BTreeMap;
 
 use globset::GlobSet;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::Result;
-use crate::config::{TestSection, rule_error};
+use crate::languages::{Language, language_of};
+use crate::locate::rule_error;
 
-/// The languages the detectors and test recognition know.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Language {
-    /// `.py`
-    Python,
-    /// `.rs`
-    Rust,
-    /// `.js`, `.jsx`, `.mjs`, `.cjs`
-    Javascript,
-    /// `.ts`, `.tsx`, `.mts`, `.cts`
-    Typescript,
-    /// `.go`
-    Go,
-    /// `.java`
-    Java,
-    /// `.kt`, `.kts`: its own language (it was counted as Java before).
-    Kotlin,
-}
-
-impl Language {
-    /// The lowercase name used in policy files.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Language::Python => "python",
-            Language::Rust => "rust",
-            Language::Javascript => "javascript",
-            Language::Typescript => "typescript",
-            Language::Go => "go",
-            Language::Java => "java",
-            Language::Kotlin => "kotlin",
-        }
-    }
-
-    /// The prefix of a line that is only a comment, for the detectors to skip.
-    pub(crate) fn is_comment_line(self, line: &str) -> bool {
-        let t = line.trim_start();
-        match self {
-            Language::Python => t.starts_with('#'),
-            _ => {
-                (t.starts_with("//") && !t.starts_with("//go:") && !t.starts_with("// +build"))
-                    || t.starts_with("/*")
-                    || t.starts_with("* ")
-                    || t == "*"
-                    || t.starts_with("*/")
-            }
-        }
-    }
-}
-
-/// The language of a path by its extension (case-insensitive), if it is one we know.
-pub fn language_of(path: &str) -> Option<Language> {
-    let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
-    let ext = name.rsplit_once('.')?.1.to_ascii_lowercase();
-    Some(match ext.as_str() {
-        "py" | "pyi" => Language::Python,
-        "rs" => Language::Rust,
-        "js" | "jsx" | "mjs" | "cjs" => Language::Javascript,
-        "ts" | "tsx" | "mts" | "cts" => Language::Typescript,
-        "go" => Language::Go,
-        "java" => Language::Java,
-        "kt" | "kts" => Language::Kotlin,
-        _ => return None,
-    })
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TestSection {
+    pub(crate) globs: Vec<String>,
+    #[serde(rename = "match")]
+    pub(crate) must_match: Vec<String>,
+    pub(crate) not_match: Vec<String>,
 }
 
 /// Compiled test-path rules.

@@ -15,14 +15,9 @@ use clap::{Args, Subcommand};
 use airlock_broker::BrokerConfig;
 use airlock_broker::store::{QueueItem, SqliteStore, Store};
 use airlock_judge::{
-    CandidateFile, CodebaseContext, DEFAULT_ACCEPT_RATE_CEILING, JudgeInput, Judgement,
+    CodebaseContext, DEFAULT_ACCEPT_RATE_CEILING, Evidence, Judgement, Submission,
 };
 use airlock_model::{ChatModel, ModelConfig};
-
-/// Bytes of one candidate file shown to the judge, as the agent's bounded read allows.
-const CANDIDATE_FILE_MAX_BYTES: usize = 10 * 1024;
-/// Characters of the file tree shown to the judge (the supervisor's warm-start budget).
-const FILE_TREE_CHARS: usize = 6000;
 
 /// Arguments of `airlock judge`.
 #[derive(Debug, Args)]
@@ -146,7 +141,7 @@ pub fn run(args: JudgeArgs) -> anyhow::Result<ExitCode> {
     for item in &items {
         let issue_text = issue_text(&args, &item.item.issue_id)?;
         let context = codebase_context(&config, item, &issue_text);
-        let input = judge_input(item, issue_text, context);
+        let input = airlock_judge::judge_input(&submission(item), issue_text, context);
         let judgement = airlock_judge::judge(model.as_ref(), &input, args.common.accept_ceiling)
             .with_context(|| format!("judging queue item {}", item.id))?;
         let value = serde_json::to_value(&judgement)?;
@@ -294,63 +289,8 @@ fn issue_text(args: &JudgeArgs, issue_id: &str) -> anyhow::Result<String> {
     Ok(format!("(issue {issue_id}: text not available)"))
 }
 
-/// Files of the diff (`b/` side, or `a/` for deletions), sorted.
-fn diff_paths(diff: &str) -> Vec<String> {
-    let mut out: Vec<String> = diff
-        .lines()
-        .filter_map(|l| l.strip_prefix("diff --git "))
-        .filter_map(|rest| rest.split_whitespace().next())
-        .map(|a| a.strip_prefix("a/").unwrap_or(a).to_owned())
-        .collect();
-    out.sort();
-    out.dedup();
-    out
-}
-
-/// How many retrieval candidates the judge is shown: the supervisor's default warm start.
-const SEARCH_CANDIDATES: usize = 8;
-
-/// The retrieval engine's top candidates for the issue text at the base commit, indexed into a
-/// throw-away directory. Retrieval trouble costs the judge context, never the score.
-fn search_candidates(clone: &Path, base: &str, issue: &str) -> Vec<String> {
-    let index_dir =
-        std::env::temp_dir().join(format!("airlock-judge-index-{}", std::process::id()));
-    let found = airlock_codegraph::Engine::open(clone, &index_dir)
-        .and_then(|mut engine| engine.search(base, issue, SEARCH_CANDIDATES));
-    let _ = std::fs::remove_dir_all(&index_dir);
-    match found {
-        Ok(hits) => hits.into_iter().map(|hit| hit.path).collect(),
-        Err(e) => {
-            eprintln!("airlock judge: warning: no search candidates for {base}: {e}");
-            Vec::new()
-        }
-    }
-}
-
-fn file_at(clone: &Path, commit: &str, path: &str) -> Option<String> {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(clone)
-        .args(["show", &format!("{commit}:{path}")])
-        .output()
-        .ok()?;
-    if !out.status.success() || out.stdout.contains(&0) {
-        return None;
-    }
-    let mut bytes = out.stdout;
-    let cut = bytes.len() > CANDIDATE_FILE_MAX_BYTES;
-    bytes.truncate(CANDIDATE_FILE_MAX_BYTES);
-    let mut text = String::from_utf8_lossy(&bytes).into_owned();
-    if cut {
-        text.push_str("\n[cut at 10 KB]\n");
-    }
-    Some(text)
-}
-
-/// The file tree at the base commit (ranked by the issue's words, as the agent's warm start),
-/// the retrieval candidates the agent started with and the files the diff touches, as they
-/// were at the base commit. Missing pieces are left
-/// empty with a warning: the judge still scores the artefact.
+/// The codebase context of a queue item, from the clone the broker configuration names; each
+/// piece that could not be built is a warning on stderr.
 fn codebase_context(config: &BrokerConfig, item: &QueueItem, issue: &str) -> CodebaseContext {
     let Some(repo) = config.repositories.get(&item.item.repository) else {
         eprintln!(
@@ -359,79 +299,39 @@ fn codebase_context(config: &BrokerConfig, item: &QueueItem, issue: &str) -> Cod
         );
         return CodebaseContext::default();
     };
-    let base = &item.item.base_commit;
-    let file_tree = airlock_checkout::CommitId::parse(base)
-        .map_err(|e| e.to_string())
-        .and_then(|c| {
-            airlock_checkout::file_tree(
-                &repo.clone,
-                &c,
-                &airlock_checkout::FileTreeOptions {
-                    char_budget: FILE_TREE_CHARS,
-                    query: Some(issue),
-                },
-            )
-            .map_err(|e| e.to_string())
-        })
-        .unwrap_or_else(|e| {
-            eprintln!("airlock judge: warning: no file tree for {base}: {e}");
-            String::new()
-        });
-    // The agent's warm start listed the retrieval engine's top candidates for the issue text;
-    // the judge sees the same ones, then the files the diff touches, each as of the base.
-    let mut paths = search_candidates(&repo.clone, base, issue);
-    for path in diff_paths(&item.item.diff) {
-        if !paths.contains(&path) {
-            paths.push(path);
-        }
+    let (context, warnings) = airlock_judge::codebase_context(
+        &repo.clone,
+        &item.item.base_commit,
+        &item.item.diff,
+        issue,
+    );
+    for warning in warnings {
+        eprintln!("airlock judge: warning: {warning}");
     }
-    let candidate_files = paths
-        .into_iter()
-        .filter_map(|path| {
-            file_at(&repo.clone, base, &path).map(|content| CandidateFile { path, content })
-        })
-        .collect();
-    CodebaseContext {
-        file_tree,
-        candidate_files,
-    }
+    context
 }
 
-/// What the judge sees of a queue item. Only artefacts: never the run's trace.
-fn judge_input(item: &QueueItem, issue_text: String, context: CodebaseContext) -> JudgeInput {
-    let args: serde_json::Value = serde_json::from_str(&item.item.args).unwrap_or_default();
-    let pr_body = args["body"].as_str().unwrap_or("").to_owned();
-    let mut before = String::new();
-    let mut after = String::new();
-    let mut witness = String::new();
-    for step in &item.item.evidence {
-        let block = format!(
-            "$ {}\nexit {:?}\n{}\n{}",
-            step.argv.join(" "),
-            step.exit_code,
-            step.stdout,
-            step.stderr
-        );
-        if step.step.starts_with("pinned") {
-            before.push_str(&block);
-        } else {
-            after.push_str(&block);
-        }
-        witness.push_str(&format!(
-            "{} (must {}): exit {:?}, {:?}\n",
-            step.step, step.expect, step.exit_code, step.grade
-        ));
-    }
-    JudgeInput {
-        issue_id: item.item.issue_id.clone(),
-        issue_text,
-        diff: item.item.diff.clone(),
-        before_output: before,
-        after_output: after,
-        witness_result: witness,
-        pr_body,
-        flags: item.item.flags.clone(),
-        context,
+/// What the judge may see of a queue item: its artefacts.
+fn submission(item: &QueueItem) -> Submission<'_> {
+    Submission {
+        issue_id: &item.item.issue_id,
+        diff: &item.item.diff,
+        open_pr_args: &item.item.args,
+        evidence: item
+            .item
+            .evidence
+            .iter()
+            .map(|step| Evidence {
+                step: &step.step,
+                expect: &step.expect,
+                argv: &step.argv,
+                exit_code: step.exit_code,
+                stdout: &step.stdout,
+                stderr: &step.stderr,
+                grade: &step.grade,
+            })
+            .collect(),
+        flags: &item.item.flags,
     }
 }
 

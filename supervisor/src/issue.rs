@@ -11,9 +11,9 @@
 //! The body, free Markdown.
 //! ```
 //!
-//! The front matter is a deliberately small YAML subset (`key: value`, inline `[a, b]` lists and
-//! `- item` block lists); `+++` TOML front matter is accepted too. A missing `title` falls back
-//! to the body's first `# heading`.
+//! The front matter is YAML (read by `serde-saphyr`), or TOML between `+++` fences; its keys are
+//! `id`, `title` and `labels` (a list, or one comma-separated text), any other is an error that
+//! names its line. A missing `title` falls back to the body's first `# heading`.
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -184,80 +184,32 @@ fn parse_markdown(text: &str, origin: &std::path::Path) -> Result<Issue> {
             )
         })?;
     let body_text = lines[end + 1..].join("\n");
+    let front = lines[1..end].join("\n");
+    // The front matter starts on the file's line 2.
+    let matter: FrontMatter = if fence == "+++" {
+        toml::from_str(&front).map_err(|e| {
+            let line = e
+                .span()
+                .map_or(0, |span| front[..span.start].matches('\n').count());
+            invalid(line + 2, e.message().trim_end().to_string())
+        })?
+    } else if front.trim().is_empty() {
+        FrontMatter::default()
+    } else {
+        serde_saphyr::from_str(&front).map_err(|e| {
+            let line = e.location().map_or(0, |l| {
+                usize::try_from(l.line()).unwrap_or(0).saturating_sub(1)
+            });
+            invalid(line + 2, yaml_problem(&e))
+        })?
+    };
     let mut issue = Issue {
-        id: String::new(),
-        title: String::new(),
+        id: matter.id.map(Scalar::into_string).unwrap_or_default(),
+        title: matter.title.map(Scalar::into_string).unwrap_or_default(),
         body: body_text.trim().to_string(),
+        labels: matter.labels.map(Labels::into_vec).unwrap_or_default(),
         ..Issue::default()
     };
-    if fence == "+++" {
-        let table: toml::Table = toml::from_str(&lines[1..end].join("\n"))
-            .map_err(|e| invalid(2, e.to_string().trim_end().to_string()))?;
-        for (key, value) in table {
-            let as_string = |v: &toml::Value| match v {
-                toml::Value::String(s) => Some(s.clone()),
-                toml::Value::Integer(i) => Some(i.to_string()),
-                _ => None,
-            };
-            match key.as_str() {
-                "id" => issue.id = as_string(&value).unwrap_or_default(),
-                "title" => issue.title = as_string(&value).unwrap_or_default(),
-                "labels" => {
-                    issue.labels = value
-                        .as_array()
-                        .map(|a| a.iter().filter_map(as_string).collect())
-                        .unwrap_or_default()
-                }
-                other => return Err(invalid(2, format!("unknown front matter key `{other}`"))),
-            }
-        }
-    } else {
-        let mut i = 1;
-        while i < end {
-            let line_no = i + 1;
-            let line = lines[i];
-            i += 1;
-            if line.trim().is_empty() || line.trim_start().starts_with('#') {
-                continue;
-            }
-            let (key, value) = line
-                .split_once(':')
-                .ok_or_else(|| invalid(line_no, format!("expected `key: value`, got `{line}`")))?;
-            let value = value.trim();
-            match key.trim() {
-                "id" => issue.id = unquote(value),
-                "title" => issue.title = unquote(value),
-                "labels" => {
-                    if let Some(inner) = value.strip_prefix('[') {
-                        let inner = inner.strip_suffix(']').ok_or_else(|| {
-                            invalid(line_no, "an inline list must end with `]`".into())
-                        })?;
-                        issue.labels = inner
-                            .split(',')
-                            .map(unquote)
-                            .filter(|l| !l.is_empty())
-                            .collect();
-                    } else if value.is_empty() {
-                        while i < end {
-                            let Some(item) = lines[i].trim_start().strip_prefix("- ") else {
-                                break;
-                            };
-                            issue.labels.push(unquote(item));
-                            i += 1;
-                        }
-                    } else {
-                        issue.labels = value.split(',').map(unquote).collect();
-                    }
-                }
-                other => {
-                    return Err(invalid(
-                        line_no,
-                        format!("unknown front matter key `{other}`"),
-                    ));
-                }
-            }
-        }
-    }
     if issue.title.is_empty()
         && let Some(heading) = issue.body.lines().find_map(|l| l.strip_prefix("# "))
     {
@@ -266,13 +218,62 @@ fn parse_markdown(text: &str, origin: &std::path::Path) -> Result<Issue> {
     Ok(issue)
 }
 
-fn unquote(s: &str) -> String {
-    let s = s.trim();
-    let stripped = s
-        .strip_prefix('"')
-        .and_then(|x| x.strip_suffix('"'))
-        .or_else(|| s.strip_prefix('\'').and_then(|x| x.strip_suffix('\'')));
-    stripped.unwrap_or(s).trim().to_string()
+/// The front matter's keys, YAML (`---`) or TOML (`+++`); any other key is an error.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FrontMatter {
+    #[serde(default)]
+    id: Option<Scalar>,
+    #[serde(default)]
+    title: Option<Scalar>,
+    #[serde(default)]
+    labels: Option<Labels>,
+}
+
+/// A text or a number (`id: 42` is the id `42`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Scalar {
+    Text(String),
+    Integer(i64),
+    Float(f64),
+}
+
+impl Scalar {
+    fn into_string(self) -> String {
+        match self {
+            Scalar::Text(s) => s,
+            Scalar::Integer(i) => i.to_string(),
+            Scalar::Float(f) => f.to_string(),
+        }
+    }
+}
+
+/// Labels as a list, or as one comma-separated text (`labels: bug, ready-for-agent`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Labels {
+    List(Vec<Scalar>),
+    Text(String),
+}
+
+impl Labels {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            Labels::List(items) => items.into_iter().map(Scalar::into_string).collect(),
+            Labels::Text(text) => text.split(',').map(|l| l.trim().to_string()).collect(),
+        }
+    }
+}
+
+/// The YAML parser's message, first line only (the error names the line itself).
+fn yaml_problem(e: &serde_saphyr::Error) -> String {
+    e.to_string()
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string()
 }
 
 #[cfg(test)]
@@ -352,6 +353,33 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn yaml_front_matter_is_yaml() {
+        // Quoting, comments, numbers, block lists and comma-separated labels.
+        let i = Issue::parse(
+            "---\n# a comment\nid: 42\ntitle: 'fix: add() subtracts'\nlabels: bug, ready-for-agent\n---\nbody",
+            Path::new("i.md"),
+        )
+        .unwrap();
+        assert_eq!(i.id, "42");
+        assert_eq!(i.title, "fix: add() subtracts");
+        assert_eq!(i.labels, vec!["bug", "ready-for-agent"]);
+        let err = Issue::parse(
+            "---\nid: A-1\ntitle: t\nassignee: me\n---\n",
+            Path::new("i.md"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("i.md line 4") && err.contains("assignee"),
+            "{err}"
+        );
+        let err = Issue::parse("---\nid: A-1\nlabels: [bug\n---\n", Path::new("i.md"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("invalid issue i.md line"), "{err}");
     }
 
     #[test]

@@ -44,8 +44,8 @@ fn crates_depend_only_on_what_the_code_map_allows() {
     let deps = workspace_deps();
     let allowed: &[(&str, &[&str])] = &[
         ("airlock-sandbox", &[]),
-        ("airlock-checkout", &[]),
-        ("airlock-codegraph", &[]),
+        ("airlock-checkout", &["airlock-policies"]),
+        ("airlock-codegraph", &["airlock-policies"]),
         ("airlock-model", &[]),
         ("airlock-audit", &[]),
         ("airlock-schemas", &[]),
@@ -67,8 +67,15 @@ fn crates_depend_only_on_what_the_code_map_allows() {
         ),
         (
             "airlock-judge",
-            &["airlock-model", "airlock-schemas", "airlock-policies"],
+            &[
+                "airlock-model",
+                "airlock-schemas",
+                "airlock-policies",
+                "airlock-checkout",
+                "airlock-codegraph",
+            ],
         ),
+        ("airlock-testkit", &[]),
     ];
     for (krate, ok) in allowed {
         let have = deps
@@ -80,6 +87,16 @@ fn crates_depend_only_on_what_the_code_map_allows() {
             "{krate} depends on {extra:?}, which ARCHITECTURE.md forbids"
         );
     }
+    // The test kit serves tests only: no crate links it into product code.
+    let users: Vec<_> = deps
+        .iter()
+        .filter(|(_, d)| d.contains("airlock-testkit"))
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        users.is_empty(),
+        "airlock-testkit is a normal dependency of {users:?}; make it a dev-dependency"
+    );
     // The supervisor reaches the broker only through its socket: it must not link the crate
     // that holds forge credentials.
     let supervisor = &deps["airlock-supervisor"];

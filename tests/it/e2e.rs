@@ -14,13 +14,7 @@ fn airlock() -> &'static str {
 
 /// The broker binary the demo starts; the suite needs it built (`cargo build --workspace`).
 pub(crate) fn broker() -> PathBuf {
-    let path = Path::new(airlock()).with_file_name("airlock-broker");
-    assert!(
-        path.is_file(),
-        "{} is missing: build it with `cargo build --workspace` before running the end-to-end suite",
-        path.display()
-    );
-    path
+    airlock_testkit::bin::path("airlock-broker")
 }
 
 fn jsonl(path: &Path) -> Vec<Value> {
@@ -386,11 +380,7 @@ fn demo_scenarios_agree_across_trajectory_outcome_audit_and_queue() {
     );
     let worktree = work.join("runs").join(&amb.run_id).join("worktree");
     if worktree.exists() {
-        let status = Command::new("git")
-            .args(["status", "--porcelain"])
-            .current_dir(&worktree)
-            .output()
-            .unwrap();
+        let status = airlock_testkit::git_output(&worktree, &["status", "--porcelain"]);
         assert!(
             status.stdout.is_empty(),
             "the escalated run left changes: {}",
@@ -484,11 +474,10 @@ fn demo_scenarios_agree_across_trajectory_outcome_audit_and_queue() {
     assert_eq!(code, Some(0), "{out}{stderr}");
     let (code, _, stderr) = broker_cli(&config, &["approve", "1"]);
     assert_eq!(code, Some(0), "{stderr}");
-    let branches = Command::new("git")
-        .args(["branch", "--list", "airlock/*"])
-        .current_dir(work.join("forge/calc.git"))
-        .output()
-        .unwrap();
+    let branches = airlock_testkit::git_output(
+        &work.join("forge/calc.git"),
+        &["branch", "--list", "airlock/*"],
+    );
     assert!(
         String::from_utf8_lossy(&branches.stdout).contains("airlock/CALC-7"),
         "approve did not push the branch: {}",

@@ -5,14 +5,9 @@
 //! authentication, and the draft pull request closes the issue. A second run on the same
 //! issue is queued and published on a branch of its own.
 
-#[path = "../../broker/tests/it/githttp.rs"]
-mod githttp;
-#[path = "../../broker/tests/it/mockgithub.rs"]
-mod mockgithub;
-
 use crate::run::{Setup, fix_turns, git, setup};
-use githttp::GitHttpServer;
-use mockgithub::MockForge;
+use airlock_testkit::githttp::GitHttpServer;
+use airlock_testkit::mockgithub::MockForge;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
@@ -182,16 +177,15 @@ impl World {
     }
 
     fn served_ref(&self, branch: &str) -> Option<String> {
-        let out = Command::new("git")
-            .args([
+        let out = airlock_testkit::git_output(
+            &self.s.dir.path().join("served/calc.git"),
+            &[
                 "rev-parse",
                 "--verify",
                 "-q",
                 &format!("refs/heads/{branch}"),
-            ])
-            .current_dir(self.s.dir.path().join("served/calc.git"))
-            .output()
-            .unwrap();
+            ],
+        );
         out.status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())

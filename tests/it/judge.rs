@@ -8,22 +8,11 @@ use airlock_broker::protocol::{RunRegistration, TestRunner};
 use airlock_broker::store::{IntakeOutcome, NewQueueItem, SqliteStore, Store};
 use airlock_broker::witness::WitnessOutput;
 use airlock_policies::testrun::{Grade, ParsedRun};
+use airlock_testkit::git;
 use serde_json::json;
 
 const MONEY: &str = "def parse_cents(text):\n    whole, _, frac = text.partition(\".\")\n    return int(whole) * 100 + int((frac + \"00\")[:2])\n";
 const DIFF: &str = "diff --git a/textkit/money.py b/textkit/money.py\nindex 1111111..2222222 100644\n--- a/textkit/money.py\n+++ b/textkit/money.py\n@@ -1,3 +1,4 @@\n def parse_cents(text):\n     whole, _, frac = text.partition(\".\")\n+    whole = whole.replace(\",\", \"\")\n     return int(whole) * 100 + int((frac + \"00\")[:2])\n";
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
 
 struct Fixture {
     dir: tempfile::TempDir,

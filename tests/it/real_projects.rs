@@ -17,6 +17,7 @@
 //! reused by every test of one `cargo test` (and by later runs on the same checkout).
 
 use crate::e2e::{broker, queue_id_of};
+use airlock_testkit::git;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -202,24 +203,6 @@ fn npm_source(name: &str, version: &str) -> PathBuf {
         );
         untar(&only_file(dl.path(), ".tgz"), dir);
     })
-}
-
-fn git(repo: &Path, args: &[&str]) -> String {
-    output_of(
-        Command::new("git")
-            .args([
-                "-c",
-                "user.name=airlock-test",
-                "-c",
-                "user.email=test@localhost",
-            ])
-            .args(["-c", "commit.gpgsign=false"])
-            .args(args)
-            .current_dir(repo)
-            .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
-            .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z"),
-        &format!("git {args:?}"),
-    )
 }
 
 /// A scratch repository holding exactly the artefact's files, at a fixed path and with a fixed

@@ -3,40 +3,11 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.invalid",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_DATE", "2020-01-01T00:00:00Z")
-        .env("GIT_COMMITTER_DATE", "2020-01-01T00:00:00Z")
-        .output()
-        .expect("the git command is needed by these tests");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
-fn write(dir: &Path, path: &str, content: &str) {
-    let full = dir.join(path);
-    std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-    std::fs::write(full, content).unwrap();
-}
+use airlock_testkit::{git, write};
 
 /// A small repository: a parser package, a test, a README. Returns the first commit.
 fn fixture(dir: &Path) -> String {
-    git(dir, &["init", "-q", "-b", "main"]);
+    airlock_testkit::git::init(dir);
     write(
         dir,
         "pkg/parser.py",

@@ -2,6 +2,7 @@
 //! a broker stub on a Unix socket (the broker binary is tested by its own crate), and the real
 //! sandboxed reader worker.
 
+pub(crate) use airlock_testkit::git;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -10,24 +11,6 @@ use std::sync::{Arc, Mutex};
 
 const OPS_PY: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
 const NEW_TEST: &str = "import unittest\n\nfrom calc.ops import add\n\n\nclass AddTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n";
-
-pub(crate) fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(repo)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 pub(crate) struct Setup {
     pub(crate) dir: tempfile::TempDir,
@@ -47,14 +30,9 @@ pub(crate) fn setup() -> Setup {
         // The base inventory: a full run must see at least one test at the pin.
         ("tests/test_mul.py", TEST_MUL_PY),
     ] {
-        let p = repo.join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
+        airlock_testkit::write(&repo, path, text);
     }
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "init"]);
-    let commit = git(&repo, &["rev-parse", "HEAD"]);
+    let commit = airlock_testkit::git::repo_with(&repo, &[]);
     Setup { dir, repo, commit }
 }
 
@@ -475,4 +453,71 @@ fn model_retry_warnings_are_logged_on_stderr_unless_quiet() {
         stderr.contains("airlock: error:"),
         "the error itself is still shown: {stderr}"
     );
+}
+
+/// The same fix as [`fix_turns`] without the reader delegation, played by an OpenAI-compatible
+/// server on loopback: `airlock run` speaks the real chat-completions protocol end to end.
+#[test]
+fn run_drives_an_openai_compatible_server_to_a_queued_pull_request() {
+    let s = setup();
+    let socket = s.dir.path().join("broker.sock");
+    let seen = broker_stub(&socket);
+    let config = write_config(&s, &socket);
+    let turns: Vec<Value> = fix_turns(&s).into_iter().skip(3).collect();
+    let model = airlock_testkit::mockmodel::MockModel::start(turns);
+    let issue = s.dir.path().join("issue.md");
+    std::fs::write(&issue, ISSUE).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args([
+            "run",
+            "--repo",
+            s.repo.to_str().unwrap(),
+            "--commit",
+            "main",
+        ])
+        .arg("--issue")
+        .arg(&issue)
+        .arg("--model")
+        .arg(model.spec("gpt-test"))
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+    assert!(stdout.contains("pull request queued"), "{stdout}");
+    assert_eq!(seen.lock().unwrap()[1]["op"], "open_pr");
+
+    let bodies = model.bodies();
+    assert_eq!(bodies.len(), 5, "one request per turn: {bodies:?}");
+    let first = &bodies[0];
+    assert_eq!(first["model"], "gpt-test");
+    let tools: Vec<&str> = first["tools"]
+        .as_array()
+        .expect("the request offers tools")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(
+        tools.contains(&"open_pr") && tools.contains(&"edit_file"),
+        "{tools:?}"
+    );
+    assert_eq!(first["messages"][0]["role"], "system");
+    // The second request answers the first turn's call by its id, as the protocol wants.
+    let messages = bodies[1]["messages"].as_array().unwrap();
+    let answer = messages
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("a tool message answers the write_file call");
+    assert_eq!(answer["tool_call_id"], "call_1_0");
+    let asked = messages
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .expect("the assistant's call is replayed");
+    assert_eq!(asked["tool_calls"][0]["function"]["name"], "write_file");
 }

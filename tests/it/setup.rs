@@ -14,26 +14,8 @@ fn airlock(cwd: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn git(repo: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(repo)
-        .status()
-        .unwrap();
-    assert!(status.success(), "git {args:?}");
-}
-
 fn repo_with(dir: &Path, files: &[(&str, &str)]) {
-    let repo = dir.join("repo");
-    for (path, text) in files {
-        let p = repo.join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "init"]);
+    airlock_testkit::git::repo_with(&dir.join("repo"), files);
 }
 
 fn text(out: &Output) -> String {

@@ -69,7 +69,7 @@ fn kill_inside_the_witness(
     write(
         &wt,
         "tests/test_clamp_high.py",
-        &NEW_TEST.replace(
+        NEW_TEST.replace(
             "    def test_clamp_high(self):\n",
             "    def test_clamp_high(self):\n        import time\n        time.sleep(3)\n",
         ),

@@ -10,29 +10,7 @@ use serde_json::{Value, json};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_airlock-broker");
 
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-pub fn write(root: &Path, rel: &str, text: &str) {
-    let path = root.join(rel);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
+pub use airlock_testkit::{git, write};
 
 pub const BUGGY_OPS: &str = "\
 def clamp(x, lo, hi):
@@ -342,7 +320,7 @@ pub fn honest_args(fx: &Fixture, wt: &Path) -> Value {
     })
 }
 
-pub use crate::mockgithub::{MockForge, SeenRequest};
+pub use airlock_testkit::mockgithub::{MockForge, SeenRequest};
 
 /// Run an honest submission to the queue; returns the queue id.
 pub fn queue_honest(fx: &Fixture, run_id: &str) -> i64 {
@@ -370,17 +348,15 @@ impl Fixture {
     }
 
     pub fn remote_ref(&self, branch: &str) -> Option<String> {
-        let out = Command::new("git")
-            .args([
-                "--git-dir",
-                self.remote.to_str().unwrap(),
+        let out = airlock_testkit::git_output(
+            &self.remote,
+            &[
                 "rev-parse",
                 "--verify",
                 "-q",
                 &format!("refs/heads/{branch}"),
-            ])
-            .output()
-            .unwrap();
+            ],
+        );
         out.status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())

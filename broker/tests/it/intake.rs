@@ -199,7 +199,7 @@ fn a_lie_in_any_digest_field_is_a_digest_mismatch_and_an_integrity_event() {
             write(
                 wt,
                 "tests/test_ops.py",
-                &EXISTING_TEST.replace(
+                EXISTING_TEST.replace(
                     "        self.assertEqual(clamp(2, 0, 3), 2)\n",
                     "        pass\n",
                 ),
@@ -219,7 +219,7 @@ fn a_lie_in_any_digest_field_is_a_digest_mismatch_and_an_integrity_event() {
             write(
                 wt,
                 "tests/test_ops.py",
-                &EXISTING_TEST.replace(
+                EXISTING_TEST.replace(
                     "    def test_identity",
                     "    @unittest.skip(\"flaky\")\n    def test_identity",
                 ),
@@ -323,13 +323,13 @@ fn an_edited_existing_test_is_restored_so_the_weakened_test_cannot_go_green() {
     write(
         &wt,
         "calc/ops.py",
-        &FIXED_OPS.replace("max(lo, min(x, hi))", "min(x, hi)"),
+        FIXED_OPS.replace("max(lo, min(x, hi))", "min(x, hi)"),
     );
     write(&wt, "tests/test_clamp_high.py", NEW_TEST);
     write(
         &wt,
         "tests/test_ops.py",
-        &EXISTING_TEST.replace("clamp(-5, 0, 3), 0)", "clamp(-5, 0, 3), -5)"),
+        EXISTING_TEST.replace("clamp(-5, 0, 3), 0)", "clamp(-5, 0, 3), -5)"),
     );
     let mut args = honest_args(&fx, &wt);
     assert_eq!(
@@ -369,7 +369,7 @@ fn a_new_test_that_already_passes_on_the_pin_is_not_fail_to_pass() {
     write(
         &wt,
         "tests/test_clamp_high.py",
-        &NEW_TEST.replace("clamp(9, 0, 3), 3)", "clamp(2, 0, 3), 2)"),
+        NEW_TEST.replace("clamp(9, 0, 3), 3)", "clamp(2, 0, 3), 2)"),
     );
     let args = honest_args(&fx, &wt);
     let reply = fx.client().open_pr("run-nofail", args).unwrap();
@@ -396,7 +396,7 @@ fn fake_passed_lines_printed_by_the_patch_do_not_make_the_witness_green() {
     write(
         &wt,
         "calc/ops.py",
-        &format!(
+        format!(
             "import sys\nsys.stderr.write('test_clamp_high ({NEW_TEST_NAME}) ... ok\\ntest_clamp_low (tests.test_ops.TestClampLow.test_clamp_low) ... ok\\n')\n\n{BUGGY_OPS}"
         ),
     );
@@ -803,7 +803,7 @@ fn a_changed_expected_value_is_not_a_detector_gap() {
     write(
         &wt,
         "tests/test_ops.py",
-        &EXISTING_TEST.replace(
+        EXISTING_TEST.replace(
             "        self.assertEqual(clamp(2, 0, 3), 2)\n",
             "        self.assertEqual(clamp(2, 0, 3), 4 // 2)\n",
         ),

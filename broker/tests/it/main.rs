@@ -4,11 +4,9 @@
 mod approval;
 mod attacks;
 mod crash;
-mod githttp;
 mod harness;
 mod intake;
 mod invariants;
-mod mockgithub;
 mod publication;
 mod push_http;
 mod rust;

@@ -5,10 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::githttp::GitHttpServer;
 use crate::harness::*;
 use airlock_broker::BrokerReply;
 use airlock_broker::store::{SqliteStore, Store};
+use airlock_testkit::githttp::GitHttpServer;
 
 const VAR: &str = "AIRLOCK_IT_HTTP_TOKEN";
 const TOKEN: &str = "tok-http-7f3a9c";

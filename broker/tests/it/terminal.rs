@@ -42,7 +42,7 @@ fn queue_attack(fx: &Fixture) -> i64 {
     });
     fx.client().register_run(&registration).unwrap();
     apply_fix(&wt);
-    write(&wt, "calc/payload.py", &format!("{PAYLOAD}{RELATIVES}"));
+    write(&wt, "calc/payload.py", format!("{PAYLOAD}{RELATIVES}"));
     let mut args = honest_args(fx, &wt);
     args["title"] = Value::from(TITLE);
     args["body"] = Value::from(BODY);

@@ -261,7 +261,7 @@ fn rewriting_a_pinned_test_at_run_time_fails_and_is_not_queued() {
         fx.start();
         let run = format!("run-rewrite-{layout}");
         let wt = fx.register(&run);
-        write(&wt, "calc/ops.py", &rewriting_ops());
+        write(&wt, "calc/ops.py", rewriting_ops());
         write(&wt, "tests/test_clamp_high.py", NEW_TEST);
         let reply = fx.client().open_pr(&run, honest_args(&fx, &wt)).unwrap();
         let err = refusal(&reply);

@@ -2,8 +2,6 @@
 //! Integration tests of airlock-checkout over repositories and trees the tests create.
 
 mod fixtures;
-#[path = "../../../broker/tests/it/githttp.rs"]
-mod githttp;
 mod mirror;
 mod read;
 mod tree;

@@ -10,7 +10,7 @@ use airlock_checkout::{
     file_tree,
 };
 
-use crate::fixtures::{commit, git, git_raw, history, init_repo, snapshot};
+use crate::fixtures::{commit, git, git_raw, history, init, snapshot};
 
 fn id(s: &str) -> CommitId {
     CommitId::parse(s).unwrap()
@@ -70,7 +70,7 @@ fn unknown_and_invalid_revisions_are_clear_errors() {
 #[test]
 fn ambiguous_short_id_is_reported_as_ambiguous() {
     let tmp = tempfile::tempdir().unwrap();
-    let repo = init_repo(tmp.path(), "many");
+    let repo = init(&tmp.path().join("many"));
     // 1,500 distinct blobs make two objects sharing a 4-hex prefix all but certain; the
     // contents are fixed, so the ids (and the collision) are the same on every run.
     let files: Vec<(String, String)> = (0..1500)
@@ -394,7 +394,7 @@ fn opens_existing_repositories_outside_the_cache() {
 #[test]
 fn symlinks_in_the_repository_are_checked_out_as_symlinks() {
     let tmp = tempfile::tempdir().unwrap();
-    let repo = init_repo(tmp.path(), "links");
+    let repo = init(&tmp.path().join("links"));
     fs::create_dir_all(repo.join("src")).unwrap();
     fs::write(repo.join("src/a.py"), "print('a')\n").unwrap();
     std::os::unix::fs::symlink("../../../etc/passwd", repo.join("src/evil")).unwrap();
@@ -549,7 +549,7 @@ fn an_https_token_reaches_git_through_a_credential_helper_and_nowhere_else() {
         &served,
         &["clone", "-q", "--bare", "project", "project.git"],
     );
-    let server = crate::githttp::GitHttpServer::start(&served, "x-access-token", TOKEN);
+    let server = airlock_testkit::githttp::GitHttpServer::start(&served, "x-access-token", TOKEN);
     let url = server.url("project.git");
     let cache = MirrorCache::new(tmp.path().join("cache")).unwrap();
 

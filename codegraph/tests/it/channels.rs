@@ -310,7 +310,7 @@ fn one_binary_blob_under_two_names_indexes_on_the_first_try() {
     let mut binary = b"header\0".to_vec();
     binary.extend(std::iter::repeat_n(b'x', 64 * 1024));
     for name in ["a.py", "a.txt", "b.py", "b.txt", "c.js", "c.md"] {
-        repo.write_bytes(name, &binary);
+        repo.write(name, &binary);
     }
     repo.write("src/ok.py", "def fine():\n    return 1\n");
     repo.commit("one blob, six names");

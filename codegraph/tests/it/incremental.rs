@@ -102,7 +102,11 @@ fn bundles(root: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut found: Vec<_> = tree_bytes(root)
         .into_iter()
         .map(|(path, _)| path)
-        .filter(|p| p.components().any(|c| c.as_os_str() == "fulltext"))
+        .filter(|p| {
+            std::path::Path::new(p)
+                .components()
+                .any(|c| c.as_os_str() == "fulltext")
+        })
         .map(|p| root.join(p))
         .collect();
     found.sort();
@@ -230,14 +234,11 @@ fn an_index_in_an_older_format_is_removed_when_the_repository_is_indexed_again()
 fn checkouts_opened_under_one_key_share_one_index() {
     let repo = python_project();
     let clone = tempfile::tempdir().unwrap();
-    let status = std::process::Command::new("git")
-        .args(["clone", "-q"])
-        .arg(repo.path())
-        .arg(clone.path().join("c"))
-        .status()
-        .unwrap();
-    assert!(status.success());
     let clone_path = clone.path().join("c");
+    airlock_testkit::git(
+        clone.path(),
+        &["clone", "-q", repo.path().to_str().unwrap(), "c"],
+    );
     let dir = index_dir();
 
     let mut first = Engine::open_keyed(repo.path(), dir.path(), "pkg-0123abcd").unwrap();

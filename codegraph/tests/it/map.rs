@@ -57,7 +57,7 @@ fn the_most_referenced_definition_leads_without_a_query() {
     for name in ["a", "b", "c"] {
         repo.write(
             &format!("{name}.py"),
-            &format!("from util import shared_helper\n\ndef only_{name}():\n    return shared_helper(1)\n"),
+            format!("from util import shared_helper\n\ndef only_{name}():\n    return shared_helper(1)\n"),
         );
     }
     repo.commit("graph");
@@ -99,7 +99,7 @@ fn rules_project() -> Repo {
             .collect();
         repo.write(
             &format!("lint/step_{i}.py"),
-            &format!(
+            format!(
                 "from lint.core import *\n\ndef run_step_{i}(segment: Segment):\n    \"\"\"Walk a join.\"\"\"\n{calls}"
             ),
         );

@@ -9,7 +9,6 @@ use airlock_supervisor::runner::{self, Overrides, RunArgs, RunReport};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 pub const OPS_PY: &str = "\"\"\"Arithmetic helpers.\"\"\"\n\n\ndef add(a, b):\n    \"\"\"Return the sum of a and b.\"\"\"\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
@@ -22,25 +21,7 @@ pub struct Fixture {
     pub commit: String,
 }
 
-pub fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(repo)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .env("GIT_AUTHOR_DATE", "2024-01-01T00:00:00Z")
-        .env("GIT_COMMITTER_DATE", "2024-01-01T00:00:00Z")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
+pub use airlock_testkit::git;
 
 impl Fixture {
     /// A repository with `calc/ops.py` (add subtracts: the bug), a passing test of mul, a CI
@@ -57,15 +38,7 @@ impl Fixture {
             ("poetry.lock", "# lock\n"),
             ("README.md", "# calc\n\nSmall arithmetic helpers.\n"),
         ];
-        for (path, text) in files {
-            let p = repo.join(path);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        }
-        git(&repo, &["init", "-q", "-b", "main"]);
-        git(&repo, &["add", "-A"]);
-        git(&repo, &["commit", "-q", "-m", "initial"]);
-        let commit = git(&repo, &["rev-parse", "HEAD"]);
+        let commit = airlock_testkit::git::repo_with(&repo, files);
         Fixture { dir, repo, commit }
     }
 
@@ -112,13 +85,9 @@ impl Fixture {
     pub fn with_files(extra: &[(&str, String)]) -> Fixture {
         let fx = Fixture::new();
         for (path, text) in extra {
-            let p = fx.repo.join(path);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
+            airlock_testkit::write(&fx.repo, path, text);
         }
-        git(&fx.repo, &["add", "-A"]);
-        git(&fx.repo, &["commit", "-q", "-m", "more files"]);
-        let commit = git(&fx.repo, &["rev-parse", "HEAD"]);
+        let commit = airlock_testkit::git::commit_all(&fx.repo, "more files");
         Fixture { commit, ..fx }
     }
 

@@ -1,13 +1,10 @@
 //! GitHub intake: an issue fetched from a mock of the GitHub REST API on loopback, its comments
 //! marked and screened, the default branch's head pinned, the number handed to the broker.
 
-#[path = "../../../broker/tests/it/mockgithub.rs"]
-mod mockgithub;
-
 use crate::fixture::*;
 use airlock_supervisor::RunEnd;
 use airlock_supervisor::github::IssueSource;
-use mockgithub::MockForge as MockApi;
+use airlock_testkit::mockgithub::MockForge as MockApi;
 use serde_json::{Value, json};
 
 fn github_config(fx: &Fixture, api: &MockApi, extra: &str) -> std::path::PathBuf {

@@ -2,10 +2,6 @@
 //! HTTP/1.1 server with Basic authentication that answers a wrong or missing password with 401.
 //! Every request is recorded. Pushes are refused on demand by a pre-receive hook that exits 1
 //! while a marker file exists in the bare repository.
-//!
-//! Self-contained (std only) so that other test crates can include it with
-//! `#[path = "../../broker/tests/it/githttp.rs"] mod githttp;`.
-#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -4,41 +4,18 @@
 //! branch. Any other `GET` is answered from fixed routes set with [`MockForge::route`] (an
 //! issue, a repository), 404 with GitHub's `{"message": "Not Found"}` otherwise. Every request
 //! is recorded; `stall_posts` makes it record a POST and never answer.
-//!
-//! Self-contained (std and serde_json only) so that other test crates can include it with
-//! `#[path = "../../broker/tests/it/mockgithub.rs"] mod mockgithub;`.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::BufReader;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-/// One request the mock forge received.
-#[derive(Debug, Clone)]
-pub struct SeenRequest {
-    /// `GET` or `POST`.
-    pub method: String,
-    /// The request target, query included.
-    pub path: String,
-    /// The headers as sent.
-    pub headers: Vec<(String, String)>,
-    /// The body as text.
-    pub body: String,
-}
+use crate::http::{read_request, write_json};
 
-impl SeenRequest {
-    /// A header's value, by case-insensitive name.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
+pub use crate::http::SeenRequest;
 
 /// The running mock. Pull request `n` of `O/R` has `html_url`
 /// `https://forge.example/O/R/pull/n`, numbered from 1 in the order of the POSTs.
@@ -102,18 +79,6 @@ impl MockForge {
     }
 }
 
-fn status_line(code: u16) -> &'static str {
-    match code {
-        200 => "200 OK",
-        201 => "201 Created",
-        401 => "401 Unauthorized",
-        403 => "403 Forbidden",
-        404 => "404 Not Found",
-        422 => "422 Unprocessable Entity",
-        _ => "500 Internal Server Error",
-    }
-}
-
 /// `/repos/O/R/pulls...` → `O/R`.
 fn slug_of(path: &str) -> String {
     let rest = path.strip_prefix("/repos/").unwrap_or("");
@@ -157,43 +122,8 @@ fn serve(
         return;
     };
     let mut reader = BufReader::new(stream);
-    loop {
-        let mut first = String::new();
-        if reader.read_line(&mut first).unwrap_or(0) == 0 {
-            return;
-        }
-        let mut parts = first.split_whitespace();
-        let method = parts.next().unwrap_or("").to_owned();
-        let path = parts.next().unwrap_or("").to_owned();
-        let mut headers = Vec::new();
-        loop {
-            let mut line = String::new();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = line.split_once(':') {
-                headers.push((k.trim().to_owned(), v.trim().to_owned()));
-            }
-        }
-        let len: usize = headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-            .and_then(|(_, v)| v.parse().ok())
-            .unwrap_or(0);
-        let mut body = vec![0u8; len];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
-        let req = SeenRequest {
-            method: method.clone(),
-            path: path.clone(),
-            headers,
-            body: String::from_utf8_lossy(&body).into_owned(),
-        };
+    while let Some(req) = read_request(&mut reader) {
+        let (method, path) = (req.method.clone(), req.path.clone());
         let slug = slug_of(&path);
         let prior_posts: Vec<SeenRequest> = seen
             .lock()
@@ -209,9 +139,9 @@ fn serve(
             None
         };
         let (status, reply) = if let Some((code, body)) = fixed {
-            (status_line(code), body.to_string())
+            (code, body.to_string())
         } else if method == "GET" && !path.contains("/pulls") {
-            ("404 Not Found", json!({"message": "Not Found"}).to_string())
+            (404, json!({"message": "Not Found"}).to_string())
         } else if method == "GET" {
             // Like GitHub, `head=owner:branch` lists only that branch's pull requests.
             let head = query_param(&path, "head")
@@ -226,7 +156,7 @@ fn serve(
                 })
                 .map(|(i, p)| pull(&slug, i + 1, p))
                 .collect();
-            ("200 OK", serde_json::to_string(&list).unwrap())
+            (200, serde_json::to_string(&list).unwrap())
         } else {
             if stall.load(Ordering::SeqCst) {
                 // Never answer: the client is killed while waiting.
@@ -234,13 +164,9 @@ fn serve(
                 return;
             }
             let n = prior_posts.len() + 1;
-            ("201 Created", pull(&slug, n, &req).to_string())
+            (201, pull(&slug, n, &req).to_string())
         };
-        let resp = format!(
-            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{reply}",
-            reply.len()
-        );
-        if writer.write_all(resp.as_bytes()).is_err() {
+        if !write_json(&mut writer, status, &reply) {
             return;
         }
     }
