@@ -4,9 +4,9 @@ use crate::doctor::pretend_missing_from_env;
 use crate::error::{Error, Result};
 use crate::spec::{BindAtSpec, Layer, Limits, NetworkAccess, OverlaySpec, Report, Spec};
 use crate::summary::RunSummary;
-use crate::sys;
+use crate::sys::{self, Signal};
 use std::io::Write;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -1070,7 +1070,7 @@ impl Sandbox {
         let collected = match collected {
             Ok(c) => c,
             Err(e) => {
-                let _ = sys::kill(pid, libc::SIGKILL);
+                let _ = sys::kill(pid, Signal::SIGKILL);
                 let _ = sys::wait4(pid);
                 return Err(e);
             }
@@ -1107,7 +1107,7 @@ impl Sandbox {
         err: &mut dyn Write,
     ) -> Result<Collected> {
         for fd in [child_out, child_err, report_r] {
-            sys::set_nonblocking(fd.as_raw_fd()).map_err(Error::Collect)?;
+            sys::set_nonblocking(fd).map_err(Error::Collect)?;
         }
         // The helper enforces the timeout; this backstop only fires if the helper itself hangs.
         let backstop = Instant::now()
@@ -1115,11 +1115,7 @@ impl Sandbox {
             + Duration::from_secs(30);
         let mut c = Collected::default();
         let mut open = [true, true, true];
-        let fds: [RawFd; 3] = [
-            child_out.as_raw_fd(),
-            child_err.as_raw_fd(),
-            report_r.as_raw_fd(),
-        ];
+        let fds: [BorrowedFd<'_>; 3] = [child_out.as_fd(), child_err.as_fd(), report_r.as_fd()];
         let mut helper_alive = true;
         let mut drain_deadline: Option<Instant> = None;
         let mut buf = vec![0u8; 64 * 1024];
@@ -1131,7 +1127,7 @@ impl Sandbox {
             let deadline = drain_deadline.unwrap_or(backstop);
             if now >= deadline {
                 if helper_alive {
-                    let _ = sys::kill(pid, libc::SIGKILL);
+                    let _ = sys::kill(pid, Signal::SIGKILL);
                     c.backstop_killed = true;
                     continue_wait(pid, &mut c, &mut helper_alive);
                     drain_deadline = Some(Instant::now() + self.drain_timeout);
@@ -1141,7 +1137,7 @@ impl Sandbox {
                 break;
             }
             let wait_ms = (deadline - now).as_millis().clamp(1, i32::MAX as u128) as i32;
-            let mut poll_fds: Vec<RawFd> = Vec::new();
+            let mut poll_fds: Vec<BorrowedFd<'_>> = Vec::new();
             let mut which: Vec<usize> = Vec::new();
             for (i, fd) in fds.iter().enumerate() {
                 if open[i] {
@@ -1150,7 +1146,7 @@ impl Sandbox {
                 }
             }
             if helper_alive {
-                poll_fds.push(pidfd.as_raw_fd());
+                poll_fds.push(pidfd.as_fd());
                 which.push(3);
             }
             let revents = sys::poll_readable(&poll_fds, wait_ms).map_err(Error::Collect)?;

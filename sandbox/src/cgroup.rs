@@ -153,7 +153,7 @@ impl Cgroups {
                     .lines()
                     .filter_map(|l| l.trim().parse::<libc::pid_t>().ok())
                 {
-                    let _ = crate::sys::kill(pid, libc::SIGKILL);
+                    let _ = crate::sys::kill(pid, crate::sys::Signal::SIGKILL);
                 }
             }
         }

@@ -148,7 +148,6 @@ fn probe_privilege_drop(
     step: &dyn Fn() -> std::result::Result<(), crate::layers::Failure>,
     ok: &str,
 ) -> (bool, String) {
-    use std::os::fd::AsRawFd;
     let (uid, gid) = sys::ids();
     let pipes = sys::pipe().and_then(|a| sys::pipe().map(|b| (a, b)));
     let Ok(((ready_r, ready_w), (go_r, go_w))) = pipes else {
@@ -159,9 +158,9 @@ fn probe_privilege_drop(
             drop(ready_r);
             drop(go_w);
             let unshared = sys::unshare(libc::CLONE_NEWUSER).is_ok();
-            let _ = sys::write_all(ready_w.as_raw_fd(), if unshared { b"1" } else { b"0" });
+            let _ = sys::write_all(&ready_w, if unshared { b"1" } else { b"0" });
             let mut byte = [0u8; 1];
-            if !unshared || !matches!(sys::read(go_r.as_raw_fd(), &mut byte), Ok(1)) {
+            if !unshared || !matches!(sys::read(&go_r, &mut byte), Ok(1)) {
                 sys::exit_now(2)
             }
             sys::exit_now(i32::from(step().is_err()))
@@ -172,11 +171,11 @@ fn probe_privilege_drop(
     drop(ready_w);
     drop(go_r);
     let mut byte = [0u8; 1];
-    if matches!(sys::read(ready_r.as_raw_fd(), &mut byte), Ok(1))
+    if matches!(sys::read(&ready_r, &mut byte), Ok(1))
         && byte[0] == b'1'
         && crate::helper::write_outer_maps(child, uid, gid, host).is_ok()
     {
-        let _ = sys::write_all(go_w.as_raw_fd(), b"1");
+        let _ = sys::write_all(&go_w, b"1");
     }
     drop(go_w);
     let status = sys::waitpid(child, 0).map(|(_, status)| sys::decode_status(status));
@@ -340,17 +339,14 @@ fn probe_seccomp() -> (bool, String) {
         Err(f) => return (false, f.detail),
     };
     let result = in_child(|| {
-        if sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0).is_err() {
+        if sys::set_no_new_privs().is_err() {
             return 10;
         }
         if crate::layers::apply_seccomp(&programs).is_err() {
             return 11;
         }
-        // SAFETY: plain socket syscall; the descriptor (if any) is closed right away.
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
-        if fd >= 0 {
-            // SAFETY: closing the descriptor we just got.
-            unsafe { libc::close(fd) };
+        // The descriptor, if any, is closed right away.
+        if sys::inet_stream_socket().is_ok() {
             return 12;
         }
         0
@@ -408,7 +404,7 @@ pub(crate) fn probe_main() -> ! {
             (false, "needs user namespaces".to_string())
         }
     };
-    let nnp = match in_child(|| i32::from(sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0).is_err())) {
+    let nnp = match in_child(|| i32::from(sys::set_no_new_privs().is_err())) {
         Ok(0) => (true, "prctl succeeded".to_string()),
         _ => (false, "prctl(PR_SET_NO_NEW_PRIVS) failed".to_string()),
     };
@@ -493,7 +489,7 @@ pub(crate) fn probe_main() -> ! {
         runs_refused,
     };
     let code = match serde_json::to_vec(&report) {
-        Ok(json) => i32::from(sys::write_all(1, &json).is_err()),
+        Ok(json) => i32::from(sys::write_all(std::io::stdout(), &json).is_err()),
         Err(_) => 1,
     };
     sys::exit_now(code)

@@ -15,10 +15,10 @@ use crate::cgroup::Cgroups;
 use crate::identity::HostIdentity;
 use crate::layers::Failure;
 use crate::spec::{Layer, NetworkAccess, REPORT_FD, Report, Spec};
+use crate::sys::Signal;
 use crate::{mounts, sys, target};
 use std::io::Read;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 /// First argument that makes the binary act as the run helper.
@@ -86,7 +86,7 @@ pub(crate) fn report(msg: &Report) {
     if let Ok(mut line) = serde_json::to_vec(msg) {
         line.truncate(4000);
         line.push(b'\n');
-        let _ = sys::write_all(REPORT_FD, &line);
+        let _ = sys::write_all(sys::report_fd(), &line);
     }
 }
 
@@ -112,9 +112,9 @@ fn read_spec() -> Result<Spec, Failure> {
 /// nothing else the caller may have leaked survives.
 fn tidy_descriptors() -> Result<(), Failure> {
     let null = std::fs::File::open("/dev/null").map_err(|e| Failure::setup("open /dev/null", e))?;
-    sys::dup2(null.as_raw_fd(), 0).map_err(|e| Failure::setup("stdin to /dev/null", e))?;
+    sys::stdin_from(&null).map_err(|e| Failure::setup("stdin to /dev/null", e))?;
     drop(null);
-    sys::set_cloexec(REPORT_FD, true).map_err(|e| Failure::setup("report descriptor", e))?;
+    sys::set_cloexec(sys::report_fd(), true).map_err(|e| Failure::setup("report descriptor", e))?;
     sys::close_from(REPORT_FD as u32 + 1).map_err(|e| Failure::setup("close_range", e))
 }
 
@@ -207,7 +207,7 @@ fn check_host_identity(host: &HostIdentity, uid: u32) -> Result<(), Failure> {
 fn supervise() -> ! {
     // Standard input is a socket: the spec comes in on it, and the reports go out on it, from
     // the report descriptor. Whatever the caller left open at that number is replaced.
-    if sys::dup2(0, REPORT_FD).is_err() {
+    if sys::dup_stdin_to(REPORT_FD).is_err() {
         sys::exit_now(125)
     }
     let spec = match read_spec() {
@@ -218,7 +218,7 @@ fn supervise() -> ! {
         abort(failure)
     }
     // Die with the caller, so a killed caller never leaves a sandbox behind.
-    let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+    let _ = sys::die_with_parent();
 
     let (uid, gid) = sys::ids();
     if let Err(failure) = check_host_identity(&spec.host, uid) {
@@ -285,7 +285,7 @@ fn supervise() -> ! {
     cgroups.leave_self();
     drop(sync_r);
     if with_ns && let Err(e) = write_outer_maps(pid, uid, gid, &spec.host) {
-        let _ = sys::kill(pid, libc::SIGKILL);
+        let _ = sys::kill(pid, Signal::SIGKILL);
         let _ = sys::waitpid(pid, 0);
         cgroups.remove();
         abort(Failure::missing(
@@ -296,8 +296,8 @@ fn supervise() -> ! {
     }
     // Release: init builds its root and starts the target. Init was born inside the cgroups, so
     // every process of the target is too.
-    if let Err(e) = sys::write_all(sync_w.as_raw_fd(), b"1") {
-        let _ = sys::kill(pid, libc::SIGKILL);
+    if let Err(e) = sys::write_all(&sync_w, b"1") {
+        let _ = sys::kill(pid, Signal::SIGKILL);
         abort(Failure::setup("release the sandbox", e))
     }
     drop(sync_w);
@@ -335,7 +335,7 @@ fn wait_with_timeout(pid: libc::pid_t, timeout: Duration, cgroups: &Cgroups) -> 
         let slice = remaining.as_millis().min(i32::MAX as u128) as i32;
         match &pidfd {
             Some(fd) => {
-                if let Ok(revents) = sys::poll_readable(&[fd.as_raw_fd()], slice.max(1))
+                if let Ok(revents) = sys::poll_readable(&[fd.as_fd()], slice.max(1))
                     && revents[0] != 0
                 {
                     return false;
@@ -358,14 +358,14 @@ fn wait_with_timeout(pid: libc::pid_t, timeout: Duration, cgroups: &Cgroups) -> 
 /// is accounted; if it is not gone within [`STOP_GRACE`], kill it and everything in the
 /// cgroups outright.
 fn stop(pid: libc::pid_t, pidfd: Option<&OwnedFd>, cgroups: &Cgroups) {
-    let _ = sys::kill(pid, libc::SIGTERM);
+    let _ = sys::kill(pid, Signal::SIGTERM);
     if let Some(fd) = pidfd
-        && let Ok(revents) = sys::poll_readable(&[fd.as_raw_fd()], STOP_GRACE.as_millis() as i32)
+        && let Ok(revents) = sys::poll_readable(&[fd.as_fd()], STOP_GRACE.as_millis() as i32)
         && revents[0] != 0
     {
         return;
     }
-    let _ = sys::kill(pid, libc::SIGKILL);
+    let _ = sys::kill(pid, Signal::SIGKILL);
     cgroups.kill_all();
 }
 
@@ -380,9 +380,9 @@ fn init(
     with_ns: bool,
     cgroup_memory: bool,
 ) -> ! {
-    let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+    let _ = sys::die_with_parent();
     let mut byte = [0u8; 1];
-    if !matches!(sys::read(sync_r.as_raw_fd(), &mut byte), Ok(1)) {
+    if !matches!(sys::read(&sync_r, &mut byte), Ok(1)) {
         sys::exit_now(1)
     }
     drop(sync_r);
@@ -456,49 +456,28 @@ fn init(
         Err(e) => abort(Failure::setup("fork the target", e)),
     };
     // The supervisor asks for a stop (on timeout) with SIGTERM; as PID 1, init only receives
-    // the signals it handles.
-    install_stop_handler();
+    // the signals it handles: SIGTERM sets a flag and interrupts init's `wait4`.
+    let _ = sys::catch_sigterm();
     loop {
-        if STOP.load(Ordering::SeqCst) {
+        if sys::sigterm_caught() {
             kill_and_reap_all();
             sys::exit_now(0)
         }
-        let mut status = 0;
-        // SAFETY: rusage is plain old data; zeroed is a valid value.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: both out pointers are valid.
-        let pid = unsafe { libc::wait4(-1, &mut status, 0, &mut usage) };
-        if pid == child {
-            let (code, signal) = sys::decode_status(status);
-            report(&Report::Exited {
-                code,
-                signal,
-                max_rss_bytes: Some(usage.ru_maxrss.max(0) as u64 * 1024),
-            });
-            kill_and_reap_all();
-            sys::exit_now(0)
+        match sys::wait4_once(-1) {
+            Ok((pid, status, usage)) if pid == child => {
+                let (code, signal) = sys::decode_status(status);
+                report(&Report::Exited {
+                    code,
+                    signal,
+                    max_rss_bytes: Some(usage.ru_maxrss.max(0) as u64 * 1024),
+                });
+                kill_and_reap_all();
+                sys::exit_now(0)
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => sys::exit_now(1),
         }
-        if pid < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            sys::exit_now(1)
-        }
-    }
-}
-
-/// Set by init's SIGTERM handler: the supervisor wants the sandbox gone.
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_stop(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-/// SIGTERM sets [`STOP`] and interrupts init's `wait4` (no `SA_RESTART`).
-fn install_stop_handler() {
-    // SAFETY: a zeroed sigaction is valid; the handler only stores to an atomic.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        libc::sigemptyset(&mut action.sa_mask);
-        libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
     }
 }
 
@@ -508,13 +487,11 @@ fn install_stop_handler() {
 /// none behind; it is repeated after each reap all the same.
 fn kill_and_reap_all() {
     loop {
-        // SAFETY: plain syscalls; in a PID namespace, -1 is every process but init itself.
-        unsafe { libc::kill(-1, libc::SIGKILL) };
-        let mut status = 0;
-        // SAFETY: `status` is a valid out pointer.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
-        if pid < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return;
+        // In a PID namespace, -1 is every process but init itself.
+        let _ = sys::kill(-1, Signal::SIGKILL);
+        match sys::waitpid_once(-1, libc::__WALL) {
+            Err(e) if e.kind() != std::io::ErrorKind::Interrupted => return,
+            _ => {}
         }
     }
 }

@@ -161,8 +161,10 @@ pub(crate) const LANDLOCK_UNIX_ABI: u32 = 9;
 
 /// On a kernel whose landlock governs pathname unix sockets, a second ruleset that refuses
 /// connecting or sending to any such socket the sandbox did not create itself, except the
-/// socket files granted on their own among `roots`. Returns whether it was applied (the
-/// `landlock` crate does not know the right yet, hence the raw calls). Below that ABI the
+/// socket files granted on their own among `roots`. Returns whether it was applied. (Raw
+/// calls: the `landlock` crate names the right, `AccessFs::ResolveUnix`, since 0.4.8, but its
+/// ruleset is best-effort and checks rules against the ABIs it knows; moving to it waits for
+/// a kernel with ABI 9 to test that it behaves the same.) Below that ABI the
 /// host's sockets in granted directories are out of reach through the overlayfs they are
 /// shown through (see `mounts`).
 pub(crate) fn apply_landlock_unix(abi: u32, roots: &[(PathBuf, bool)]) -> Result<bool, Failure> {

@@ -58,8 +58,6 @@
 //!
 //! A non-zero exit of the child is not an error: it is in the [`RunSummary`]. Errors are
 //! refusals ([`Error::Refused`], a missing kernel feature) and set-up failures.
-#![allow(unsafe_code)]
-
 mod builder;
 mod cgroup;
 mod doctor;
@@ -70,6 +68,7 @@ mod layers;
 mod mounts;
 mod spec;
 mod summary;
+#[allow(unsafe_code)]
 mod sys;
 mod target;
 

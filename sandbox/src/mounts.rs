@@ -470,7 +470,6 @@ fn unescape_mountinfo(field: &str) -> String {
 /// child enters a new one, its maps are written from here, and the namespace outlives the
 /// child through the returned descriptor.
 fn idmap_userns(uid_map: &str, gid_map: &str) -> std::io::Result<OwnedFd> {
-    use std::os::fd::AsRawFd;
     let (ready_r, ready_w) = sys::pipe()?;
     let (done_r, done_w) = sys::pipe()?;
     let pid = sys::fork()?;
@@ -478,17 +477,17 @@ fn idmap_userns(uid_map: &str, gid_map: &str) -> std::io::Result<OwnedFd> {
         drop(ready_r);
         drop(done_w);
         let ok = sys::unshare(libc::CLONE_NEWUSER).is_ok();
-        let _ = sys::write_all(ready_w.as_raw_fd(), if ok { b"1" } else { b"0" });
+        let _ = sys::write_all(&ready_w, if ok { b"1" } else { b"0" });
         // Wait until the parent holds the namespace (or gives up).
         let mut byte = [0u8; 1];
-        let _ = sys::read(done_r.as_raw_fd(), &mut byte);
+        let _ = sys::read(&done_r, &mut byte);
         sys::exit_now(0)
     }
     drop(ready_w);
     drop(done_r);
     let result = (|| {
         let mut byte = [0u8; 1];
-        if !matches!(sys::read(ready_r.as_raw_fd(), &mut byte), Ok(1)) || byte[0] != b'1' {
+        if !matches!(sys::read(&ready_r, &mut byte), Ok(1)) || byte[0] != b'1' {
             return Err(std::io::Error::other(
                 "the child could not unshare its user namespace",
             ));

@@ -1,12 +1,30 @@
 //! Thin wrappers over the system calls the sandbox needs, each returning `io::Result`.
 //!
-//! All `unsafe` of the crate lives here, one small block per call.
+//! Most go through `nix`, which wraps them safely. All `unsafe` of the crate lives here, one
+//! small block per call, each with its `SAFETY` note, and only where `nix` has no safe wrapper:
+//! `fork` (unsafe in `nix` too), `clone` with namespace flags and no new stack, `waitpid` and
+//! `wait4` with the raw status (`nix`'s `WaitStatus` cannot hold a real-time signal and fails
+//! after the child is reaped), `pidfd_open`, the new mount API (`open_tree`, `move_mount`,
+//! `mount_setattr`, `fsopen`/`fsconfig`/`fsmount`), `close_range`, `dup2` onto a reserved
+//! descriptor number, a signal handler and the raw `rt_sigaction` reset, `capset` and the
+//! capability `prctl`s, the loopback `ioctl`s, landlock (the ABI probe and the unix-socket
+//! ruleset) and `_exit`.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::{CStr, CString, OsStr};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use nix::errno::Errno;
+use nix::fcntl::{FcntlArg, FdFlag, OFlag};
+use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, SigmaskHow};
+use nix::sys::stat::Mode;
+use nix::unistd::{Gid, Pid, Uid};
+
+pub(crate) use nix::sys::resource::Resource;
+pub(crate) use nix::sys::signal::Signal;
 
 fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
     if ret < 0 {
@@ -25,23 +43,20 @@ fn cvt_long(ret: libc::c_long) -> io::Result<libc::c_long> {
 }
 
 /// A path as a C string; paths with interior NUL bytes are refused.
-pub(crate) fn cstr(path: impl AsRef<OsStr>) -> io::Result<CString> {
+fn cstr(path: impl AsRef<OsStr>) -> io::Result<CString> {
     CString::new(path.as_ref().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
 }
 
 /// A close-on-exec pipe: (read end, write end).
 pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
-    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
-    // SAFETY: pipe2 succeeded, so both descriptors are open and owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    Ok(nix::unistd::pipe2(OFlag::O_CLOEXEC)?)
 }
 
 /// `clone(2)` without a new stack, i.e. `fork()` with namespace flags. Returns 0 in the child.
 ///
-/// Only called from the single-threaded helper, where forking is safe.
+/// Only called from the single-threaded helper, where forking is safe. (`nix::sched::clone`
+/// always runs the child on a new stack, which is not what this wants.)
 pub(crate) fn clone_fork(flags: libc::c_int) -> io::Result<libc::pid_t> {
     // SAFETY: with a null stack pointer clone behaves like fork; the helper is single-threaded,
     // so the child's copy of the address space is consistent.
@@ -58,46 +73,56 @@ pub(crate) fn clone_fork(flags: libc::c_int) -> io::Result<libc::pid_t> {
     cvt_long(ret).map(|pid| pid as libc::pid_t)
 }
 
-/// `fork(2)`; only called from the single-threaded helper.
+/// `fork(2)`; returns 0 in the child. Only called from the single-threaded helper and probe
+/// processes, where forking is safe.
 pub(crate) fn fork() -> io::Result<libc::pid_t> {
-    // SAFETY: the helper is single-threaded, so the child's address space is consistent.
-    cvt(unsafe { libc::fork() })
+    // SAFETY: the caller is single-threaded, so the child's address space is consistent
+    // (nix's `fork` is unsafe for that reason alone).
+    match unsafe { nix::unistd::fork() }? {
+        nix::unistd::ForkResult::Child => Ok(0),
+        nix::unistd::ForkResult::Parent { child } => Ok(child.as_raw()),
+    }
 }
 
 /// `waitpid(2)`, retrying on EINTR; returns (pid, raw status).
 pub(crate) fn waitpid(pid: libc::pid_t, flags: libc::c_int) -> io::Result<(libc::pid_t, i32)> {
     loop {
-        let mut status = 0;
-        // SAFETY: `status` is a valid out pointer.
-        let ret = unsafe { libc::waitpid(pid, &mut status, flags) };
-        if ret < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
+        match waitpid_once(pid, flags) {
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            result => return result,
         }
-        return Ok((ret, status));
     }
+}
+
+/// One `waitpid(2)` for `pid` (-1: any child), an EINTR included; returns (pid, raw status).
+pub(crate) fn waitpid_once(pid: libc::pid_t, flags: libc::c_int) -> io::Result<(libc::pid_t, i32)> {
+    let mut status = 0;
+    // SAFETY: `status` is a valid out pointer. (`nix::sys::wait::waitpid` decodes the status
+    // into a `Signal`, which fails, after reaping, for a real-time signal.)
+    let ret = cvt(unsafe { libc::waitpid(pid, &mut status, flags) })?;
+    Ok((ret, status))
 }
 
 /// `wait4(2)` on one pid, retrying on EINTR; returns the raw status and resource usage.
 pub(crate) fn wait4(pid: libc::pid_t) -> io::Result<(i32, libc::rusage)> {
     loop {
-        let mut status = 0;
-        // SAFETY: rusage is plain old data; zeroed is a valid value.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: both out pointers are valid.
-        let ret = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        if ret < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
+        match wait4_once(pid) {
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+            Ok((_, status, usage)) => return Ok((status, usage)),
         }
-        return Ok((status, usage));
     }
+}
+
+/// One `wait4(2)` for `pid` (-1: any child), an EINTR included; returns (pid, raw status,
+/// resource usage).
+pub(crate) fn wait4_once(pid: libc::pid_t) -> io::Result<(libc::pid_t, i32, libc::rusage)> {
+    let mut status = 0;
+    // SAFETY: rusage is plain old data; zeroed is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: both out pointers are valid. (`nix` has no wait4.)
+    let ret = cvt(unsafe { libc::wait4(pid, &mut status, 0, &mut usage) })?;
+    Ok((ret, status, usage))
 }
 
 /// Split a raw wait status into (exit code, signal).
@@ -119,51 +144,67 @@ pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// `poll(2)` on raw descriptors for readability; returns the revents per descriptor.
-pub(crate) fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> io::Result<Vec<libc::c_short>> {
-    let mut pfds: Vec<libc::pollfd> = fds
+/// `poll(2)` on descriptors for readability; returns the revents per descriptor (all zero
+/// when a signal interrupted the wait).
+pub(crate) fn poll_readable(fds: &[BorrowedFd<'_>], timeout_ms: i32) -> io::Result<Vec<i16>> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout};
+    let timeout = PollTimeout::try_from(timeout_ms).map_err(|_| Errno::EINVAL)?;
+    let mut pfds: Vec<PollFd<'_>> = fds
         .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
+        .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
         .collect();
-    // SAFETY: `pfds` is a valid array of `pfds.len()` pollfd structs.
-    let ret = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
-    if ret < 0 {
-        let err = io::Error::last_os_error();
-        if err.kind() == io::ErrorKind::Interrupted {
-            return Ok(vec![0; fds.len()]);
-        }
-        return Err(err);
+    match nix::poll::poll(&mut pfds, timeout) {
+        Err(Errno::EINTR) => Ok(vec![0; fds.len()]),
+        Err(err) => Err(err.into()),
+        Ok(_) => Ok(pfds
+            .iter()
+            .map(|p| p.revents().map_or(0, |r| r.bits()))
+            .collect()),
     }
-    Ok(pfds.iter().map(|p| p.revents).collect())
 }
 
-/// `kill(2)`.
-pub(crate) fn kill(pid: libc::pid_t, sig: libc::c_int) -> io::Result<()> {
-    // SAFETY: plain syscall with integer arguments.
-    cvt(unsafe { libc::kill(pid, sig) }).map(|_| ())
+/// `kill(2)`; `pid` -1 is every process the caller may signal.
+pub(crate) fn kill(pid: libc::pid_t, sig: Signal) -> io::Result<()> {
+    Ok(nix::sys::signal::kill(Pid::from_raw(pid), sig)?)
 }
 
-/// `prctl(2)` with up to two integer arguments.
-pub(crate) fn prctl(
-    option: libc::c_int,
-    arg2: libc::c_ulong,
-    arg3: libc::c_ulong,
-) -> io::Result<libc::c_int> {
-    // SAFETY: every prctl option used by this crate takes integer arguments only.
-    cvt(unsafe { libc::prctl(option, arg2, arg3, 0 as libc::c_ulong, 0 as libc::c_ulong) })
+/// `prctl(PR_SET_NO_NEW_PRIVS, 1)`.
+pub(crate) fn set_no_new_privs() -> io::Result<()> {
+    Ok(nix::sys::prctl::set_no_new_privs()?)
 }
 
-/// `unshare(2)`.
+/// `prctl(PR_SET_DUMPABLE, 1)`.
+pub(crate) fn set_dumpable() -> io::Result<()> {
+    Ok(nix::sys::prctl::set_dumpable(true)?)
+}
+
+/// `prctl(PR_SET_PDEATHSIG, SIGKILL)`: die with the parent.
+pub(crate) fn die_with_parent() -> io::Result<()> {
+    Ok(nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?)
+}
+
+/// `prctl(PR_CAPBSET_DROP, cap)`: drop one capability from the bounding set.
+pub(crate) fn capbset_drop(cap: u32) -> io::Result<()> {
+    // SAFETY: PR_CAPBSET_DROP takes one integer argument (nix has no wrapper for it).
+    cvt(unsafe { libc::prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), 0, 0, 0) })
+        .map(|_| ())
+}
+
+/// `prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)`: empty the ambient capability set.
+pub(crate) fn clear_ambient_caps() -> io::Result<()> {
+    let clear_all = libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong;
+    // SAFETY: PR_CAP_AMBIENT takes integer arguments only (nix has no wrapper for it).
+    cvt(unsafe { libc::prctl(libc::PR_CAP_AMBIENT, clear_all, 0, 0, 0) }).map(|_| ())
+}
+
+/// `unshare(2)` with `CLONE_*` flags.
 pub(crate) fn unshare(flags: libc::c_int) -> io::Result<()> {
-    // SAFETY: plain syscall with an integer argument.
-    cvt(unsafe { libc::unshare(flags) }).map(|_| ())
+    Ok(nix::sched::unshare(
+        nix::sched::CloneFlags::from_bits_retain(flags),
+    )?)
 }
 
-/// `mount(2)`.
+/// `mount(2)` with `MS_*` flags.
 pub(crate) fn mount(
     source: Option<&Path>,
     target: &Path,
@@ -171,22 +212,13 @@ pub(crate) fn mount(
     flags: libc::c_ulong,
     data: Option<&str>,
 ) -> io::Result<()> {
-    let source = source.map(cstr).transpose()?;
-    let target = cstr(target)?;
-    let fstype = fstype.map(cstr).transpose()?;
-    let data = data.map(cstr).transpose()?;
-    // SAFETY: every pointer is either null or a valid NUL-terminated string that outlives the call.
-    cvt(unsafe {
-        libc::mount(
-            source.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
-            target.as_ptr(),
-            fstype.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
-            flags,
-            data.as_ref()
-                .map_or(std::ptr::null(), |s| s.as_ptr().cast()),
-        )
-    })
-    .map(|_| ())
+    Ok(nix::mount::mount(
+        source,
+        target,
+        fstype,
+        nix::mount::MsFlags::from_bits_retain(flags),
+        data,
+    )?)
 }
 
 #[repr(C)]
@@ -209,25 +241,7 @@ const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 /// `mount_setattr(2)`: add attributes to a mount (and, if `recursive`, every mount below it).
 pub(crate) fn mount_setattr(path: &Path, recursive: bool, set: u64) -> io::Result<()> {
     let path = cstr(path)?;
-    let mut attr = MountAttr {
-        attr_set: set,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    let flags = if recursive { libc::AT_RECURSIVE } else { 0 } as libc::c_uint;
-    // SAFETY: `path` is NUL-terminated and `attr` is a valid mount_attr of the size passed.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            flags,
-            &mut attr as *mut MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    cvt_long(ret).map(|_| ())
+    mount_setattr_raw((libc::AT_FDCWD, &path), recursive, set, None)
 }
 
 /// `open_tree(2)` flag: clone the tree instead of opening it in place (a detached bind mount).
@@ -239,69 +253,41 @@ const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
 
 /// An `O_PATH` descriptor of the directory `path` (which must not be a symlink).
 pub(crate) fn open_dir_path(path: &Path) -> io::Result<OwnedFd> {
-    let path = cstr(path)?;
-    // SAFETY: `path` is a valid NUL-terminated string; the flags take no mode.
-    let fd = cvt(unsafe {
-        libc::open(
-            path.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    })?;
-    // SAFETY: open returned a new descriptor that nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    Ok(nix::fcntl::open(path, flags, Mode::empty())?)
 }
 
 /// An `O_PATH` descriptor of the entry `name` (one path component) of the directory `dir`,
 /// never following a symlink: a symlink comes back as a descriptor of the link itself, which
 /// [`fstat_mode`] tells apart.
 pub(crate) fn open_path_nofollow_at(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
-    let name = cstr(name)?;
-    // SAFETY: `dir` is an open descriptor and `name` a valid NUL-terminated string.
-    let fd = cvt(unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    })?;
-    // SAFETY: openat returned a new descriptor that nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    Ok(nix::fcntl::openat(dir, name, flags, Mode::empty())?)
 }
 
 /// `mkdirat(2)` of the entry `name` (one path component) of the directory `dir`.
 pub(crate) fn mkdir_at(dir: &OwnedFd, name: &OsStr, mode: libc::mode_t) -> io::Result<()> {
-    let name = cstr(name)?;
-    // SAFETY: `dir` is an open descriptor and `name` a valid NUL-terminated string.
-    cvt(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode) }).map(|_| ())
+    Ok(nix::sys::stat::mkdirat(
+        dir,
+        name,
+        Mode::from_bits_retain(mode),
+    )?)
 }
 
 /// Create the empty regular file `name` (one path component) in the directory `dir`; fails
 /// if anything, a symlink included, already has that name.
 pub(crate) fn create_file_at(dir: &OwnedFd, name: &OsStr, mode: libc::mode_t) -> io::Result<()> {
-    let name = cstr(name)?;
-    // SAFETY: `dir` is an open descriptor, `name` a valid NUL-terminated string, and O_CREAT
-    // takes the mode as its third argument.
-    let fd = cvt(unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            mode as libc::c_uint,
-        )
-    })?;
-    // SAFETY: openat returned a new descriptor that nobody else owns; dropping closes it.
-    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+    let flags =
+        OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    // Dropping the descriptor closes it.
+    nix::fcntl::openat(dir, name, flags, Mode::from_bits_retain(mode))?;
     Ok(())
 }
 
 /// The file type and mode bits (`st_mode`) of what `fd` refers to (an `O_PATH` descriptor
 /// will do).
 pub(crate) fn fstat_mode(fd: &OwnedFd) -> io::Result<libc::mode_t> {
-    // SAFETY: stat is plain old data; zeroed is a valid value.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `fd` is open and `st` a valid, writable stat struct.
-    cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
-    Ok(st.st_mode)
+    Ok(nix::sys::stat::fstat(fd)?.st_mode)
 }
 
 /// `open_tree(2)` with `OPEN_TREE_CLONE | AT_RECURSIVE`: a detached copy of the mount tree at
@@ -333,18 +319,25 @@ fn open_tree_clone_with(path: &Path, recursive: bool) -> io::Result<OwnedFd> {
 /// `mount_setattr(2)` on the mount `fd` refers to (for example a detached tree from
 /// [`open_tree_clone`]) and, if `recursive`, every mount below it.
 pub(crate) fn mount_setattr_fd(fd: &OwnedFd, recursive: bool, set: u64) -> io::Result<()> {
-    mount_setattr_fd_with(fd, recursive, set, None)
+    mount_setattr_raw((fd.as_raw_fd(), c""), recursive, set, None)
 }
 
 /// Like [`mount_setattr_fd`], and make the (detached, never attached) mount idmapped by the
 /// user namespace `userns`: a file owned by id N on disk appears owned by what `userns` maps
 /// N to, and one it leaves unmapped can be read by its mode's "other" bits but not written.
 pub(crate) fn mount_setattr_idmap(fd: &OwnedFd, set: u64, userns: &OwnedFd) -> io::Result<()> {
-    mount_setattr_fd_with(fd, false, set | MOUNT_ATTR_IDMAP, Some(userns))
+    mount_setattr_raw(
+        (fd.as_raw_fd(), c""),
+        false,
+        set | MOUNT_ATTR_IDMAP,
+        Some(userns),
+    )
 }
 
-fn mount_setattr_fd_with(
-    fd: &OwnedFd,
+/// `mount_setattr(2)` of `path` relative to `dirfd` (`AT_FDCWD` or a descriptor), or of the
+/// mount the descriptor `dirfd` refers to when `path` is empty (`AT_EMPTY_PATH`).
+fn mount_setattr_raw(
+    (dirfd, path): (RawFd, &CStr),
     recursive: bool,
     set: u64,
     userns: Option<&OwnedFd>,
@@ -355,17 +348,21 @@ fn mount_setattr_fd_with(
         propagation: 0,
         userns_fd: userns.map_or(0, |u| u.as_raw_fd() as u64),
     };
-    let mut flags = libc::AT_EMPTY_PATH as libc::c_uint;
+    let mut flags = if dirfd != libc::AT_FDCWD && path.is_empty() {
+        libc::AT_EMPTY_PATH as libc::c_uint
+    } else {
+        0
+    };
     if recursive {
         flags |= libc::AT_RECURSIVE as libc::c_uint;
     }
-    // SAFETY: `fd` is open, the empty path is a valid NUL-terminated string and `attr` a valid
-    // mount_attr of the size passed.
+    // SAFETY: `dirfd` is AT_FDCWD or an open descriptor, `path` a valid NUL-terminated string
+    // and `attr` a valid mount_attr of the size passed; all outlive the call.
     let ret = unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
-            fd.as_raw_fd(),
-            c"".as_ptr(),
+            dirfd,
+            path.as_ptr(),
             flags,
             &mut attr as *mut MountAttr,
             std::mem::size_of::<MountAttr>(),
@@ -456,76 +453,58 @@ pub(crate) fn fs_mount(fstype: &str, options: &[(&str, &str)], attrs: u64) -> io
 
 /// `open(2)` of `path` read-only, for a descriptor such as `/proc/<pid>/ns/user`.
 pub(crate) fn open_read(path: &Path) -> io::Result<OwnedFd> {
-    let path = cstr(path)?;
-    // SAFETY: `path` is a valid NUL-terminated string; the flags take no mode.
-    let fd = cvt(unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) })?;
-    // SAFETY: open returned a new descriptor that nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC;
+    Ok(nix::fcntl::open(path, flags, Mode::empty())?)
 }
 
 /// `pivot_root(2)`.
 pub(crate) fn pivot_root(new_root: &Path, put_old: &Path) -> io::Result<()> {
-    let new_root = cstr(new_root)?;
-    let put_old = cstr(put_old)?;
-    // SAFETY: both pointers are valid NUL-terminated strings.
-    cvt_long(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })
-        .map(|_| ())
+    Ok(nix::unistd::pivot_root(new_root, put_old)?)
 }
 
 /// `umount2(2)` with `MNT_DETACH`.
 pub(crate) fn umount_detach(target: &Path) -> io::Result<()> {
-    let target = cstr(target)?;
-    // SAFETY: `target` is a valid NUL-terminated string.
-    cvt(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) }).map(|_| ())
+    Ok(nix::mount::umount2(
+        target,
+        nix::mount::MntFlags::MNT_DETACH,
+    )?)
 }
 
 /// `sethostname(2)`.
 pub(crate) fn sethostname(name: &str) -> io::Result<()> {
-    // SAFETY: the pointer and length describe `name`'s bytes.
-    cvt(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }).map(|_| ())
+    Ok(nix::unistd::sethostname(name)?)
 }
 
 /// `setresuid(2)` with one uid for real, effective and saved.
 pub(crate) fn setresuid(uid: libc::uid_t) -> io::Result<()> {
-    // SAFETY: plain syscall with integer arguments.
-    cvt(unsafe { libc::setresuid(uid, uid, uid) }).map(|_| ())
+    let uid = Uid::from_raw(uid);
+    Ok(nix::unistd::setresuid(uid, uid, uid)?)
 }
 
 /// `setresgid(2)` with one gid for real, effective and saved.
 pub(crate) fn setresgid(gid: libc::gid_t) -> io::Result<()> {
-    // SAFETY: plain syscall with integer arguments.
-    cvt(unsafe { libc::setresgid(gid, gid, gid) }).map(|_| ())
+    let gid = Gid::from_raw(gid);
+    Ok(nix::unistd::setresgid(gid, gid, gid)?)
 }
 
 /// `setgroups(2)` with an empty list.
 pub(crate) fn clear_groups() -> io::Result<()> {
-    // SAFETY: a zero-length list with a null pointer is valid.
-    cvt(unsafe { libc::setgroups(0, std::ptr::null()) }).map(|_| ())
+    Ok(nix::unistd::setgroups(&[])?)
 }
 
 /// `setrlimit(2)` of both the soft and the hard limit to `value`, or to the hard limit already
 /// in force when that is lower (a process without `CAP_SYS_RESOURCE` cannot raise it, and the
 /// stricter limit then holds anyway).
-pub(crate) fn setrlimit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
-    let mut current = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `current` is a valid, writable rlimit struct.
-    cvt(unsafe { libc::getrlimit(resource, &mut current) })?;
-    let value = value.min(current.rlim_max);
-    let lim = libc::rlimit {
-        rlim_cur: value,
-        rlim_max: value,
-    };
-    // SAFETY: `lim` is a valid rlimit struct.
-    cvt(unsafe { libc::setrlimit(resource, &lim) }).map(|_| ())
+pub(crate) fn setrlimit(resource: Resource, value: u64) -> io::Result<()> {
+    let (_, hard) = nix::sys::resource::getrlimit(resource)?;
+    let value = value.min(hard);
+    Ok(nix::sys::resource::setrlimit(resource, value, value)?)
 }
 
 /// `setsid(2)`.
 pub(crate) fn setsid() -> io::Result<()> {
-    // SAFETY: plain syscall.
-    cvt(unsafe { libc::setsid() }).map(|_| ())
+    nix::unistd::setsid()?;
+    Ok(())
 }
 
 /// Put every signal back to its default disposition and empty the signal mask, the state a
@@ -534,13 +513,11 @@ pub(crate) fn setsid() -> io::Result<()> {
 /// "Broken pipe" instead of ending quietly), the glibc-internal signals that `posix_spawn`
 /// leaves ignored, and whatever the caller blocked.
 pub(crate) fn reset_signals() -> io::Result<()> {
-    // SAFETY: an all-zero set is a valid, empty sigset_t; sigprocmask only reads it.
-    let empty: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: plain syscall with a valid set and no old-set pointer.
-    cvt(unsafe { libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) })?;
+    nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;
     // The kernel's `struct sigaction` with every field zero is SIG_DFL, no flags, empty mask,
-    // whatever the architecture's field layout; the raw call also reaches the signals that
-    // glibc's wrapper refuses to touch (32 and 33).
+    // whatever the architecture's field layout; the raw call also reaches the real-time
+    // signals, which `nix`'s `Signal` does not name, and the two (32 and 33) that glibc's
+    // wrapper refuses to touch.
     let default = [0u64; 4];
     for signal in 1..=64 {
         if signal == libc::SIGKILL || signal == libc::SIGSTOP {
@@ -565,6 +542,32 @@ pub(crate) fn reset_signals() -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Set by the handler [`catch_sigterm`] installs.
+static SIGTERM_CAUGHT: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigterm(_: libc::c_int) {
+    SIGTERM_CAUGHT.store(true, Ordering::SeqCst);
+}
+
+/// Catch SIGTERM: from now on [`sigterm_caught`] says whether one arrived. The handler has no
+/// `SA_RESTART`, so a SIGTERM also interrupts a blocking call (such as [`wait4_once`]).
+pub(crate) fn catch_sigterm() -> io::Result<()> {
+    let action = SigAction::new(
+        SigHandler::Handler(on_sigterm),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe, and no
+    // previous handler is kept to be chained to.
+    unsafe { nix::sys::signal::sigaction(Signal::SIGTERM, &action) }?;
+    Ok(())
+}
+
+/// Whether a SIGTERM arrived since [`catch_sigterm`].
+pub(crate) fn sigterm_caught() -> bool {
+    SIGTERM_CAUGHT.load(Ordering::SeqCst)
 }
 
 /// Clear every capability set of the calling thread (`capset` with all-zero sets).
@@ -598,72 +601,75 @@ pub(crate) fn capset_clear() -> io::Result<()> {
 
 /// `execve(2)`; only returns on failure.
 pub(crate) fn execve(path: &CString, argv: &[CString], envp: &[CString]) -> io::Error {
-    let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-    argv_ptrs.push(std::ptr::null());
-    let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
-    envp_ptrs.push(std::ptr::null());
-    // SAFETY: both arrays are NUL-terminated arrays of valid C strings that outlive the call.
-    unsafe { libc::execve(path.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr()) };
-    io::Error::last_os_error()
+    match nix::unistd::execve(path, argv, envp) {
+        Err(errno) => errno.into(),
+        Ok(never) => match never {},
+    }
 }
 
 /// Close every descriptor from `first` upwards.
 pub(crate) fn close_from(first: u32) -> io::Result<()> {
-    // SAFETY: plain syscall with integer arguments; the helper owns no Rust objects over those fds.
+    // SAFETY: plain syscall with integer arguments (nix has no close_range); the helper owns
+    // no Rust objects over those fds.
     cvt_long(unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) }).map(|_| ())
 }
 
-/// `dup2(2)`.
-pub(crate) fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
-    // SAFETY: plain syscall with integer arguments.
-    cvt(unsafe { libc::dup2(from, to) }).map(|_| ())
+/// Standard input becomes a duplicate of `fd`.
+pub(crate) fn stdin_from(fd: impl AsFd) -> io::Result<()> {
+    Ok(nix::unistd::dup2_stdin(fd)?)
+}
+
+/// `dup2(2)` of standard input onto the descriptor number `to`, replacing whatever was open
+/// there; the new descriptor stays open for the life of the process (see [`report_fd`]).
+pub(crate) fn dup_stdin_to(to: RawFd) -> io::Result<()> {
+    // SAFETY: plain syscall with integer arguments. `to` is a number the caller reserves for
+    // itself: no Rust object owns it, so replacing it closes nothing behind anyone's back.
+    // (nix's `dup2` wants an `OwnedFd` for `to`, `dup2_raw` is unsafe as well.)
+    cvt(unsafe { libc::dup2(libc::STDIN_FILENO, to) }).map(|_| ())
+}
+
+/// The helper's report descriptor, [`crate::spec::REPORT_FD`], borrowed.
+///
+/// Only called in the helper and its children, after [`dup_stdin_to`] opened it.
+pub(crate) fn report_fd() -> BorrowedFd<'static> {
+    // SAFETY: the helper opens the report descriptor before anything reports (first thing in
+    // `helper::supervise`) and nothing closes it while the process image lives: no Rust
+    // object owns the number, `close_from` closes only the descriptors above it, and
+    // close-on-exec takes it away only with the image.
+    unsafe { BorrowedFd::borrow_raw(crate::spec::REPORT_FD) }
 }
 
 /// Set or clear `FD_CLOEXEC`.
-pub(crate) fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {
-    // SAFETY: plain fcntl calls with integer arguments.
-    let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFD) })?;
-    let flags = if on {
-        flags | libc::FD_CLOEXEC
-    } else {
-        flags & !libc::FD_CLOEXEC
-    };
-    // SAFETY: as above.
-    cvt(unsafe { libc::fcntl(fd, libc::F_SETFD, flags) }).map(|_| ())
+pub(crate) fn set_cloexec(fd: impl AsFd, on: bool) -> io::Result<()> {
+    let fd = fd.as_fd();
+    let mut flags = FdFlag::from_bits_retain(nix::fcntl::fcntl(fd, FcntlArg::F_GETFD)?);
+    flags.set(FdFlag::FD_CLOEXEC, on);
+    nix::fcntl::fcntl(fd, FcntlArg::F_SETFD(flags))?;
+    Ok(())
 }
 
 /// Put a descriptor in non-blocking mode.
-pub(crate) fn set_nonblocking(fd: RawFd) -> io::Result<()> {
-    // SAFETY: plain fcntl calls with integer arguments.
-    let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
-    // SAFETY: as above.
-    cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) }).map(|_| ())
+pub(crate) fn set_nonblocking(fd: impl AsFd) -> io::Result<()> {
+    let fd = fd.as_fd();
+    let flags = OFlag::from_bits_retain(nix::fcntl::fcntl(fd, FcntlArg::F_GETFL)?);
+    nix::fcntl::fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+    Ok(())
 }
 
 /// `read(2)` into `buf`; returns 0 at end of file.
-pub(crate) fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
-    // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
-    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
+pub(crate) fn read(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
+    Ok(nix::unistd::read(fd, buf)?)
 }
 
-/// Write all of `buf` to a raw descriptor.
-pub(crate) fn write_all(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
+/// Write all of `buf` to a descriptor (without allocating, so a forked child may call it).
+pub(crate) fn write_all(fd: impl AsFd, mut buf: &[u8]) -> io::Result<()> {
+    let fd = fd.as_fd();
     while !buf.is_empty() {
-        // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
-        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
+        match nix::unistd::write(fd, buf) {
+            Err(Errno::EINTR) => continue,
+            Err(err) => return Err(err.into()),
+            Ok(n) => buf = &buf[n..],
         }
-        buf = &buf[n as usize..];
     }
     Ok(())
 }
@@ -671,21 +677,37 @@ pub(crate) fn write_all(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
 /// Leave the process immediately with `code`, without running destructors or atexit handlers
 /// (the right way out of a forked child).
 pub(crate) fn exit_now(code: i32) -> ! {
-    // SAFETY: _exit never returns and is always safe to call.
+    // SAFETY: _exit never returns and is always safe to call (nix has no wrapper; std's
+    // `process::exit` would run the atexit handlers).
     unsafe { libc::_exit(code) }
+}
+
+/// A TCP/IPv4 socket, or the error that refused it (a probe of the seccomp filter).
+pub(crate) fn inet_stream_socket() -> io::Result<OwnedFd> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType};
+    Ok(nix::sys::socket::socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::empty(),
+        None,
+    )?)
 }
 
 /// Bring the loopback interface of the current network namespace up.
 pub(crate) fn loopback_up() -> io::Result<()> {
-    // SAFETY: plain socket syscall.
-    let fd = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
-    // SAFETY: the socket was just created and is owned by nobody else.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType};
+    let sock = nix::sys::socket::socket(
+        AddressFamily::Inet,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
     // SAFETY: ifreq is plain old data; zeroed is valid.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
         *dst = *src as libc::c_char;
     }
+    // nix wraps no interface ioctl (only macros that generate unsafe functions).
     // SAFETY: `req` is a valid ifreq naming an interface; the ioctl fills the flags.
     cvt(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) })?;
     // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
@@ -697,7 +719,8 @@ pub(crate) fn loopback_up() -> io::Result<()> {
     Ok(())
 }
 
-/// The landlock ABI version the kernel offers (0 when landlock is unavailable).
+/// The landlock ABI version the kernel offers (0 when landlock is unavailable). The raw
+/// number: the `landlock` crate only names the versions it knows.
 pub(crate) fn landlock_abi() -> u32 {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
     // SAFETY: with a null attribute pointer and the VERSION flag this only queries the ABI.
@@ -775,21 +798,22 @@ pub(crate) fn landlock_restrict_self(ruleset: &OwnedFd) -> io::Result<()> {
 
 /// An `O_PATH` descriptor of `path`, following symlinks (for a landlock rule).
 pub(crate) fn open_path(path: &Path) -> io::Result<OwnedFd> {
-    let path = cstr(path)?;
-    // SAFETY: `path` is a valid NUL-terminated string; the flags take no mode.
-    let fd = cvt(unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) })?;
-    // SAFETY: open returned a new descriptor that nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    Ok(nix::fcntl::open(
+        path,
+        OFlag::O_PATH | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?)
 }
 
 /// The effective uid and gid of the calling process.
 pub(crate) fn ids() -> (libc::uid_t, libc::gid_t) {
-    // SAFETY: geteuid/getegid cannot fail.
-    unsafe { (libc::geteuid(), libc::getegid()) }
+    (
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    )
 }
 
 /// The calling process's pid.
 pub(crate) fn getpid() -> libc::pid_t {
-    // SAFETY: getpid cannot fail.
-    unsafe { libc::getpid() }
+    nix::unistd::getpid().as_raw()
 }

@@ -5,7 +5,7 @@ use crate::helper::report;
 use crate::identity::HostIdentity;
 use crate::layers::{self, Failure};
 use crate::spec::{Layer, Report, Spec};
-use crate::sys;
+use crate::sys::{self, Resource};
 use std::ffi::CString;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -62,8 +62,8 @@ pub(crate) fn become_unprivileged(with_ns: bool, host: &HostIdentity) -> Result<
             sys::setresuid(SANDBOX_ID).map_err(missing("setresuid in the outer namespace"))?;
             // A change of uid makes the process non-dumpable, which gives its /proc/self
             // files to root, and clears the parent-death signal.
-            let _ = sys::prctl(libc::PR_SET_DUMPABLE, 1, 0);
-            let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+            let _ = sys::set_dumpable();
+            let _ = sys::die_with_parent();
             SANDBOX_ID
         };
         sys::unshare(libc::CLONE_NEWUSER).map_err(missing(stage))?;
@@ -80,7 +80,7 @@ pub(crate) fn become_unprivileged(with_ns: bool, host: &HostIdentity) -> Result<
         sys::clear_groups().map_err(missing("setgroups"))?;
         sys::setresgid(host.gid).map_err(missing("setresgid"))?;
         sys::setresuid(host.uid).map_err(missing("setresuid"))?;
-        let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+        let _ = sys::die_with_parent();
     }
     if sys::ids().0 == 0 {
         return Err(Failure::missing(
@@ -103,7 +103,7 @@ pub(crate) fn drop_bounding_set() -> Result<(), Failure> {
     for cap in 0..=last_cap() {
         // EINVAL for capabilities the kernel does not know; EPERM without CAP_SETPCAP, in which
         // case the final check below catches a non-empty set.
-        let _ = sys::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0);
+        let _ = sys::capbset_drop(cap as u32);
     }
     Ok(())
 }
@@ -111,11 +111,7 @@ pub(crate) fn drop_bounding_set() -> Result<(), Failure> {
 /// Clear the ambient, effective, permitted and inheritable sets and check every set is empty.
 pub(crate) fn drop_capabilities() -> Result<(), Failure> {
     let stage = "drop capabilities";
-    let _ = sys::prctl(
-        libc::PR_CAP_AMBIENT,
-        libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-        0,
-    );
+    let _ = sys::clear_ambient_caps();
     sys::capset_clear().map_err(io_missing(Layer::DropCapabilities, stage))?;
     let status = fs::read_to_string("/proc/self/status").map_err(io_missing(
         Layer::DropCapabilities,
@@ -148,12 +144,12 @@ fn apply_rlimits(spec: &Spec, cgroup_memory: bool) -> Result<(), Failure> {
         l.memory_mb
     };
     let limits = [
-        (libc::RLIMIT_CPU, l.cpu_secs),
-        (libc::RLIMIT_AS, address_space.saturating_mul(mb)),
-        (libc::RLIMIT_NOFILE, l.open_files),
-        (libc::RLIMIT_FSIZE, l.file_size_mb.saturating_mul(mb)),
-        (libc::RLIMIT_NPROC, u64::from(l.max_procs)),
-        (libc::RLIMIT_CORE, 0),
+        (Resource::RLIMIT_CPU, l.cpu_secs),
+        (Resource::RLIMIT_AS, address_space.saturating_mul(mb)),
+        (Resource::RLIMIT_NOFILE, l.open_files),
+        (Resource::RLIMIT_FSIZE, l.file_size_mb.saturating_mul(mb)),
+        (Resource::RLIMIT_NPROC, u64::from(l.max_procs)),
+        (Resource::RLIMIT_CORE, 0),
     ];
     for (resource, value) in limits {
         sys::setrlimit(resource, value).map_err(io_missing(Layer::Rlimits, "setrlimit"))?;
@@ -232,7 +228,7 @@ pub(crate) fn run(spec: &Spec, with_ns: bool, cgroup_memory: bool) -> ! {
 enum Never {}
 
 fn prepare_and_exec(spec: &Spec, with_ns: bool, cgroup_memory: bool) -> Result<Never, Failure> {
-    let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+    let _ = sys::die_with_parent();
     sys::setsid().map_err(|e| Failure::setup("setsid", e))?;
     sys::reset_signals().map_err(|e| Failure::setup("reset signal dispositions and mask", e))?;
     let mut progress = Progress {
@@ -252,8 +248,7 @@ fn prepare_and_exec(spec: &Spec, with_ns: bool, cgroup_memory: bool) -> Result<N
         .map_err(|e| Failure::setup(format!("chdir {}", spec.cwd.display()), e))?;
     progress.layer(
         Layer::NoNewPrivs,
-        sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0)
-            .map(|_| ())
+        sys::set_no_new_privs()
             .map_err(io_missing(Layer::NoNewPrivs, "prctl(PR_SET_NO_NEW_PRIVS)")),
     )?;
 
