@@ -72,7 +72,9 @@ pub enum Error {
         input: String,
     },
     /// No audit log path was given and none could be derived from the environment.
-    #[error("no audit log path: pass --log PATH or set AIRLOCK_AUDIT_LOG, AIRLOCK_HOME or HOME")]
+    #[error(
+        "no data directory: pass --log PATH, or set AIRLOCK_AUDIT_LOG, AIRLOCK_HOME, XDG_DATA_HOME or HOME"
+    )]
     NoDefaultPath,
     /// Serialising a record failed (should not happen for the typed events).
     #[error("cannot serialise event {kind}: {source}")]

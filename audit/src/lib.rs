@@ -39,9 +39,9 @@ pub use detect::{Finding, Rule, SourceKind, detect};
 pub use error::{Error, Result};
 pub use event::{Event, RunOutcome, TestResult, TestScope};
 pub use log::{AuditLog, LogOptions, TornTail, head_path};
-pub use query::{Injection, Scan, default_log_path, injections, scan, timeline};
+pub use query::{Injection, Scan, data_dir, default_log_path, injections, scan, timeline};
 pub use record::{GENESIS, Record, sha256_hex};
-pub use time::Timestamp;
+pub use time::{Timestamp, parse_duration};
 pub use verify::{Problem, ProblemKind, RepairedTail, VerifyReport, verify};
 
 /// Run the detector over `text` and append one `injection_suspected` event per finding to

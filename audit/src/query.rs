@@ -139,18 +139,31 @@ pub fn timeline<'a>(scan: &'a Scan, run_id: &str) -> Vec<&'a Record> {
         .collect()
 }
 
-/// Where the audit log lives when no path is given: `$AIRLOCK_AUDIT_LOG`, else
-/// `$AIRLOCK_HOME/audit.jsonl`, else `$HOME/.local/share/airlock/audit.jsonl`.
-pub fn default_log_path() -> Result<PathBuf> {
+/// The one directory airlock keeps its records in when `airlock.toml` names no other: runs,
+/// the audit log, the mirror cache, the index and prepared test environments. `$AIRLOCK_HOME`,
+/// else `$XDG_DATA_HOME/airlock`, else `$HOME/.local/share/airlock`.
+pub fn data_dir() -> Result<PathBuf> {
     let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
-    if let Some(p) = var("AIRLOCK_AUDIT_LOG") {
-        return Ok(PathBuf::from(p));
-    }
     if let Some(h) = var("AIRLOCK_HOME") {
-        return Ok(PathBuf::from(h).join("audit.jsonl"));
+        return Ok(PathBuf::from(h));
+    }
+    if let Some(d) = var("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
+    {
+        return Ok(d.join("airlock"));
     }
     if let Some(h) = var("HOME") {
-        return Ok(PathBuf::from(h).join(".local/share/airlock/audit.jsonl"));
+        return Ok(PathBuf::from(h).join(".local/share/airlock"));
     }
     Err(crate::error::Error::NoDefaultPath)
+}
+
+/// Where the audit log lives when no path is given: `$AIRLOCK_AUDIT_LOG`, else
+/// `audit.jsonl` in the [`data_dir`].
+pub fn default_log_path() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("AIRLOCK_AUDIT_LOG").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    Ok(data_dir()?.join("audit.jsonl"))
 }

@@ -61,17 +61,22 @@ impl Timestamp {
 }
 
 fn parse_age(s: &str) -> Option<Duration> {
-    let unit = s.chars().last()?;
-    let n: u64 = s[..s.len() - unit.len_utf8()].parse().ok()?;
-    let secs = match unit {
-        's' => n,
-        'm' => n.checked_mul(60)?,
-        'h' => n.checked_mul(3600)?,
-        'd' => n.checked_mul(86_400)?,
-        'w' => n.checked_mul(7 * 86_400)?,
-        _ => return None,
-    };
-    Some(Duration::from_secs(secs))
+    parse_duration(s).ok()
+}
+
+/// The one duration syntax of airlock's configuration and flags: humantime's (`90s`, `15m`,
+/// `72h`, `7d`, `1w`, `1h 30m`), or a bare number of seconds. The error says what was given
+/// and what would do.
+pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    let text = text.trim();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return text
+            .parse()
+            .map(Duration::from_secs)
+            .map_err(|_| format!("{text:?} is too many seconds"));
+    }
+    humantime::parse_duration(text)
+        .map_err(|e| format!("{text:?} is not a duration like 90s, 15m, 72h, 7d or 1h 30m ({e})"))
 }
 
 fn digits(s: &str, from: usize, len: usize) -> Option<i64> {

@@ -36,10 +36,16 @@ struct Cli {
     #[arg(long, global = true)]
     config: Option<PathBuf>,
     /// Log more on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, display_order = 900)]
     verbose: u8,
     /// Log only errors.
-    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    #[arg(
+        short,
+        long,
+        global = true,
+        conflicts_with = "verbose",
+        display_order = 901
+    )]
     quiet: bool,
     #[command(subcommand)]
     command: Command,

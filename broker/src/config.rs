@@ -209,25 +209,10 @@ impl RepositoryConfig {
     }
 }
 
-/// Parse a duration such as `90s`, `15m`, `72h` or `7d` (a bare number is seconds).
+/// A duration of `broker.toml`: the one syntax of airlock's configuration and flags
+/// ([`airlock_audit::parse_duration`]: `90s`, `15m`, `72h`, `7d`, `1h 30m`, or bare seconds).
 pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
-    let text = text.trim();
-    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => text.split_at(i),
-        None => (text, "s"),
-    };
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 90s, 15m, 72h or 7d"))?;
-    let secs = match unit {
-        "s" => Some(n),
-        "m" => n.checked_mul(60),
-        "h" => n.checked_mul(3600),
-        "d" => n.checked_mul(86_400),
-        _ => None,
-    }
-    .ok_or_else(|| format!("{text:?} is not a duration like 90s, 15m, 72h or 7d"))?;
-    Ok(Duration::from_secs(secs))
+    airlock_audit::parse_duration(text)
 }
 
 #[cfg(test)]
@@ -302,7 +287,8 @@ forge_token_env = "AIRLOCK_FORGE_TOKEN"
             Duration::from_secs(7 * 86_400)
         );
         assert_eq!(parse_duration("42").unwrap(), Duration::from_secs(42));
-        assert!(parse_duration("3w").is_err());
+        assert_eq!(parse_duration("1h 30m").unwrap(), Duration::from_secs(5400));
+        assert!(parse_duration("3 fortnights").is_err());
         assert!(parse_duration("").is_err());
     }
 

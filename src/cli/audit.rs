@@ -17,22 +17,33 @@ pub const EXIT_TAMPERED: u8 = 1;
 /// Exit code of `audit verify` when the only problem is a torn tail.
 pub const EXIT_TORN_TAIL: u8 = 3;
 
-/// Where the log is: `--log PATH`, else `$AIRLOCK_AUDIT_LOG`, else `$AIRLOCK_HOME/audit.jsonl`,
-/// else `~/.local/share/airlock/audit.jsonl`.
+/// Where the log is: `--log PATH`, else `$AIRLOCK_AUDIT_LOG`, else the `[paths] audit_log` of
+/// the `airlock.toml` that `airlock run` would use (`$AIRLOCK_CONFIG`, else `./airlock.toml`),
+/// else `audit.jsonl` in the data directory (where runs with no `[paths]` write it).
 #[derive(Debug, Args)]
 pub struct LogArg {
-    /// The audit log (default: $AIRLOCK_AUDIT_LOG, else $AIRLOCK_HOME/audit.jsonl, else
-    /// ~/.local/share/airlock/audit.jsonl).
+    /// The audit log (default: $AIRLOCK_AUDIT_LOG, else [paths] audit_log of $AIRLOCK_CONFIG or
+    /// ./airlock.toml, else audit.jsonl in $AIRLOCK_HOME, $XDG_DATA_HOME/airlock or
+    /// ~/.local/share/airlock).
     #[arg(long = "log", value_name = "PATH")]
     log: Option<PathBuf>,
 }
 
 impl LogArg {
     fn resolve(&self) -> anyhow::Result<PathBuf> {
-        match &self.log {
-            Some(p) => Ok(p.clone()),
-            None => Ok(audit::default_log_path()?),
+        if let Some(p) = &self.log {
+            return Ok(p.clone());
         }
+        if std::env::var_os("AIRLOCK_AUDIT_LOG").is_some_and(|v| !v.is_empty()) {
+            return Ok(audit::default_log_path()?);
+        }
+        if let Some(config) = airlock_supervisor::config::discover(None) {
+            let loaded = airlock_supervisor::config::Config::load(&config).with_context(|| {
+                format!("reading the audit log's place from {}", config.display())
+            })?;
+            return Ok(loaded.paths.audit_log);
+        }
+        Ok(audit::default_log_path()?)
     }
 }
 

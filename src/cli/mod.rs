@@ -54,10 +54,16 @@ pub const EXIT_ERROR: u8 = 2;
 )]
 struct Cli {
     /// Log more on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, display_order = 900)]
     verbose: u8,
     /// Log only errors, and print no progress while a run goes on.
-    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    #[arg(
+        short,
+        long,
+        global = true,
+        conflicts_with = "verbose",
+        display_order = 901
+    )]
     quiet: bool,
     #[command(subcommand)]
     command: Command,
@@ -97,6 +103,54 @@ enum Command {
     /// Run the whole product on bundled example repositories with scripted models and a real
     /// broker, then check every scenario. Exit codes: 0 all as expected, 1 not, 2 error.
     Demo(demo::DemoArgs),
+    /// Print a shell completion script for airlock (e.g. `airlock completions bash >
+    /// ~/.local/share/bash-completion/completions/airlock`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write airlock's man pages (airlock.1 and one per subcommand) into a directory.
+    Man {
+        /// Where to write them (created if missing).
+        #[arg(long, default_value = ".")]
+        dir: std::path::PathBuf,
+    },
+}
+
+/// `airlock completions SHELL`: the script clap generates for the whole command tree.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
+    use clap::CommandFactory;
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "airlock", &mut script);
+    out!("{}", String::from_utf8_lossy(&script));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `airlock man --dir DIR`: `airlock.1` and `airlock-SUBCOMMAND.1` for every visible subcommand.
+fn man_pages(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
+    use anyhow::Context;
+    use clap::CommandFactory;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let command = Cli::command();
+    let mut written = Vec::new();
+    let mut pages = vec![("airlock".to_string(), command.clone())];
+    for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("airlock-{}", sub.get_name());
+        pages.push((name.clone(), sub.clone().name(name)));
+    }
+    for (name, page) in pages {
+        let path = dir.join(format!("{name}.1"));
+        let mut text = Vec::new();
+        clap_mangen::Man::new(page)
+            .render(&mut text)
+            .with_context(|| format!("rendering {name}.1"))?;
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        written.push(path);
+    }
+    for path in written {
+        outln!("{}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Parse the process arguments and run the chosen subcommand; returns the process exit code.
@@ -119,6 +173,8 @@ pub fn run() -> ExitCode {
         Command::ReaderWorker(args) => run::reader_worker(args),
         Command::Judge(args) => judge::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { dir } => man_pages(&dir),
     };
     match result {
         Ok(code) => code,

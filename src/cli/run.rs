@@ -36,9 +36,17 @@ pub struct RunArgs {
     /// Model spec (openai:MODEL, anthropic:MODEL, ollama:MODEL, scripted:PATH, replay:PATH, ...).
     #[arg(long)]
     model: Option<String>,
-    /// The repository's airlock.toml (tests, allowlist, budgets, model, broker, paths).
+    /// The repository's airlock.toml (tests, allowlist, budgets, model, broker, paths);
+    /// default: $AIRLOCK_CONFIG, else ./airlock.toml when it exists, else built-in defaults.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Fetch the repository into airlock's mirror of it before pinning (the mirror is reused
+    /// as it is otherwise, so a local repository's new commits are not seen without it).
+    #[arg(long)]
+    fetch: bool,
+    /// Keep the worktree of a run that fails (by default it is removed; its records stay).
+    #[arg(long)]
+    keep: bool,
     /// Print the outcome document as JSON instead of a summary, and stream progress on stderr
     /// as JSON lines (one object per event) instead of readable lines.
     #[arg(long)]
@@ -82,6 +90,8 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
             model: args.model,
             config: args.config,
             exe,
+            fetch: args.fetch,
+            keep: args.keep,
             progress: if quiet {
                 ProgressMode::Quiet
             } else if args.json {

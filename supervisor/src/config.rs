@@ -396,15 +396,36 @@ pub struct PathsConfig {
 }
 
 impl Default for PathsConfig {
+    /// Everything under airlock's one data directory ([`airlock_audit::data_dir`]:
+    /// `$AIRLOCK_HOME`, else `$XDG_DATA_HOME/airlock`, else `~/.local/share/airlock`), so that
+    /// `airlock audit` finds a run's log without being told; `.airlock/` beside the file (or
+    /// the working directory) when none can be derived.
     fn default() -> Self {
+        let base = airlock_audit::data_dir().unwrap_or_else(|_| PathBuf::from(".airlock"));
         PathsConfig {
-            runs_root: PathBuf::from(".airlock/runs"),
-            audit_log: PathBuf::from(".airlock/audit.log"),
-            cache_dir: PathBuf::from(".airlock/cache"),
-            index_dir: PathBuf::from(".airlock/index"),
-            envs_dir: PathBuf::from(".airlock/envs"),
+            runs_root: base.join("runs"),
+            audit_log: base.join("audit.jsonl"),
+            cache_dir: base.join("cache"),
+            index_dir: base.join("index"),
+            envs_dir: base.join("envs"),
         }
     }
+}
+
+/// The variable naming `airlock.toml` when `--config` is not given.
+pub const CONFIG_ENV: &str = "AIRLOCK_CONFIG";
+
+/// Where a command's `airlock.toml` is: `--config`, else `$AIRLOCK_CONFIG`, else
+/// `./airlock.toml` when it exists; `None` when none is given or found (the defaults apply).
+pub fn discover(explicit: Option<&Path>) -> Option<PathBuf> {
+    if let Some(path) = explicit {
+        return Some(path.to_path_buf());
+    }
+    if let Some(path) = std::env::var_os(CONFIG_ENV).filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(path));
+    }
+    let local = PathBuf::from("airlock.toml");
+    local.is_file().then_some(local)
 }
 
 /// The whole of `airlock.toml`.
@@ -772,5 +793,18 @@ socket = "broker.sock"
         );
         assert!(SelectorStyle::NodeId.check("../x.py::t").is_err());
         assert!(SelectorStyle::Append.check("a b").is_err());
+    }
+
+    #[test]
+    fn a_misspelt_runner_is_refused_when_the_file_loads_naming_the_key_and_the_choices() {
+        let err = Config::parse(
+            "[tests]\ncommand = [\"python3\", \"-m\", \"pytest\"]\nrunner = \"pytset\"\n",
+            Path::new("/x/airlock.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("/x/airlock.toml"), "{err}");
+        assert!(err.contains("runner") && err.contains("pytset"), "{err}");
+        assert!(err.contains("pytest") && err.contains("unittest"), "{err}");
     }
 }

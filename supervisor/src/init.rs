@@ -1056,19 +1056,34 @@ pub fn render_airlock_toml(d: &Detected) -> String {
 
     let paths = PathsConfig::default();
     o.line("[paths]");
-    o.comment("Relative paths resolve against this file's directory.");
+    o.comment("Every record is kept in airlock's data directory unless set here ($AIRLOCK_HOME, else $XDG_DATA_HOME/airlock, else ~/.local/share/airlock); relative paths resolve against this file's directory.");
     o.comment("Each run writes <runs_root>/<run_id>/; must equal `runs_root` in broker.toml.");
-    o.key("runs_root", &quote(&path_text(&paths.runs_root)));
-    o.comment("The hash-chained audit log every step is appended to.");
-    o.key("audit_log", &quote(&path_text(&paths.audit_log)));
+    o.line(&format!(
+        "# runs_root = {}",
+        quote(&path_text(&paths.runs_root))
+    ));
+    o.comment("The hash-chained audit log every step is appended to (`airlock audit` reads it).");
+    o.line(&format!(
+        "# audit_log = {}",
+        quote(&path_text(&paths.audit_log))
+    ));
     o.comment("The repository mirror cache.");
-    o.key("cache_dir", &quote(&path_text(&paths.cache_dir)));
+    o.line(&format!(
+        "# cache_dir = {}",
+        quote(&path_text(&paths.cache_dir))
+    ));
     o.comment("The retrieval index.");
-    o.key("index_dir", &quote(&path_text(&paths.index_dir)));
+    o.line(&format!(
+        "# index_dir = {}",
+        quote(&path_text(&paths.index_dir))
+    ));
     o.comment(
         "Prepared test environments; broker.toml's `allow_ro` for this repository must include it.",
     );
-    o.key("envs_dir", &quote(&path_text(&paths.envs_dir)));
+    o.line(&format!(
+        "# envs_dir = {}",
+        quote(&path_text(&paths.envs_dir))
+    ));
     o.text
 }
 
@@ -1882,7 +1897,7 @@ mod tests {
                 .iter()
                 .map(|p| p.replacen('~', &home, 1))
                 .collect();
-            expected.push("/etc/airlock-test/.airlock/envs".into());
+            expected.push(path_text(&PathsConfig::default().envs_dir));
             expected.sort();
             assert_eq!(allowed, expected, "{block}");
             assert!(allowed.iter().all(|p| Path::new(p).is_absolute()));

@@ -77,6 +77,16 @@ pub enum RunError {
     /// The loop stopped on an error.
     #[error(transparent)]
     Session(#[from] SessionError),
+    /// The run stopped on an error after it began: its outcome document says so.
+    #[error("{source} (run {run_id} failed; its outcome: {})", outcome.display())]
+    Failed {
+        /// The run.
+        run_id: String,
+        /// `<run_dir>/outcome.json`, written with `result: failed`.
+        outcome: PathBuf,
+        /// What stopped it.
+        source: Box<RunError>,
+    },
 }
 
 /// What `airlock run` was asked.
@@ -95,6 +105,11 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
     /// The `airlock` executable, re-executed as `airlock reader-worker`.
     pub exe: PathBuf,
+    /// Fetch the repository into its mirror before pinning, even when the revision is already
+    /// there (a local repository's new commits are otherwise not seen).
+    pub fetch: bool,
+    /// Keep a failed run's worktree (removed by default; its records stay).
+    pub keep: bool,
     /// How the run's progress is shown on stderr.
     pub progress: crate::progress::ProgressMode,
 }
@@ -137,16 +152,20 @@ impl RunReport {
     }
 }
 
-/// Load the config named on the command line, or the defaults relative to the current
-/// directory when none is given.
+/// Load the config `--config` names, else the one [`crate::config::discover`] finds
+/// (`$AIRLOCK_CONFIG`, `./airlock.toml`), else the defaults (records in the data directory).
+/// Returns it with a description of where it came from.
 pub fn load_config(path: Option<&Path>) -> Result<(Config, String), RunError> {
-    match path {
-        Some(p) => Ok((Config::load(p)?, p.display().to_string())),
+    match crate::config::discover(path) {
+        Some(p) => Ok((Config::load(&p)?, p.display().to_string())),
         None => {
             let mut c = Config::default();
             let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
             c.resolve_relative_to(&cwd);
-            Ok((c, "(defaults; no --config given)".to_string()))
+            Ok((
+                c,
+                "(defaults: no --config, $AIRLOCK_CONFIG or ./airlock.toml)".to_string(),
+            ))
         }
     }
 }
@@ -175,7 +194,7 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
     let mirror = cache.mirror_with(
         &repo,
         &airlock_checkout::MirrorOptions {
-            refresh,
+            refresh: refresh || args.fetch,
             http_token: clone_token,
         },
     )?;
@@ -189,137 +208,203 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
         path: run_dir.clone(),
         source,
     })?;
-    let worktree = mirror.materialize(&commit, &worktree_dir)?;
-    let tracked = worktree.tracked_files()?;
-    let tracked_for_prepare = tracked.clone();
-
-    let base_policy = Policy::default()?;
-    let policy = if config.write.allowlist.is_empty() {
-        base_policy.for_repo(&repo)?
-    } else {
-        base_policy.with_allowlist(&config.write.allowlist)?
-    };
-    let audit = AuditLog::open(&config.paths.audit_log)?;
-    let trajectory_path = run_dir.join("trajectory.jsonl");
-    let mut trajectory = Trajectory::create(&trajectory_path)?;
-
-    let inner = airlock_model::from_spec(&spec_text, &model_config)
-        .map_err(|e| RunError::Model(e.to_string()))?;
-    // Every call, the supervisor's and the readers', is metered against `[model.config.budget]`.
-    let model = Metered::new(inner, Budget::new(model_config.budget.clone()));
-
-    let wt = CheckoutWorktree::open(worktree.path(), tracked).map_err(|e| RunError::Setup {
-        what: "the worktree",
-        message: e.to_string(),
-    })?;
-    let index_dir = config.paths.index_dir.clone();
-    // The worktree is new for every run; the index is the mirror's, so a batch of issues on one
-    // project builds it once and then pays only for blobs it has not seen.
-    let index_key = airlock_codegraph::store::repo_key(mirror.path());
-    let retrieval: Box<dyn Retrieval> = Box::new(
-        CodegraphRetrieval::open(worktree.path(), &index_dir, &index_key, commit.as_str())
-            .map_err(|e| RunError::Setup {
-                what: "the retrieval index",
-                message: e.to_string(),
-            })?,
-    );
-    let tests: Box<dyn TestRunner> = match overrides.tests {
-        Some(t) => t,
-        None => Box::new(SandboxTestRunner::new(
-            worktree.path(),
-            config.tests.clone(),
-            PrepareKey {
-                repo_key: prepare_repo_key(&config, &repo),
-                commit: commit.as_str().to_string(),
-                tracked: tracked_for_prepare,
-                envs_dir: config.paths.envs_dir.clone(),
-            },
-        )),
-    };
-    let readers: Box<dyn ReaderLauncher> = match overrides.readers {
-        Some(r) => r,
-        None => Box::new(SandboxReaderLauncher {
-            exe: args.exe.clone(),
-            worktree: worktree.path().to_path_buf(),
-            index_dir: index_dir.clone(),
-            index_key: index_key.clone(),
-            commit: commit.as_str().to_string(),
-            scratch: run_dir.join("readers"),
-            timeout: Duration::from_secs(config.tests.timeout_secs),
-        }),
-    };
-    let mut pr_sink: Box<dyn PrSink> = match overrides.pr_sink {
-        Some(p) => p,
-        None => {
-            let socket = config
-                .broker
-                .socket
-                .clone()
-                .ok_or_else(|| RunError::NoBroker {
-                    config: config_origin.clone(),
-                })?;
-            Box::new(
-                BrokerSocket::new(
-                    &socket,
-                    config.broker.reply_timeout(config.tests.timeout_secs),
-                )
-                .reconnecting_for(Duration::from_secs(config.broker.reconnect_secs())),
-            )
-        }
-    };
-
-    let spec = RunSpec {
+    let started = Started {
         run_id: run_id.clone(),
-        repo: repo.clone(),
+        run_dir: run_dir.clone(),
+        worktree: worktree_dir.clone(),
         base_commit: commit.as_str().to_string(),
-        issue,
-        intake: intake_record.clone(),
-        config,
+        issue_id: issue.id.clone(),
+        audit_log: config.paths.audit_log.clone(),
     };
-    let mut progress = crate::progress::Progress::stderr(args.progress);
-    let mut env = Env {
-        model: &model,
-        retrieval: retrieval.as_ref(),
-        worktree: &wt,
-        policy: &policy,
-        tests: tests.as_ref(),
-        readers: readers.as_ref(),
-        broker: pr_sink.as_mut(),
-        audit: &audit,
-        trajectory: &mut trajectory,
-        progress: &mut progress,
-    };
-    let end = session::run(&spec, &mut env)?;
-    let model_finish_problem = model.finish().err().map(|e| e.to_string());
-    if let Some(problem) = &model_finish_problem {
-        trajectory.record("model_finish_problem", json!({"problem": problem}))?;
-    }
+    let attempt = move || -> Result<RunReport, RunError> {
+        let worktree = mirror.materialize(&commit, &worktree_dir)?;
+        let tracked = worktree.tracked_files()?;
+        let tracked_for_prepare = tracked.clone();
 
-    let outcome_path = run_dir.join("outcome.json");
-    let mut document = outcome_document(&run_id, commit.as_str(), &spec.issue.id, &end);
-    document["intake"] = intake_record;
-    let totals = model.budget().totals();
-    document["model_usage"] = json!({
-        "calls": totals.calls,
-        "input_tokens": totals.usage.input_tokens,
-        "output_tokens": totals.usage.output_tokens,
-        "cost_usd": totals.cost_usd,
-    });
-    trajectory.record("model_usage", document["model_usage"].clone())?;
-    let text = serde_json::to_string_pretty(&document).unwrap_or_default() + "\n";
-    std::fs::write(&outcome_path, text).map_err(|source| RunError::Write {
-        path: outcome_path.clone(),
-        source,
-    })?;
-    Ok(RunReport {
-        run_id,
-        run_dir,
-        base_commit: commit.as_str().to_string(),
-        end,
-        outcome_path,
-        trajectory_path,
-        model_finish_problem,
-    })
+        let base_policy = Policy::default()?;
+        let policy = if config.write.allowlist.is_empty() {
+            base_policy.for_repo(&repo)?
+        } else {
+            base_policy.with_allowlist(&config.write.allowlist)?
+        };
+        let audit = AuditLog::open(&config.paths.audit_log)?;
+        let trajectory_path = run_dir.join("trajectory.jsonl");
+        let mut trajectory = Trajectory::create(&trajectory_path)?;
+
+        let inner = airlock_model::from_spec(&spec_text, &model_config)
+            .map_err(|e| RunError::Model(e.to_string()))?;
+        // Every call, the supervisor's and the readers', is metered against `[model.config.budget]`.
+        let model = Metered::new(inner, Budget::new(model_config.budget.clone()));
+
+        let wt = CheckoutWorktree::open(worktree.path(), tracked).map_err(|e| RunError::Setup {
+            what: "the worktree",
+            message: e.to_string(),
+        })?;
+        let index_dir = config.paths.index_dir.clone();
+        // The worktree is new for every run; the index is the mirror's, so a batch of issues on one
+        // project builds it once and then pays only for blobs it has not seen.
+        let index_key = airlock_codegraph::store::repo_key(mirror.path());
+        let retrieval: Box<dyn Retrieval> = Box::new(
+            CodegraphRetrieval::open(worktree.path(), &index_dir, &index_key, commit.as_str())
+                .map_err(|e| RunError::Setup {
+                    what: "the retrieval index",
+                    message: e.to_string(),
+                })?,
+        );
+        let tests: Box<dyn TestRunner> = match overrides.tests {
+            Some(t) => t,
+            None => Box::new(SandboxTestRunner::new(
+                worktree.path(),
+                config.tests.clone(),
+                PrepareKey {
+                    repo_key: prepare_repo_key(&config, &repo),
+                    commit: commit.as_str().to_string(),
+                    tracked: tracked_for_prepare,
+                    envs_dir: config.paths.envs_dir.clone(),
+                },
+            )),
+        };
+        let readers: Box<dyn ReaderLauncher> = match overrides.readers {
+            Some(r) => r,
+            None => Box::new(SandboxReaderLauncher {
+                exe: args.exe.clone(),
+                worktree: worktree.path().to_path_buf(),
+                index_dir: index_dir.clone(),
+                index_key: index_key.clone(),
+                commit: commit.as_str().to_string(),
+                scratch: run_dir.join("readers"),
+                timeout: Duration::from_secs(config.tests.timeout_secs),
+            }),
+        };
+        let mut pr_sink: Box<dyn PrSink> = match overrides.pr_sink {
+            Some(p) => p,
+            None => {
+                let socket = config
+                    .broker
+                    .socket
+                    .clone()
+                    .ok_or_else(|| RunError::NoBroker {
+                        config: config_origin.clone(),
+                    })?;
+                Box::new(
+                    BrokerSocket::new(
+                        &socket,
+                        config.broker.reply_timeout(config.tests.timeout_secs),
+                    )
+                    .reconnecting_for(Duration::from_secs(config.broker.reconnect_secs())),
+                )
+            }
+        };
+
+        let spec = RunSpec {
+            run_id: run_id.clone(),
+            repo: repo.clone(),
+            base_commit: commit.as_str().to_string(),
+            issue,
+            intake: intake_record.clone(),
+            config,
+        };
+        let mut progress = crate::progress::Progress::stderr(args.progress);
+        let mut env = Env {
+            model: &model,
+            retrieval: retrieval.as_ref(),
+            worktree: &wt,
+            policy: &policy,
+            tests: tests.as_ref(),
+            readers: readers.as_ref(),
+            broker: pr_sink.as_mut(),
+            audit: &audit,
+            trajectory: &mut trajectory,
+            progress: &mut progress,
+        };
+        let end = session::run(&spec, &mut env)?;
+        let model_finish_problem = model.finish().err().map(|e| e.to_string());
+        if let Some(problem) = &model_finish_problem {
+            trajectory.record("model_finish_problem", json!({"problem": problem}))?;
+        }
+
+        let outcome_path = run_dir.join("outcome.json");
+        let mut document = outcome_document(&run_id, commit.as_str(), &spec.issue.id, &end);
+        document["intake"] = intake_record;
+        let totals = model.budget().totals();
+        document["model_usage"] = json!({
+            "calls": totals.calls,
+            "input_tokens": totals.usage.input_tokens,
+            "output_tokens": totals.usage.output_tokens,
+            "cost_usd": totals.cost_usd,
+        });
+        trajectory.record("model_usage", document["model_usage"].clone())?;
+        let text = serde_json::to_string_pretty(&document).unwrap_or_default() + "\n";
+        std::fs::write(&outcome_path, text).map_err(|source| RunError::Write {
+            path: outcome_path.clone(),
+            source,
+        })?;
+        Ok(RunReport {
+            run_id,
+            run_dir,
+            base_commit: commit.as_str().to_string(),
+            end,
+            outcome_path,
+            trajectory_path,
+            model_finish_problem,
+        })
+    };
+    attempt().map_err(|e| started.failed(e, args.keep))
+}
+
+/// A run that has begun: what is needed to record its failure.
+struct Started {
+    run_id: String,
+    run_dir: PathBuf,
+    worktree: PathBuf,
+    base_commit: String,
+    issue_id: String,
+    audit_log: PathBuf,
+}
+
+impl Started {
+    /// Record that the run stopped on `error`: `outcome.json` with `result: failed`, a
+    /// `run_finished` record (failed) when the audit log opens, and the worktree removed unless
+    /// `keep`. Each step is best effort: the error that stopped the run is what is returned.
+    fn failed(self, error: RunError, keep: bool) -> RunError {
+        let reason = error.to_string();
+        let outcome = self.run_dir.join("outcome.json");
+        let document = json!({
+            "run_id": self.run_id,
+            "base_commit": self.base_commit,
+            "issue_id": self.issue_id,
+            "result": "failed",
+            "error": reason,
+            "worktree_kept": keep,
+        });
+        let text = serde_json::to_string_pretty(&document).unwrap_or_default() + "\n";
+        if let Err(e) = std::fs::write(&outcome, text) {
+            tracing::warn!("cannot write {}: {e}", outcome.display());
+        }
+        match AuditLog::open(&self.audit_log) {
+            Ok(audit) => {
+                let event = airlock_audit::Event::RunFinished {
+                    outcome: airlock_audit::RunOutcome::Failed,
+                    reason: Some(reason),
+                };
+                if let Err(e) = audit.append(&self.run_id, event) {
+                    tracing::warn!("cannot record the failed run in the audit log: {e}");
+                }
+            }
+            Err(e) => tracing::warn!("cannot open the audit log to record the failure: {e}"),
+        }
+        if !keep
+            && self.worktree.exists()
+            && let Err(e) = std::fs::remove_dir_all(&self.worktree)
+        {
+            tracing::warn!("cannot remove {}: {e}", self.worktree.display());
+        }
+        RunError::Failed {
+            run_id: self.run_id,
+            outcome,
+            source: Box::new(error),
+        }
+    }
 }
 
 /// What intake settled before the pin: the issue, the repository, the revision to pin, and

@@ -8,7 +8,8 @@ fn airlock(args: &[&str], envs: &[(&str, &Path)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_airlock"));
     cmd.args(args)
         .env_remove("AIRLOCK_AUDIT_LOG")
-        .env_remove("AIRLOCK_HOME");
+        .env_remove("AIRLOCK_HOME")
+        .env_remove("AIRLOCK_CONFIG");
     for (k, v) in envs {
         cmd.env(k, v);
     }

@@ -3,6 +3,7 @@
 
 mod architecture;
 mod audit;
+mod cli;
 mod demo;
 mod e2e;
 mod github;

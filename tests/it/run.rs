@@ -521,3 +521,143 @@ fn run_drives_an_openai_compatible_server_to_a_queued_pull_request() {
         .expect("the assistant's call is replayed");
     assert_eq!(asked["tool_calls"][0]["function"]["name"], "write_file");
 }
+
+/// With no `--config`, `airlock run` takes `$AIRLOCK_CONFIG`; a config without `[paths]` keeps
+/// the run and its audit log in the data directory (`$XDG_DATA_HOME/airlock`), where a later
+/// `airlock audit show` finds them without being told. A new commit of a local repository is
+/// seen with `--fetch` (the mirror is reused as it is otherwise).
+#[test]
+fn config_from_the_environment_records_in_the_data_directory_and_fetch_sees_new_commits() {
+    let s = setup();
+    let socket = s.dir.path().join("broker.sock");
+    let seen = broker_stub(&socket);
+    let config = s.dir.path().join("conf/airlock.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "[tests]\ncommand = [\"python3\", \"-m\", \"unittest\", \"-v\"]\n\n[broker]\nsocket = \"{}\"\n",
+            socket.display()
+        ),
+    )
+    .unwrap();
+    let data = s.dir.path().join("xdg");
+    let issue = s.dir.path().join("issue.md");
+    std::fs::write(&issue, ISSUE).unwrap();
+    let script = s.dir.path().join("script.jsonl");
+    let run = |commit: &str, extra: &[&str], turns: &[Value]| {
+        let text: Vec<String> = turns.iter().map(|t| t.to_string()).collect();
+        std::fs::write(&script, text.join("\n")).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_airlock"))
+            .args(["-q", "run", "--repo", s.repo.to_str().unwrap()])
+            .args(["--commit", commit, "--issue", issue.to_str().unwrap()])
+            .arg("--model")
+            .arg(format!("scripted:{}", script.display()))
+            .args(extra)
+            .current_dir(s.dir.path())
+            .env("AIRLOCK_CONFIG", &config)
+            .env("XDG_DATA_HOME", &data)
+            .env_remove("AIRLOCK_HOME")
+            .env_remove("AIRLOCK_AUDIT_LOG")
+            .output()
+            .unwrap()
+    };
+    let escalate = [json!({"text": outcome("escalate", 0.3).to_string()})];
+    let out = run("main", &[], &escalate);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(seen.lock().unwrap()[0]["op"], "register_run");
+    let runs = data.join("airlock/runs");
+    let run_id = format!("CALC-7-{}-1", &s.commit[..12]);
+    assert!(
+        runs.join(&run_id).join("outcome.json").is_file(),
+        "{stdout}"
+    );
+    let show = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(["audit", "show", &run_id])
+        .current_dir(s.dir.path())
+        .env("XDG_DATA_HOME", &data)
+        .env_remove("AIRLOCK_HOME")
+        .env_remove("AIRLOCK_AUDIT_LOG")
+        .env_remove("AIRLOCK_CONFIG")
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert_eq!(
+        show.status.code(),
+        Some(0),
+        "{shown}{}",
+        String::from_utf8_lossy(&show.stderr)
+    );
+    assert!(
+        shown.contains("run_started") && shown.contains("run_finished"),
+        "{shown}"
+    );
+
+    // A commit made after the mirror was taken: not seen without --fetch, pinned with it.
+    std::fs::write(s.repo.join("NEWS.md"), "news\n").unwrap();
+    let new_commit = airlock_testkit::git::commit_all(&s.repo, "news");
+    let out = run(&new_commit, &[], &escalate);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a commit the mirror lacks pinned without --fetch"
+    );
+    let out = run(&new_commit, &["--fetch"], &escalate);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(&new_commit), "{stdout}");
+}
+
+/// A run that stops on an error after it began still writes `outcome.json` (`result: failed`)
+/// and a `run_finished` record, and removes its worktree unless `--keep`.
+#[test]
+fn a_failed_run_leaves_its_outcome_and_audit_record_and_no_worktree_unless_kept() {
+    let s = setup();
+    let socket = s.dir.path().join("broker.sock");
+    let _seen = broker_stub(&socket);
+    let config = write_config(&s, &socket);
+    // The scripted model's turn expects text the request does not hold: the model call fails.
+    let broken = [json!({"text": "x", "expect_contains": ["text no request holds"]})];
+    for keep in [false, true] {
+        let extra: &[&str] = if keep { &["--keep"] } else { &[] };
+        let out = run_airlock(&s, &config, &broken, extra);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("failed; its outcome:"), "{stderr}");
+        let runs = s.dir.path().join("runs");
+        let run_id = format!("CALC-7-{}-{}", &s.commit[..12], if keep { 2 } else { 1 });
+        let outcome: Value = serde_json::from_str(
+            &std::fs::read_to_string(runs.join(&run_id).join("outcome.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(outcome["result"], "failed", "{outcome}");
+        assert!(
+            outcome["error"].as_str().unwrap().contains("model"),
+            "{outcome}"
+        );
+        assert_eq!(
+            runs.join(&run_id).join("worktree").exists(),
+            keep,
+            "worktree kept: {keep}"
+        );
+        let log = std::fs::read_to_string(s.dir.path().join("audit.jsonl")).unwrap();
+        let finished: Vec<Value> = log
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|r| r["run_id"] == run_id.as_str() && r["kind"] == "run_finished")
+            .collect();
+        assert_eq!(finished.len(), 1, "{log}");
+        assert_eq!(finished[0]["payload"]["outcome"], "failed", "{log}");
+    }
+}

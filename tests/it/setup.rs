@@ -10,6 +10,10 @@ fn airlock(cwd: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_airlock"))
         .args(args)
         .current_dir(cwd)
+        // The records (prepared environments among them) go to the data directory.
+        .env("XDG_DATA_HOME", cwd)
+        .env_remove("AIRLOCK_HOME")
+        .env_remove("AIRLOCK_CONFIG")
         .output()
         .unwrap()
 }
@@ -75,7 +79,7 @@ fn init_then_doctor_on_a_pytest_project_builds_its_environment_and_takes_the_inv
     // The command built it as the sandbox's host identity; prepare took it back, so every file
     // of it is the caller's, which later runs read as their own.
     let own_uid = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap();
-    let envs = dir.path().join(".airlock/envs");
+    let envs = dir.path().join("airlock/envs");
     let mut stack = vec![envs.clone()];
     let mut files = 0;
     while let Some(d) = stack.pop() {

@@ -131,6 +131,8 @@ impl Fixture {
                 model: Some(model.to_string()),
                 config: Some(config.to_path_buf()),
                 exe: PathBuf::from("/nonexistent/airlock"),
+                fetch: false,
+                keep: false,
                 progress: airlock_supervisor::progress::ProgressMode::Quiet,
             },
             Overrides {

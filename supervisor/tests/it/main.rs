@@ -61,6 +61,10 @@ fn main() -> std::process::ExitCode {
             run_loop::a_fix_goes_from_search_to_a_queued_pull_request,
         ),
         (
+            "run_loop::the_system_prompt_and_the_warm_start_are_pinned",
+            run_loop::the_system_prompt_and_the_warm_start_are_pinned,
+        ),
+        (
             "run_loop::a_long_issue_is_searched_whole_for_the_warm_start",
             run_loop::a_long_issue_is_searched_whole_for_the_warm_start,
         ),

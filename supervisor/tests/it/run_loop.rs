@@ -608,3 +608,26 @@ pub fn runs_on_one_repository_share_the_mirrors_index() {
     assert_eq!(indexes(), after_one);
     assert!(!after_one[0].contains("worktree"), "{after_one:?}");
 }
+
+/// The system prompt and the warm start the model gets first, pinned by snapshots (the fixture
+/// repository and its commit are the same on every machine; only its directory is filtered).
+pub fn the_system_prompt_and_the_warm_start_are_pinned() {
+    let fx = Fixture::new();
+    let config = fx.config("max_turns = 4");
+    let issue = fx.issue(ready_issue());
+    let model = fx.script(&[final_turn(&outcome("escalate", 0.2))]);
+    let report = fx.run(&issue, &model, &config, &BrokerStub::default());
+    assert_eq!(report.exit_code(), 3, "{:?}", report.end);
+    let messages: Vec<String> = kinds(&trajectory(&report), "message")
+        .iter()
+        .take(2)
+        .map(|m| m["message"]["content"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    let repo = fx.repo.display().to_string();
+    let filters = vec![(repo.as_str(), "[REPO]")];
+    insta::with_settings!({filters => filters}, {
+        insta::assert_snapshot!("system_prompt", messages[0]);
+        insta::assert_snapshot!("warm_start", messages[1]);
+    });
+}
