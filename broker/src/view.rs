@@ -330,47 +330,38 @@ fn age(secs: i64) -> String {
 /// The queue as a table (id, status, age, repository, issue, flags, title), every cell one
 /// escaped line.
 pub fn render_queue(rows: &[QueueRow], now: i64) -> String {
-    let mut table = vec![[
-        "ID".to_owned(),
-        "STATUS".to_owned(),
-        "AGE".to_owned(),
-        "REPOSITORY".to_owned(),
-        "ISSUE".to_owned(),
-        "FLAGS".to_owned(),
-        "TITLE".to_owned(),
-    ]];
+    use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets};
+    let mut table = Table::new();
+    // No borders, two spaces between columns, no wrapping: one line per item, as `ls -l`.
+    table
+        .load_style(presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header([
+            "ID",
+            "STATUS",
+            "AGE",
+            "REPOSITORY",
+            "ISSUE",
+            "FLAGS",
+            "TITLE",
+        ]);
     for r in rows {
-        table.push([
-            r.id.to_string(),
-            r.status.clone(),
-            age(now - r.queued_at),
-            escaped_line(&r.repository).into_owned(),
-            escaped_line(&r.issue_id).into_owned(),
-            r.flags.to_string(),
-            escaped_line(&r.title).into_owned(),
+        table.add_row([
+            Cell::new(r.id).set_alignment(CellAlignment::Left),
+            Cell::new(&r.status),
+            Cell::new(age(now - r.queued_at)),
+            Cell::new(escaped_line(&r.repository)),
+            Cell::new(escaped_line(&r.issue_id)),
+            Cell::new(r.flags),
+            Cell::new(escaped_line(&r.title)),
         ]);
     }
-    let mut widths = [0usize; 7];
-    for row in &table {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
+    for column in table.column_iter_mut() {
+        column.set_padding((0, 2));
     }
     let mut out = String::new();
-    for row in &table {
-        let line: Vec<String> = row
-            .iter()
-            .zip(widths)
-            .enumerate()
-            .map(|(n, (cell, w))| {
-                if n == 6 {
-                    cell.clone()
-                } else {
-                    format!("{cell:<w$}")
-                }
-            })
-            .collect();
-        out.push_str(line.join("  ").trim_end());
+    for line in table.lines() {
+        out.push_str(line.trim_end());
         out.push('\n');
     }
     out

@@ -86,7 +86,7 @@ mod tests {
             assert!(
                 repository
                     .allow_ro
-                    .contains(&std::path::PathBuf::from("/etc/airlock-test/.airlock/envs")),
+                    .contains(&airlock_supervisor::config::PathsConfig::default().envs_dir),
                 "{text}"
             );
         }

@@ -133,23 +133,29 @@ fn run_airlock(s: &Setup, config: &Path, turns: &[Value], extra: &[&str]) -> std
             .join("\n"),
     )
     .unwrap();
-    Command::new(env!("CARGO_BIN_EXE_airlock"))
-        .args([
-            "run",
-            "--repo",
-            s.repo.to_str().unwrap(),
-            "--commit",
-            "main",
-            "--issue",
-            issue.to_str().unwrap(),
-        ])
+    airlock_run(s, &issue, &format!("scripted:{}", script.display()))
         .args(extra)
-        .arg("--model")
-        .arg(format!("scripted:{}", script.display()))
         .arg("--config")
         .arg(config)
         .output()
         .unwrap()
+}
+
+/// `airlock run` on the setup's repository at `main` with `issue` and the model `spec`.
+fn airlock_run(s: &Setup, issue: &Path, spec: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_airlock"));
+    cmd.args([
+        "run",
+        "--repo",
+        s.repo.to_str().unwrap(),
+        "--commit",
+        "main",
+    ])
+    .arg("--issue")
+    .arg(issue)
+    .arg("--model")
+    .arg(spec);
+    cmd
 }
 
 #[test]
@@ -409,27 +415,20 @@ fn run_against_a_closed_model_port(quiet: bool) -> std::process::Output {
         .local_addr()
         .unwrap()
         .port();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_airlock"));
+    let mut cmd = airlock_run(
+        &s,
+        &issue,
+        &format!("openai-compatible:http://127.0.0.1:{port}/v1#m"),
+    );
     if quiet {
         cmd.arg("-q");
     }
-    cmd.args([
-        "run",
-        "--repo",
-        s.repo.to_str().unwrap(),
-        "--commit",
-        "main",
-    ])
-    .arg("--issue")
-    .arg(&issue)
-    .arg("--model")
-    .arg(format!("openai-compatible:http://127.0.0.1:{port}/v1#m"))
-    .arg("--config")
-    .arg(&config)
-    .env("AIRLOCK_TEST_NO_KEY", "k")
-    .env_remove("RUST_LOG")
-    .output()
-    .unwrap()
+    cmd.arg("--config")
+        .arg(&config)
+        .env("AIRLOCK_TEST_NO_KEY", "k")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -467,18 +466,7 @@ fn run_drives_an_openai_compatible_server_to_a_queued_pull_request() {
     let model = airlock_testkit::mockmodel::MockModel::start(turns);
     let issue = s.dir.path().join("issue.md");
     std::fs::write(&issue, ISSUE).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_airlock"))
-        .args([
-            "run",
-            "--repo",
-            s.repo.to_str().unwrap(),
-            "--commit",
-            "main",
-        ])
-        .arg("--issue")
-        .arg(&issue)
-        .arg("--model")
-        .arg(model.spec("gpt-test"))
+    let out = airlock_run(&s, &issue, &model.spec("gpt-test"))
         .arg("--config")
         .arg(&config)
         .output()

@@ -578,11 +578,7 @@ impl Store for SqliteStore {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(Error::store(ctx))?;
-        let status: Option<String> = tx
-            .query_row("SELECT status FROM queue WHERE id = ?1", [id], |r| r.get(0))
-            .optional()
-            .map_err(Error::store(ctx))?;
-        let status = status.ok_or(Error::UnknownQueueItem(id))?;
+        let status = status_of(&tx, id, ctx)?;
         let (action, new_status, by, reason) = match decision {
             Decision::Approve { by } => ("approve", QueueStatus::Approved, by, None),
             Decision::Deny { by, reason } => ("deny", QueueStatus::Denied, by, Some(reason)),
@@ -639,11 +635,7 @@ impl Store for SqliteStore {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(Error::store(ctx))?;
-        let status: Option<String> = tx
-            .query_row("SELECT status FROM queue WHERE id = ?1", [id], |r| r.get(0))
-            .optional()
-            .map_err(Error::store(ctx))?;
-        let status = status.ok_or(Error::UnknownQueueItem(id))?;
+        let status = status_of(&tx, id, ctx)?;
         match status.as_str() {
             "publish_failed" => {
                 tx.execute(
@@ -671,11 +663,7 @@ impl Store for SqliteStore {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(Error::store(ctx))?;
-        let status: Option<String> = tx
-            .query_row("SELECT status FROM queue WHERE id = ?1", [id], |r| r.get(0))
-            .optional()
-            .map_err(Error::store(ctx))?;
-        let status = status.ok_or(Error::UnknownQueueItem(id))?;
+        let status = status_of(&tx, id, ctx)?;
         if status != QueueStatus::PublishFailed.as_str() {
             return Err(Error::WrongState {
                 id,
@@ -691,6 +679,16 @@ impl Store for SqliteStore {
         tx.commit().map_err(Error::store(ctx))?;
         self.queue_item(id)?.ok_or(Error::UnknownQueueItem(id))
     }
+}
+
+/// The status of queue item `id` inside a transaction; an unknown id is
+/// [`Error::UnknownQueueItem`].
+fn status_of(tx: &rusqlite::Transaction<'_>, id: i64, ctx: &str) -> Result<String> {
+    let status: Option<String> = tx
+        .query_row("SELECT status FROM queue WHERE id = ?1", [id], |r| r.get(0))
+        .optional()
+        .map_err(Error::store(ctx))?;
+    status.ok_or(Error::UnknownQueueItem(id))
 }
 
 #[cfg(test)]

@@ -145,8 +145,28 @@ fn an_intake_taken_up_within_the_window_is_queued_for_the_supervisors_resend() {
     fx.start();
     let (args, _) = kill_inside_the_witness(&mut fx, "run-soon", Some(120));
     fx.start();
-    // The restarted broker resumes the intake by itself; the resend gets its answer.
-    let reply = fx.client().open_pr("run-soon", args).unwrap();
+    // The restarted broker resumes the intake by itself; the resend gets its answer. Like the
+    // supervisor (`BrokerSocket::reconnecting_for`), a connection lost on the way is retried
+    // with the same request; the broker must still be the one that was started.
+    let mut attempts = Vec::new();
+    let reply = loop {
+        match fx.client().open_pr("run-soon", args.clone()) {
+            Ok(reply) => break reply,
+            Err(e) if attempts.len() < 3 => {
+                attempts.push(e.to_string());
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(e) => panic!(
+                "the resend failed: {e} (earlier: {attempts:?}); the broker: {:?}",
+                fx.server_exit()
+            ),
+        }
+    };
+    assert_eq!(
+        fx.server_exit(),
+        None,
+        "the restarted broker went away (resends: {attempts:?})"
+    );
     assert!(matches!(reply, BrokerReply::Queued { .. }), "{reply:?}");
     let mut store = SqliteStore::open(&fx.db).unwrap();
     assert_eq!(store.queue().unwrap().len(), 1);

@@ -211,6 +211,13 @@ impl Fixture {
         }
     }
 
+    /// How the running broker ended, if it has (for a failure message).
+    pub fn server_exit(&mut self) -> Option<std::process::ExitStatus> {
+        self.server
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
     pub fn kill(&mut self) {
         if let Some(mut child) = self.server.take() {
             child.kill().unwrap();
