@@ -4,7 +4,7 @@
 //! Exit codes: 0 done; 1 the action was refused (unknown item, wrong state, bad reason);
 //! 2 configuration or operational failure.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -308,9 +308,9 @@ fn use_colour(color: Color) -> bool {
     match color {
         Color::Always => true,
         Color::Never => false,
+        // A terminal, and none of NO_COLOR, CLICOLOR=0 or TERM=dumb (CLICOLOR_FORCE forces it).
         Color::Auto => {
-            std::io::stdout().is_terminal()
-                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            anstream::AutoStream::choice(&std::io::stdout()) != anstream::ColorChoice::Never
         }
     }
 }

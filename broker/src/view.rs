@@ -474,27 +474,29 @@ fn render_diff(diff: &str, colored: bool) -> String {
     if body.is_empty() {
         return out;
     }
+    use anstyle::{AnsiColor, Style};
+    let header = Style::new().bold();
+    let added = AnsiColor::Green.on_default();
+    let removed = AnsiColor::Red.on_default();
+    let hunk = AnsiColor::Cyan.on_default();
     for line in body.split('\n') {
         let line = escaped_line(line);
-        let code = if !colored {
-            ""
+        let style = if !colored {
+            None
         } else if line.starts_with("+++") || line.starts_with("---") || line.starts_with("diff ") {
-            "\x1b[1m"
+            Some(header)
         } else if line.starts_with('+') {
-            "\x1b[32m"
+            Some(added)
         } else if line.starts_with('-') {
-            "\x1b[31m"
+            Some(removed)
         } else if line.starts_with("@@") {
-            "\x1b[36m"
+            Some(hunk)
         } else {
-            ""
+            None
         };
-        if code.is_empty() {
-            out.push_str(&line);
-        } else {
-            out.push_str(code);
-            out.push_str(&line);
-            out.push_str("\x1b[0m");
+        match style {
+            Some(style) => out.push_str(&format!("{style}{line}{style:#}")),
+            None => out.push_str(&line),
         }
         out.push('\n');
     }
