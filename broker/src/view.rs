@@ -773,6 +773,24 @@ mod tests {
         assert!(table.contains("fix: a\\u{8}\\u{8}b"), "{table}");
     }
 
+    /// What an approver reads, pinned: `show` plain and coloured, and the queue table.
+    #[test]
+    fn show_and_queue_are_pinned() {
+        let item = item_with_a_bidi_file_name();
+        let view = ItemView::of(&item, None, None, "airlock/CALC-1-7".to_owned());
+        insta::assert_snapshot!("show_plain", render_item(&view, None, false));
+        insta::assert_snapshot!("show_coloured", render_item(&view, None, true));
+        let mut later = item.clone();
+        later.id = 12;
+        later.queued_at = -(3 * 3600 + 5 * 60);
+        later.item.issue_id = "CALC-12".to_owned();
+        later.item.title = "fix: 合計 rounds half-way cases up".to_owned();
+        insta::assert_snapshot!(
+            "queue",
+            render_queue(&[QueueRow::of(&item), QueueRow::of(&later)], 0)
+        );
+    }
+
     #[test]
     fn json_is_ascii_and_parses_back_to_the_raw_text() {
         let item = item_with_a_bidi_file_name();
