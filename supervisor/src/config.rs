@@ -130,7 +130,8 @@ pub struct TestsConfig {
     /// The runner that reads results and lists the suite (`unittest`, `pytest`, `cargo`,
     /// `go`, `jest`, `vitest`); checked against `command` when the file loads.
     pub runner: TestRunner,
-    /// Wall-clock limit of one test run, in seconds.
+    /// Wall-clock limit of one test run, in seconds (also written `timeout = "10m"`).
+    #[serde(alias = "timeout", deserialize_with = "seconds")]
     pub timeout_secs: u64,
     /// Host paths granted read-only to every test run (`~` is the operator's home): a venv, a
     /// toolchain outside `/usr` (`~/.cargo`, `~/.rustup`). Each must exist.
@@ -185,7 +186,8 @@ pub struct PrepareConfig {
     /// Variables for the prepare command only, over `[tests] env` (for example
     /// `CARGO_NET_OFFLINE = "false"` where the test runs are offline).
     pub env: BTreeMap<String, String>,
-    /// Wall-clock limit, in seconds.
+    /// Wall-clock limit, in seconds (also written `timeout = "30m"`).
+    #[serde(alias = "timeout", deserialize_with = "seconds")]
     pub timeout_secs: u64,
 }
 
@@ -292,12 +294,47 @@ pub struct BrokerConfig {
     /// How long to wait for the broker's answer to a request; its answer to `open_pr` comes
     /// after a witness that runs the test command four times. Defaults to
     /// [`BrokerConfig::reply_timeout`]'s `4 × tests.timeout_secs + 120`.
+    #[serde(alias = "reply_timeout", deserialize_with = "optional_seconds")]
     pub reply_timeout_secs: Option<u64>,
     /// How long to keep reconnecting and resending an `open_pr` whose connection to the broker
     /// broke (a broker restart), with the same idempotency key. The broker is told this window
     /// at registration and abandons an intake it takes up again later, so the run's outcome
     /// and the queue agree. Defaults to [`DEFAULT_RECONNECT_SECS`].
+    #[serde(alias = "reconnect", deserialize_with = "optional_seconds")]
     pub reconnect_secs: Option<u64>,
+}
+
+/// A duration key of `airlock.toml`: a number of seconds (`timeout_secs = 600`) or a duration
+/// in the one syntax of airlock's configuration (`timeout = "10m"`, `"1h 30m"`; see
+/// [`airlock_audit::parse_duration`]).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Seconds {
+    Number(u64),
+    Text(String),
+}
+
+impl Seconds {
+    fn secs<E: serde::de::Error>(self) -> std::result::Result<u64, E> {
+        match self {
+            Seconds::Number(n) => Ok(n),
+            Seconds::Text(text) => airlock_audit::parse_duration(&text)
+                .map(|d| d.as_secs())
+                .map_err(E::custom),
+        }
+    }
+}
+
+fn seconds<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<u64, D::Error> {
+    Seconds::deserialize(d)?.secs()
+}
+
+fn optional_seconds<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<u64>, D::Error> {
+    Option::<Seconds>::deserialize(d)?
+        .map(Seconds::secs)
+        .transpose()
 }
 
 /// `[github]`: issue intake from GitHub (`--issue https://github.com/OWNER/REPO/issues/N`).
@@ -806,5 +843,26 @@ socket = "broker.sock"
         assert!(err.contains("/x/airlock.toml"), "{err}");
         assert!(err.contains("runner") && err.contains("pytset"), "{err}");
         assert!(err.contains("pytest") && err.contains("unittest"), "{err}");
+    }
+
+    #[test]
+    fn durations_are_seconds_or_the_one_duration_syntax() {
+        let c = Config::parse(
+            "[tests]\ntimeout = \"10m\"\n[broker]\nreply_timeout = \"1h 30m\"\nreconnect_secs = 90\n",
+            Path::new("airlock.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.tests.timeout_secs, 600);
+        assert_eq!(c.broker.reply_timeout_secs, Some(5400));
+        assert_eq!(c.broker.reconnect_secs, Some(90));
+        let c = Config::parse("[tests]\ntimeout_secs = \"2m\"\n", Path::new("a.toml")).unwrap();
+        assert_eq!(c.tests.timeout_secs, 120);
+        let err = Config::parse("[tests]\ntimeout = \"ten minutes\"\n", Path::new("a.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("a.toml") && err.contains("ten minutes"),
+            "{err}"
+        );
     }
 }
