@@ -172,7 +172,11 @@ pub fn run() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
-            eprintln!("airlock-broker: error: {err}");
+            // An error can quote a text the agent sent (a path, a branch): shown escaped.
+            eprintln!(
+                "airlock-broker: error: {}",
+                airlock_policies::terminal::escaped(&err.to_string())
+            );
             let refused = matches!(
                 err,
                 Error::UnknownQueueItem(_)

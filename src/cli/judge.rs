@@ -93,7 +93,10 @@ fn judge_model(common: &CommonArgs) -> anyhow::Result<Box<dyn ChatModel>> {
         .or_else(|| std::env::var("AIRLOCK_JUDGE_MODEL").ok())
         .unwrap_or_else(|| airlock_judge::default_judge_model(supervisor.as_deref()));
     if let Some(warning) = airlock_judge::same_model_warning(&spec, supervisor.as_deref()) {
-        eprintln!("airlock judge: warning: {warning}");
+        eprintln!(
+            "airlock judge: warning: {}",
+            airlock_policies::terminal::escaped_line(&warning)
+        );
     }
     airlock_model::from_spec(&spec, &ModelConfig::default())
         .with_context(|| format!("building the judge model {spec}"))
@@ -306,7 +309,10 @@ fn codebase_context(config: &BrokerConfig, item: &QueueItem, issue: &str) -> Cod
         issue,
     );
     for warning in warnings {
-        eprintln!("airlock judge: warning: {warning}");
+        eprintln!(
+            "airlock judge: warning: {}",
+            airlock_policies::terminal::escaped_line(&warning)
+        );
     }
     context
 }

@@ -187,7 +187,12 @@ pub fn run() -> ExitCode {
                 // The reader went away (`airlock search ... | head`): end quietly, as `outln!`.
                 return ExitCode::from(141);
             }
-            eprintln!("airlock: error: {}", error_text(&err));
+            // An error can quote a repository's or an issue's text (a file name, a front-matter
+            // key): shown escaped, like every such text.
+            eprintln!(
+                "airlock: error: {}",
+                airlock_policies::terminal::escaped(&error_text(&err))
+            );
             ExitCode::from(EXIT_ERROR)
         }
     }

@@ -8,6 +8,7 @@
 //! shape (`choices[0].message` with `tool_calls[].function.arguments` as a JSON string,
 //! `finish_reason`, `usage`); once the turns are spent it answers 500 with an OpenAI error body.
 
+use std::collections::VecDeque;
 use std::io::BufReader;
 use std::sync::{Arc, Mutex};
 
@@ -30,7 +31,7 @@ impl MockModel {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let base = format!("http://{}/v1", listener.local_addr().expect("local addr"));
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let turns = Arc::new(Mutex::new(turns.into_iter().collect::<Vec<_>>()));
+        let turns = Arc::new(Mutex::new(VecDeque::from(turns)));
         let seen2 = seen.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming() {
@@ -102,7 +103,11 @@ pub fn completion(n: usize, model: &str, turn: &Value) -> Value {
     })
 }
 
-fn serve(stream: std::net::TcpStream, seen: &Mutex<Vec<SeenRequest>>, turns: &Mutex<Vec<Value>>) {
+fn serve(
+    stream: std::net::TcpStream,
+    seen: &Mutex<Vec<SeenRequest>>,
+    turns: &Mutex<VecDeque<Value>>,
+) {
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
@@ -123,10 +128,7 @@ fn serve(stream: std::net::TcpStream, seen: &Mutex<Vec<SeenRequest>>, turns: &Mu
                 .ok()
                 .and_then(|b| b["model"].as_str().map(str::to_owned))
                 .unwrap_or_default();
-            let next = {
-                let mut turns = turns.lock().unwrap();
-                (!turns.is_empty()).then(|| turns.remove(0))
-            };
+            let next = turns.lock().unwrap().pop_front();
             match next {
                 Some(turn) => (200, completion(n, &model, &turn)),
                 None => (
