@@ -76,6 +76,14 @@ pub enum Error {
         "no data directory: pass --log PATH, or set AIRLOCK_AUDIT_LOG, AIRLOCK_HOME, XDG_DATA_HOME or HOME"
     )]
     NoDefaultPath,
+    /// A labelled corpus file could not be used.
+    #[error("corpus {path}: {reason}")]
+    Corpus {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong, with where when known.
+        reason: String,
+    },
     /// Serialising a record failed (should not happen for the typed events).
     #[error("cannot serialise event {kind}: {source}")]
     Serialize {

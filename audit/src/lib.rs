@@ -27,6 +27,7 @@
 mod corpus;
 pub mod detect;
 mod error;
+mod evaluate;
 mod event;
 mod log;
 mod query;
@@ -37,6 +38,9 @@ mod verify;
 pub use corpus::{ClassCount, CorpusReport, FlaggedFile, scan_corpus};
 pub use detect::{Finding, Rule, SourceKind, detect};
 pub use error::{Error, Result};
+pub use evaluate::{
+    CorpusItem, Expect, InjectionEval, ItemSource, Miss, Tally, evaluate, load_labelled,
+};
 pub use event::{Event, RunOutcome, TestResult, TestScope};
 pub use log::{AuditLog, LogOptions, TornTail, head_path};
 pub use query::{Injection, Scan, data_dir, default_log_path, injections, scan, timeline};

@@ -21,6 +21,7 @@ macro_rules! out {
 
 mod audit;
 mod demo;
+mod eval_injection;
 mod init;
 mod judge;
 mod retrieval;

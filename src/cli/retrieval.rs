@@ -118,6 +118,8 @@ pub struct MapArgs {
 pub enum EvalCommand {
     /// File-level retrieval recall on SWE-bench-style instances against local mirrors.
     Retrieval(EvalRetrievalArgs),
+    /// The injection detector's recall per category and false positives on a labelled corpus.
+    Injection(super::eval_injection::EvalInjectionArgs),
 }
 
 /// Arguments of `airlock eval retrieval`.
@@ -253,6 +255,7 @@ pub fn map(args: MapArgs) -> anyhow::Result<ExitCode> {
 pub fn eval(cmd: EvalCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         EvalCommand::Retrieval(args) => eval_retrieval(args),
+        EvalCommand::Injection(args) => super::eval_injection::run(args),
     }
 }
 

@@ -15,7 +15,7 @@ fn is_bidi_mark(c: char) -> bool {
     matches!(c as u32, 0x200E | 0x200F | 0x061C)
 }
 
-fn is_tag(c: char) -> bool {
+pub(crate) fn is_tag(c: char) -> bool {
     matches!(c as u32, 0xE0000..=0xE007F)
 }
 
@@ -41,6 +41,18 @@ fn is_hangul_filler(c: char) -> bool {
 fn is_hangul(c: char) -> bool {
     !is_hangul_filler(c)
         && matches!(c as u32, 0x1100..=0x11FF | 0x3130..=0x318F | 0xA960..=0xA97F | 0xAC00..=0xD7FF | 0xFFA1..=0xFFDC)
+}
+
+/// Format characters that render as nothing: dropped from the text the phrase rules match
+/// (a word split by them is matched whole). Tag characters are decoded instead.
+pub(crate) fn is_hidden_format(c: char) -> bool {
+    is_zero_width(c)
+        || is_joiner(c)
+        || is_bidi_override(c)
+        || is_bidi_mark(c)
+        || is_invisible_operator(c)
+        || is_hangul_filler(c)
+        || matches!(c as u32, 0x00AD | 0x034F | 0x180B..=0x180F | 0x206A..=0x206F | 0xFE00..=0xFE0F | 0xE0100..=0xE01EF)
 }
 
 /// Characters shown as `<U+XXXX>` in excerpts.

@@ -19,8 +19,13 @@
 //! Cyrillic і or a phrase split by zero-width spaces still matches. Excerpts come from the
 //! original text with invisible characters shown as `<U+XXXX>`.
 
+mod decode;
+mod framing;
 mod hidden;
+mod lexicon;
+mod normalize;
 mod rules;
+mod signals;
 
 use serde::{Deserialize, Serialize};
 
@@ -73,6 +78,22 @@ pub enum Rule {
     RequestsFile,
     /// Instructions to send a secret to an outside address.
     ExfiltratesSecret,
+    /// Text aimed at an automated reader without naming AI ("automated contributors must…",
+    /// "whoever automates fixes here…") that asks for something.
+    AddressesAutomation,
+    /// A request to weaken, skip, delete or rewrite tests or their thresholds.
+    WeakensTests,
+    /// A request to remove a security control (authentication, a checksum, TLS verification).
+    WeakensSecurity,
+    /// A request to approve, merge, publish or bypass review.
+    RequestsApproval,
+    /// A claim of authority ("authorized by the repository owner") behind a request.
+    FalseAuthority,
+    /// A tool call spelled out as JSON or XML for the agent to run.
+    ToolCallPayload,
+    /// An encoded payload (base64, hex, escapes, rot13) that decodes to instructions, or a
+    /// request to decode something and act on it.
+    EncodedInstructions,
 }
 
 impl Rule {
@@ -93,6 +114,13 @@ impl Rule {
             Rule::RequestsWorkflow => "requests-workflow",
             Rule::RequestsFile => "requests-file",
             Rule::ExfiltratesSecret => "exfiltrates-secret",
+            Rule::AddressesAutomation => "addresses-automation",
+            Rule::WeakensTests => "weakens-tests",
+            Rule::WeakensSecurity => "weakens-security",
+            Rule::RequestsApproval => "requests-approval",
+            Rule::FalseAuthority => "false-authority",
+            Rule::ToolCallPayload => "tool-call-payload",
+            Rule::EncodedInstructions => "encoded-instructions",
         }
     }
 }
@@ -118,9 +146,14 @@ pub struct Finding {
 /// `path` is where the text came from (used to recognise Markdown); the text is not changed.
 pub fn detect(text: &str, source: SourceKind, path: Option<&str>) -> Vec<Finding> {
     let lines: Vec<&str> = text.split('\n').collect();
-    let mut hits: Vec<(usize, Rule)> = hidden::scan(&lines);
-    let markdown = source == SourceKind::IssueBody || path.is_some_and(is_markdown);
-    rules::scan(text, &lines, markdown, &mut hits);
+    let mut hits = scan_lines(text, &lines, source, path);
+    // What an encoded run says is scanned too; a finding there is reported on the run's line.
+    for run in decode::runs(&lines) {
+        let inner: Vec<&str> = run.text.split('\n').collect();
+        if !scan_lines(&run.text, &inner, source, path).is_empty() {
+            hits.push((run.line, Rule::EncodedInstructions));
+        }
+    }
     hits.sort_unstable();
     hits.dedup();
     hits.into_iter()
@@ -132,10 +165,27 @@ pub fn detect(text: &str, source: SourceKind, path: Option<&str>) -> Vec<Finding
         .collect()
 }
 
+fn scan_lines(
+    text: &str,
+    lines: &[&str],
+    source: SourceKind,
+    path: Option<&str>,
+) -> Vec<(usize, Rule)> {
+    let mut hits: Vec<(usize, Rule)> = hidden::scan(lines);
+    let markdown = source == SourceKind::IssueBody || path.is_some_and(is_markdown);
+    let mut phrases = Vec::new();
+    rules::scan(text, lines, markdown, &mut phrases);
+    // A phrase quoted as an example of an attack (a security guide, a detector's own test
+    // vectors) is not an instruction; hidden characters are reported wherever they are.
+    phrases.retain(|&(line, _)| !framing::quoted_example(lines, line));
+    hits.extend(phrases);
+    hits
+}
+
 /// Whether every detector pattern compiled. Always true in a tested build; callers that
 /// measure or rely on the detector check it so a broken pattern can never pass silently.
 pub fn rules_ready() -> bool {
-    rules::all_compiled()
+    rules::all_compiled() && signals::ready() && decode::ready() && framing::ready()
 }
 
 /// Whether a path names a Markdown document.

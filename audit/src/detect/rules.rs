@@ -1,7 +1,7 @@
 //! Phrase rules over the normalised text.
 
 use super::Rule;
-use super::hidden::fold;
+use super::{lexicon, normalize, signals};
 use regex::Regex;
 use std::sync::OnceLock;
 
@@ -91,7 +91,6 @@ fn strong_patterns() -> Vec<(Rule, String)> {
         (Rule::AddressesAi, r"(?m)(?:^|[.!?]\s+)\W*(?:assistant|agent)\s*[,:]\s*(?:please\W+)?(?:ignore|disregard|forget|do\s+not|don't|never|you\s+must|from\s+now)\b".to_string()),
         (Rule::AddressesAi, format!(r"\bif\W+you\W{{1,3}}(?:are|re)\W+(?:an?\W+|the\W+)?(?:{AI}|assistant|agent|bot)\b")),
         (Rule::AddressesAi, format!(r"\b(?:{AI}|assistants|agents)\W{{1,3}}(?:that\W+(?:is|are)\W+|who\W+(?:is|are)\W+|(?:is|are)\W+)?(?:reading|processing|parsing|analy[sz]ing|reviewing|scanning|ingesting|summari[sz]ing|crawling|indexing|seeing|working\W+(?:on|with)|fixing|tasked\W+with)\W{{1,3}}(?:this|these)\b")),
-        (Rule::AddressesAi, format!(r"\byou\W+are\W+(?:now\W+)?(?:an?\W+)?(?:{AI}|(?:helpful|harmless|honest|coding|programming|software\W+engineering)\W+(?:assistant|agent|ai))\b")),
         (Rule::AddressesAi, format!(r"\bas\W+an?\W+(?:{AI}|assistant|agent)\b[^\n.]{{0,40}}\byou\b")),
         // "To whichever language model is reading this:", "Copilot should add…"
         (Rule::AddressesAi, format!(r"\bto{G}(?:whichever|whatever|any|every|each){G}(?:{AI}|assistant|agent|bot)s?\b")),
@@ -134,13 +133,11 @@ fn compile() -> Compiled {
         .into_iter()
         .filter_map(|(rule, p)| build(&p).map(|r| (rule, r)))
         .collect();
-    let raw = [(
-        Rule::ChatTemplateToken,
-        r"<\|(?:im_start|im_end|im_sep|system|endoftext|eot_id|start_header_id|end_header_id|begin_of_text)\|>|\[/?INST\]|<</?SYS>>",
-    )]
-    .into_iter()
-    .filter_map(|(rule, p)| build(p).map(|r| (rule, r)))
-    .collect();
+    let role_tokens = format!("(?m){}", lexicon::ROLE_TOKENS);
+    let raw = [(Rule::ChatTemplateToken, role_tokens.as_str())]
+        .into_iter()
+        .filter_map(|(rule, p)| build(p).map(|r| (rule, r)))
+        .collect();
     let ctx_when = agent_context_when();
     let ctx_in = agent_context_in();
     let mut in_context = Vec::new();
@@ -195,7 +192,7 @@ impl Normalized {
         let mut buf = String::new();
         for line in lines {
             buf.clear();
-            buf.extend(line.chars().filter_map(fold));
+            buf.push_str(&normalize::line(line));
             let mut s = buf.trim_start();
             if let Some(rest) = s.strip_prefix("<!--") {
                 s = rest;
@@ -235,11 +232,15 @@ pub(crate) fn scan(text: &str, lines: &[&str], markdown: bool, hits: &mut Vec<(u
             hits.push((line, *rule));
         }
     }
-    for (rule, re) in &rules.raw {
+    // Role tokens are legitimate in chat templates and tokenizer code; they count only with
+    // an instruction beside them (decided with the other signals).
+    let mut role_offsets = Vec::new();
+    for (_, re) in &rules.raw {
         for m in re.find_iter(text) {
             let line = text[..m.start()].bytes().filter(|&b| b == b'\n').count();
-            strong_lines.push(line);
-            hits.push((line, *rule));
+            if let Some(&start) = norm.line_starts.get(line) {
+                role_offsets.push(start);
+            }
         }
     }
     for (rule, re) in &rules.in_context {
@@ -247,6 +248,14 @@ pub(crate) fn scan(text: &str, lines: &[&str], markdown: bool, hits: &mut Vec<(u
             hits.push((norm.line_of(meaningful_start(m)), *rule));
         }
     }
+    let before = hits.len();
+    signals::scan(&norm.text, &|o| norm.line_of(o), &role_offsets, hits);
+    strong_lines.extend(
+        hits[before..]
+            .iter()
+            .filter(|(_, r)| *r == Rule::ChatTemplateToken)
+            .map(|(l, _)| *l),
+    );
     let hidden_comments = if markdown {
         html_comments(text)
     } else {

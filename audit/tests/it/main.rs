@@ -5,4 +5,5 @@
 mod chain;
 mod concurrency;
 mod detector;
+mod labelled;
 mod queries;

@@ -1,0 +1,283 @@
+//! Combination rules: concepts from [`super::lexicon`] found in one sentence (at most three
+//! lines of it) that together are text aimed at the agent.
+//!
+//! - an addressee (an AI named or addressed, or an automated reader paraphrased) with a
+//!   request or anything hostile asked for;
+//! - the agent's own work ("when you fix this", "in the same commit") with something hostile;
+//! - a claim of authority with something hostile or a request;
+//! - a request to hide something from the reviewer, with the agent's work or an addressee;
+//! - a replacement of the task, on its own;
+//! - a request to decode a payload and act on it, on its own;
+//! - tool-call-shaped JSON or XML naming a tool that acts, or carrying a dangerous argument.
+
+use super::Rule;
+use super::lexicon::{self, HarmKind};
+use regex::Regex;
+use std::sync::OnceLock;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Signal {
+    AddressAi,
+    AddressAutomation,
+    AgentWork,
+    Directive,
+    Harm(HarmKind),
+    Conceal,
+    Hijack,
+    Authority,
+    DecodeAndAct,
+    ToolCall,
+    ToolPayload,
+    RoleToken,
+}
+
+struct Compiled {
+    patterns: Vec<(Signal, Regex)>,
+    expected: usize,
+    errors: Vec<String>,
+}
+
+fn compiled() -> &'static Compiled {
+    static C: OnceLock<Compiled> = OnceLock::new();
+    C.get_or_init(|| {
+        let fill = |p: &str| {
+            p.replace("{AI}", lexicon::AI_NOUN)
+                .replace("{AGENT}", lexicon::AGENT_NOUN)
+                .replace("{ACT}", lexicon::ACTION_VERB)
+        };
+        let mut wanted: Vec<(Signal, String)> = Vec::new();
+        wanted.extend(
+            lexicon::ADDRESS_AI
+                .iter()
+                .map(|p| (Signal::AddressAi, fill(p))),
+        );
+        wanted.extend(
+            lexicon::ADDRESS_AUTOMATION
+                .iter()
+                .map(|p| (Signal::AddressAutomation, fill(p))),
+        );
+        wanted.extend(
+            lexicon::AGENT_WORK
+                .iter()
+                .map(|p| (Signal::AgentWork, fill(p))),
+        );
+        wanted.push((Signal::Directive, lexicon::DIRECTIVE.to_string()));
+        wanted.push((Signal::Directive, lexicon::IMPERATIVE_START.to_string()));
+        wanted.extend(
+            lexicon::HARM
+                .iter()
+                .map(|(k, p)| (Signal::Harm(*k), (*p).to_string())),
+        );
+        wanted.extend(lexicon::CONCEAL.iter().map(|p| (Signal::Conceal, fill(p))));
+        wanted.extend(lexicon::HIJACK.iter().map(|p| (Signal::Hijack, fill(p))));
+        wanted.extend(
+            lexicon::AUTHORITY
+                .iter()
+                .map(|p| (Signal::Authority, fill(p))),
+        );
+        wanted.push((Signal::DecodeAndAct, lexicon::DECODE_AND_ACT.to_string()));
+        wanted.extend(
+            lexicon::TOOL_CALL
+                .iter()
+                .map(|p| (Signal::ToolCall, (*p).to_string())),
+        );
+        wanted.push((Signal::ToolPayload, lexicon::TOOL_CALL_PAYLOAD.to_string()));
+        let expected = wanted.len();
+        let mut errors = Vec::new();
+        let patterns = wanted
+            .into_iter()
+            .filter_map(
+                |(s, p)| match regex::RegexBuilder::new(&p).size_limit(64 << 20).build() {
+                    Ok(r) => Some((s, r)),
+                    Err(e) => {
+                        errors.push(format!("{s:?}: {e}"));
+                        None
+                    }
+                },
+            )
+            .collect();
+        Compiled {
+            patterns,
+            expected,
+            errors,
+        }
+    })
+}
+
+/// Whether every pattern compiled.
+pub(crate) fn ready() -> bool {
+    let c = compiled();
+    c.patterns.len() == c.expected
+}
+
+/// Sentence spans of the normalised text: ends at `.`, `!`, `?` (and their CJK forms)
+/// followed by a space or line end, at blank lines, and at lines that look like code.
+fn sentences(text: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let bytes = text.as_bytes();
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let next = chars.peek().map(|&(_, n)| n);
+        let end = match c {
+            '.' | '!' | '?' => next.is_none_or(char::is_whitespace),
+            '。' | '！' | '？' => true,
+            '\n' => next == Some('\n') || next.is_none(),
+            _ => false,
+        };
+        if end {
+            let stop = i + c.len_utf8();
+            if stop > start {
+                out.push((start, stop));
+            }
+            start = stop;
+        }
+    }
+    if start < bytes.len() {
+        out.push((start, bytes.len()));
+    }
+    out
+}
+
+/// Findings, as (0-based line, rule), from the normalised text (`line_of` maps an offset back).
+pub(crate) fn scan(
+    norm: &str,
+    line_of: &dyn Fn(usize) -> usize,
+    role_tokens: &[usize],
+    hits: &mut Vec<(usize, Rule)>,
+) {
+    let c = compiled();
+    let mut found: Vec<(usize, Signal)> = role_tokens
+        .iter()
+        .map(|&o| (o, Signal::RoleToken))
+        .collect();
+    for (signal, re) in &c.patterns {
+        for m in re.find_iter(norm) {
+            let at = m.start()
+                + m.as_str()
+                    .find(|ch: char| ch.is_alphanumeric() || ch == '<' || ch == '"')
+                    .unwrap_or(0);
+            found.push((at, *signal));
+        }
+    }
+    if found.is_empty() {
+        return;
+    }
+    found.sort_unstable();
+    for (a, b) in sentences(norm) {
+        let first = line_of(a);
+        let last = line_of(b.saturating_sub(1));
+        for top in first..=last {
+            let lo = found.partition_point(|&(at, _)| at < a);
+            let hi = found.partition_point(|&(at, _)| at < b);
+            let in_window: Vec<(usize, Signal)> = found[lo..hi]
+                .iter()
+                .copied()
+                .filter(|&(at, _)| (top..top + 3).contains(&line_of(at)))
+                .collect();
+            if let Some((at, rule)) = judge(&in_window) {
+                hits.push((line_of(at), rule));
+            }
+            if last - first < 3 {
+                break;
+            }
+        }
+    }
+}
+
+/// The rule a window of signals fires, and where.
+fn judge(window: &[(usize, Signal)]) -> Option<(usize, Rule)> {
+    let at = |want: &dyn Fn(Signal) -> bool| window.iter().find(|(_, s)| want(*s)).map(|(p, _)| *p);
+    let has = |s: Signal| at(&|x| x == s);
+    let harm = at(&|s| matches!(s, Signal::Harm(_)));
+    let directive = has(Signal::Directive);
+    let conceal = has(Signal::Conceal);
+    let hijack = has(Signal::Hijack);
+    let addressee = has(Signal::AddressAi).or(has(Signal::AddressAutomation));
+    let work = has(Signal::AgentWork);
+    let asks = harm.or(conceal).or(hijack);
+    if let Some(p) = has(Signal::DecodeAndAct) {
+        return Some((p, Rule::EncodedInstructions));
+    }
+    if let Some(p) = has(Signal::ToolCall)
+        && (has(Signal::ToolPayload).is_some() || addressee.is_some())
+    {
+        return Some((p, Rule::ToolCallPayload));
+    }
+    if let Some(p) = has(Signal::RoleToken)
+        && (directive
+            .or(asks)
+            .or(addressee)
+            .or(work)
+            .or(has(Signal::Authority))
+            .is_some())
+    {
+        return Some((p, Rule::ChatTemplateToken));
+    }
+    if let Some(p) = hijack {
+        return Some((p, Rule::OverridesInstructions));
+    }
+    if let Some(p) = has(Signal::AddressAi)
+        && (directive.is_some() || asks.is_some())
+    {
+        return Some((p, Rule::AddressesAi));
+    }
+    if let Some(p) = has(Signal::AddressAutomation)
+        && (directive.is_some() || asks.is_some())
+    {
+        return Some((p, Rule::AddressesAutomation));
+    }
+    if let Some(p) = conceal
+        && (work.is_some() || addressee.is_some() || harm.is_some())
+    {
+        return Some((p, Rule::ConcealsFromReviewer));
+    }
+    if let Some(p) = has(Signal::Authority)
+        && (harm.is_some() || work.is_some() || addressee.is_some())
+    {
+        return Some((p, Rule::FalseAuthority));
+    }
+    if let Some(p) = work
+        && directive.is_some()
+    {
+        let kind = window.iter().find_map(|(_, s)| match s {
+            Signal::Harm(k) => Some(*k),
+            _ => None,
+        });
+        if let Some(kind) = kind {
+            return Some((p, harm_rule(kind)));
+        }
+    }
+    None
+}
+
+fn harm_rule(kind: HarmKind) -> Rule {
+    match kind {
+        HarmKind::Credential => Rule::RequestsCredential,
+        HarmKind::Workflow => Rule::RequestsWorkflow,
+        HarmKind::Dependency => Rule::RequestsDependency,
+        HarmKind::Url => Rule::RequestsUrl,
+        HarmKind::File => Rule::RequestsFile,
+        HarmKind::Tests => Rule::WeakensTests,
+        HarmKind::Security => Rule::WeakensSecurity,
+        HarmKind::Approval => Rule::RequestsApproval,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_pattern_compiles() {
+        let c = super::compiled();
+        assert!(c.errors.is_empty(), "{}", c.errors.join("\n\n"));
+        for (signal, re) in &c.patterns {
+            for plain in ["", "x", "fn main() {}", "\n\n"] {
+                assert!(
+                    !re.is_match(plain),
+                    "{signal:?} matches {plain:?}: {}",
+                    re.as_str()
+                );
+            }
+        }
+    }
+}
