@@ -6,3 +6,4 @@ mod chain;
 mod concurrency;
 mod detector;
 mod queries;
+mod triage;
