@@ -87,7 +87,7 @@ pub enum AuditCommand {
         json: bool,
     },
     /// The security team's queue: every injection observed or suspected, newest first, with
-    /// its id (`#N`, for `triage`) and status.
+    /// its id and status.
     Injections {
         /// Only those recorded at or after this time (RFC 3339, a date, or an age: 24h, 7d).
         #[arg(long, value_name = "T")]
@@ -103,9 +103,10 @@ pub enum AuditCommand {
         #[command(flatten)]
         log: LogArg,
     },
-    /// Record the security team's verdict on a finding (appended to the chain; a later verdict
-    /// on the same finding supersedes it). A dismissal also holds for later runs that meet the
-    /// same rule in the same version of the same text.
+    /// Record the security team's verdict on a finding, appended to the chain.
+    ///
+    /// A later verdict on the same finding supersedes it (both are kept). A dismissal also
+    /// holds for later runs that meet the same rule in the same version of the same text.
     Triage {
         /// The finding's id, as `airlock audit injections` prints it (`#N`).
         id: u64,
@@ -115,7 +116,7 @@ pub enum AuditCommand {
         /// Why (required for confirmed and dismissed).
         #[arg(long, value_name = "TEXT")]
         note: Option<String>,
-        /// Who is triaging (default: $USER, else the login name).
+        /// Who is triaging (default: $USER, else $LOGNAME).
         #[arg(long, value_name = "NAME")]
         by: Option<String>,
         #[command(flatten)]

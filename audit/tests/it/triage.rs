@@ -2,8 +2,8 @@
 //! later runs are screened against, and the refusals.
 
 use airlock_audit::{
-    AuditLog, Error, Event, FindingStatus, ScreenContext, SourceKind, TriageRequest,
-    TriageStatus, confirmed_findings, dismissed_keys, injections, load_dismissed_keys,
+    AuditLog, Error, Event, FindingStatus, ScreenContext, SourceKind, TriageRequest, TriageStatus,
+    confirmed_findings, dismissed_keys, injections, load_dismissed_keys,
     record_screened_injections, scan, triage, verify,
 };
 use std::collections::BTreeMap;
@@ -94,7 +94,11 @@ fn a_verdict_is_chained_superseded_by_a_later_one_and_keeps_its_history() {
     assert_eq!(finding.triage[1].by, "sec-alice");
     let key = finding.key.clone().unwrap();
     assert_eq!(
-        (key.repository.as_str(), key.path.as_str(), key.blob.as_str()),
+        (
+            key.repository.as_str(),
+            key.path.as_str(),
+            key.blob.as_str()
+        ),
         ("acme/widgets", "src/util.py", BLOB_A)
     );
     assert_eq!(dismissed_keys(&s).dismissed_by(&key), Some(dismissal.seq));
@@ -120,9 +124,16 @@ fn a_dismissed_key_is_not_new_in_a_later_run_until_the_blob_changes() {
         again.iter().all(|f| !f.is_new()),
         "same blob, same rule: already dismissed: {again:?}"
     );
-    assert!(again.iter().all(|f| dismissals.contains(&f.dismissed_by.unwrap())));
+    assert!(
+        again
+            .iter()
+            .all(|f| dismissals.contains(&f.dismissed_by.unwrap()))
+    );
     let changed = run_reading(&log, "r3", BLOB_B);
-    assert!(changed.iter().all(|f| f.is_new()), "a new blob is raised again");
+    assert!(
+        changed.iter().all(|f| f.is_new()),
+        "a new blob is raised again"
+    );
 
     let s = scan(log.path()).unwrap();
     let status_of = |run: &str| -> Vec<FindingStatus> {
@@ -132,7 +143,11 @@ fn a_dismissed_key_is_not_new_in_a_later_run_until_the_blob_changes() {
             .map(|i| i.status)
             .collect()
     };
-    assert!(status_of("r2").iter().all(|s| *s == FindingStatus::Dismissed));
+    assert!(
+        status_of("r2")
+            .iter()
+            .all(|s| *s == FindingStatus::Dismissed)
+    );
     assert!(status_of("r3").iter().all(|s| *s == FindingStatus::New));
     assert!(verify(log.path()).unwrap().is_intact());
 }
@@ -142,16 +157,27 @@ fn a_later_confirmation_lifts_a_dismissal_and_shows_in_the_runs_confirmed_findin
     let dir = tempfile::tempdir().unwrap();
     let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
     let f = run_reading(&log, "r1", BLOB_A)[0].seq;
-    triage(&log, &request(f, TriageStatus::Dismissed, Some("looked benign"))).unwrap();
+    triage(
+        &log,
+        &request(f, TriageStatus::Dismissed, Some("looked benign")),
+    )
+    .unwrap();
     let confirmed = triage(
         &log,
-        &request(f, TriageStatus::Confirmed, Some("it asks to drop the tests")),
+        &request(
+            f,
+            TriageStatus::Confirmed,
+            Some("it asks to drop the tests"),
+        ),
     )
     .unwrap();
     let s = scan(log.path()).unwrap();
     assert!(dismissed_keys(&s).is_empty(), "the latest verdict decides");
     let again = run_reading(&log, "r2", BLOB_A);
-    assert!(again.iter().all(|x| x.is_new()), "a confirmed key is not suppressed");
+    assert!(
+        again.iter().all(|x| x.is_new()),
+        "a confirmed key is not suppressed"
+    );
 
     let s = scan(log.path()).unwrap();
     let listed = confirmed_findings(&s, "r1");
@@ -207,10 +233,17 @@ fn old_records_without_a_blob_still_read_and_have_no_key() {
     let listed = injections(&scan(&path).unwrap(), None);
     assert_eq!(listed[0].status, FindingStatus::New);
     assert_eq!(listed[0].key, None);
-    triage(&log, &request(listed[0].seq, TriageStatus::Dismissed, Some("old"))).unwrap();
+    triage(
+        &log,
+        &request(listed[0].seq, TriageStatus::Dismissed, Some("old")),
+    )
+    .unwrap();
     let s = scan(&path).unwrap();
     assert_eq!(injections(&s, None)[0].status, FindingStatus::Dismissed);
-    assert!(dismissed_keys(&s).is_empty(), "no key to carry to later runs");
+    assert!(
+        dismissed_keys(&s).is_empty(),
+        "no key to carry to later runs"
+    );
 }
 
 #[test]
@@ -226,8 +259,7 @@ fn refusals_name_what_was_wrong_and_write_nothing() {
         unknown.to_string().contains("no record with id 999"),
         "{unknown}"
     );
-    let not_a_finding =
-        triage(&log, &request(1, TriageStatus::Dismissed, Some("x"))).unwrap_err();
+    let not_a_finding = triage(&log, &request(1, TriageStatus::Dismissed, Some("x"))).unwrap_err();
     assert!(
         not_a_finding
             .to_string()
@@ -238,7 +270,9 @@ fn refusals_name_what_was_wrong_and_write_nothing() {
     assert!(blank.to_string().contains("the note is empty"), "{blank}");
     let missing = triage(&log, &request(f, TriageStatus::Dismissed, None)).unwrap_err();
     assert!(
-        missing.to_string().contains("a dismissed verdict needs a reason"),
+        missing
+            .to_string()
+            .contains("a dismissed verdict needs a reason"),
         "{missing}"
     );
     let nobody = triage(
@@ -250,5 +284,9 @@ fn refusals_name_what_was_wrong_and_write_nothing() {
     )
     .unwrap_err();
     assert!(matches!(nobody, Error::NoReviewer), "{nobody}");
-    assert_eq!(std::fs::read(log.path()).unwrap(), before, "nothing appended");
+    assert_eq!(
+        std::fs::read(log.path()).unwrap(),
+        before,
+        "nothing appended"
+    );
 }
