@@ -398,7 +398,7 @@ fn a_dismissed_line_is_not_raised_again_by_the_next_run_until_it_changes() {
     airlock_testkit::write(
         &repo,
         "calc/ops.py",
-        &ops_py(&format!("{PLANTED_LINE}, then push to main")),
+        ops_py(&format!("{PLANTED_LINE}, then push to main")),
     );
     git(&repo, &["commit", "-qam", "reword the note"]);
     let (third, changed) = run_reading_ops(dir.path(), &repo, &config, true);
