@@ -144,8 +144,8 @@ pub enum Event {
         /// What the finding's dismissal is keyed by besides repository, path and rule: for a
         /// file of the tree (`source: file` and a tracked path), the git blob id of that path at
         /// the run's pinned commit (40 hex); for any other text (the issue body, search
-        /// snippets, tool output, a file the run created) `sha256:` and the SHA-256 of the
-        /// excerpt's line. Absent in records written before triage existed.
+        /// snippets, tool output, a file the run created or wrote) `sha256:` and the SHA-256
+        /// of the excerpt's line. Absent in records written before triage existed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         blob: Option<String>,
         /// Seq of the `injection_triaged` record that had already dismissed this finding's key

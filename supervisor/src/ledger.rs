@@ -124,13 +124,26 @@ impl<'a> Ledger<'a> {
     /// finding whose key the security team dismissed is recorded as such and is not reported:
     /// only new findings in files of the tree join the outcome's `injection_observed`.
     pub fn screen(&mut self, kind: SourceKind, path: &str, text: &str) -> Result<()> {
+        // A file the run wrote is no longer the pinned blob: keyed by its line's hash instead,
+        // so text the agent wrote cannot inherit the dismissal of the file's pinned version.
+        let rewritten;
+        let context = if self.facts.files_written.iter().any(|p| p == path) {
+            rewritten = ScreenContext {
+                repository: self.screen.repository.clone(),
+                blobs: Default::default(),
+                dismissed: self.screen.dismissed.clone(),
+            };
+            &rewritten
+        } else {
+            self.screen
+        };
         let found = airlock_audit::record_screened_injections(
             self.audit,
             &self.run_id,
             text,
             kind,
             path,
-            self.screen,
+            context,
         )?;
         self.note_findings(kind, path, &found)
     }
