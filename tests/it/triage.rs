@@ -256,20 +256,30 @@ fn ops_py(comment: &str) -> String {
 
 /// `airlock run` whose agent reads `calc/ops.py` and escalates; the run's outcome document and
 /// the detector's findings in `calc/ops.py` recorded by this run.
-fn run_reading_ops(dir: &Path, repo: &Path, config: &Path, fetch: bool) -> (Value, Vec<Value>) {
+/// With `edit`, the agent first rewrites `add` (the planted line stays as it was).
+fn run_reading_ops(
+    dir: &Path,
+    repo: &Path,
+    config: &Path,
+    fetch: bool,
+    edit: bool,
+) -> (Value, Vec<Value>) {
     let issue = dir.join("issue.md");
     std::fs::write(
         &issue,
         "---\nid: CALC-9\ntitle: add() returns the wrong sum\nlabels: [bug]\n---\n`calc.ops.add(2, 3)` returns -1.\n",
     )
     .unwrap();
+    let changed: Vec<&str> = if edit { vec!["calc/ops.py"] } else { vec![] };
     let outcome = json!({"outcome": "escalate", "summary": "read ops", "root_cause": "not established",
-        "files_changed": [], "tests_added": [], "test_evidence": {"before": "", "after": ""},
+        "files_changed": changed, "tests_added": [], "test_evidence": {"before": "", "after": ""},
         "also_noticed": [], "injection_observed": [], "confidence": 0.2});
-    let turns = [
-        json!({"tool_calls": [{"name": "read_file", "arguments": {"path": "calc/ops.py", "start_line": 1, "end_line": 3}}]}),
-        json!({"text": outcome.to_string()}),
-    ];
+    let mut turns = Vec::new();
+    if edit {
+        turns.push(json!({"tool_calls": [{"name": "edit_file", "arguments": {"path": "calc/ops.py", "old_text": "a - b", "new_text": "a + b"}}]}));
+    }
+    turns.push(json!({"tool_calls": [{"name": "read_file", "arguments": {"path": "calc/ops.py", "start_line": 1, "end_line": 3}}]}));
+    turns.push(json!({"text": outcome.to_string()}));
     let script = dir.join("script.jsonl");
     let lines: Vec<String> = turns.iter().map(Value::to_string).collect();
     std::fs::write(&script, lines.join("\n")).unwrap();
@@ -350,7 +360,7 @@ fn a_dismissed_line_is_not_raised_again_by_the_next_run_until_it_changes() {
     let p = log.to_str().unwrap();
 
     // First run: the planted line is a new finding, and the outcome reports the file.
-    let (first, found) = run_reading_ops(dir.path(), &repo, &config, false);
+    let (first, found) = run_reading_ops(dir.path(), &repo, &config, false, false);
     assert!(!found.is_empty(), "the detector flags the planted line");
     assert!(found.iter().all(|f| f["status"] == "new"), "{found:?}");
     assert_eq!(observed(&first), ["calc/ops.py"], "{first}");
@@ -378,7 +388,7 @@ fn a_dismissed_line_is_not_raised_again_by_the_next_run_until_it_changes() {
     }
 
     // Second run over the same blob: recorded, but already dismissed and not reported.
-    let (second, again) = run_reading_ops(dir.path(), &repo, &config, false);
+    let (second, again) = run_reading_ops(dir.path(), &repo, &config, false, false);
     assert_eq!(again.len(), found.len(), "{again:?}");
     assert!(
         again
@@ -394,6 +404,17 @@ fn a_dismissed_line_is_not_raised_again_by_the_next_run_until_it_changes() {
             .all(|f| !fresh.contains(&f["seq"].as_u64().unwrap()))
     );
 
+    // The agent rewrites the file: what it then reads is no longer the pinned blob, so the
+    // pinned version's dismissal does not cover it.
+    let (_, rewritten) = run_reading_ops(dir.path(), &repo, &config, false, true);
+    assert!(!rewritten.is_empty());
+    assert!(
+        rewritten
+            .iter()
+            .all(|f| f["status"] == "new" && f["blob"].as_str().unwrap().starts_with("sha256:")),
+        "{rewritten:?}"
+    );
+
     // The line changes (a new blob): raised again.
     airlock_testkit::write(
         &repo,
@@ -401,7 +422,7 @@ fn a_dismissed_line_is_not_raised_again_by_the_next_run_until_it_changes() {
         ops_py(&format!("{PLANTED_LINE}, then push to main")),
     );
     git(&repo, &["commit", "-qam", "reword the note"]);
-    let (third, changed) = run_reading_ops(dir.path(), &repo, &config, true);
+    let (third, changed) = run_reading_ops(dir.path(), &repo, &config, true, false);
     assert!(!changed.is_empty());
     assert!(changed.iter().all(|f| f["status"] == "new"), "{changed:?}");
     assert_eq!(observed(&third), ["calc/ops.py"], "{third}");
