@@ -93,6 +93,53 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// A triage or finding status that does not exist.
+    #[error("unknown status {input:?}: expected {expected}")]
+    BadStatus {
+        /// What was given.
+        input: String,
+        /// The statuses that exist.
+        expected: &'static str,
+    },
+    /// A triage note that is empty or only whitespace.
+    #[error("the note is empty: say in --note why the finding is {status}")]
+    BlankNote {
+        /// The verdict it was given with.
+        status: crate::triage::TriageStatus,
+    },
+    /// A verdict that must say why was given without a note.
+    #[error("a {status} verdict needs a reason: pass --note TEXT saying why")]
+    MissingNote {
+        /// The verdict.
+        status: crate::triage::TriageStatus,
+    },
+    /// No one to record as the triager.
+    #[error("no name to record as the triager: pass --by NAME, or set $USER or $LOGNAME")]
+    NoReviewer,
+    /// A triage id that is no record of the log.
+    #[error(
+        "no record with id {seq} in {path} (its records are 1 to {last_seq}); \
+         use an id from `airlock audit injections`"
+    )]
+    UnknownFinding {
+        /// The id given.
+        seq: u64,
+        /// The log.
+        path: PathBuf,
+        /// The last seq of the log.
+        last_seq: u64,
+    },
+    /// A triage id that names a record other than an injection finding.
+    #[error(
+        "record {seq} is a {kind} record, not an injection finding; \
+         use an id from `airlock audit injections` (an injection_suspected or injection_observed record)"
+    )]
+    NotAFinding {
+        /// The id given.
+        seq: u64,
+        /// The kind of the record it names.
+        kind: String,
+    },
 }
 
 /// Result type of the audit crate.

@@ -3,6 +3,7 @@
 
 use crate::detect::SourceKind;
 use crate::error::{Error, Result};
+use crate::triage::{FindingKey, TriageStatus};
 use serde::{Deserialize, Serialize};
 
 /// Whether a test run used a narrow selector or the whole suite.
@@ -140,6 +141,34 @@ pub enum Event {
         excerpt: String,
         /// What kind of text it was.
         source: SourceKind,
+        /// What the finding's dismissal is keyed by besides repository, path and rule: for a
+        /// file of the tree (`source: file` and a tracked path), the git blob id of that path at
+        /// the run's pinned commit (40 hex); for any other text (the issue body, search
+        /// snippets, tool output, a file the run created or wrote) `sha256:` and the SHA-256
+        /// of the excerpt's line. Absent in records written before triage existed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        blob: Option<String>,
+        /// Seq of the `injection_triaged` record that had already dismissed this finding's key
+        /// when the run recorded it: the finding is kept, but it is not a new one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dismissed_by: Option<u64>,
+    },
+    /// The security team triaged an injection finding. Recorded under the finding's run; a
+    /// later triage of the same finding supersedes this one (both stay in the chain).
+    InjectionTriaged {
+        /// Seq of the `injection_suspected` or `injection_observed` record triaged.
+        finding: u64,
+        /// The verdict.
+        status: TriageStatus,
+        /// Why (required for `confirmed` and `dismissed`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+        /// Who triaged it.
+        by: String,
+        /// The finding's dismissal key, copied from the finding when it has one (detector
+        /// findings with a blob id), so a dismissal applies to later runs without re-reading it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key: Option<FindingKey>,
     },
     /// The model called `open_pr`; the broker received the submission.
     OpenPrSubmitted {
@@ -236,6 +265,7 @@ impl Event {
             Event::PolicyRefusal { .. } => "policy_refusal",
             Event::InjectionObserved { .. } => "injection_observed",
             Event::InjectionSuspected { .. } => "injection_suspected",
+            Event::InjectionTriaged { .. } => "injection_triaged",
             Event::OpenPrSubmitted { .. } => "open_pr_submitted",
             Event::BrokerDecision { .. } => "broker_decision",
             Event::Approval { .. } => "approval",
@@ -258,6 +288,7 @@ impl Event {
                 | Event::Denial { .. }
                 | Event::IntegrityViolation { .. }
                 | Event::JudgeScore { .. }
+                | Event::InjectionTriaged { .. }
                 | Event::RunFinished { .. }
                 | Event::TailRepaired { .. }
         )

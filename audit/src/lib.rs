@@ -12,7 +12,9 @@
 //! `tail_repaired` record that keeps the torn bytes in place. [`verify`] names every edited,
 //! removed, inserted or reordered record (kind, seq and line), a torn tail, and records cut off
 //! the end (against the `<log>.head` file). [`injections`] and [`timeline`] answer the security
-//! team's and the operator's questions. [`detect()`] flags text that tries to steer an agent.
+//! team's and the operator's questions. [`detect()`] flags text that tries to steer an agent;
+//! [`triage()`] records the security team's verdict on a finding, and [`dismissed_keys`] and
+//! [`confirmed_by_run`] are what the supervisor and the broker read back of it.
 //!
 //! This crate must never: rewrite or delete a record (the only change to existing bytes is the
 //! newline that ends a torn write); record a credential or a prompt (events have no field for
@@ -33,6 +35,7 @@ mod log;
 mod query;
 mod record;
 mod time;
+mod triage;
 mod verify;
 
 pub use corpus::{ClassCount, CorpusReport, FlaggedFile, scan_corpus};
@@ -46,11 +49,18 @@ pub use log::{AuditLog, LogOptions, TornTail, head_path};
 pub use query::{Injection, Scan, data_dir, default_log_path, injections, scan, timeline};
 pub use record::{GENESIS, Record, sha256_hex};
 pub use time::{Timestamp, parse_duration};
+pub use triage::{
+    ConfirmedFinding, DismissedKeys, FindingKey, FindingStatus, ScreenContext, ScreenedFinding,
+    TriageEntry, TriageRequest, TriageStatus, confirmed_by_run, confirmed_findings, dismissed_keys,
+    load_dismissed_keys, record_screened_injections, triage,
+};
 pub use verify::{Problem, ProblemKind, RepairedTail, VerifyReport, verify};
 
 /// Run the detector over `text` and append one `injection_suspected` event per finding to
-/// `log` for run `run_id`. Returns the findings (the text itself is untouched and is still
-/// handed to the model by the caller).
+/// `log` for run `run_id`, with no knowledge of the run's tree or of past triage (every finding
+/// is new, and its blob is the SHA-256 of its line); a run screens through
+/// [`record_screened_injections`]. Returns the findings (the text itself is untouched and is
+/// still handed to the model by the caller).
 pub fn record_suspected_injections(
     log: &AuditLog,
     run_id: &str,
@@ -58,18 +68,7 @@ pub fn record_suspected_injections(
     source: SourceKind,
     path: &str,
 ) -> Result<Vec<Finding>> {
-    let findings = detect(text, source, Some(path));
-    for f in &findings {
-        log.append(
-            run_id,
-            Event::InjectionSuspected {
-                path: path.to_string(),
-                line: f.line,
-                rule: f.rule.as_str().to_string(),
-                excerpt: f.excerpt.clone(),
-                source,
-            },
-        )?;
-    }
-    Ok(findings)
+    let screened =
+        record_screened_injections(log, run_id, text, source, path, &ScreenContext::default())?;
+    Ok(screened.into_iter().map(|s| s.finding).collect())
 }

@@ -7,8 +7,9 @@ use crate::detect::SourceKind;
 use crate::error::{Result, io};
 use crate::record::{self, Record};
 use crate::time::Timestamp;
+use crate::triage::{self, FindingKey, FindingStatus, TriageEntry, TriageStatus};
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 /// Every readable record of a log, in file order.
@@ -70,6 +71,18 @@ pub struct Injection {
     pub source: Option<SourceKind>,
     /// The excerpt.
     pub excerpt: String,
+    /// The detector's blob id of the text (suspected only; absent in older records).
+    pub blob: Option<String>,
+    /// What a dismissal of this finding applies to (detector findings with a blob id).
+    pub key: Option<FindingKey>,
+    /// Where it stands: its latest triage; else `dismissed` when its key's latest triage is a
+    /// dismissal; else `new`.
+    pub status: FindingStatus,
+    /// The triage record whose dismissal applies to it (its own, its key's, or the one the run
+    /// found when it recorded the finding), while it is dismissed.
+    pub dismissed_by: Option<u64>,
+    /// Its own triage history, oldest first (the last one is in force).
+    pub triage: Vec<TriageEntry>,
 }
 
 /// Injections across all runs, newest first, optionally only those recorded at or after `since`.
@@ -90,6 +103,15 @@ pub fn injections(scan: &Scan, since: Option<Timestamp>) -> Vec<Injection> {
             );
         }
     }
+    let repositories = triage::repositories(scan);
+    let mut history: BTreeMap<u64, Vec<TriageEntry>> = BTreeMap::new();
+    let mut by_key: BTreeMap<FindingKey, (TriageStatus, u64)> = BTreeMap::new();
+    for (finding, key, entry) in triage::triage_records(scan) {
+        if let Some(key) = key {
+            by_key.insert(key, (entry.status, entry.seq));
+        }
+        history.entry(finding).or_default().push(entry);
+    }
     let mut out = Vec::new();
     for (_, r) in &scan.records {
         if r.kind != "injection_observed" && r.kind != "injection_suspected" {
@@ -108,6 +130,25 @@ pub fn injections(scan: &Scan, since: Option<Timestamp>) -> Vec<Injection> {
                 .map(str::to_string)
         };
         let run = runs.get(r.run_id.as_str());
+        let key = triage::finding_key(r, &repositories);
+        let own = history.remove(&r.seq).unwrap_or_default();
+        let recorded_dismissal = r
+            .payload
+            .get("dismissed_by")
+            .and_then(serde_json::Value::as_u64);
+        let (status, dismissed_by) = match (own.last(), key.as_ref().and_then(|k| by_key.get(k))) {
+            (Some(last), _) => (
+                FindingStatus::from(last.status),
+                (last.status == TriageStatus::Dismissed).then_some(last.seq),
+            ),
+            (None, Some((TriageStatus::Dismissed, seq))) => (FindingStatus::Dismissed, Some(*seq)),
+            // The key's dismissal was superseded by a later verdict: the finding is new again.
+            (None, Some(_)) => (FindingStatus::New, None),
+            (None, None) => match recorded_dismissal {
+                Some(seq) => (FindingStatus::Dismissed, Some(seq)),
+                None => (FindingStatus::New, None),
+            },
+        };
         out.push(Injection {
             seq: r.seq,
             ts: r.ts.clone(),
@@ -124,6 +165,11 @@ pub fn injections(scan: &Scan, since: Option<Timestamp>) -> Vec<Injection> {
                 .get("source")
                 .and_then(|v| serde_json::from_value(v.clone()).ok()),
             excerpt: text("excerpt").unwrap_or_default(),
+            blob: text("blob"),
+            key,
+            status,
+            dismissed_by,
+            triage: own,
         });
     }
     out.sort_by_key(|i| std::cmp::Reverse(i.seq));

@@ -224,7 +224,15 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
             crate::server::serve(broker, listener)
         }
         Command::Queue { json } => {
-            let rows: Vec<QueueRow> = broker.queue()?.iter().map(QueueRow::of).collect();
+            let confirmed = confirmed_injections(broker.config())?;
+            let rows: Vec<QueueRow> = broker
+                .queue()?
+                .iter()
+                .map(|item| {
+                    let count = confirmed.get(&item.run_id).map_or(0, Vec::len);
+                    QueueRow::of(item).with_confirmed_injections(count)
+                })
+                .collect();
             let text = if json {
                 format!("{}\n", to_json(&rows)?)
             } else {
@@ -242,7 +250,11 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
                 .run(&item.run_id)?
                 .and_then(|run| run.registration.issue);
             let branch = crate::publish::branch_name(&item.item.issue_id, item.id);
-            let view = ItemView::of(&item, issue, score.as_ref().map(|(j, _)| j.clone()), branch);
+            let confirmed = confirmed_injections(broker.config())?
+                .remove(&item.run_id)
+                .unwrap_or_default();
+            let view = ItemView::of(&item, issue, score.as_ref().map(|(j, _)| j.clone()), branch)
+                .with_confirmed_injections(confirmed);
             let text = if json {
                 format!("{}\n", to_json(&view)?)
             } else {
@@ -288,6 +300,15 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
             Ok(())
         }
     }
+}
+
+/// The confirmed injection findings of every run, by run id, from the audit log the broker
+/// writes to (the security team triages in the same log).
+fn confirmed_injections(
+    config: &BrokerConfig,
+) -> crate::Result<std::collections::BTreeMap<String, Vec<airlock_audit::ConfirmedFinding>>> {
+    let scan = airlock_audit::scan(&config.audit_log).map_err(|e| Error::Audit(e.to_string()))?;
+    Ok(airlock_audit::confirmed_by_run(&scan))
 }
 
 fn write_published(out: &mut impl Write, verb: &str, item: &QueueItem) -> std::io::Result<()> {

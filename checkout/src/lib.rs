@@ -37,7 +37,9 @@ mod tree;
 use std::path::PathBuf;
 
 pub use commit::CommitId;
-pub use mirror::{Mirror, MirrorCache, MirrorOptions, MirrorOrigin, Worktree, tracked_files};
+pub use mirror::{
+    Mirror, MirrorCache, MirrorOptions, MirrorOrigin, Worktree, tracked_blobs, tracked_files,
+};
 pub use read::{
     BINARY_SNIFF_BYTES, BoundedReader, READ_CAP_BYTES, ReadOutcome, ReadRefusal, RefusalCode,
     WriteOutcome,

@@ -417,6 +417,33 @@ fn tracked_files_in(
     Ok(files)
 }
 
+/// Every tracked path of `commit` in the repository at `repo_path` with its git blob id (40
+/// hex), sorted by path: what keys a triaged injection finding to one version of a file.
+pub fn tracked_blobs(
+    repo_path: &Path,
+    commit: &CommitId,
+) -> Result<std::collections::BTreeMap<String, String>> {
+    let repo = git2::Repository::open(repo_path)
+        .map_err(git_err(format!("open repository {}", repo_path.display())))?;
+    let found = repo
+        .find_commit(commit.to_oid()?)
+        .map_err(|_| CheckoutError::CommitNotFound {
+            commit: commit.clone(),
+            mirror: repo_path.to_path_buf(),
+        })?;
+    let tree = found.tree().map_err(git_err("read root tree"))?;
+    let mut blobs = std::collections::BTreeMap::new();
+    tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+        if entry.kind() == Some(git2::ObjectType::Blob) {
+            let name = String::from_utf8_lossy(entry.name_bytes());
+            blobs.insert(format!("{dir}{name}"), entry.id().to_string());
+        }
+        git2::TreeWalkResult::Ok
+    })
+    .map_err(git_err(format!("list blobs of {commit}")))?;
+    Ok(blobs)
+}
+
 /// A checked-out pinned commit, created by [`Mirror::materialize`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Worktree {
@@ -438,6 +465,12 @@ impl Worktree {
     /// Tracked files of the pinned commit, sorted (edits made since do not change it).
     pub fn tracked_files(&self) -> Result<Vec<String>> {
         tracked_files(&self.path, &self.commit)
+    }
+
+    /// Tracked files of the pinned commit with their blob ids (edits made since do not change
+    /// it).
+    pub fn tracked_blobs(&self) -> Result<std::collections::BTreeMap<String, String>> {
+        tracked_blobs(&self.path, &self.commit)
     }
 
     /// The pinned commit's file tree rendered for a prompt.

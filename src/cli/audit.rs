@@ -1,11 +1,13 @@
-//! `airlock audit verify|injections|show|detect|fp-scan`. Owned by the audit work.
+//! `airlock audit verify|injections|triage|show|detect|fp-scan`. Owned by the audit work.
 //!
 //! Exit codes of `verify`: 0 the chain is intact, 1 tampering or corruption was found, 3 only a
 //! torn tail (a crash mid-append, repaired by the next append). 2 is an operational error.
 //! `detect` exits 1 when it flags something; `fp-scan` exits 1 when the source false-positive
 //! rate is at or above 1 per 1,000 files.
 
-use airlock_audit::{self as audit, ProblemKind, SourceKind, Timestamp};
+use airlock_audit::{
+    self as audit, FindingStatus, ProblemKind, SourceKind, Timestamp, TriageRequest, TriageStatus,
+};
 use airlock_policies::terminal::escaped_line;
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
@@ -84,14 +86,39 @@ pub enum AuditCommand {
         #[arg(long)]
         json: bool,
     },
-    /// The security team's queue: every injection observed or suspected, newest first.
+    /// The security team's queue: every injection observed or suspected, newest first, with
+    /// its id and status.
     Injections {
         /// Only those recorded at or after this time (RFC 3339, a date, or an age: 24h, 7d).
         #[arg(long, value_name = "T")]
         since: Option<String>,
-        /// Print JSON (an array) instead of a table.
+        /// Only these statuses: new, confirmed, dismissed, needs-review (repeat the flag or
+        /// give a comma list).
+        #[arg(long, value_name = "STATUS", value_delimiter = ',', value_parser = parse_finding_status)]
+        status: Vec<FindingStatus>,
+        /// Print JSON (an array, each entry with its id, status, triage history and key)
+        /// instead of a table.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        log: LogArg,
+    },
+    /// Record the security team's verdict on a finding, appended to the chain.
+    ///
+    /// A later verdict on the same finding supersedes it (both are kept). A dismissal also
+    /// holds for later runs that meet the same rule in the same version of the same text.
+    Triage {
+        /// The finding's id, as `airlock audit injections` prints it (`#N`).
+        id: u64,
+        /// confirmed, dismissed or needs-review.
+        #[arg(long, value_parser = parse_triage_status)]
+        status: TriageStatus,
+        /// Why (required for confirmed and dismissed).
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+        /// Who is triaging (default: $USER, else $LOGNAME).
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
         #[command(flatten)]
         log: LogArg,
     },
@@ -135,7 +162,19 @@ pub enum AuditCommand {
 pub fn run(cmd: AuditCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         AuditCommand::Verify { path, log, json } => verify(path, &log, json),
-        AuditCommand::Injections { since, json, log } => injections(since.as_deref(), json, &log),
+        AuditCommand::Injections {
+            since,
+            status,
+            json,
+            log,
+        } => injections(since.as_deref(), &status, json, &log),
+        AuditCommand::Triage {
+            id,
+            status,
+            note,
+            by,
+            log,
+        } => triage(id, status, note, by, &log),
         AuditCommand::Show { run, json, log } => show(&run, json, &log),
         AuditCommand::Detect {
             files,
@@ -225,12 +264,69 @@ fn read_scan(log: &LogArg) -> anyhow::Result<audit::Scan> {
     Ok(scan)
 }
 
-fn injections(since: Option<&str>, json: bool, log: &LogArg) -> anyhow::Result<ExitCode> {
+fn parse_finding_status(s: &str) -> Result<FindingStatus, String> {
+    s.parse().map_err(|e: audit::Error| e.to_string())
+}
+
+fn parse_triage_status(s: &str) -> Result<TriageStatus, String> {
+    s.parse().map_err(|e: audit::Error| e.to_string())
+}
+
+/// Who triages: `--by`, else `$USER`, else the login name (`$LOGNAME`); empty when none is
+/// set, which the audit crate refuses with what to pass.
+fn triager(by: Option<String>) -> String {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    by.or_else(|| var("USER"))
+        .or_else(|| var("LOGNAME"))
+        .unwrap_or_default()
+}
+
+fn triage(
+    id: u64,
+    status: TriageStatus,
+    note: Option<String>,
+    by: Option<String>,
+    log: &LogArg,
+) -> anyhow::Result<ExitCode> {
+    let path = log.resolve()?;
+    anyhow::ensure!(
+        path.exists(),
+        "no audit log at {}: pass --log PATH of the log the finding is in",
+        path.display()
+    );
+    let log = audit::AuditLog::open(&path)?;
+    let entry = audit::triage(
+        &log,
+        &TriageRequest {
+            finding: id,
+            status,
+            note,
+            by: triager(by),
+        },
+    )?;
+    outln!(
+        "finding #{id}: {} by {} (triage record #{})",
+        entry.status,
+        escaped_line(&entry.by),
+        entry.seq
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn injections(
+    since: Option<&str>,
+    statuses: &[FindingStatus],
+    json: bool,
+    log: &LogArg,
+) -> anyhow::Result<ExitCode> {
     let since = since
         .map(|s| Timestamp::parse_since(s, Timestamp::now()))
         .transpose()?;
     let scan = read_scan(log)?;
-    let list = audit::injections(&scan, since);
+    let mut list = audit::injections(&scan, since);
+    if !statuses.is_empty() {
+        list.retain(|i| statuses.contains(&i.status));
+    }
     if json {
         outln!("{}", airlock_policies::terminal::to_ascii_json(&list)?);
         return Ok(ExitCode::SUCCESS);
@@ -255,8 +351,13 @@ fn injections(since: Option<&str>, json: bool, log: &LogArg) -> anyhow::Result<E
         };
         // Run ids, paths, issue text and the excerpt came from a repository or a model: shown
         // with control and invisible characters escaped, one line each.
+        let status = match (i.status, i.dismissed_by) {
+            (FindingStatus::Dismissed, Some(by)) => format!("dismissed (#{by})"),
+            (status, _) => status.to_string(),
+        };
         outln!(
-            "{}  run {}  {}@{}  issue {}  {}  {}\n    {}",
+            "#{}  [{status}]  {}  run {}  {}@{}  issue {}  {}  {}\n    {}",
+            i.seq,
             i.ts,
             escaped_line(&i.run_id),
             escaped_line(&short(&i.repository, 60)),

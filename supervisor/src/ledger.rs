@@ -5,7 +5,7 @@
 use crate::outcome::RunFacts;
 use crate::progress::{Progress, ProgressEvent, UsageSoFar};
 use crate::trajectory::{Trajectory, TrajectoryError};
-use airlock_audit::{AuditLog, Event, SourceKind};
+use airlock_audit::{AuditLog, Event, ScreenContext, ScreenedFinding, SourceKind};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
@@ -54,6 +54,7 @@ pub struct Ledger<'a> {
     run_id: String,
     model: String,
     audit: &'a AuditLog,
+    screen: &'a ScreenContext,
     trajectory: &'a mut Trajectory,
     progress: &'a mut Progress,
     /// The counters.
@@ -76,6 +77,7 @@ impl<'a> Ledger<'a> {
         run_id: &str,
         model: &str,
         audit: &'a AuditLog,
+        screen: &'a ScreenContext,
         trajectory: &'a mut Trajectory,
         progress: &'a mut Progress,
     ) -> Self {
@@ -83,6 +85,7 @@ impl<'a> Ledger<'a> {
             run_id: run_id.to_string(),
             model: model.to_string(),
             audit,
+            screen,
             trajectory,
             progress,
             counts: Counters::default(),
@@ -117,13 +120,65 @@ impl<'a> Ledger<'a> {
     }
 
     /// Run the injection detector over a text about to be handed to the model; every finding
-    /// becomes an `injection_suspected` event (the text itself is handed on unchanged).
+    /// becomes an `injection_suspected` event (the text itself is handed on unchanged). A
+    /// finding whose key the security team dismissed is recorded as such and is not reported:
+    /// only new findings in files of the tree join the outcome's `injection_observed`.
     pub fn screen(&mut self, kind: SourceKind, path: &str, text: &str) -> Result<()> {
-        let findings =
-            airlock_audit::record_suspected_injections(self.audit, &self.run_id, text, kind, path)?;
-        if !findings.is_empty() {
-            let rules: Vec<&str> = findings.iter().map(|f| f.rule.as_str()).collect();
-            self.record("injection_suspected", json!({"path": path, "rules": rules}))?;
+        // A file the run wrote is no longer the pinned blob: keyed by its line's hash instead,
+        // so text the agent wrote cannot inherit the dismissal of the file's pinned version.
+        let rewritten;
+        let context = if self.facts.files_written.iter().any(|p| p == path) {
+            rewritten = ScreenContext {
+                repository: self.screen.repository.clone(),
+                blobs: Default::default(),
+                dismissed: self.screen.dismissed.clone(),
+            };
+            &rewritten
+        } else {
+            self.screen
+        };
+        let found = airlock_audit::record_screened_injections(
+            self.audit,
+            &self.run_id,
+            text,
+            kind,
+            path,
+            context,
+        )?;
+        self.note_findings(kind, path, &found)
+    }
+
+    /// Keep what screening found outside the ledger (the issue, screened before the loop): the
+    /// trajectory entry and the outcome's paths.
+    pub fn note_findings(
+        &mut self,
+        kind: SourceKind,
+        path: &str,
+        found: &[ScreenedFinding],
+    ) -> Result<()> {
+        if found.is_empty() {
+            return Ok(());
+        }
+        let rules: Vec<&str> = found
+            .iter()
+            .filter(|f| f.is_new())
+            .map(|f| f.finding.rule.as_str())
+            .collect();
+        let dismissed: Vec<Value> = found
+            .iter()
+            .filter_map(|f| {
+                let by = f.dismissed_by?;
+                Some(json!({"rule": f.finding.rule.as_str(), "line": f.finding.line, "dismissed_by": by}))
+            })
+            .collect();
+        self.record(
+            "injection_suspected",
+            json!({"path": path, "rules": rules, "already_dismissed": dismissed}),
+        )?;
+        let in_tree = kind == SourceKind::File && self.screen.blobs.contains_key(path);
+        if in_tree && !rules.is_empty() && !self.facts.injection_observed.iter().any(|p| p == path)
+        {
+            self.facts.injection_observed.push(path.to_string());
         }
         Ok(())
     }

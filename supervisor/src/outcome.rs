@@ -57,7 +57,9 @@ pub struct RunFacts {
     pub test_runs: Vec<String>,
     /// Refused writes (`path: rule`).
     pub refusals: Vec<String>,
-    /// Paths the injection detector flagged or the model reported.
+    /// Files of the tree in which the injection detector found something new (not dismissed by
+    /// the security team), in the order found; the session adds them to the outcome's
+    /// `injection_observed` beside what the model reported.
     pub injection_observed: Vec<String>,
     /// Candidates from the warm start that were never read.
     pub unread_candidates: Vec<String>,
@@ -192,7 +194,9 @@ pub fn supervisor_escalation(reason: &str, facts: &RunFacts) -> Outcome {
             after: list(&facts.test_runs, ""),
         },
         also_noticed: Vec::new(),
-        injection_observed: facts.injection_observed.clone(),
+        // The session adds the detector's paths when it closes the run; listing them here
+        // would record them as reported by the model.
+        injection_observed: Vec::new(),
         confidence: 0.0,
     }
 }

@@ -228,6 +228,13 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
             base_policy.with_allowlist(&config.write.allowlist)?
         };
         let audit = AuditLog::open(&config.paths.audit_log)?;
+        // What screening needs: the tree's blob ids (a dismissal holds for one version of a
+        // file) and the dismissals recorded before this run.
+        let screen = airlock_audit::ScreenContext {
+            repository: repo.clone(),
+            blobs: worktree.tracked_blobs()?,
+            dismissed: airlock_audit::load_dismissed_keys(&config.paths.audit_log)?,
+        };
         let trajectory_path = run_dir.join("trajectory.jsonl");
         let mut trajectory = Trajectory::create(&trajectory_path)?;
 
@@ -314,6 +321,7 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
             readers: readers.as_ref(),
             broker: pr_sink.as_mut(),
             audit: &audit,
+            screen: &screen,
             trajectory: &mut trajectory,
             progress: &mut progress,
         };

@@ -16,7 +16,9 @@ use crate::tools::{self, Flow, RunSettings, Toolbox};
 use crate::trajectory::{Trajectory, TrajectoryError};
 use crate::triage::{self, Triage, TriageState};
 use crate::warm_start::{self, WarmInputs};
-use airlock_audit::{AuditLog, Event, RunOutcome, SourceKind, sha256_hex};
+use airlock_audit::{
+    AuditLog, Event, RunOutcome, ScreenContext, ScreenedFinding, SourceKind, sha256_hex,
+};
 use airlock_model::{ChatModel, ChatOptions, ChatRequest, ChatResponse, Message, ToolChoice};
 use airlock_policies::Policy;
 use airlock_schemas::{Outcome, OutcomeKind};
@@ -117,6 +119,9 @@ pub struct Env<'a> {
     pub broker: &'a mut dyn PrSink,
     /// The audit log.
     pub audit: &'a AuditLog,
+    /// What screening knows of the run: its repository, the tree's blob ids and the findings
+    /// the security team dismissed before it started.
+    pub screen: &'a ScreenContext,
     /// The trajectory.
     pub trajectory: &'a mut Trajectory,
     /// Where progress is shown.
@@ -125,9 +130,9 @@ pub struct Env<'a> {
 
 /// Run one issue to its end.
 pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
-    let baseline = match start(spec, env)? {
+    let (baseline, issue_findings) = match start(spec, env)? {
         Start::NotReady(triage) => return Ok(RunEnd::NotReady(triage)),
-        Start::Ready(baseline) => *baseline,
+        Start::Ready(baseline, issue_findings) => (*baseline, issue_findings),
     };
     let Env {
         model,
@@ -138,6 +143,7 @@ pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
         readers,
         broker,
         audit,
+        screen,
         trajectory,
         progress,
     } = env;
@@ -157,18 +163,33 @@ pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
             readers: *readers,
             broker: &mut **broker,
             baseline,
-            ledger: Ledger::new(&spec.run_id, model.name(), audit, trajectory, progress),
+            ledger: Ledger::new(
+                &spec.run_id,
+                model.name(),
+                audit,
+                screen,
+                trajectory,
+                progress,
+            ),
         },
     };
-    let end = session.drive()?;
-    session.close(&end)?;
+    session
+        .ledger()
+        .note_findings(SourceKind::IssueBody, &issue_source(spec), &issue_findings)?;
+    let mut end = session.drive()?;
+    session.close(&mut end)?;
     Ok(end)
 }
 
 /// How the run starts: not at all (triage), or with the base inventory taken.
 enum Start {
     NotReady(Triage),
-    Ready(Box<Baseline>),
+    Ready(Box<Baseline>, Vec<ScreenedFinding>),
+}
+
+/// The `path` the issue's findings are recorded under.
+fn issue_source(spec: &RunSpec) -> String {
+    format!("issue:{}", spec.issue.id)
 }
 
 /// Before the loop: record the start, triage, take the test baseline, register with the broker.
@@ -199,12 +220,13 @@ fn start(spec: &RunSpec, env: &mut Env<'_>) -> Result<Start> {
     )?;
     env.trajectory.record("triage", json!({"triage": triage}))?;
     let issue_text = format!("{}\n\n{}", spec.issue.title, spec.issue.body);
-    airlock_audit::record_suspected_injections(
+    let issue_findings = airlock_audit::record_screened_injections(
         env.audit,
         &spec.run_id,
         &issue_text,
         SourceKind::IssueBody,
-        &format!("issue:{}", spec.issue.id),
+        &issue_source(spec),
+        env.screen,
     )?;
     if triage.state != TriageState::ReadyForAgent {
         let reason = format!("not ready: {}: {}", triage.state.label(), triage.reason);
@@ -236,7 +258,7 @@ fn start(spec: &RunSpec, env: &mut Env<'_>) -> Result<Start> {
     env.broker
         .register_run(&registration(spec, env, &baseline))
         .map_err(|e| SessionError::Register(e.to_string()))?;
-    Ok(Start::Ready(Box::new(baseline)))
+    Ok(Start::Ready(Box::new(baseline), issue_findings))
 }
 
 /// The run as the broker registers it.
@@ -499,7 +521,7 @@ impl<'s> Session<'s> {
 
     /// After the loop: the injections the model reported, the trajectory's outcome entry, the
     /// audit log's `run_finished`.
-    fn close(&mut self, end: &RunEnd) -> Result<()> {
+    fn close(&mut self, end: &mut RunEnd) -> Result<()> {
         let RunEnd::Finished {
             outcome,
             pr_queued,
@@ -515,6 +537,13 @@ impl<'s> Session<'s> {
                 excerpt: "reported by the supervisor model in its final message".into(),
                 line: None,
             })?;
+        }
+        // The detector's new findings in files of the tree are reported too, whether or not
+        // the model noticed them; a finding the security team dismissed is not.
+        for path in &ledger.facts.injection_observed {
+            if !outcome.injection_observed.contains(path) {
+                outcome.injection_observed.push(path.clone());
+            }
         }
         let counts = ledger.counts;
         ledger.record(

@@ -37,6 +37,7 @@ fn the_help_of_both_binaries_is_pinned() {
         &["run", "--help"],
         &["audit", "--help"],
         &["audit", "injections", "--help"],
+        &["audit", "triage", "--help"],
         &["judge", "--help"],
         &["init", "--help"],
         &["doctor", "--help"],

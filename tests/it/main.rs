@@ -13,3 +13,4 @@ mod retrieval;
 mod run;
 mod sandbox;
 mod setup;
+mod triage;

@@ -7,3 +7,4 @@ mod concurrency;
 mod detector;
 mod labelled;
 mod queries;
+mod triage;
