@@ -59,7 +59,7 @@ fn readable(bytes: &[u8]) -> Option<String> {
 
 fn from_hex(digits: &str) -> Option<Vec<u8>> {
     let clean: String = digits.chars().filter(char::is_ascii_hexdigit).collect();
-    if clean.len() % 2 != 0 {
+    if !clean.len().is_multiple_of(2) {
         return None;
     }
     hex::decode(clean).ok()

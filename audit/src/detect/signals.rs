@@ -107,7 +107,7 @@ fn compiled() -> &'static Compiled {
 /// Whether every pattern compiled.
 pub(crate) fn ready() -> bool {
     let c = compiled();
-    c.patterns.len() == c.expected
+    c.errors.is_empty() && c.patterns.len() == c.expected
 }
 
 /// Sentence spans of the normalised text: ends at `.`, `!`, `?` (and their CJK forms)
