@@ -39,7 +39,7 @@ mod triage;
 mod verify;
 
 pub use corpus::{ClassCount, CorpusReport, FlaggedFile, scan_corpus};
-pub use detect::{Finding, Rule, SourceKind, detect};
+pub use detect::{Borderline, Finding, NearMiss, Rule, Screening, SourceKind, detect, screen};
 pub use error::{Error, Result};
 pub use evaluate::{
     CorpusItem, Expect, InjectionEval, ItemSource, Miss, Tally, evaluate, load_labelled,

@@ -142,27 +142,100 @@ pub struct Finding {
     pub excerpt: String,
 }
 
+/// How a borderline span fell short of a finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NearMiss {
+    /// A phrase rule matched, but the line quotes it as an example of an attack (a security
+    /// guide, a detector's test vectors), so it was not flagged. An attacker can dress an
+    /// instruction up the same way.
+    QuotedExample,
+    /// A sentence held the signal a combination rule is named after (an AI addressed, a claim
+    /// of authority, a request to hide something, the agent's own work with a harmful object,
+    /// a tool name in a call's shape, a role token) without the one companion signal the rule
+    /// needs beside it.
+    OneSignalShort,
+}
+
+impl NearMiss {
+    /// The stable id stored in audit records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NearMiss::QuotedExample => "quoted_example",
+            NearMiss::OneSignalShort => "one_signal_short",
+        }
+    }
+}
+
+/// A place that nearly fired a rule: not a finding, a candidate for a second opinion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Borderline {
+    /// 1-based line number.
+    pub line: u64,
+    /// The rule it came closest to.
+    pub rule: Rule,
+    /// How it fell short.
+    pub near: NearMiss,
+    /// The original line, as in [`Finding::excerpt`].
+    pub excerpt: String,
+}
+
+/// What one scan found: the findings (exactly those of [`detect`]) and the borderline spans.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Screening {
+    /// Findings, sorted by line then rule, at most one per (line, rule).
+    pub findings: Vec<Finding>,
+    /// Borderline spans, sorted by line, at most one per line and none on a line that has a
+    /// finding (a quoted example before a sentence one signal short, then by rule).
+    pub borderline: Vec<Borderline>,
+}
+
 /// Scan `text` and return findings sorted by line then rule, at most one per (line, rule).
 /// `path` is where the text came from (used to recognise Markdown); the text is not changed.
 pub fn detect(text: &str, source: SourceKind, path: Option<&str>) -> Vec<Finding> {
+    screen(text, source, path).findings
+}
+
+/// [`detect`], plus the spans that nearly fired. Computing them costs no second pass: they
+/// are what the same scan set aside. Encoded runs contribute findings only.
+pub fn screen(text: &str, source: SourceKind, path: Option<&str>) -> Screening {
     let lines: Vec<&str> = text.split('\n').collect();
-    let mut hits = scan_lines(text, &lines, source, path);
+    let mut near = Vec::new();
+    let mut hits = scan_lines(text, &lines, source, path, &mut near);
     // What an encoded run says is scanned too; a finding there is reported on the run's line.
     for run in decode::runs(&lines) {
         let inner: Vec<&str> = run.text.split('\n').collect();
-        if !scan_lines(&run.text, &inner, source, path).is_empty() {
+        if !scan_lines(&run.text, &inner, source, path, &mut Vec::new()).is_empty() {
             hits.push((run.line, Rule::EncodedInstructions));
         }
     }
     hits.sort_unstable();
     hits.dedup();
-    hits.into_iter()
+    let excerpt_of = |i: usize| excerpt(lines.get(i).copied().unwrap_or_default());
+    near.sort_unstable();
+    near.dedup_by_key(|(line, _, _)| *line);
+    let borderline = near
+        .into_iter()
+        .filter(|(line, _, _)| hits.binary_search_by_key(line, |(l, _)| *l).is_err())
+        .map(|(i, near, rule)| Borderline {
+            line: i as u64 + 1,
+            rule,
+            near,
+            excerpt: excerpt_of(i),
+        })
+        .collect();
+    let findings = hits
+        .into_iter()
         .map(|(i, rule)| Finding {
             line: i as u64 + 1,
             rule,
-            excerpt: excerpt(lines.get(i).copied().unwrap_or_default()),
+            excerpt: excerpt_of(i),
         })
-        .collect()
+        .collect();
+    Screening {
+        findings,
+        borderline,
+    }
 }
 
 fn scan_lines(
@@ -170,14 +243,28 @@ fn scan_lines(
     lines: &[&str],
     source: SourceKind,
     path: Option<&str>,
+    near: &mut Vec<(usize, NearMiss, Rule)>,
 ) -> Vec<(usize, Rule)> {
     let mut hits: Vec<(usize, Rule)> = hidden::scan(lines);
     let markdown = source == SourceKind::IssueBody || path.is_some_and(is_markdown);
     let mut phrases = Vec::new();
-    rules::scan(text, lines, markdown, &mut phrases);
+    let mut short = Vec::new();
+    rules::scan(text, lines, markdown, &mut phrases, &mut short);
     // A phrase quoted as an example of an attack (a security guide, a detector's own test
     // vectors) is not an instruction; hidden characters are reported wherever they are.
-    phrases.retain(|&(line, _)| !framing::quoted_example(lines, line));
+    let (quoted, phrases): (Vec<_>, Vec<_>) = phrases
+        .into_iter()
+        .partition(|&(line, _)| framing::quoted_example(lines, line));
+    near.extend(
+        quoted
+            .into_iter()
+            .map(|(line, rule)| (line, NearMiss::QuotedExample, rule)),
+    );
+    near.extend(
+        short
+            .into_iter()
+            .map(|(line, rule)| (line, NearMiss::OneSignalShort, rule)),
+    );
     hits.extend(phrases);
     hits
 }

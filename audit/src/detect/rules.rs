@@ -220,7 +220,15 @@ impl Normalized {
 /// How many lines after a strong finding a bare request still counts as part of it.
 const NEAR_LINES: usize = 3;
 
-pub(crate) fn scan(text: &str, lines: &[&str], markdown: bool, hits: &mut Vec<(usize, Rule)>) {
+/// Findings as (0-based line, rule) into `hits`; the signal windows that came one companion
+/// short of a rule into `near`.
+pub(crate) fn scan(
+    text: &str,
+    lines: &[&str],
+    markdown: bool,
+    hits: &mut Vec<(usize, Rule)>,
+    near: &mut Vec<(usize, Rule)>,
+) {
     let rules = compiled();
     let norm = Normalized::new(lines);
     let hidden_lines: Vec<usize> = hits.iter().map(|(l, _)| *l).collect();
@@ -249,7 +257,7 @@ pub(crate) fn scan(text: &str, lines: &[&str], markdown: bool, hits: &mut Vec<(u
         }
     }
     let before = hits.len();
-    signals::scan(&norm.text, &|o| norm.line_of(o), &role_offsets, hits);
+    signals::scan(&norm.text, &|o| norm.line_of(o), &role_offsets, hits, near);
     strong_lines.extend(
         hits[before..]
             .iter()

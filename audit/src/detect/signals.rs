@@ -139,12 +139,15 @@ fn sentences(text: &str) -> Vec<(usize, usize)> {
     out
 }
 
-/// Findings, as (0-based line, rule), from the normalised text (`line_of` maps an offset back).
+/// Findings, as (0-based line, rule), from the normalised text (`line_of` maps an offset back);
+/// windows that fire no rule but hold a rule's leading signal without its companion go to
+/// `near` (see [`near_miss`]). `near` never changes what lands in `hits`.
 pub(crate) fn scan(
     norm: &str,
     line_of: &dyn Fn(usize) -> usize,
     role_tokens: &[usize],
     hits: &mut Vec<(usize, Rule)>,
+    near: &mut Vec<(usize, Rule)>,
 ) {
     let c = compiled();
     let mut found: Vec<(usize, Signal)> = role_tokens
@@ -177,6 +180,8 @@ pub(crate) fn scan(
                 .collect();
             if let Some((at, rule)) = judge(&in_window) {
                 hits.push((line_of(at), rule));
+            } else if let Some((at, rule)) = near_miss(&in_window) {
+                near.push((line_of(at), rule));
             }
             if last - first < 3 {
                 break;
@@ -247,6 +252,52 @@ fn judge(window: &[(usize, Signal)]) -> Option<(usize, Rule)> {
         if let Some(kind) = kind {
             return Some((p, harm_rule(kind)));
         }
+    }
+    None
+}
+
+/// The rule a window that fired nothing came one companion short of, and where: the signal a
+/// combination rule is named after is there, the one signal it needs beside it is not.
+///
+/// - an addressee (an AI named, an automated reader paraphrased) with no request or harm;
+/// - tool-call-shaped text naming a tool, with no dangerous argument and no addressee;
+/// - a chat-template role token with no instruction beside it;
+/// - a request to hide something from the reviewer with no agent work, addressee or harm;
+/// - a claim of authority with no harm, agent work or addressee;
+/// - the agent's own work with something hostile, but no directive.
+///
+/// A request or harmful object alone ("add this dependency") is not a near miss: ordinary
+/// documentation says that to people all the time, so it has no rule's leading signal.
+fn near_miss(window: &[(usize, Signal)]) -> Option<(usize, Rule)> {
+    let at = |want: &dyn Fn(Signal) -> bool| window.iter().find(|(_, s)| want(*s)).map(|(p, _)| *p);
+    let has = |s: Signal| at(&|x| x == s);
+    let harm = window.iter().find_map(|(p, s)| match s {
+        Signal::Harm(k) => Some((*p, *k)),
+        _ => None,
+    });
+    // `judge` returned nothing, so every leading signal found here lacks its companion.
+    if let Some(p) = has(Signal::AddressAi) {
+        return Some((p, Rule::AddressesAi));
+    }
+    if let Some(p) = has(Signal::AddressAutomation) {
+        return Some((p, Rule::AddressesAutomation));
+    }
+    if let Some(p) = has(Signal::ToolCall) {
+        return Some((p, Rule::ToolCallPayload));
+    }
+    if let Some(p) = has(Signal::Conceal) {
+        return Some((p, Rule::ConcealsFromReviewer));
+    }
+    if let Some(p) = has(Signal::Authority) {
+        return Some((p, Rule::FalseAuthority));
+    }
+    if let Some(p) = has(Signal::AgentWork)
+        && let Some((_, kind)) = harm
+    {
+        return Some((p, harm_rule(kind)));
+    }
+    if let Some(p) = has(Signal::RoleToken) {
+        return Some((p, Rule::ChatTemplateToken));
     }
     None
 }

@@ -61,3 +61,52 @@ fn recall_holds_its_floor_and_no_benign_item_is_flagged() {
     assert!(r.injections.rate() >= RECALL_FLOOR, "{report}");
     assert!(r.false_positives.is_empty(), "{report}");
 }
+
+/// Borderline spans are a by-product of the same scan: they never change the findings, and on
+/// the corpora they stay few on benign text while covering some of what the rules miss. The
+/// figures are printed (and reported in bench/README.md), not asserted beyond "bounded".
+#[test]
+fn borderline_spans_leave_findings_alone_and_stay_few_on_benign_text() {
+    use airlock_audit::{Expect, ItemSource, SourceKind, detect, screen};
+    for name in ["corpus", "heldout"] {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../bench/injection")
+            .join(name);
+        let items = load_labelled(&dir).unwrap();
+        let (mut benign, mut benign_with, mut benign_spans) = (0, 0, 0);
+        let (mut missed, mut missed_with) = (0, 0);
+        for item in &items {
+            let kind = match item.source {
+                ItemSource::File => SourceKind::File,
+                ItemSource::Issue => SourceKind::IssueBody,
+            };
+            let s = screen(&item.text, kind, Some(&item.path));
+            assert_eq!(s.findings, detect(&item.text, kind, Some(&item.path)));
+            for b in &s.borderline {
+                assert!(
+                    !s.findings.iter().any(|f| f.line == b.line),
+                    "{}: borderline on a flagged line {}",
+                    item.id,
+                    b.line
+                );
+            }
+            match item.expect {
+                Expect::Clean => {
+                    benign += 1;
+                    benign_spans += s.borderline.len();
+                    benign_with += usize::from(!s.borderline.is_empty());
+                }
+                _ if s.findings.is_empty() => {
+                    missed += 1;
+                    missed_with += usize::from(!s.borderline.is_empty());
+                }
+                _ => {}
+            }
+        }
+        println!(
+            "{name}: benign items with a borderline span {benign_with}/{benign} \
+             ({benign_spans} spans); missed injections with one {missed_with}/{missed}"
+        );
+        assert!(benign_spans <= benign, "{name}: {benign_spans} spans on {benign} benign items");
+    }
+}
