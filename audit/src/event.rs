@@ -1,7 +1,7 @@
 //! The typed events a run records. On disk each becomes `"kind": <snake_case name>` and
 //! `"payload": {fields}`.
 
-use crate::detect::SourceKind;
+use crate::detect::{Borderline, SourceKind};
 use crate::error::{Error, Result};
 use crate::triage::{FindingKey, TriageStatus};
 use serde::{Deserialize, Serialize};
@@ -40,6 +40,42 @@ pub enum RunOutcome {
     Escalate,
     /// The run stopped on an internal error.
     Failed,
+}
+
+/// What a security model answered about a span (the second opinion; the rules' finding stands
+/// whatever it says).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SecondVerdict {
+    /// The model judged the span an injection attempt.
+    Injection,
+    /// The model judged it benign.
+    Benign,
+    /// The model said it could not tell.
+    Unsure,
+    /// The reply was neither the asked-for JSON nor a guard model's `safe`/`unsafe`.
+    Unparseable,
+    /// No reply: the endpoint failed or timed out.
+    Failed,
+}
+
+impl SecondVerdict {
+    /// The name on disk and in the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SecondVerdict::Injection => "injection",
+            SecondVerdict::Benign => "benign",
+            SecondVerdict::Unsure => "unsure",
+            SecondVerdict::Unparseable => "unparseable",
+            SecondVerdict::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for SecondVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One step of a run. Serialised adjacently tagged: `kind` names the variant, `payload` holds
@@ -153,6 +189,54 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dismissed_by: Option<u64>,
     },
+    /// The operator's security model was asked about a flagged or borderline span and answered
+    /// (or failed to). Recorded beside the rules' finding; it never removes, replaces or
+    /// downgrades it.
+    InjectionSecondOpinion {
+        /// Seq of the `injection_suspected` record it is about; absent for a borderline span.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        finding: Option<u64>,
+        /// Seqs of the other findings on the same line (one question covers a line).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        also: Vec<u64>,
+        /// Where the text came from, as in `injection_suspected`.
+        path: String,
+        /// 1-based line within that text.
+        line: u64,
+        /// For a borderline span: the rule it nearly fired, how it fell short, and its excerpt.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        borderline: Option<Borderline>,
+        /// The security model's name (never a key).
+        model: String,
+        /// Its verdict.
+        verdict: SecondVerdict,
+        /// The model's reason (untrusted text, kept as data), the start of an unparseable reply
+        /// (escaped), or why the call failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// Prompt tokens of the call.
+        input_tokens: u64,
+        /// Completion tokens of the call.
+        output_tokens: u64,
+        /// Wall-clock latency in milliseconds.
+        latency_ms: u64,
+    },
+    /// The security model's budget ran out: from this span on, nothing more is asked in the run.
+    /// Recorded once per run.
+    SecondOpinionBudgetSpent {
+        /// The security model's name.
+        model: String,
+        /// `calls` or `tokens`.
+        resource: String,
+        /// How much was used.
+        used: String,
+        /// The configured limit.
+        limit: String,
+        /// The first span left unasked: its text's path.
+        path: String,
+        /// And its line.
+        line: u64,
+    },
     /// The security team triaged an injection finding. Recorded under the finding's run; a
     /// later triage of the same finding supersedes this one (both stay in the chain).
     InjectionTriaged {
@@ -265,6 +349,8 @@ impl Event {
             Event::PolicyRefusal { .. } => "policy_refusal",
             Event::InjectionObserved { .. } => "injection_observed",
             Event::InjectionSuspected { .. } => "injection_suspected",
+            Event::InjectionSecondOpinion { .. } => "injection_second_opinion",
+            Event::SecondOpinionBudgetSpent { .. } => "second_opinion_budget_spent",
             Event::InjectionTriaged { .. } => "injection_triaged",
             Event::OpenPrSubmitted { .. } => "open_pr_submitted",
             Event::BrokerDecision { .. } => "broker_decision",
@@ -297,7 +383,9 @@ impl Event {
     /// Split into the on-disk `kind` and `payload`, refusing values that must never be logged.
     pub(crate) fn to_kind_payload(&self) -> Result<(&'static str, serde_json::Value)> {
         let kind = self.kind();
-        if let Event::ModelCall { model, .. } = self
+        if let Event::ModelCall { model, .. }
+        | Event::InjectionSecondOpinion { model, .. }
+        | Event::SecondOpinionBudgetSpent { model, .. } = self
             && looks_like_secret(model)
         {
             return Err(Error::RejectedField {

@@ -44,15 +44,19 @@ pub use error::{Error, Result};
 pub use evaluate::{
     CorpusItem, Expect, InjectionEval, ItemSource, Miss, Tally, evaluate, load_labelled,
 };
-pub use event::{Event, RunOutcome, TestResult, TestScope};
+pub use event::{Event, RunOutcome, SecondVerdict, TestResult, TestScope};
 pub use log::{AuditLog, LogOptions, TornTail, head_path};
-pub use query::{Injection, Scan, data_dir, default_log_path, injections, scan, timeline};
+pub use query::{
+    BorderlineOpinion, Injection, Scan, SecondOpinion, borderline_opinions, data_dir,
+    default_log_path, injections, scan, timeline,
+};
 pub use record::{GENESIS, Record, sha256_hex};
 pub use time::{Timestamp, parse_duration};
 pub use triage::{
-    ConfirmedFinding, DismissedKeys, FindingKey, FindingStatus, ScreenContext, ScreenedFinding,
-    TriageEntry, TriageRequest, TriageStatus, confirmed_by_run, confirmed_findings, dismissed_keys,
-    load_dismissed_keys, record_screened_injections, triage,
+    ConfirmedFinding, DismissedKeys, FindingKey, FindingStatus, ScreenContext, Screened,
+    ScreenedFinding, TriageEntry, TriageRequest, TriageStatus, confirmed_by_run,
+    confirmed_findings, dismissed_keys, load_dismissed_keys, record_screened_injections,
+    record_screening, triage,
 };
 pub use verify::{Problem, ProblemKind, RepairedTail, VerifyReport, verify};
 

@@ -3,8 +3,9 @@
 //! Queries read records leniently (a damaged line is skipped and counted, never fatal) because
 //! someone triaging an incident still needs the rest; `verify` is where damage is judged.
 
-use crate::detect::SourceKind;
+use crate::detect::{Borderline, SourceKind};
 use crate::error::{Result, io};
+use crate::event::{Event, SecondVerdict};
 use crate::record::{self, Record};
 use crate::time::Timestamp;
 use crate::triage::{self, FindingKey, FindingStatus, TriageEntry, TriageStatus};
@@ -83,6 +84,90 @@ pub struct Injection {
     pub dismissed_by: Option<u64>,
     /// Its own triage history, oldest first (the last one is in force).
     pub triage: Vec<TriageEntry>,
+    /// What the operator's security model said about it, oldest first (never a status: the
+    /// finding stands whatever the model says).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub second_opinions: Vec<SecondOpinion>,
+}
+
+/// One security-model verdict, as the queue shows it beside a finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SecondOpinion {
+    /// Seq of the `injection_second_opinion` record.
+    pub seq: u64,
+    /// When it was recorded.
+    pub ts: String,
+    /// The security model.
+    pub model: String,
+    /// Its verdict.
+    pub verdict: SecondVerdict,
+    /// Its reason (untrusted text: render it escaped).
+    pub reason: Option<String>,
+}
+
+/// A security-model verdict on a borderline span: no finding, a lead for the security team.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BorderlineOpinion {
+    /// The run.
+    pub run_id: String,
+    /// Where the text was.
+    pub path: String,
+    /// The span: line, the rule it nearly fired, how it fell short, its excerpt.
+    pub span: Borderline,
+    /// The verdict.
+    pub opinion: SecondOpinion,
+}
+
+/// The `injection_second_opinion` records of a scan, decoded, in log order.
+fn second_opinion_records(scan: &Scan) -> Vec<(&Record, Event)> {
+    scan.records
+        .iter()
+        .filter(|(_, r)| r.kind == "injection_second_opinion")
+        .filter_map(|(_, r)| Some((r, r.event().ok()?)))
+        .collect()
+}
+
+/// Verdicts on borderline spans across all runs, newest first, optionally only those recorded
+/// at or after `since`.
+pub fn borderline_opinions(scan: &Scan, since: Option<Timestamp>) -> Vec<BorderlineOpinion> {
+    let mut out = Vec::new();
+    for (r, event) in second_opinion_records(scan) {
+        if !recorded_since(r, since) {
+            continue;
+        }
+        if let Event::InjectionSecondOpinion {
+            finding: None,
+            path,
+            borderline: Some(span),
+            model,
+            verdict,
+            reason,
+            ..
+        } = event
+        {
+            out.push(BorderlineOpinion {
+                run_id: r.run_id.clone(),
+                path,
+                span,
+                opinion: SecondOpinion {
+                    seq: r.seq,
+                    ts: r.ts.clone(),
+                    model,
+                    verdict,
+                    reason,
+                },
+            });
+        }
+    }
+    out.sort_by_key(|b| std::cmp::Reverse(b.opinion.seq));
+    out
+}
+
+fn recorded_since(r: &Record, since: Option<Timestamp>) -> bool {
+    match since {
+        None => true,
+        Some(since) => Timestamp::parse_rfc3339(&r.ts).is_ok_and(|t| t >= since),
+    }
 }
 
 /// Injections across all runs, newest first, optionally only those recorded at or after `since`.
@@ -112,16 +197,36 @@ pub fn injections(scan: &Scan, since: Option<Timestamp>) -> Vec<Injection> {
         }
         history.entry(finding).or_default().push(entry);
     }
+    let mut opinions: BTreeMap<u64, Vec<SecondOpinion>> = BTreeMap::new();
+    for (r, event) in second_opinion_records(scan) {
+        if let Event::InjectionSecondOpinion {
+            finding: Some(finding),
+            also,
+            model,
+            verdict,
+            reason,
+            ..
+        } = event
+        {
+            let opinion = SecondOpinion {
+                seq: r.seq,
+                ts: r.ts.clone(),
+                model,
+                verdict,
+                reason,
+            };
+            for seq in std::iter::once(finding).chain(also) {
+                opinions.entry(seq).or_default().push(opinion.clone());
+            }
+        }
+    }
     let mut out = Vec::new();
     for (_, r) in &scan.records {
         if r.kind != "injection_observed" && r.kind != "injection_suspected" {
             continue;
         }
-        if let Some(since) = since {
-            match Timestamp::parse_rfc3339(&r.ts) {
-                Ok(t) if t >= since => {}
-                _ => continue,
-            }
+        if !recorded_since(r, since) {
+            continue;
         }
         let text = |k: &str| {
             r.payload
@@ -170,6 +275,7 @@ pub fn injections(scan: &Scan, since: Option<Timestamp>) -> Vec<Injection> {
             status,
             dismissed_by,
             triage: own,
+            second_opinions: opinions.remove(&r.seq).unwrap_or_default(),
         });
     }
     out.sort_by_key(|i| std::cmp::Reverse(i.seq));

@@ -7,7 +7,7 @@
 //! blob) is raised again. The latest triage of a key decides: a dismissal superseded by
 //! `confirmed` or `needs-review` no longer suppresses anything.
 
-use crate::detect::{Finding, SourceKind, detect};
+use crate::detect::{Borderline, Finding, SourceKind, screen};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::log::AuditLog;
@@ -437,6 +437,16 @@ impl ScreenedFinding {
     }
 }
 
+/// What screening one text recorded: its findings and the borderline spans the same scan
+/// found (recorded nowhere yet: a second opinion may ask about them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Screened {
+    /// The recorded findings.
+    pub findings: Vec<ScreenedFinding>,
+    /// Spans that nearly fired a rule (see [`crate::detect::NearMiss`]).
+    pub borderline: Vec<Borderline>,
+}
+
 /// Run the detector over `text` and append one `injection_suspected` record per finding, each
 /// with its blob id and, when its key was dismissed, the dismissing triage record (the finding
 /// is recorded all the same). The text is not changed; the caller hands it on.
@@ -448,8 +458,21 @@ pub fn record_screened_injections(
     path: &str,
     context: &ScreenContext,
 ) -> Result<Vec<ScreenedFinding>> {
-    let mut out = Vec::new();
-    for f in detect(text, source, Some(path)) {
+    Ok(record_screening(log, run_id, text, source, path, context)?.findings)
+}
+
+/// [`record_screened_injections`], also returning the borderline spans of the scan.
+pub fn record_screening(
+    log: &AuditLog,
+    run_id: &str,
+    text: &str,
+    source: SourceKind,
+    path: &str,
+    context: &ScreenContext,
+) -> Result<Screened> {
+    let screening = screen(text, source, Some(path));
+    let mut findings = Vec::new();
+    for f in screening.findings {
         let blob = context.blob_of(source, path, &f);
         let dismissed_by = context.dismissed.dismissed_by(&FindingKey {
             repository: context.repository.clone(),
@@ -469,13 +492,16 @@ pub fn record_screened_injections(
                 dismissed_by,
             },
         )?;
-        out.push(ScreenedFinding {
+        findings.push(ScreenedFinding {
             finding: f,
             seq: record.seq,
             dismissed_by,
         });
     }
-    Ok(out)
+    Ok(Screened {
+        findings,
+        borderline: screening.borderline,
+    })
 }
 
 #[cfg(test)]

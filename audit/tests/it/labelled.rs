@@ -107,6 +107,9 @@ fn borderline_spans_leave_findings_alone_and_stay_few_on_benign_text() {
             "{name}: benign items with a borderline span {benign_with}/{benign} \
              ({benign_spans} spans); missed injections with one {missed_with}/{missed}"
         );
-        assert!(benign_spans <= benign, "{name}: {benign_spans} spans on {benign} benign items");
+        assert!(
+            benign_spans <= benign,
+            "{name}: {benign_spans} spans on {benign} benign items"
+        );
     }
 }
