@@ -96,10 +96,14 @@ pub enum AuditCommand {
         /// give a comma list).
         #[arg(long, value_name = "STATUS", value_delimiter = ',', value_parser = parse_finding_status)]
         status: Vec<FindingStatus>,
-        /// Print JSON (an array, each entry with its id, status, triage history and key)
-        /// instead of a table.
+        /// Print JSON (an array, each entry with its id, status, triage history, key and the
+        /// security model's second opinions) instead of a table.
         #[arg(long)]
         json: bool,
+        /// List the security model's verdicts on borderline spans (text that nearly fired a
+        /// rule; not findings) instead of the findings.
+        #[arg(long, conflicts_with = "status")]
+        borderline: bool,
         #[command(flatten)]
         log: LogArg,
     },
@@ -166,7 +170,15 @@ pub fn run(cmd: AuditCommand) -> anyhow::Result<ExitCode> {
             since,
             status,
             json,
+            borderline: true,
             log,
+        } if status.is_empty() => borderline_opinions(since.as_deref(), json, &log),
+        AuditCommand::Injections {
+            since,
+            status,
+            json,
+            log,
+            ..
         } => injections(since.as_deref(), &status, json, &log),
         AuditCommand::Triage {
             id,
@@ -366,6 +378,62 @@ fn injections(
             escaped_line(&place),
             escaped_line(&what),
             escaped_line(&i.excerpt)
+        );
+        // The security model's verdicts sit beside the finding; its reason is untrusted text.
+        for o in &i.second_opinions {
+            outln!("    {}", second_opinion_line(o));
+        }
+    }
+    let borderline = audit::borderline_opinions(&scan, since).len();
+    if borderline > 0 {
+        outln!(
+            "{borderline} second opinion(s) on borderline spans: airlock audit injections --borderline"
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One verdict of the security model, on one escaped line.
+fn second_opinion_line(o: &audit::SecondOpinion) -> String {
+    let reason = o
+        .reason
+        .as_deref()
+        .map(|r| format!(": {}", escaped_line(r)))
+        .unwrap_or_default();
+    format!(
+        "second opinion #{} {} ({}){reason}",
+        o.seq,
+        o.verdict,
+        escaped_line(&o.model)
+    )
+}
+
+/// `injections --borderline`: the security model's verdicts on spans that nearly fired a rule.
+fn borderline_opinions(since: Option<&str>, json: bool, log: &LogArg) -> anyhow::Result<ExitCode> {
+    let since = since
+        .map(|s| Timestamp::parse_since(s, Timestamp::now()))
+        .transpose()?;
+    let scan = read_scan(log)?;
+    let list = audit::borderline_opinions(&scan, since);
+    if json {
+        outln!("{}", airlock_policies::terminal::to_ascii_json(&list)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if list.is_empty() {
+        outln!("no second opinions on borderline spans recorded");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for b in &list {
+        outln!(
+            "{}  run {}  {}:{}  near {} ({})\n    {}\n    {}",
+            b.opinion.ts,
+            escaped_line(&b.run_id),
+            escaped_line(&b.path),
+            b.span.line,
+            b.span.rule,
+            b.span.near.as_str(),
+            escaped_line(&b.span.excerpt),
+            second_opinion_line(&b.opinion)
         );
     }
     Ok(ExitCode::SUCCESS)

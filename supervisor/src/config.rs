@@ -254,6 +254,54 @@ pub struct ModelConfig {
     pub config: toml::Table,
 }
 
+/// `[security_model]`: an optional second opinion on injection findings. An OpenAI-compatible
+/// chat-completions endpoint (a local guard model served by Ollama or vLLM, or a hosted one) is
+/// asked about flagged and borderline spans only, within a budget; its verdict is recorded
+/// beside the rules' finding and never replaces it. The key, when the endpoint wants one, is
+/// read from the variable `api_key_env` names: never written here, never logged.
+///
+/// ```toml
+/// [security_model]
+/// base_url = "http://127.0.0.1:11434/v1"
+/// model = "llama-guard3"
+/// api_key_env = "GUARD_API_KEY"   # optional
+/// timeout = "30s"                 # per call; a call that takes longer is recorded as failed
+/// max_calls = 20                  # per run
+/// max_tokens = 40000              # per run, optional
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SecurityModelConfig {
+    /// The endpoint's base URL, up to `/v1` (requests go to `{base_url}/chat/completions`).
+    pub base_url: String,
+    /// The model name the endpoint serves.
+    pub model: String,
+    /// The environment variable holding the endpoint's API key; none is sent when absent. When
+    /// named, it must be set.
+    pub api_key_env: Option<String>,
+    /// Per-call limit, in seconds (also written `timeout = "30s"`).
+    #[serde(alias = "timeout", deserialize_with = "seconds")]
+    pub timeout_secs: u64,
+    /// Most calls in one run.
+    pub max_calls: u64,
+    /// Most tokens (prompt plus completion, summed) in one run; a call starts only while fewer
+    /// have been used.
+    pub max_tokens: Option<u64>,
+}
+
+impl Default for SecurityModelConfig {
+    fn default() -> Self {
+        SecurityModelConfig {
+            base_url: String::new(),
+            model: String::new(),
+            api_key_env: None,
+            timeout_secs: 30,
+            max_calls: 20,
+            max_tokens: None,
+        }
+    }
+}
+
 /// `[tokens]`: budgets of the warm-start message, in tokens (about four characters each).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -391,6 +439,59 @@ impl GithubConfig {
     }
 }
 
+impl SecurityModelConfig {
+    fn validate(&self, invalid: &dyn Fn(&str, &str) -> ConfigError) -> Result<()> {
+        let url = self.base_url.trim();
+        if url.is_empty() {
+            return Err(invalid(
+                "security_model.base_url",
+                "is required: the endpoint's OpenAI-compatible base URL, e.g. \
+                 http://127.0.0.1:11434/v1 (or remove [security_model])",
+            ));
+        }
+        if !(url.starts_with("https://") || url.starts_with("http://"))
+            || url.contains('@')
+            || url.chars().any(char::is_whitespace)
+        {
+            return Err(invalid(
+                "security_model.base_url",
+                "must be an http(s) URL without credentials, e.g. http://127.0.0.1:11434/v1 \
+                 (a key goes in the variable api_key_env names)",
+            ));
+        }
+        if self.model.trim().is_empty() || self.model.chars().any(char::is_whitespace) {
+            return Err(invalid(
+                "security_model.model",
+                "is required: the model name the endpoint serves, e.g. llama-guard3",
+            ));
+        }
+        if let Some(var) = &self.api_key_env
+            && !valid_env_name(var)
+        {
+            return Err(invalid(
+                "security_model.api_key_env",
+                "must name an environment variable (letters, digits and `_`), not hold a key",
+            ));
+        }
+        if self.timeout_secs == 0 {
+            return Err(invalid("security_model.timeout_secs", "must be at least 1"));
+        }
+        if self.max_calls == 0 {
+            return Err(invalid(
+                "security_model.max_calls",
+                "must be at least 1 (remove [security_model] to ask no security model)",
+            ));
+        }
+        if self.max_tokens == Some(0) {
+            return Err(invalid(
+                "security_model.max_tokens",
+                "must be at least 1 (omit it for no token limit)",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Whether `key` fits the issue-id prefix of the `open_pr` pattern (2 to 6 capital letters).
 pub fn valid_project_key(key: &str) -> bool {
     (2..=6).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_uppercase())
@@ -485,6 +586,9 @@ pub struct Config {
     pub paths: PathsConfig,
     /// `[github]`.
     pub github: GithubConfig,
+    /// `[security_model]`, when the operator configured one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub security_model: Option<SecurityModelConfig>,
 }
 
 impl Config {
@@ -576,6 +680,9 @@ impl Config {
         }
         if self.github.max_comments == 0 {
             return Err(invalid("github.max_comments", "must be at least 1"));
+        }
+        if let Some(security) = &self.security_model {
+            security.validate(&invalid)?;
         }
         self.tests
             .runner
@@ -787,6 +894,82 @@ socket = "broker.sock"
                 .to_string();
             assert!(err.contains(key), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn the_security_model_section_is_optional_and_checked_by_key() {
+        let c = Config::parse("", Path::new("a.toml")).unwrap();
+        assert_eq!(c.security_model, None);
+        let c = Config::parse(
+            "[security_model]\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodel = \"llama-guard3\"\napi_key_env = \"GUARD_KEY\"\ntimeout = \"5s\"\nmax_calls = 3\nmax_tokens = 900\n",
+            Path::new("a.toml"),
+        )
+        .unwrap();
+        let s = c.security_model.unwrap();
+        assert_eq!(
+            (s.timeout_secs, s.max_calls, s.max_tokens),
+            (5, 3, Some(900))
+        );
+        assert_eq!(s.api_key_env.as_deref(), Some("GUARD_KEY"));
+        let ok = "base_url = \"http://127.0.0.1:1/v1\"\nmodel = \"guard\"\n";
+        for (text, key, hint) in [
+            (
+                "model = \"guard\"",
+                "security_model.base_url",
+                "is required",
+            ),
+            (
+                "base_url = \"127.0.0.1:1\"\nmodel = \"g\"",
+                "security_model.base_url",
+                "http(s)",
+            ),
+            (
+                "base_url = \"https://u:sk-x@h/v1\"\nmodel = \"g\"",
+                "security_model.base_url",
+                "without credentials",
+            ),
+            (
+                "base_url = \"http://h/v1\"",
+                "security_model.model",
+                "is required",
+            ),
+            (
+                &format!("{ok}api_key_env = \"sk-abc-123\""),
+                "security_model.api_key_env",
+                "not hold a key",
+            ),
+            (
+                &format!("{ok}timeout_secs = 0"),
+                "security_model.timeout_secs",
+                "at least 1",
+            ),
+            (
+                &format!("{ok}max_calls = 0"),
+                "security_model.max_calls",
+                "remove [security_model]",
+            ),
+            (
+                &format!("{ok}max_tokens = 0"),
+                "security_model.max_tokens",
+                "at least 1",
+            ),
+        ] {
+            let err = Config::parse(&format!("[security_model]\n{text}\n"), Path::new("a.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key) && err.contains(hint), "{text}: {err}");
+        }
+        let err = Config::parse(
+            &format!("[security_model]\n{ok}api_key = \"sk-secret\"\n"),
+            Path::new("a.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("api_key") && err.contains("line 4"), "{err}");
+        assert!(
+            !err.contains("sk-secret"),
+            "the refused value is not echoed: {err}"
+        );
     }
 
     #[test]

@@ -4,8 +4,9 @@
 
 use crate::outcome::RunFacts;
 use crate::progress::{Progress, ProgressEvent, UsageSoFar};
+use crate::second_opinion::SecondOpinion;
 use crate::trajectory::{Trajectory, TrajectoryError};
-use airlock_audit::{AuditLog, Event, ScreenContext, ScreenedFinding, SourceKind};
+use airlock_audit::{AuditLog, Event, ScreenContext, Screened, ScreenedFinding, SourceKind};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
@@ -55,6 +56,7 @@ pub struct Ledger<'a> {
     model: String,
     audit: &'a AuditLog,
     screen: &'a ScreenContext,
+    second_opinion: Option<&'a mut SecondOpinion>,
     trajectory: &'a mut Trajectory,
     progress: &'a mut Progress,
     /// The counters.
@@ -72,12 +74,14 @@ pub struct Ledger<'a> {
 }
 
 impl<'a> Ledger<'a> {
-    /// The ledger of run `run_id` whose model is called `model`.
+    /// The ledger of run `run_id` whose model is called `model`; `second_opinion` is the
+    /// operator's security model, when `[security_model]` configures one.
     pub fn new(
         run_id: &str,
         model: &str,
         audit: &'a AuditLog,
         screen: &'a ScreenContext,
+        second_opinion: Option<&'a mut SecondOpinion>,
         trajectory: &'a mut Trajectory,
         progress: &'a mut Progress,
     ) -> Self {
@@ -86,6 +90,7 @@ impl<'a> Ledger<'a> {
             model: model.to_string(),
             audit,
             screen,
+            second_opinion,
             trajectory,
             progress,
             counts: Counters::default(),
@@ -120,7 +125,8 @@ impl<'a> Ledger<'a> {
     }
 
     /// Run the injection detector over a text about to be handed to the model; every finding
-    /// becomes an `injection_suspected` event (the text itself is handed on unchanged). A
+    /// becomes an `injection_suspected` event (the text itself is handed on unchanged), and
+    /// the security model, when configured, is asked about the findings and borderline spans. A
     /// finding whose key the security team dismissed is recorded as such and is not reported:
     /// only new findings in files of the tree join the outcome's `injection_observed`.
     pub fn screen(&mut self, kind: SourceKind, path: &str, text: &str) -> Result<()> {
@@ -137,15 +143,25 @@ impl<'a> Ledger<'a> {
         } else {
             self.screen
         };
-        let found = airlock_audit::record_screened_injections(
-            self.audit,
-            &self.run_id,
-            text,
-            kind,
-            path,
-            context,
-        )?;
-        self.note_findings(kind, path, &found)
+        let screened =
+            airlock_audit::record_screening(self.audit, &self.run_id, text, kind, path, context)?;
+        self.note_findings(kind, path, &screened.findings)?;
+        self.ask_second_opinion(kind, path, text, &screened)
+    }
+
+    /// Ask the security model, when one is configured, about what screening `text` found; its
+    /// verdicts are recorded beside the findings (which stay as they are).
+    pub fn ask_second_opinion(
+        &mut self,
+        kind: SourceKind,
+        path: &str,
+        text: &str,
+        screened: &Screened,
+    ) -> Result<()> {
+        if let Some(opinion) = self.second_opinion.as_deref_mut() {
+            opinion.review(self.audit, &self.run_id, kind, path, text, screened)?;
+        }
+        Ok(())
     }
 
     /// Keep what screening found outside the ledger (the issue, screened before the loop): the

@@ -21,6 +21,7 @@ pub mod prepare;
 pub mod progress;
 pub mod prompts;
 pub mod runner;
+pub mod second_opinion;
 pub mod session;
 pub mod testenv;
 pub mod tools;

@@ -10,6 +10,7 @@ use crate::delegate::ReaderLauncher;
 use crate::github::{GithubClient, GithubError, IssueSource};
 use crate::issue::{Issue, IssueError};
 use crate::ports::{PrSink, Retrieval, TestRunner};
+use crate::second_opinion::SecondOpinion;
 use crate::session::{self, Env, RunEnd, RunSpec, SessionError};
 use crate::trajectory::{Trajectory, TrajectoryError};
 use airlock_audit::AuditLog;
@@ -243,6 +244,14 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
         // Every call, the supervisor's and the readers', is metered against `[model.config.budget]`.
         let model = Metered::new(inner, Budget::new(model_config.budget.clone()));
 
+        // The security model, when configured: its key (if it wants one) is read now, so a
+        // variable named but unset stops the run before anything else is done.
+        let mut second_opinion = match &config.security_model {
+            Some(security) => Some(SecondOpinion::connect(security).map_err(|e| {
+                RunError::Model(format!("[security_model] in {config_origin}: {e}"))
+            })?),
+            None => None,
+        };
         let wt = CheckoutWorktree::open(worktree.path(), tracked).map_err(|e| RunError::Setup {
             what: "the worktree",
             message: e.to_string(),
@@ -322,6 +331,7 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
             broker: pr_sink.as_mut(),
             audit: &audit,
             screen: &screen,
+            second_opinion: second_opinion.as_mut(),
             trajectory: &mut trajectory,
             progress: &mut progress,
         };

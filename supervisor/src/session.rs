@@ -12,13 +12,12 @@ use crate::ports::{
 };
 use crate::progress::Progress;
 use crate::prompts;
+use crate::second_opinion::SecondOpinion;
 use crate::tools::{self, Flow, RunSettings, Toolbox};
 use crate::trajectory::{Trajectory, TrajectoryError};
 use crate::triage::{self, Triage, TriageState};
 use crate::warm_start::{self, WarmInputs};
-use airlock_audit::{
-    AuditLog, Event, RunOutcome, ScreenContext, ScreenedFinding, SourceKind, sha256_hex,
-};
+use airlock_audit::{AuditLog, Event, RunOutcome, ScreenContext, Screened, SourceKind, sha256_hex};
 use airlock_model::{ChatModel, ChatOptions, ChatRequest, ChatResponse, Message, ToolChoice};
 use airlock_policies::Policy;
 use airlock_schemas::{Outcome, OutcomeKind};
@@ -122,6 +121,9 @@ pub struct Env<'a> {
     /// What screening knows of the run: its repository, the tree's blob ids and the findings
     /// the security team dismissed before it started.
     pub screen: &'a ScreenContext,
+    /// The operator's security model (`[security_model]`), asked for a second opinion on
+    /// findings and borderline spans.
+    pub second_opinion: Option<&'a mut SecondOpinion>,
     /// The trajectory.
     pub trajectory: &'a mut Trajectory,
     /// Where progress is shown.
@@ -134,6 +136,7 @@ pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
         Start::NotReady(triage) => return Ok(RunEnd::NotReady(triage)),
         Start::Ready(baseline, issue_findings) => (*baseline, issue_findings),
     };
+    let issue_text = issue_text(spec);
     let Env {
         model,
         retrieval,
@@ -144,6 +147,7 @@ pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
         broker,
         audit,
         screen,
+        second_opinion,
         trajectory,
         progress,
     } = env;
@@ -168,14 +172,23 @@ pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
                 model.name(),
                 audit,
                 screen,
+                second_opinion.as_deref_mut(),
                 trajectory,
                 progress,
             ),
         },
     };
-    session
-        .ledger()
-        .note_findings(SourceKind::IssueBody, &issue_source(spec), &issue_findings)?;
+    session.ledger().note_findings(
+        SourceKind::IssueBody,
+        &issue_source(spec),
+        &issue_findings.findings,
+    )?;
+    session.ledger().ask_second_opinion(
+        SourceKind::IssueBody,
+        &issue_source(spec),
+        &issue_text,
+        &issue_findings,
+    )?;
     let mut end = session.drive()?;
     session.close(&mut end)?;
     Ok(end)
@@ -184,7 +197,12 @@ pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
 /// How the run starts: not at all (triage), or with the base inventory taken.
 enum Start {
     NotReady(Triage),
-    Ready(Box<Baseline>, Vec<ScreenedFinding>),
+    Ready(Box<Baseline>, Screened),
+}
+
+/// The issue's text as screened: its title, a blank line, its body.
+fn issue_text(spec: &RunSpec) -> String {
+    format!("{}\n\n{}", spec.issue.title, spec.issue.body)
 }
 
 /// The `path` the issue's findings are recorded under.
@@ -219,8 +237,8 @@ fn start(spec: &RunSpec, env: &mut Env<'_>) -> Result<Start> {
         }),
     )?;
     env.trajectory.record("triage", json!({"triage": triage}))?;
-    let issue_text = format!("{}\n\n{}", spec.issue.title, spec.issue.body);
-    let issue_findings = airlock_audit::record_screened_injections(
+    let issue_text = issue_text(spec);
+    let issue_findings = airlock_audit::record_screening(
         env.audit,
         &spec.run_id,
         &issue_text,

@@ -7,6 +7,10 @@
 //! `POST .../chat/completions` is recorded and answered with the next turn, in OpenAI's response
 //! shape (`choices[0].message` with `tool_calls[].function.arguments` as a JSON string,
 //! `finish_reason`, `usage`); once the turns are spent it answers 500 with an OpenAI error body.
+//!
+//! A turn may also misbehave, for tests of a client's failure handling: `"delay_ms": N` waits
+//! before answering, `"status": 500` answers that status with an OpenAI error body, and
+//! `"raw_body": "..."` answers 200 with that body as is (not JSON, or the wrong shape).
 
 use std::collections::VecDeque;
 use std::io::BufReader;
@@ -129,7 +133,23 @@ fn serve(
                 .and_then(|b| b["model"].as_str().map(str::to_owned))
                 .unwrap_or_default();
             let next = turns.lock().unwrap().pop_front();
+            if let Some(ms) = next.as_ref().and_then(|t| t["delay_ms"].as_u64()) {
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+            }
+            if let Some(raw) = next.as_ref().and_then(|t| t["raw_body"].as_str()) {
+                if !write_json(&mut writer, 200, raw) {
+                    return;
+                }
+                continue;
+            }
             match next {
+                Some(turn) if turn["status"].is_u64() => {
+                    let code = turn["status"].as_u64().and_then(|c| u16::try_from(c).ok());
+                    (
+                        code.unwrap_or(500),
+                        json!({"error": {"message": "the mock model was told to fail", "type": "server_error"}}),
+                    )
+                }
                 Some(turn) => (200, completion(n, &model, &turn)),
                 None => (
                     500,
