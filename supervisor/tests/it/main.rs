@@ -12,10 +12,35 @@ mod github;
 mod readers;
 mod real_env;
 mod run_loop;
+mod second_opinion;
 
 fn main() -> std::process::ExitCode {
     airlock_sandbox::helper::run_if_requested();
     let tests: &[(&str, fn())] = &[
+        (
+            "second_opinion::a_flagged_line_gets_a_verdict_beside_its_finding_and_the_finding_stands",
+            second_opinion::a_flagged_line_gets_a_verdict_beside_its_finding_and_the_finding_stands,
+        ),
+        (
+            "second_opinion::a_borderline_span_is_asked_about_and_clean_text_costs_no_call",
+            second_opinion::a_borderline_span_is_asked_about_and_clean_text_costs_no_call,
+        ),
+        (
+            "second_opinion::the_budget_stops_calls_after_n_and_says_so_once",
+            second_opinion::the_budget_stops_calls_after_n_and_says_so_once,
+        ),
+        (
+            "second_opinion::a_failing_endpoint_is_recorded_and_the_run_goes_on",
+            second_opinion::a_failing_endpoint_is_recorded_and_the_run_goes_on,
+        ),
+        (
+            "second_opinion::a_run_with_a_security_model_records_its_verdicts_beside_the_findings",
+            second_opinion::a_run_with_a_security_model_records_its_verdicts_beside_the_findings,
+        ),
+        (
+            "second_opinion::a_named_but_unset_security_key_stops_the_run_and_names_the_variable",
+            second_opinion::a_named_but_unset_security_key_stops_the_run_and_names_the_variable,
+        ),
         (
             "github::a_github_issue_is_fetched_pinned_to_the_default_branch_head_and_screened",
             github::a_github_issue_is_fetched_pinned_to_the_default_branch_head_and_screened,
