@@ -550,6 +550,29 @@ impl Default for PathsConfig {
     }
 }
 
+/// A parser message whose quotation of the file (`4 | api_key = "..."`) keeps each quoted
+/// line's key but not its value: a value put where it does not belong (a key under
+/// `api_key =`) must not be echoed to a terminal or a log. The parser's own words (line,
+/// column, the key or variant it refused) stay.
+fn without_quoted_values(message: &str) -> String {
+    message
+        .lines()
+        .map(|line| {
+            let rest = line
+                .trim_start()
+                .trim_start_matches(|c: char| c.is_ascii_digit())
+                .trim_start();
+            match (rest.strip_prefix('|'), line.find('=')) {
+                (Some(_), Some(eq)) => format!("{} = (value not shown)", &line[..eq].trim_end()),
+                _ => line.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim_end()
+        .to_string()
+}
+
 /// The variable naming `airlock.toml` when `--config` is not given.
 pub const CONFIG_ENV: &str = "AIRLOCK_CONFIG";
 
@@ -612,7 +635,7 @@ impl Config {
     pub fn parse(text: &str, origin: &Path) -> Result<Config> {
         let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: origin.to_path_buf(),
-            message: e.to_string().trim_end().to_string(),
+            message: without_quoted_values(&e.to_string()),
         })?;
         config.validate(origin)?;
         Ok(config)
