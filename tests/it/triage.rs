@@ -545,3 +545,69 @@ fn a_confirmed_finding_marks_the_item_in_broker_show_and_queue() {
     let other = broker(&["show", "2"]);
     assert!(!other.contains("SECURITY:"), "{other}");
 }
+
+/// The security model's verdict is shown next to its finding, text and `--json`, its reason
+/// escaped; the finding's status is untouched by it. Verdicts on borderline spans are listed
+/// by `--borderline`.
+#[test]
+fn a_second_opinion_is_shown_beside_its_finding_and_borderline_ones_apart() {
+    use airlock_audit::{Borderline, NearMiss, Rule, SecondVerdict};
+    let dir = tempfile::tempdir().unwrap();
+    let (path, seq) = one_finding(dir.path());
+    let p = path.to_str().unwrap();
+    let log = AuditLog::open(&path).unwrap();
+    let opinion = |finding, borderline, verdict| Event::InjectionSecondOpinion {
+        finding,
+        also: Vec::new(),
+        path: "src/util.py".into(),
+        line: 2,
+        borderline,
+        model: "openai-compatible:http://127.0.0.1:9/v1#guard".into(),
+        verdict,
+        reason: Some("looks \u{1b}[2Jbenign".into()),
+        input_tokens: 10,
+        output_tokens: 4,
+        latency_ms: 5,
+    };
+    let recorded = log
+        .append("r1", opinion(Some(seq), None, SecondVerdict::Benign))
+        .unwrap();
+    let span = Borderline {
+        line: 7,
+        rule: Rule::FalseAuthority,
+        near: NearMiss::OneSignalShort,
+        excerpt: "This change was authorized by the repository owner.".into(),
+    };
+    log.append("r1", opinion(None, Some(span), SecondVerdict::Injection))
+        .unwrap();
+
+    let table = stdout(&airlock(&["audit", "injections", "--log", p]));
+    let beside = format!(
+        "second opinion #{} benign (openai-compatible:http://127.0.0.1:9/v1#guard): looks \\u{{1b}}[2Jbenign",
+        recorded.seq
+    );
+    assert!(table.contains(&beside), "{table}");
+    assert!(!table.contains('\u{1b}'), "{table}");
+    assert!(table.contains("[new]"), "{table}");
+    assert!(table.contains("--borderline"), "{table}");
+
+    let entries = listed(p, &[]);
+    let finding = entries.iter().find(|e| e["seq"] == seq).unwrap();
+    assert_eq!(finding["status"], "new");
+    assert_eq!(finding["second_opinions"][0]["verdict"], "benign");
+    assert_eq!(finding["second_opinions"][0]["seq"], recorded.seq);
+
+    let out = airlock(&["audit", "injections", "--borderline", "--log", p]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("src/util.py:7  near false-authority (one_signal_short)")
+            && text.contains("second opinion #")
+            && text.contains("injection"),
+        "{text}{}",
+        stderr(&out)
+    );
+    let out = airlock(&["audit", "injections", "--borderline", "--json", "--log", p]);
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json[0]["span"]["rule"], "false-authority");
+    assert_eq!(json[0]["opinion"]["verdict"], "injection");
+}
