@@ -401,11 +401,10 @@ pub fn a_named_but_unset_security_key_stops_the_run_and_names_the_variable() {
     std::fs::write(&config, text).unwrap();
     let issue = fx.issue(ready_issue());
     let model = fx.script(&[json!({"text": outcome("escalate", 0.2).to_string()})]);
-    let err = fx
-        .try_run(&issue, &model, &config, &BrokerStub::default())
-        .err()
-        .expect("the run stops")
-        .to_string();
+    let Err(err) = fx.try_run(&issue, &model, &config, &BrokerStub::default()) else {
+        panic!("the run stops");
+    };
+    let err = err.to_string();
     assert!(
         err.contains("[security_model]") && err.contains("AIRLOCK_TEST_UNSET_GUARD_KEY"),
         "{err}"
