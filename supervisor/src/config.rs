@@ -450,13 +450,13 @@ impl SecurityModelConfig {
             ));
         }
         if !(url.starts_with("https://") || url.starts_with("http://"))
-            || url.contains('@')
+            || url.contains(['@', '?', '#'])
             || url.chars().any(char::is_whitespace)
         {
             return Err(invalid(
                 "security_model.base_url",
-                "must be an http(s) URL without credentials, e.g. http://127.0.0.1:11434/v1 \
-                 (a key goes in the variable api_key_env names)",
+                "must be an http(s) URL without credentials, query or fragment, e.g. \
+                 http://127.0.0.1:11434/v1 (a key goes in the variable api_key_env names)",
             ));
         }
         if self.model.trim().is_empty() || self.model.chars().any(char::is_whitespace) {
@@ -950,6 +950,11 @@ socket = "broker.sock"
                 "base_url = \"https://u:sk-x@h/v1\"\nmodel = \"g\"",
                 "security_model.base_url",
                 "without credentials",
+            ),
+            (
+                "base_url = \"https://h/v1?key=sk-x\"\nmodel = \"g\"",
+                "security_model.base_url",
+                "query",
             ),
             (
                 "base_url = \"http://h/v1\"",

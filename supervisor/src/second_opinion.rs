@@ -57,6 +57,7 @@ Answer with exactly one JSON object and nothing else: \
 /// A run's security model, what it was asked so far and what is left of its budget.
 pub struct SecondOpinion {
     model: Box<dyn ChatModel>,
+    name: String,
     limits: BudgetLimits,
     calls: u64,
     tokens: u64,
@@ -104,20 +105,25 @@ impl SecondOpinion {
             ..ModelConfig::default()
         };
         let model = HttpModel::with_env(&spec, &model_config, env)?;
-        Ok(Self::with_model(
+        let mut opinion = Self::with_model(
             Box::new(model),
             BudgetLimits {
                 max_calls: Some(config.max_calls),
                 max_tokens: config.max_tokens,
                 max_cost_usd: None,
             },
-        ))
+        );
+        // Records name the model as configured, not by its URL (a hosted endpoint's host name
+        // can look like a token to the audit log's key check, which would refuse the record).
+        opinion.name = config.model.clone();
+        Ok(opinion)
     }
 
     /// A second opinion from any model (tests use a scripted one), within `limits` (calls and
     /// tokens; every attempt counts as a call, a failed one too).
     pub fn with_model(model: Box<dyn ChatModel>, limits: BudgetLimits) -> Self {
         SecondOpinion {
+            name: model.name().to_string(),
             model,
             limits,
             calls: 0,
@@ -129,7 +135,7 @@ impl SecondOpinion {
 
     /// The security model's name, as records show it.
     pub fn name(&self) -> &str {
-        self.model.name()
+        &self.name
     }
 
     /// Ask about what screening `text` found and record each answer. Errors are the audit

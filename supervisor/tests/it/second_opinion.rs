@@ -110,7 +110,7 @@ pub fn a_flagged_line_gets_a_verdict_beside_its_finding_and_the_finding_stands()
     assert_eq!(also, &findings[1..].to_vec());
     assert_eq!((*line, *verdict), (2, SecondVerdict::Benign));
     assert_eq!(borderline, &None);
-    assert!(model.contains("guard"), "{model}");
+    assert_eq!(model, "guard", "named as configured, not by its URL");
     // The reason is stored as the model sent it: data, escaped only where it is shown.
     assert_eq!(reason.as_deref(), Some("\u{1b}[31mjust a comment\u{1b}[0m"));
 
