@@ -150,7 +150,9 @@ pub fn detect(text: &str, source: SourceKind, path: Option<&str>) -> Vec<Finding
     // What an encoded run says is scanned too; a finding there is reported on the run's line.
     for run in decode::runs(&lines) {
         let inner: Vec<&str> = run.text.split('\n').collect();
-        if !scan_lines(&run.text, &inner, source, path).is_empty() {
+        if !scan_lines(&run.text, &inner, source, path).is_empty()
+            || rules::decoded_asks_for_harm(&inner)
+        {
             hits.push((run.line, Rule::EncodedInstructions));
         }
     }
