@@ -11,4 +11,5 @@ mod publication;
 mod push_http;
 mod rust;
 mod terminal;
+mod ui;
 mod witness_attacks;
