@@ -201,7 +201,8 @@ async fn guard(State(ui): State<Arc<Ui>>, request: Request, next: Next) -> Respo
         ("content-security-policy", CONTENT_SECURITY_POLICY),
         ("x-content-type-options", "nosniff"),
         ("x-frame-options", "DENY"),
-        ("referrer-policy", "no-referrer"),
+        // Not `no-referrer`: under it a browser sends `Origin: null` with its own forms.
+        ("referrer-policy", "same-origin"),
         ("cross-origin-opener-policy", "same-origin"),
         ("cross-origin-resource-policy", "same-origin"),
         ("cache-control", "no-store"),

@@ -12,4 +12,5 @@ mod push_http;
 mod rust;
 mod terminal;
 mod ui;
+mod ui_browser;
 mod witness_attacks;
