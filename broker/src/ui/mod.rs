@@ -282,17 +282,14 @@ struct CsrfForm {
     csrf: String,
 }
 
-/// The session's CSRF token when the request carries a session and that token; else the
-/// response that refuses it.
-fn checked(ui: &Ui, headers: &HeaderMap, csrf: &str) -> std::result::Result<String, Response> {
+/// The session's CSRF token when the request carries a session and that token; else why it
+/// is refused (403).
+fn checked(ui: &Ui, headers: &HeaderMap, csrf: &str) -> std::result::Result<String, &'static str> {
     let Some(expected) = ui.session_csrf(headers) else {
-        return Err(refused(StatusCode::FORBIDDEN, "not logged in"));
+        return Err("not logged in");
     };
     if csrf.is_empty() || !same_secret(csrf, &expected) {
-        return Err(refused(
-            StatusCode::FORBIDDEN,
-            "missing or wrong CSRF token",
-        ));
+        return Err("missing or wrong CSRF token");
     }
     Ok(expected)
 }
@@ -302,8 +299,8 @@ async fn logout(
     headers: HeaderMap,
     Form(form): Form<CsrfForm>,
 ) -> Response {
-    if let Err(r) = checked(&ui, &headers, &form.csrf) {
-        return r;
+    if let Err(why) = checked(&ui, &headers, &form.csrf) {
+        return refused(StatusCode::FORBIDDEN, why);
     }
     if let Some(id) = session_cookie(&headers) {
         ui.sessions().remove(&id);
@@ -396,7 +393,7 @@ async fn approve(
 ) -> Response {
     let csrf = match checked(&ui, &headers, &form.csrf) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(why) => return refused(StatusCode::FORBIDDEN, why),
     };
     let broker = ui.broker.clone();
     let by = crate::approver::reviewer();
@@ -422,7 +419,7 @@ async fn deny(
 ) -> Response {
     let csrf = match checked(&ui, &headers, &form.csrf) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(why) => return refused(StatusCode::FORBIDDEN, why),
     };
     let broker = ui.broker.clone();
     let by = crate::approver::reviewer();
@@ -459,7 +456,7 @@ async fn request_changes(
 ) -> Response {
     let csrf = match checked(&ui, &headers, &form.csrf) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(why) => return refused(StatusCode::FORBIDDEN, why),
     };
     let broker = ui.broker.clone();
     let by = crate::approver::reviewer();
@@ -523,7 +520,7 @@ async fn triage(
 ) -> Response {
     let csrf = match checked(&ui, &headers, &form.csrf) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(why) => return refused(StatusCode::FORBIDDEN, why),
     };
     let status: airlock_audit::TriageStatus = match form.status.parse() {
         Ok(s) => s,

@@ -162,6 +162,9 @@ fn between<'a>(text: &'a str, start: &str, end: &str) -> &'a str {
     &text[from..from + len]
 }
 
+/// A form or a header list, as (name, value) pairs.
+type Form<'a> = Vec<(&'a str, &'a str)>;
+
 /// Queue a submission whose every agent and repository text is an XSS payload.
 pub fn queue_xss(fx: &Fixture, run_id: &str) -> i64 {
     let wt = fx.worktree(run_id);
@@ -323,7 +326,7 @@ fn a_post_without_the_csrf_token_or_from_another_origin_is_refused_and_changes_n
     let before = std::fs::read_to_string(&fx.audit).unwrap();
     let approve = format!("/items/{id}/approve");
     let deny = format!("/items/{id}/deny");
-    let cases: Vec<(&str, Vec<(&str, &str)>, Vec<(&str, &str)>)> = vec![
+    let cases: Vec<(&str, Form, Form)> = vec![
         (&approve, vec![], vec![]),
         (&approve, vec![("csrf", "0000")], vec![]),
         (&deny, vec![("reason", "no")], vec![]),
