@@ -865,3 +865,77 @@ fn the_security_page_lists_findings_newest_first_and_triages_them_in_the_audit_l
     );
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
 }
+
+/// One raw HTTP/1.1 exchange with a real listener; the response's head and body.
+fn raw_http(addr: &str, request: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn the_real_binary_prints_a_fresh_token_listens_on_loopback_and_refuses_a_short_token_file() {
+    use std::io::BufRead;
+    let fx = Fixture::new();
+    let short = fx.dir.path().join("short-token");
+    std::fs::write(&short, "too-short\n").unwrap();
+    let out = fx.cli(&[
+        "ui",
+        "--listen",
+        "127.0.0.1:0",
+        "--token-file",
+        short.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("shorter than 16 characters"));
+
+    let mut child = std::process::Command::new(crate::harness::BIN)
+        .arg("--config")
+        .arg(&fx.config)
+        .args(["ui", "--listen", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = lines.next().unwrap().unwrap();
+    let addr = addr
+        .strip_prefix("airlock-broker: ui at http://")
+        .unwrap()
+        .trim_end_matches('/')
+        .to_owned();
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+    let token = lines.next().unwrap().unwrap();
+    let token = token
+        .strip_prefix("airlock-broker: ui login token: ")
+        .unwrap()
+        .to_owned();
+    assert_eq!(token.len(), 64);
+    assert!(token.chars().all(|c| c.is_ascii_hexdigit()));
+
+    let form = format!("token={token}");
+    let login = raw_http(
+        &addr,
+        &format!(
+            "POST /login HTTP/1.1\r\nHost: {addr}\r\nOrigin: http://{addr}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+            form.len()
+        ),
+    );
+    assert!(login.starts_with("HTTP/1.1 303"), "{login}");
+    assert!(
+        login
+            .to_lowercase()
+            .contains("set-cookie: airlock_session="),
+        "{login}"
+    );
+    assert!(login.contains("HttpOnly; SameSite=Strict"), "{login}");
+    let foreign = raw_http(
+        &addr,
+        "GET /login HTTP/1.1\r\nHost: rebound.example\r\nConnection: close\r\n\r\n",
+    );
+    assert!(foreign.starts_with("HTTP/1.1 421"), "{foreign}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
