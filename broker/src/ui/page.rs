@@ -294,6 +294,21 @@ fn line_anchor(files: &[airlock_policies::FileDiff], path: &str, line: u64) -> O
     Some(format!("#f{index}-n{line}"))
 }
 
+/// The anchor of the diff line a flag names (`path:line:` of a file the diff shows).
+fn flag_anchor(files: &[airlock_policies::FileDiff], flag: &str) -> Option<String> {
+    files.iter().enumerate().find_map(|(index, file)| {
+        let needle = format!("{}:", file.path());
+        flag.match_indices(&needle).find_map(|(at, _)| {
+            let rest = &flag[at + needle.len()..];
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            let line: usize = digits.parse().ok()?;
+            rest[digits.len()..]
+                .starts_with(':')
+                .then(|| format!("#f{index}-n{line}"))
+        })
+    })
+}
+
 /// Which new-file lines of each diff file a finding or a flag names.
 fn flagged_lines(
     view: &ItemView,
@@ -513,7 +528,14 @@ pub fn item(
         b.push_str("<li>(none)</li>");
     }
     for flag in &view.flags {
-        let _ = write!(b, "<li>{}</li>", esc(flag));
+        match flag_anchor(&files, flag) {
+            Some(anchor) => {
+                let _ = write!(b, "<li><a href=\"{anchor}\">{}</a></li>", esc(flag));
+            }
+            None => {
+                let _ = write!(b, "<li>{}</li>", esc(flag));
+            }
+        }
     }
     b.push_str("</ul>");
 
@@ -742,6 +764,67 @@ pub fn security(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{NewQueueItem, QueueItem, QueueStatus};
+
+    fn flagged_item() -> QueueItem {
+        let name = "calc/<b>x</b>.py";
+        QueueItem {
+            id: 7,
+            run_id: "run".to_owned(),
+            request_id: "r".to_owned(),
+            item: NewQueueItem {
+                repository: "acme/calc".to_owned(),
+                base_commit: "0".repeat(40),
+                issue_id: "CALC-1".to_owned(),
+                title: "fix".to_owned(),
+                args: "{}".to_owned(),
+                diff: format!(
+                    "diff --git a/{name} b/{name}\nnew file mode 100644\n--- /dev/null\n+++ b/{name}\n@@ -0,0 +1,2 @@\n+ok = 1\n+import os; os.system('x')\n"
+                ),
+                digest: serde_json::json!({}),
+                evidence: vec![],
+                flags: vec![format!("test-code: {name}:2: a call at import time")],
+            },
+            status: QueueStatus::Queued,
+            queued_at: 0,
+            decided_at: None,
+            decided_by: None,
+            reason: None,
+            branch: None,
+            commit: None,
+            pr_url: Some("javascript:alert(1)".to_owned()),
+            publish_error: None,
+            abandoned_by: None,
+            abandon_reason: None,
+            abandoned_at: None,
+            issue_number: None,
+        }
+    }
+
+    #[test]
+    fn a_flag_links_to_the_line_it_names_and_marks_it() {
+        let view = ItemView::of(&flagged_item(), None, None, "airlock/CALC-1-7".to_owned());
+        for layout_choice in [DiffLayout::Unified, DiffLayout::SideBySide] {
+            let html = item(&view, None, layout_choice, None, "c");
+            assert!(
+                html.contains("<li><a href=\"#f0-n2\">test-code: calc/&lt;b&gt;x&lt;/b&gt;.py:2: a call at import time</a></li>"),
+                "{html}"
+            );
+            let row = html
+                .lines()
+                .find(|l| l.contains("id=\"f0-n2\""))
+                .unwrap_or_default();
+            assert!(row.contains("flagged"), "{html}");
+            let row = html
+                .lines()
+                .find(|l| l.contains("id=\"f0-n1\""))
+                .unwrap_or_default();
+            assert!(!row.contains("flagged"), "{row}");
+            // A pull-request address that is not https is text, never a link.
+            assert!(!html.contains("href=\"javascript:"), "{html}");
+            assert!(html.contains("<td>javascript:alert(1)</td>"), "{html}");
+        }
+    }
 
     #[test]
     fn escaping_leaves_no_markup_and_no_hidden_character() {
