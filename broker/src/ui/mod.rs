@@ -338,9 +338,10 @@ async fn queue_json(State(ui): State<Arc<Ui>>, headers: HeaderMap) -> Response {
         return refused(StatusCode::FORBIDDEN, "not logged in");
     }
     let broker = ui.broker.clone();
-    match blocking(move || crate::approver::scored_queue_rows(&broker)).await {
-        Ok(rows) => axum::Json(QueueStamp {
-            stamp: page::queue_stamp(&rows),
+    // The store only: the poll every few seconds must not rescan the audit log.
+    match blocking(move || broker.queue()).await {
+        Ok(items) => axum::Json(QueueStamp {
+            stamp: page::queue_stamp(items.iter().map(|i| (i.id, i.status.as_str()))),
         })
         .into_response(),
         Err(e) => error_response(None, &e),

@@ -168,9 +168,10 @@ impl QueueFilter {
 }
 
 /// What the queue page's script compares to notice a change: every item's id and status.
-pub fn queue_stamp(rows: &[ScoredRow]) -> String {
-    rows.iter()
-        .map(|r| format!("{}:{}", r.row.id, r.row.status))
+pub fn queue_stamp<'a>(items: impl IntoIterator<Item = (i64, &'a str)>) -> String {
+    items
+        .into_iter()
+        .map(|(id, status)| format!("{id}:{status}"))
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -222,7 +223,9 @@ pub fn queue(rows: &[ScoredRow], filter: &QueueFilter, now: i64, csrf: &str) -> 
     let _ = write!(
         body,
         "<table class=\"list\" id=\"queue\" data-stamp=\"{}\"><thead><tr><th>ID</th><th>Status</th><th>Repository</th><th>Issue</th><th>Title</th><th>Age</th><th>Flags</th><th>Judge</th></tr></thead><tbody>",
-        esc(&queue_stamp(rows))
+        esc(&queue_stamp(
+            rows.iter().map(|r| (r.row.id, r.row.status.as_str()))
+        ))
     );
     let mut shown = 0;
     for scored in rows.iter().rev().filter(|r| filter.keeps(r)) {
