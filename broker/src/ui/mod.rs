@@ -91,7 +91,8 @@ impl Ui {
     }
 }
 
-/// `len` random bytes from the kernel, as hex.
+/// [`TOKEN_BYTES`] random bytes from the kernel, as hex: a login token, a session id or a
+/// CSRF token.
 pub fn random_token() -> Result<String> {
     use std::io::Read;
     let mut bytes = [0u8; TOKEN_BYTES];
