@@ -39,14 +39,17 @@ mod triage;
 mod verify;
 
 pub use corpus::{ClassCount, CorpusReport, FlaggedFile, scan_corpus};
-pub use detect::{Finding, Rule, SourceKind, detect};
+pub use detect::{Finding, HiddenKind, Rule, SourceKind, Visible, detect, make_visible};
 pub use error::{Error, Result};
 pub use evaluate::{
     CorpusItem, Expect, InjectionEval, ItemSource, Miss, Tally, evaluate, load_labelled,
 };
-pub use event::{Event, RunOutcome, TestResult, TestScope};
+pub use event::{Event, ReadBy, RunOutcome, TestResult, TestScope};
 pub use log::{AuditLog, LogOptions, TornTail, head_path};
-pub use query::{Injection, Scan, data_dir, default_log_path, injections, scan, timeline};
+pub use query::{
+    FileReadEntry, Injection, Scan, data_dir, default_log_path, file_reads, injections, scan,
+    timeline,
+};
 pub use record::{GENESIS, Record, sha256_hex};
 pub use time::{Timestamp, parse_duration};
 pub use triage::{

@@ -26,6 +26,9 @@ mod lexicon;
 mod normalize;
 mod rules;
 mod signals;
+mod visible;
+
+pub use visible::{HiddenKind, Visible, make_visible};
 
 use serde::{Deserialize, Serialize};
 
