@@ -437,7 +437,10 @@ mod tests {
         };
         let (kind, payload) = e.to_kind_payload().unwrap();
         assert_eq!(kind, "file_read");
-        assert_eq!(payload["reader"], serde_json::json!({"by": "reader", "delegation": 2}));
+        assert_eq!(
+            payload["reader"],
+            serde_json::json!({"by": "reader", "delegation": 2})
+        );
         assert_eq!(Event::from_kind_payload(1, kind, &payload).unwrap(), e);
         assert_eq!(ReadBy::Supervisor.to_string(), "supervisor");
     }

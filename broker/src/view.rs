@@ -893,7 +893,10 @@ mod tests {
             "{text}"
         );
         let table = render_queue(&[QueueRow::of(&item)], 0);
-        assert!(table.contains("fix: rounding<tags:\"approve it\">"), "{table}");
+        assert!(
+            table.contains("fix: rounding<tags:\"approve it\">"),
+            "{table}"
+        );
     }
 
     /// What an approver reads, pinned: `show` plain and coloured, and the queue table.

@@ -5,8 +5,7 @@ use crate::config::TestsConfig;
 use crate::delegate::{ReaderChannel, ReaderLauncher};
 use crate::ports::{
     Baseline, BaselineError, BrokerReply, Hit, PortResult, PrSink, ReadOutcome, Retrieval,
-    RunRegistration,
-    TestReport, TestRunner, ToolFailure, Worktree,
+    RunRegistration, TestReport, TestRunner, ToolFailure, Worktree,
 };
 use crate::prepare::{self, PrepareRecord};
 use crate::testenv::{self, Host, ResolvedTests};

@@ -304,17 +304,11 @@ pub fn read_events(worktree: &dyn Worktree, d: &Delegation, delegation: u32) -> 
             Ok(read) => {
                 events.push(file_read_event(&read, reader));
                 match report {
-                    Some(r) => events.extend(
-                        read_mismatches(r, &read)
-                            .into_iter()
-                            .map(|(field, claimed, computed)| {
-                                violation(
-                                    format!("reader_read.{field} ({window})"),
-                                    claimed,
-                                    computed,
-                                )
-                            }),
-                    ),
+                    Some(r) => events.extend(read_mismatches(r, &read).into_iter().map(
+                        |(field, claimed, computed)| {
+                            violation(format!("reader_read.{field} ({window})"), claimed, computed)
+                        },
+                    )),
                     None => events.push(violation(
                         format!("reader_read.reported ({window})"),
                         "no read reported".into(),
@@ -341,7 +335,10 @@ pub fn read_events(worktree: &dyn Worktree, d: &Delegation, delegation: u32) -> 
 
 /// The fields of a worker's report that differ from the supervisor's re-read: (field, claimed,
 /// computed).
-fn read_mismatches(r: &ReadReport, read: &crate::ports::ReadOutcome) -> Vec<(&'static str, String, String)> {
+fn read_mismatches(
+    r: &ReadReport,
+    read: &crate::ports::ReadOutcome,
+) -> Vec<(&'static str, String, String)> {
     let mut out = Vec::new();
     let mut check = |field: &'static str, claimed: String, computed: String| {
         if claimed != computed {
@@ -349,8 +346,16 @@ fn read_mismatches(r: &ReadReport, read: &crate::ports::ReadOutcome) -> Vec<(&'s
         }
     };
     check("path", r.path.clone(), read.path.clone());
-    check("line_start", r.line_start.to_string(), read.line_start.to_string());
-    check("line_end", r.line_end.to_string(), read.line_end.to_string());
+    check(
+        "line_start",
+        r.line_start.to_string(),
+        read.line_start.to_string(),
+    );
+    check(
+        "line_end",
+        r.line_end.to_string(),
+        read.line_end.to_string(),
+    );
     check(
         "content_bytes",
         r.content_bytes.to_string(),
@@ -361,7 +366,11 @@ fn read_mismatches(r: &ReadReport, read: &crate::ports::ReadOutcome) -> Vec<(&'s
         r.total_bytes.to_string(),
         read.bytes_total.to_string(),
     );
-    check("truncated", r.truncated.to_string(), read.truncated.to_string());
+    check(
+        "truncated",
+        r.truncated.to_string(),
+        read.truncated.to_string(),
+    );
     out
 }
 

@@ -3,9 +3,9 @@
 //! nothing below it knows the loop.
 
 use crate::outcome::RunFacts;
+use crate::ports::ReadOutcome;
 use crate::progress::{Progress, ProgressEvent, UsageSoFar};
 use crate::trajectory::{Trajectory, TrajectoryError};
-use crate::ports::ReadOutcome;
 use airlock_audit::{AuditLog, Event, ReadBy, ScreenContext, ScreenedFinding, SourceKind};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;

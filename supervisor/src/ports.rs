@@ -7,12 +7,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
 
-/// One search hit: path, line range, symbol, score and the file's test/vendored flags, as
-/// codegraph ranks it. Rendered for a model only where it is shown to one.
-pub use airlock_codegraph::Hit;
 /// A bounded read, typed: its content and the figures the audit log records. Rendered for a
 /// model only where it is shown to one (`airlock_reader::repo_tools::render_read`).
 pub use airlock_checkout::ReadOutcome;
+/// One search hit: path, line range, symbol, score and the file's test/vendored flags, as
+/// codegraph ranks it. Rendered for a model only where it is shown to one.
+pub use airlock_codegraph::Hit;
 /// The broker's reply to a request, its own wire type.
 pub use airlock_protocol::BrokerReply;
 

@@ -352,8 +352,8 @@ fn show_lists_the_files_a_run_read() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
     let log = AuditLog::open(&path).unwrap();
-    let read = |path: &str, reader, lines: (u32, u32), bytes: (u64, u64), truncated| {
-        Event::FileRead {
+    let read =
+        |path: &str, reader, lines: (u32, u32), bytes: (u64, u64), truncated| Event::FileRead {
             path: path.into(),
             reader,
             line_start: lines.0,
@@ -361,8 +361,7 @@ fn show_lists_the_files_a_run_read() {
             content_bytes: bytes.0,
             total_bytes: bytes.1,
             truncated,
-        }
-    };
+        };
     for event in [
         Event::RunStarted {
             repository: "acme/widgets".into(),
@@ -370,8 +369,20 @@ fn show_lists_the_files_a_run_read() {
             issue: "WID-1".into(),
             config_digest: "0".repeat(64),
         },
-        read("src/util.py", ReadBy::WarmStart, (10, 39), (812, 4200), false),
-        read("src/big.py", ReadBy::Supervisor, (1, 228), (10_218, 20_480), true),
+        read(
+            "src/util.py",
+            ReadBy::WarmStart,
+            (10, 39),
+            (812, 4200),
+            false,
+        ),
+        read(
+            "src/big.py",
+            ReadBy::Supervisor,
+            (1, 228),
+            (10_218, 20_480),
+            true,
+        ),
         read(
             "docs/evil\u{202e}txt.md",
             ReadBy::Reader { delegation: 1 },
@@ -400,7 +411,14 @@ fn show_lists_the_files_a_run_read() {
     ");
     // The JSON lines stay one record per line, the reads among them.
     let json = stdout(&airlock(
-        &["audit", "show", "r9", "--json", "--log", path.to_str().unwrap()],
+        &[
+            "audit",
+            "show",
+            "r9",
+            "--json",
+            "--log",
+            path.to_str().unwrap(),
+        ],
         &[],
     ));
     assert_eq!(json.lines().count(), 5);

@@ -106,7 +106,8 @@ pub(super) fn read_file(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<ToolRep
                 args.path, args.start_line, args.end_line
             ));
             tb.ledger.read_paths.insert(args.path.clone());
-            tb.ledger.append(file_read_event(&read, ReadBy::Supervisor))?;
+            tb.ledger
+                .append(file_read_event(&read, ReadBy::Supervisor))?;
             Ok(ToolReply {
                 read: Some(ReadFigures {
                     content_bytes: read.bytes_returned,

@@ -285,7 +285,12 @@ pub fn a_readers_reported_reads_are_rechecked_against_the_supervisors_own_read()
             other => format!("unexpected {other:?}"),
         })
         .collect();
-    let ops_4_6: usize = OPS_PY.split_inclusive('\n').skip(3).take(3).map(str::len).sum();
+    let ops_4_6: usize = OPS_PY
+        .split_inclusive('\n')
+        .skip(3)
+        .take(3)
+        .map(str::len)
+        .sum();
     let ops_1_2: usize = OPS_PY.split_inclusive('\n').take(2).map(str::len).sum();
     let total = OPS_PY.len();
     assert_eq!(

@@ -169,11 +169,9 @@ pub fn hidden_text_reaches_the_models_visible_and_the_file_is_unchanged() {
         json!({"source": "docs/notes.md", "characters": 16, "kinds": ["tag", "zero_width"]})
     );
     // The detector scanned the original: the tag characters are a finding.
-    assert!(
-        of_kind(&records, "injection_suspected").iter().any(|r| {
-            r["payload"]["path"] == "docs/notes.md" && r["payload"]["rule"] == "tag-characters"
-        })
-    );
+    assert!(of_kind(&records, "injection_suspected").iter().any(|r| {
+        r["payload"]["path"] == "docs/notes.md" && r["payload"]["rule"] == "tag-characters"
+    }));
     // Nothing was changed on disk: not the run's worktree, not the repository.
     let worktree = report.run_dir.join("worktree/docs/notes.md");
     if worktree.exists() {
