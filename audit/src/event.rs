@@ -48,6 +48,8 @@ pub enum RunOutcome {
 pub enum ReadBy {
     /// The supervisor's `read_file`.
     Supervisor,
+    /// A window of a search candidate the warm start shows before the first turn.
+    WarmStart,
     /// A reader worker's `read_file`, checked by the supervisor against its own re-read.
     Reader {
         /// The run's delegation it belonged to, 1-based in the order they were made.
@@ -59,6 +61,7 @@ impl std::fmt::Display for ReadBy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ReadBy::Supervisor => f.write_str("supervisor"),
+            ReadBy::WarmStart => f.write_str("warm-start"),
             ReadBy::Reader { delegation } => write!(f, "reader#{delegation}"),
         }
     }

@@ -15,6 +15,8 @@
 //! team's and the operator's questions. [`detect()`] flags text that tries to steer an agent;
 //! [`triage()`] records the security team's verdict on a finding, and [`dismissed_keys`] and
 //! [`confirmed_by_run`] are what the supervisor and the broker read back of it.
+//! [`make_visible`] renders a copy of a text with its invisible characters shown, for the edge
+//! that hands it to a model or a person (after screening, which sees the original).
 //!
 //! This crate must never: rewrite or delete a record (the only change to existing bytes is the
 //! newline that ends a torn write); record a credential or a prompt (events have no field for

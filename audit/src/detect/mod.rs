@@ -2,7 +2,8 @@
 //!
 //! It runs over every text a tool hands a model (file reads, search snippets, issue bodies,
 //! tool output) and returns findings: line, rule and excerpt. It flags and records; it never
-//! blocks, rewrites or strips the text, which reaches the model unchanged and stays data.
+//! blocks, rewrites or strips the text it scans, which stays data. What a model or an approver
+//! is then shown goes through [`make_visible`], a separate rendering step over a copy.
 //!
 //! How it keeps false positives low (measured with `airlock audit fp-scan`): ordinary source
 //! and documentation constantly say "add this dependency", "install the package" or "send the
