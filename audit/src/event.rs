@@ -1,7 +1,7 @@
 //! The typed events a run records. On disk each becomes `"kind": <snake_case name>` and
 //! `"payload": {fields}`.
 
-use crate::detect::{Borderline, SourceKind};
+use crate::detect::{Borderline, HiddenKind, SourceKind};
 use crate::error::{Error, Result};
 use crate::triage::{FindingKey, TriageStatus};
 use serde::{Deserialize, Serialize};
@@ -72,6 +72,31 @@ impl SecondVerdict {
     }
 }
 
+/// Who made a read: the supervisor's own model, or a reader worker of one delegation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(tag = "by", rename_all = "snake_case")]
+pub enum ReadBy {
+    /// The supervisor's `read_file`.
+    Supervisor,
+    /// A window of a search candidate the warm start shows before the first turn.
+    WarmStart,
+    /// A reader worker's `read_file`, checked by the supervisor against its own re-read.
+    Reader {
+        /// The run's delegation it belonged to, 1-based in the order they were made.
+        delegation: u32,
+    },
+}
+
+impl std::fmt::Display for ReadBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadBy::Supervisor => f.write_str("supervisor"),
+            ReadBy::WarmStart => f.write_str("warm-start"),
+            ReadBy::Reader { delegation } => write!(f, "reader#{delegation}"),
+        }
+    }
+}
+
 impl std::fmt::Display for SecondVerdict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -121,6 +146,37 @@ pub enum Event {
         /// For reads: bytes of file content returned.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         bytes_returned: Option<u64>,
+    },
+    /// One successful bounded read of a file of the tree, by the supervisor or a reader worker:
+    /// what the model was shown of it. The figures are the supervisor's own (for a reader's
+    /// read, from its re-read of the same window; a worker's claim that differs is an
+    /// `integrity_violation`).
+    FileRead {
+        /// The repository-relative path read.
+        path: String,
+        /// Who read it.
+        reader: ReadBy,
+        /// First line returned, 1-based (0 for an empty file).
+        line_start: u32,
+        /// Last line returned, inclusive (possibly only partly returned when `truncated`).
+        line_end: u32,
+        /// Bytes of file content returned (not the rendered result with its line numbers).
+        content_bytes: u64,
+        /// Bytes in the whole file.
+        total_bytes: u64,
+        /// Whether the read cap cut the requested window short.
+        truncated: bool,
+    },
+    /// A text was about to reach a model with characters that draw nothing (tag characters,
+    /// zero-width, bidi controls, ...): it was shown with those characters as visible escapes
+    /// and a note line. The text scanned and the file on disk are unchanged.
+    HiddenTextRendered {
+        /// Where the text came from (a path, `warm_start`, `tool:<name>`, `reader:...`).
+        source: String,
+        /// How many hidden characters were made visible.
+        characters: u64,
+        /// Their classes, sorted.
+        kinds: Vec<HiddenKind>,
     },
     /// A reader subagent returned its digest.
     ReaderDigest {
@@ -344,6 +400,8 @@ impl Event {
             Event::RunStarted { .. } => "run_started",
             Event::ModelCall { .. } => "model_call",
             Event::ToolCall { .. } => "tool_call",
+            Event::FileRead { .. } => "file_read",
+            Event::HiddenTextRendered { .. } => "hidden_text_rendered",
             Event::ReaderDigest { .. } => "reader_digest",
             Event::TestRun { .. } => "test_run",
             Event::PolicyRefusal { .. } => "policy_refusal",
@@ -452,6 +510,27 @@ mod tests {
         assert_eq!(kind, "denial");
         assert_eq!(payload, serde_json::json!({"reason": "touches CI"}));
         assert_eq!(Event::from_kind_payload(1, kind, &payload).unwrap(), e);
+    }
+
+    #[test]
+    fn a_file_read_names_its_reader_and_round_trips() {
+        let e = Event::FileRead {
+            path: "src/big.py".into(),
+            reader: ReadBy::Reader { delegation: 2 },
+            line_start: 1,
+            line_end: 300,
+            content_bytes: 10_218,
+            total_bytes: 20_000,
+            truncated: true,
+        };
+        let (kind, payload) = e.to_kind_payload().unwrap();
+        assert_eq!(kind, "file_read");
+        assert_eq!(
+            payload["reader"],
+            serde_json::json!({"by": "reader", "delegation": 2})
+        );
+        assert_eq!(Event::from_kind_payload(1, kind, &payload).unwrap(), e);
+        assert_eq!(ReadBy::Supervisor.to_string(), "supervisor");
     }
 
     #[test]

@@ -15,6 +15,8 @@
 //! team's and the operator's questions. [`detect()`] flags text that tries to steer an agent;
 //! [`triage()`] records the security team's verdict on a finding, and [`dismissed_keys`] and
 //! [`confirmed_by_run`] are what the supervisor and the broker read back of it.
+//! [`make_visible`] renders a copy of a text with its invisible characters shown, for the edge
+//! that hands it to a model or a person (after screening, which sees the original).
 //!
 //! This crate must never: rewrite or delete a record (the only change to existing bytes is the
 //! newline that ends a torn write); record a credential or a prompt (events have no field for
@@ -39,16 +41,19 @@ mod triage;
 mod verify;
 
 pub use corpus::{ClassCount, CorpusReport, FlaggedFile, scan_corpus};
-pub use detect::{Borderline, Finding, NearMiss, Rule, Screening, SourceKind, detect, screen};
+pub use detect::{
+    Borderline, Finding, HiddenKind, NearMiss, Rule, Screening, SourceKind, Visible, detect,
+    make_visible, screen,
+};
 pub use error::{Error, Result};
 pub use evaluate::{
     CorpusItem, Expect, InjectionEval, ItemSource, Miss, Tally, evaluate, load_labelled,
 };
-pub use event::{Event, RunOutcome, SecondVerdict, TestResult, TestScope};
+pub use event::{Event, ReadBy, RunOutcome, SecondVerdict, TestResult, TestScope};
 pub use log::{AuditLog, LogOptions, TornTail, head_path};
 pub use query::{
-    BorderlineOpinion, Injection, Scan, SecondOpinion, borderline_opinions, data_dir,
-    default_log_path, injections, scan, timeline,
+    BorderlineOpinion, FileReadEntry, Injection, Scan, SecondOpinion, borderline_opinions,
+    data_dir, default_log_path, file_reads, injections, scan, timeline,
 };
 pub use record::{GENESIS, Record, sha256_hex};
 pub use time::{Timestamp, parse_duration};

@@ -319,3 +319,54 @@ pub fn default_log_path() -> Result<PathBuf> {
     }
     Ok(data_dir()?.join("audit.jsonl"))
 }
+
+/// One read of a run as `airlock audit show` lists it: a `file_read` record, typed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileReadEntry {
+    /// Seq of the record.
+    pub seq: u64,
+    /// The repository-relative path read.
+    pub path: String,
+    /// Who read it.
+    pub reader: crate::event::ReadBy,
+    /// First line returned.
+    pub line_start: u32,
+    /// Last line returned.
+    pub line_end: u32,
+    /// Bytes of file content returned.
+    pub content_bytes: u64,
+    /// Bytes in the whole file.
+    pub total_bytes: u64,
+    /// Whether the read cap cut the window short.
+    pub truncated: bool,
+}
+
+/// The file reads of one run, in log order (records that do not decode are left out, as the
+/// other queries do; `verify` reports them).
+pub fn file_reads(scan: &Scan, run_id: &str) -> Vec<FileReadEntry> {
+    timeline(scan, run_id)
+        .into_iter()
+        .filter(|r| r.kind == "file_read")
+        .filter_map(|r| match r.event().ok()? {
+            crate::event::Event::FileRead {
+                path,
+                reader,
+                line_start,
+                line_end,
+                content_bytes,
+                total_bytes,
+                truncated,
+            } => Some(FileReadEntry {
+                seq: r.seq,
+                path,
+                reader,
+                line_start,
+                line_end,
+                content_bytes,
+                total_bytes,
+                truncated,
+            }),
+            _ => None,
+        })
+        .collect()
+}

@@ -1,5 +1,6 @@
 //! The `airlock-broker` command line: `serve` for supervisors, and the approver's `queue`,
-//! `show`, `approve`, `deny`, `publish`, `abandon` and `expire`.
+//! `show`, `approve`, `deny`, `publish`, `abandon` and `expire`, and `ui`, the same
+//! operations as a web page.
 //!
 //! Exit codes: 0 done; 1 the action was refused (unknown item, wrong state, bad reason);
 //! 2 configuration or operational failure.
@@ -17,8 +18,7 @@ use crate::publish::GitHubForge;
 use crate::rules::PolicyRules;
 use crate::sandboxed::SandboxExecutor;
 use crate::service::{AuditJournal, Broker, unix_now};
-use crate::store::{QueueItem, SqliteStore, Store};
-use crate::view::{ItemView, QueueRow};
+use crate::store::{QueueItem, SqliteStore};
 
 /// Exit code when the requested action was refused.
 pub const EXIT_REFUSED: u8 = 1;
@@ -116,6 +116,19 @@ enum Command {
     },
     /// Expire queued pull requests older than the configured queue age.
     Expire,
+    /// Serve the approver's and the security team's web page: the queue, each item (diff,
+    /// witness, digest, findings, judge) with approve, deny and request changes, and the
+    /// injection findings with their triage. Prints the login token at start unless
+    /// `--token-file` names one.
+    Ui {
+        /// Address to listen on (loopback by default; the page is plain HTTP).
+        #[arg(long, default_value = "127.0.0.1:8642")]
+        listen: std::net::SocketAddr,
+        /// Read the login token from this file (its first line, 16 characters or more)
+        /// instead of generating one.
+        #[arg(long, value_name = "PATH")]
+        token_file: Option<PathBuf>,
+    },
 }
 
 fn config_path(cli: &Cli) -> PathBuf {
@@ -148,11 +161,7 @@ pub fn production_broker(config: BrokerConfig) -> crate::Result<Broker> {
     ))
 }
 
-fn reviewer() -> String {
-    std::env::var("AIRLOCK_REVIEWER")
-        .or_else(|_| std::env::var("USER"))
-        .unwrap_or_else(|_| "unknown".to_owned())
-}
+use crate::approver::reviewer;
 
 /// Parse the process arguments and run; returns the exit code.
 pub fn run() -> ExitCode {
@@ -224,15 +233,7 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
             crate::server::serve(broker, listener)
         }
         Command::Queue { json } => {
-            let confirmed = confirmed_injections(broker.config())?;
-            let rows: Vec<QueueRow> = broker
-                .queue()?
-                .iter()
-                .map(|item| {
-                    let count = confirmed.get(&item.run_id).map_or(0, Vec::len);
-                    QueueRow::of(item).with_confirmed_injections(count)
-                })
-                .collect();
+            let rows = crate::approver::queue_rows(&broker)?;
             let text = if json {
                 format!("{}\n", to_json(&rows)?)
             } else {
@@ -243,18 +244,7 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
                 .map_err(w)
         }
         Command::Show { id, color, json } => {
-            let item = broker.queue_item(id)?;
-            let mut store = SqliteStore::open(&broker.config().state_db)?;
-            let score = store.judge_score(id)?;
-            let issue = store
-                .run(&item.run_id)?
-                .and_then(|run| run.registration.issue);
-            let branch = crate::publish::branch_name(&item.item.issue_id, item.id);
-            let confirmed = confirmed_injections(broker.config())?
-                .remove(&item.run_id)
-                .unwrap_or_default();
-            let view = ItemView::of(&item, issue, score.as_ref().map(|(j, _)| j.clone()), branch)
-                .with_confirmed_injections(confirmed);
+            let (view, score) = crate::approver::item_view(&broker, id)?;
             let text = if json {
                 format!("{}\n", to_json(&view)?)
             } else {
@@ -292,6 +282,28 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
             )
             .map_err(w)
         }
+        Command::Ui { listen, token_file } => {
+            let (token, generated) = match &token_file {
+                Some(path) => (crate::ui::read_token_file(path)?, false),
+                None => (crate::ui::random_token()?, true),
+            };
+            let listener = std::net::TcpListener::bind(listen)
+                .map_err(Error::io(format!("listening on {listen}")))?;
+            let address = listener
+                .local_addr()
+                .map_err(Error::io("reading the UI's address"))?;
+            if !address.ip().is_loopback() {
+                eprintln!(
+                    "airlock-broker: warning: the ui listens on {address}, not a loopback address; the page is plain HTTP"
+                );
+            }
+            eprintln!("airlock-broker: ui at http://{address}/");
+            if generated {
+                eprintln!("airlock-broker: ui login token: {token}");
+            }
+            let ui = crate::ui::Ui::new(Arc::new(broker), token, address);
+            crate::ui::serve(Arc::new(ui), listener)
+        }
         Command::Expire => {
             let expired = broker.expire()?;
             for item in expired {
@@ -300,15 +312,6 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
             Ok(())
         }
     }
-}
-
-/// The confirmed injection findings of every run, by run id, from the audit log the broker
-/// writes to (the security team triages in the same log).
-fn confirmed_injections(
-    config: &BrokerConfig,
-) -> crate::Result<std::collections::BTreeMap<String, Vec<airlock_audit::ConfirmedFinding>>> {
-    let scan = airlock_audit::scan(&config.audit_log).map_err(|e| Error::Audit(e.to_string()))?;
-    Ok(airlock_audit::confirmed_by_run(&scan))
 }
 
 fn write_published(out: &mut impl Write, verb: &str, item: &QueueItem) -> std::io::Result<()> {

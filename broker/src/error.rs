@@ -135,6 +135,9 @@ pub enum Error {
     /// The audit log refused an event.
     #[error("audit log: {0}")]
     Audit(String),
+    /// The web page (`airlock-broker ui`) could not start or answer: what went wrong.
+    #[error("ui: {0}")]
+    Ui(String),
     /// A shared rule or contract crate reported an operational failure.
     #[error("{0}")]
     Dependency(String),

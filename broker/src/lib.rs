@@ -12,6 +12,7 @@
 //! and never restate a schema or a path rule: those live in `airlock-schemas` and
 //! `airlock-policies`.
 
+pub mod approver;
 pub mod changes;
 pub mod cli;
 pub mod client;
@@ -24,6 +25,7 @@ pub mod sandboxed;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod ui;
 pub mod view;
 pub mod witness;
 

@@ -3,11 +3,48 @@
 //! One JSON object per line, tagged by `type`. The supervisor starts the exchange with `start`;
 //! the worker asks for model turns with `chat`, which the supervisor answers with `chat_result`
 //! or `chat_error`; the worker ends with `digest`, after which the supervisor either sends one
-//! `repair` (the worker answers with another `digest`) or `finish`.
+//! `repair` (the worker answers with another `digest`) or `finish`. After each successful
+//! `read_file` the worker reports the read, typed, with `read` (no answer expected), so the
+//! supervisor can record and re-check every read without parsing the rendered text.
 
 use crate::brief::Brief;
 use airlock_model::{ChatRequest, ChatResponse};
 use serde::{Deserialize, Serialize};
+
+/// One successful `read_file` of the worker: what its model was shown of the file. The
+/// supervisor believes none of it; it re-reads the same window to check every figure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadReport {
+    /// The id of the model's tool call this read answered.
+    pub call_id: String,
+    /// The path read, normalised by the bounded reader.
+    pub path: String,
+    /// First line returned, 1-based (0 for an empty file).
+    pub line_start: u32,
+    /// Last line returned, inclusive.
+    pub line_end: u32,
+    /// Bytes of file content returned (the rendering's header and line numbers not counted).
+    pub content_bytes: u64,
+    /// Bytes in the whole file.
+    pub total_bytes: u64,
+    /// Whether the read cap cut the requested window short.
+    pub truncated: bool,
+}
+
+impl ReadReport {
+    /// The report of a bounded read that answered call `call_id`.
+    pub fn of(call_id: &str, out: &airlock_checkout::ReadOutcome) -> Self {
+        ReadReport {
+            call_id: call_id.to_string(),
+            path: out.path.clone(),
+            line_start: out.line_start,
+            line_end: out.line_end,
+            content_bytes: out.bytes_returned,
+            total_bytes: out.bytes_total,
+            truncated: out.truncated,
+        }
+    }
+}
 
 /// Messages the worker writes to stdout.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -17,6 +54,11 @@ pub enum FromWorker {
     Chat {
         /// The request; the supervisor replaces its tool list with [`crate::tool_specs`].
         request: ChatRequest,
+    },
+    /// A `read_file` call succeeded; sent before the request that carries its result.
+    Read {
+        /// The read.
+        read: ReadReport,
     },
     /// The final text of the reader (the digest candidate, not yet validated).
     Digest {

@@ -66,18 +66,18 @@ pub fn render_hit(rank: usize, h: &Hit) -> String {
     )
 }
 
-/// Read lines of a file through the bounded reader, rendered; the refusal text on failure.
-pub fn read_rendered(
+/// Read lines `start..=end` of a file through the bounded reader, typed (render it with
+/// [`render_read`] at the edge); the refusal's code and text on failure.
+pub fn read_window(
     reader: &BoundedReader,
     path: &str,
     start: usize,
     end: usize,
-) -> Result<String, (String, String)> {
+) -> Result<ReadOutcome, (String, String)> {
     let start = u32::try_from(start).unwrap_or(u32::MAX);
     let end = u32::try_from(end).unwrap_or(u32::MAX);
     reader
         .read(path, Some((start, end)))
-        .map(|out| render_read(&out))
         .map_err(|refusal| (refusal.code().as_str().to_string(), refusal.to_string()))
 }
 
@@ -169,8 +169,8 @@ impl ReaderTools for CheckoutTools {
             .map(|hits| render_hits(&hits))
     }
 
-    fn read_lines(&self, path: &str, start: usize, end: usize) -> Result<String, String> {
-        read_rendered(&self.reader, path, start, end)
+    fn read_lines(&self, path: &str, start: usize, end: usize) -> Result<ReadOutcome, String> {
+        read_window(&self.reader, path, start, end)
             .map_err(|(code, message)| format!("{code}: {message}"))
     }
 }

@@ -88,13 +88,19 @@ pub fn tool_specs() -> Vec<ToolSpec> {
     ReadTool::ALL.into_iter().map(ReadTool::spec).collect()
 }
 
-/// How the worker executes its two tools; `Err` is the refusal text the model sees. This is
-/// the worker's edge to its model, so results arrive rendered.
+/// How the worker executes its two tools; `Err` is the refusal text the model sees. Search
+/// results arrive rendered (the worker's edge to its model); a read arrives typed, so that the
+/// worker can report it (`FromWorker::Read`) and render it once.
 pub trait ReaderTools {
     /// Ranked hits for a query, rendered.
     fn search(&self, query: &str, limit: usize) -> Result<String, String>;
     /// Lines `start..=end` of `path`, through the bounded reader.
-    fn read_lines(&self, path: &str, start: usize, end: usize) -> Result<String, String>;
+    fn read_lines(
+        &self,
+        path: &str,
+        start: usize,
+        end: usize,
+    ) -> Result<airlock_checkout::ReadOutcome, String>;
 }
 
 /// Arguments of `search_repo`.

@@ -1,7 +1,8 @@
 //! The worker loop: brief in, digest text out, every model call relayed by the supervisor.
 
 use crate::brief::render_brief;
-use crate::protocol::{FromSupervisor, FromWorker};
+use crate::protocol::{FromSupervisor, FromWorker, ReadReport};
+use crate::repo_tools::render_read;
 use crate::tools::{
     ReadArgs, ReadTool, ReaderTools, SearchArgs, check_range, decode_args, tool_specs,
 };
@@ -106,7 +107,12 @@ pub fn run_worker(input: impl BufRead, output: impl Write, tools: &dyn ReaderToo
         }
         for call in &calls {
             let (content, is_error) = match execute(call, tools, &mut reads, brief.max_reads) {
-                Ok(text) => (text, false),
+                Ok(Executed { text, read }) => {
+                    if let Some(read) = read {
+                        ch.send(&FromWorker::Read { read })?;
+                    }
+                    (text, false)
+                }
                 Err(text) => (text, true),
             };
             messages.push(Message::tool_result(&call.id, content, is_error));
@@ -185,6 +191,12 @@ fn wait_for_finish<R: BufRead, W: Write>(ch: &mut Channel<R, W>) -> Result<()> {
     }
 }
 
+/// A call's result for the model, and the read to report when it was a successful read.
+struct Executed {
+    text: String,
+    read: Option<ReadReport>,
+}
+
 /// Execute one call. Every `read_file` call counts as a read, refused or not, so the count
 /// the supervisor makes from the relayed calls is the same number.
 fn execute(
@@ -192,11 +204,12 @@ fn execute(
     tools: &dyn ReaderTools,
     reads: &mut u32,
     max_reads: u32,
-) -> std::result::Result<String, String> {
+) -> std::result::Result<Executed, String> {
     match ReadTool::from_name(&call.name) {
         Some(ReadTool::SearchRepo) => {
             let args: SearchArgs = decode_args(call)?;
-            tools.search(&args.query, args.limit_or_default())
+            let text = tools.search(&args.query, args.limit_or_default())?;
+            Ok(Executed { text, read: None })
         }
         Some(ReadTool::ReadFile) => {
             *reads += 1;
@@ -208,7 +221,11 @@ fn execute(
             }
             let args: ReadArgs = decode_args(call)?;
             check_range(&args)?;
-            tools.read_lines(&args.path, args.start_line, args.end_line)
+            let out = tools.read_lines(&args.path, args.start_line, args.end_line)?;
+            Ok(Executed {
+                text: render_read(&out),
+                read: Some(ReadReport::of(&call.id, &out)),
+            })
         }
         None => Err(format!(
             "no such tool `{}`: a reader has only {} and {}",
@@ -237,8 +254,19 @@ mod tests {
             path: &str,
             start: usize,
             end: usize,
-        ) -> std::result::Result<String, String> {
-            Ok(format!("{path} lines {start}-{end}"))
+        ) -> std::result::Result<airlock_checkout::ReadOutcome, String> {
+            let content = format!("{path} lines {start}-{end}\n");
+            Ok(airlock_checkout::ReadOutcome {
+                path: path.to_string(),
+                bytes_returned: content.len() as u64,
+                content,
+                language: "text".into(),
+                line_count: 10,
+                line_start: start as u32,
+                line_end: end as u32,
+                truncated: false,
+                bytes_total: 1000,
+            })
         }
     }
 
@@ -326,16 +354,37 @@ mod tests {
         assert_eq!(offered, vec!["search_repo", "read_file"]);
         let results = last_tool_results(&out[1]);
         assert!(results[0].0.contains("no such tool `write_file`") && results[0].1);
-        let results = last_tool_results(&out[2]);
-        assert_eq!(results[1], ("calc/ops.py lines 1-2".to_string(), false));
+        // The one read that went through is reported, typed, before the request carrying it.
+        assert_eq!(
+            out[2],
+            FromWorker::Read {
+                read: ReadReport {
+                    call_id: "r1".into(),
+                    path: "calc/ops.py".into(),
+                    line_start: 1,
+                    line_end: 2,
+                    content_bytes: 22,
+                    total_bytes: 1000,
+                    truncated: false,
+                }
+            }
+        );
+        let results = last_tool_results(&out[3]);
+        assert_eq!(
+            results[1],
+            (
+                "calc/ops.py lines 1-2 of 10\n1| calc/ops.py lines 1-2\n".to_string(),
+                false
+            )
+        );
         assert!(results[2].0.contains("read budget spent") && results[2].1);
         assert_eq!(
-            out[3],
+            out[4],
             FromWorker::Digest {
                 text: "{\"answer\": \"done\"}".into()
             }
         );
-        assert_eq!(out.len(), 4);
+        assert_eq!(out.len(), 5);
     }
 
     #[test]

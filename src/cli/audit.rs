@@ -126,7 +126,7 @@ pub enum AuditCommand {
         #[command(flatten)]
         log: LogArg,
     },
-    /// One run's timeline.
+    /// One run's timeline, then the files its models read
     Show {
         /// The run id.
         run: String,
@@ -458,7 +458,41 @@ fn show(run: &str, json: bool, log: &LogArg) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    let reads = audit::file_reads(&scan, run);
+    if !json && !reads.is_empty() {
+        outln!();
+        out!("{}", render_reads(&reads));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The reads of a run as a table a reviewer checks a pull request's claims against: who read
+/// which lines of which file, how many bytes of content of the file's total, and whether the
+/// read cap cut the window.
+fn render_reads(reads: &[audit::FileReadEntry]) -> String {
+    let mut out = format!(
+        "files read ({}):\n{:>6}  {:<12}  {:>11}  {:>8}  {:>8}  {:<9}  path\n",
+        reads.len(),
+        "seq",
+        "by",
+        "lines",
+        "bytes",
+        "total",
+        "truncated"
+    );
+    for r in reads {
+        out.push_str(&format!(
+            "{:>6}  {:<12}  {:>11}  {:>8}  {:>8}  {:<9}  {}\n",
+            r.seq,
+            r.reader.to_string(),
+            format!("{}-{}", r.line_start, r.line_end),
+            r.content_bytes,
+            r.total_bytes,
+            if r.truncated { "yes" } else { "no" },
+            escaped_line(&r.path)
+        ));
+    }
+    out
 }
 
 /// `key=value` pairs of a payload on one line.

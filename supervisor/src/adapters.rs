@@ -4,14 +4,14 @@
 use crate::config::TestsConfig;
 use crate::delegate::{ReaderChannel, ReaderLauncher};
 use crate::ports::{
-    Baseline, BaselineError, BrokerReply, Hit, PortResult, PrSink, Retrieval, RunRegistration,
-    TestReport, TestRunner, ToolFailure, Worktree,
+    Baseline, BaselineError, BrokerReply, Hit, PortResult, PrSink, ReadOutcome, Retrieval,
+    RunRegistration, TestReport, TestRunner, ToolFailure, Worktree,
 };
 use crate::prepare::{self, PrepareRecord};
 use crate::testenv::{self, Host, ResolvedTests};
 use airlock_checkout::BoundedReader;
 use airlock_policies::testrun::{self, TestInventory};
-use airlock_reader::repo_tools::{CodegraphSearch, read_rendered};
+use airlock_reader::repo_tools::{CodegraphSearch, read_window};
 use airlock_reader::{FromSupervisor, FromWorker};
 use airlock_sandbox::{Captured, SandboxBuilder};
 use serde_json::Value;
@@ -44,8 +44,8 @@ impl Worktree for CheckoutWorktree {
         self.reader.root()
     }
 
-    fn read_lines(&self, path: &str, start: usize, end: usize) -> PortResult<String> {
-        read_rendered(&self.reader, path, start, end)
+    fn read_lines(&self, path: &str, start: usize, end: usize) -> PortResult<ReadOutcome> {
+        read_window(&self.reader, path, start, end)
             .map_err(|(code, message)| ToolFailure::new(code, message))
     }
 

@@ -5,13 +5,23 @@
 //! calls itself, and keeps the lines the reader was shown, to check the digest's claims
 //! (`reads_used`, anchors, quoted lines). A digest that fails goes back once for repair and is
 //! then dropped with a recorded reason.
+//!
+//! It is also the edge where the reader's tool results reach the model: each relayed request
+//! has its tool results' hidden characters made visible (the worker keeps, and the detector
+//! scans, the originals). Every read the worker reports is checked against the supervisor's
+//! own re-read of the same window before it is recorded ([`read_events`]).
 
+use crate::ledger::file_read_event;
 use crate::ports::{PortResult, ToolFailure, Worktree};
-use airlock_model::{ChatModel, ChatRequest, Message};
-use airlock_reader::{Brief, FromSupervisor, FromWorker, MAX_QUOTED_LINES, ReadTool, tool_specs};
+use airlock_audit::{Event, HiddenKind, ReadBy};
+use airlock_model::{ChatModel, ChatRequest, Message, ToolResult};
+use airlock_reader::tools::{ReadArgs, decode_args};
+use airlock_reader::{
+    Brief, FromSupervisor, FromWorker, MAX_QUOTED_LINES, ReadReport, ReadTool, tool_specs,
+};
 use airlock_schemas::ReaderDigest;
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A two-way channel to one running reader worker.
 pub trait ReaderChannel {
@@ -46,6 +56,26 @@ pub struct Delegation {
     pub tool_texts: Vec<String>,
     /// Usage of each relayed model call, for the audit log.
     pub calls: Vec<CallUsage>,
+    /// The `read_file` calls the reader's model made, by call id, in the order made.
+    pub read_calls: Vec<(String, ReadArgs)>,
+    /// Ids of the `read_file` calls whose result the worker handed its model as a success.
+    pub reads_served: BTreeSet<String>,
+    /// The reads the worker reported, as it reported them (checked by [`read_events`]).
+    pub reported_reads: Vec<ReadReport>,
+    /// Tool results (by their index in `tool_texts`) shown to the model with hidden
+    /// characters made visible: how many characters, of which kinds.
+    pub rendered: Vec<RenderedText>,
+}
+
+/// One reader tool result that reached the model with hidden characters made visible.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderedText {
+    /// Its index in [`Delegation::tool_texts`].
+    pub index: usize,
+    /// Hidden characters made visible.
+    pub characters: u64,
+    /// Their kinds.
+    pub kinds: Vec<HiddenKind>,
 }
 
 /// Token usage and latency of one relayed model call.
@@ -97,6 +127,10 @@ fn relay(
         repaired: false,
         tool_texts: Vec::new(),
         calls: Vec::new(),
+        read_calls: Vec::new(),
+        reads_served: BTreeSet::new(),
+        reported_reads: Vec::new(),
+        rendered: Vec::new(),
     };
     // Turns, the closing call when the turn budget is spent, and one repair.
     let max_calls = brief.max_turns.saturating_add(2);
@@ -108,13 +142,23 @@ fn relay(
     })?;
     loop {
         match channel.recv()? {
+            FromWorker::Read { read } => d.reported_reads.push(read),
             FromWorker::Chat { request } => {
                 for m in &request.messages {
                     if let Message::Tool(r) = m
                         && seen_results.insert(r.tool_call_id.clone())
                     {
+                        let visible = airlock_audit::make_visible(&r.content);
+                        if visible.changed() {
+                            d.rendered.push(RenderedText {
+                                index: d.tool_texts.len(),
+                                characters: visible.hidden,
+                                kinds: visible.kinds,
+                            });
+                        }
                         d.tool_texts.push(r.content.clone());
                         if read_call_ids.contains(&r.tool_call_id) && !r.is_error {
+                            d.reads_served.insert(r.tool_call_id.clone());
                             for line in r.content.lines() {
                                 let t = strip_line_number(line).trim();
                                 if t.len() >= 6 {
@@ -138,7 +182,7 @@ fn relay(
                     tool_specs()
                 };
                 let relayed = ChatRequest {
-                    messages: request.messages,
+                    messages: request.messages.into_iter().map(made_visible).collect(),
                     tools,
                     options: request.options,
                 };
@@ -150,6 +194,9 @@ fn relay(
                             if ReadTool::from_name(&call.name) == Some(ReadTool::ReadFile) {
                                 d.reads_made += 1;
                                 read_call_ids.insert(call.id.clone());
+                                if let Ok(args) = decode_args::<ReadArgs>(call) {
+                                    d.read_calls.push((call.id.clone(), args));
+                                }
                             }
                         }
                         d.calls.push(CallUsage {
@@ -202,6 +249,129 @@ fn relay(
             }
         }
     }
+}
+
+/// A relayed message as the model is shown it: a tool result with its hidden characters made
+/// visible, anything else as it is (the reader's own model wrote it, or the brief did).
+fn made_visible(message: Message) -> Message {
+    match message {
+        Message::Tool(r) => {
+            let visible = airlock_audit::make_visible(&r.content);
+            if visible.changed() {
+                Message::Tool(ToolResult {
+                    content: visible.text,
+                    ..r
+                })
+            } else {
+                Message::Tool(r)
+            }
+        }
+        other => other,
+    }
+}
+
+/// The audit events of a delegation's reads, in the order its model asked for them: one
+/// `file_read` per read the reader's model was shown, with the figures of the supervisor's
+/// own re-read of the same window through `worktree` (never the worker's), and an
+/// `integrity_violation` for every figure the worker reported differently, a read it served
+/// and did not report, a read it reported that was refused here, or a report that answers no
+/// relayed `read_file` call.
+pub fn read_events(worktree: &dyn Worktree, d: &Delegation, delegation: u32) -> Vec<Event> {
+    let reader = ReadBy::Reader { delegation };
+    let mut reported: BTreeMap<&str, &ReadReport> = BTreeMap::new();
+    let mut events = Vec::new();
+    let violation = |check: String, claimed: String, computed: String| Event::IntegrityViolation {
+        check,
+        claimed,
+        computed,
+    };
+    for r in &d.reported_reads {
+        if reported.insert(r.call_id.as_str(), r).is_some() {
+            events.push(violation(
+                "reader_read.call_id".into(),
+                format!("{} reported twice", r.call_id),
+                "one read per call".into(),
+            ));
+        }
+    }
+    for (id, args) in &d.read_calls {
+        let report = reported.remove(id.as_str());
+        if report.is_none() && !d.reads_served.contains(id) {
+            continue; // refused or over budget: the model was shown no content
+        }
+        let window = format!("{} lines {}-{}", args.path, args.start_line, args.end_line);
+        match worktree.read_lines(&args.path, args.start_line, args.end_line) {
+            Ok(read) => {
+                events.push(file_read_event(&read, reader));
+                match report {
+                    Some(r) => events.extend(read_mismatches(r, &read).into_iter().map(
+                        |(field, claimed, computed)| {
+                            violation(format!("reader_read.{field} ({window})"), claimed, computed)
+                        },
+                    )),
+                    None => events.push(violation(
+                        format!("reader_read.reported ({window})"),
+                        "no read reported".into(),
+                        format!("{} bytes of content served", read.bytes_returned),
+                    )),
+                }
+            }
+            Err(refusal) => events.push(violation(
+                format!("reader_read.allowed ({window})"),
+                "a successful read".into(),
+                format!("refused: {refusal}"),
+            )),
+        }
+    }
+    for (id, r) in reported {
+        events.push(violation(
+            "reader_read.call_id".into(),
+            format!("{id}: {} lines {}-{}", r.path, r.line_start, r.line_end),
+            "no read_file call with this id was relayed".into(),
+        ));
+    }
+    events
+}
+
+/// The fields of a worker's report that differ from the supervisor's re-read: (field, claimed,
+/// computed).
+fn read_mismatches(
+    r: &ReadReport,
+    read: &crate::ports::ReadOutcome,
+) -> Vec<(&'static str, String, String)> {
+    let mut out = Vec::new();
+    let mut check = |field: &'static str, claimed: String, computed: String| {
+        if claimed != computed {
+            out.push((field, claimed, computed));
+        }
+    };
+    check("path", r.path.clone(), read.path.clone());
+    check(
+        "line_start",
+        r.line_start.to_string(),
+        read.line_start.to_string(),
+    );
+    check(
+        "line_end",
+        r.line_end.to_string(),
+        read.line_end.to_string(),
+    );
+    check(
+        "content_bytes",
+        r.content_bytes.to_string(),
+        read.bytes_returned.to_string(),
+    );
+    check(
+        "total_bytes",
+        r.total_bytes.to_string(),
+        read.bytes_total.to_string(),
+    );
+    check(
+        "truncated",
+        r.truncated.to_string(),
+        read.truncated.to_string(),
+    );
+    out
 }
 
 /// Parse, validate against the digest contract, and check the claims the supervisor can verify.

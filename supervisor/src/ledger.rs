@@ -3,10 +3,13 @@
 //! nothing below it knows the loop.
 
 use crate::outcome::RunFacts;
+use crate::ports::ReadOutcome;
 use crate::progress::{Progress, ProgressEvent, UsageSoFar};
 use crate::second_opinion::SecondOpinion;
 use crate::trajectory::{Trajectory, TrajectoryError};
-use airlock_audit::{AuditLog, Event, ScreenContext, Screened, ScreenedFinding, SourceKind};
+use airlock_audit::{
+    AuditLog, Event, ReadBy, ScreenContext, Screened, ScreenedFinding, SourceKind,
+};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
@@ -35,6 +38,8 @@ pub struct Counters {
     pub full_runs: u32,
     /// Refused writes.
     pub refusals: u32,
+    /// Reader delegations started.
+    pub delegations: u32,
 }
 
 /// What the run has done to the worktree, as `open_pr`'s gate and the test verdicts need it.
@@ -164,6 +169,21 @@ impl<'a> Ledger<'a> {
         Ok(())
     }
 
+    /// `text` as a model is to be shown it: hidden characters made visible with a note line
+    /// ([`airlock_audit::make_visible`]), and a `hidden_text_rendered` event naming `source`
+    /// when there were any. Screen the original first; the original itself is never changed.
+    pub fn shown(&mut self, source: &str, text: &str) -> Result<String> {
+        let visible = airlock_audit::make_visible(text);
+        if visible.changed() {
+            self.append(Event::HiddenTextRendered {
+                source: source.to_string(),
+                characters: visible.hidden,
+                kinds: visible.kinds,
+            })?;
+        }
+        Ok(visible.text)
+    }
+
     /// Keep what screening found outside the ledger (the issue, screened before the loop): the
     /// trajectory entry and the outcome's paths.
     pub fn note_findings(
@@ -263,5 +283,19 @@ impl<'a> Ledger<'a> {
             .cloned()
             .collect();
         f
+    }
+}
+
+/// The `file_read` event of a bounded read by `reader`: the figures of the read itself, never
+/// of its rendering.
+pub fn file_read_event(read: &ReadOutcome, reader: ReadBy) -> Event {
+    Event::FileRead {
+        path: read.path.clone(),
+        reader,
+        line_start: read.line_start,
+        line_end: read.line_end,
+        content_bytes: read.bytes_returned,
+        total_bytes: read.bytes_total,
+        truncated: read.truncated,
     }
 }

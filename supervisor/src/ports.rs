@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
 
+/// A bounded read, typed: its content and the figures the audit log records. Rendered for a
+/// model only where it is shown to one (`airlock_reader::repo_tools::render_read`).
+pub use airlock_checkout::ReadOutcome;
 /// One search hit: path, line range, symbol, score and the file's test/vendored flags, as
 /// codegraph ranks it. Rendered for a model only where it is shown to one.
 pub use airlock_codegraph::Hit;
@@ -55,7 +58,7 @@ pub trait Worktree {
     /// The worktree root.
     fn root(&self) -> &Path;
     /// Lines `start..=end` (1-based) of `path`, through the bounded reader.
-    fn read_lines(&self, path: &str, start: usize, end: usize) -> PortResult<String>;
+    fn read_lines(&self, path: &str, start: usize, end: usize) -> PortResult<ReadOutcome>;
     /// The whole text of `path` for an exact-match edit, of any size the edit cap allows (the
     /// read cap bounds what a read returns, not what may be edited).
     fn read_for_edit(&self, path: &str) -> PortResult<String>;

@@ -5,7 +5,7 @@
 use crate::config::Config;
 use crate::delegate::ReaderLauncher;
 use crate::issue::Issue;
-use crate::ledger::{Ledger, LedgerError};
+use crate::ledger::{Ledger, LedgerError, file_read_event};
 use crate::outcome::{self, Judged};
 use crate::ports::{
     Baseline, IssueText, PrSink, Retrieval, RunRegistration, TestRunner, ToolFailure, Worktree,
@@ -17,7 +17,10 @@ use crate::tools::{self, Flow, RunSettings, Toolbox};
 use crate::trajectory::{Trajectory, TrajectoryError};
 use crate::triage::{self, Triage, TriageState};
 use crate::warm_start::{self, WarmInputs};
-use airlock_audit::{AuditLog, Event, RunOutcome, ScreenContext, Screened, SourceKind, sha256_hex};
+use airlock_audit::{
+    AuditLog, Event, ReadBy, RunOutcome, ScreenContext, Screened, ScreenedFinding, SourceKind,
+    sha256_hex,
+};
 use airlock_model::{ChatModel, ChatOptions, ChatRequest, ChatResponse, Message, ToolChoice};
 use airlock_policies::Policy;
 use airlock_schemas::{Outcome, OutcomeKind};
@@ -354,10 +357,16 @@ impl<'s> Session<'s> {
             worktree: self.tools.worktree,
         });
         self.ledger().candidates = warm.candidates;
-        // The issue body was screened at the start; the rest is search and map text.
+        for read in &warm.reads {
+            self.ledger()
+                .append(file_read_event(read, ReadBy::WarmStart))?;
+        }
+        // The issue body was screened at the start; the rest is search and map text. The model
+        // is shown the issue and the rest with hidden characters made visible.
         self.ledger()
             .screen(SourceKind::SearchSnippet, "warm_start", &warm.text)?;
-        let mut messages = vec![Message::system(system), Message::user(warm.text)];
+        let warm_text = self.ledger().shown("warm_start", &warm.text)?;
+        let mut messages = vec![Message::system(system), Message::user(warm_text)];
         for m in &messages {
             self.ledger().record_message(m)?;
         }

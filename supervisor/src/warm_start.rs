@@ -5,10 +5,12 @@
 
 use crate::config::Config;
 use crate::issue::Issue;
-use crate::ports::{Baseline, Hit, Retrieval, Worktree};
-use crate::tools::TRUNCATED_MARK;
+use crate::ports::{Baseline, Hit, ReadOutcome, Retrieval, Worktree};
 use airlock_codegraph::map::CHARS_PER_TOKEN;
-use airlock_reader::repo_tools::{NO_HITS, render_hit};
+use airlock_reader::repo_tools::{NO_HITS, render_hit, render_read};
+
+/// Marks a part of the warm start cut to its budget.
+pub const TRUNCATED_MARK: &str = "\n[... truncated to budget]";
 
 /// Most characters of the warm start's "Tests at base" block.
 const TESTS_BLOCK_MAX: usize = 2000;
@@ -27,6 +29,8 @@ pub struct WarmStart {
     pub text: String,
     /// The paths of the search candidates shown, in rank order, each once.
     pub candidates: Vec<String>,
+    /// The bounded reads whose windows the text shows, for the audit log.
+    pub reads: Vec<ReadOutcome>,
 }
 
 /// What the warm start is built from.
@@ -87,13 +91,14 @@ pub fn build(w: &WarmInputs<'_>) -> WarmStart {
         Err(e) => format!("(repository map unavailable: {e})"),
     };
     let candidates_chars = chars_for_tokens(cfg.candidates);
-    let (candidates, shown) = match w.retrieval.search(w.query, cfg.candidate_count) {
+    let (candidates, shown, reads) = match w.retrieval.search(w.query, cfg.candidate_count) {
         Ok(hits) => {
             let listed = candidate_list(&hits, candidates_chars);
-            let text = with_windows(w.worktree, listed.text, &listed.shown, candidates_chars);
-            (text, listed.shown)
+            let (text, reads) =
+                with_windows(w.worktree, listed.text, &listed.shown, candidates_chars);
+            (text, listed.shown, reads)
         }
-        Err(e) => (format!("(search unavailable: {e})"), Vec::new()),
+        Err(e) => (format!("(search unavailable: {e})"), Vec::new(), Vec::new()),
     };
     let mut paths: Vec<String> = Vec::new();
     for hit in &shown {
@@ -122,6 +127,7 @@ pub fn build(w: &WarmInputs<'_>) -> WarmStart {
     WarmStart {
         text: clip(&text, chars_for_tokens(cfg.warm_start)),
         candidates: paths,
+        reads,
     }
 }
 
@@ -164,29 +170,37 @@ fn candidate_list(hits: &[Hit], max_chars: usize) -> CandidateList {
 
 /// The candidate list followed by the hit windows of its first [`WARM_WINDOWS`] entries, read
 /// through the bounded reader, as many as fit in `max_chars` with the list: the agent sees the
-/// likeliest code before its first turn instead of spending turns to open it.
-fn with_windows(worktree: &dyn Worktree, list: String, shown: &[Hit], max_chars: usize) -> String {
+/// likeliest code before its first turn instead of spending turns to open it. Returns the text
+/// and the reads it shows.
+fn with_windows(
+    worktree: &dyn Worktree,
+    list: String,
+    shown: &[Hit],
+    max_chars: usize,
+) -> (String, Vec<ReadOutcome>) {
     let mut out = list.trim_end().to_string();
+    let mut reads = Vec::new();
     let mut heading = "\n\nThe best-matching lines of the first candidates:";
     for hit in shown
         .iter()
         .filter(|h| h.line_start >= 1 && h.line_start <= h.line_end)
         .take(WARM_WINDOWS)
     {
-        let Ok(lines) =
+        let Ok(read) =
             worktree.read_lines(&hit.path, hit.line_start as usize, hit.line_end as usize)
         else {
             continue;
         };
         // The rendered read starts with its own `path lines A-B of N` header.
-        let block = format!("{heading}\n\n{}", lines.trim_end());
+        let block = format!("{heading}\n\n{}", render_read(&read).trim_end());
         if out.len() + block.len() > max_chars {
             break;
         }
         out.push_str(&block);
+        reads.push(read);
         heading = "";
     }
-    out
+    (out, reads)
 }
 
 /// The base inventory for the warm start: the counts, and the tests failing at base by name (at

@@ -3,15 +3,15 @@
 
 use super::Rule;
 
-fn is_rtl_letter(c: char) -> bool {
+pub(crate) fn is_rtl_letter(c: char) -> bool {
     matches!(c as u32, 0x0590..=0x08FF | 0xFB1D..=0xFDFF | 0xFE70..=0xFEFC | 0x10800..=0x10FFF | 0x1E800..=0x1EFFF)
 }
 
-fn is_bidi_override(c: char) -> bool {
+pub(crate) fn is_bidi_override(c: char) -> bool {
     matches!(c as u32, 0x202A..=0x202E | 0x2066..=0x2069)
 }
 
-fn is_bidi_mark(c: char) -> bool {
+pub(crate) fn is_bidi_mark(c: char) -> bool {
     matches!(c as u32, 0x200E | 0x200F | 0x061C)
 }
 
@@ -19,12 +19,12 @@ pub(crate) fn is_tag(c: char) -> bool {
     matches!(c as u32, 0xE0000..=0xE007F)
 }
 
-fn is_joiner(c: char) -> bool {
+pub(crate) fn is_joiner(c: char) -> bool {
     matches!(c as u32, 0x200C | 0x200D)
 }
 
 /// Invisible characters with no legitimate use inside source text.
-fn is_zero_width(c: char) -> bool {
+pub(crate) fn is_zero_width(c: char) -> bool {
     matches!(c as u32, 0x200B | 0x2060 | 0x180E | 0xFEFF)
 }
 
@@ -34,11 +34,11 @@ fn is_invisible_operator(c: char) -> bool {
 }
 
 /// Hangul fillers: blank glyphs, legitimate only in Korean text.
-fn is_hangul_filler(c: char) -> bool {
+pub(crate) fn is_hangul_filler(c: char) -> bool {
     matches!(c as u32, 0x115F | 0x1160 | 0x3164 | 0xFFA0)
 }
 
-fn is_hangul(c: char) -> bool {
+pub(crate) fn is_hangul(c: char) -> bool {
     !is_hangul_filler(c)
         && matches!(c as u32, 0x1100..=0x11FF | 0x3130..=0x318F | 0xA960..=0xA97F | 0xAC00..=0xD7FF | 0xFFA1..=0xFFDC)
 }

@@ -2,7 +2,8 @@
 //!
 //! It runs over every text a tool hands a model (file reads, search snippets, issue bodies,
 //! tool output) and returns findings: line, rule and excerpt. It flags and records; it never
-//! blocks, rewrites or strips the text, which reaches the model unchanged and stays data.
+//! blocks, rewrites or strips the text it scans, which stays data. What a model or an approver
+//! is then shown goes through [`make_visible`], a separate rendering step over a copy.
 //!
 //! How it keeps false positives low (measured with `airlock audit fp-scan`): ordinary source
 //! and documentation constantly say "add this dependency", "install the package" or "send the
@@ -26,6 +27,9 @@ mod lexicon;
 mod normalize;
 mod rules;
 mod signals;
+mod visible;
+
+pub use visible::{HiddenKind, Visible, make_visible};
 
 use serde::{Deserialize, Serialize};
 
@@ -205,7 +209,9 @@ pub fn screen(text: &str, source: SourceKind, path: Option<&str>) -> Screening {
     // What an encoded run says is scanned too; a finding there is reported on the run's line.
     for run in decode::runs(&lines) {
         let inner: Vec<&str> = run.text.split('\n').collect();
-        if !scan_lines(&run.text, &inner, source, path, &mut Vec::new()).is_empty() {
+        if !scan_lines(&run.text, &inner, source, path, &mut Vec::new()).is_empty()
+            || rules::decoded_asks_for_harm(&inner)
+        {
             hits.push((run.line, Rule::EncodedInstructions));
         }
     }

@@ -183,12 +183,16 @@ pub(crate) fn all_compiled() -> bool {
 struct Normalized {
     text: String,
     line_starts: Vec<usize>,
+    /// Lines that begin a list item, a table row, a `**Label**:` or a heading: a sentence
+    /// never runs on into them and an addressee never carries into them.
+    item_lines: Vec<bool>,
 }
 
 impl Normalized {
     fn new(lines: &[&str]) -> Self {
         let mut text = String::new();
         let mut line_starts = Vec::with_capacity(lines.len());
+        let item_lines = lines.iter().map(|l| starts_item(l)).collect();
         let mut buf = String::new();
         for line in lines {
             buf.clear();
@@ -207,7 +211,11 @@ impl Normalized {
             text.push_str(s);
             text.push('\n');
         }
-        Normalized { text, line_starts }
+        Normalized {
+            text,
+            line_starts,
+            item_lines,
+        }
     }
 
     fn line_of(&self, offset: usize) -> usize {
@@ -215,6 +223,24 @@ impl Normalized {
             .partition_point(|&s| s <= offset)
             .saturating_sub(1)
     }
+}
+
+/// Whether a decoded payload's lines ask for something hostile (see [`signals::asks_for_harm`]).
+pub(crate) fn decoded_asks_for_harm(lines: &[&str]) -> bool {
+    signals::asks_for_harm(&Normalized::new(lines).text)
+}
+
+/// Whether a line starts a list item (`- `, `+ `, `1.`), a table row, a `**Label**` or a
+/// Markdown heading of level two or more. `* ` is left out: it continues block comments.
+fn starts_item(line: &str) -> bool {
+    let t = line.trim_start_matches([' ', '\t', '>']);
+    let numbered = t
+        .find(['.', ')'])
+        .is_some_and(|i| (1..4).contains(&i) && t[..i].bytes().all(|b| b.is_ascii_digit()));
+    ["- ", "+ ", "|", "**", "## ", "### ", "#### "]
+        .iter()
+        .any(|m| t.starts_with(m))
+        || numbered
 }
 
 /// How many lines after a strong finding a bare request still counts as part of it.
@@ -257,7 +283,14 @@ pub(crate) fn scan(
         }
     }
     let before = hits.len();
-    signals::scan(&norm.text, &|o| norm.line_of(o), &role_offsets, hits, near);
+    signals::scan(
+        &norm.text,
+        &|o| norm.line_of(o),
+        &norm.item_lines,
+        &role_offsets,
+        hits,
+        near,
+    );
     strong_lines.extend(
         hits[before..]
             .iter()

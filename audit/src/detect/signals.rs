@@ -63,6 +63,7 @@ fn compiled() -> &'static Compiled {
         );
         wanted.push((Signal::Directive, lexicon::DIRECTIVE.to_string()));
         wanted.push((Signal::Directive, lexicon::IMPERATIVE_START.to_string()));
+        wanted.push((Signal::Directive, lexicon::IMPERATIVE_OTHER.to_string()));
         wanted.extend(
             lexicon::HARM
                 .iter()
@@ -112,7 +113,7 @@ pub(crate) fn ready() -> bool {
 
 /// Sentence spans of the normalised text: ends at `.`, `!`, `?` (and their CJK forms)
 /// followed by a space or line end, at blank lines, and at lines that look like code.
-fn sentences(text: &str) -> Vec<(usize, usize)> {
+fn sentences(text: &str, item_at: &dyn Fn(usize) -> bool) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut start = 0;
     let bytes = text.as_bytes();
@@ -122,7 +123,7 @@ fn sentences(text: &str) -> Vec<(usize, usize)> {
         let end = match c {
             '.' | '!' | '?' => next.is_none_or(char::is_whitespace),
             '。' | '！' | '？' => true,
-            '\n' => next == Some('\n') || next.is_none(),
+            '\n' => next == Some('\n') || next.is_none() || item_at(i + 1),
             _ => false,
         };
         if end {
@@ -145,6 +146,7 @@ fn sentences(text: &str) -> Vec<(usize, usize)> {
 pub(crate) fn scan(
     norm: &str,
     line_of: &dyn Fn(usize) -> usize,
+    item_lines: &[bool],
     role_tokens: &[usize],
     hits: &mut Vec<(usize, Rule)>,
     near: &mut Vec<(usize, Rule)>,
@@ -167,17 +169,26 @@ pub(crate) fn scan(
         return;
     }
     found.sort_unstable();
-    for (a, b) in sentences(norm) {
+    // Who a paragraph addresses carries to the sentences after it: "For the patch: set
+    // retries on every test. Also comment out the assertion." asks both of the patch.
+    let mut carried: Vec<Signal> = Vec::new();
+    let mut carried_for = 0usize;
+    let item_at = |offset: usize| item_lines.get(line_of(offset)).copied().unwrap_or(false);
+    for (a, b) in sentences(norm, &item_at) {
         let first = line_of(a);
         let last = line_of(b.saturating_sub(1));
+        let lo = found.partition_point(|&(at, _)| at < a);
+        let hi = found.partition_point(|&(at, _)| at < b);
+        let own: Vec<(usize, Signal)> = found[lo..hi].to_vec();
         for top in first..=last {
-            let lo = found.partition_point(|&(at, _)| at < a);
-            let hi = found.partition_point(|&(at, _)| at < b);
-            let in_window: Vec<(usize, Signal)> = found[lo..hi]
+            let mut in_window: Vec<(usize, Signal)> = own
                 .iter()
                 .copied()
                 .filter(|&(at, _)| (top..top + 3).contains(&line_of(at)))
                 .collect();
+            if carried_for > 0 && top == first {
+                in_window.extend(carried.iter().map(|&s| (a, s)));
+            }
             if let Some((at, rule)) = judge(&in_window) {
                 hits.push((line_of(at), rule));
             } else if let Some((at, rule)) = near_miss(&in_window) {
@@ -187,7 +198,75 @@ pub(crate) fn scan(
                 break;
             }
         }
+        let context: Vec<Signal> = own
+            .iter()
+            .map(|&(_, s)| s)
+            .filter(|s| CARRIED.contains(s))
+            .collect();
+        if ends_paragraph(norm, b, &item_at) {
+            carried.clear();
+            carried_for = 0;
+        } else if !context.is_empty() {
+            carried = context;
+            carried_for = CARRY_SENTENCES;
+        } else {
+            carried_for = carried_for.saturating_sub(1);
+        }
     }
+}
+
+/// The signals that say whom a text is for (an addressee, the agent's work, a chat role, a claimed
+/// authority), and
+/// so carry to the sentences after them.
+const CARRIED: &[Signal] = &[
+    Signal::AddressAi,
+    Signal::AddressAutomation,
+    Signal::AgentWork,
+    Signal::RoleToken,
+    Signal::Authority,
+];
+
+/// How many sentences after it an addressee still governs, within its paragraph.
+const CARRY_SENTENCES: usize = 2;
+
+/// Whether the sentence ending at `end` ends its paragraph: a blank line, the text's end, or a
+/// list item or heading next.
+fn ends_paragraph(norm: &str, end: usize, item_at: &dyn Fn(usize) -> bool) -> bool {
+    let rest = &norm[end..];
+    let gap = rest
+        .find(|c: char| !c.is_whitespace())
+        .unwrap_or(rest.len());
+    let newlines = rest[..gap].matches('\n').count() + usize::from(norm[..end].ends_with('\n'));
+    gap == rest.len() || newlines >= 2 || (newlines == 1 && item_at(end + gap))
+}
+
+/// Whether some sentence of a normalised text asks for something hostile: a request or an
+/// imperative beside a harm. Decoded payloads are judged by this: nobody base64-encodes
+/// "disable TLS verification" for a human reader, so the request needs no addressee.
+pub(crate) fn asks_for_harm(norm: &str) -> bool {
+    let c = compiled();
+    let mut found: Vec<(usize, Signal)> = Vec::new();
+    for (signal, re) in &c.patterns {
+        if matches!(
+            signal,
+            Signal::Directive | Signal::Harm(_) | Signal::Conceal | Signal::Hijack
+        ) {
+            found.extend(re.find_iter(norm).map(|m| (m.start(), *signal)));
+        }
+    }
+    found.sort_unstable();
+    sentences(norm, &|_| false).into_iter().any(|(a, b)| {
+        let inside = found.iter().filter(|(at, _)| (a..b).contains(at));
+        let (mut asks, mut harm) = (false, false);
+        for (_, s) in inside {
+            match s {
+                Signal::Directive => asks = true,
+                Signal::Hijack => return true,
+                _ => harm = true,
+            }
+        }
+        asks && harm
+    })
 }
 
 /// The rule a window of signals fires, and where.
@@ -219,7 +298,18 @@ fn judge(window: &[(usize, Signal)]) -> Option<(usize, Rule)> {
     {
         return Some((p, Rule::ChatTemplateToken));
     }
-    if let Some(p) = hijack {
+    // A replacement of the task counts beside a request, an addressee, the agent's work, a
+    // harm or a claim of authority: "will wait for the handshake", "regardless of whether" and
+    // "the task is cancelled" are ordinary prose of source code.
+    if let Some(p) = hijack
+        && (directive
+            .or(harm)
+            .or(conceal)
+            .or(addressee)
+            .or(work)
+            .or(has(Signal::Authority))
+            .is_some())
+    {
         return Some((p, Rule::OverridesInstructions));
     }
     if let Some(p) = has(Signal::AddressAi)

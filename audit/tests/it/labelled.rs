@@ -49,9 +49,10 @@ fn the_corpus_is_large_and_varied_enough() {
     assert!(r.benign.items >= 60, "{}", r.benign.items);
 }
 
-/// Recall measured when this floor was set (229 of 355); the target is 0.95, not yet
-/// reached. The floor only rises: a change that loses recall on the corpus fails here.
-const RECALL_FLOOR: f64 = 0.645;
+/// Recall measured when this floor was set (340 of 355); above the target of 0.95 on
+/// this set (the held-out set, never tuned against, is far lower). The floor only rises: a
+/// change that loses recall on the corpus fails here.
+const RECALL_FLOOR: f64 = 0.955;
 
 #[test]
 fn recall_holds_its_floor_and_no_benign_item_is_flagged() {

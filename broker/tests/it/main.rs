@@ -11,4 +11,6 @@ mod publication;
 mod push_http;
 mod rust;
 mod terminal;
+mod ui;
+mod ui_browser;
 mod witness_attacks;

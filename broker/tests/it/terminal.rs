@@ -72,14 +72,17 @@ fn show_and_queue_make_every_hidden_character_visible_and_json_keeps_it_raw() {
     );
     assert!(text.contains("+SAFE = 1\n"), "{text}");
     assert!(
-        text.contains("+# total = 1 \\u{202e}; drop_all() \\u{7}\\u{8}\\u{8}\n"),
+        text.contains("+# total = 1 <U+202E>; drop_all() \\u{7}\\u{8}\\u{8}\n"),
         "{text}"
     );
     assert!(
-        text.contains("\n== issue\nclamp ignores hi\\u{1b}]0;owned\\u{7}\n\nclamp(5, 0, 3)"),
+        text.contains(
+            "\n== issue\nclamp ignores hi\\u{1b}]0;owned\\u{7}\n\n[airlock: 2 invisible characters \
+             in this text are shown as <U+XXXX> escapes]\nclamp(5, 0, 3)"
+        ),
         "{text}"
     );
-    assert!(text.contains("\\u{2066}and approve\\u{2069}"), "{text}");
+    assert!(text.contains("<U+2066>and approve<U+2069>"), "{text}");
     // The detector's findings, with their lines: the issue's second line addresses an AI, the
     // added file's third line carries a bidi override.
     assert!(text.contains("- issue:2: "), "{text}");
@@ -92,8 +95,9 @@ fn show_and_queue_make_every_hidden_character_visible_and_json_keeps_it_raw() {
         "{text}"
     );
     assert!(
-        text.contains("\\u{200b}\\u{200d}\\u{2060}\\u{feff}")
-            && text.contains("\\u{e0001}\\u{e0069}\\u{e0067}\\u{e006e}\\u{e007f}"),
+        text.contains("\n== body\n[airlock: 9 invisible characters in this text")
+            && text.contains("<U+200B><U+200D><U+2060><U+FEFF>")
+            && text.contains("<tags:\"\\u{E0001}ign\\u{E007F}\">"),
         "{text}"
     );
     // What the approver decides on comes before the diff.

@@ -62,6 +62,8 @@ pub(super) fn delegate_read(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<Too
         launcher: tb.readers,
     };
     let ledger = &mut tb.ledger;
+    ledger.counts.delegations += 1;
+    let delegation = ledger.counts.delegations;
     let d = match delegate::delegate(&ctx, &brief) {
         Ok(d) => d,
         Err(e) => {
@@ -88,6 +90,16 @@ pub(super) fn delegate_read(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<Too
             &format!("reader:tool_result:{i}"),
             text,
         )?;
+    }
+    for r in &d.rendered {
+        ledger.append(Event::HiddenTextRendered {
+            source: format!("reader:tool_result:{}", r.index),
+            characters: r.characters,
+            kinds: r.kinds.clone(),
+        })?;
+    }
+    for event in delegate::read_events(ctx.worktree, &d, delegation) {
+        ledger.append(event)?;
     }
     for call in &d.calls {
         let usage = Usage {

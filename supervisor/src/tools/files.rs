@@ -2,12 +2,12 @@
 //! `write_file` and `edit_file` under the write policy (a refused path is recorded, counted and
 //! may end the run).
 
-use super::{Flow, Tool, ToolReply, Toolbox, args};
-use crate::ledger::Result;
-use airlock_audit::Event;
+use super::{Flow, ReadFigures, Tool, ToolReply, Toolbox, args};
+use crate::ledger::{Result, file_read_event};
+use airlock_audit::{Event, ReadBy};
 use airlock_model::{ToolCall, ToolSpec};
 use airlock_policies::WriteDecision;
-use airlock_reader::repo_tools::render_hits;
+use airlock_reader::repo_tools::{render_hits, render_read};
 use airlock_reader::tools::{ReadArgs, SearchArgs, check_range};
 use serde::Deserialize;
 use serde_json::json;
@@ -100,13 +100,21 @@ pub(super) fn read_file(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<ToolRep
         .worktree
         .read_lines(&args.path, args.start_line, args.end_line)
     {
-        Ok(text) => {
+        Ok(read) => {
             tb.ledger.facts.reads.push(format!(
                 "{}:{}-{}",
                 args.path, args.start_line, args.end_line
             ));
             tb.ledger.read_paths.insert(args.path.clone());
-            Ok(ToolReply::ok(text))
+            tb.ledger
+                .append(file_read_event(&read, ReadBy::Supervisor))?;
+            Ok(ToolReply {
+                read: Some(ReadFigures {
+                    content_bytes: read.bytes_returned,
+                    truncated: read.truncated,
+                }),
+                ..ToolReply::ok(render_read(&read))
+            })
         }
         Err(refusal) => {
             tb.ledger.append(Event::PolicyRefusal {
@@ -189,10 +197,10 @@ fn edited_lines(
     let start = first.saturating_sub(EDIT_CONTEXT_LINES).max(1);
     let end = last + EDIT_CONTEXT_LINES;
     match tb.worktree.read_lines(path, start, end) {
-        Ok(lines) => format!(
+        Ok(read) => format!(
             "{written}; edited lines {first}-{last}, shown with {EDIT_CONTEXT_LINES} lines of \
              context:\n{}",
-            lines.trim_end()
+            render_read(&read).trim_end()
         ),
         Err(_) => written,
     }
@@ -254,6 +262,7 @@ fn refuse_on(
         text: message,
         is_error: true,
         flow,
+        read: None,
     }))
 }
 

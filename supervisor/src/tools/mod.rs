@@ -22,9 +22,6 @@ use airlock_reader::ReadTool;
 use airlock_reader::tools::{ReadArgs, SearchArgs, decode_args};
 use serde::Deserialize;
 
-/// Marks a tool result cut to its budget (the audit event says `truncated`).
-pub const TRUNCATED_MARK: &str = "\n[... truncated to budget]";
-
 /// A tool the supervisor's model may call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Tool {
@@ -163,8 +160,18 @@ pub enum Flow {
     End(String),
 }
 
-/// What a tool hands back: the result text the model sees, whether it is an error result, and
-/// its effect on the loop.
+/// What a successful read returned, for the `tool_call` event (the `file_read` event has the
+/// rest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadFigures {
+    /// Bytes of file content returned (not of the rendered result).
+    pub content_bytes: u64,
+    /// Whether the read cap cut the window short.
+    pub truncated: bool,
+}
+
+/// What a tool hands back: the result text the model sees, whether it is an error result, its
+/// effect on the loop, and for a read what it returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolReply {
     /// The result text.
@@ -173,6 +180,8 @@ pub struct ToolReply {
     pub is_error: bool,
     /// Whether the run goes on.
     pub flow: Flow,
+    /// For a successful read: its figures.
+    pub read: Option<ReadFigures>,
 }
 
 impl ToolReply {
@@ -182,6 +191,7 @@ impl ToolReply {
             text: text.into(),
             is_error: false,
             flow: Flow::Continue,
+            read: None,
         }
     }
 
@@ -191,6 +201,7 @@ impl ToolReply {
             text: text.into(),
             is_error: true,
             flow: Flow::Continue,
+            read: None,
         }
     }
 
@@ -200,6 +211,7 @@ impl ToolReply {
             text: text.into(),
             is_error: true,
             flow: Flow::End(reason.into()),
+            read: None,
         }
     }
 }
@@ -255,15 +267,20 @@ impl Toolbox<'_> {
             )),
         };
         let screening = tool.map_or_else(|| unknown_screening(call), |t| t.screening(call));
+        // The detector scans the text as it is; the model is shown it with hidden characters
+        // made visible.
         self.ledger
             .screen(screening.kind, &screening.source, &reply.text)?;
+        let reply = ToolReply {
+            text: self.ledger.shown(&screening.source, &reply.text)?,
+            ..reply
+        };
         self.ledger.append(Event::ToolCall {
             tool: call.name.clone(),
             args_digest: sha256_hex(call.arguments_text().as_bytes()),
             result_bytes: reply.text.len() as u64,
-            truncated: reply.text.contains(TRUNCATED_MARK),
-            bytes_returned: (tool == Some(Tool::ReadFile) && !reply.is_error)
-                .then_some(reply.text.len() as u64),
+            truncated: reply.read.is_some_and(|r| r.truncated),
+            bytes_returned: reply.read.map(|r| r.content_bytes),
             path: tool.and_then(|t| t.touched_path(call)),
         })?;
         self.ledger

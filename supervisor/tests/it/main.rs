@@ -11,6 +11,7 @@ mod fixture;
 mod github;
 mod readers;
 mod real_env;
+mod records;
 mod run_loop;
 mod second_opinion;
 
@@ -40,6 +41,14 @@ fn main() -> std::process::ExitCode {
         (
             "second_opinion::a_named_but_unset_security_key_stops_the_run_and_names_the_variable",
             second_opinion::a_named_but_unset_security_key_stops_the_run_and_names_the_variable,
+        ),
+        (
+            "records::every_read_is_one_event_with_the_bytes_of_content_and_the_cut",
+            records::every_read_is_one_event_with_the_bytes_of_content_and_the_cut,
+        ),
+        (
+            "records::hidden_text_reaches_the_models_visible_and_the_file_is_unchanged",
+            records::hidden_text_reaches_the_models_visible_and_the_file_is_unchanged,
         ),
         (
             "github::a_github_issue_is_fetched_pinned_to_the_default_branch_head_and_screened",
@@ -156,6 +165,10 @@ fn main() -> std::process::ExitCode {
         (
             "readers::the_relay_offers_the_model_only_the_reader_tools_whatever_the_worker_asks",
             readers::the_relay_offers_the_model_only_the_reader_tools_whatever_the_worker_asks,
+        ),
+        (
+            "readers::a_readers_reported_reads_are_rechecked_against_the_supervisors_own_read",
+            readers::a_readers_reported_reads_are_rechecked_against_the_supervisors_own_read,
         ),
         (
             "readers::quoted_lines_are_counted_from_fences_quotes_and_lines_the_reader_was_shown",

@@ -3,7 +3,7 @@ use airlock_model::{ChatModel, ChatRequest, ChatResponse, Message};
 use airlock_reader::{Brief, FromSupervisor, FromWorker};
 use airlock_supervisor::RunEnd;
 use airlock_supervisor::delegate::{self, DelegateCtx, ReaderChannel, ReaderLauncher};
-use airlock_supervisor::ports::{PortResult, ToolFailure, Worktree};
+use airlock_supervisor::ports::{PortResult, ReadOutcome, ToolFailure, Worktree};
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -162,7 +162,7 @@ impl Worktree for NoTree {
     fn root(&self) -> &Path {
         Path::new("/nonexistent")
     }
-    fn read_lines(&self, _: &str, _: usize, _: usize) -> PortResult<String> {
+    fn read_lines(&self, _: &str, _: usize, _: usize) -> PortResult<ReadOutcome> {
         Err(ToolFailure::new("not_found", "none"))
     }
     fn read_for_edit(&self, _: &str) -> PortResult<String> {
@@ -216,4 +216,98 @@ pub fn quoted_lines_are_counted_from_fences_quotes_and_lines_the_reader_was_show
         reads_used: 0,
     };
     assert_eq!(delegate::count_quoted_lines(&d, &shown), 15);
+}
+
+/// A worker's report of a read is never believed: the figures recorded are the supervisor's
+/// re-read, and every figure it got wrong, a served read it did not report and a report that
+/// answers no relayed call are integrity violations.
+pub fn a_readers_reported_reads_are_rechecked_against_the_supervisors_own_read() {
+    let dir = tempfile::tempdir().unwrap();
+    airlock_testkit::write(dir.path(), "calc/ops.py", OPS_PY);
+    let worktree =
+        airlock_supervisor::adapters::CheckoutWorktree::open(dir.path(), vec![]).unwrap();
+    let args = |start, end| airlock_reader::tools::ReadArgs {
+        path: "calc/ops.py".into(),
+        start_line: start,
+        end_line: end,
+    };
+    let lying = airlock_reader::ReadReport {
+        call_id: "c1".into(),
+        path: "calc/ops.py".into(),
+        line_start: 4,
+        line_end: 6,
+        content_bytes: 9,
+        total_bytes: 10,
+        truncated: true,
+    };
+    let invented = airlock_reader::ReadReport {
+        call_id: "c9".into(),
+        ..lying.clone()
+    };
+    let d = delegate::Delegation {
+        digest: None,
+        dropped: None,
+        reads_made: 3,
+        model_calls: 3,
+        repaired: false,
+        tool_texts: vec![],
+        calls: vec![],
+        read_calls: vec![
+            ("c1".into(), args(4, 6)),
+            ("c2".into(), args(1, 2)),
+            ("c3".into(), args(1, 1)),
+        ],
+        reads_served: ["c1".to_string(), "c2".to_string()].into_iter().collect(),
+        reported_reads: vec![lying, invented],
+        rendered: vec![],
+    };
+    let events = delegate::read_events(&worktree, &d, 3);
+    let lines: Vec<String> = events
+        .iter()
+        .map(|e| match e {
+            airlock_audit::Event::FileRead {
+                path,
+                reader,
+                line_start,
+                line_end,
+                content_bytes,
+                total_bytes,
+                truncated,
+            } => format!(
+                "read {path} {line_start}-{line_end} {content_bytes}/{total_bytes} \
+                 {truncated} by {reader}"
+            ),
+            airlock_audit::Event::IntegrityViolation {
+                check,
+                claimed,
+                computed,
+            } => format!("violation {check}: {claimed} vs {computed}"),
+            other => format!("unexpected {other:?}"),
+        })
+        .collect();
+    let ops_4_6: usize = OPS_PY
+        .split_inclusive('\n')
+        .skip(3)
+        .take(3)
+        .map(str::len)
+        .sum();
+    let ops_1_2: usize = OPS_PY.split_inclusive('\n').take(2).map(str::len).sum();
+    let total = OPS_PY.len();
+    assert_eq!(
+        lines,
+        vec![
+            format!("read calc/ops.py 4-6 {ops_4_6}/{total} false by reader#3"),
+            format!("violation reader_read.content_bytes (calc/ops.py lines 4-6): 9 vs {ops_4_6}"),
+            format!("violation reader_read.total_bytes (calc/ops.py lines 4-6): 10 vs {total}"),
+            "violation reader_read.truncated (calc/ops.py lines 4-6): true vs false".to_string(),
+            format!("read calc/ops.py 1-2 {ops_1_2}/{total} false by reader#3"),
+            format!(
+                "violation reader_read.reported (calc/ops.py lines 1-2): no read reported vs \
+                 {ops_1_2} bytes of content served"
+            ),
+            "violation reader_read.call_id: c9: calc/ops.py lines 4-6 vs no read_file call \
+             with this id was relayed"
+                .to_string(),
+        ]
+    );
 }
