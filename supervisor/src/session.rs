@@ -18,8 +18,7 @@ use crate::trajectory::{Trajectory, TrajectoryError};
 use crate::triage::{self, Triage, TriageState};
 use crate::warm_start::{self, WarmInputs};
 use airlock_audit::{
-    AuditLog, Event, ReadBy, RunOutcome, ScreenContext, Screened, ScreenedFinding, SourceKind,
-    sha256_hex,
+    AuditLog, Event, ReadBy, RunOutcome, ScreenContext, Screened, SourceKind, sha256_hex,
 };
 use airlock_model::{ChatModel, ChatOptions, ChatRequest, ChatResponse, Message, ToolChoice};
 use airlock_policies::Policy;
