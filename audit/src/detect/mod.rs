@@ -20,6 +20,7 @@
 //! Cyrillic і or a phrase split by zero-width spaces still matches. Excerpts come from the
 //! original text with invisible characters shown as `<U+XXXX>`.
 
+mod code;
 mod decode;
 mod framing;
 mod hidden;
@@ -255,12 +256,27 @@ fn scan_lines(
     let markdown = source == SourceKind::IssueBody || path.is_some_and(is_markdown);
     let mut phrases = Vec::new();
     let mut short = Vec::new();
+    // In a source file the words are its comments and strings; the code between them is not
+    // read as prose (identifiers such as `ai`, `crate`, `decode(` are not words to anyone).
+    let view = match source {
+        SourceKind::File => code::prose_view(text, path),
+        _ => None,
+    };
+    let view_lines: Vec<&str>;
+    let original = lines;
+    let (text, lines) = match &view {
+        Some(v) => {
+            view_lines = v.split('\n').collect();
+            (v.as_str(), view_lines.as_slice())
+        }
+        None => (text, lines),
+    };
     rules::scan(text, lines, markdown, &mut phrases, &mut short);
     // A phrase quoted as an example of an attack (a security guide, a detector's own test
     // vectors) is not an instruction; hidden characters are reported wherever they are.
     let (quoted, phrases): (Vec<_>, Vec<_>) = phrases
         .into_iter()
-        .partition(|&(line, _)| framing::quoted_example(lines, line));
+        .partition(|&(line, _)| framing::quoted_example(original, line));
     near.extend(
         quoted
             .into_iter()

@@ -160,7 +160,7 @@ pub(crate) fn scan(
         for m in re.find_iter(norm) {
             let at = m.start()
                 + m.as_str()
-                    .find(|ch: char| ch.is_alphanumeric() || ch == '<' || ch == '"')
+                    .find(|ch: char| ch.is_alphanumeric() || ch == '<')
                     .unwrap_or(0);
             found.push((at, *signal));
         }
@@ -186,8 +186,23 @@ pub(crate) fn scan(
                 .copied()
                 .filter(|&(at, _)| (top..top + 3).contains(&line_of(at)))
                 .collect();
+            // An addressee heard sentences ago governs a request that asks for something
+            // hostile, not every sentence of advice after it ("For dall-e-3, use one of ...").
+            let hostile = in_window.iter().any(|(_, s)| {
+                matches!(
+                    s,
+                    Signal::Harm(_) | Signal::Conceal | Signal::Hijack | Signal::Authority
+                )
+            });
             if carried_for > 0 && top == first {
-                in_window.extend(carried.iter().map(|&s| (a, s)));
+                in_window.extend(
+                    carried
+                        .iter()
+                        .filter(|&&s| {
+                            hostile || !matches!(s, Signal::AddressAutomation | Signal::AgentWork)
+                        })
+                        .map(|&s| (a, s)),
+                );
             }
             if let Some((at, rule)) = judge(&in_window) {
                 hits.push((line_of(at), rule));
@@ -301,6 +316,8 @@ fn judge(window: &[(usize, Signal)]) -> Option<(usize, Rule)> {
     // A replacement of the task counts beside a request, an addressee, the agent's work, a
     // harm or a claim of authority: "will wait for the handshake", "regardless of whether" and
     // "the task is cancelled" are ordinary prose of source code.
+    // A request for something hostile names it after asking: "add the package ...", not
+    // "changes to this package: run the tests".
     if let Some(p) = hijack
         && (directive
             .or(harm)
@@ -312,8 +329,14 @@ fn judge(window: &[(usize, Signal)]) -> Option<(usize, Rule)> {
     {
         return Some((p, Rule::OverridesInstructions));
     }
+    // A link is not a request: an AI named beside a URL is documentation ("[llm models
+    // --help](https://...)") until something is asked of it.
+    let asks_beyond_url = conceal.or(hijack).is_some()
+        || window
+            .iter()
+            .any(|(_, s)| matches!(s, Signal::Harm(k) if *k != HarmKind::Url));
     if let Some(p) = has(Signal::AddressAi)
-        && (directive.is_some() || asks.is_some())
+        && (directive.is_some() || asks_beyond_url)
     {
         return Some((p, Rule::AddressesAi));
     }
@@ -335,8 +358,8 @@ fn judge(window: &[(usize, Signal)]) -> Option<(usize, Rule)> {
     if let Some(p) = work
         && directive.is_some()
     {
-        let kind = window.iter().find_map(|(_, s)| match s {
-            Signal::Harm(k) => Some(*k),
+        let kind = window.iter().find_map(|&(_, s)| match s {
+            Signal::Harm(k) => Some(k),
             _ => None,
         });
         if let Some(kind) = kind {
