@@ -98,8 +98,8 @@ fn without_role_tokens(code: &str) -> String {
     let mut out = String::with_capacity(code.len());
     let mut rest = code;
     while !rest.is_empty() {
-        let token_end = if rest.starts_with("<|") {
-            rest[2..].find("|>").map(|e| e + 4)
+        let token_end = if let Some(inner) = rest.strip_prefix("<|") {
+            inner.find("|>").map(|e| e + 4)
         } else if rest.starts_with("[INST]") || rest.starts_with("<<SYS>>") {
             Some(if rest.starts_with("[INST]") { 6 } else { 7 })
         } else if rest.starts_with("[/INST]") || rest.starts_with("<</SYS>>") {
