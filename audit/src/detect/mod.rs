@@ -210,7 +210,12 @@ pub fn screen(text: &str, source: SourceKind, path: Option<&str>) -> Screening {
     // What an encoded run says is scanned too; a finding there is reported on the run's line.
     for run in decode::runs(&lines) {
         let inner: Vec<&str> = run.text.split('\n').collect();
-        if !scan_lines(&run.text, &inner, source, path, &mut Vec::new()).is_empty()
+        // What a run decodes to is words, whatever file it sits in: read it whole, not as code.
+        let decoded = match source {
+            SourceKind::File => SourceKind::SearchSnippet,
+            other => other,
+        };
+        if !scan_lines(&run.text, &inner, decoded, path, &mut Vec::new()).is_empty()
             || rules::decoded_asks_for_harm(&inner)
         {
             hits.push((run.line, Rule::EncodedInstructions));
