@@ -488,10 +488,13 @@ async fn security_page(
     let path = ui.broker.config().audit_log.clone();
     let list = blocking(move || {
         if !path.exists() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         let scan = airlock_audit::scan(&path).map_err(|e| Error::Audit(e.to_string()))?;
-        Ok(airlock_audit::injections(&scan, None))
+        Ok((
+            airlock_audit::injections(&scan, None),
+            airlock_audit::borderline_opinions(&scan, None),
+        ))
     })
     .await;
     let notice = (query.done == "triaged").then_some("Triage recorded.");
@@ -499,7 +502,9 @@ async fn security_page(
         status: query.status,
     };
     match list {
-        Ok(list) => Html(page::security(&list, &filter, notice, &csrf)).into_response(),
+        Ok((list, borderline)) => {
+            Html(page::security(&list, &borderline, &filter, notice, &csrf)).into_response()
+        }
         Err(e) => error_response(Some(&csrf), &e),
     }
 }

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use airlock_audit::{FindingStatus, Injection, TriageStatus};
+use airlock_audit::{BorderlineOpinion, FindingStatus, Injection, SecondOpinion, TriageStatus};
 use airlock_policies::testrun::Grade;
 use airlock_schemas::JudgeVerdict;
 
@@ -681,10 +681,27 @@ pub struct SecurityFilter {
     pub status: String,
 }
 
-/// The security page: every injection finding, newest first, with its triage history and the
-/// triage controls.
+/// One verdict of the operator's security model, as a list item: the model's name and reason
+/// are untrusted text (the reason may quote the span it was asked about).
+fn second_opinion_item(o: &SecondOpinion) -> String {
+    format!(
+        "<li class=\"opinion\">second opinion #{}: <span class=\"badge\">{}</span> from {}{}</li>",
+        o.seq,
+        o.verdict,
+        esc(&o.model),
+        o.reason
+            .as_deref()
+            .map(|r| format!(": {}", esc(r)))
+            .unwrap_or_default()
+    )
+}
+
+/// The security page: every injection finding, newest first, with its triage history, the
+/// security model's verdicts beside it and the triage controls; then the model's verdicts on
+/// borderline spans (text one signal short of a rule), which are leads, not findings.
 pub fn security(
     list: &[Injection],
+    borderline: &[BorderlineOpinion],
     filter: &SecurityFilter,
     notice: Option<&str>,
     csrf: &str,
@@ -730,6 +747,12 @@ pub fn security(
                     .unwrap_or_default()
             );
         }
+        let opinions: String = f.second_opinions.iter().map(second_opinion_item).collect();
+        let opinions = if opinions.is_empty() {
+            opinions
+        } else {
+            format!("<ul class=\"opinions\">{opinions}</ul>")
+        };
         let mut buttons = String::new();
         for status in TriageStatus::ALL {
             let label = match status {
@@ -747,7 +770,7 @@ pub fn security(
         }
         let _ = write!(
             b,
-            "<tr id=\"finding-{seq}\"><td>#{seq}</td><td>{}</td><td><span class=\"badge\">{}</span></td><td>{}<br>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td><ul>{history}</ul>\
+            "<tr id=\"finding-{seq}\"><td>#{seq}</td><td>{}</td><td><span class=\"badge\">{}</span></td><td>{}<br>{}</td><td>{}</td><td>{}</td><td><code>{}</code>{opinions}</td><td><ul>{history}</ul>\
              <form method=\"post\" action=\"/security/{seq}/triage\"><input type=\"hidden\" name=\"csrf\" value=\"{c}\"><input name=\"note\" id=\"note-{seq}\" placeholder=\"note (required to confirm or dismiss)\" size=\"30\"><br>{buttons}</form></td></tr>",
             esc(&f.ts),
             f.status,
@@ -761,6 +784,24 @@ pub fn security(
         );
     }
     b.push_str("</tbody></table>");
+    if !borderline.is_empty() {
+        b.push_str("<h2>Borderline spans the security model was asked about</h2><table class=\"list\" id=\"borderline\"><thead><tr><th>When</th><th>Run</th><th>Where</th><th>Near</th><th>Excerpt</th></tr></thead><tbody>");
+        for o in borderline {
+            let _ = write!(
+                b,
+                "<tr><td>{}</td><td>{}</td><td>{}:{}</td><td>{} ({})</td><td><code>{}</code><ul class=\"opinions\">{}</ul></td></tr>",
+                esc(&o.opinion.ts),
+                esc(&o.run_id),
+                esc(&o.path),
+                o.span.line,
+                o.span.rule,
+                o.span.near.as_str(),
+                esc(&o.span.excerpt),
+                second_opinion_item(&o.opinion)
+            );
+        }
+        b.push_str("</tbody></table>");
+    }
     layout("security", Nav::Security, Some(csrf), &[], &b)
 }
 

@@ -789,12 +789,73 @@ fn the_security_page_lists_findings_newest_first_and_triages_them_in_the_audit_l
     let seq = record_finding(&fx, "run-ui-sec");
     let page = Page::new(&fx);
     let (cookie, csrf) = page.login();
+    // The operator's security model gave a verdict on the finding and on a borderline span;
+    // both sit on the page beside what they judged, their texts escaped.
+    let log = airlock_audit::AuditLog::open(&fx.audit).unwrap();
+    log.append(
+        "run-ui-sec",
+        airlock_audit::Event::InjectionSecondOpinion {
+            finding: Some(seq),
+            also: vec![],
+            path: "issue:CALC-42".into(),
+            line: 1,
+            borderline: None,
+            model: "guard<img src=x onerror=alert(1)>".into(),
+            verdict: airlock_audit::SecondVerdict::Injection,
+            reason: Some("asks to approve <script>alert('opinion')</script>".into()),
+            input_tokens: 10,
+            output_tokens: 5,
+            latency_ms: 1,
+        },
+    )
+    .unwrap();
+    log.append(
+        "run-ui-sec",
+        airlock_audit::Event::InjectionSecondOpinion {
+            finding: None,
+            also: vec![],
+            path: "docs/<b>notes</b>.md".into(),
+            line: 3,
+            borderline: Some(airlock_audit::Borderline {
+                line: 3,
+                rule: airlock_audit::Rule::AddressesAi,
+                near: airlock_audit::NearMiss::OneSignalShort,
+                excerpt: "AI tools: <script>alert('span')</script>".into(),
+            }),
+            model: "guard".into(),
+            verdict: airlock_audit::SecondVerdict::Benign,
+            reason: None,
+            input_tokens: 10,
+            output_tokens: 5,
+            latency_ms: 1,
+        },
+    )
+    .unwrap();
     let html = page.get("/security", Some(&cookie)).body;
     assert_inert(&html);
     assert!(html.contains(&format!("id=\"finding-{seq}\"")), "{html}");
     assert!(
         html.contains("&lt;script&gt;alert(&#39;finding&#39;)"),
         "{html}"
+    );
+    let row = between(&html, &format!("id=\"finding-{seq}\""), "</tr>");
+    assert!(
+        row.contains("<span class=\"badge\">injection</span> from guard&lt;img src=x onerror=alert(1)&gt;: asks to approve &lt;script&gt;alert(&#39;opinion&#39;)"),
+        "{row}"
+    );
+    let spans = between(&html, "id=\"borderline\"", "</table>");
+    assert!(
+        spans.contains("docs/&lt;b&gt;notes&lt;/b&gt;.md:3"),
+        "{spans}"
+    );
+    assert!(spans.contains("one_signal_short"), "{spans}");
+    assert!(
+        spans.contains("AI tools: &lt;script&gt;alert(&#39;span&#39;)"),
+        "{spans}"
+    );
+    assert!(
+        spans.contains("<span class=\"badge\">benign</span>"),
+        "{spans}"
     );
     let path = format!("/security/{seq}/triage");
     // Confirming needs a note, as `airlock audit triage` does; nothing is written then.
