@@ -27,6 +27,7 @@ pub mod testenv;
 pub mod tools;
 pub mod trajectory;
 pub mod triage;
+pub mod triggers;
 pub mod warm_start;
 
 pub use config::Config;

@@ -4,11 +4,11 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use std::path::Path;
 
 use super::{
-    Decision, IntakeOutcome, IntakeStart, NewQueueItem, QueueItem, QueueStatus, RunRecord,
-    RunState, Store,
+    ClaimAttempt, Decision, IntakeOutcome, IntakeStart, NewQueueItem, QueueItem, QueueStatus,
+    RunRecord, RunState, Store,
 };
 use crate::error::{Error, Result};
-use crate::protocol::{BrokerReply, RunRegistration};
+use crate::protocol::{BrokerReply, ClaimRelease, ClaimRequest, ClaimStatus, RunRegistration};
 use airlock_schemas::BrokerError;
 
 const SCHEMA: &str = "
@@ -55,6 +55,15 @@ CREATE TABLE IF NOT EXISTS queue (
     abandon_reason TEXT,
     abandoned_at INTEGER
 );
+CREATE TABLE IF NOT EXISTS claims (
+    repository TEXT NOT NULL,
+    issue_number INTEGER NOT NULL,
+    holder TEXT NOT NULL,
+    state TEXT NOT NULL,
+    claimed_at INTEGER NOT NULL,
+    lease_expires_at INTEGER NOT NULL,
+    PRIMARY KEY (repository, issue_number)
+);
 CREATE TABLE IF NOT EXISTS judge_scores (
     queue_id INTEGER PRIMARY KEY REFERENCES queue(id),
     judgement TEXT NOT NULL,
@@ -89,7 +98,7 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
 
 /// The SQLite-backed store.
 pub struct SqliteStore {
-    conn: Connection,
+    pub(super) conn: Connection,
 }
 
 impl SqliteStore {
@@ -655,6 +664,22 @@ impl Store for SqliteStore {
         }
         tx.commit().map_err(Error::store(ctx))?;
         self.queue_item(id)?.ok_or(Error::UnknownQueueItem(id))
+    }
+
+    fn claim(&mut self, request: &ClaimRequest, now: i64) -> Result<ClaimAttempt> {
+        super::claims::claim(&mut self.conn, request, now)
+    }
+
+    fn renew_claim(&mut self, request: &ClaimRequest, now: i64) -> Result<ClaimAttempt> {
+        super::claims::renew(&mut self.conn, request, now)
+    }
+
+    fn release_claim(&mut self, release: &ClaimRelease, now: i64) -> Result<ClaimStatus> {
+        super::claims::release(&mut self.conn, release, now)
+    }
+
+    fn claims(&mut self) -> Result<Vec<ClaimStatus>> {
+        super::claims::all(&self.conn)
     }
 
     fn abandon(&mut self, id: i64, by: &str, reason: &str, now: i64) -> Result<QueueItem> {
