@@ -30,6 +30,8 @@ fn text(out: &Output) -> String {
 struct Webhook {
     child: Child,
     addr: String,
+    /// Its stdout, line by line.
+    lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Drop for Webhook {
@@ -40,6 +42,11 @@ impl Drop for Webhook {
 }
 
 fn start_webhook(state: &Path) -> Webhook {
+    start_webhook_with(state, &[])
+}
+
+/// `airlock webhook` on an ephemeral loopback port, with `extra` arguments after its own.
+fn start_webhook_with(state: &Path, extra: &[std::ffi::OsString]) -> Webhook {
     let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
         .args([
             "webhook",
@@ -50,11 +57,22 @@ fn start_webhook(state: &Path) -> Webhook {
         ])
         .arg("--state-dir")
         .arg(state)
+        .args(extra)
         .env(SECRET_VAR, SECRET)
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let (send, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines() {
+            let Ok(line) = line else { return };
+            if send.send(line).is_err() {
+                return;
+            }
+        }
+    });
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     stderr.read_line(&mut line).unwrap();
@@ -65,7 +83,28 @@ fn start_webhook(state: &Path) -> Webhook {
         .filter(|_| line.contains("listening on"))
         .unwrap_or_else(|| panic!("no listening line: {line:?}"))
         .to_owned();
-    Webhook { child, addr }
+    // The rest of stderr (warnings) is drained so the process never blocks on it.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    Webhook { child, addr, lines }
+}
+
+impl Webhook {
+    /// Wait for a stdout line that starts with `prefix` (every line seen goes into `seen`).
+    fn wait_for(&self, prefix: &str, seen: &mut Vec<String>) -> String {
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    seen.push(line.clone());
+                    if line.starts_with(prefix) {
+                        return line;
+                    }
+                }
+                Err(e) => panic!("no line {prefix:?} ({e}); seen: {seen:#?}"),
+            }
+        }
+    }
 }
 
 fn sign(body: &str) -> String {
@@ -500,4 +539,81 @@ fn a_batch_triages_every_issue_first_and_runs_the_ready_ones_on_one_pin() {
         .filter(|e| e.path().is_dir())
         .count();
     assert_eq!(mirrors, 1);
+}
+
+#[test]
+fn a_labelled_issue_and_a_mention_delivered_by_webhook_are_claimed_and_run_once() {
+    let w = world();
+    let state = w.s.dir.path().join("webhook");
+    let extra: Vec<std::ffi::OsString> = vec![
+        "--clone".into(),
+        w.s.repo.clone().into(),
+        "--model".into(),
+        format!("scripted:{}", w.escalate.display()).into(),
+        "--config".into(),
+        w.airlock_toml.clone().into(),
+        "--label".into(),
+        "airlock".into(),
+        "--parallel".into(),
+        "2".into(),
+    ];
+    let hook = start_webhook_with(&state, &extra);
+    let labelled = json!({
+        "action": "labeled",
+        "repository": {"full_name": "acme/calc"},
+        "issue": issue_json(2, &["airlock", "bug"], READY_BODY),
+        "label": {"name": "airlock"},
+    })
+    .to_string();
+    let (status, body) = deliver(
+        &hook.addr,
+        "issues",
+        "d-label-2",
+        Some(&sign(&labelled)),
+        &labelled,
+    );
+    assert_eq!(status, 202, "{body}");
+    let mention = json!({
+        "action": "created",
+        "repository": {"full_name": "acme/calc"},
+        "issue": issue_json(4, &["bug"], READY_BODY),
+        "comment": {"body": "@airlock can you take this one?", "user": {"login": "alice", "type": "User"}},
+    })
+    .to_string();
+    let (status, body) = deliver(
+        &hook.addr,
+        "issue_comment",
+        "d-mention-4",
+        Some(&sign(&mention)),
+        &mention,
+    );
+    assert_eq!(status, 202, "{body}");
+    // GitHub redelivers the label event: nothing more happens.
+    let (status, body) = deliver(
+        &hook.addr,
+        "issues",
+        "d-label-2",
+        Some(&sign(&labelled)),
+        &labelled,
+    );
+    assert_eq!(status, 200, "{body}");
+    let mut seen = Vec::new();
+    for n in [2, 4] {
+        if !seen
+            .iter()
+            .any(|l: &String| l.starts_with(&format!("acme/calc#{n} escalated: looked only")))
+        {
+            hook.wait_for(&format!("acme/calc#{n} escalated: looked only"), &mut seen);
+        }
+    }
+    let mut changes = w.api.label_changes();
+    changes.sort();
+    assert_eq!(
+        changes,
+        [2, 4]
+            .into_iter()
+            .map(|n| ("POST".to_owned(), n, "airlock-claimed".to_owned()))
+            .collect::<Vec<_>>(),
+        "{seen:#?}"
+    );
 }

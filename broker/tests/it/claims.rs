@@ -126,6 +126,12 @@ fn concurrent_claimers_get_one_winner_per_issue_and_the_label_is_posted_once() {
         api.label_changes()
             .contains(&("DELETE".to_owned(), 2, "airlock-claimed".to_owned()))
     );
+    // The operator sees every claim.
+    let listed = fx.cli(&["claims"]);
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.contains("acme/calc#1 done by worker-"), "{listed}");
+    assert!(listed.contains("acme/calc#2 held by late"), "{listed}");
+    assert_eq!(listed.lines().count(), 5, "{listed}");
     // A release by a worker that does not hold the claim is refused with who holds it.
     let reply = client
         .request(&Request::ReleaseClaim(ClaimRelease {
