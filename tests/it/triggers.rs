@@ -617,3 +617,92 @@ fn a_labelled_issue_and_a_mention_delivered_by_webhook_are_claimed_and_run_once(
         "{seen:#?}"
     );
 }
+
+#[test]
+fn a_watcher_killed_mid_run_loses_its_claim_at_lease_expiry_and_another_takes_the_issue() {
+    let w = world();
+    // The first watcher's model never answers: it is killed while its run waits on it.
+    let hanging = airlock_testkit::mockmodel::MockModel::start(vec![json!({
+        "delay_ms": 600_000,
+        "text": "never seen"
+    })]);
+    let watcher = |model: String| {
+        Command::new(env!("CARGO_BIN_EXE_airlock"))
+            .args([
+                "watch",
+                "--repo",
+                "acme/calc",
+                "--label",
+                "airlock",
+                "--once",
+            ])
+            .args(["--lease", "3s"])
+            .arg("--clone")
+            .arg(&w.s.repo)
+            .arg("--model")
+            .arg(model)
+            .arg("--config")
+            .arg(&w.airlock_toml)
+            .current_dir(w.s.dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut first = watcher(hanging.spec("gpt-test"));
+    // Wait until it holds issue #1 (its label is on) and its run is waiting on the model.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while hanging.requests().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the first watcher never reached its model; labels: {:?}",
+            w.api.label_changes()
+        );
+        assert!(
+            first.try_wait().unwrap().is_none(),
+            "the first watcher ended"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        w.api.label_changes(),
+        vec![("POST".to_owned(), 1, "airlock-claimed".to_owned())]
+    );
+    first.kill().unwrap(); // SIGKILL: no release, no clean-up
+    first.wait().unwrap();
+
+    // Another watcher finds #1 claimed until the dead one's lease lapses, then runs it.
+    let escalate = format!("scripted:{}", w.escalate.display());
+    let mut seen = Vec::new();
+    loop {
+        let out = watcher(escalate.clone()).wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        seen.push(stdout.clone());
+        if stdout
+            .lines()
+            .any(|l| l.starts_with("acme/calc#1 escalated: looked only"))
+        {
+            break;
+        }
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with("acme/calc#1 claimed elsewhere: held by watch-")),
+            "{seen:#?}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "#1 was never taken over: {seen:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Claimed twice: by the dead watcher, then by the one that took it over.
+    let ones = w
+        .api
+        .label_changes()
+        .into_iter()
+        .filter(|(_, n, _)| *n == 1)
+        .count();
+    assert_eq!(ones, 2, "{seen:#?}");
+}
