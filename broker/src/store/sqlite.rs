@@ -55,6 +55,15 @@ CREATE TABLE IF NOT EXISTS queue (
     abandon_reason TEXT,
     abandoned_at INTEGER
 );
+CREATE TABLE IF NOT EXISTS judge_scores (
+    queue_id INTEGER PRIMARY KEY REFERENCES queue(id),
+    judgement TEXT NOT NULL,
+    judged_at INTEGER NOT NULL
+);
+";
+
+/// Tables added after the first release: created on open when missing, like the rest.
+const ADDED_TABLES: &str = "
 CREATE TABLE IF NOT EXISTS claims (
     repository TEXT NOT NULL,
     issue_number INTEGER NOT NULL,
@@ -63,11 +72,6 @@ CREATE TABLE IF NOT EXISTS claims (
     claimed_at INTEGER NOT NULL,
     lease_expires_at INTEGER NOT NULL,
     PRIMARY KEY (repository, issue_number)
-);
-CREATE TABLE IF NOT EXISTS judge_scores (
-    queue_id INTEGER PRIMARY KEY REFERENCES queue(id),
-    judgement TEXT NOT NULL,
-    judged_at INTEGER NOT NULL
 );
 ";
 
@@ -126,6 +130,8 @@ impl SqliteStore {
         conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
             .map_err(Error::store(ctx.clone()))?;
         conn.execute_batch(SCHEMA)
+            .map_err(Error::store(ctx.clone()))?;
+        conn.execute_batch(ADDED_TABLES)
             .map_err(Error::store(ctx.clone()))?;
         migrate(&conn).map_err(Error::store(ctx))?;
         Ok(SqliteStore { conn })
@@ -934,6 +940,8 @@ mod tests {
         let mut s = SqliteStore::open(&path).unwrap();
         let old_item = s.queue_item(1).unwrap().unwrap();
         assert_eq!(old_item.status, QueueStatus::Published);
+        // The claims table did not exist then: it does now.
+        assert_eq!(s.claims().unwrap(), vec![]);
         assert_eq!(old_item.publish_error, None);
         assert_eq!(old_item.issue_number, None);
         // A run registered after the migration keeps its GitHub issue number.
