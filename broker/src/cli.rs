@@ -116,6 +116,13 @@ enum Command {
     },
     /// Expire queued pull requests older than the configured queue age.
     Expire,
+    /// List the claims workers hold or held on issues (`airlock watch`, `webhook`, `batch`):
+    /// repository, issue, state (held, done, released), holder and lease end.
+    Claims {
+        /// Print the claims as JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
     /// Serve the approver's and the security team's web page: the queue, each item (diff,
     /// witness, digest, findings, judge) with approve, deny and request changes, and the
     /// injection findings with their triage. Prints the login token at start unless
@@ -231,6 +238,37 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
                 }
             });
             crate::server::serve(broker, listener)
+        }
+        Command::Claims { json } => {
+            let claims = broker.claims()?;
+            let text = if json {
+                format!("{}\n", to_json(&claims)?)
+            } else {
+                let now = unix_now();
+                claims
+                    .iter()
+                    .map(|c| {
+                        let state = match c.state {
+                            crate::protocol::ClaimState::Held if c.lease_expires_at <= now => {
+                                "lapsed"
+                            }
+                            crate::protocol::ClaimState::Held => "held",
+                            crate::protocol::ClaimState::Done => "done",
+                            crate::protocol::ClaimState::Released => "released",
+                        };
+                        format!(
+                            "{}#{} {state} by {} (lease to {})\n",
+                            airlock_policies::terminal::escaped(&c.issue.repository),
+                            c.issue.issue_number,
+                            airlock_policies::terminal::escaped(&c.holder),
+                            c.lease_expires_at
+                        )
+                    })
+                    .collect()
+            };
+            out.write_all(text.as_bytes())
+                .and_then(|()| out.flush())
+                .map_err(w)
         }
         Command::Queue { json } => {
             let rows = crate::approver::queue_rows(&broker)?;

@@ -132,6 +132,23 @@ pub enum Error {
     /// The forge refused or failed the pull-request request.
     #[error("forge: {0}")]
     Forge(String),
+    /// A claim request was refused (unknown repository, bad holder or lease).
+    #[error("claim refused: {0}")]
+    Claim(String),
+    /// A renewal or release by a worker that does not hold the claim.
+    #[error(
+        "issue #{} of {:?} is not held by {holder:?} (it is {state}): that worker must stop working on it",
+        .issue.issue_number,
+        .issue.repository
+    )]
+    ClaimNotHeld {
+        /// The issue.
+        issue: airlock_protocol::IssueKey,
+        /// Who asked.
+        holder: String,
+        /// Where the claim stands instead.
+        state: String,
+    },
     /// The audit log refused an event.
     #[error("audit log: {0}")]
     Audit(String),

@@ -3,7 +3,8 @@
 //! It owns the broker side of `open_pr`: run registration, intake in the fixed order (schema,
 //! policy, digest recomputation, witness run, queue), the approval queue and its approver
 //! commands, and publication (commit on the pinned base in the broker's own clone, push, draft
-//! pull request). Its state lives behind the [`store::Store`] trait (SQLite by default) and
+//! pull request), and the claims workers hold on issues (one worker per issue, a lease, the
+//! `airlock-claimed` label on the forge). Its state lives behind the [`store::Store`] trait (SQLite by default) and
 //! survives a kill -9 with nothing lost or duplicated.
 //!
 //! It must never trust what a run tells it: the diff, every digest field and the test verdict are
@@ -14,6 +15,7 @@
 
 pub mod approver;
 pub mod changes;
+pub mod claims;
 pub mod cli;
 pub mod client;
 pub mod config;

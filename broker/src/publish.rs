@@ -300,6 +300,20 @@ pub trait Forge: Send + Sync {
         item: &QueueItem,
         pushed: &Pushed,
     ) -> Result<Option<String>>;
+
+    /// Put [`crate::claims::CLAIM_LABEL`] on issue `issue_number` (`claimed`) or take it off;
+    /// `false` when no token is configured. The one write on an issue the broker makes, with
+    /// a text fixed by airlock.
+    fn mark_claimed(
+        &self,
+        repository: &str,
+        cfg: &RepositoryConfig,
+        issue_number: u64,
+        claimed: bool,
+    ) -> Result<bool> {
+        let _ = (repository, cfg, issue_number, claimed);
+        Ok(false)
+    }
 }
 
 /// The GitHub REST API (`POST /repos/{owner}/{repo}/pulls` with `draft: true`).
@@ -334,7 +348,9 @@ pub fn pr_body(item: &QueueItem) -> String {
     let mut out = field(&["body"]).unwrap_or_default();
     let trimmed = out.trim_end().len();
     out.truncate(trimmed);
-    out.push_str("\n\n---\n\n## Evidence (checked by the airlock broker)\n\n");
+    out.push_str("\n\n---\n\n");
+    out.push_str(airlock_protocol::PR_EVIDENCE_HEADING);
+    out.push_str("\n\n");
     if let Some(test) = field(&["test_evidence", "before_failing_test"]) {
         out.push_str(&format!(
             "- Fail-to-pass test: `{test}` (fails on the pinned base, passes with the diff)\n"
@@ -411,9 +427,75 @@ impl Forge for GitHubForge {
         self.open_with(repository, cfg, item, pushed, &token)
             .map_err(|e| redact(e, Some(&token)))
     }
+
+    fn mark_claimed(
+        &self,
+        repository: &str,
+        cfg: &RepositoryConfig,
+        issue_number: u64,
+        claimed: bool,
+    ) -> Result<bool> {
+        let Some(token) = forge_token(repository, cfg)? else {
+            return Ok(false);
+        };
+        self.label_with(cfg, repository, issue_number, claimed, &token)
+            .map_err(|e| redact(e, Some(&token)))?;
+        Ok(true)
+    }
 }
 
 impl GitHubForge {
+    /// `POST /repos/{slug}/issues/{n}/labels` with the claim label, or `DELETE` of it (a
+    /// label already gone is not an error).
+    fn label_with(
+        &self,
+        cfg: &RepositoryConfig,
+        repository: &str,
+        issue_number: u64,
+        claimed: bool,
+        token: &str,
+    ) -> Result<()> {
+        let slug = cfg.forge_slug(repository);
+        let api = cfg.github_api.trim_end_matches('/');
+        let auth = format!("Bearer {token}");
+        let label = crate::claims::CLAIM_LABEL;
+        let (method, url) = if claimed {
+            (
+                "POST",
+                format!("{api}/repos/{slug}/issues/{issue_number}/labels"),
+            )
+        } else {
+            (
+                "DELETE",
+                format!("{api}/repos/{slug}/issues/{issue_number}/labels/{label}"),
+            )
+        };
+        let result = if claimed {
+            self.agent
+                .post(&url)
+                .header("Authorization", &auth)
+                .header("Accept", "application/vnd.github+json")
+                .header("X-GitHub-Api-Version", "2022-11-28")
+                .header("User-Agent", "airlock-broker")
+                .header("Content-Type", "application/json")
+                .send(serde_json::json!({ "labels": [label] }).to_string())
+        } else {
+            self.agent
+                .delete(&url)
+                .header("Authorization", &auth)
+                .header("Accept", "application/vnd.github+json")
+                .header("X-GitHub-Api-Version", "2022-11-28")
+                .header("User-Agent", "airlock-broker")
+                .call()
+        };
+        let resp = result.map_err(|e| Error::Forge(format!("{method} {url}: {e}")))?;
+        let status = resp.status();
+        if status.is_success() || (!claimed && status.as_u16() == 404) {
+            return Ok(());
+        }
+        Err(Error::Forge(format!("{method} {url} answered {status}")))
+    }
+
     fn open_with(
         &self,
         repository: &str,

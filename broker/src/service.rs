@@ -13,11 +13,15 @@ use sha2::{Digest, Sha256};
 use crate::changes;
 use crate::config::BrokerConfig;
 use crate::error::{Error, Result};
-use crate::protocol::{BrokerReply, Request, RunRegistration};
+use crate::protocol::{
+    BrokerReply, ClaimEnd, ClaimRelease, ClaimRequest, ClaimStatus, ForgeMark, IssueKey, Request,
+    RunRegistration,
+};
 use crate::publish::{self, Forge};
 use crate::rules::Rules;
 use crate::store::{
-    Decision, IntakeOutcome, IntakeStart, NewQueueItem, QueueItem, QueueStatus, RunState, Store,
+    ClaimAttempt, Decision, IntakeOutcome, IntakeStart, NewQueueItem, QueueItem, QueueStatus,
+    RunState, Store,
 };
 use crate::witness::{self, TestExecutor, WitnessPlan};
 
@@ -74,6 +78,7 @@ pub struct Broker {
     journal: Box<dyn Journal>,
     forge: Box<dyn Forge>,
     run_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    claim_marks: crate::claims::MarkLimiter,
 }
 
 fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -100,6 +105,7 @@ impl Broker {
             journal,
             forge,
             run_locks: Mutex::new(HashMap::new()),
+            claim_marks: crate::claims::MarkLimiter::default(),
         }
     }
 
@@ -131,10 +137,88 @@ impl Broker {
                 args,
             } => self.open_pr(&run_id, &request_id, args.get()),
             Request::Decision { run_id } => self.decision(&run_id),
+            Request::Claim(claim) => self.claim(&claim, false),
+            Request::RenewClaim(claim) => self.claim(&claim, true),
+            Request::ReleaseClaim(release) => self.release_claim(&release),
         };
         result.unwrap_or_else(|e| BrokerReply::Failed {
             message: e.to_string(),
         })
+    }
+
+    /// Claim an issue (`renewal`: only extend a lease the holder has). A newly acquired claim
+    /// puts [`crate::claims::CLAIM_LABEL`] on the issue, best effort: the claim is the store's
+    /// row, the label only shows it, so a forge failure is reported, not fatal.
+    pub fn claim(&self, request: &ClaimRequest, renewal: bool) -> Result<BrokerReply> {
+        crate::claims::check_request(
+            &self.config,
+            &request.issue,
+            &request.holder,
+            Some(request.lease_secs),
+        )?;
+        let attempt = if renewal {
+            self.store().renew_claim(request, unix_now())?
+        } else {
+            self.store().claim(request, unix_now())?
+        };
+        Ok(match attempt {
+            ClaimAttempt::Acquired(claim) => {
+                let forge = self.mark_claim(&claim.issue, true);
+                BrokerReply::Claimed {
+                    claim,
+                    acquired: true,
+                    forge,
+                }
+            }
+            ClaimAttempt::Renewed(claim) => BrokerReply::Claimed {
+                claim,
+                acquired: false,
+                forge: ForgeMark::Unchanged,
+            },
+            ClaimAttempt::Taken(claim) => BrokerReply::ClaimTaken { claim },
+        })
+    }
+
+    /// End a claim; an abandoned one has its label taken off (a done one keeps it: the issue
+    /// was worked on, and its pull request says how).
+    pub fn release_claim(&self, release: &ClaimRelease) -> Result<BrokerReply> {
+        crate::claims::check_request(&self.config, &release.issue, &release.holder, None)?;
+        let claim = self.store().release_claim(release, unix_now())?;
+        let forge = match release.end {
+            ClaimEnd::Done => ForgeMark::Unchanged,
+            ClaimEnd::Abandoned => self.mark_claim(&claim.issue, false),
+        };
+        Ok(BrokerReply::Released { claim, forge })
+    }
+
+    /// Every claim the store holds.
+    pub fn claims(&self) -> Result<Vec<ClaimStatus>> {
+        self.store().claims()
+    }
+
+    fn mark_claim(&self, issue: &IssueKey, claimed: bool) -> ForgeMark {
+        let Some(cfg) = self.config.repositories.get(&issue.repository) else {
+            return ForgeMark::NotConfigured;
+        };
+        if cfg.forge_token_env.is_none() {
+            return ForgeMark::NotConfigured;
+        }
+        if !self
+            .claim_marks
+            .allow(&issue.repository, std::time::Instant::now())
+        {
+            return ForgeMark::RateLimited;
+        }
+        match self
+            .forge
+            .mark_claimed(&issue.repository, cfg, issue.issue_number, claimed)
+        {
+            Ok(true) => ForgeMark::Posted,
+            Ok(false) => ForgeMark::NotConfigured,
+            Err(e) => ForgeMark::Failed {
+                message: e.to_string(),
+            },
+        }
     }
 
     /// Register a run after checking it against the configuration.

@@ -67,6 +67,10 @@ pub struct IssueText {
     pub body: String,
 }
 
+/// The heading of the broker's evidence in every draft pull request it opens: the broker writes
+/// it, and the webhook knows an airlock pull request's conversation by it.
+pub const PR_EVIDENCE_HEADING: &str = "## Evidence (checked by the airlock broker)";
+
 /// The reconnect window of a registration that does not state one, in seconds.
 pub const DEFAULT_RECONNECT_SECS: u64 = 600;
 
@@ -113,6 +117,110 @@ pub enum Request {
         /// The registered run.
         run_id: String,
     },
+    /// `claim`: take the issue for `holder` for `lease_secs` (or extend the lease the holder
+    /// already has). Answered [`BrokerReply::Claimed`] or [`BrokerReply::ClaimTaken`].
+    Claim(ClaimRequest),
+    /// `renew_claim`: extend the lease `holder` has on the issue. A lease that expired and was
+    /// taken by another holder is [`BrokerReply::ClaimTaken`]: the renewing worker must stop.
+    RenewClaim(ClaimRequest),
+    /// `release_claim`: end `holder`'s claim, as done (no worker takes the issue again) or
+    /// abandoned (another worker may take it at once). Answered [`BrokerReply::Released`].
+    ReleaseClaim(ClaimRelease),
+}
+
+/// One issue of one repository, as claims name it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IssueKey {
+    /// The repository's name in `broker.toml` (`[repositories."owner/name"]`).
+    pub repository: String,
+    /// The forge's issue number.
+    pub issue_number: u64,
+}
+
+/// A `claim` or `renew_claim` request.
+// No `deny_unknown_fields`: serde does not support it beside `flatten`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimRequest {
+    /// The issue.
+    #[serde(flatten)]
+    pub issue: IssueKey,
+    /// Who claims: a worker's id, unique per worker process (`watch-<host>-<pid>-<start>`).
+    pub holder: String,
+    /// How long the claim holds without a renewal, in seconds; a worker that dies stops
+    /// renewing, and its claim lapses after this.
+    pub lease_secs: u64,
+}
+
+/// How a claim ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimEnd {
+    /// The run finished (a queued pull request, an escalation, an issue found not ready):
+    /// no worker claims the issue again.
+    Done,
+    /// The worker gave up (an operational error, a shutdown): the issue is free at once.
+    Abandoned,
+}
+
+/// A `release_claim` request.
+// No `deny_unknown_fields`: serde does not support it beside `flatten`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimRelease {
+    /// The issue.
+    #[serde(flatten)]
+    pub issue: IssueKey,
+    /// The holder releasing it (must be the current holder).
+    pub holder: String,
+    /// Done or abandoned.
+    pub end: ClaimEnd,
+}
+
+/// Where a claim stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimState {
+    /// Held by `holder` until `lease_expires_at` (after which anyone may take it).
+    Held,
+    /// Its run finished: nobody claims the issue again.
+    Done,
+    /// Abandoned by its holder: anyone may take it.
+    Released,
+}
+
+/// What the broker did about the claim on the forge (the `airlock-claimed` label).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mark", rename_all = "snake_case")]
+pub enum ForgeMark {
+    /// The label was added (or removed, on an abandoned claim).
+    Posted,
+    /// Nothing to post: a renewal, or a claim that did not change hands.
+    Unchanged,
+    /// The repository has no `forge_token_env`: the claim is in the broker's store only.
+    NotConfigured,
+    /// Too many label changes on this repository lately; the claim stands without it.
+    RateLimited,
+    /// The forge refused or failed the request; the claim stands without it.
+    Failed {
+        /// What went wrong (no token in it).
+        message: String,
+    },
+}
+
+/// A claim as the broker holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimStatus {
+    /// The issue.
+    #[serde(flatten)]
+    pub issue: IssueKey,
+    /// The current (or last) holder.
+    pub holder: String,
+    /// Held, done or released.
+    pub state: ClaimState,
+    /// Unix seconds the current holder took it.
+    pub claimed_at: i64,
+    /// Unix seconds the lease ends (for a held claim).
+    pub lease_expires_at: i64,
 }
 
 impl Request {
@@ -138,13 +246,17 @@ impl Request {
             Request::RegisterRun(_) => "register_run",
             Request::OpenPr { .. } => "open_pr",
             Request::Decision { .. } => "decision",
+            Request::Claim(_) => "claim",
+            Request::RenewClaim(_) => "renew_claim",
+            Request::ReleaseClaim(_) => "release_claim",
         }
     }
 }
 
-/// One request line as it travels: `op` is `register_run`, `open_pr` or `decision`, with that
-/// operation's fields. [`Request`] is what both sides handle.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One request line as it travels: `op` is `register_run`, `open_pr`, `decision`, `claim`,
+/// `renew_claim` or `release_claim`, with that operation's fields. [`Request`] is what both
+/// sides handle.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct WireRequest {
     /// The operation.
     pub op: String,
@@ -160,6 +272,12 @@ pub struct WireRequest {
     /// For `open_pr`: the tool-call arguments exactly as the model produced them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Box<RawValue>>,
+    /// For `claim` and `renew_claim`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<ClaimRequest>,
+    /// For `release_claim`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<ClaimRelease>,
 }
 
 impl TryFrom<WireRequest> for Request {
@@ -185,8 +303,24 @@ impl TryFrom<WireRequest> for Request {
                 Some(run_id) => Ok(Request::Decision { run_id }),
                 None => Err("decision needs \"run_id\"".to_owned()),
             },
+            "claim" | "renew_claim" => match w.claim {
+                Some(claim) if w.op == "claim" => Ok(Request::Claim(claim)),
+                Some(claim) => Ok(Request::RenewClaim(claim)),
+                None => Err(format!(
+                    "{} needs \"claim\" (repository, issue_number, holder, lease_secs)",
+                    w.op
+                )),
+            },
+            "release_claim" => match w.release {
+                Some(release) => Ok(Request::ReleaseClaim(release)),
+                None => Err(
+                    "release_claim needs \"release\" (repository, issue_number, holder, end)"
+                        .to_owned(),
+                ),
+            },
             other => Err(format!(
-                "unknown op {other:?} (expected register_run, open_pr or decision)"
+                "unknown op {other:?} (expected register_run, open_pr, decision, claim, \
+                 renew_claim or release_claim)"
             )),
         }
     }
@@ -199,9 +333,7 @@ impl From<Request> for WireRequest {
             Request::RegisterRun(run) => WireRequest {
                 op,
                 run: Some(*run),
-                run_id: None,
-                request_id: None,
-                args: None,
+                ..WireRequest::default()
             },
             Request::OpenPr {
                 run_id,
@@ -209,17 +341,25 @@ impl From<Request> for WireRequest {
                 args,
             } => WireRequest {
                 op,
-                run: None,
                 run_id: Some(run_id),
                 request_id: Some(request_id),
                 args: Some(args),
+                ..WireRequest::default()
             },
             Request::Decision { run_id } => WireRequest {
                 op,
-                run: None,
                 run_id: Some(run_id),
-                request_id: None,
-                args: None,
+                ..WireRequest::default()
+            },
+            Request::Claim(claim) | Request::RenewClaim(claim) => WireRequest {
+                op,
+                claim: Some(claim),
+                ..WireRequest::default()
+            },
+            Request::ReleaseClaim(release) => WireRequest {
+                op,
+                release: Some(release),
+                ..WireRequest::default()
             },
         }
     }
@@ -261,6 +401,28 @@ pub enum BrokerReply {
         /// The refusal: code, retryability and what the code returns.
         error: BrokerError,
     },
+    /// The claim is the asker's (newly taken, or its lease extended).
+    Claimed {
+        /// The claim as stored.
+        claim: ClaimStatus,
+        /// Whether the asker newly took it (false: it already held it and the lease was
+        /// extended).
+        acquired: bool,
+        /// The label on the forge.
+        forge: ForgeMark,
+    },
+    /// Another holder has the issue, or its run is done: the asker must not work on it.
+    ClaimTaken {
+        /// The claim as stored.
+        claim: ClaimStatus,
+    },
+    /// The claim ended as asked.
+    Released {
+        /// The claim as stored.
+        claim: ClaimStatus,
+        /// The label on the forge (removed when abandoned).
+        forge: ForgeMark,
+    },
     /// The broker could not do its job (not a verdict on the submission).
     Failed {
         /// What went wrong.
@@ -292,6 +454,8 @@ mod tests {
             (r#"{"op": "register_run"}"#, "register_run needs \"run\""),
             (r#"{"op": "open_pr", "run_id": "r"}"#, "open_pr needs"),
             (r#"{"op": "decision"}"#, "decision needs \"run_id\""),
+            (r#"{"op": "claim"}"#, "claim needs \"claim\""),
+            (r#"{"op": "release_claim"}"#, "release_claim needs"),
             (
                 r#"{"op": "approve", "run_id": "r"}"#,
                 "unknown op \"approve\"",
@@ -309,6 +473,43 @@ mod tests {
             serde_json::to_string(&back).unwrap(),
             serde_json::to_string(&Request::open_pr("r", r#"{"x":1}"#, None).unwrap()).unwrap()
         );
+    }
+
+    #[test]
+    fn claim_requests_travel_flat_and_round_trip() {
+        let claim = ClaimRequest {
+            issue: IssueKey {
+                repository: "acme/calc".to_owned(),
+                issue_number: 7,
+            },
+            holder: "w-1".to_owned(),
+            lease_secs: 60,
+        };
+        let line = serde_json::to_string(&Request::RenewClaim(claim.clone())).unwrap();
+        assert_eq!(
+            line,
+            r#"{"op":"renew_claim","claim":{"repository":"acme/calc","issue_number":7,"holder":"w-1","lease_secs":60}}"#
+        );
+        let back: Request = serde_json::from_str(&line).unwrap();
+        assert!(matches!(back, Request::RenewClaim(c) if c == claim));
+        let release = Request::ReleaseClaim(ClaimRelease {
+            issue: claim.issue.clone(),
+            holder: "w-1".to_owned(),
+            end: ClaimEnd::Done,
+        });
+        let line = serde_json::to_string(&release).unwrap();
+        assert!(line.contains(r#""end":"done""#), "{line}");
+        let reply = BrokerReply::ClaimTaken {
+            claim: ClaimStatus {
+                issue: claim.issue,
+                holder: "w-2".to_owned(),
+                state: ClaimState::Held,
+                claimed_at: 1,
+                lease_expires_at: 61,
+            },
+        };
+        let text = serde_json::to_string(&reply).unwrap();
+        assert_eq!(serde_json::from_str::<BrokerReply>(&text).unwrap(), reply);
     }
 
     #[test]

@@ -27,6 +27,7 @@ mod judge;
 mod retrieval;
 mod run;
 mod sandbox;
+mod triggers;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -95,6 +96,17 @@ enum Command {
     /// Turn one issue on one pinned commit into a queued pull request or an escalation.
     /// Exit codes: 0 pull request queued, 3 escalated, 4 issue not ready, 2 error.
     Run(run::RunArgs),
+    /// Run many issues of one repository on one pin: one mirror and index, triage of every
+    /// issue first, then the ready ones N at a time, and a summary table. Exit codes: the worst
+    /// outcome: 2 an error, 3 an escalation, 4 an issue skipped, 0 every issue queued.
+    Batch(triggers::BatchArgs),
+    /// Poll GitHub for open issues with a label and run each (claimed through the broker, so
+    /// several watchers never run one issue twice). Exit codes: 0 stopped, 2 error.
+    Watch(triggers::WatchArgs),
+    /// Receive GitHub webhooks (signature checked, replays ignored): a labelled issue or an
+    /// `@airlock` mention starts a run, a review asking for changes queues a follow-up.
+    /// Exit codes: 2 error (it serves until stopped).
+    Webhook(triggers::WebhookArgs),
     /// A sandboxed reader worker (started by `airlock run`; not for direct use).
     #[command(hide = true)]
     ReaderWorker(run::ReaderWorkerArgs),
@@ -172,6 +184,9 @@ pub fn run() -> ExitCode {
         Command::Audit(cmd) => audit::run(cmd),
         Command::Run(args) => run::run(args, cli.quiet),
         Command::ReaderWorker(args) => run::reader_worker(args),
+        Command::Batch(args) => triggers::batch(args),
+        Command::Watch(args) => triggers::watch_command(args),
+        Command::Webhook(args) => triggers::webhook(args),
         Command::Judge(args) => judge::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Completions { shell } => completions(shell),

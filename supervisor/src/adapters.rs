@@ -363,6 +363,12 @@ impl BrokerSocket {
         self
     }
 
+    /// One typed request and its typed reply, without resending (claims: a claim whose
+    /// connection broke is simply asked again by the worker).
+    pub fn request(&self, request: &airlock_protocol::Request) -> PortResult<BrokerReply> {
+        self.exchange(&wire(request)?)
+    }
+
     fn exchange(&self, request: &Value) -> PortResult<BrokerReply> {
         self.attempt(request)
             .map_err(|(failure, _)| failure)

@@ -378,6 +378,47 @@ impl GithubClient {
         }
     }
 
+    /// The numbers of the open issues of `owner/repo` that carry `label` (pull requests left
+    /// out), ascending, every page read (`GET /repos/O/R/issues?state=open&labels=L`).
+    pub fn labelled_open_issues(
+        &self,
+        owner: &str,
+        repo: &str,
+        label: &str,
+        cfg: &GithubConfig,
+    ) -> Result<Vec<u64>> {
+        let mut numbers = Vec::new();
+        let mut page = 1;
+        loop {
+            let path = format!(
+                "/repos/{owner}/{repo}/issues?state=open&labels={}&per_page=100&page={page}",
+                percent_encode(label)
+            );
+            let list = self.get(&path, cfg.token_env.as_deref())?;
+            let Some(items) = list.as_array() else {
+                return Err(GithubError::Shape {
+                    url: format!("{}{path}", self.api),
+                    problem: "the issues are not a list".to_owned(),
+                });
+            };
+            numbers.extend(
+                items
+                    .iter()
+                    .filter(|i| i.get("pull_request").is_none_or(Value::is_null))
+                    .filter_map(|i| i.get("number").and_then(Value::as_u64))
+                    .filter(|n| (1..=MAX_ISSUE_NUMBER).contains(n)),
+            );
+            // A bound on a misbehaving server: 100 pages is 10 000 issues.
+            if items.len() < 100 || page >= 100 {
+                break;
+            }
+            page += 1;
+        }
+        numbers.sort_unstable();
+        numbers.dedup();
+        Ok(numbers)
+    }
+
     /// The issue (and, when configured, its comments) as an [`Issue`].
     pub fn fetch_issue(&self, r: &GithubIssueRef, cfg: &GithubConfig) -> Result<FetchedIssue> {
         let var = cfg.token_env.as_deref();
@@ -474,6 +515,19 @@ impl GithubClient {
             comments,
         })
     }
+}
+
+/// `text` with every byte but unreserved ones (RFC 3986) as `%XX`, for a query value.
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 fn login(v: &Value) -> Option<String> {

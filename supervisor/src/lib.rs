@@ -3,7 +3,9 @@
 //!
 //! It owns the run: configuration (`airlock.toml`), the issue file, triage, the warm-start
 //! message, the tool loop and its budgets, validation of the final message, the trajectory and
-//! the audit events of every step. It must never hold forge credentials (only the broker does),
+//! the audit events of every step; and the triggers that start runs without a person typing
+//! `airlock run` (`triggers`: webhook, watch, batch, each claiming its issue through the
+//! broker). It must never hold forge credentials (only the broker does),
 //! never write outside the write policy, never run tests outside the sandbox, and never restate
 //! a schema or a path rule: contracts come from `airlock-schemas`, path rules from
 //! `airlock-policies`.
@@ -27,6 +29,7 @@ pub mod testenv;
 pub mod tools;
 pub mod trajectory;
 pub mod triage;
+pub mod triggers;
 pub mod warm_start;
 
 pub use config::Config;

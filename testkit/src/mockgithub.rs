@@ -1,7 +1,8 @@
 //! A GitHub REST stand-in on 127.0.0.1 for draft pull requests: `POST /repos/O/R/pulls` records
 //! the pull request and answers 201 with GitHub's shape (`number`, `html_url`, `draft`, `state`,
 //! `head.ref`); `GET /repos/O/R/pulls?head=O:BRANCH&state=...` lists the recorded ones of that
-//! branch. Any other `GET` is answered from fixed routes set with [`MockForge::route`] (an
+//! branch. `POST /repos/O/R/issues/N/labels` and `DELETE /repos/O/R/issues/N/labels/NAME` (the
+//! broker's claim label) are recorded and answered 200. Any other `GET` is answered from fixed routes set with [`MockForge::route`] (an
 //! issue, a repository), 404 with GitHub's `{"message": "Not Found"}` otherwise. Every request
 //! is recorded; `stall_posts` makes it record a POST and never answer.
 
@@ -69,14 +70,39 @@ impl MockForge {
         self.seen.lock().unwrap().clone()
     }
 
+    /// The label changes on issues so far, in order: (method, issue number, label) with
+    /// method `POST` (added) or `DELETE` (removed).
+    pub fn label_changes(&self) -> Vec<(String, u64, String)> {
+        self.requests()
+            .iter()
+            .filter_map(|r| {
+                let (_, rest) = r.path.split_once("/issues/")?;
+                let (number, tail) = rest.split_once("/labels")?;
+                let number: u64 = number.parse().ok()?;
+                let label = match r.method.as_str() {
+                    "POST" => {
+                        let body: Value = serde_json::from_str(&r.body).ok()?;
+                        body["labels"][0].as_str()?.to_owned()
+                    }
+                    _ => tail.trim_start_matches('/').to_owned(),
+                };
+                Some((r.method.clone(), number, label))
+            })
+            .collect()
+    }
+
     /// The bodies of the pull requests created (`POST .../pulls`), parsed.
     pub fn created_pulls(&self) -> Vec<Value> {
         self.requests()
             .iter()
-            .filter(|r| r.method == "POST" && r.path.ends_with("/pulls"))
+            .filter(|r| is_pull_post(r))
             .map(|r| serde_json::from_str(&r.body).unwrap_or(Value::Null))
             .collect()
     }
+}
+
+fn is_pull_post(r: &SeenRequest) -> bool {
+    r.method == "POST" && r.path.ends_with("/pulls")
 }
 
 /// `/repos/O/R/pulls...` → `O/R`.
@@ -129,7 +155,7 @@ fn serve(
             .lock()
             .unwrap()
             .iter()
-            .filter(|r| r.method == "POST" && slug_of(&r.path) == slug)
+            .filter(|r| is_pull_post(r) && slug_of(&r.path) == slug)
             .cloned()
             .collect();
         seen.lock().unwrap().push(req.clone());
@@ -138,7 +164,18 @@ fn serve(
         } else {
             None
         };
-        let (status, reply) = if let Some((code, body)) = fixed {
+        let (status, reply) = if path.contains("/issues/") && path.contains("/labels") {
+            // The claim label: GitHub answers with the issue's labels; the mock with the one
+            // added (or none left after a removal).
+            let body: Value = serde_json::from_str(&req.body).unwrap_or(Value::Null);
+            let added: Vec<Value> = body["labels"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|l| json!({"name": l}))
+                .collect();
+            (200, Value::Array(added).to_string())
+        } else if let Some((code, body)) = fixed {
             (code, body.to_string())
         } else if method == "GET" && !path.contains("/pulls") {
             (404, json!({"message": "Not Found"}).to_string())

@@ -41,6 +41,9 @@ fn the_help_of_both_binaries_is_pinned() {
         &["judge", "--help"],
         &["init", "--help"],
         &["doctor", "--help"],
+        &["batch", "--help"],
+        &["watch", "--help"],
+        &["webhook", "--help"],
     ] {
         let name = format!("airlock_{}", args.join("_").replace("--", ""));
         let shown = format!("airlock {}", args.join(" "));
@@ -63,7 +66,17 @@ fn the_help_of_both_binaries_is_pinned() {
 fn completions_cover_every_subcommand_and_man_pages_are_written() {
     let bash = stdout(&airlock(&["completions", "bash"]));
     assert!(bash.contains("_airlock()"), "{bash}");
-    for sub in ["run", "audit", "judge", "doctor", "completions", "man"] {
+    for sub in [
+        "run",
+        "audit",
+        "judge",
+        "doctor",
+        "completions",
+        "man",
+        "batch",
+        "watch",
+        "webhook",
+    ] {
         assert!(
             bash.contains(&format!("airlock__subcmd__{sub}")),
             "no {sub} in the bash script"

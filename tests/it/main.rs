@@ -14,3 +14,4 @@ mod run;
 mod sandbox;
 mod setup;
 mod triage;
+mod triggers;

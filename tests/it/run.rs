@@ -37,7 +37,7 @@ pub(crate) fn setup() -> Setup {
 }
 
 /// A broker stub for this test only: answers register_run and queues every open_pr.
-fn broker_stub(socket: &Path) -> Arc<Mutex<Vec<Value>>> {
+pub(crate) fn broker_stub(socket: &Path) -> Arc<Mutex<Vec<Value>>> {
     let listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let seen2 = seen.clone();

@@ -1,7 +1,9 @@
 //! Durable broker state behind the [`Store`] trait: registered runs, open_pr submissions keyed by
-//! (run id, request id), the approval queue and its decisions. The SQLite implementation is the
+//! (run id, request id), the approval queue and its decisions, and the claims workers hold on
+//! issues (`claims`: one row per issue, a holder and a lease). The SQLite implementation is the
 //! default; the trait is what a server-grade backend implements.
 
+mod claims;
 mod sqlite;
 
 pub use sqlite::SqliteStore;
@@ -9,7 +11,7 @@ pub use sqlite::SqliteStore;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::protocol::{BrokerReply, RunRegistration};
+use crate::protocol::{BrokerReply, ClaimRelease, ClaimRequest, ClaimStatus, RunRegistration};
 use crate::witness::WitnessOutput;
 use airlock_schemas::BrokerError;
 
@@ -197,6 +199,17 @@ pub enum Decision {
     },
 }
 
+/// What a `claim` or `renew_claim` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimAttempt {
+    /// The asker newly holds the issue: it was unclaimed, released, or its lease had lapsed.
+    Acquired(ClaimStatus),
+    /// The asker already held it; the lease is extended.
+    Renewed(ClaimStatus),
+    /// Another holder has it, or its run is done: the asker must not work on it.
+    Taken(ClaimStatus),
+}
+
 /// Durable broker state. Every method is atomic: a crash leaves either the before or the after.
 pub trait Store: Send {
     /// Register a run; registering the same run again with identical details is a no-op, with
@@ -246,4 +259,16 @@ pub trait Store: Send {
     fn retry_publication(&mut self, id: i64) -> Result<QueueItem>;
     /// End a `publish_failed` item: `abandoned`, with who, why and when.
     fn abandon(&mut self, id: i64, by: &str, reason: &str, now: i64) -> Result<QueueItem>;
+    /// Claim an issue for `request.holder` until `now + lease_secs`, in one transaction: of
+    /// concurrent claimers exactly one acquires it. A lapsed lease or a released claim is
+    /// taken over; a done one never.
+    fn claim(&mut self, request: &ClaimRequest, now: i64) -> Result<ClaimAttempt>;
+    /// Extend the holder's lease. A lease that lapsed but was not taken over is extended; one
+    /// another holder took is `Taken`; no claim at all is [`crate::Error::ClaimNotHeld`].
+    fn renew_claim(&mut self, request: &ClaimRequest, now: i64) -> Result<ClaimAttempt>;
+    /// End the holder's claim as done or released; [`crate::Error::ClaimNotHeld`] when the
+    /// asker is not its holder.
+    fn release_claim(&mut self, release: &ClaimRelease, now: i64) -> Result<ClaimStatus>;
+    /// Every claim, by repository and issue number.
+    fn claims(&mut self) -> Result<Vec<ClaimStatus>>;
 }

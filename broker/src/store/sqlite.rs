@@ -4,11 +4,11 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use std::path::Path;
 
 use super::{
-    Decision, IntakeOutcome, IntakeStart, NewQueueItem, QueueItem, QueueStatus, RunRecord,
-    RunState, Store,
+    ClaimAttempt, Decision, IntakeOutcome, IntakeStart, NewQueueItem, QueueItem, QueueStatus,
+    RunRecord, RunState, Store,
 };
 use crate::error::{Error, Result};
-use crate::protocol::{BrokerReply, RunRegistration};
+use crate::protocol::{BrokerReply, ClaimRelease, ClaimRequest, ClaimStatus, RunRegistration};
 use airlock_schemas::BrokerError;
 
 const SCHEMA: &str = "
@@ -62,6 +62,19 @@ CREATE TABLE IF NOT EXISTS judge_scores (
 );
 ";
 
+/// Tables added after the first release: created on open when missing, like the rest.
+const ADDED_TABLES: &str = "
+CREATE TABLE IF NOT EXISTS claims (
+    repository TEXT NOT NULL,
+    issue_number INTEGER NOT NULL,
+    holder TEXT NOT NULL,
+    state TEXT NOT NULL,
+    claimed_at INTEGER NOT NULL,
+    lease_expires_at INTEGER NOT NULL,
+    PRIMARY KEY (repository, issue_number)
+);
+";
+
 /// Columns added after the first release, as (table, column, type): a database created before
 /// them gets them on open (`ALTER TABLE ... ADD COLUMN`, NULL in existing rows).
 const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
@@ -89,7 +102,7 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
 
 /// The SQLite-backed store.
 pub struct SqliteStore {
-    conn: Connection,
+    pub(super) conn: Connection,
 }
 
 impl SqliteStore {
@@ -117,6 +130,8 @@ impl SqliteStore {
         conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
             .map_err(Error::store(ctx.clone()))?;
         conn.execute_batch(SCHEMA)
+            .map_err(Error::store(ctx.clone()))?;
+        conn.execute_batch(ADDED_TABLES)
             .map_err(Error::store(ctx.clone()))?;
         migrate(&conn).map_err(Error::store(ctx))?;
         Ok(SqliteStore { conn })
@@ -657,6 +672,22 @@ impl Store for SqliteStore {
         self.queue_item(id)?.ok_or(Error::UnknownQueueItem(id))
     }
 
+    fn claim(&mut self, request: &ClaimRequest, now: i64) -> Result<ClaimAttempt> {
+        super::claims::claim(&mut self.conn, request, now)
+    }
+
+    fn renew_claim(&mut self, request: &ClaimRequest, now: i64) -> Result<ClaimAttempt> {
+        super::claims::renew(&mut self.conn, request, now)
+    }
+
+    fn release_claim(&mut self, release: &ClaimRelease, now: i64) -> Result<ClaimStatus> {
+        super::claims::release(&mut self.conn, release, now)
+    }
+
+    fn claims(&mut self) -> Result<Vec<ClaimStatus>> {
+        super::claims::all(&self.conn)
+    }
+
     fn abandon(&mut self, id: i64, by: &str, reason: &str, now: i64) -> Result<QueueItem> {
         let ctx = "abandoning a queue item";
         let tx = self
@@ -909,6 +940,8 @@ mod tests {
         let mut s = SqliteStore::open(&path).unwrap();
         let old_item = s.queue_item(1).unwrap().unwrap();
         assert_eq!(old_item.status, QueueStatus::Published);
+        // The claims table did not exist then: it does now.
+        assert_eq!(s.claims().unwrap(), vec![]);
         assert_eq!(old_item.publish_error, None);
         assert_eq!(old_item.issue_number, None);
         // A run registered after the migration keeps its GitHub issue number.

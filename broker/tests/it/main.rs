@@ -3,6 +3,7 @@
 
 mod approval;
 mod attacks;
+mod claims;
 mod crash;
 mod harness;
 mod intake;

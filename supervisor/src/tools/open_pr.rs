@@ -57,7 +57,12 @@ fn answer(reply: &BrokerReply) -> Answer {
             code: Some(error.code.as_str().to_string()),
             retryable: error.retryable,
         },
-        BrokerReply::Failed { .. } | BrokerReply::Registered { .. } => Answer {
+        // A reply of another operation (registration, claims) to an open_pr is out of contract.
+        BrokerReply::Failed { .. }
+        | BrokerReply::Registered { .. }
+        | BrokerReply::Claimed { .. }
+        | BrokerReply::ClaimTaken { .. }
+        | BrokerReply::Released { .. } => Answer {
             accepted: false,
             code: Some("BROKER_FAILED".into()),
             retryable: false,

@@ -1,0 +1,163 @@
+//! Claims through the broker: the worker's side of `claim`, `renew_claim` and
+//! `release_claim`. A [`Lease`] renews itself on a thread while the run goes on, so a live
+//! worker keeps its issue however long the run takes and a dead one loses it one lease later.
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use airlock_protocol::{
+    BrokerReply, ClaimEnd, ClaimRelease, ClaimRequest, ClaimStatus, ForgeMark, IssueKey, Request,
+};
+
+use super::{Result, TriggerError};
+use crate::adapters::BrokerSocket;
+
+/// How long a claim holds without a renewal, by default.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(120);
+
+/// What a claim attempt found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimOutcome {
+    /// This worker holds the issue.
+    Claimed {
+        /// The claim.
+        claim: ClaimStatus,
+        /// The label on the forge.
+        forge: ForgeMark,
+    },
+    /// Another worker holds it, or its run is done.
+    Taken(ClaimStatus),
+}
+
+/// A worker's client of the broker's claims.
+pub struct ClaimClient {
+    socket: BrokerSocket,
+    holder: String,
+}
+
+impl ClaimClient {
+    /// A client for `holder` on the broker at `socket`.
+    pub fn new(socket: &Path, holder: &str) -> ClaimClient {
+        ClaimClient {
+            socket: BrokerSocket::new(socket, Duration::from_secs(60)),
+            holder: holder.to_owned(),
+        }
+    }
+
+    /// This worker's id.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    fn ask(&self, request: &Request) -> Result<BrokerReply> {
+        self.socket
+            .request(request)
+            .map_err(|f| TriggerError::Broker(f.to_string()))
+    }
+
+    fn request(&self, issue: &IssueKey, lease: Duration) -> ClaimRequest {
+        ClaimRequest {
+            issue: issue.clone(),
+            holder: self.holder.clone(),
+            lease_secs: lease.as_secs().max(1),
+        }
+    }
+
+    /// Claim `issue` for `lease`.
+    pub fn claim(&self, issue: &IssueKey, lease: Duration) -> Result<ClaimOutcome> {
+        match self.ask(&Request::Claim(self.request(issue, lease)))? {
+            BrokerReply::Claimed { claim, forge, .. } => Ok(ClaimOutcome::Claimed { claim, forge }),
+            BrokerReply::ClaimTaken { claim } => Ok(ClaimOutcome::Taken(claim)),
+            other => Err(unexpected("claim", &other)),
+        }
+    }
+
+    /// Extend the lease; `Taken` when another worker took the issue meanwhile.
+    pub fn renew(&self, issue: &IssueKey, lease: Duration) -> Result<ClaimOutcome> {
+        match self.ask(&Request::RenewClaim(self.request(issue, lease)))? {
+            BrokerReply::Claimed { claim, forge, .. } => Ok(ClaimOutcome::Claimed { claim, forge }),
+            BrokerReply::ClaimTaken { claim } => Ok(ClaimOutcome::Taken(claim)),
+            other => Err(unexpected("renew_claim", &other)),
+        }
+    }
+
+    /// End the claim.
+    pub fn release(&self, issue: &IssueKey, end: ClaimEnd) -> Result<ClaimStatus> {
+        let request = Request::ReleaseClaim(ClaimRelease {
+            issue: issue.clone(),
+            holder: self.holder.clone(),
+            end,
+        });
+        match self.ask(&request)? {
+            BrokerReply::Released { claim, .. } => Ok(claim),
+            other => Err(unexpected("release_claim", &other)),
+        }
+    }
+}
+
+fn unexpected(op: &str, reply: &BrokerReply) -> TriggerError {
+    match reply {
+        BrokerReply::Failed { message } => TriggerError::Broker(format!("{op}: {message}")),
+        other => TriggerError::Broker(format!(
+            "{op}: unexpected reply {}",
+            serde_json::to_string(other).unwrap_or_default()
+        )),
+    }
+}
+
+/// A held claim renewed every third of its lease on a thread of its own until it is ended.
+pub struct Lease {
+    stop: mpsc::Sender<()>,
+    renewer: Option<std::thread::JoinHandle<Option<String>>>,
+}
+
+impl Lease {
+    /// Keep renewing `issue` for `holder` through the broker at `socket`.
+    pub fn keep(socket: &Path, holder: &str, issue: &IssueKey, lease: Duration) -> Lease {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let client = ClaimClient::new(socket, holder);
+        let issue = issue.clone();
+        let every = (lease / 3).max(Duration::from_millis(300));
+        let renewer = std::thread::spawn(move || {
+            loop {
+                match stopped.recv_timeout(every) {
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => return None,
+                }
+                match client.renew(&issue, lease) {
+                    Ok(ClaimOutcome::Claimed { .. }) => {}
+                    // Lost: the run goes on to its end (its pull request still goes through
+                    // the broker's checks), and the loss is reported with the outcome.
+                    Ok(ClaimOutcome::Taken(c)) => {
+                        return Some(format!("the claim was taken over by {:?}", c.holder));
+                    }
+                    // A broker that is away for a moment is retried at the next tick.
+                    Err(e) => tracing::warn!("renewing the claim on #{}: {e}", issue.issue_number),
+                }
+            }
+        });
+        Lease {
+            stop,
+            renewer: Some(renewer),
+        }
+    }
+
+    /// Stop renewing; says whether the claim was lost while the run went on.
+    pub fn stop(mut self) -> Option<String> {
+        let _ = self.stop.send(());
+        self.renewer.take().and_then(|h| h.join().ok()).flatten()
+    }
+}
+
+/// A worker id unique per process: the host, the process id and its start time.
+pub fn worker_id(kind: &str) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    format!("{kind}-{host}-{}-{started}", std::process::id())
+}

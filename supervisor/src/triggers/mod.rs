@@ -1,0 +1,134 @@
+//! Work that starts without a person typing `airlock run`: GitHub webhooks (`webhook`), a poll
+//! of labelled issues (`watch`) and a batch of issues on one pin (`batch`). Each turns an issue
+//! into a run through one path, [`worker::Worker`]: triage first (no claim, no token spent on
+//! an issue that is not ready), then a claim through the broker (`claims`: one worker per
+//! issue), then [`crate::runner::run_issue`], the very code path of `airlock run`.
+//!
+//! Everything read from GitHub here is data: an event's texts are kept as they are in typed
+//! work items, never shown raw on a terminal and never taken as an instruction; a run screens
+//! the issue text it works from like every other text.
+
+pub mod batch;
+pub mod claims;
+pub mod watch;
+pub mod webhook;
+pub mod worker;
+
+use serde::{Deserialize, Serialize};
+
+/// Errors of the triggers. None carries a secret or a token.
+#[derive(Debug, thiserror::Error)]
+pub enum TriggerError {
+    /// The command line or the configuration lacks something.
+    #[error("{0}")]
+    Usage(String),
+    /// The webhook secret's variable is unset or empty.
+    #[error(
+        "--secret-env names {var}, which is not set or is empty: export the webhook's secret \
+         (the one configured on GitHub) in it"
+    )]
+    SecretMissing {
+        /// The variable's name.
+        var: String,
+    },
+    /// A file or directory of the triggers' state could not be read or written.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done, naming the path.
+        context: String,
+        /// The I/O failure.
+        source: std::io::Error,
+    },
+    /// The broker did not answer a claim as the protocol says.
+    #[error("broker: {0}")]
+    Broker(String),
+    /// Listing or reading issues on GitHub failed.
+    #[error(transparent)]
+    Github(#[from] crate::github::GithubError),
+    /// Reading an issue file failed.
+    #[error(transparent)]
+    Issue(#[from] crate::issue::IssueError),
+    /// Loading the configuration, mirroring or pinning failed.
+    #[error(transparent)]
+    Run(#[from] crate::runner::RunError),
+    /// The webhook server could not start.
+    #[error("webhook server on {addr}: {message}")]
+    Serve {
+        /// The address.
+        addr: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// Result alias for the triggers.
+pub type Result<T> = std::result::Result<T, TriggerError>;
+
+impl TriggerError {
+    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> TriggerError {
+        let context = context.into();
+        move |source| TriggerError::Io { context, source }
+    }
+}
+
+/// Why an issue run was triggered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IssueTrigger {
+    /// The issue was given the configured label.
+    Labelled,
+    /// A comment on the issue mentioned `@airlock`.
+    Mentioned,
+    /// A poll found it open with the label.
+    Polled,
+}
+
+/// What a reviewer did on an airlock pull request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FollowUpTrigger {
+    /// A review that requests changes.
+    ChangesRequested,
+    /// A comment on the pull request's conversation.
+    PullRequestComment,
+    /// A comment on a line of the pull request's diff.
+    ReviewComment,
+}
+
+/// One unit of work a trigger produced, as queued: typed, with GitHub's texts kept as data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WorkItem {
+    /// Run the issue.
+    Issue {
+        /// `OWNER/REPO` on GitHub.
+        repository: String,
+        /// The issue number.
+        number: u64,
+        /// Why.
+        trigger: IssueTrigger,
+        /// The webhook delivery it came from, when it did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        delivery: Option<String>,
+    },
+    /// A reviewer asked for changes on an airlock pull request: a follow-up run on the same
+    /// pull request (carried out by the follow-up runner, not here).
+    FollowUp {
+        /// `OWNER/REPO` on GitHub.
+        repository: String,
+        /// The pull request's number.
+        pull_request: u64,
+        /// Its head branch (`airlock/<issue>-<queue id>`), when the event carries it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        head_branch: Option<String>,
+        /// What the reviewer did.
+        trigger: FollowUpTrigger,
+        /// The reviewer's login.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        author: Option<String>,
+        /// The reviewer's words: data for the follow-up run, screened there like issue text.
+        feedback: String,
+        /// The webhook delivery it came from.
+        delivery: String,
+    },
+}

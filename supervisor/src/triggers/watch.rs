@@ -1,0 +1,121 @@
+//! `airlock watch`: poll GitHub's REST API (`[github] api_url`) for the open issues of one
+//! repository that carry a label, and work on each through [`super::worker::Worker`]: triage,
+//! claim through the broker, run. Several watchers (on one host or many) may poll the same
+//! repository: the broker's claim lets exactly one of them run each issue.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::worker::{Job, WorkOutcome, Worker};
+use super::{Result, TriggerError};
+use crate::github::{GithubClient, IssueSource};
+use airlock_protocol::ClaimState;
+
+/// What `airlock watch` was asked.
+#[derive(Debug, Clone)]
+pub struct WatchOptions {
+    /// `OWNER/REPO`.
+    pub repository: String,
+    /// The label that asks for a run.
+    pub label: String,
+    /// The pause between two polls.
+    pub interval: Duration,
+    /// Poll once, work on what it found, and stop.
+    pub once: bool,
+}
+
+/// One thing the watcher did, for the operator.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WatchLine {
+    /// A poll found these labelled open issues.
+    Polled {
+        /// Their numbers, ascending.
+        numbers: Vec<u64>,
+    },
+    /// A poll failed; the next one is tried after the interval.
+    PollFailed(String),
+    /// An issue was worked on.
+    Worked {
+        /// `OWNER/REPO#N`.
+        issue: String,
+        /// How it ended.
+        outcome: WorkOutcome,
+    },
+}
+
+/// `OWNER/REPO` checked as GitHub spells it.
+fn split_repository(repository: &str) -> Result<(String, String)> {
+    match IssueSource::parse(&format!("github:{repository}#1")) {
+        Ok(IssueSource::GitHub(r)) => Ok((r.owner, r.repo)),
+        _ => Err(TriggerError::Usage(format!(
+            "--repo {:?} is not OWNER/REPO",
+            repository.escape_debug().to_string()
+        ))),
+    }
+}
+
+/// Poll and work until stopped (or once, with `once`). An issue this watcher has finished
+/// with (run, skipped, or done by another worker) is not looked at again by this process; one
+/// another worker holds is, at the next poll, so a dead worker's issue is taken up once its
+/// claim lapses.
+pub fn watch(
+    options: &WatchOptions,
+    worker: &Worker,
+    report: &mut dyn FnMut(WatchLine),
+) -> Result<()> {
+    let (owner, repo) = split_repository(&options.repository)?;
+    if options.label.trim().is_empty() {
+        return Err(TriggerError::Usage("--label must not be empty".to_owned()));
+    }
+    let mut finished: BTreeSet<u64> = BTreeSet::new();
+    loop {
+        let config = worker.load_config()?;
+        let listed = GithubClient::from_config(&config.github).and_then(|client| {
+            client.labelled_open_issues(&owner, &repo, &options.label, &config.github)
+        });
+        match listed {
+            Err(e) if options.once => return Err(e.into()),
+            Err(e) => report(WatchLine::PollFailed(e.to_string())),
+            Ok(numbers) => {
+                report(WatchLine::Polled {
+                    numbers: numbers.clone(),
+                });
+                let todo: Vec<u64> = numbers
+                    .into_iter()
+                    .filter(|n| !finished.contains(n))
+                    .collect();
+                for n in todo {
+                    let Ok(IssueSource::GitHub(reference)) =
+                        IssueSource::parse(&format!("github:{owner}/{repo}#{n}"))
+                    else {
+                        continue;
+                    };
+                    let outcome = worker.work_on(&Job {
+                        issue: IssueSource::GitHub(reference.clone()),
+                        repo: None,
+                        commit: None,
+                    });
+                    let again = matches!(
+                        outcome,
+                        WorkOutcome::Failed { .. }
+                            | WorkOutcome::ClaimedElsewhere {
+                                state: ClaimState::Held,
+                                ..
+                            }
+                    );
+                    if !again {
+                        finished.insert(n);
+                    }
+                    report(WatchLine::Worked {
+                        issue: reference.to_string(),
+                        outcome,
+                    });
+                }
+            }
+        }
+        if options.once {
+            return Ok(());
+        }
+        std::thread::sleep(options.interval);
+    }
+}

@@ -1,0 +1,300 @@
+//! One issue, start to end, for every trigger: read it, triage it (an issue that is not ready
+//! is skipped with the reason, unclaimed), claim it through the broker when it is a GitHub
+//! issue, run it with [`crate::runner::run_issue`] (the code path of `airlock run`) while the
+//! claim's lease is renewed, and release the claim: done when the run ended (a queued pull
+//! request, an escalation), abandoned when it failed, so another worker may try.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use airlock_protocol::{ClaimEnd, ClaimState, ForgeMark, IssueKey};
+use serde::Serialize;
+
+use super::claims::{ClaimClient, ClaimOutcome, Lease};
+use super::{Result, TriggerError};
+use crate::config::Config;
+use crate::github::{GithubClient, GithubIssueRef, IssueSource};
+use crate::issue::Issue;
+use crate::progress::ProgressMode;
+use crate::runner::{self, Overrides, RunArgs, RunReport};
+use crate::session::RunEnd;
+use crate::triage::{self, Triage, TriageState};
+
+/// What every run of a trigger shares.
+#[derive(Debug, Clone)]
+pub struct Worker {
+    /// `airlock.toml` (else `$AIRLOCK_CONFIG`, `./airlock.toml`, the defaults).
+    pub config: Option<PathBuf>,
+    /// Model spec; `[model] spec` when absent.
+    pub model: Option<String>,
+    /// The `airlock` executable (re-executed as reader workers).
+    pub exe: PathBuf,
+    /// The repository to clone for GitHub issues (a URL or a path); the issue's own
+    /// repository on its forge when absent.
+    pub clone: Option<String>,
+    /// How each run's progress is shown on stderr.
+    pub progress: ProgressMode,
+    /// This worker's claim holder id.
+    pub holder: String,
+    /// The claim's lease.
+    pub lease: Duration,
+}
+
+/// One issue to work on.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// Where the issue comes from.
+    pub issue: IssueSource,
+    /// The repository (`--repo` of the run); the worker's `clone` when absent.
+    pub repo: Option<String>,
+    /// The revision to pin (the batch's one pin); the default branch's head when absent.
+    pub commit: Option<String>,
+}
+
+/// How a run that started ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunResult {
+    /// A pull request is queued for a human.
+    PrQueued,
+    /// The run escalated.
+    Escalated,
+    /// The run's own triage found the issue not ready.
+    NotReady,
+}
+
+/// What became of one issue.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum WorkOutcome {
+    /// Triage found it not ready: skipped, not claimed, no model call.
+    Skipped {
+        /// The triage and its reason.
+        triage: Triage,
+    },
+    /// Another worker holds it, or its run is done.
+    ClaimedElsewhere {
+        /// Who holds (or held) it.
+        holder: String,
+        /// Held or done.
+        state: ClaimState,
+    },
+    /// A run started and ended.
+    Ran {
+        /// The run id.
+        run_id: String,
+        /// How it ended.
+        result: RunResult,
+        /// The outcome's summary (the model's words: shown escaped), or the triage reason.
+        summary: String,
+        /// `outcome.json`.
+        outcome_path: PathBuf,
+        /// The run's model cost, when the outcome records it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+        /// The label the broker put on the issue, when it was claimed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        label: Option<ForgeMark>,
+        /// Set when another worker took the claim over while the run went on.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        claim_lost: Option<String>,
+    },
+    /// Reading, claiming or running it failed.
+    Failed {
+        /// What went wrong.
+        error: String,
+    },
+}
+
+impl WorkOutcome {
+    /// The exit code `airlock run` would have given this issue: 0 queued, 3 escalated, 4 not
+    /// ready (skipped, or claimed by another worker), 2 failed.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            WorkOutcome::Ran {
+                result: RunResult::PrQueued,
+                ..
+            } => crate::EXIT_PR_QUEUED,
+            WorkOutcome::Ran {
+                result: RunResult::Escalated,
+                ..
+            } => crate::EXIT_ESCALATED,
+            WorkOutcome::Ran {
+                result: RunResult::NotReady,
+                ..
+            }
+            | WorkOutcome::Skipped { .. }
+            | WorkOutcome::ClaimedElsewhere { .. } => crate::EXIT_NOT_READY,
+            WorkOutcome::Failed { .. } => crate::EXIT_ERROR,
+        }
+    }
+
+    /// How bad it is, for "the worst outcome" of many: queued < not ready < escalated < error.
+    pub fn severity(&self) -> u8 {
+        match self.exit_code() {
+            crate::EXIT_PR_QUEUED => 0,
+            crate::EXIT_NOT_READY => 1,
+            crate::EXIT_ESCALATED => 2,
+            _ => 3,
+        }
+    }
+}
+
+/// An issue read and triaged, before any claim.
+#[derive(Debug, Clone)]
+pub struct Triaged {
+    /// The issue as read.
+    pub issue: Issue,
+    /// Its triage.
+    pub triage: Triage,
+}
+
+/// Read the issue of `source` (a GitHub issue through `[github]`, or a file) and triage it.
+pub fn read_and_triage(source: &IssueSource, config: &Config) -> Result<Triaged> {
+    let issue = match source {
+        IssueSource::File(path) => Issue::read(path)?,
+        IssueSource::GitHub(reference) => {
+            GithubClient::from_config(&config.github)?
+                .fetch_issue(reference, &config.github)?
+                .issue
+        }
+    };
+    let triage = triage::classify(&issue);
+    Ok(Triaged { issue, triage })
+}
+
+impl Worker {
+    /// The configuration every run of this worker loads.
+    pub fn load_config(&self) -> Result<Config> {
+        Ok(runner::load_config(self.config.as_deref())?.0)
+    }
+
+    /// The broker's key of a GitHub issue: `[broker] repository`, else `OWNER/REPO`.
+    pub fn claim_key(config: &Config, reference: &GithubIssueRef) -> IssueKey {
+        IssueKey {
+            repository: config
+                .broker
+                .repository
+                .clone()
+                .unwrap_or_else(|| format!("{}/{}", reference.owner, reference.repo)),
+            issue_number: reference.number,
+        }
+    }
+
+    /// Work on one issue: triage, claim, run, release. Never an error: what went wrong is
+    /// the outcome.
+    pub fn work_on(&self, job: &Job) -> WorkOutcome {
+        self.try_work_on(job)
+            .unwrap_or_else(|e| WorkOutcome::Failed {
+                error: e.to_string(),
+            })
+    }
+
+    fn try_work_on(&self, job: &Job) -> Result<WorkOutcome> {
+        let config = self.load_config()?;
+        let triaged = read_and_triage(&job.issue, &config)?;
+        if triaged.triage.state != TriageState::ReadyForAgent {
+            return Ok(WorkOutcome::Skipped {
+                triage: triaged.triage,
+            });
+        }
+        self.claim_and_run(job, &config)
+    }
+
+    /// Claim (for a GitHub issue) and run an issue already triaged ready.
+    pub fn claim_and_run(&self, job: &Job, config: &Config) -> Result<WorkOutcome> {
+        let IssueSource::GitHub(reference) = &job.issue else {
+            return Ok(self.run(job, None));
+        };
+        let socket = config.broker.socket.clone().ok_or_else(|| {
+            TriggerError::Usage(
+                "claims go through the broker: set [broker] socket in airlock.toml".to_owned(),
+            )
+        })?;
+        let key = Self::claim_key(config, reference);
+        let client = ClaimClient::new(&socket, &self.holder);
+        let forge = match client.claim(&key, self.lease)? {
+            ClaimOutcome::Taken(claim) => {
+                return Ok(WorkOutcome::ClaimedElsewhere {
+                    holder: claim.holder,
+                    state: claim.state,
+                });
+            }
+            ClaimOutcome::Claimed { forge, .. } => forge,
+        };
+        let lease = Lease::keep(&socket, &self.holder, &key, self.lease);
+        let mut outcome = self.run(job, Some(forge));
+        let lost = lease.stop();
+        let end = match outcome {
+            WorkOutcome::Failed { .. } => ClaimEnd::Abandoned,
+            _ => ClaimEnd::Done,
+        };
+        if let WorkOutcome::Ran { claim_lost, .. } = &mut outcome {
+            claim_lost.clone_from(&lost);
+        }
+        if lost.is_none()
+            && let Err(e) = client.release(&key, end)
+        {
+            // The lease lapses on its own; the outcome of the run is what matters here.
+            tracing::warn!("releasing the claim on #{}: {e}", key.issue_number);
+        }
+        Ok(outcome)
+    }
+
+    fn run(&self, job: &Job, label: Option<ForgeMark>) -> WorkOutcome {
+        let args = RunArgs {
+            repo: job.repo.clone().or_else(|| self.clone.clone()),
+            commit: job.commit.clone(),
+            issue: job.issue.clone(),
+            model: self.model.clone(),
+            config: self.config.clone(),
+            exe: self.exe.clone(),
+            fetch: false,
+            keep: false,
+            progress: self.progress,
+        };
+        match runner::run_issue(&args, Overrides::default()) {
+            Ok(report) => ran(&report, label),
+            Err(e) => WorkOutcome::Failed {
+                error: e.to_string(),
+            },
+        }
+    }
+}
+
+fn ran(report: &RunReport, label: Option<ForgeMark>) -> WorkOutcome {
+    let (result, summary) = match &report.end {
+        RunEnd::NotReady(t) => (RunResult::NotReady, t.reason.clone()),
+        RunEnd::Finished {
+            outcome,
+            pr_queued: true,
+            ..
+        } => (RunResult::PrQueued, outcome.summary.clone()),
+        RunEnd::Finished { outcome, .. } => (RunResult::Escalated, outcome.summary.clone()),
+    };
+    let cost_usd = std::fs::read_to_string(&report.outcome_path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["model_usage"]["cost_usd"].as_f64());
+    WorkOutcome::Ran {
+        run_id: report.run_id.clone(),
+        result,
+        summary,
+        outcome_path: report.outcome_path.clone(),
+        cost_usd,
+        label,
+        claim_lost: None,
+    }
+}
+
+/// A short timeout for tests and small deployments is fine; a lease under three seconds
+/// would renew more often than a second.
+pub fn check_lease(lease: Duration) -> Result<Duration> {
+    if lease < Duration::from_secs(3) {
+        return Err(TriggerError::Usage(format!(
+            "--lease must be at least 3s (got {}s)",
+            lease.as_secs()
+        )));
+    }
+    Ok(lease)
+}

@@ -1,0 +1,708 @@
+//! The triggers end to end, with the real binaries: `airlock webhook` refusing a bad signature
+//! and ignoring a replayed delivery across a restart; two `airlock watch` processes on five
+//! labelled issues of the mock GitHub, claiming through the real `airlock-broker serve`, so each
+//! ready issue runs once, the needs-info one is skipped with its reason and the claim label is
+//! posted once per issue; `airlock batch` triaging every issue before its runs.
+
+use crate::run::{Setup, git, setup};
+use airlock_testkit::mockgithub::MockForge;
+use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const SECRET_VAR: &str = "AIRLOCK_IT_WEBHOOK_SECRET";
+const SECRET: &str = "it-webhook-secret-4f1";
+const FORGE_VAR: &str = "AIRLOCK_IT_TRIGGERS_FORGE_TOKEN";
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+struct Webhook {
+    child: Child,
+    addr: String,
+    /// Its stdout, line by line.
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_webhook(state: &Path) -> Webhook {
+    start_webhook_with(state, &[])
+}
+
+/// `airlock webhook` on an ephemeral loopback port, with `extra` arguments after its own.
+fn start_webhook_with(state: &Path, extra: &[std::ffi::OsString]) -> Webhook {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args([
+            "webhook",
+            "--listen",
+            "127.0.0.1:0",
+            "--secret-env",
+            SECRET_VAR,
+        ])
+        .arg("--state-dir")
+        .arg(state)
+        .args(extra)
+        .env(SECRET_VAR, SECRET)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let (send, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines() {
+            let Ok(line) = line else { return };
+            if send.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let addr = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .filter(|_| line.contains("listening on"))
+        .unwrap_or_else(|| panic!("no listening line: {line:?}"))
+        .to_owned();
+    // The rest of stderr (warnings) is drained so the process never blocks on it.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    Webhook { child, addr, lines }
+}
+
+impl Webhook {
+    /// Wait for a stdout line that starts with `prefix` (every line seen goes into `seen`).
+    fn wait_for(&self, prefix: &str, seen: &mut Vec<String>) -> String {
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    seen.push(line.clone());
+                    if line.starts_with(prefix) {
+                        return line;
+                    }
+                }
+                Err(e) => panic!("no line {prefix:?} ({e}); seen: {seen:#?}"),
+            }
+        }
+    }
+}
+
+fn sign(body: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
+    mac.update(body.as_bytes());
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// POST `body` as GitHub would, with `signature` (none when `None`); the status and body.
+fn deliver(
+    addr: &str,
+    event: &str,
+    delivery: &str,
+    signature: Option<&str>,
+    body: &str,
+) -> (u16, String) {
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let mut request = format!(
+        "POST /webhook HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: GitHub-Hookshot/it\r\n\
+         Content-Type: application/json\r\nX-GitHub-Event: {event}\r\n\
+         X-GitHub-Delivery: {delivery}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    if let Some(sig) = signature {
+        request.push_str(&format!("X-Hub-Signature-256: {sig}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status: u16 = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{response:?}"));
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[test]
+fn a_webhook_refuses_bad_signatures_and_ignores_a_replayed_delivery_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("webhook");
+    let hook = start_webhook(&state);
+    let review = json!({
+        "action": "submitted",
+        "repository": {"full_name": "acme/calc"},
+        "pull_request": {"number": 3, "head": {"ref": "airlock/CALC-7-1"}},
+        "review": {"state": "changes_requested", "body": "Rename the helper, please.", "user": {"login": "rev"}},
+    })
+    .to_string();
+    let delivery = "5a1c0de0-0000-4000-8000-000000000001";
+
+    // A signature under another secret, a missing one, one of another body: 401, with why.
+    let (status, body) = deliver(
+        &hook.addr,
+        "pull_request_review",
+        delivery,
+        Some(&sign("{}")),
+        &review,
+    );
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("does not match the body"), "{body}");
+    let (status, body) = deliver(&hook.addr, "pull_request_review", delivery, None, &review);
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("missing X-Hub-Signature-256"), "{body}");
+    let (status, body) = deliver(
+        &hook.addr,
+        "pull_request_review",
+        delivery,
+        Some("sha256=00"),
+        &review,
+    );
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("malformed"), "{body}");
+    let queue = state.join("follow-ups");
+    let queued = || {
+        std::fs::read_dir(&queue)
+            .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    assert!(queued().is_empty(), "a refused delivery queued work");
+
+    // The real one: a follow-up, typed, the reviewer's words kept as data.
+    let (status, body) = deliver(
+        &hook.addr,
+        "pull_request_review",
+        delivery,
+        Some(&sign(&review)),
+        &review,
+    );
+    assert_eq!(status, 202, "{body}");
+    let files = queued();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let item: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    assert_eq!(item["kind"], "follow_up");
+    assert_eq!(item["trigger"], "changes_requested");
+    assert_eq!(item["pull_request"], 3);
+    assert_eq!(item["head_branch"], "airlock/CALC-7-1");
+    assert_eq!(item["feedback"], "Rename the helper, please.");
+    assert_eq!(item["delivery"], delivery);
+
+    // Replayed: ignored, nothing queued twice; and still after a restart.
+    let (status, body) = deliver(
+        &hook.addr,
+        "pull_request_review",
+        delivery,
+        Some(&sign(&review)),
+        &review,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("replay"), "{body}");
+    drop(hook);
+    let hook = start_webhook(&state);
+    let (status, body) = deliver(
+        &hook.addr,
+        "pull_request_review",
+        delivery,
+        Some(&sign(&review)),
+        &review,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("replay"), "{body}");
+    assert_eq!(queued().len(), 1);
+    // GitHub's ping on set-up is answered.
+    let ping = r#"{"zen":"Design for failure."}"#;
+    let (status, body) = deliver(
+        &hook.addr,
+        "ping",
+        "5a1c0de0-0000-4000-8000-000000000002",
+        Some(&sign(ping)),
+        ping,
+    );
+    assert_eq!((status, body.trim()), (200, "pong"));
+}
+
+const READY_BODY: &str = "`calc.ops.add(2, 3)` returns -1; expected 5.";
+
+fn issue_json(n: u64, labels: &[&str], body: &str) -> Value {
+    json!({
+        "number": n,
+        "title": format!("add() returns the wrong sum ({n})"),
+        "body": body,
+        "labels": labels.iter().map(|l| json!({"name": l})).collect::<Vec<_>>(),
+        "user": {"login": "alice"},
+        "state": "open",
+        "comments": 0,
+        "html_url": format!("https://github.com/acme/calc/issues/{n}"),
+    })
+}
+
+struct World {
+    s: Setup,
+    api: MockForge,
+    airlock_toml: PathBuf,
+    broker: Child,
+    escalate: PathBuf,
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let _ = self.broker.kill();
+        let _ = self.broker.wait();
+    }
+}
+
+/// Five issues labelled `airlock` on the mock GitHub, #3 also `needs-info`; the real broker
+/// with a forge token (it labels claimed issues); an airlock.toml for the workers.
+fn world() -> World {
+    let s = setup();
+    let dir = s.dir.path().to_path_buf();
+    git(
+        &dir,
+        &["clone", "-q", s.repo.to_str().unwrap(), "broker-clone"],
+    );
+    let api = MockForge::start();
+    api.route("/repos/acme/calc", 200, json!({"default_branch": "main"}));
+    let mut listed = Vec::new();
+    for n in 1..=5 {
+        let issue = if n == 3 {
+            issue_json(n, &["airlock", "needs-info"], "It is broken somehow.")
+        } else {
+            issue_json(n, &["airlock", "bug"], READY_BODY)
+        };
+        api.route(&format!("/repos/acme/calc/issues/{n}"), 200, issue.clone());
+        listed.push(issue);
+    }
+    api.route(
+        "/repos/acme/calc/issues?state=open&labels=airlock&per_page=100&page=1",
+        200,
+        Value::Array(listed),
+    );
+    let socket = dir.join("broker.sock");
+    let airlock_toml = dir.join("airlock.toml");
+    std::fs::write(
+        &airlock_toml,
+        format!(
+            "[tests]\ncommand = [\"python3\", \"-m\", \"unittest\", \"-v\"]\n\n\
+             [broker]\nsocket = \"{}\"\nrepository = \"acme/calc\"\n\n\
+             [github]\napi_url = \"{}\"\nproject_key = \"CALC\"\n\n\
+             [paths]\nruns_root = \"runs\"\naudit_log = \"audit.jsonl\"\ncache_dir = \"cache\"\nindex_dir = \"index\"\n",
+            socket.display(),
+            api.base,
+        ),
+    )
+    .unwrap();
+    let broker_toml = dir.join("broker.toml");
+    std::fs::write(
+        &broker_toml,
+        format!(
+            "socket = \"{}\"\nstate_db = \"{d}/broker.db\"\nruns_root = \"{d}/runs\"\n\
+             audit_log = \"{d}/broker-audit.jsonl\"\nwitness_timeout = \"120s\"\nqueue_max_age = \"7d\"\n\n\
+             [repositories.\"acme/calc\"]\nclone = \"{d}/broker-clone\"\nremote = \"origin\"\n\
+             forge_token_env = \"{FORGE_VAR}\"\ngithub_api = \"{}\"\nforge_repo = \"acme/calc\"\n",
+            socket.display(),
+            api.base,
+            d = dir.display(),
+        ),
+    )
+    .unwrap();
+    let broker = Command::new(crate::e2e::broker())
+        .arg("--config")
+        .arg(&broker_toml)
+        .arg("serve")
+        .env(FORGE_VAR, "tok-triggers")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("broker.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !socket.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no broker socket: {}",
+            std::fs::read_to_string(dir.join("broker.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Every run escalates at its first turn: what is tested is who runs what, not the fix.
+    let escalate = dir.join("escalate.jsonl");
+    let outcome = json!({"outcome": "escalate", "summary": "looked only", "root_cause": "",
+        "files_changed": [], "tests_added": [], "test_evidence": {"before": "", "after": ""},
+        "also_noticed": [], "injection_observed": [], "confidence": 0.2});
+    std::fs::write(&escalate, json!({"text": outcome.to_string()}).to_string()).unwrap();
+    World {
+        s,
+        api,
+        airlock_toml,
+        broker,
+        escalate,
+    }
+}
+
+#[test]
+fn two_watchers_on_five_labelled_issues_run_each_ready_issue_once_and_skip_the_needs_info_one() {
+    let w = world();
+    let watcher = || {
+        Command::new(env!("CARGO_BIN_EXE_airlock"))
+            .args([
+                "watch",
+                "--repo",
+                "acme/calc",
+                "--label",
+                "airlock",
+                "--once",
+            ])
+            .arg("--clone")
+            .arg(&w.s.repo)
+            .arg("--model")
+            .arg(format!("scripted:{}", w.escalate.display()))
+            .arg("--config")
+            .arg(&w.airlock_toml)
+            .current_dir(w.s.dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (watcher(), watcher());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert_eq!(a.status.code(), Some(0), "{}", text(&a));
+    assert_eq!(b.status.code(), Some(0), "{}", text(&b));
+    let lines: Vec<String> = [&a, &b]
+        .iter()
+        .flat_map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let all = format!("{}\n---\n{}", text(&a), text(&b));
+    for n in [1, 2, 4, 5] {
+        let ran = lines
+            .iter()
+            .filter(|l| l.starts_with(&format!("acme/calc#{n} escalated: looked only")))
+            .count();
+        assert_eq!(ran, 1, "issue {n} ran {ran} times:\n{all}");
+    }
+    // Each watcher skips the needs-info issue, with the reason, and never claims it.
+    let skipped = lines
+        .iter()
+        .filter(|l| l.as_str() == "acme/calc#3 skipped: needs-info (labelled `needs-info`)")
+        .count();
+    assert_eq!(skipped, 2, "{all}");
+    // The broker labelled each claimed issue once, and only those.
+    let mut changes = w.api.label_changes();
+    changes.sort();
+    assert_eq!(
+        changes,
+        [1, 2, 4, 5]
+            .into_iter()
+            .map(|n| ("POST".to_owned(), n, "airlock-claimed".to_owned()))
+            .collect::<Vec<_>>(),
+        "{all}"
+    );
+    // Four runs, each with its own run directory and outcome.
+    let outcomes = std::fs::read_dir(w.s.dir.path().join("runs"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("outcome.json").exists())
+        .count();
+    assert_eq!(outcomes, 4, "{all}");
+}
+
+#[test]
+fn a_batch_triages_every_issue_first_and_runs_the_ready_ones_on_one_pin() {
+    let s = setup();
+    let dir = s.dir.path();
+    let socket = dir.join("broker.sock");
+    let _seen = crate::run::broker_stub(&socket);
+    let config = dir.join("airlock.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[tests]\ncommand = [\"python3\", \"-m\", \"unittest\", \"-v\"]\n\n[broker]\nsocket = \"{}\"\n\n\
+             [paths]\nruns_root = \"runs\"\naudit_log = \"audit.jsonl\"\ncache_dir = \"cache\"\nindex_dir = \"index\"\n",
+            socket.display()
+        ),
+    )
+    .unwrap();
+    for (name, id, labels, body) in [
+        ("one.md", "CALC-1", "[bug]", READY_BODY),
+        ("two.md", "CALC-2", "[needs-info]", "Something is off."),
+        ("three.md", "CALC-3", "[bug]", READY_BODY),
+    ] {
+        std::fs::write(
+            dir.join(name),
+            format!("---\nid: {id}\ntitle: add() is wrong ({id})\nlabels: {labels}\n---\n{body}\n"),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        dir.join("issues.txt"),
+        "# the batch\none.md\ntwo.md\n\nthree.md\n",
+    )
+    .unwrap();
+    let escalate = dir.join("escalate.jsonl");
+    let outcome = json!({"outcome": "escalate", "summary": "looked only", "root_cause": "",
+        "files_changed": [], "tests_added": [], "test_evidence": {"before": "", "after": ""},
+        "also_noticed": [], "injection_observed": [], "confidence": 0.2});
+    std::fs::write(&escalate, json!({"text": outcome.to_string()}).to_string()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .arg("batch")
+        .arg("--repo")
+        .arg(&s.repo)
+        .args(["--commit", "main", "--parallel", "2", "--json"])
+        .arg("--issues")
+        .arg(dir.join("issues.txt"))
+        .arg("--model")
+        .arg(format!("scripted:{}", escalate.display()))
+        .arg("--config")
+        .arg(&config)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    // The worst outcome is an escalation.
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["base_commit"], s.commit);
+    assert_eq!(report["exit_code"], 3);
+    let issues = report["issues"].as_array().unwrap();
+    let summary: Vec<(String, String, String)> = issues
+        .iter()
+        .map(|i| {
+            (
+                i["issue_id"].as_str().unwrap_or_default().to_owned(),
+                i["triage"]["state"].as_str().unwrap_or_default().to_owned(),
+                i["outcome"]["outcome"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("CALC-1".into(), "ready-for-agent".into(), "ran".into()),
+            ("CALC-2".into(), "needs-info".into(), "skipped".into()),
+            ("CALC-3".into(), "ready-for-agent".into(), "ran".into()),
+        ],
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        issues[1]["outcome"]["triage"]["reason"],
+        "labelled `needs-info`"
+    );
+    // Each ran with its own run and outcome, on the batch's pin.
+    let runs: Vec<&str> = [0, 2]
+        .iter()
+        .map(|i| issues[*i]["outcome"]["run_id"].as_str().unwrap())
+        .collect();
+    assert_ne!(runs[0], runs[1]);
+    for run in runs {
+        let outcome: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("runs").join(run).join("outcome.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(outcome["base_commit"], s.commit);
+        assert_eq!(outcome["result"], "escalated");
+    }
+    // One mirror for the batch.
+    let mirrors = std::fs::read_dir(dir.join("cache"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .count();
+    assert_eq!(mirrors, 1);
+}
+
+#[test]
+fn a_labelled_issue_and_a_mention_delivered_by_webhook_are_claimed_and_run_once() {
+    let w = world();
+    let state = w.s.dir.path().join("webhook");
+    let extra: Vec<std::ffi::OsString> = vec![
+        "--clone".into(),
+        w.s.repo.clone().into(),
+        "--model".into(),
+        format!("scripted:{}", w.escalate.display()).into(),
+        "--config".into(),
+        w.airlock_toml.clone().into(),
+        "--label".into(),
+        "airlock".into(),
+        "--parallel".into(),
+        "2".into(),
+    ];
+    let hook = start_webhook_with(&state, &extra);
+    let labelled = json!({
+        "action": "labeled",
+        "repository": {"full_name": "acme/calc"},
+        "issue": issue_json(2, &["airlock", "bug"], READY_BODY),
+        "label": {"name": "airlock"},
+    })
+    .to_string();
+    let (status, body) = deliver(
+        &hook.addr,
+        "issues",
+        "d-label-2",
+        Some(&sign(&labelled)),
+        &labelled,
+    );
+    assert_eq!(status, 202, "{body}");
+    let mention = json!({
+        "action": "created",
+        "repository": {"full_name": "acme/calc"},
+        "issue": issue_json(4, &["bug"], READY_BODY),
+        "comment": {"body": "@airlock can you take this one?", "user": {"login": "alice", "type": "User"}},
+    })
+    .to_string();
+    let (status, body) = deliver(
+        &hook.addr,
+        "issue_comment",
+        "d-mention-4",
+        Some(&sign(&mention)),
+        &mention,
+    );
+    assert_eq!(status, 202, "{body}");
+    // GitHub redelivers the label event: nothing more happens.
+    let (status, body) = deliver(
+        &hook.addr,
+        "issues",
+        "d-label-2",
+        Some(&sign(&labelled)),
+        &labelled,
+    );
+    assert_eq!(status, 200, "{body}");
+    let mut seen = Vec::new();
+    for n in [2, 4] {
+        if !seen
+            .iter()
+            .any(|l: &String| l.starts_with(&format!("acme/calc#{n} escalated: looked only")))
+        {
+            hook.wait_for(&format!("acme/calc#{n} escalated: looked only"), &mut seen);
+        }
+    }
+    let mut changes = w.api.label_changes();
+    changes.sort();
+    assert_eq!(
+        changes,
+        [2, 4]
+            .into_iter()
+            .map(|n| ("POST".to_owned(), n, "airlock-claimed".to_owned()))
+            .collect::<Vec<_>>(),
+        "{seen:#?}"
+    );
+}
+
+#[test]
+fn a_watcher_killed_mid_run_loses_its_claim_at_lease_expiry_and_another_takes_the_issue() {
+    let w = world();
+    // The first watcher's model never answers: it is killed while its run waits on it.
+    let hanging = airlock_testkit::mockmodel::MockModel::start(vec![json!({
+        "delay_ms": 600_000,
+        "text": "never seen"
+    })]);
+    let watcher = |model: String| {
+        Command::new(env!("CARGO_BIN_EXE_airlock"))
+            .args([
+                "watch",
+                "--repo",
+                "acme/calc",
+                "--label",
+                "airlock",
+                "--once",
+            ])
+            .args(["--lease", "3s"])
+            .arg("--clone")
+            .arg(&w.s.repo)
+            .arg("--model")
+            .arg(model)
+            .arg("--config")
+            .arg(&w.airlock_toml)
+            .current_dir(w.s.dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut first = watcher(hanging.spec("gpt-test"));
+    // Wait until it holds issue #1 (its label is on) and its run is waiting on the model.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while hanging.requests().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the first watcher never reached its model; labels: {:?}",
+            w.api.label_changes()
+        );
+        assert!(
+            first.try_wait().unwrap().is_none(),
+            "the first watcher ended"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        w.api.label_changes(),
+        vec![("POST".to_owned(), 1, "airlock-claimed".to_owned())]
+    );
+    first.kill().unwrap(); // SIGKILL: no release, no clean-up
+    first.wait().unwrap();
+
+    // Another watcher finds #1 claimed until the dead one's lease lapses, then runs it.
+    let escalate = format!("scripted:{}", w.escalate.display());
+    let mut seen = Vec::new();
+    loop {
+        let out = watcher(escalate.clone()).wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        seen.push(stdout.clone());
+        if stdout
+            .lines()
+            .any(|l| l.starts_with("acme/calc#1 escalated: looked only"))
+        {
+            break;
+        }
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with("acme/calc#1 claimed elsewhere: held by watch-")),
+            "{seen:#?}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "#1 was never taken over: {seen:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Claimed twice: by the dead watcher, then by the one that took it over.
+    let ones = w
+        .api
+        .label_changes()
+        .into_iter()
+        .filter(|(_, n, _)| *n == 1)
+        .count();
+    assert_eq!(ones, 2, "{seen:#?}");
+}
