@@ -74,6 +74,7 @@ pub struct Broker {
     journal: Box<dyn Journal>,
     forge: Box<dyn Forge>,
     run_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    witness_slots: witness::WitnessSlots,
 }
 
 fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -93,6 +94,7 @@ impl Broker {
         forge: Box<dyn Forge>,
     ) -> Self {
         Broker {
+            witness_slots: witness::WitnessSlots::new(config.witness_concurrency),
             config,
             store: Mutex::new(store),
             rules,
@@ -472,6 +474,9 @@ impl Broker {
             test_env: &run.test_env,
         };
         let work_dir = self.config.witness_work_dir();
+        // Queued behind `witness_concurrency` other witness runs, so N runs submitting at once
+        // do not start N test suites together.
+        let slot = self.witness_slots.acquire();
         let report = witness::run_witness(
             &repo,
             pin,
@@ -480,7 +485,9 @@ impl Broker {
             &plan,
             &*self.executor,
             &work_dir,
-        )?;
+        );
+        drop(slot);
+        let report = report?;
         for out in &report.outputs {
             let result = match (&out.grade, out.exit_code) {
                 (_, None) => airlock_audit::TestResult::TimedOut,

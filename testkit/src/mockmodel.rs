@@ -57,6 +57,8 @@ pub struct Exchange {
     pub received: Instant,
     /// The answer was written.
     pub answered: Instant,
+    /// What the priced server billed (`None` for the fixed-usage server and failed turns).
+    pub usage: Option<SimulatedUsage>,
 }
 
 /// The running server.
@@ -386,6 +388,7 @@ fn serve(stream: std::net::TcpStream, shared: &Shared) {
             seen.push(req.clone());
             seen.len()
         };
+        let mut billed = None;
         let (code, reply) = if req.method != "POST" || !req.path.ends_with(endpoint) {
             (
                 404,
@@ -412,7 +415,11 @@ fn serve(stream: std::net::TcpStream, shared: &Shared) {
                         json!({"error": {"message": "the mock model was told to fail", "type": "server_error"}}),
                     )
                 }
-                Some(turn) => (200, answer(shared, n, &model, &body, &turn)),
+                Some(turn) => {
+                    let (reply, usage) = answer(shared, n, &model, &body, &turn);
+                    billed = usage;
+                    (200, reply)
+                }
                 None => (
                     500,
                     json!({"error": {"message": "the mock model has no turn left", "type": "server_error"}}),
@@ -423,6 +430,7 @@ fn serve(stream: std::net::TcpStream, shared: &Shared) {
         shared.exchanges.lock().unwrap().push(Exchange {
             received,
             answered: Instant::now(),
+            usage: billed,
         });
         if !written {
             return;
@@ -430,10 +438,16 @@ fn serve(stream: std::net::TcpStream, shared: &Shared) {
     }
 }
 
-/// The 200 answer to request `n` playing `turn`.
-fn answer(shared: &Shared, n: usize, model: &str, body: &Value, turn: &Value) -> Value {
+/// The 200 answer to request `n` playing `turn`, and what it billed when priced.
+fn answer(
+    shared: &Shared,
+    n: usize,
+    model: &str,
+    body: &Value,
+    turn: &Value,
+) -> (Value, Option<SimulatedUsage>) {
     if !shared.priced {
-        return match shared.protocol {
+        let reply = match shared.protocol {
             Protocol::OpenAi => completion(n, model, turn),
             Protocol::Anthropic => anthropic_message(
                 n,
@@ -442,6 +456,7 @@ fn answer(shared: &Shared, n: usize, model: &str, body: &Value, turn: &Value) ->
                 json!({"input_tokens": 100, "output_tokens": 20}),
             ),
         };
+        return (reply, None);
     }
     let output_tokens = tokens_of(turn.to_string().len());
     let mut cache = shared.cache.lock().unwrap();
@@ -450,16 +465,17 @@ fn answer(shared: &Shared, n: usize, model: &str, body: &Value, turn: &Value) ->
             let usage = openai_usage(body, &mut cache);
             let mut reply = completion(n, model, turn);
             reply["usage"] = usage_value(Protocol::OpenAi, usage, output_tokens);
-            reply
+            (reply, Some(usage))
         }
         Protocol::Anthropic => {
             let usage = anthropic_usage(body, &mut cache);
-            anthropic_message(
+            let reply = anthropic_message(
                 n,
                 model,
                 turn,
                 usage_value(Protocol::Anthropic, usage, output_tokens),
-            )
+            );
+            (reply, Some(usage))
         }
     }
 }
