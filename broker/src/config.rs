@@ -24,6 +24,8 @@ pub struct BrokerConfig {
     pub queue_max_age: Duration,
     /// Wall-clock limit of one witness test command.
     pub witness_timeout: Duration,
+    /// Witness runs that may go at once; the others queue (`witness::WitnessSlots`).
+    pub witness_concurrency: usize,
     /// Extra host paths the witness sandbox may read (toolchains outside `/usr`); a run's test
     /// environment may grant these and anything beneath them.
     pub witness_ro: Vec<PathBuf>,
@@ -98,6 +100,8 @@ struct RawConfig {
     queue_max_age: String,
     #[serde(default = "default_witness_timeout")]
     witness_timeout: String,
+    #[serde(default = "default_witness_concurrency")]
+    witness_concurrency: usize,
     #[serde(default)]
     witness_ro: Vec<PathBuf>,
     #[serde(default)]
@@ -110,6 +114,14 @@ struct RawConfig {
 
 fn default_witness_timeout() -> String {
     "20m".to_owned()
+}
+
+/// Half the machine's cores (at least one): a witness's test suite may itself use several.
+fn default_witness_concurrency() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get() / 2)
+        .unwrap_or(1)
+        .max(1)
 }
 
 impl BrokerConfig {
@@ -136,6 +148,9 @@ impl BrokerConfig {
             parse_duration(&raw.witness_timeout).map_err(|e| format!("witness_timeout: {e}"))?;
         if witness_timeout.is_zero() {
             return Err("witness_timeout: must be greater than zero".to_owned());
+        }
+        if raw.witness_concurrency == 0 {
+            return Err("witness_concurrency: must be at least 1".to_owned());
         }
         let mut repositories = BTreeMap::new();
         for (name, mut repo) in raw.repositories {
@@ -178,6 +193,7 @@ impl BrokerConfig {
             work_dir: raw.work_dir.map(abs),
             queue_max_age,
             witness_timeout,
+            witness_concurrency: raw.witness_concurrency,
             witness_ro: raw.witness_ro.into_iter().map(abs).collect(),
             witness_env: raw.witness_env,
             policy: raw.policy.map(abs),
@@ -264,6 +280,18 @@ forge_token_env = "AIRLOCK_FORGE_TOKEN"
         let set =
             BrokerConfig::parse(&format!("work_dir = \"/w\"\n{GOOD}"), Path::new("/")).unwrap();
         assert_eq!(set.witness_work_dir(), PathBuf::from("/w"));
+    }
+
+    #[test]
+    fn witness_concurrency_is_read_and_at_least_one() {
+        let default = BrokerConfig::parse(GOOD, Path::new("/")).unwrap();
+        assert!(default.witness_concurrency >= 1);
+        let set = BrokerConfig::parse(&format!("witness_concurrency = 3\n{GOOD}"), Path::new("/"))
+            .unwrap();
+        assert_eq!(set.witness_concurrency, 3);
+        let err = BrokerConfig::parse(&format!("witness_concurrency = 0\n{GOOD}"), Path::new("/"))
+            .unwrap_err();
+        assert!(err.contains("witness_concurrency"), "{err}");
     }
 
     #[test]

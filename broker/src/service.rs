@@ -79,6 +79,7 @@ pub struct Broker {
     forge: Box<dyn Forge>,
     run_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     claim_marks: crate::claims::MarkLimiter,
+    witness_slots: witness::WitnessSlots,
 }
 
 fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -98,6 +99,7 @@ impl Broker {
         forge: Box<dyn Forge>,
     ) -> Self {
         Broker {
+            witness_slots: witness::WitnessSlots::new(config.witness_concurrency),
             config,
             store: Mutex::new(store),
             rules,
@@ -556,6 +558,9 @@ impl Broker {
             test_env: &run.test_env,
         };
         let work_dir = self.config.witness_work_dir();
+        // Queued behind `witness_concurrency` other witness runs, so N runs submitting at once
+        // do not start N test suites together.
+        let slot = self.witness_slots.acquire();
         let report = witness::run_witness(
             &repo,
             pin,
@@ -564,7 +569,9 @@ impl Broker {
             &plan,
             &*self.executor,
             &work_dir,
-        )?;
+        );
+        drop(slot);
+        let report = report?;
         for out in &report.outputs {
             let result = match (&out.grade, out.exit_code) {
                 (_, None) => airlock_audit::TestResult::TimedOut,

@@ -332,6 +332,9 @@ impl Engine {
     ) -> Result<IndexStats> {
         let started = Instant::now();
         let sha = self.resolve(commit)?;
+        // Concurrent builders of one index: one extracts, the others wait here and then find
+        // every blob's record already written.
+        let _build = self.store.lock_build()?;
         let tree = self
             .repo
             .find_commit(git2::Oid::from_str(&sha).map_err(git_err("parsing a commit id"))?)
@@ -537,7 +540,12 @@ impl Engine {
                 record,
             });
         }
-        let snap = Arc::new(build_snapshot(&self.store, sha, snap_files)?);
+        // One process builds and saves the commit's full-text index; the others wait, then
+        // load the saved one.
+        let snap = {
+            let _build = self.store.lock_build()?;
+            Arc::new(build_snapshot(&self.store, sha, snap_files)?)
+        };
         self.snapshot = Some(Arc::clone(&snap));
         Ok(snap)
     }

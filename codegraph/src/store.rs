@@ -142,7 +142,31 @@ fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Erro
     }
 }
 
+/// The exclusive right to build in one repository's index, held until dropped: an `flock` on
+/// `<repo-key>/build.lock`, so it is released when its holder exits, even by a crash.
+#[derive(Debug)]
+pub struct BuildLock {
+    _file: std::fs::File,
+}
+
 impl Store {
+    /// Wait for, then take, the repository's build lock. Runs of one project share one index
+    /// (their worktrees use the mirror's key): with this lock, when several start at once one
+    /// extracts the commit's blobs and builds its full-text index, and the others wait and then
+    /// find everything built.
+    pub fn lock_build(&self) -> Result<BuildLock> {
+        std::fs::create_dir_all(&self.root).map_err(io_err("create", &self.root))?;
+        let path = self.root.join("build.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io_err("open", &path))?;
+        file.lock().map_err(io_err("lock", &path))?;
+        Ok(BuildLock { _file: file })
+    }
+
     /// The store of `repo_path` under `index_dir` (created lazily on first write).
     pub fn new(index_dir: &Path, repo_path: &Path) -> Store {
         Store::keyed(index_dir, &repo_key(repo_path))

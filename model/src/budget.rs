@@ -27,9 +27,9 @@ pub struct CallRecord {
 pub struct RunTotals {
     /// Calls made.
     pub calls: u64,
-    /// Tokens billed, summed.
+    /// Tokens, summed: input (cached read and written among them) and output.
     pub usage: Usage,
-    /// Spend over priced calls.
+    /// Spend over priced calls, cached tokens at their own prices.
     pub cost_usd: f64,
     /// Calls whose model had no configured price (their cost is not in `cost_usd`).
     pub unpriced_calls: u64,
@@ -125,28 +125,14 @@ impl Budget {
         let mut state = self.lock();
         let t = &mut state.totals;
         t.calls += 1;
-        t.usage.input_tokens = t
-            .usage
-            .input_tokens
-            .saturating_add(response.usage.input_tokens);
-        t.usage.output_tokens = t
-            .usage
-            .output_tokens
-            .saturating_add(response.usage.output_tokens);
+        t.usage = t.usage.plus(&response.usage);
         match response.cost_usd {
             Some(c) => t.cost_usd += c,
             None => t.unpriced_calls += 1,
         }
         let m = t.per_model.entry(model.to_string()).or_default();
         m.calls += 1;
-        m.usage.input_tokens = m
-            .usage
-            .input_tokens
-            .saturating_add(response.usage.input_tokens);
-        m.usage.output_tokens = m
-            .usage
-            .output_tokens
-            .saturating_add(response.usage.output_tokens);
+        m.usage = m.usage.plus(&response.usage);
         m.cost_usd += response.cost_usd.unwrap_or(0.0);
         state.records.push(CallRecord {
             model: model.to_string(),

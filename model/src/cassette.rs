@@ -236,7 +236,9 @@ impl ChatModel for ReplayModel {
         };
         let entry = &self.entries[index];
         let req = with_defaults(req, &self.config);
-        let body = entry.protocol.encode(&entry.model, &req);
+        let body = entry
+            .protocol
+            .encode(&entry.model, &req, self.config.prompt_cache);
         if let Some(diff) = first_difference("", &entry.request.body, &body) {
             return Err(Error::CassetteMismatch {
                 path: self.path.clone(),
@@ -248,7 +250,11 @@ impl ChatModel for ReplayModel {
             RecordedResponse::Http { status, body } if (200..300).contains(status) => {
                 let (message, stop_reason, usage) = entry.protocol.decode(&entry.provider, body)?;
                 Ok(ChatResponse {
-                    cost_usd: self.config.cost_usd(&entry.model, &usage),
+                    cost_usd: self.config.cost_usd(
+                        &entry.model,
+                        &usage,
+                        entry.protocol.cache_rates(),
+                    ),
                     message,
                     stop_reason,
                     usage,

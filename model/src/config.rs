@@ -29,9 +29,11 @@ use crate::types::Usage;
 /// max_calls = 200
 /// max_tokens = 2000000
 /// max_cost_usd = 5.0
+/// prompt_cache = true                    # cache breakpoints in Anthropic requests
 /// [prices."gpt-4o"]
 /// input_per_mtok_usd = 2.5
 /// output_per_mtok_usd = 10.0
+/// cache_read_per_mtok_usd = 1.25          # optional; defaults per provider
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -62,6 +64,9 @@ pub struct ModelConfig {
     pub record_cassette: Option<PathBuf>,
     /// Sampling temperature for requests that do not set one (HTTP and replay models).
     pub temperature: Option<f32>,
+    /// Whether Anthropic requests carry `cache_control` breakpoints (on the stable prefix and
+    /// the moving end of the conversation). OpenAI caches prefixes on its own either way.
+    pub prompt_cache: bool,
 }
 
 impl Default for ModelConfig {
@@ -78,6 +83,7 @@ impl Default for ModelConfig {
             anthropic_version: "2023-06-01".to_string(),
             record_cassette: None,
             temperature: None,
+            prompt_cache: true,
         }
     }
 }
@@ -93,10 +99,41 @@ impl ModelConfig {
         serde_json::from_str(text).map_err(|e| crate::Error::Config(e.to_string()))
     }
 
-    /// The cost in US dollars of `usage` on `model`, when its price is configured.
-    pub fn cost_usd(&self, model: &str, usage: &Usage) -> Option<f64> {
-        self.prices.get(model).map(|p| p.cost_usd(usage))
+    /// The cost in US dollars of `usage` on `model`, when its price is configured; cached
+    /// tokens without a configured price are billed at the provider's `rates`.
+    pub fn cost_usd(&self, model: &str, usage: &Usage, rates: CacheRates) -> Option<f64> {
+        self.prices.get(model).map(|p| p.cost_usd(usage, rates))
     }
+}
+
+/// What a provider bills for cached prompt tokens, as multiples of its input price: the
+/// default for a [`ModelPrice`] that names no cache prices.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CacheRates {
+    /// A token read from the cache.
+    pub read: f64,
+    /// A token written to the cache.
+    pub write: f64,
+}
+
+impl CacheRates {
+    /// Anthropic: a cache read costs a tenth of the input price, a (five-minute) cache write
+    /// a quarter more than it.
+    pub const ANTHROPIC: CacheRates = CacheRates {
+        read: 0.1,
+        write: 1.25,
+    };
+    /// OpenAI: a cached prompt token costs half the input price (the gpt-4o family; newer
+    /// models discount more: configure their price), and writing the cache is free.
+    pub const OPENAI: CacheRates = CacheRates {
+        read: 0.5,
+        write: 1.0,
+    };
+    /// No discount and no surcharge (scripted models, which have no provider).
+    pub const UNDISCOUNTED: CacheRates = CacheRates {
+        read: 1.0,
+        write: 1.0,
+    };
 }
 
 /// Retry policy: exponential backoff with jitter on 429, 5xx and connection failures.
@@ -142,12 +179,39 @@ pub struct ModelPrice {
     pub input_per_mtok_usd: f64,
     /// Price of a million output tokens.
     pub output_per_mtok_usd: f64,
+    /// Price of a million input tokens read from the prompt cache; when absent, the input
+    /// price times the provider's [`CacheRates::read`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_per_mtok_usd: Option<f64>,
+    /// Price of a million input tokens written to the prompt cache; when absent, the input
+    /// price times the provider's [`CacheRates::write`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_per_mtok_usd: Option<f64>,
 }
 
 impl ModelPrice {
-    /// The cost of `usage` at this price.
-    pub fn cost_usd(&self, usage: &Usage) -> f64 {
-        (usage.input_tokens as f64 * self.input_per_mtok_usd
+    /// Input and output prices, cache prices left to the provider's defaults.
+    pub fn new(input_per_mtok_usd: f64, output_per_mtok_usd: f64) -> Self {
+        ModelPrice {
+            input_per_mtok_usd,
+            output_per_mtok_usd,
+            cache_read_per_mtok_usd: None,
+            cache_write_per_mtok_usd: None,
+        }
+    }
+
+    /// The cost of `usage` at this price, cached tokens at their own prices (`rates` where
+    /// none is configured).
+    pub fn cost_usd(&self, usage: &Usage, rates: CacheRates) -> f64 {
+        let read = self
+            .cache_read_per_mtok_usd
+            .unwrap_or(self.input_per_mtok_usd * rates.read);
+        let write = self
+            .cache_write_per_mtok_usd
+            .unwrap_or(self.input_per_mtok_usd * rates.write);
+        (usage.uncached_input_tokens() as f64 * self.input_per_mtok_usd
+            + usage.cache_read_tokens as f64 * read
+            + usage.cache_write_tokens as f64 * write
             + usage.output_tokens as f64 * self.output_per_mtok_usd)
             / 1_000_000.0
     }

@@ -276,7 +276,9 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 impl ChatModel for HttpModel {
     fn chat(&self, req: &ChatRequest) -> Result<ChatResponse> {
         let req = with_defaults(req, &self.config);
-        let body = self.protocol.encode(&self.model, &req);
+        let body = self
+            .protocol
+            .encode(&self.model, &req, self.config.prompt_cache);
         let body_text = serde_json::to_string(&body)
             .map_err(|e| Error::Config(format!("cannot serialise the request: {e}")))?;
         let key = self.key();
@@ -307,7 +309,11 @@ impl ChatModel for HttpModel {
                                     .decode(self.provider, &value)
                                     .map_err(|e| scrub_error(e, key))?;
                                 return Ok(ChatResponse {
-                                    cost_usd: self.config.cost_usd(&self.model, &usage),
+                                    cost_usd: self.config.cost_usd(
+                                        &self.model,
+                                        &usage,
+                                        self.protocol.cache_rates(),
+                                    ),
                                     message,
                                     stop_reason,
                                     usage,

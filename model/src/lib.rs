@@ -57,7 +57,7 @@ pub use budget::{Budget, CallRecord, Metered, ModelTotals, RunTotals};
 pub use cassette::{
     CassetteEntry, REDACTED, RecordedRequest, RecordedResponse, ReplayModel, read_cassette,
 };
-pub use config::{BudgetLimits, ModelConfig, ModelPrice, RetryConfig};
+pub use config::{BudgetLimits, CacheRates, ModelConfig, ModelPrice, RetryConfig};
 pub use error::{Error, Result};
 pub use http::HttpModel;
 pub use scripted::{ScriptToolCall, ScriptTurn, ScriptedModel, parse_script};

@@ -167,9 +167,15 @@ pub(crate) fn decode(
             .and_then(Value::as_u64)
             .unwrap_or(0)
     };
+    // `prompt_tokens` includes the cached ones, reported apart under `prompt_tokens_details`.
     let usage = Usage {
         input_tokens: count("prompt_tokens"),
         output_tokens: count("completion_tokens"),
+        cache_read_tokens: usage
+            .and_then(|u| u.pointer("/prompt_tokens_details/cached_tokens"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+        cache_write_tokens: 0,
     };
     Ok((AssistantMessage { text, tool_calls }, stop_reason, usage))
 }

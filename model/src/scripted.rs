@@ -41,7 +41,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::types::{AssistantMessage, Message, StopReason, ToolCall, Usage};
-use crate::{ChatModel, ChatRequest, ChatResponse, Error, ModelConfig, Result};
+use crate::{CacheRates, ChatModel, ChatRequest, ChatResponse, Error, ModelConfig, Result};
 
 /// One turn of a script, as written in the file.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -311,13 +311,12 @@ impl ChatModel for ScriptedModel {
             let reply_bytes = serde_json::to_string(&message)
                 .map(|s| s.len())
                 .unwrap_or(0);
-            Usage {
-                input_tokens: estimate_tokens(request_bytes),
-                output_tokens: estimate_tokens(reply_bytes),
-            }
+            Usage::new(estimate_tokens(request_bytes), estimate_tokens(reply_bytes))
         });
         Ok(ChatResponse {
-            cost_usd: self.config.cost_usd("scripted", &usage),
+            cost_usd: self
+                .config
+                .cost_usd("scripted", &usage, CacheRates::UNDISCOUNTED),
             message,
             stop_reason,
             usage,

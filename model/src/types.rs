@@ -261,6 +261,15 @@ pub struct ChatOptions {
     pub stop: Vec<String>,
     /// Tool choice; ignored when the request has no tools.
     pub tool_choice: ToolChoice,
+    /// How many of the request's first messages stay the same for the rest of the
+    /// conversation (the system prompt and a warm start): adapters that place prompt-cache
+    /// breakpoints put one at its end. 0 when the caller knows of no such prefix.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub stable_prefix: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Default for ChatOptions {
@@ -270,6 +279,7 @@ impl Default for ChatOptions {
             temperature: None,
             stop: Vec::new(),
             tool_choice: ToolChoice::Auto,
+            stable_prefix: 0,
         }
     }
 }
@@ -306,18 +316,60 @@ pub enum StopReason {
 }
 
 /// Token counts for one call (or a sum of calls).
+///
+/// `input_tokens` counts every prompt token, wherever it was served from; the two cache fields
+/// say how many of them were read from the provider's prompt cache or written to it, so that
+/// `input_tokens - cache_read_tokens - cache_write_tokens` were billed at the plain input price.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Usage {
-    /// Prompt tokens billed.
+    /// Prompt tokens, cached or not.
     pub input_tokens: u64,
     /// Completion tokens billed.
     pub output_tokens: u64,
+    /// Of `input_tokens`, those read from the prompt cache (Anthropic's
+    /// `cache_read_input_tokens`, OpenAI's `prompt_tokens_details.cached_tokens`).
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    /// Of `input_tokens`, those written to the prompt cache (Anthropic's
+    /// `cache_creation_input_tokens`; OpenAI reports none).
+    #[serde(default)]
+    pub cache_write_tokens: u64,
 }
 
 impl Usage {
+    /// Plain input and output tokens, nothing cached.
+    pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
+        Usage {
+            input_tokens,
+            output_tokens,
+            ..Usage::default()
+        }
+    }
+
     /// Input plus output tokens.
     pub fn total(&self) -> u64 {
         self.input_tokens.saturating_add(self.output_tokens)
+    }
+
+    /// Prompt tokens neither read from nor written to the cache.
+    pub fn uncached_input_tokens(&self) -> u64 {
+        self.input_tokens
+            .saturating_sub(self.cache_read_tokens)
+            .saturating_sub(self.cache_write_tokens)
+    }
+
+    /// The sum of two counts, field by field.
+    pub fn plus(&self, other: &Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.saturating_add(other.input_tokens),
+            output_tokens: self.output_tokens.saturating_add(other.output_tokens),
+            cache_read_tokens: self
+                .cache_read_tokens
+                .saturating_add(other.cache_read_tokens),
+            cache_write_tokens: self
+                .cache_write_tokens
+                .saturating_add(other.cache_write_tokens),
+        }
     }
 }
 

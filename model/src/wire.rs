@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::types::{AssistantMessage, ChatRequest, StopReason, Usage};
-use crate::{Error, Result, anthropic, openai};
+use crate::{CacheRates, Error, Result, anthropic, openai};
 
 /// A wire protocol and the request-shape choices that go with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,12 +20,21 @@ pub enum WireProtocol {
 }
 
 impl WireProtocol {
-    /// The request body for `model`.
-    pub(crate) fn encode(self, model: &str, req: &ChatRequest) -> Value {
+    /// The request body for `model`; `prompt_cache` places Anthropic's cache breakpoints
+    /// (OpenAI caches prefixes without being asked).
+    pub(crate) fn encode(self, model: &str, req: &ChatRequest, prompt_cache: bool) -> Value {
         match self {
             WireProtocol::OpenaiChat => openai::encode(model, req, "max_completion_tokens"),
             WireProtocol::OpenaiCompatibleChat => openai::encode(model, req, "max_tokens"),
-            WireProtocol::AnthropicMessages => anthropic::encode(model, req),
+            WireProtocol::AnthropicMessages => anthropic::encode(model, req, prompt_cache),
+        }
+    }
+
+    /// What the provider bills for cached prompt tokens when no cache price is configured.
+    pub(crate) fn cache_rates(self) -> CacheRates {
+        match self {
+            WireProtocol::OpenaiChat | WireProtocol::OpenaiCompatibleChat => CacheRates::OPENAI,
+            WireProtocol::AnthropicMessages => CacheRates::ANTHROPIC,
         }
     }
 

@@ -125,6 +125,7 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
             }
         }
         outln!("run: {} at {}", report.run_id, report.base_commit);
+        outln!("cost: {}", describe_cost(&report.usage));
         outln!("outcome: {}", report.outcome_path.display());
         outln!("trajectory: {}", report.trajectory_path.display());
     }
@@ -132,6 +133,20 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
         eprintln!("airlock: warning: {problem}");
     }
     Ok(ExitCode::from(report.exit_code()))
+}
+
+/// What the run's model calls cost, for the operator: calls, tokens (those read from the
+/// prompt cache named) and dollars.
+fn describe_cost(u: &airlock_supervisor::runner::ModelUsage) -> String {
+    let priced = match (u.unpriced_calls, u.calls) {
+        (0, _) => format!("${:.4}", u.cost_usd),
+        (n, all) if n == all => "no price configured for the model".to_string(),
+        (n, _) => format!("${:.4} ({n} calls unpriced)", u.cost_usd),
+    };
+    format!(
+        "{} model calls, {} tokens in ({} read from the cache, {} written to it), {} out, {priced}",
+        u.calls, u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.output_tokens
+    )
 }
 
 /// `airlock reader-worker`: serve one reader over stdout and the input FIFO (or stdin).

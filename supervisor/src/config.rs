@@ -330,6 +330,26 @@ impl Default for TokenBudgets {
     }
 }
 
+/// `[context]`: how the conversation sent to the model is kept in bounds (`condense`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContextConfig {
+    /// Above this many tokens (at four characters each) of conversation, old tool results are
+    /// condensed to one-line stubs; 0 never condenses.
+    pub condense_above_tokens: usize,
+    /// The most recent tool results, which always stay whole.
+    pub keep_recent_results: usize,
+}
+
+impl Default for ContextConfig {
+    fn default() -> Self {
+        ContextConfig {
+            condense_above_tokens: 24_000,
+            keep_recent_results: 4,
+        }
+    }
+}
+
 /// `[broker]`: where the pull-request broker listens.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -603,6 +623,8 @@ pub struct Config {
     pub model: ModelConfig,
     /// `[tokens]`.
     pub tokens: TokenBudgets,
+    /// `[context]`.
+    pub context: ContextConfig,
     /// `[broker]`.
     pub broker: BrokerConfig,
     /// `[paths]`.
@@ -699,6 +721,12 @@ impl Config {
             return Err(invalid(
                 "github.api_url",
                 "must be an http(s) URL without credentials, e.g. https://api.github.com",
+            ));
+        }
+        if self.context.keep_recent_results == 0 {
+            return Err(invalid(
+                "context.keep_recent_results",
+                "must be at least 1 (the model must see the result it just asked for)",
             ));
         }
         if self.github.max_comments == 0 {
@@ -828,6 +856,40 @@ mod tests {
         let c = Config::parse("", Path::new("airlock.toml")).unwrap();
         assert_eq!(c.budgets.max_turns, 40);
         assert_eq!(c.tests.selector_style, SelectorStyle::Dotted);
+    }
+
+    #[test]
+    fn context_sets_condensation_and_refuses_unknown_keys_and_keeping_nothing() {
+        let c = Config::parse("", Path::new("airlock.toml")).unwrap();
+        assert_eq!(c.context, ContextConfig::default());
+        let c = Config::parse(
+            "[context]
+condense_above_tokens = 0
+keep_recent_results = 2
+",
+            Path::new("airlock.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.context.condense_above_tokens, 0);
+        assert_eq!(c.context.keep_recent_results, 2);
+        let err = Config::parse(
+            "[context]
+condense_after = 100
+",
+            Path::new("airlock.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("unknown field `condense_after`"), "{err}");
+        let err = Config::parse(
+            "[context]
+keep_recent_results = 0
+",
+            Path::new("airlock.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("context.keep_recent_results"), "{err}");
     }
 
     #[test]

@@ -81,10 +81,8 @@ pub struct RenderedText {
 /// Token usage and latency of one relayed model call.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CallUsage {
-    /// Prompt tokens.
-    pub input_tokens: u64,
-    /// Completion tokens.
-    pub output_tokens: u64,
+    /// Tokens, cached ones included.
+    pub usage: airlock_model::Usage,
     /// Wall-clock latency in milliseconds.
     pub latency_ms: u64,
     /// Cost in US dollars, when the model's price is configured.
@@ -200,8 +198,7 @@ fn relay(
                             }
                         }
                         d.calls.push(CallUsage {
-                            input_tokens: response.usage.input_tokens,
-                            output_tokens: response.usage.output_tokens,
+                            usage: response.usage,
                             latency_ms: u64::try_from(started.elapsed().as_millis())
                                 .unwrap_or(u64::MAX),
                             cost_usd: response.cost_usd,

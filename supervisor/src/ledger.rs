@@ -227,8 +227,7 @@ impl<'a> Ledger<'a> {
         latency_ms: u64,
         cost_usd: Option<f64>,
     ) -> Result<()> {
-        self.usage
-            .add(usage.input_tokens, usage.output_tokens, cost_usd);
+        self.usage.add(usage, cost_usd);
         self.append(Event::ModelCall {
             model: self.model.clone(),
             input_tokens: usage.input_tokens,

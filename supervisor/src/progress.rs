@@ -28,8 +28,12 @@ pub enum ProgressMode {
 pub struct UsageSoFar {
     /// Model calls made.
     pub calls: u64,
-    /// Prompt tokens.
+    /// Prompt tokens, cached ones included.
     pub input_tokens: u64,
+    /// Of the prompt tokens, those read from the provider's prompt cache.
+    pub cache_read_tokens: u64,
+    /// Of the prompt tokens, those written to the provider's prompt cache.
+    pub cache_write_tokens: u64,
     /// Completion tokens.
     pub output_tokens: u64,
     /// Dollars of the priced calls; `None` while no call had a price.
@@ -38,10 +42,12 @@ pub struct UsageSoFar {
 
 impl UsageSoFar {
     /// Add one call.
-    pub fn add(&mut self, input_tokens: u64, output_tokens: u64, cost_usd: Option<f64>) {
+    pub fn add(&mut self, usage: &airlock_model::Usage, cost_usd: Option<f64>) {
         self.calls += 1;
-        self.input_tokens += input_tokens;
-        self.output_tokens += output_tokens;
+        self.input_tokens += usage.input_tokens;
+        self.cache_read_tokens += usage.cache_read_tokens;
+        self.cache_write_tokens += usage.cache_write_tokens;
+        self.output_tokens += usage.output_tokens;
         if let Some(c) = cost_usd {
             self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c);
         }
@@ -137,8 +143,13 @@ fn describe_usage(usage: &UsageSoFar) -> String {
         Some(c) => format!("${c:.4}"),
         None => "cost unknown".to_string(),
     };
+    let cached = if usage.cache_read_tokens > 0 {
+        format!(" ({} from the cache)", usage.cache_read_tokens)
+    } else {
+        String::new()
+    };
     format!(
-        "{} tokens in, {} out, {cost} so far",
+        "{} tokens in{cached}, {} out, {cost} so far",
         usage.input_tokens, usage.output_tokens
     )
 }
@@ -203,7 +214,7 @@ mod tests {
 
     fn events() -> Vec<ProgressEvent> {
         let mut usage = UsageSoFar::default();
-        usage.add(1200, 80, Some(0.0125));
+        usage.add(&airlock_model::Usage::new(1200, 80), Some(0.0125));
         vec![
             ProgressEvent::Turn {
                 turn: 2,
@@ -241,6 +252,23 @@ mod tests {
              lines 1-10 of 10\\u{1b}[2K\nstopped after 2 turns (1200 tokens in, 80 out, $0.0125 so \
              far): final_message\n"
         );
+    }
+
+    #[test]
+    fn tokens_read_from_the_cache_are_said() {
+        let mut usage = UsageSoFar::default();
+        let call = airlock_model::Usage {
+            cache_read_tokens: 900,
+            cache_write_tokens: 200,
+            ..airlock_model::Usage::new(1200, 80)
+        };
+        usage.add(&call, None);
+        usage.add(&call, Some(0.5));
+        assert_eq!(
+            describe_usage(&usage),
+            "2400 tokens in (1800 from the cache), 160 out, $0.5000 so far"
+        );
+        assert_eq!(usage.cache_write_tokens, 400);
     }
 
     #[test]

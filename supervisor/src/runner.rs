@@ -144,6 +144,43 @@ pub struct RunReport {
     pub trajectory_path: PathBuf,
     /// The model's end-of-run check (a scripted model with turns left unplayed), if it failed.
     pub model_finish_problem: Option<String>,
+    /// What the run's model calls used and cost (`outcome.json`'s `model_usage`).
+    pub usage: ModelUsage,
+}
+
+/// What a run's model calls (the supervisor's and its readers') used and cost: `outcome.json`'s
+/// `model_usage`, the trajectory's `model_usage` entry and the last lines of `airlock run`.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct ModelUsage {
+    /// Model calls made.
+    pub calls: u64,
+    /// Prompt tokens, cached ones included.
+    pub input_tokens: u64,
+    /// Of the prompt tokens, those read from the provider's prompt cache.
+    pub cache_read_tokens: u64,
+    /// Of the prompt tokens, those written to the provider's prompt cache.
+    pub cache_write_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+    /// Dollars spent on calls whose model has a configured price, cached tokens at their own
+    /// prices.
+    pub cost_usd: f64,
+    /// Calls whose model has no configured price (their cost is not in `cost_usd`).
+    pub unpriced_calls: u64,
+}
+
+impl From<&airlock_model::RunTotals> for ModelUsage {
+    fn from(t: &airlock_model::RunTotals) -> Self {
+        ModelUsage {
+            calls: t.calls,
+            input_tokens: t.usage.input_tokens,
+            cache_read_tokens: t.usage.cache_read_tokens,
+            cache_write_tokens: t.usage.cache_write_tokens,
+            output_tokens: t.usage.output_tokens,
+            cost_usd: t.cost_usd,
+            unpriced_calls: t.unpriced_calls,
+        }
+    }
 }
 
 impl RunReport {
@@ -344,13 +381,8 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
         let outcome_path = run_dir.join("outcome.json");
         let mut document = outcome_document(&run_id, commit.as_str(), &spec.issue.id, &end);
         document["intake"] = intake_record;
-        let totals = model.budget().totals();
-        document["model_usage"] = json!({
-            "calls": totals.calls,
-            "input_tokens": totals.usage.input_tokens,
-            "output_tokens": totals.usage.output_tokens,
-            "cost_usd": totals.cost_usd,
-        });
+        let usage = ModelUsage::from(&model.budget().totals());
+        document["model_usage"] = serde_json::to_value(usage).unwrap_or_default();
         trajectory.record("model_usage", document["model_usage"].clone())?;
         let text = serde_json::to_string_pretty(&document).unwrap_or_default() + "\n";
         std::fs::write(&outcome_path, text).map_err(|source| RunError::Write {
@@ -365,6 +397,7 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
             outcome_path,
             trajectory_path,
             model_finish_problem,
+            usage,
         })
     };
     attempt().map_err(|e| started.failed(e, args.keep))

@@ -2,6 +2,7 @@
 //! start, turn after turn of model calls and tool calls under the budgets, and the final
 //! message (repaired, or written by the supervisor when a budget ends the run).
 
+use crate::condense::Condenser;
 use crate::config::Config;
 use crate::delegate::ReaderLauncher;
 use crate::issue::Issue;
@@ -24,6 +25,12 @@ use airlock_model::{ChatModel, ChatOptions, ChatRequest, ChatResponse, Message, 
 use airlock_policies::Policy;
 use airlock_schemas::{Outcome, OutcomeKind};
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
+
+/// The messages every request of a run begins with, unchanged from the first turn to the last:
+/// the system prompt and the warm start. Nothing in them varies between turns (no clock, no
+/// counter, no budget left), so the provider's prompt cache serves them after the first turn.
+const STABLE_PREFIX_MESSAGES: usize = 2;
 
 /// Errors that stop a run without an outcome (the records could not be kept, the model failed).
 #[derive(Debug, thiserror::Error)]
@@ -371,16 +378,34 @@ impl<'s> Session<'s> {
         }
         let tool_specs = tools::specs().map_err(SessionError::Contract)?;
         let mut repairs_left = budgets.max_repair_prompts;
+        let mut condenser = Condenser::new(&self.spec.config.context);
         loop {
             if self.tools.ledger.counts.turns >= budgets.max_turns {
                 let reason = format!("MAX_TURNS ({}) reached", budgets.max_turns);
                 return self.budget_end(&mut messages, reason);
             }
+            // The trajectory has every message whole (recorded as it was made); only what the
+            // model is sent from now on is condensed.
+            let written: BTreeSet<String> = self
+                .tools
+                .ledger
+                .facts
+                .files_written
+                .iter()
+                .cloned()
+                .collect();
+            if let Some(done) = condenser.condense(&mut messages, &written) {
+                self.ledger().record("condensed", json!(done))?;
+            }
             let turn = self.ledger().next_turn();
             let request = ChatRequest {
                 messages: messages.clone(),
                 tools: tool_specs.clone(),
-                options: ChatOptions::default(),
+                options: ChatOptions {
+                    // The system prompt and the warm start: the prompt cache's stable prefix.
+                    stable_prefix: STABLE_PREFIX_MESSAGES,
+                    ..ChatOptions::default()
+                },
             };
             let response = match self.chat(&request)? {
                 Ok(r) => r,
@@ -442,6 +467,9 @@ impl<'s> Session<'s> {
                 };
                 self.ledger()
                     .record("tool_result", json!({"message": result}))?;
+                if let Message::Tool(r) = &result {
+                    condenser.note_result(messages.len(), call, r.is_error);
+                }
                 messages.push(result);
             }
             if let Some(reason) = end {
@@ -505,11 +533,15 @@ impl<'s> Session<'s> {
         ));
         self.ledger().record_message(&ask)?;
         messages.push(ask);
+        // The tools stay in the request (the model is told not to call them): they head the
+        // cached prefix, and dropping them would make the closing turn pay for its whole
+        // prompt again.
         let request = ChatRequest {
             messages: messages.clone(),
-            tools: Vec::new(),
+            tools: tools::specs().map_err(SessionError::Contract)?,
             options: ChatOptions {
                 tool_choice: ToolChoice::None,
+                stable_prefix: STABLE_PREFIX_MESSAGES,
                 ..ChatOptions::default()
             },
         };

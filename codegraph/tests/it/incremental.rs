@@ -260,3 +260,37 @@ fn checkouts_opened_under_one_key_share_one_index() {
         assert!(err.to_string().contains("invalid index key"), "{err}");
     }
 }
+
+#[test]
+fn concurrent_builders_of_one_index_extract_each_blob_once() {
+    let repo = python_project();
+    for i in 0..300 {
+        repo.write(
+            &format!("gen/module_{i}.py"),
+            format!("def function_{i}(value):\n    \"\"\"Return value plus {i}.\"\"\"\n    return value + {i}\n"),
+        );
+    }
+    let head = repo.commit("many files");
+    let all = Engine::open(repo.path(), index_dir().path())
+        .unwrap()
+        .index(&head)
+        .unwrap()
+        .blobs_new;
+    let dir = index_dir();
+    let start = std::sync::Barrier::new(2);
+    let built: Vec<usize> = std::thread::scope(|s| {
+        let builders: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut engine = Engine::open(repo.path(), dir.path()).unwrap();
+                    start.wait();
+                    engine.index(&head).unwrap().blobs_new
+                })
+            })
+            .collect();
+        builders.into_iter().map(|b| b.join().unwrap()).collect()
+    });
+    // One built the index; the other waited for it and found every record written.
+    assert_eq!(built.iter().sum::<usize>(), all, "{built:?}");
+    assert!(built.contains(&0), "{built:?}");
+}

@@ -74,7 +74,8 @@ fn tool_use_round_trip_sends_the_documented_shape() {
         first.usage,
         Usage {
             input_tokens: 200,
-            output_tokens: 50
+            output_tokens: 50,
+            ..Usage::default()
         }
     );
     assert_eq!(first.cost_usd, None);
@@ -99,10 +100,11 @@ fn tool_use_round_trip_sends_the_documented_shape() {
         json!({
             "model": "claude-test",
             "max_tokens": 256,
-            "system": "You fix bugs.\n\nBe brief.",
+            // Cache breakpoints: the system prompt, where the previous request ended, the end.
+            "system": [{"type": "text", "text": "You fix bugs.\n\nBe brief.", "cache_control": {"type": "ephemeral"}}],
             "messages": [
                 {"role": "user", "content": [
-                    {"type": "text", "text": "The parser drops trailing newlines."},
+                    {"type": "text", "text": "The parser drops trailing newlines.", "cache_control": {"type": "ephemeral"}},
                 ]},
                 {"role": "assistant", "content": [
                     {"type": "text", "text": "I'll search for the parser."},
@@ -111,7 +113,7 @@ fn tool_use_round_trip_sends_the_documented_shape() {
                 {"role": "user", "content": [
                     {"type": "tool_result", "tool_use_id": "toolu_01", "content": "src/parse.rs:3"},
                     {"type": "tool_result", "tool_use_id": "toolu_02", "content": "denied", "is_error": true},
-                    {"type": "text", "text": "Keep going."},
+                    {"type": "text", "text": "Keep going.", "cache_control": {"type": "ephemeral"}},
                 ]},
             ],
             "tools": [{
@@ -147,6 +149,7 @@ fn options_map_to_anthropic_fields() {
         temperature: Some(0.0),
         stop: vec!["</answer>".to_string()],
         tool_choice: ToolChoice::Tool("search_repo".to_string()),
+        stable_prefix: 0,
     };
     let r = m.chat(&req).unwrap();
     assert_eq!(r.stop_reason, StopReason::StopSequence);

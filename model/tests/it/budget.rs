@@ -54,13 +54,8 @@ fn call_budget_is_shared_between_models() {
 fn token_and_cost_budgets_and_accounting() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = ModelConfig::default();
-    cfg.prices.insert(
-        "scripted".to_string(),
-        ModelPrice {
-            input_per_mtok_usd: 3.0,
-            output_per_mtok_usd: 15.0,
-        },
-    );
+    cfg.prices
+        .insert("scripted".to_string(), ModelPrice::new(3.0, 15.0));
     let budget = Budget::new(BudgetLimits {
         max_tokens: Some(2000),
         ..BudgetLimits::default()

@@ -50,7 +50,9 @@ output_per_mtok_usd = 10.0
         cfg.prices["gpt-4o"],
         ModelPrice {
             input_per_mtok_usd: 2.5,
-            output_per_mtok_usd: 10.0
+            output_per_mtok_usd: 10.0,
+            cache_read_per_mtok_usd: None,
+            cache_write_per_mtok_usd: None,
         }
     );
     assert_eq!(cfg.extra_headers["x-team"], "airlock");

@@ -4,6 +4,7 @@
 
 mod anthropic;
 mod budget;
+mod caching;
 mod cassette;
 mod config;
 mod invariants;

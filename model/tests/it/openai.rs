@@ -62,13 +62,8 @@ fn tool_call_round_trip_sends_the_documented_shape() {
             .expect(1),
     );
     let mut cfg = config(&server.base_url());
-    cfg.prices.insert(
-        "gpt-test".to_string(),
-        ModelPrice {
-            input_per_mtok_usd: 2.0,
-            output_per_mtok_usd: 10.0,
-        },
-    );
+    cfg.prices
+        .insert("gpt-test".to_string(), ModelPrice::new(2.0, 10.0));
     let m = model("openai:gpt-test", &cfg);
     assert_eq!(m.name(), "openai:gpt-test");
 
@@ -88,7 +83,8 @@ fn tool_call_round_trip_sends_the_documented_shape() {
         first.usage,
         Usage {
             input_tokens: 120,
-            output_tokens: 30
+            output_tokens: 30,
+            ..Usage::default()
         }
     );
     let cost = first.cost_usd.unwrap();
@@ -173,6 +169,7 @@ fn options_map_to_openai_fields() {
         temperature: Some(0.2),
         stop: vec!["END".to_string()],
         tool_choice: ToolChoice::Tool("search_repo".to_string()),
+        stable_prefix: 0,
     };
     m.chat(&req).unwrap();
     req.options.tool_choice = ToolChoice::Required;

@@ -7,7 +7,7 @@ use super::{Tool, ToolReply, Toolbox, args};
 use crate::delegate::{self, DelegateCtx};
 use crate::ledger::Result;
 use airlock_audit::{Event, SourceKind, sha256_hex};
-use airlock_model::{ToolCall, ToolSpec, Usage};
+use airlock_model::{ToolCall, ToolSpec};
 use airlock_reader::Brief;
 use serde::Deserialize;
 use serde_json::json;
@@ -102,11 +102,7 @@ pub(super) fn delegate_read(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<Too
         ledger.append(event)?;
     }
     for call in &d.calls {
-        let usage = Usage {
-            input_tokens: call.input_tokens,
-            output_tokens: call.output_tokens,
-        };
-        ledger.model_call(&usage, call.latency_ms, call.cost_usd)?;
+        ledger.model_call(&call.usage, call.latency_ms, call.cost_usd)?;
     }
     ledger.record("reader_digest", delegate::trajectory_entry(&brief, &d))?;
     match &d.digest {

@@ -7,6 +7,7 @@
 //! standard test harness does not allow. Arguments that are not options filter tests by name.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+mod context;
 mod fixture;
 mod github;
 mod readers;
@@ -18,6 +19,14 @@ mod second_opinion;
 fn main() -> std::process::ExitCode {
     airlock_sandbox::helper::run_if_requested();
     let tests: &[(&str, fn())] = &[
+        (
+            "context::turns_resend_a_byte_identical_prefix_and_the_run_reports_what_the_cache_saved",
+            context::turns_resend_a_byte_identical_prefix_and_the_run_reports_what_the_cache_saved,
+        ),
+        (
+            "context::old_results_are_condensed_for_the_model_and_kept_whole_in_the_trajectory",
+            context::old_results_are_condensed_for_the_model_and_kept_whole_in_the_trajectory,
+        ),
         (
             "second_opinion::a_flagged_line_gets_a_verdict_beside_its_finding_and_the_finding_stands",
             second_opinion::a_flagged_line_gets_a_verdict_beside_its_finding_and_the_finding_stands,
