@@ -131,10 +131,23 @@ impl Broker {
                 args,
             } => self.open_pr(&run_id, &request_id, args.get()),
             Request::Decision { run_id } => self.decision(&run_id),
+            Request::FollowUp { queue_id } => self
+                .follow_up(queue_id)
+                .map(|brief| BrokerReply::FollowUp {
+                    brief: Box::new(brief),
+                }),
         };
         result.unwrap_or_else(|e| BrokerReply::Failed {
             message: e.to_string(),
         })
+    }
+
+    /// What a follow-up run on queue item `queue_id` starts from: the change request a
+    /// reviewer made on it, the issue, and the head the follow-up must start from.
+    pub fn follow_up(&self, queue_id: i64) -> Result<airlock_protocol::FollowUpBrief> {
+        Err(Error::Protocol(format!(
+            "no change request on queue item {queue_id}"
+        )))
     }
 
     /// Register a run after checking it against the configuration.

@@ -54,6 +54,45 @@ pub struct RunRegistration {
     /// it; the broker never acts on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issue: Option<IssueText>,
+    /// For a follow-up run: the queue item a reviewer requested changes on. The broker checks
+    /// that `base_commit` is the head of the branch it pushed for that item (its pin when it
+    /// was never published), queues the run's pull request as a follow-up of it, and on
+    /// approval pushes a new commit to the same branch instead of opening a new pull request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow_up_of: Option<i64>,
+}
+
+/// What a follow-up run starts from: the change request a reviewer made on a queue item, as
+/// the broker answers `follow_up`. The feedback is a reviewer's text: data for the agent,
+/// screened like any text it is shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FollowUpBrief {
+    /// The queue item changes were requested on.
+    pub queue_id: i64,
+    /// Repository name as configured in `broker.toml`.
+    pub repository: String,
+    /// The issue the item is for.
+    pub issue_id: String,
+    /// Its GitHub number, when the run that queued the item registered one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue_number: Option<u64>,
+    /// The issue's text as that run registered it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue: Option<IssueText>,
+    /// Where the follow-up must start: the head of the branch the broker pushed for the item,
+    /// or the item's pin when it was never published.
+    pub base_commit: String,
+    /// The pushed branch the follow-up's commit will go to, when the item was published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// The draft pull request the branch belongs to, when one was opened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr_url: Option<String>,
+    /// The reviewer's feedback, as written.
+    pub feedback: String,
+    /// Who requested the changes.
+    pub requested_by: String,
 }
 
 /// The text of the issue a run works on.
@@ -113,6 +152,12 @@ pub enum Request {
         /// The registered run.
         run_id: String,
     },
+    /// `follow_up`: what a follow-up run on queue item `queue_id` needs (the branch head, the
+    /// issue and the reviewer's feedback).
+    FollowUp {
+        /// The queue item changes were requested on.
+        queue_id: i64,
+    },
 }
 
 impl Request {
@@ -138,12 +183,13 @@ impl Request {
             Request::RegisterRun(_) => "register_run",
             Request::OpenPr { .. } => "open_pr",
             Request::Decision { .. } => "decision",
+            Request::FollowUp { .. } => "follow_up",
         }
     }
 }
 
-/// One request line as it travels: `op` is `register_run`, `open_pr` or `decision`, with that
-/// operation's fields. [`Request`] is what both sides handle.
+/// One request line as it travels: `op` is `register_run`, `open_pr`, `decision` or
+/// `follow_up`, with that operation's fields. [`Request`] is what both sides handle.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WireRequest {
     /// The operation.
@@ -160,6 +206,9 @@ pub struct WireRequest {
     /// For `open_pr`: the tool-call arguments exactly as the model produced them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Box<RawValue>>,
+    /// For `follow_up`: the queue item changes were requested on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_id: Option<i64>,
 }
 
 impl TryFrom<WireRequest> for Request {
@@ -185,8 +234,12 @@ impl TryFrom<WireRequest> for Request {
                 Some(run_id) => Ok(Request::Decision { run_id }),
                 None => Err("decision needs \"run_id\"".to_owned()),
             },
+            "follow_up" => match w.queue_id {
+                Some(queue_id) => Ok(Request::FollowUp { queue_id }),
+                None => Err("follow_up needs \"queue_id\"".to_owned()),
+            },
             other => Err(format!(
-                "unknown op {other:?} (expected register_run, open_pr or decision)"
+                "unknown op {other:?} (expected register_run, open_pr, decision or follow_up)"
             )),
         }
     }
@@ -202,6 +255,7 @@ impl From<Request> for WireRequest {
                 run_id: None,
                 request_id: None,
                 args: None,
+                queue_id: None,
             },
             Request::OpenPr {
                 run_id,
@@ -213,6 +267,7 @@ impl From<Request> for WireRequest {
                 run_id: Some(run_id),
                 request_id: Some(request_id),
                 args: Some(args),
+                queue_id: None,
             },
             Request::Decision { run_id } => WireRequest {
                 op,
@@ -220,6 +275,15 @@ impl From<Request> for WireRequest {
                 run_id: Some(run_id),
                 request_id: None,
                 args: None,
+                queue_id: None,
+            },
+            Request::FollowUp { queue_id } => WireRequest {
+                op,
+                run: None,
+                run_id: None,
+                request_id: None,
+                args: None,
+                queue_id: Some(queue_id),
             },
         }
     }
@@ -261,6 +325,11 @@ pub enum BrokerReply {
         /// The refusal: code, retryability and what the code returns.
         error: BrokerError,
     },
+    /// The answer to `follow_up`: what the follow-up run starts from.
+    FollowUp {
+        /// The change request and the branch head.
+        brief: Box<FollowUpBrief>,
+    },
     /// The broker could not do its job (not a verdict on the submission).
     Failed {
         /// What went wrong.
@@ -292,6 +361,7 @@ mod tests {
             (r#"{"op": "register_run"}"#, "register_run needs \"run\""),
             (r#"{"op": "open_pr", "run_id": "r"}"#, "open_pr needs"),
             (r#"{"op": "decision"}"#, "decision needs \"run_id\""),
+            (r#"{"op": "follow_up"}"#, "follow_up needs \"queue_id\""),
             (
                 r#"{"op": "approve", "run_id": "r"}"#,
                 "unknown op \"approve\"",

@@ -93,8 +93,12 @@ enum Command {
     #[command(subcommand)]
     Audit(audit::AuditCommand),
     /// Turn one issue on one pinned commit into a queued pull request or an escalation.
-    /// Exit codes: 0 pull request queued, 3 escalated, 4 issue not ready, 2 error.
+    /// Exit codes: 0 pull request queued, 3 escalated, 4 issue not ready, 5 parked (a budget
+    /// stopped it; see `airlock resume`), 2 error.
     Run(run::RunArgs),
+    /// Continue a parked run (one a budget stopped) with more budget, from its kept worktree
+    /// and conversation. Exit codes as for `airlock run`; 2 also when the run expired.
+    Resume(run::ResumeArgs),
     /// A sandboxed reader worker (started by `airlock run`; not for direct use).
     #[command(hide = true)]
     ReaderWorker(run::ReaderWorkerArgs),
@@ -171,6 +175,7 @@ pub fn run() -> ExitCode {
         Command::Eval(cmd) => retrieval::eval(cmd),
         Command::Audit(cmd) => audit::run(cmd),
         Command::Run(args) => run::run(args, cli.quiet),
+        Command::Resume(args) => run::resume(args, cli.quiet),
         Command::ReaderWorker(args) => run::reader_worker(args),
         Command::Judge(args) => judge::run(args),
         Command::Demo(args) => demo::run(args),

@@ -125,6 +125,27 @@ pub fn render(template: &str, vars: &[(&str, String)]) -> String {
     out
 }
 
+/// The closing request of a run that is parked: one turn without tools, asking for the final
+/// object as an escalation that says what the run established and what it would do next.
+pub fn park_summary_request(reason: &str) -> String {
+    format!(
+        "The run is paused: {reason}. Its worktree and this conversation are kept; an operator \
+         may resume it with more budget. Reply now with the final JSON object only, outcome \
+         \"escalate\": say what you established, what you ruled out, and what you would do \
+         next if resumed."
+    )
+}
+
+/// The message a resumed run continues with, after the parked conversation.
+pub fn resume_note(added: &str, turns_left: u32, full_runs_left: u32) -> String {
+    format!(
+        "The operator resumed this run ({added}). You have {turns_left} more turns and \
+         {full_runs_left} more full test runs. A summary you wrote when it paused was not your \
+         final message, and the worktree is as you left it. Continue from where you stopped, with the same rules; \
+         end with the final JSON object as before."
+    )
+}
+
 /// The template without its version comment line.
 pub fn strip_version(template: &str) -> &str {
     if template.starts_with("<!-- prompt:") {

@@ -8,6 +8,7 @@ mod demo;
 mod e2e;
 mod github;
 mod judge;
+mod park;
 mod real_projects;
 mod retrieval;
 mod run;

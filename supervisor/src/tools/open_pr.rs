@@ -57,7 +57,9 @@ fn answer(reply: &BrokerReply) -> Answer {
             code: Some(error.code.as_str().to_string()),
             retryable: error.retryable,
         },
-        BrokerReply::Failed { .. } | BrokerReply::Registered { .. } => Answer {
+        BrokerReply::Failed { .. }
+        | BrokerReply::Registered { .. }
+        | BrokerReply::FollowUp { .. } => Answer {
             accepted: false,
             code: Some("BROKER_FAILED".into()),
             retryable: false,
