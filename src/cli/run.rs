@@ -34,8 +34,14 @@ pub struct RunArgs {
     /// The issue: a GitHub issue (https://github.com/OWNER/REPO/issues/N or
     /// github:OWNER/REPO#N, fetched with `[github]` of airlock.toml), or a JSON file or
     /// Markdown with front matter (id, title, labels); `-` for stdin.
-    #[arg(long, value_parser = parse_issue_source)]
-    issue: IssueSource,
+    #[arg(long, value_parser = parse_issue_source, required_unless_present = "follow_up")]
+    issue: Option<IssueSource>,
+    /// Follow up queue item N, on which a reviewer requested changes (`airlock-broker
+    /// request-changes`): the broker gives the issue, the feedback and the head of the branch
+    /// it pushed, where the run starts; approved, its commit goes to the same branch and pull
+    /// request. Needs --repo (where the branch was pushed); not --commit.
+    #[arg(long, value_name = "N", conflicts_with_all = ["issue", "commit"])]
+    follow_up: Option<i64>,
     /// Model spec (openai:MODEL, anthropic:MODEL, ollama:MODEL, scripted:PATH, replay:PATH, ...).
     #[arg(long)]
     model: Option<String>,
@@ -125,7 +131,11 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
         &SupervisorArgs {
             repo: args.repo,
             commit: args.commit,
-            issue: args.issue,
+            issue: match (args.issue, args.follow_up) {
+                (Some(issue), _) => issue,
+                (None, Some(queue_id)) => IssueSource::FollowUp(queue_id),
+                (None, None) => anyhow::bail!("--issue or --follow-up is needed"),
+            },
             model: args.model,
             config: args.config,
             exe,

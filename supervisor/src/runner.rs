@@ -80,6 +80,14 @@ pub enum RunError {
     /// The loop stopped on an error.
     #[error(transparent)]
     Session(#[from] SessionError),
+    /// The broker could not say what a follow-up starts from.
+    #[error("follow-up of queue item {queue_id}: {message}")]
+    FollowUp {
+        /// The queue item.
+        queue_id: i64,
+        /// The broker's answer or the connection's failure.
+        message: String,
+    },
     /// A parked run cannot be read, written or resumed.
     #[error(transparent)]
     Park(#[from] ParkError),
@@ -713,6 +721,7 @@ fn intake(args: &RunArgs, config: &Config) -> Result<Intake, RunError> {
                 follow_up: None,
             })
         }
+        IssueSource::FollowUp(queue_id) => follow_up_intake(*queue_id, args, config),
         IssueSource::GitHub(reference) => {
             let client = GithubClient::from_config(&config.github)?;
             let fetched = client.fetch_issue(reference, &config.github)?;
@@ -765,6 +774,73 @@ fn intake(args: &RunArgs, config: &Config) -> Result<Intake, RunError> {
             })
         }
     }
+}
+
+/// A follow-up run's intake: the broker says where it starts (the head of the branch it pushed
+/// for the queue item, or the item's pin), which issue it is for and what the reviewer asked.
+/// The repository is the operator's `--repo` (where the branch was pushed), fetched so the
+/// head is there.
+fn follow_up_intake(queue_id: i64, args: &RunArgs, config: &Config) -> Result<Intake, RunError> {
+    let socket = config
+        .broker
+        .socket
+        .clone()
+        .ok_or_else(|| RunError::NoBroker {
+            config: "the configuration".into(),
+        })?;
+    let brief = BrokerSocket::new(
+        &socket,
+        config.broker.reply_timeout(config.tests.timeout_secs),
+    )
+    .follow_up(queue_id)
+    .map_err(|e| RunError::FollowUp {
+        queue_id,
+        message: e.to_string(),
+    })?;
+    let repo = args.repo.clone().ok_or_else(|| {
+        RunError::Usage(
+            "--repo is needed with --follow-up: the repository the branch was pushed to".into(),
+        )
+    })?;
+    if args.commit.is_some() {
+        return Err(RunError::Usage(
+            "--commit cannot be given with --follow-up: a follow-up starts from the branch head \
+             the broker pushed"
+                .into(),
+        ));
+    }
+    let text = brief.issue.clone().unwrap_or(airlock_protocol::IssueText {
+        title: format!("Follow-up on {}", brief.issue_id),
+        body: String::new(),
+    });
+    let issue = Issue {
+        id: brief.issue_id.clone(),
+        title: text.title,
+        body: text.body,
+        labels: Vec::new(),
+        number: brief.issue_number,
+        author: None,
+        state: None,
+        url: None,
+    };
+    let record = json!({
+        "source": "follow_up",
+        "queue_id": queue_id,
+        "branch": brief.branch,
+        "pr_url": brief.pr_url,
+        "requested_by": brief.requested_by,
+        "pin": {"rev": brief.base_commit, "from": "the branch head the broker pushed"},
+    });
+    Ok(Intake {
+        issue,
+        repo,
+        rev: brief.base_commit.clone(),
+        // The head was pushed after the mirror was taken.
+        refresh: true,
+        clone_token: None,
+        record,
+        follow_up: Some(brief),
+    })
 }
 
 /// What names the repository in a prepared environment's key: the broker's name for it when

@@ -292,7 +292,16 @@ fn issue_source(spec: &RunSpec) -> String {
 
 /// Before the loop: record the start, triage, take the test baseline, register with the broker.
 fn start(spec: &RunSpec, env: &mut Env<'_>) -> Result<Start> {
-    let triage = triage::classify(&spec.issue);
+    // A follow-up answers a reviewer who asked for changes on this issue's pull request: the
+    // issue was triaged when its first run started.
+    let triage = match &spec.follow_up {
+        Some(f) => Triage {
+            state: TriageState::ReadyForAgent,
+            reason: format!("a reviewer requested changes on queue item {}", f.queue_id),
+            source: "follow_up",
+        },
+        None => triage::classify(&spec.issue),
+    };
     let config_json = serde_json::to_string(&spec.config).unwrap_or_default();
     env.audit.append(
         &spec.run_id,
@@ -442,7 +451,20 @@ impl<'s> Session<'s> {
         // is shown the issue and the rest with hidden characters made visible.
         self.ledger()
             .screen(SourceKind::SearchSnippet, "warm_start", &warm.text)?;
-        let warm_text = self.ledger().shown("warm_start", &warm.text)?;
+        let mut warm_text = self.ledger().shown("warm_start", &warm.text)?;
+        if let Some(f) = &self.spec.follow_up {
+            // The reviewer's feedback is text from outside the run, like the issue: screened,
+            // its hidden characters made visible, and shown as data.
+            let source = format!("feedback:queue-{}", f.queue_id);
+            self.ledger()
+                .screen(SourceKind::IssueBody, &source, &f.feedback)?;
+            let feedback = self.ledger().shown(&source, &f.feedback)?;
+            warm_text.push_str(&prompts::follow_up_section(
+                f.queue_id,
+                f.branch.as_deref(),
+                &feedback,
+            ));
+        }
         let messages = vec![Message::system(system), Message::user(warm_text)];
         for m in &messages {
             self.ledger().record_message(m)?;

@@ -144,7 +144,7 @@ pub(crate) fn world() -> World {
 }
 
 impl World {
-    fn run(&self, n: usize) -> Output {
+    pub(crate) fn run(&self, n: usize) -> Output {
         let script = self.s.dir.path().join(format!("script-{n}.jsonl"));
         let turns: Vec<String> = fix_turns(&self.s).iter().map(Value::to_string).collect();
         std::fs::write(&script, turns.join("\n")).unwrap();

@@ -6,6 +6,7 @@ mod audit;
 mod cli;
 mod demo;
 mod e2e;
+mod follow_up;
 mod github;
 mod judge;
 mod park;
