@@ -4,6 +4,7 @@
 mod approval;
 mod attacks;
 mod crash;
+mod follow_up;
 mod harness;
 mod intake;
 mod invariants;
