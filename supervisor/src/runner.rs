@@ -356,8 +356,32 @@ pub fn resume_run(args: &ResumeArgs, overrides: Overrides) -> Result<RunReport, 
             spent: model_spent,
         }),
     };
-    execute(execution, &args.exe, args.progress, overrides)
-        .map_err(|e| started.failed(e, args.keep))
+    execute(execution, &args.exe, args.progress, overrides).map_err(|e| {
+        if reached_the_loop(&e) {
+            started.failed(e, args.keep)
+        } else {
+            // Nothing of the run changed (the broker was down, the model spec is wrong): it
+            // stays parked, to be resumed again.
+            e
+        }
+    })
+}
+
+/// Whether a resumed run's error came once its loop had begun (the worktree and the
+/// conversation may have moved on from the parked state), rather than while it was being set up.
+fn reached_the_loop(error: &RunError) -> bool {
+    !matches!(
+        error,
+        RunError::Config(_)
+            | RunError::Usage(_)
+            | RunError::Checkout(_)
+            | RunError::Policy(_)
+            | RunError::Model(_)
+            | RunError::NoBroker { .. }
+            | RunError::Setup { .. }
+            | RunError::Park(_)
+            | RunError::Session(SessionError::Register(_))
+    )
 }
 
 /// A parked run taken up again: its loop, and what its model spent before.

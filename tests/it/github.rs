@@ -144,6 +144,12 @@ pub(crate) fn world() -> World {
 }
 
 impl World {
+    /// Stop the broker as a crash would.
+    pub(crate) fn stop_broker(&mut self) {
+        let _ = self.broker.kill();
+        let _ = self.broker.wait();
+    }
+
     pub(crate) fn run(&self, n: usize) -> Output {
         let script = self.s.dir.path().join(format!("script-{n}.jsonl"));
         let turns: Vec<String> = fix_turns(&self.s).iter().map(Value::to_string).collect();

@@ -239,3 +239,27 @@ fn a_parked_run_past_its_age_is_refused_and_its_worktree_removed() {
             .contains("run_resumed")
     );
 }
+
+#[test]
+fn a_resume_that_cannot_reach_the_broker_leaves_the_run_parked() {
+    let mut w = world();
+    let (run_id, run_dir) = park_a_run(&w);
+    w.stop_broker();
+    let leg = second_leg(&w);
+    let out = airlock(&w, &["resume", &run_id, "--add-turns", "3"], &leg);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot register the run"),
+        "{}",
+        text(&out)
+    );
+    assert!(run_dir.join("parked.json").is_file(), "still parked");
+    assert!(
+        run_dir.join("worktree/calc/ops.py").is_file(),
+        "worktree kept"
+    );
+    let outcome: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("outcome.json")).unwrap())
+            .unwrap();
+    assert_eq!(outcome["result"], "parked", "{outcome}");
+}
