@@ -205,6 +205,32 @@ impl Broker {
         Ok(None)
     }
 
+    /// For a follow-up's queue item, the branch (and pull request) its commit goes to.
+    fn follow_up_lineage(&self, item: &QueueItem) -> Result<Option<Lineage>> {
+        let follow_up_of = self
+            .store()
+            .run(&item.run_id)?
+            .and_then(|r| r.registration.follow_up_of);
+        match follow_up_of {
+            Some(parent) => {
+                let parent = self
+                    .store()
+                    .queue_item(parent)?
+                    .ok_or(Error::UnknownQueueItem(parent))?;
+                self.lineage(&parent)
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The branch approving `item` pushes: a follow-up's lineage branch, else the item's own.
+    pub fn branch_to_push(&self, item: &QueueItem) -> Result<String> {
+        Ok(match self.follow_up_lineage(item)? {
+            Some(l) => l.branch,
+            None => publish::branch_name(&item.item.issue_id, item.id),
+        })
+    }
+
     /// The head of `branch` as the broker pushed it: the commit of the latest published item
     /// on it.
     fn branch_head(&self, repository: &str, branch: &str) -> Result<Option<String>> {
@@ -991,20 +1017,7 @@ impl Broker {
         let id = item.id;
         // A follow-up's commit goes on top of the branch its lineage was pushed to, as a
         // fast-forward, and the pull request that branch belongs to shows it: no new one.
-        let follow_up_of = self
-            .store()
-            .run(&item.run_id)?
-            .and_then(|r| r.registration.follow_up_of);
-        let lineage = match follow_up_of {
-            Some(parent) => {
-                let parent = self
-                    .store()
-                    .queue_item(parent)?
-                    .ok_or(Error::UnknownQueueItem(parent))?;
-                self.lineage(&parent)?
-            }
-            None => None,
-        };
+        let lineage = self.follow_up_lineage(item)?;
         if let Some(l) = &lineage {
             let head = self.branch_head(repository, &l.branch)?.unwrap_or_default();
             if head != item.item.base_commit {

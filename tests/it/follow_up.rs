@@ -139,6 +139,10 @@ fn request_changes_leads_to_a_second_commit_on_the_same_branch_and_pull_request(
         "no finding recorded for the feedback"
     );
 
+    // The approver is told where approval pushes: the same branch.
+    let shown = w.broker_cli(&["show", "2", "--json"], None);
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["branch"], "airlock/CALC-7-1", "{shown}");
     let approve = w.broker_cli(&["approve", "2"], Some(PUSH_TOKEN));
     assert!(approve.status.success(), "{}", text(&approve));
     let second = w
