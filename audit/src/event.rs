@@ -40,6 +40,9 @@ pub enum RunOutcome {
     Escalate,
     /// The run stopped on an internal error.
     Failed,
+    /// A budget stopped the run and it was parked: its worktree and conversation are kept
+    /// for `airlock resume` (a `run_resumed` record follows when it is).
+    Parked,
 }
 
 /// What a security model answered about a span (the second opinion; the rules' finding stands
@@ -374,6 +377,12 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// A parked run was taken up again with more budget (after its `run_finished` record with
+    /// outcome `parked`).
+    RunResumed {
+        /// What the operator added, e.g. `turns +5, usd +1.00`.
+        added: String,
+    },
     /// Written by the log itself when it found a torn write (a crash mid-append) at its end.
     /// The torn bytes stay in the file where they were; this record names their byte range and
     /// hash so they cannot be changed later unnoticed.
@@ -417,6 +426,7 @@ impl Event {
             Event::IntegrityViolation { .. } => "integrity_violation",
             Event::JudgeScore { .. } => "judge_score",
             Event::RunFinished { .. } => "run_finished",
+            Event::RunResumed { .. } => "run_resumed",
             Event::TailRepaired { .. } => "tail_repaired",
         }
     }

@@ -57,7 +57,7 @@ pub fn item_view(broker: &Broker, id: i64) -> Result<(ItemView, Option<JudgeScor
     let issue = store
         .run(&item.run_id)?
         .and_then(|run| run.registration.issue);
-    let branch = crate::publish::branch_name(&item.item.issue_id, item.id);
+    let branch = broker.branch_to_push(&item)?;
     let confirmed = confirmed_injections(broker.config())?
         .remove(&item.run_id)
         .unwrap_or_default();

@@ -99,6 +99,16 @@ enum Command {
         #[arg(long)]
         reason: String,
     },
+    /// Request changes on a queue item: a queued one is denied with the feedback as the
+    /// reason; a published one keeps its branch and pull request, and `airlock run --follow-up
+    /// N` answers the feedback there with a new commit on the same branch.
+    RequestChanges {
+        /// Queue item id.
+        id: i64,
+        /// What the reviewer wants changed (shown to the follow-up's agent as data).
+        #[arg(long)]
+        feedback: String,
+    },
     /// Retry the publication (commit, push, draft pull request) of an approved item whose
     /// publication failed (`publish_failed`).
     Publish {
@@ -198,6 +208,8 @@ pub fn run() -> ExitCode {
                 Error::UnknownQueueItem(_)
                     | Error::WrongState { .. }
                     | Error::BadReason
+                    | Error::BadFeedback { .. }
+                    | Error::FollowUpStale { .. }
                     | Error::MissingForgeToken { .. }
             );
             ExitCode::from(if refused { EXIT_REFUSED } else { EXIT_ERROR })
@@ -317,6 +329,17 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
                 "denied {}: {}",
                 item.id,
                 item.reason.unwrap_or_default()
+            )
+            .map_err(w)
+        }
+        Command::RequestChanges { id, feedback } => {
+            let item = broker.request_changes(id, &reviewer(), &feedback)?;
+            writeln!(
+                out,
+                "changes requested on {} ({}); follow it up with: airlock run --follow-up {}",
+                item.id,
+                item.status.as_str(),
+                item.id
             )
             .map_err(w)
         }

@@ -80,6 +80,28 @@ pub enum Error {
     /// A denial needs a one-line, non-empty reason.
     #[error("a denial needs a reason on one line (non-empty, no newline)")]
     BadReason,
+    /// A request for changes needs feedback.
+    #[error("a request for changes needs feedback: non-empty, at most {max} characters")]
+    BadFeedback {
+        /// The longest feedback taken.
+        max: usize,
+    },
+    /// A follow-up's base is no longer the head of the branch it is to be pushed to (another
+    /// commit was published there since it started).
+    #[error(
+        "queue item {id} follows up on branch {branch} at {base}, but the branch head is now {head}: \
+         it cannot be pushed as a fast-forward; deny it and start a new follow-up"
+    )]
+    FollowUpStale {
+        /// The queue item.
+        id: i64,
+        /// The branch.
+        branch: String,
+        /// The commit the follow-up was made on.
+        base: String,
+        /// The branch's head now.
+        head: String,
+    },
     /// The witness run could not be carried out at all (not the same as a red witness).
     #[error("witness could not run: {0}")]
     Witness(String),

@@ -73,22 +73,27 @@ pub fn github_issue_number(item: &QueueItem) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// Commit the queued diff on the pinned base in the broker's clone and push the branch.
+/// Commit the queued diff on the pinned base in the broker's clone and push the branch: the
+/// item's own (`airlock/<issue-id>-<queue id>`), or `branch` for a follow-up, whose pin is that
+/// branch's head, so the commit lands on it as a fast-forward (never forced).
 /// The commit is deterministic (author time = queue time), so a repeated call pushes the
 /// same commit again, which the remote accepts as a no-op.
 pub fn commit_and_push(
     repository: &str,
     cfg: &RepositoryConfig,
     item: &QueueItem,
+    branch: Option<&str>,
 ) -> Result<Pushed> {
     let token = forge_token(repository, cfg)?;
-    push_with(repository, cfg, item, token.as_deref()).map_err(|e| redact(e, token.as_deref()))
+    push_with(repository, cfg, item, branch, token.as_deref())
+        .map_err(|e| redact(e, token.as_deref()))
 }
 
 fn push_with(
     repository: &str,
     cfg: &RepositoryConfig,
     item: &QueueItem,
+    branch: Option<&str>,
     token: Option<&str>,
 ) -> Result<Pushed> {
     let repo = crate::service::open_clone(&cfg.clone)?;
@@ -118,7 +123,9 @@ fn push_with(
     let commit = repo
         .commit(None, &sig, &sig, &message, &tree, &[&base])
         .map_err(Error::git("committing the approved diff"))?;
-    let branch = branch_name(&item.item.issue_id, item.id);
+    let branch = branch
+        .map(str::to_owned)
+        .unwrap_or_else(|| branch_name(&item.item.issue_id, item.id));
     let refname = format!("refs/heads/{branch}");
     repo.reference(
         &refname,

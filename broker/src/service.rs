@@ -142,6 +142,11 @@ impl Broker {
             Request::Claim(claim) => self.claim(&claim, false),
             Request::RenewClaim(claim) => self.claim(&claim, true),
             Request::ReleaseClaim(release) => self.release_claim(&release),
+            Request::FollowUp { queue_id } => {
+                self.follow_up(queue_id).map(|brief| BrokerReply::FollowUp {
+                    brief: Box::new(brief),
+                })
+            }
         };
         result.unwrap_or_else(|e| BrokerReply::Failed {
             message: e.to_string(),
@@ -223,6 +228,207 @@ impl Broker {
         }
     }
 
+    /// What a follow-up run on queue item `queue_id` starts from: the change request a
+    /// reviewer made on it, the issue, and the head the follow-up must start from.
+    pub fn follow_up(&self, queue_id: i64) -> Result<airlock_protocol::FollowUpBrief> {
+        let item = self
+            .store()
+            .queue_item(queue_id)?
+            .ok_or(Error::UnknownQueueItem(queue_id))?;
+        let request = self.store().change_request(queue_id)?.ok_or_else(|| {
+            Error::Protocol(format!(
+                "no change request on queue item {queue_id}: `airlock-broker request-changes \
+                 {queue_id} --feedback TEXT` records one"
+            ))
+        })?;
+        let issue = self
+            .store()
+            .run(&item.run_id)?
+            .and_then(|r| r.registration.issue);
+        let lineage = self.lineage(&item)?;
+        let base_commit = self.follow_up_base(&item, lineage.as_ref())?;
+        Ok(airlock_protocol::FollowUpBrief {
+            queue_id,
+            repository: item.item.repository.clone(),
+            issue_id: item.item.issue_id.clone(),
+            issue_number: item.issue_number,
+            issue,
+            base_commit,
+            branch: lineage.as_ref().map(|l| l.branch.clone()),
+            pr_url: lineage.and_then(|l| l.pr_url),
+            feedback: request.feedback,
+            requested_by: request.requested_by,
+        })
+    }
+
+    /// The pushed branch (and its pull request) a queue item belongs to: its own when it was
+    /// published, else the one of the item it follows up, if any.
+    fn lineage(&self, item: &QueueItem) -> Result<Option<Lineage>> {
+        let mut current = item.clone();
+        // Each step goes to an older queue item, so the walk ends; the bound guards a damaged
+        // store.
+        for _ in 0..1000 {
+            if current.status == QueueStatus::Published
+                && let Some(branch) = &current.branch
+            {
+                return Ok(Some(Lineage {
+                    branch: branch.clone(),
+                    pr_url: current.pr_url.clone(),
+                }));
+            }
+            let parent = self
+                .store()
+                .run(&current.run_id)?
+                .and_then(|r| r.registration.follow_up_of);
+            let Some(parent) = parent.filter(|p| *p < current.id) else {
+                return Ok(None);
+            };
+            current = self
+                .store()
+                .queue_item(parent)?
+                .ok_or(Error::UnknownQueueItem(parent))?;
+        }
+        Ok(None)
+    }
+
+    /// For a follow-up's queue item, the branch (and pull request) its commit goes to.
+    fn follow_up_lineage(&self, item: &QueueItem) -> Result<Option<Lineage>> {
+        let follow_up_of = self
+            .store()
+            .run(&item.run_id)?
+            .and_then(|r| r.registration.follow_up_of);
+        match follow_up_of {
+            Some(parent) => {
+                let parent = self
+                    .store()
+                    .queue_item(parent)?
+                    .ok_or(Error::UnknownQueueItem(parent))?;
+                self.lineage(&parent)
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The branch approving `item` pushes: a follow-up's lineage branch, else the item's own.
+    pub fn branch_to_push(&self, item: &QueueItem) -> Result<String> {
+        Ok(match self.follow_up_lineage(item)? {
+            Some(l) => l.branch,
+            None => publish::branch_name(&item.item.issue_id, item.id),
+        })
+    }
+
+    /// The head of `branch` as the broker pushed it: the commit of the latest published item
+    /// on it.
+    fn branch_head(&self, repository: &str, branch: &str) -> Result<Option<String>> {
+        Ok(self
+            .store()
+            .queue()?
+            .into_iter()
+            .filter(|i| {
+                i.status == QueueStatus::Published
+                    && i.item.repository == repository
+                    && i.branch.as_deref() == Some(branch)
+            })
+            .max_by_key(|i| i.id)
+            .and_then(|i| i.commit))
+    }
+
+    /// Where a follow-up of `item` must start: the head of the branch its lineage was pushed
+    /// to, or the item's own pin when nothing was published.
+    fn follow_up_base(&self, item: &QueueItem, lineage: Option<&Lineage>) -> Result<String> {
+        match lineage {
+            Some(l) => self
+                .branch_head(&item.item.repository, &l.branch)?
+                .ok_or_else(|| {
+                    Error::Protocol(format!(
+                        "branch {} of queue item {} has no published commit",
+                        l.branch, item.id
+                    ))
+                }),
+            None => Ok(item.item.base_commit.clone()),
+        }
+    }
+
+    /// A follow-up's registration is checked against what the broker did: the queue item
+    /// exists, changes were requested on it, it is of the same repository and issue, and the
+    /// run starts from the head of the branch the broker pushed.
+    fn check_follow_up(&self, run: &RunRegistration, queue_id: i64) -> Result<()> {
+        let item = self.store().queue_item(queue_id)?.ok_or_else(|| {
+            Error::Registration(format!(
+                "follow_up_of names queue item {queue_id}, which does not exist"
+            ))
+        })?;
+        if self.store().change_request(queue_id)?.is_none() {
+            return Err(Error::Registration(format!(
+                "follow_up_of names queue item {queue_id}, on which no changes were requested"
+            )));
+        }
+        if item.item.repository != run.repository || item.item.issue_id != run.issue_id {
+            return Err(Error::Registration(format!(
+                "queue item {queue_id} is for {} {}, not {} {}",
+                item.item.repository, item.item.issue_id, run.repository, run.issue_id
+            )));
+        }
+        let lineage = self.lineage(&item)?;
+        let base = self.follow_up_base(&item, lineage.as_ref())?;
+        if run.base_commit != base {
+            return Err(Error::Registration(format!(
+                "a follow-up of queue item {queue_id} must start from {base}, {}; base_commit {} \
+                 is not",
+                match &lineage {
+                    Some(l) => format!("the head of branch {} the broker pushed", l.branch),
+                    None => "the item's pin (nothing was published)".to_owned(),
+                },
+                run.base_commit
+            )));
+        }
+        Ok(())
+    }
+
+    /// Record a reviewer's request for changes on queue item `id`, with their feedback (the
+    /// follow-up run's input; a person's text, shown to the agent as data). A queued item is
+    /// denied with the feedback as the reason (the run is told APPROVAL_DENIED); a published
+    /// one stays published, its branch and pull request waiting for the follow-up's commit.
+    pub fn request_changes(&self, id: i64, by: &str, feedback: &str) -> Result<QueueItem> {
+        let feedback = feedback.trim();
+        if feedback.is_empty() || feedback.chars().count() > MAX_FEEDBACK_CHARS {
+            return Err(Error::BadFeedback {
+                max: MAX_FEEDBACK_CHARS,
+            });
+        }
+        self.expire()?;
+        let item = self
+            .store()
+            .queue_item(id)?
+            .ok_or(Error::UnknownQueueItem(id))?;
+        let item = match item.status {
+            QueueStatus::Queued => self.deny(id, by, &change_request_reason(feedback))?,
+            QueueStatus::Published => {
+                self.journal.record(
+                    &item.run_id,
+                    Event::BrokerDecision {
+                        code: "CHANGES_REQUESTED".to_owned(),
+                        detail: Some(format!(
+                            "queue item {id}, branch {}: {by} requested changes",
+                            item.branch.as_deref().unwrap_or("")
+                        )),
+                    },
+                )?;
+                item
+            }
+            other => {
+                return Err(Error::WrongState {
+                    id,
+                    status: other.as_str().to_owned(),
+                    action: "request changes".to_owned(),
+                });
+            }
+        };
+        self.store()
+            .record_change_request(id, by, feedback, unix_now())?;
+        Ok(item)
+    }
+
     /// Register a run after checking it against the configuration.
     pub fn register_run(&self, run: &RunRegistration) -> Result<()> {
         if run.run_id.trim().is_empty() || run.run_id.len() > 200 {
@@ -276,6 +482,9 @@ impl Broker {
             .check_command(&run.test_command)
             .map_err(Error::Registration)?;
         self.check_test_env(run, repo_cfg)?;
+        if let Some(queue_id) = run.follow_up_of {
+            self.check_follow_up(run, queue_id)?;
+        }
         self.store().register_run(run, unix_now())
     }
 
@@ -436,6 +645,17 @@ impl Broker {
                 ));
             }
             RunState::Active => {}
+        }
+        // A follow-up still starts from the branch head: nothing was published on the branch
+        // since it registered.
+        if let Some(queue_id) = run.follow_up_of
+            && let Err(e) = self.check_follow_up(run, queue_id)
+        {
+            return Ok(refuse_policy(
+                "base_commit",
+                "follow_up_on_branch_head",
+                &e.to_string(),
+            ));
         }
         // 1. Schema.
         let call: OpenPr = match airlock_schemas::parse::<OpenPr>(args) {
@@ -886,22 +1106,48 @@ impl Broker {
         item: &QueueItem,
     ) -> Result<()> {
         let id = item.id;
-        let pushed = publish::commit_and_push(repository, repo_cfg, item)?;
+        // A follow-up's commit goes on top of the branch its lineage was pushed to, as a
+        // fast-forward, and the pull request that branch belongs to shows it: no new one.
+        let lineage = self.follow_up_lineage(item)?;
+        if let Some(l) = &lineage {
+            let head = self.branch_head(repository, &l.branch)?.unwrap_or_default();
+            if head != item.item.base_commit {
+                return Err(Error::FollowUpStale {
+                    id,
+                    branch: l.branch.clone(),
+                    base: item.item.base_commit.clone(),
+                    head,
+                });
+            }
+        }
+        let branch = lineage.as_ref().map(|l| l.branch.as_str());
+        let pushed = publish::commit_and_push(repository, repo_cfg, item, branch)?;
         self.store()
             .record_push(id, &pushed.branch, &pushed.commit)?;
-        let pr_url = self.forge.open_draft(repository, repo_cfg, item, &pushed)?;
+        let pr_url = match &lineage {
+            Some(l) => l.pr_url.clone(),
+            None => self.forge.open_draft(repository, repo_cfg, item, &pushed)?,
+        };
         self.store().record_published(id, pr_url.as_deref())?;
+        let pull = match (&lineage, &pr_url) {
+            (Some(_), Some(url)) => format!("; pull request {url} updated"),
+            (None, Some(url)) => format!("; draft pull request {url}"),
+            _ => String::new(),
+        };
         self.journal.record(
             &item.run_id,
             Event::BrokerDecision {
                 code: "PUBLISHED".to_owned(),
-                detail: Some(match &pr_url {
-                    Some(url) => format!(
-                        "pushed {} at {}; draft pull request {url}",
-                        pushed.branch, pushed.commit
-                    ),
-                    None => format!("pushed {} at {}", pushed.branch, pushed.commit),
-                }),
+                detail: Some(format!(
+                    "pushed {} at {}{}{pull}",
+                    pushed.branch,
+                    pushed.commit,
+                    if lineage.is_some() {
+                        " (a follow-up commit)"
+                    } else {
+                        ""
+                    }
+                )),
             },
         )?;
         Ok(())
@@ -1031,6 +1277,26 @@ fn set_aside_note(changes: &changes::ChangeSet, flags: &[String]) -> String {
         ));
     }
     note
+}
+
+/// The longest feedback a request for changes takes, in characters.
+pub const MAX_FEEDBACK_CHARS: usize = 16_000;
+
+/// The branch (and its pull request) a line of follow-ups is pushed to.
+struct Lineage {
+    branch: String,
+    pr_url: Option<String>,
+}
+
+/// The denial reason a request for changes on a queued item becomes: its lines joined into one
+/// (a reason is one line), marked as a change request.
+pub fn change_request_reason(feedback: &str) -> String {
+    let joined = feedback.split_whitespace().collect::<Vec<_>>().join(" ");
+    if joined.is_empty() {
+        String::new()
+    } else {
+        format!("changes requested: {joined}")
+    }
 }
 
 fn refuse_policy(offending: &str, rule: &str, reason: &str) -> IntakeOutcome {

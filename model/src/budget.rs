@@ -71,6 +71,18 @@ impl Budget {
         }
     }
 
+    /// A budget with these limits that has already spent `spent`: a parked run that is
+    /// resumed keeps counting from where it stopped.
+    pub fn with_spent(limits: BudgetLimits, spent: RunTotals) -> Self {
+        Budget {
+            limits,
+            state: Arc::new(Mutex::new(State {
+                totals: spent,
+                records: Vec::new(),
+            })),
+        }
+    }
+
     /// A budget that only meters.
     pub fn unlimited() -> Self {
         Budget::new(BudgetLimits::default())

@@ -54,6 +54,45 @@ pub struct RunRegistration {
     /// it; the broker never acts on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issue: Option<IssueText>,
+    /// For a follow-up run: the queue item a reviewer requested changes on. The broker checks
+    /// that `base_commit` is the head of the branch it pushed for that item (its pin when it
+    /// was never published), queues the run's pull request as a follow-up of it, and on
+    /// approval pushes a new commit to the same branch instead of opening a new pull request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow_up_of: Option<i64>,
+}
+
+/// What a follow-up run starts from: the change request a reviewer made on a queue item, as
+/// the broker answers `follow_up`. The feedback is a reviewer's text: data for the agent,
+/// screened like any text it is shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FollowUpBrief {
+    /// The queue item changes were requested on.
+    pub queue_id: i64,
+    /// Repository name as configured in `broker.toml`.
+    pub repository: String,
+    /// The issue the item is for.
+    pub issue_id: String,
+    /// Its GitHub number, when the run that queued the item registered one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue_number: Option<u64>,
+    /// The issue's text as that run registered it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue: Option<IssueText>,
+    /// Where the follow-up must start: the head of the branch the broker pushed for the item,
+    /// or the item's pin when it was never published.
+    pub base_commit: String,
+    /// The pushed branch the follow-up's commit will go to, when the item was published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// The draft pull request the branch belongs to, when one was opened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr_url: Option<String>,
+    /// The reviewer's feedback, as written.
+    pub feedback: String,
+    /// Who requested the changes.
+    pub requested_by: String,
 }
 
 /// The text of the issue a run works on.
@@ -126,6 +165,12 @@ pub enum Request {
     /// `release_claim`: end `holder`'s claim, as done (no worker takes the issue again) or
     /// abandoned (another worker may take it at once). Answered [`BrokerReply::Released`].
     ReleaseClaim(ClaimRelease),
+    /// `follow_up`: what a follow-up run on queue item `queue_id` needs (the branch head, the
+    /// issue and the reviewer's feedback).
+    FollowUp {
+        /// The queue item changes were requested on.
+        queue_id: i64,
+    },
 }
 
 /// One issue of one repository, as claims name it.
@@ -249,13 +294,14 @@ impl Request {
             Request::Claim(_) => "claim",
             Request::RenewClaim(_) => "renew_claim",
             Request::ReleaseClaim(_) => "release_claim",
+            Request::FollowUp { .. } => "follow_up",
         }
     }
 }
 
 /// One request line as it travels: `op` is `register_run`, `open_pr`, `decision`, `claim`,
-/// `renew_claim` or `release_claim`, with that operation's fields. [`Request`] is what both
-/// sides handle.
+/// `renew_claim`, `release_claim` or `follow_up`, with that operation's fields. [`Request`] is
+/// what both sides handle.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct WireRequest {
     /// The operation.
@@ -278,6 +324,9 @@ pub struct WireRequest {
     /// For `release_claim`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<ClaimRelease>,
+    /// For `follow_up`: the queue item changes were requested on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_id: Option<i64>,
 }
 
 impl TryFrom<WireRequest> for Request {
@@ -318,9 +367,13 @@ impl TryFrom<WireRequest> for Request {
                         .to_owned(),
                 ),
             },
+            "follow_up" => match w.queue_id {
+                Some(queue_id) => Ok(Request::FollowUp { queue_id }),
+                None => Err("follow_up needs \"queue_id\"".to_owned()),
+            },
             other => Err(format!(
                 "unknown op {other:?} (expected register_run, open_pr, decision, claim, \
-                 renew_claim or release_claim)"
+                 renew_claim, release_claim or follow_up)"
             )),
         }
     }
@@ -359,6 +412,11 @@ impl From<Request> for WireRequest {
             Request::ReleaseClaim(release) => WireRequest {
                 op,
                 release: Some(release),
+                ..WireRequest::default()
+            },
+            Request::FollowUp { queue_id } => WireRequest {
+                op,
+                queue_id: Some(queue_id),
                 ..WireRequest::default()
             },
         }
@@ -423,6 +481,11 @@ pub enum BrokerReply {
         /// The label on the forge (removed when abandoned).
         forge: ForgeMark,
     },
+    /// The answer to `follow_up`: what the follow-up run starts from.
+    FollowUp {
+        /// The change request and the branch head.
+        brief: Box<FollowUpBrief>,
+    },
     /// The broker could not do its job (not a verdict on the submission).
     Failed {
         /// What went wrong.
@@ -456,6 +519,7 @@ mod tests {
             (r#"{"op": "decision"}"#, "decision needs \"run_id\""),
             (r#"{"op": "claim"}"#, "claim needs \"claim\""),
             (r#"{"op": "release_claim"}"#, "release_claim needs"),
+            (r#"{"op": "follow_up"}"#, "follow_up needs \"queue_id\""),
             (
                 r#"{"op": "approve", "run_id": "r"}"#,
                 "unknown op \"approve\"",

@@ -94,11 +94,13 @@ enum Command {
     #[command(subcommand)]
     Audit(audit::AuditCommand),
     /// Turn one issue on one pinned commit into a queued pull request or an escalation.
-    /// Exit codes: 0 pull request queued, 3 escalated, 4 issue not ready, 2 error.
+    /// Exit codes: 0 pull request queued, 3 escalated, 4 issue not ready, 5 parked (a budget
+    /// stopped it; see `airlock resume`), 2 error.
     Run(run::RunArgs),
     /// Run many issues of one repository on one pin: one mirror and index, triage of every
     /// issue first, then the ready ones N at a time, and a summary table. Exit codes: the worst
-    /// outcome: 2 an error, 3 an escalation, 4 an issue skipped, 0 every issue queued.
+    /// outcome: 2 an error, 3 an escalation, 5 a run parked, 4 an issue skipped, 0 every issue
+    /// queued.
     Batch(triggers::BatchArgs),
     /// Poll GitHub for open issues with a label and run each (claimed through the broker, so
     /// several watchers never run one issue twice). Exit codes: 0 stopped, 2 error.
@@ -107,6 +109,9 @@ enum Command {
     /// `@airlock` mention starts a run, a review asking for changes queues a follow-up.
     /// Exit codes: 2 error (it serves until stopped).
     Webhook(triggers::WebhookArgs),
+    /// Continue a parked run (one a budget stopped) with more budget, from its kept worktree
+    /// and conversation. Exit codes as for `airlock run`; 2 also when the run expired.
+    Resume(run::ResumeArgs),
     /// A sandboxed reader worker (started by `airlock run`; not for direct use).
     #[command(hide = true)]
     ReaderWorker(run::ReaderWorkerArgs),
@@ -183,6 +188,7 @@ pub fn run() -> ExitCode {
         Command::Eval(cmd) => retrieval::eval(cmd),
         Command::Audit(cmd) => audit::run(cmd),
         Command::Run(args) => run::run(args, cli.quiet),
+        Command::Resume(args) => run::resume(args, cli.quiet),
         Command::ReaderWorker(args) => run::reader_worker(args),
         Command::Batch(args) => triggers::batch(args),
         Command::Watch(args) => triggers::watch_command(args),

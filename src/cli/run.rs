@@ -4,12 +4,15 @@
 //! `airlock run` streams its progress on stderr: turn N of M with the tokens and cost so far,
 //! each tool with its one-line result; JSON lines with `--json`.
 //!
-//! Exit codes of `airlock run`: 0 a pull request is queued for a human; 3 the run escalated
-//! (by the model, a budget, or the confidence floor); 4 triage found the issue not ready
-//! (needs-info or needs-triage; no model call was made); 2 an operational error.
+//! Exit codes of `airlock run` and `airlock resume`: 0 a pull request is queued for a human; 3
+//! the run escalated (by the model, a budget that does not park, or the confidence floor); 4
+//! triage found the issue not ready (needs-info or needs-triage; no model call was made); 5 a
+//! budget (`max_turns`, `max_full_runs`, the model's) stopped the run and it is parked for
+//! `airlock resume`; 2 an operational error (an expired parked run included).
 
 use airlock_supervisor::RunEnd;
 use airlock_supervisor::github::IssueSource;
+use airlock_supervisor::park::Additions;
 use airlock_supervisor::progress::ProgressMode;
 use airlock_supervisor::runner::{self, Overrides, RunArgs as SupervisorArgs};
 use anyhow::Context;
@@ -31,8 +34,14 @@ pub struct RunArgs {
     /// The issue: a GitHub issue (https://github.com/OWNER/REPO/issues/N or
     /// github:OWNER/REPO#N, fetched with `[github]` of airlock.toml), or a JSON file or
     /// Markdown with front matter (id, title, labels); `-` for stdin.
-    #[arg(long, value_parser = parse_issue_source)]
-    issue: IssueSource,
+    #[arg(long, value_parser = parse_issue_source, required_unless_present = "follow_up")]
+    issue: Option<IssueSource>,
+    /// Follow up queue item N, on which a reviewer requested changes (`airlock-broker
+    /// request-changes`): the broker gives the issue, the feedback and the head of the branch
+    /// it pushed, where the run starts; approved, its commit goes to the same branch and pull
+    /// request. Needs --repo (where the branch was pushed); not --commit.
+    #[arg(long, value_name = "N", conflicts_with_all = ["issue", "commit"])]
+    follow_up: Option<i64>,
     /// Model spec (openai:MODEL, anthropic:MODEL, ollama:MODEL, scripted:PATH, replay:PATH, ...).
     #[arg(long)]
     model: Option<String>,
@@ -49,6 +58,42 @@ pub struct RunArgs {
     keep: bool,
     /// Print the outcome document as JSON instead of a summary, and stream progress on stderr
     /// as JSON lines (one object per event) instead of readable lines.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `airlock resume`.
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The parked run's id (printed by `airlock run`, the name of its directory under the runs
+    /// root).
+    run: String,
+    /// More supervisor turns (for a run parked on max_turns).
+    #[arg(long, default_value_t = 0)]
+    add_turns: u32,
+    /// More US dollars of model spend (for a run parked on the model's max_cost_usd).
+    #[arg(long, default_value_t = 0.0)]
+    add_usd: f64,
+    /// More full test runs (for a run parked on max_full_runs).
+    #[arg(long, default_value_t = 0)]
+    add_full_runs: u32,
+    /// More model tokens (for a run parked on the model's max_tokens).
+    #[arg(long, default_value_t = 0)]
+    add_tokens: u64,
+    /// More model calls (for a run parked on the model's max_calls).
+    #[arg(long, default_value_t = 0)]
+    add_calls: u64,
+    /// Model spec; default: the one the run started with.
+    #[arg(long)]
+    model: Option<String>,
+    /// airlock.toml: where runs are kept and how long a parked run waits (`[budgets]
+    /// park_max_age`); found as for `airlock run`. The run keeps the settings it started with.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Keep the worktree if the resumed run fails.
+    #[arg(long)]
+    keep: bool,
+    /// Print the outcome document as JSON, and stream progress as JSON lines.
     #[arg(long)]
     json: bool,
 }
@@ -86,23 +131,60 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
         &SupervisorArgs {
             repo: args.repo,
             commit: args.commit,
-            issue: args.issue,
+            issue: match (args.issue, args.follow_up) {
+                (Some(issue), _) => issue,
+                (None, Some(queue_id)) => IssueSource::FollowUp(queue_id),
+                (None, None) => anyhow::bail!("--issue or --follow-up is needed"),
+            },
             model: args.model,
             config: args.config,
             exe,
             fetch: args.fetch,
             keep: args.keep,
-            progress: if quiet {
-                ProgressMode::Quiet
-            } else if args.json {
-                ProgressMode::Json
-            } else {
-                ProgressMode::Human
-            },
+            progress: progress_mode(quiet, args.json),
         },
         Overrides::default(),
     )?;
-    if args.json {
+    report_run(&report, args.json)
+}
+
+fn progress_mode(quiet: bool, json: bool) -> ProgressMode {
+    if quiet {
+        ProgressMode::Quiet
+    } else if json {
+        ProgressMode::Json
+    } else {
+        ProgressMode::Human
+    }
+}
+
+/// `airlock resume`.
+pub fn resume(args: ResumeArgs, quiet: bool) -> anyhow::Result<ExitCode> {
+    let exe = std::env::current_exe().context("locating the airlock binary for reader workers")?;
+    let report = runner::resume_run(
+        &runner::ResumeArgs {
+            run_id: args.run,
+            add: Additions {
+                turns: args.add_turns,
+                full_runs: args.add_full_runs,
+                usd: args.add_usd,
+                tokens: args.add_tokens,
+                calls: args.add_calls,
+            },
+            model: args.model,
+            config: args.config,
+            exe,
+            keep: args.keep,
+            progress: progress_mode(quiet, args.json),
+        },
+        Overrides::default(),
+    )?;
+    report_run(&report, args.json)
+}
+
+/// Print what a run ended with (the outcome document with `json`) and return its exit code.
+fn report_run(report: &runner::RunReport, json: bool) -> anyhow::Result<ExitCode> {
+    if json {
         let text = std::fs::read_to_string(&report.outcome_path)
             .with_context(|| format!("reading {}", report.outcome_path.display()))?;
         out!("{text}");
@@ -116,12 +198,26 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
                 pr_queued,
                 stop,
             } => {
-                let summary = &outcome.summary;
+                // The model's words: escaped for the terminal like every agent text.
+                let summary = airlock_policies::terminal::escaped(&outcome.summary);
                 if *pr_queued {
                     outln!("pull request queued for review: {summary}");
                 } else {
                     outln!("escalated ({stop}): {summary}");
                 }
+            }
+            RunEnd::Parked {
+                outcome,
+                stop,
+                parked,
+            } => {
+                let summary = airlock_policies::terminal::escaped(&outcome.summary);
+                outln!("{stop}: {summary}");
+                outln!(
+                    "resume: airlock resume {} {}",
+                    report.run_id,
+                    parked.budget.flag()
+                );
             }
         }
         outln!("run: {} at {}", report.run_id, report.base_commit);

@@ -3,8 +3,8 @@
 //! `airlock_supervisor::triggers`.
 //!
 //! Exit codes of `airlock batch`: the worst outcome of its issues, worst first: 2 an error
-//! (the batch's own, or one run's), 3 an escalation, 4 an issue skipped (not ready, or claimed
-//! by another worker), 0 every issue queued a pull request.
+//! (the batch's own, or one run's), 3 an escalation, 5 a run parked by a budget, 4 an issue
+//! skipped (not ready, or claimed by another worker), 0 every issue queued a pull request.
 
 use airlock_policies::terminal::escaped;
 use airlock_supervisor::progress::ProgressMode;
@@ -159,6 +159,7 @@ fn outcome_line(issue: &str, outcome: &WorkOutcome) -> String {
                 RunResult::PrQueued => "pull request queued",
                 RunResult::Escalated => "escalated",
                 RunResult::NotReady => "not ready",
+                RunResult::Parked => "parked (airlock resume continues it)",
             };
             let lost = claim_lost
                 .as_deref()
@@ -314,6 +315,7 @@ fn print_table(report: &BatchReport) {
                     RunResult::PrQueued => "pr queued",
                     RunResult::Escalated => "escalated",
                     RunResult::NotReady => "not ready",
+                    RunResult::Parked => "parked",
                 },
                 summary.clone(),
                 run_id.clone(),

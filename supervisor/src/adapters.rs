@@ -475,6 +475,25 @@ enum Reached {
     TimedOut,
 }
 
+impl BrokerSocket {
+    /// Ask the broker what a follow-up run on queue item `queue_id` starts from (the
+    /// `follow_up` operation): the branch head, the issue and the reviewer's feedback.
+    pub fn follow_up(&self, queue_id: i64) -> PortResult<airlock_protocol::FollowUpBrief> {
+        let request = airlock_protocol::Request::FollowUp { queue_id };
+        match self.exchange(&wire(&request)?)? {
+            BrokerReply::FollowUp { brief } => Ok(*brief),
+            BrokerReply::Failed { message } => Err(ToolFailure::new("broker_refused", message)),
+            other => Err(ToolFailure::new(
+                "broker_protocol",
+                format!(
+                    "the broker answered follow_up with {}",
+                    serde_json::to_string(&other).unwrap_or_default()
+                ),
+            )),
+        }
+    }
+}
+
 impl PrSink for BrokerSocket {
     fn register_run(&mut self, run: &RunRegistration) -> PortResult<()> {
         // The typed registration: optional fields (the GitHub number, the reconnect window)

@@ -210,7 +210,8 @@ pub struct WriteConfig {
     pub allowlist: Vec<String>,
 }
 
-/// `[budgets]`: the limits that end a run as an escalation when reached.
+/// `[budgets]`: the limits of a run. `max_turns` and `max_full_runs` (like the model's own
+/// budget) park the run when reached; the others end it as an escalation.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Budgets {
@@ -228,7 +229,16 @@ pub struct Budgets {
     pub reader_max_turns: u32,
     /// Write refusals tolerated before the run escalates (retrying a refused class counts).
     pub max_refusals: u32,
+    /// How long a parked run (one stopped by `max_turns`, `max_full_runs` or the model's
+    /// budget) waits for `airlock resume` before it expires and its worktree is removed
+    /// (`park_max_age = "7d"`; a number is seconds).
+    #[serde(alias = "park_max_age", deserialize_with = "seconds")]
+    pub park_max_age_secs: u64,
 }
+
+/// How long a parked run waits for `airlock resume` unless `[budgets] park_max_age` says
+/// otherwise: seven days.
+pub const DEFAULT_PARK_MAX_AGE_SECS: u64 = 7 * 24 * 3600;
 
 impl Default for Budgets {
     fn default() -> Self {
@@ -240,6 +250,7 @@ impl Default for Budgets {
             reader_max_reads: 40,
             reader_max_turns: 20,
             max_refusals: 3,
+            park_max_age_secs: DEFAULT_PARK_MAX_AGE_SECS,
         }
     }
 }

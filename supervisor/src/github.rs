@@ -88,6 +88,9 @@ pub enum IssueSource {
     File(PathBuf),
     /// An issue on GitHub.
     GitHub(GithubIssueRef),
+    /// A follow-up of queue item N on which a reviewer requested changes: the issue, the
+    /// branch head and the feedback come from the broker.
+    FollowUp(i64),
 }
 
 /// One GitHub issue, by repository and number.

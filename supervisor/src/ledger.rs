@@ -10,8 +10,27 @@ use crate::trajectory::{Trajectory, TrajectoryError};
 use airlock_audit::{
     AuditLog, Event, ReadBy, ScreenContext, Screened, ScreenedFinding, SourceKind,
 };
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
+
+/// What a ledger knows of its run beyond the records it wrote: what a parked run keeps so that
+/// `airlock resume` continues with the same counters, facts and worktree state.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LedgerState {
+    /// The counters.
+    pub counts: Counters,
+    /// What the outcome may state about the run.
+    pub facts: RunFacts,
+    /// The worktree's state.
+    pub work: WorkState,
+    /// The warm start's search candidates (paths), in rank order.
+    pub candidates: Vec<String>,
+    /// Paths read by the supervisor.
+    pub read_paths: BTreeSet<String>,
+    /// Tokens and cost so far.
+    pub usage: UsageSoFar,
+}
 
 /// A record of the run could not be kept (a run without its record must not go on).
 #[derive(Debug, thiserror::Error)]
@@ -28,7 +47,7 @@ pub enum LedgerError {
 pub type Result<T> = std::result::Result<T, LedgerError>;
 
 /// The budgets' counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Counters {
     /// Model turns of the supervisor.
     pub turns: u32,
@@ -43,7 +62,7 @@ pub struct Counters {
 }
 
 /// What the run has done to the worktree, as `open_pr`'s gate and the test verdicts need it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkState {
     /// Something was written.
     pub wrote: bool,
@@ -105,6 +124,36 @@ impl<'a> Ledger<'a> {
             read_paths: BTreeSet::new(),
             usage: UsageSoFar::default(),
         }
+    }
+
+    /// The state a parked run keeps.
+    pub fn state(&self) -> LedgerState {
+        LedgerState {
+            counts: self.counts,
+            facts: self.facts.clone(),
+            work: self.work.clone(),
+            candidates: self.candidates.clone(),
+            read_paths: self.read_paths.clone(),
+            usage: self.usage,
+        }
+    }
+
+    /// Take up a parked run's state.
+    pub fn restore(&mut self, state: LedgerState) {
+        let LedgerState {
+            counts,
+            facts,
+            work,
+            candidates,
+            read_paths,
+            usage,
+        } = state;
+        self.counts = counts;
+        self.facts = facts;
+        self.work = work;
+        self.candidates = candidates;
+        self.read_paths = read_paths;
+        self.usage = usage;
     }
 
     /// The run id.

@@ -19,6 +19,7 @@ pub mod init;
 pub mod issue;
 pub mod ledger;
 pub mod outcome;
+pub mod park;
 pub mod ports;
 pub mod prepare;
 pub mod progress;
@@ -35,7 +36,7 @@ pub mod warm_start;
 
 pub use config::Config;
 pub use issue::Issue;
-pub use session::{Env, RunEnd, RunSpec, run};
+pub use session::{Env, RunEnd, RunSpec, resume, run};
 
 /// Exit code: a pull request is queued for a human.
 pub const EXIT_PR_QUEUED: u8 = 0;
@@ -45,6 +46,8 @@ pub const EXIT_ERROR: u8 = 2;
 pub const EXIT_ESCALATED: u8 = 3;
 /// Exit code: triage found the issue not ready (needs-info or needs-triage); no model call.
 pub const EXIT_NOT_READY: u8 = 4;
+/// Exit code: a budget stopped the run and it is parked; `airlock resume RUN` continues it.
+pub const EXIT_PARKED: u8 = 5;
 
 impl RunEnd {
     /// The documented exit code of this end.
@@ -55,6 +58,7 @@ impl RunEnd {
                 pr_queued: true, ..
             } => EXIT_PR_QUEUED,
             RunEnd::Finished { .. } => EXIT_ESCALATED,
+            RunEnd::Parked { .. } => EXIT_PARKED,
         }
     }
 }

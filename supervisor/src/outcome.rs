@@ -43,7 +43,7 @@ pub fn extract_json_object(text: &str) -> Result<Value, String> {
 }
 
 /// Facts the supervisor knows about the run when it judges or writes an outcome.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunFacts {
     /// An `open_pr` call was accepted by the broker.
     pub pr_accepted: bool,
@@ -161,6 +161,27 @@ pub fn apply_confidence_floor(outcome: &mut Outcome) -> Option<String> {
 /// The escalation the supervisor writes when the run ends without a usable final message:
 /// what was established, what was ruled out, and what to read next, from the run's record.
 pub fn supervisor_escalation(reason: &str, facts: &RunFacts) -> Outcome {
+    written_from_facts(&format!("Escalated by the supervisor: {reason}."), facts)
+}
+
+/// The outcome of a parked run when the model could not write its own summary (the model's
+/// budget was spent, or its closing answer was unusable): derived from the run's record. It
+/// is an escalation, as the output contract makes every reached limit; the run's document says
+/// it is parked and how to resume it.
+pub fn supervisor_parked(reason: &str, facts: &RunFacts) -> Outcome {
+    written_from_facts(
+        &format!("Parked by the supervisor: {reason}; `airlock resume` can continue it."),
+        facts,
+    )
+}
+
+/// Mark the model's own closing summary of a parked run as such, keeping its content.
+pub fn mark_parked(outcome: &mut Outcome, reason: &str) {
+    outcome.outcome = OutcomeKind::Escalate;
+    outcome.summary = format!("Parked by the supervisor: {reason}. {}", outcome.summary);
+}
+
+fn written_from_facts(opening: &str, facts: &RunFacts) -> Outcome {
     let list = |items: &[String], none: &str| {
         if items.is_empty() {
             none.to_string()
@@ -185,7 +206,7 @@ pub fn supervisor_escalation(reason: &str, facts: &RunFacts) -> Outcome {
     );
     Outcome {
         outcome: OutcomeKind::Escalate,
-        summary: format!("Escalated by the supervisor: {reason}. {established} {ruled_out} {next}"),
+        summary: format!("{opening} {established} {ruled_out} {next}"),
         root_cause: "not established".into(),
         files_changed: facts.files_written.clone(),
         tests_added: Vec::new(),

@@ -24,7 +24,7 @@ pub enum ProgressMode {
 }
 
 /// Tokens and cost of every model call so far (the supervisor's and its readers').
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, serde::Deserialize)]
 pub struct UsageSoFar {
     /// Model calls made.
     pub calls: u64,

@@ -9,14 +9,16 @@ use crate::config::{Config, ConfigError};
 use crate::delegate::ReaderLauncher;
 use crate::github::{GithubClient, GithubError, IssueSource};
 use crate::issue::{Issue, IssueError};
+use crate::park::{self, Additions, ParkError, ParkedRun};
 use crate::ports::{PrSink, Retrieval, TestRunner};
 use crate::second_opinion::SecondOpinion;
-use crate::session::{self, Env, RunEnd, RunSpec, SessionError};
+use crate::session::{self, Env, Resumed, RunEnd, RunSpec, SessionError};
 use crate::trajectory::{Trajectory, TrajectoryError};
 use airlock_audit::AuditLog;
 use airlock_checkout::MirrorCache;
-use airlock_model::{Budget, ChatModel, Metered, ModelConfig};
+use airlock_model::{Budget, ChatModel, Metered, ModelConfig, RunTotals};
 use airlock_policies::Policy;
+use airlock_protocol::FollowUpBrief;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -78,6 +80,17 @@ pub enum RunError {
     /// The loop stopped on an error.
     #[error(transparent)]
     Session(#[from] SessionError),
+    /// The broker could not say what a follow-up starts from.
+    #[error("follow-up of queue item {queue_id}: {message}")]
+    FollowUp {
+        /// The queue item.
+        queue_id: i64,
+        /// The broker's answer or the connection's failure.
+        message: String,
+    },
+    /// A parked run cannot be read, written or resumed.
+    #[error(transparent)]
+    Park(#[from] ParkError),
     /// The run stopped on an error after it began: its outcome document says so.
     #[error("{source} (run {run_id} failed; its outcome: {})", outcome.display())]
     Failed {
@@ -218,6 +231,7 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
         refresh,
         clone_token,
         record: intake_record,
+        follow_up: intake_follow_up,
     } = intake(args, &config)?;
     let spec_text = args
         .model
@@ -239,6 +253,12 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
     let commit = mirror.resolve(&rev)?;
     let mut intake_record = intake_record;
     intake_record["pin"]["commit"] = json!(commit.as_str());
+    // Parked runs past their age are cleaned before a new one starts.
+    park::expire_old(
+        &config.paths.runs_root,
+        config.budgets.park_max_age_secs,
+        park::unix_now(),
+    );
     let run_id = next_run_id(&config.paths.runs_root, &issue.id, commit.as_str());
     let run_dir = config.paths.runs_root.join(&run_id);
     let worktree_dir = run_dir.join("worktree");
@@ -254,153 +274,404 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
         issue_id: issue.id.clone(),
         audit_log: config.paths.audit_log.clone(),
     };
-    let attempt = move || -> Result<RunReport, RunError> {
-        let worktree = mirror.materialize(&commit, &worktree_dir)?;
-        let tracked = worktree.tracked_files()?;
-        let tracked_for_prepare = tracked.clone();
+    let execution = Execution {
+        config,
+        config_origin,
+        repo,
+        mirror,
+        commit,
+        run_id,
+        run_dir,
+        issue,
+        intake: intake_record,
+        spec_text,
+        model_config,
+        follow_up: intake_follow_up,
+        resume: None,
+    };
+    execute(execution, &args.exe, args.progress, overrides)
+        .map_err(|e| started.failed(e, args.keep))
+}
 
-        let base_policy = Policy::default()?;
-        let policy = if config.write.allowlist.is_empty() {
-            base_policy.for_repo(&repo)?
+/// What `airlock resume` was asked.
+#[derive(Debug, Clone)]
+pub struct ResumeArgs {
+    /// The parked run's id.
+    pub run_id: String,
+    /// What to add to its budgets.
+    pub add: Additions,
+    /// Model spec; the run's own when absent.
+    pub model: Option<String>,
+    /// `airlock.toml` (its runs root and `[budgets] park_max_age`); as for `airlock run`. The
+    /// run's own settings are the ones it was started with.
+    pub config: Option<PathBuf>,
+    /// The `airlock` executable, re-executed as `airlock reader-worker`.
+    pub exe: PathBuf,
+    /// Keep the worktree if the resumed run fails.
+    pub keep: bool,
+    /// How the run's progress is shown on stderr.
+    pub progress: crate::progress::ProgressMode,
+}
+
+/// Continue a parked run with more budget: its worktree, conversation and counters as they
+/// were, its budgets raised by `args.add`. An expired run is refused (and cleaned); so is a
+/// resume that adds nothing to the budget that stopped the run. Other expired parked runs are
+/// cleaned on the way.
+pub fn resume_run(args: &ResumeArgs, overrides: Overrides) -> Result<RunReport, RunError> {
+    let (operator, _) = load_config(args.config.as_deref())?;
+    let runs_root = operator.paths.runs_root.clone();
+    let max_age = operator.budgets.park_max_age_secs;
+    let now = park::unix_now();
+    let mut parked = park::read(&runs_root, &args.run_id)?;
+    let run_dir = runs_root.join(&parked.run_id);
+    if let Err(e) = park::check_not_expired(&parked, max_age, now) {
+        if parked.expired_at.is_none()
+            && let Err(clean) = park::expire(&run_dir, &mut parked, now)
+        {
+            tracing::warn!("cannot clean the expired run {}: {clean}", parked.run_id);
+        }
+        return Err(e.into());
+    }
+    park::expire_old(&runs_root, max_age, now);
+    if !args.add.raises(parked.session.budget) {
+        return Err(ParkError::NothingAdded {
+            run_id: parked.run_id.clone(),
+            budget: parked.session.budget.label(),
+            flag: parked.session.budget.flag(),
+        }
+        .into());
+    }
+    park::raise(&mut parked, &args.add);
+    let ParkedRun {
+        run_id,
+        repo,
+        mirror,
+        base_commit,
+        issue,
+        intake,
+        config,
+        config_origin,
+        model_spec,
+        model_limits,
+        model_spent,
+        session,
+        follow_up,
+        ..
+    } = parked;
+    let mirror = airlock_checkout::Mirror::open(&mirror)?;
+    let commit = mirror.resolve(&base_commit)?;
+    let spec_text = args.model.clone().unwrap_or(model_spec);
+    let mut model_config: ModelConfig = serde_json::from_value(config.model_config_json())
+        .map_err(|e| RunError::Model(format!("[model.config] in {config_origin}: {e}")))?;
+    model_config.budget = model_limits;
+    let started = Started {
+        run_id: run_id.clone(),
+        run_dir: run_dir.clone(),
+        worktree: run_dir.join("worktree"),
+        base_commit: base_commit.clone(),
+        issue_id: issue.id.clone(),
+        audit_log: config.paths.audit_log.clone(),
+    };
+    let execution = Execution {
+        config,
+        config_origin,
+        repo,
+        mirror,
+        commit,
+        run_id,
+        run_dir,
+        issue,
+        intake,
+        spec_text,
+        model_config,
+        follow_up,
+        resume: Some(Resume {
+            resumed: Resumed {
+                session,
+                added: args.add.describe(),
+            },
+            spent: model_spent,
+        }),
+    };
+    execute(execution, &args.exe, args.progress, overrides).map_err(|e| {
+        if reached_the_loop(&e) {
+            started.failed(e, args.keep)
         } else {
-            base_policy.with_allowlist(&config.write.allowlist)?
-        };
-        let audit = AuditLog::open(&config.paths.audit_log)?;
-        // What screening needs: the tree's blob ids (a dismissal holds for one version of a
-        // file) and the dismissals recorded before this run.
-        let screen = airlock_audit::ScreenContext {
-            repository: repo.clone(),
-            blobs: worktree.tracked_blobs()?,
-            dismissed: airlock_audit::load_dismissed_keys(&config.paths.audit_log)?,
-        };
-        let trajectory_path = run_dir.join("trajectory.jsonl");
-        let mut trajectory = Trajectory::create(&trajectory_path)?;
+            // Nothing of the run changed (the broker was down, the model spec is wrong): it
+            // stays parked, to be resumed again.
+            e
+        }
+    })
+}
 
-        let inner = airlock_model::from_spec(&spec_text, &model_config)
-            .map_err(|e| RunError::Model(e.to_string()))?;
-        // Every call, the supervisor's and the readers', is metered against `[model.config.budget]`.
-        let model = Metered::new(inner, Budget::new(model_config.budget.clone()));
+/// Whether a resumed run's error came once its loop had begun (the worktree and the
+/// conversation may have moved on from the parked state), rather than while it was being set up.
+fn reached_the_loop(error: &RunError) -> bool {
+    !matches!(
+        error,
+        RunError::Config(_)
+            | RunError::Usage(_)
+            | RunError::Checkout(_)
+            | RunError::Policy(_)
+            | RunError::Model(_)
+            | RunError::NoBroker { .. }
+            | RunError::Setup { .. }
+            | RunError::Park(_)
+            | RunError::Session(SessionError::Register(_))
+    )
+}
 
-        // The security model, when configured: its key (if it wants one) is read now, so a
-        // variable named but unset stops the run before anything else is done.
-        let mut second_opinion = match &config.security_model {
+/// A parked run taken up again: its loop, and what its model spent before.
+struct Resume {
+    resumed: Resumed,
+    spent: RunTotals,
+}
+
+/// Everything settled before the worktree: a new run's or a parked one's.
+struct Execution {
+    config: Config,
+    config_origin: String,
+    repo: String,
+    mirror: airlock_checkout::Mirror,
+    commit: airlock_checkout::CommitId,
+    run_id: String,
+    run_dir: PathBuf,
+    issue: Issue,
+    intake: Value,
+    spec_text: String,
+    model_config: ModelConfig,
+    follow_up: Option<FollowUpBrief>,
+    resume: Option<Resume>,
+}
+
+/// Wire the real capabilities around the worktree (materialised for a new run, kept for a
+/// parked one), run or resume the session, and write the outcome (and `parked.json` when the
+/// run parks).
+fn execute(
+    x: Execution,
+    exe: &Path,
+    progress_mode: crate::progress::ProgressMode,
+    overrides: Overrides,
+) -> Result<RunReport, RunError> {
+    let Execution {
+        config,
+        config_origin,
+        repo,
+        mirror,
+        commit,
+        run_id,
+        run_dir,
+        issue,
+        intake: intake_record,
+        spec_text,
+        model_config,
+        follow_up,
+        resume,
+    } = x;
+    let worktree_dir = run_dir.join("worktree");
+    if resume.is_none() {
+        mirror.materialize(&commit, &worktree_dir)?;
+    } else if !worktree_dir.is_dir() {
+        return Err(RunError::Setup {
+            what: "the parked worktree",
+            message: format!("{} is missing", worktree_dir.display()),
+        });
+    }
+    let tracked = airlock_checkout::tracked_files(&worktree_dir, &commit)?;
+    let tracked_for_prepare = tracked.clone();
+
+    let base_policy = Policy::default()?;
+    let policy = if config.write.allowlist.is_empty() {
+        base_policy.for_repo(&repo)?
+    } else {
+        base_policy.with_allowlist(&config.write.allowlist)?
+    };
+    let audit = AuditLog::open(&config.paths.audit_log)?;
+    // What screening needs: the tree's blob ids (a dismissal holds for one version of a
+    // file) and the dismissals recorded before this run.
+    let screen = airlock_audit::ScreenContext {
+        repository: repo.clone(),
+        blobs: airlock_checkout::tracked_blobs(&worktree_dir, &commit)?,
+        dismissed: airlock_audit::load_dismissed_keys(&config.paths.audit_log)?,
+    };
+    let trajectory_path = run_dir.join("trajectory.jsonl");
+    let mut trajectory = match resume {
+        None => Trajectory::create(&trajectory_path)?,
+        Some(_) => Trajectory::append(&trajectory_path)?,
+    };
+
+    let inner = airlock_model::from_spec(&spec_text, &model_config)
+        .map_err(|e| RunError::Model(e.to_string()))?;
+    // Every call, the supervisor's and the readers', is metered against `[model.config.budget]`;
+    // a resumed run counts on from what it spent before it parked.
+    let budget = match &resume {
+        None => Budget::new(model_config.budget.clone()),
+        Some(r) => Budget::with_spent(model_config.budget.clone(), r.spent.clone()),
+    };
+    let model = Metered::new(inner, budget);
+
+    // The security model, when configured: its key (if it wants one) is read now, so a
+    // variable named but unset stops the run before anything else is done.
+    let mut second_opinion =
+        match &config.security_model {
             Some(security) => Some(SecondOpinion::connect(security).map_err(|e| {
                 RunError::Model(format!("[security_model] in {config_origin}: {e}"))
             })?),
             None => None,
         };
-        let wt = CheckoutWorktree::open(worktree.path(), tracked).map_err(|e| RunError::Setup {
-            what: "the worktree",
-            message: e.to_string(),
-        })?;
-        let index_dir = config.paths.index_dir.clone();
-        // The worktree is new for every run; the index is the mirror's, so a batch of issues on one
-        // project builds it once and then pays only for blobs it has not seen.
-        let index_key = airlock_codegraph::store::repo_key(mirror.path());
-        let retrieval: Box<dyn Retrieval> = Box::new(
-            CodegraphRetrieval::open(worktree.path(), &index_dir, &index_key, commit.as_str())
-                .map_err(|e| RunError::Setup {
-                    what: "the retrieval index",
-                    message: e.to_string(),
-                })?,
-        );
-        let tests: Box<dyn TestRunner> = match overrides.tests {
-            Some(t) => t,
-            None => Box::new(SandboxTestRunner::new(
-                worktree.path(),
-                config.tests.clone(),
-                PrepareKey {
-                    repo_key: prepare_repo_key(&config, &repo),
-                    commit: commit.as_str().to_string(),
-                    tracked: tracked_for_prepare,
-                    envs_dir: config.paths.envs_dir.clone(),
-                },
-            )),
-        };
-        let readers: Box<dyn ReaderLauncher> = match overrides.readers {
-            Some(r) => r,
-            None => Box::new(SandboxReaderLauncher {
-                exe: args.exe.clone(),
-                worktree: worktree.path().to_path_buf(),
-                index_dir: index_dir.clone(),
-                index_key: index_key.clone(),
+    let wt = CheckoutWorktree::open(&worktree_dir, tracked).map_err(|e| RunError::Setup {
+        what: "the worktree",
+        message: e.to_string(),
+    })?;
+    let index_dir = config.paths.index_dir.clone();
+    // The worktree is new for every run; the index is the mirror's, so a batch of issues on one
+    // project builds it once and then pays only for blobs it has not seen.
+    let index_key = airlock_codegraph::store::repo_key(mirror.path());
+    let retrieval: Box<dyn Retrieval> = Box::new(
+        CodegraphRetrieval::open(&worktree_dir, &index_dir, &index_key, commit.as_str()).map_err(
+            |e| RunError::Setup {
+                what: "the retrieval index",
+                message: e.to_string(),
+            },
+        )?,
+    );
+    let tests: Box<dyn TestRunner> = match overrides.tests {
+        Some(t) => t,
+        None => Box::new(SandboxTestRunner::new(
+            &worktree_dir,
+            config.tests.clone(),
+            PrepareKey {
+                repo_key: prepare_repo_key(&config, &repo),
                 commit: commit.as_str().to_string(),
-                scratch: run_dir.join("readers"),
-                timeout: Duration::from_secs(config.tests.timeout_secs),
-            }),
-        };
-        let mut pr_sink: Box<dyn PrSink> = match overrides.pr_sink {
-            Some(p) => p,
-            None => {
-                let socket = config
-                    .broker
-                    .socket
-                    .clone()
-                    .ok_or_else(|| RunError::NoBroker {
-                        config: config_origin.clone(),
-                    })?;
-                Box::new(
-                    BrokerSocket::new(
-                        &socket,
-                        config.broker.reply_timeout(config.tests.timeout_secs),
-                    )
-                    .reconnecting_for(Duration::from_secs(config.broker.reconnect_secs())),
-                )
-            }
-        };
-
-        let spec = RunSpec {
-            run_id: run_id.clone(),
-            repo: repo.clone(),
-            base_commit: commit.as_str().to_string(),
-            issue,
-            intake: intake_record.clone(),
-            config,
-        };
-        let mut progress = crate::progress::Progress::stderr(args.progress);
-        let mut env = Env {
-            model: &model,
-            retrieval: retrieval.as_ref(),
-            worktree: &wt,
-            policy: &policy,
-            tests: tests.as_ref(),
-            readers: readers.as_ref(),
-            broker: pr_sink.as_mut(),
-            audit: &audit,
-            screen: &screen,
-            second_opinion: second_opinion.as_mut(),
-            trajectory: &mut trajectory,
-            progress: &mut progress,
-        };
-        let end = session::run(&spec, &mut env)?;
-        let model_finish_problem = model.finish().err().map(|e| e.to_string());
-        if let Some(problem) = &model_finish_problem {
-            trajectory.record("model_finish_problem", json!({"problem": problem}))?;
-        }
-
-        let outcome_path = run_dir.join("outcome.json");
-        let mut document = outcome_document(&run_id, commit.as_str(), &spec.issue.id, &end);
-        document["intake"] = intake_record;
-        let usage = ModelUsage::from(&model.budget().totals());
-        document["model_usage"] = serde_json::to_value(usage).unwrap_or_default();
-        trajectory.record("model_usage", document["model_usage"].clone())?;
-        let text = serde_json::to_string_pretty(&document).unwrap_or_default() + "\n";
-        std::fs::write(&outcome_path, text).map_err(|source| RunError::Write {
-            path: outcome_path.clone(),
-            source,
-        })?;
-        Ok(RunReport {
-            run_id,
-            run_dir,
-            base_commit: commit.as_str().to_string(),
-            end,
-            outcome_path,
-            trajectory_path,
-            model_finish_problem,
-            usage,
-        })
+                tracked: tracked_for_prepare,
+                envs_dir: config.paths.envs_dir.clone(),
+            },
+        )),
     };
-    attempt().map_err(|e| started.failed(e, args.keep))
+    let readers: Box<dyn ReaderLauncher> = match overrides.readers {
+        Some(r) => r,
+        None => Box::new(SandboxReaderLauncher {
+            exe: exe.to_path_buf(),
+            worktree: worktree_dir.clone(),
+            index_dir: index_dir.clone(),
+            index_key: index_key.clone(),
+            commit: commit.as_str().to_string(),
+            scratch: run_dir.join("readers"),
+            timeout: Duration::from_secs(config.tests.timeout_secs),
+        }),
+    };
+    let mut pr_sink: Box<dyn PrSink> = match overrides.pr_sink {
+        Some(p) => p,
+        None => {
+            let socket = config
+                .broker
+                .socket
+                .clone()
+                .ok_or_else(|| RunError::NoBroker {
+                    config: config_origin.clone(),
+                })?;
+            Box::new(
+                BrokerSocket::new(
+                    &socket,
+                    config.broker.reply_timeout(config.tests.timeout_secs),
+                )
+                .reconnecting_for(Duration::from_secs(config.broker.reconnect_secs())),
+            )
+        }
+    };
+
+    let spec = RunSpec {
+        run_id: run_id.clone(),
+        repo: repo.clone(),
+        base_commit: commit.as_str().to_string(),
+        issue,
+        intake: intake_record.clone(),
+        config,
+        follow_up,
+    };
+    let mut progress = crate::progress::Progress::stderr(progress_mode);
+    let mut env = Env {
+        model: &model,
+        retrieval: retrieval.as_ref(),
+        worktree: &wt,
+        policy: &policy,
+        tests: tests.as_ref(),
+        readers: readers.as_ref(),
+        broker: pr_sink.as_mut(),
+        audit: &audit,
+        screen: &screen,
+        second_opinion: second_opinion.as_mut(),
+        trajectory: &mut trajectory,
+        progress: &mut progress,
+    };
+    let end = match resume {
+        None => session::run(&spec, &mut env)?,
+        Some(r) => session::resume(&spec, &mut env, r.resumed)?,
+    };
+    let model_finish_problem = model.finish().err().map(|e| e.to_string());
+    if let Some(problem) = &model_finish_problem {
+        trajectory.record("model_finish_problem", json!({"problem": problem}))?;
+    }
+
+    let outcome_path = run_dir.join("outcome.json");
+    let mut document = outcome_document(&run_id, commit.as_str(), &spec.issue.id, &end);
+    document["intake"] = intake_record.clone();
+    let totals = model.budget().totals();
+    let usage = ModelUsage::from(&totals);
+    document["model_usage"] = serde_json::to_value(usage).unwrap_or_default();
+    trajectory.record("model_usage", document["model_usage"].clone())?;
+    match &end {
+        RunEnd::Parked { stop, parked, .. } => {
+            document["parked"]["park_max_age_secs"] = json!(spec.config.budgets.park_max_age_secs);
+            park::write(
+                &run_dir,
+                &ParkedRun {
+                    run_id: run_id.clone(),
+                    repo,
+                    mirror: mirror.path().to_path_buf(),
+                    base_commit: commit.as_str().to_string(),
+                    issue: spec.issue.clone(),
+                    intake: intake_record,
+                    config: spec.config.clone(),
+                    config_origin,
+                    model_spec: spec_text,
+                    model_limits: model_config.budget.clone(),
+                    model_spent: totals,
+                    session: (**parked).clone(),
+                    follow_up: spec.follow_up.clone(),
+                    stop: stop.clone(),
+                    parked_at: park::unix_now(),
+                    expired_at: None,
+                },
+            )?;
+        }
+        _ => remove_parked(&run_dir),
+    }
+    let text = serde_json::to_string_pretty(&document).unwrap_or_default() + "\n";
+    std::fs::write(&outcome_path, text).map_err(|source| RunError::Write {
+        path: outcome_path.clone(),
+        source,
+    })?;
+    Ok(RunReport {
+        run_id,
+        run_dir,
+        base_commit: commit.as_str().to_string(),
+        end,
+        outcome_path,
+        trajectory_path,
+        model_finish_problem,
+        usage,
+    })
+}
+
+/// A resumed run that ended (or failed) is parked no more.
+fn remove_parked(run_dir: &Path) {
+    let path = run_dir.join(park::PARKED_FILE);
+    if let Err(e) = std::fs::remove_file(&path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!("cannot remove {}: {e}", path.display());
+    }
 }
 
 /// A run that has begun: what is needed to record its failure.
@@ -432,6 +703,7 @@ impl Started {
         if let Err(e) = std::fs::write(&outcome, text) {
             tracing::warn!("cannot write {}: {e}", outcome.display());
         }
+        remove_parked(&self.run_dir);
         match AuditLog::open(&self.audit_log) {
             Ok(audit) => {
                 let event = airlock_audit::Event::RunFinished {
@@ -469,6 +741,8 @@ struct Intake {
     /// The read token for cloning, only when the repository is the issue's own on its forge.
     clone_token: Option<String>,
     record: Value,
+    /// For a follow-up run: the change request it answers.
+    follow_up: Option<FollowUpBrief>,
 }
 
 /// Read the issue from its source and settle the repository and the revision to pin.
@@ -502,8 +776,10 @@ fn intake(args: &RunArgs, config: &Config) -> Result<Intake, RunError> {
                 refresh: false,
                 clone_token: None,
                 record,
+                follow_up: None,
             })
         }
+        IssueSource::FollowUp(queue_id) => follow_up_intake(*queue_id, args, config),
         IssueSource::GitHub(reference) => {
             let client = GithubClient::from_config(&config.github)?;
             let fetched = client.fetch_issue(reference, &config.github)?;
@@ -552,9 +828,77 @@ fn intake(args: &RunArgs, config: &Config) -> Result<Intake, RunError> {
                 refresh,
                 clone_token,
                 record,
+                follow_up: None,
             })
         }
     }
+}
+
+/// A follow-up run's intake: the broker says where it starts (the head of the branch it pushed
+/// for the queue item, or the item's pin), which issue it is for and what the reviewer asked.
+/// The repository is the operator's `--repo` (where the branch was pushed), fetched so the
+/// head is there.
+fn follow_up_intake(queue_id: i64, args: &RunArgs, config: &Config) -> Result<Intake, RunError> {
+    let socket = config
+        .broker
+        .socket
+        .clone()
+        .ok_or_else(|| RunError::NoBroker {
+            config: "the configuration".into(),
+        })?;
+    let brief = BrokerSocket::new(
+        &socket,
+        config.broker.reply_timeout(config.tests.timeout_secs),
+    )
+    .follow_up(queue_id)
+    .map_err(|e| RunError::FollowUp {
+        queue_id,
+        message: e.to_string(),
+    })?;
+    let repo = args.repo.clone().ok_or_else(|| {
+        RunError::Usage(
+            "--repo is needed with --follow-up: the repository the branch was pushed to".into(),
+        )
+    })?;
+    if args.commit.is_some() {
+        return Err(RunError::Usage(
+            "--commit cannot be given with --follow-up: a follow-up starts from the branch head \
+             the broker pushed"
+                .into(),
+        ));
+    }
+    let text = brief.issue.clone().unwrap_or(airlock_protocol::IssueText {
+        title: format!("Follow-up on {}", brief.issue_id),
+        body: String::new(),
+    });
+    let issue = Issue {
+        id: brief.issue_id.clone(),
+        title: text.title,
+        body: text.body,
+        labels: Vec::new(),
+        number: brief.issue_number,
+        author: None,
+        state: None,
+        url: None,
+    };
+    let record = json!({
+        "source": "follow_up",
+        "queue_id": queue_id,
+        "branch": brief.branch,
+        "pr_url": brief.pr_url,
+        "requested_by": brief.requested_by,
+        "pin": {"rev": brief.base_commit, "from": "the branch head the broker pushed"},
+    });
+    Ok(Intake {
+        issue,
+        repo,
+        rev: brief.base_commit.clone(),
+        // The head was pushed after the mirror was taken.
+        refresh: true,
+        clone_token: None,
+        record,
+        follow_up: Some(brief),
+    })
 }
 
 /// What names the repository in a prepared environment's key: the broker's name for it when
@@ -589,6 +933,22 @@ pub fn outcome_document(run_id: &str, base_commit: &str, issue_id: &str, end: &R
             "result": if *pr_queued { "pr_queued" } else { "escalated" },
             "stop": stop,
             "outcome": outcome,
+        }),
+        RunEnd::Parked {
+            outcome,
+            stop,
+            parked,
+        } => json!({
+            "run_id": run_id,
+            "base_commit": base_commit,
+            "issue_id": issue_id,
+            "result": "parked",
+            "stop": stop,
+            "outcome": outcome,
+            "parked": {
+                "budget": parked.budget,
+                "resume": format!("airlock resume {run_id} {}", parked.budget.flag()),
+            },
         }),
     }
 }

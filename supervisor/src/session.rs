@@ -8,6 +8,7 @@ use crate::delegate::ReaderLauncher;
 use crate::issue::Issue;
 use crate::ledger::{Ledger, LedgerError, file_read_event};
 use crate::outcome::{self, Judged};
+use crate::park::{ParkedOn, ParkedSession};
 use crate::ports::{
     Baseline, IssueText, PrSink, Retrieval, RunRegistration, TestRunner, ToolFailure, Worktree,
 };
@@ -23,6 +24,7 @@ use airlock_audit::{
 };
 use airlock_model::{ChatModel, ChatOptions, ChatRequest, ChatResponse, Message, ToolChoice};
 use airlock_policies::Policy;
+use airlock_protocol::FollowUpBrief;
 use airlock_schemas::{Outcome, OutcomeKind};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -89,6 +91,28 @@ pub enum RunEnd {
         /// Why the loop stopped (`final_message`, `max_turns`, ...).
         stop: String,
     },
+    /// A budget (`max_turns`, `max_full_runs`, the model's) stopped the run before any
+    /// `open_pr` was accepted: it is parked, to be resumed with more budget. The outcome is an
+    /// escalation (the output contract makes every reached limit one) saying what the run
+    /// established and what it would do next.
+    Parked {
+        /// The outcome: the model's closing summary, or the supervisor's from the record.
+        outcome: Outcome,
+        /// Why the loop stopped.
+        stop: String,
+        /// What `airlock resume` continues from.
+        parked: Box<ParkedSession>,
+    },
+}
+
+/// What a resumed run continues from: the parked loop and what the operator added (for the
+/// records).
+#[derive(Debug, Clone)]
+pub struct Resumed {
+    /// The parked loop (its base inventory included).
+    pub session: ParkedSession,
+    /// What was added, one line.
+    pub added: String,
 }
 
 /// What the run is about.
@@ -107,6 +131,8 @@ pub struct RunSpec {
     pub intake: Value,
     /// The configuration.
     pub config: Config,
+    /// For a follow-up run: the change request it answers (from the broker's `follow_up`).
+    pub follow_up: Option<FollowUpBrief>,
 }
 
 /// The capabilities of the run.
@@ -146,47 +172,7 @@ pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
         Start::Ready(baseline, issue_findings) => (*baseline, issue_findings),
     };
     let issue_text = issue_text(spec);
-    let Env {
-        model,
-        retrieval,
-        worktree,
-        policy,
-        tests,
-        readers,
-        broker,
-        audit,
-        screen,
-        second_opinion,
-        trajectory,
-        progress,
-    } = env;
-    let mut session = Session {
-        spec,
-        tools: Toolbox {
-            run: RunSettings {
-                repo: &spec.repo,
-                base_commit: &spec.base_commit,
-                config: &spec.config,
-            },
-            model: *model,
-            retrieval: *retrieval,
-            worktree: *worktree,
-            policy,
-            tests: *tests,
-            readers: *readers,
-            broker: &mut **broker,
-            baseline,
-            ledger: Ledger::new(
-                &spec.run_id,
-                model.name(),
-                audit,
-                screen,
-                second_opinion.as_deref_mut(),
-                trajectory,
-                progress,
-            ),
-        },
-    };
+    let mut session = Session::new(spec, env, baseline);
     session.ledger().note_findings(
         SourceKind::IssueBody,
         &issue_source(spec),
@@ -201,6 +187,98 @@ pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
     let mut end = session.drive()?;
     session.close(&mut end)?;
     Ok(end)
+}
+
+/// Continue a parked run: the same registration with the broker, the ledger's state taken up,
+/// the parked conversation with a note of what was added, then the loop under the raised
+/// budgets.
+pub fn resume(spec: &RunSpec, env: &mut Env<'_>, resumed: Resumed) -> Result<RunEnd> {
+    let Resumed {
+        session: parked,
+        added,
+    } = resumed;
+    let baseline = parked.baseline;
+    env.audit.append(
+        &spec.run_id,
+        Event::RunResumed {
+            added: added.clone(),
+        },
+    )?;
+    env.trajectory.record(
+        "run_resumed",
+        json!({
+            "added": added,
+            "parked_on": parked.budget,
+            "max_turns": spec.config.budgets.max_turns,
+            "max_full_runs": spec.config.budgets.max_full_runs,
+        }),
+    )?;
+    // Registered already when the run started: the broker takes identical details as a no-op,
+    // and a broker that lost its state learns the run again.
+    env.broker
+        .register_run(&registration(spec, env, &baseline))
+        .map_err(|e| SessionError::Register(e.to_string()))?;
+    let mut session = Session::new(spec, env, baseline);
+    session.ledger().restore(parked.ledger);
+    let budgets = &spec.config.budgets;
+    let counts = session.tools.ledger.counts;
+    let note = Message::user(prompts::resume_note(
+        &added,
+        budgets.max_turns.saturating_sub(counts.turns),
+        budgets.max_full_runs.saturating_sub(counts.full_runs),
+    ));
+    session.ledger().record_message(&note)?;
+    let mut messages = parked.conversation;
+    messages.push(note);
+    let mut end = session.turns(messages)?;
+    session.close(&mut end)?;
+    Ok(end)
+}
+
+impl<'s> Session<'s> {
+    fn new(spec: &'s RunSpec, env: &'s mut Env<'_>, baseline: Baseline) -> Session<'s> {
+        let Env {
+            model,
+            retrieval,
+            worktree,
+            policy,
+            tests,
+            readers,
+            broker,
+            audit,
+            screen,
+            second_opinion,
+            trajectory,
+            progress,
+        } = env;
+        Session {
+            spec,
+            tools: Toolbox {
+                run: RunSettings {
+                    repo: &spec.repo,
+                    base_commit: &spec.base_commit,
+                    config: &spec.config,
+                },
+                model: *model,
+                retrieval: *retrieval,
+                worktree: *worktree,
+                policy,
+                tests: *tests,
+                readers: *readers,
+                broker: &mut **broker,
+                baseline,
+                ledger: Ledger::new(
+                    &spec.run_id,
+                    model.name(),
+                    audit,
+                    screen,
+                    second_opinion.as_deref_mut(),
+                    trajectory,
+                    progress,
+                ),
+            },
+        }
+    }
 }
 
 /// How the run starts: not at all (triage), or with the base inventory taken.
@@ -221,7 +299,16 @@ fn issue_source(spec: &RunSpec) -> String {
 
 /// Before the loop: record the start, triage, take the test baseline, register with the broker.
 fn start(spec: &RunSpec, env: &mut Env<'_>) -> Result<Start> {
-    let triage = triage::classify(&spec.issue);
+    // A follow-up answers a reviewer who asked for changes on this issue's pull request: the
+    // issue was triaged when its first run started.
+    let triage = match &spec.follow_up {
+        Some(f) => Triage {
+            state: TriageState::ReadyForAgent,
+            reason: format!("a reviewer requested changes on queue item {}", f.queue_id),
+            source: "follow_up",
+        },
+        None => triage::classify(&spec.issue),
+    };
     let config_json = serde_json::to_string(&spec.config).unwrap_or_default();
     env.audit.append(
         &spec.run_id,
@@ -318,6 +405,7 @@ fn registration(spec: &RunSpec, env: &Env<'_>, baseline: &Baseline) -> RunRegist
                 .take(crate::issue::MAX_QUERY_CHARS)
                 .collect(),
         }),
+        follow_up_of: spec.follow_up.as_ref().map(|f| f.queue_id),
     }
 }
 
@@ -343,7 +431,6 @@ impl<'s> Session<'s> {
     }
 
     fn drive(&mut self) -> Result<RunEnd> {
-        let budgets = self.spec.config.budgets.clone();
         let system = prompts::system_prompt_for(
             &self.spec.repo,
             &self.spec.base_commit,
@@ -371,18 +458,37 @@ impl<'s> Session<'s> {
         // is shown the issue and the rest with hidden characters made visible.
         self.ledger()
             .screen(SourceKind::SearchSnippet, "warm_start", &warm.text)?;
-        let warm_text = self.ledger().shown("warm_start", &warm.text)?;
-        let mut messages = vec![Message::system(system), Message::user(warm_text)];
+        let mut warm_text = self.ledger().shown("warm_start", &warm.text)?;
+        if let Some(f) = &self.spec.follow_up {
+            // The reviewer's feedback is text from outside the run, like the issue: screened,
+            // its hidden characters made visible, and shown as data.
+            let source = format!("feedback:queue-{}", f.queue_id);
+            self.ledger()
+                .screen(SourceKind::IssueBody, &source, &f.feedback)?;
+            let feedback = self.ledger().shown(&source, &f.feedback)?;
+            warm_text.push_str(&prompts::follow_up_section(
+                f.queue_id,
+                f.branch.as_deref(),
+                &feedback,
+            ));
+        }
+        let messages = vec![Message::system(system), Message::user(warm_text)];
         for m in &messages {
             self.ledger().record_message(m)?;
         }
+        self.turns(messages)
+    }
+
+    /// The loop from `messages` on, until the final message or a budget.
+    fn turns(&mut self, mut messages: Vec<Message>) -> Result<RunEnd> {
+        let budgets = self.spec.config.budgets.clone();
         let tool_specs = tools::specs().map_err(SessionError::Contract)?;
         let mut repairs_left = budgets.max_repair_prompts;
         let mut condenser = Condenser::new(&self.spec.config.context);
         loop {
             if self.tools.ledger.counts.turns >= budgets.max_turns {
                 let reason = format!("MAX_TURNS ({}) reached", budgets.max_turns);
-                return self.budget_end(&mut messages, reason);
+                return self.budget_end(&mut messages, reason, Some(ParkedOn::MaxTurns));
             }
             // The trajectory has every message whole (recorded as it was made); only what the
             // model is sent from now on is condensed.
@@ -410,9 +516,14 @@ impl<'s> Session<'s> {
             let response = match self.chat(&request)? {
                 Ok(r) => r,
                 // The token/cost budget of the model crate is a budget like the others: the run
-                // ends as an escalation, not as an error.
-                Err(e @ airlock_model::Error::BudgetExhausted { .. }) => {
-                    return self.budget_end(&mut messages, format!("model budget spent ({e})"));
+                // parks, it does not fail.
+                Err(e @ airlock_model::Error::BudgetExhausted { resource, .. }) => {
+                    let on = ParkedOn::from_model_resource(resource);
+                    return self.budget_end(
+                        &mut messages,
+                        format!("model budget spent ({e})"),
+                        Some(on),
+                    );
                 }
                 Err(e) => {
                     return Err(SessionError::Model {
@@ -454,14 +565,16 @@ impl<'s> Session<'s> {
                     }
                 }
             }
-            let mut end: Option<String> = None;
+            let mut end: Option<(String, Option<ParkedOn>)> = None;
             for call in &calls {
                 let result = if end.is_some() {
                     Message::tool_result(&call.id, "not run: the run ended before this call", true)
                 } else {
                     let reply = self.tools.call(call)?;
-                    if let Flow::End(reason) = reply.flow {
-                        end = Some(reason);
+                    match reply.flow {
+                        Flow::Continue => {}
+                        Flow::End(reason) => end = Some((reason, None)),
+                        Flow::Park(on, reason) => end = Some((reason, Some(on))),
                     }
                     Message::tool_result(&call.id, reply.text, reply.is_error)
                 };
@@ -472,8 +585,8 @@ impl<'s> Session<'s> {
                 }
                 messages.push(result);
             }
-            if let Some(reason) = end {
-                return self.budget_end(&mut messages, reason);
+            if let Some((reason, park)) = end {
+                return self.budget_end(&mut messages, reason, park);
             }
         }
     }
@@ -524,7 +637,19 @@ impl<'s> Session<'s> {
 
     /// A budget or terminal code ended the loop: one closing turn without tools asks the model
     /// for its escalation; if that is not a valid outcome, the supervisor writes one.
-    fn budget_end(&mut self, messages: &mut Vec<Message>, reason: String) -> Result<RunEnd> {
+    /// A budget that parks (`park`) parks the run unless an `open_pr` was accepted already (its
+    /// pull request is queued: there is nothing left to resume).
+    fn budget_end(
+        &mut self,
+        messages: &mut Vec<Message>,
+        reason: String,
+        park: Option<ParkedOn>,
+    ) -> Result<RunEnd> {
+        if let Some(on) = park
+            && !self.tools.ledger.facts.pr_accepted
+        {
+            return self.park(messages, reason, on);
+        }
         self.ledger()
             .record("budget_exhausted", json!({"reason": reason}))?;
         let ask = Message::user(format!(
@@ -577,16 +702,79 @@ impl<'s> Session<'s> {
         }
     }
 
+    /// Park the run: one closing turn without tools asks the model what it established and
+    /// what it would do next (not when the model's own budget is what stopped it); when that is
+    /// not a valid outcome, the supervisor writes it from the record. The conversation kept is
+    /// the one before the closing request, with the request and the answer when there was one.
+    fn park(&mut self, messages: &[Message], reason: String, on: ParkedOn) -> Result<RunEnd> {
+        self.ledger().record(
+            "budget_exhausted",
+            json!({"reason": reason, "parked_on": on}),
+        )?;
+        let mut kept = messages.to_vec();
+        let mut summary = None;
+        if !on.is_model_budget() {
+            let ask = Message::user(prompts::park_summary_request(&reason));
+            self.ledger().record_message(&ask)?;
+            let mut closing = kept.clone();
+            closing.push(ask.clone());
+            let request = ChatRequest {
+                messages: closing,
+                tools: Vec::new(),
+                options: ChatOptions {
+                    tool_choice: ToolChoice::None,
+                    ..ChatOptions::default()
+                },
+            };
+            match self.chat(&request)? {
+                Ok(r) => {
+                    let answer = Message::Assistant(r.message.clone());
+                    self.ledger().record_message(&answer)?;
+                    if r.message.tool_calls.is_empty()
+                        && let Ok(judged) =
+                            outcome::judge_final(&r.message.text, &self.tools.ledger.facts_now())
+                    {
+                        kept.push(ask);
+                        kept.push(answer);
+                        summary = Some(judged.outcome);
+                    }
+                }
+                Err(e) => {
+                    self.ledger()
+                        .record("closing_turn_failed", json!({"error": e.to_string()}))?;
+                }
+            }
+        }
+        let outcome = match summary {
+            Some(mut written) => {
+                outcome::mark_parked(&mut written, &reason);
+                written
+            }
+            None => outcome::supervisor_parked(&reason, &self.tools.ledger.facts_now()),
+        };
+        Ok(RunEnd::Parked {
+            outcome,
+            stop: format!("parked: {reason}"),
+            parked: Box::new(ParkedSession {
+                budget: on,
+                conversation: kept,
+                ledger: self.tools.ledger.state(),
+                baseline: self.tools.baseline.clone(),
+            }),
+        })
+    }
+
     /// After the loop: the injections the model reported, the trajectory's outcome entry, the
     /// audit log's `run_finished`.
     fn close(&mut self, end: &mut RunEnd) -> Result<()> {
-        let RunEnd::Finished {
-            outcome,
-            pr_queued,
-            stop,
-        } = end
-        else {
-            return Ok(());
+        let (outcome, pr_queued, stop, parked) = match end {
+            RunEnd::NotReady(_) => return Ok(()),
+            RunEnd::Finished {
+                outcome,
+                pr_queued,
+                stop,
+            } => (outcome, *pr_queued, stop, false),
+            RunEnd::Parked { outcome, stop, .. } => (outcome, false, stop, true),
         };
         let ledger = &mut self.tools.ledger;
         for path in &outcome.injection_observed {
@@ -610,14 +798,17 @@ impl<'s> Session<'s> {
                 "outcome": outcome,
                 "stop": stop,
                 "pr_queued": pr_queued,
+                "parked": parked,
                 "turns": counts.turns,
                 "reads": counts.reads,
                 "full_runs": counts.full_runs,
                 "refusals": counts.refusals,
             }),
         )?;
-        let (kind, reason) = if *pr_queued {
+        let (kind, reason) = if pr_queued {
             (RunOutcome::Pr, None)
+        } else if parked {
+            (RunOutcome::Parked, Some(stop.clone()))
         } else {
             (RunOutcome::Escalate, Some(stop.clone()))
         };

@@ -41,6 +41,26 @@ impl Trajectory {
         })
     }
 
+    /// Open an existing trajectory to go on appending (a resumed run): numbering continues
+    /// after its last entry.
+    pub fn append(path: &Path) -> Result<Trajectory, TrajectoryError> {
+        let err = |source| TrajectoryError {
+            path: path.to_path_buf(),
+            source,
+        };
+        let existing = std::fs::read_to_string(path).map_err(err)?;
+        let seq = existing.lines().filter(|l| !l.trim().is_empty()).count() as u64;
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(err)?;
+        Ok(Trajectory {
+            path: path.to_path_buf(),
+            file: std::io::BufWriter::new(file),
+            seq,
+        })
+    }
+
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path

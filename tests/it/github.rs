@@ -13,17 +13,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-const READ_VAR: &str = "AIRLOCK_E2E_GITHUB_READ_TOKEN";
-const READ_TOKEN: &str = "ghr-read-5be1d0";
-const PUSH_VAR: &str = "AIRLOCK_E2E_FORGE_TOKEN";
-const PUSH_TOKEN: &str = "ghp-push-93c7aa";
+pub(crate) const READ_VAR: &str = "AIRLOCK_E2E_GITHUB_READ_TOKEN";
+pub(crate) const READ_TOKEN: &str = "ghr-read-5be1d0";
+pub(crate) const PUSH_VAR: &str = "AIRLOCK_E2E_FORGE_TOKEN";
+pub(crate) const PUSH_TOKEN: &str = "ghp-push-93c7aa";
 
-struct World {
-    s: Setup,
-    api: MockForge,
-    git: GitHttpServer,
-    airlock_toml: PathBuf,
-    broker_toml: PathBuf,
+pub(crate) struct World {
+    pub(crate) s: Setup,
+    pub(crate) api: MockForge,
+    pub(crate) git: GitHttpServer,
+    pub(crate) airlock_toml: PathBuf,
+    pub(crate) broker_toml: PathBuf,
     broker: Child,
 }
 
@@ -34,7 +34,7 @@ impl Drop for World {
     }
 }
 
-fn world() -> World {
+pub(crate) fn world() -> World {
     let s = setup();
     let dir = s.dir.path().to_path_buf();
     // The forge's copy of the repository, served over HTTP; the broker's own clone.
@@ -144,7 +144,13 @@ fn world() -> World {
 }
 
 impl World {
-    fn run(&self, n: usize) -> Output {
+    /// Stop the broker as a crash would.
+    pub(crate) fn stop_broker(&mut self) {
+        let _ = self.broker.kill();
+        let _ = self.broker.wait();
+    }
+
+    pub(crate) fn run(&self, n: usize) -> Output {
         let script = self.s.dir.path().join(format!("script-{n}.jsonl"));
         let turns: Vec<String> = fix_turns(&self.s).iter().map(Value::to_string).collect();
         std::fs::write(&script, turns.join("\n")).unwrap();
@@ -163,7 +169,7 @@ impl World {
             .unwrap()
     }
 
-    fn broker_cli(&self, args: &[&str], token: Option<&str>) -> Output {
+    pub(crate) fn broker_cli(&self, args: &[&str], token: Option<&str>) -> Output {
         let mut cmd = Command::new(crate::e2e::broker());
         cmd.arg("--config")
             .arg(&self.broker_toml)
@@ -176,7 +182,7 @@ impl World {
         cmd.output().unwrap()
     }
 
-    fn served_ref(&self, branch: &str) -> Option<String> {
+    pub(crate) fn served_ref(&self, branch: &str) -> Option<String> {
         let out = airlock_testkit::git_output(
             &self.s.dir.path().join("served/calc.git"),
             &[
@@ -192,7 +198,7 @@ impl World {
     }
 }
 
-fn text(out: &Output) -> String {
+pub(crate) fn text(out: &Output) -> String {
     format!(
         "status {:?}\nstdout: {}\nstderr: {}",
         out.status.code(),

@@ -71,6 +71,7 @@ impl Fixture {
                     test_env: Default::default(),
                     reconnect_secs: None,
                     issue: None,
+                    follow_up_of: None,
                 },
                 1,
             )

@@ -464,6 +464,7 @@ fn a_confirmed_finding_marks_the_item_in_broker_show_and_queue() {
                     test_env: Default::default(),
                     reconnect_secs: None,
                     issue: None,
+                    follow_up_of: None,
                 },
                 1,
             )

@@ -173,6 +173,19 @@ pub struct QueueItem {
     pub issue_number: Option<u64>,
 }
 
+/// A reviewer's request for changes on a queue item: what a follow-up run answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeRequest {
+    /// The queue item.
+    pub queue_id: i64,
+    /// The reviewer's feedback, as written (data for the follow-up's agent).
+    pub feedback: String,
+    /// Who requested the changes.
+    pub requested_by: String,
+    /// Unix seconds of the request.
+    pub requested_at: i64,
+}
+
 /// The result of an intake, recorded atomically by [`Store::finish_intake`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum IntakeOutcome {
@@ -248,6 +261,16 @@ pub trait Store: Send {
     fn expire_queued_before(&mut self, cutoff: i64, now: i64) -> Result<Vec<QueueItem>>;
     /// Apply a human decision to a queued item.
     fn decide(&mut self, id: i64, decision: &Decision, now: i64) -> Result<QueueItem>;
+    /// Record a reviewer's request for changes on a queue item.
+    fn record_change_request(
+        &mut self,
+        queue_id: i64,
+        by: &str,
+        feedback: &str,
+        now: i64,
+    ) -> Result<()>;
+    /// The latest change request on a queue item.
+    fn change_request(&mut self, queue_id: i64) -> Result<Option<ChangeRequest>>;
     /// Record the pushed branch and commit of an approved item.
     fn record_push(&mut self, id: i64, branch: &str, commit: &str) -> Result<()>;
     /// Record the draft pull request (if any) and mark the item published.

@@ -4,7 +4,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use std::path::Path;
 
 use super::{
-    ClaimAttempt, Decision, IntakeOutcome, IntakeStart, NewQueueItem, QueueItem, QueueStatus,
+    ChangeRequest, ClaimAttempt, Decision, IntakeOutcome, IntakeStart, NewQueueItem, QueueItem, QueueStatus,
     RunRecord, RunState, Store,
 };
 use crate::error::{Error, Result};
@@ -54,6 +54,13 @@ CREATE TABLE IF NOT EXISTS queue (
     abandoned_by TEXT,
     abandon_reason TEXT,
     abandoned_at INTEGER
+);
+CREATE TABLE IF NOT EXISTS change_requests (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue_id INTEGER NOT NULL REFERENCES queue(id),
+    feedback TEXT NOT NULL,
+    requested_by TEXT NOT NULL,
+    requested_at INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS judge_scores (
     queue_id INTEGER PRIMARY KEY REFERENCES queue(id),
@@ -614,6 +621,40 @@ impl Store for SqliteStore {
         self.queue_item(id)?.ok_or(Error::UnknownQueueItem(id))
     }
 
+    fn record_change_request(
+        &mut self,
+        queue_id: i64,
+        by: &str,
+        feedback: &str,
+        now: i64,
+    ) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO change_requests (queue_id, feedback, requested_by, requested_at) VALUES (?1, ?2, ?3, ?4)",
+                params![queue_id, feedback, by, now],
+            )
+            .map_err(Error::store("recording a change request"))?;
+        Ok(())
+    }
+
+    fn change_request(&mut self, queue_id: i64) -> Result<Option<ChangeRequest>> {
+        self.conn
+            .query_row(
+                "SELECT queue_id, feedback, requested_by, requested_at FROM change_requests WHERE queue_id = ?1 ORDER BY id DESC LIMIT 1",
+                params![queue_id],
+                |r| {
+                    Ok(ChangeRequest {
+                        queue_id: r.get(0)?,
+                        feedback: r.get(1)?,
+                        requested_by: r.get(2)?,
+                        requested_at: r.get(3)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(Error::store("reading a change request"))
+    }
+
     fn record_push(&mut self, id: i64, branch: &str, commit: &str) -> Result<()> {
         self.conn
             .execute(
@@ -741,6 +782,7 @@ mod tests {
             test_env: Default::default(),
             reconnect_secs: None,
             issue: None,
+            follow_up_of: None,
         }
     }
 

@@ -232,8 +232,10 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 fn error_response(csrf: Option<&str>, err: &Error) -> Response {
     let status = match err {
         Error::UnknownQueueItem(_) => StatusCode::NOT_FOUND,
-        Error::WrongState { .. } | Error::MissingForgeToken { .. } => StatusCode::CONFLICT,
-        Error::BadReason => StatusCode::BAD_REQUEST,
+        Error::WrongState { .. }
+        | Error::MissingForgeToken { .. }
+        | Error::FollowUpStale { .. } => StatusCode::CONFLICT,
+        Error::BadReason | Error::BadFeedback { .. } => StatusCode::BAD_REQUEST,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     (status, Html(page::error(csrf, &err.to_string()))).into_response()
@@ -439,16 +441,7 @@ struct ChangesForm {
     feedback: String,
 }
 
-/// The denial reason a change request becomes: its lines joined into one (a reason is one
-/// line), marked as a change request.
-pub fn change_request_reason(feedback: &str) -> String {
-    let joined = feedback.split_whitespace().collect::<Vec<_>>().join(" ");
-    if joined.is_empty() {
-        String::new()
-    } else {
-        format!("changes requested: {joined}")
-    }
-}
+pub use crate::service::change_request_reason;
 
 async fn request_changes(
     State(ui): State<Arc<Ui>>,
@@ -462,8 +455,7 @@ async fn request_changes(
     };
     let broker = ui.broker.clone();
     let by = crate::approver::reviewer();
-    let reason = change_request_reason(&form.feedback);
-    match blocking(move || broker.deny(id, &by, &reason)).await {
+    match blocking(move || broker.request_changes(id, &by, &form.feedback)).await {
         Ok(_) => Redirect::to(&format!("/items/{id}?done=changes-requested")).into_response(),
         Err(e) => error_response(Some(&csrf), &e),
     }

@@ -450,6 +450,16 @@ pub fn item(
              </div>",
             c = esc_text(csrf)
         );
+    } else if view.status == "published" {
+        // A published pull request takes a request for changes: the follow-up run's commit
+        // goes to the same branch and pull request.
+        let _ = write!(
+            b,
+            "<h2>Decision</h2><div class=\"actions\">\
+             <form method=\"post\" action=\"/items/{id}/request-changes\"><input type=\"hidden\" name=\"csrf\" value=\"{c}\"><label>Changes to request (a follow-up run answers them with a new commit on the same branch and pull request: <code>airlock run --follow-up {id}</code>)<br><textarea name=\"feedback\" id=\"feedback\" required rows=\"3\" cols=\"50\"></textarea></label><button id=\"request-changes\" type=\"submit\">Request changes</button></form>\
+             </div>",
+            c = esc_text(csrf)
+        );
     }
 
     b.push_str("<h2>Issue</h2>");

@@ -5,6 +5,7 @@ mod approval;
 mod attacks;
 mod claims;
 mod crash;
+mod follow_up;
 mod harness;
 mod intake;
 mod invariants;

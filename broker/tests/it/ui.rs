@@ -1000,3 +1000,47 @@ fn the_real_binary_prints_a_fresh_token_listens_on_loopback_and_refuses_a_short_
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn a_published_item_takes_a_request_for_changes_that_a_follow_up_answers() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let id = queue_honest(&fx, "run-ui-published");
+    let out = fx.cli(&["approve", &id.to_string()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = Page::new(&fx);
+    let (cookie, csrf) = page.login();
+    let item = page.get(&format!("/items/{id}"), Some(&cookie));
+    assert!(
+        item.body
+            .contains(&format!("action=\"/items/{id}/request-changes\"")),
+        "{}",
+        item.body
+    );
+    assert!(!item.body.contains("id=\"approve\""), "{}", item.body);
+    let reply = page.post(
+        &format!("/items/{id}/request-changes"),
+        Some(&cookie),
+        &[("csrf", &csrf), ("feedback", "Also clamp the lower bound.")],
+    );
+    assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
+    let view: Value =
+        serde_json::from_slice(&fx.cli(&["show", &id.to_string(), "--json"]).stdout).unwrap();
+    assert_eq!(view["status"], "published");
+    let reply = fx
+        .client()
+        .request(&airlock_broker::protocol::Request::FollowUp { queue_id: id })
+        .unwrap();
+    let airlock_broker::BrokerReply::FollowUp { brief } = reply else {
+        panic!("{reply:?}")
+    };
+    assert_eq!(brief.feedback, "Also clamp the lower bound.");
+    assert_eq!(
+        brief.branch.as_deref(),
+        Some(format!("airlock/CALC-42-{id}").as_str())
+    );
+}

@@ -158,6 +158,8 @@ pub enum Flow {
     Continue,
     /// A budget or a terminal broker code ends the run as an escalation, for this reason.
     End(String),
+    /// A budget that parks the run (to be resumed with more of it), for this reason.
+    Park(crate::park::ParkedOn, String),
 }
 
 /// What a successful read returned, for the `tool_call` event (the `file_read` event has the

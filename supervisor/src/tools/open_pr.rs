@@ -57,12 +57,13 @@ fn answer(reply: &BrokerReply) -> Answer {
             code: Some(error.code.as_str().to_string()),
             retryable: error.retryable,
         },
-        // A reply of another operation (registration, claims) to an open_pr is out of contract.
+        // A reply of another operation (registration, claims, follow-up) to an open_pr is out of contract.
         BrokerReply::Failed { .. }
         | BrokerReply::Registered { .. }
         | BrokerReply::Claimed { .. }
         | BrokerReply::ClaimTaken { .. }
-        | BrokerReply::Released { .. } => Answer {
+        | BrokerReply::Released { .. }
+        | BrokerReply::FollowUp { .. } => Answer {
             accepted: false,
             code: Some("BROKER_FAILED".into()),
             retryable: false,

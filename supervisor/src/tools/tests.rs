@@ -3,7 +3,7 @@
 //! full-run budget); after a green full run the model is handed the diff digest the broker
 //! will recompute.
 
-use super::{Tool, ToolReply, Toolbox, args};
+use super::{Flow, Tool, ToolReply, Toolbox, args};
 use crate::ledger::Result;
 use crate::ports::TestReport;
 use airlock_audit::{Event, TestResult, TestScope};
@@ -52,10 +52,15 @@ pub(super) fn run_tests(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<ToolRep
     }
     if selector.is_none() {
         if tb.ledger.counts.full_runs >= max_full_runs {
-            return Ok(ToolReply::ending(
-                format!("full-run budget spent ({max_full_runs} full runs)"),
-                format!("MAX_FULL_RUNS ({max_full_runs}) spent"),
-            ));
+            return Ok(ToolReply {
+                text: format!("full-run budget spent ({max_full_runs} full runs)"),
+                is_error: true,
+                flow: Flow::Park(
+                    crate::park::ParkedOn::MaxFullRuns,
+                    format!("MAX_FULL_RUNS ({max_full_runs}) spent"),
+                ),
+                read: None,
+            });
         }
         tb.ledger.counts.full_runs += 1;
     }

@@ -105,6 +105,7 @@ fn describe(source: &IssueSource) -> String {
     match source {
         IssueSource::File(p) => p.display().to_string(),
         IssueSource::GitHub(r) => r.to_string(),
+        IssueSource::FollowUp(n) => format!("follow-up of queue item {n}"),
     }
 }
 

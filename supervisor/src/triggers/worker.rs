@@ -61,6 +61,9 @@ pub enum RunResult {
     Escalated,
     /// The run's own triage found the issue not ready.
     NotReady,
+    /// A budget stopped the run and it parked: its claim is done (no other worker starts the
+    /// issue afresh), and the operator continues it with `airlock resume`.
+    Parked,
 }
 
 /// What became of one issue.
@@ -120,6 +123,10 @@ impl WorkOutcome {
                 ..
             } => crate::EXIT_ESCALATED,
             WorkOutcome::Ran {
+                result: RunResult::Parked,
+                ..
+            } => crate::EXIT_PARKED,
+            WorkOutcome::Ran {
                 result: RunResult::NotReady,
                 ..
             }
@@ -129,13 +136,15 @@ impl WorkOutcome {
         }
     }
 
-    /// How bad it is, for "the worst outcome" of many: queued < not ready < escalated < error.
+    /// How bad it is, for "the worst outcome" of many: queued < not ready < parked (waiting for
+    /// the operator's `airlock resume`) < escalated < error.
     pub fn severity(&self) -> u8 {
         match self.exit_code() {
             crate::EXIT_PR_QUEUED => 0,
             crate::EXIT_NOT_READY => 1,
-            crate::EXIT_ESCALATED => 2,
-            _ => 3,
+            crate::EXIT_PARKED => 2,
+            crate::EXIT_ESCALATED => 3,
+            _ => 4,
         }
     }
 }
@@ -157,6 +166,12 @@ pub fn read_and_triage(source: &IssueSource, config: &Config) -> Result<Triaged>
             GithubClient::from_config(&config.github)?
                 .fetch_issue(reference, &config.github)?
                 .issue
+        }
+        IssueSource::FollowUp(n) => {
+            return Err(TriggerError::Usage(format!(
+                "follow-up of queue item {n}: a follow-up is no new issue to triage or claim; \
+                 run it with `airlock run --follow-up {n}`"
+            )));
         }
     };
     let triage = triage::classify(&issue);
@@ -271,6 +286,7 @@ fn ran(report: &RunReport, label: Option<ForgeMark>) -> WorkOutcome {
             ..
         } => (RunResult::PrQueued, outcome.summary.clone()),
         RunEnd::Finished { outcome, .. } => (RunResult::Escalated, outcome.summary.clone()),
+        RunEnd::Parked { outcome, .. } => (RunResult::Parked, outcome.summary.clone()),
     };
     let cost_usd = std::fs::read_to_string(&report.outcome_path)
         .ok()

@@ -92,8 +92,8 @@ fn main() -> std::process::ExitCode {
             run_loop::injections_are_screened_and_reported_paths_recorded,
         ),
         (
-            "run_loop::a_spent_model_budget_ends_the_run_as_an_escalation",
-            run_loop::a_spent_model_budget_ends_the_run_as_an_escalation,
+            "run_loop::a_spent_model_budget_parks_the_run_without_a_closing_call",
+            run_loop::a_spent_model_budget_parks_the_run_without_a_closing_call,
         ),
         (
             "run_loop::dependency_invariants_hold",
@@ -136,12 +136,12 @@ fn main() -> std::process::ExitCode {
             run_loop::too_many_refusals_end_the_run,
         ),
         (
-            "run_loop::an_exhausted_turn_budget_ends_in_an_escalation_that_says_what_was_done",
-            run_loop::an_exhausted_turn_budget_ends_in_an_escalation_that_says_what_was_done,
+            "run_loop::an_exhausted_turn_budget_parks_the_run_with_an_escalation_that_says_what_was_done",
+            run_loop::an_exhausted_turn_budget_parks_the_run_with_an_escalation_that_says_what_was_done,
         ),
         (
-            "run_loop::an_exhausted_full_run_budget_ends_the_run_and_keeps_the_model_escalation",
-            run_loop::an_exhausted_full_run_budget_ends_the_run_and_keeps_the_model_escalation,
+            "run_loop::an_exhausted_full_run_budget_parks_the_run_and_keeps_the_model_summary",
+            run_loop::an_exhausted_full_run_budget_parks_the_run_and_keeps_the_model_summary,
         ),
         (
             "run_loop::an_invalid_final_message_is_repaired_then_accepted",

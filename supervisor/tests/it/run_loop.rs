@@ -268,7 +268,7 @@ pub fn too_many_refusals_end_the_run() {
     );
 }
 
-pub fn an_exhausted_turn_budget_ends_in_an_escalation_that_says_what_was_done() {
+pub fn an_exhausted_turn_budget_parks_the_run_with_an_escalation_that_says_what_was_done() {
     let fx = Fixture::new();
     let config = fx.config("max_turns = 2");
     let issue = fx.issue(ready_issue());
@@ -276,20 +276,24 @@ pub fn an_exhausted_turn_budget_ends_in_an_escalation_that_says_what_was_done() 
         call("search_repo", json!({"query": "add"})),
         call("read_file", json!({"path": "calc/ops.py", "start_line": 4, "end_line": 6})),
         // The closing turn: prose instead of the JSON object, so the supervisor writes it.
-        json!({"text": "I ran out of turns.", "expect_last_message_contains": ["MAX_TURNS (2) reached", "what you would read next"], "expect_tools": []}),
+        json!({"text": "I ran out of turns.", "expect_last_message_contains": ["MAX_TURNS (2) reached", "what you would do next"], "expect_tools": []}),
     ]);
     let report = fx.run(&issue, &model, &config, &BrokerStub::default());
-    let RunEnd::Finished {
+    let RunEnd::Parked {
         outcome,
         stop,
-        pr_queued,
+        parked,
     } = &report.end
     else {
-        panic!()
+        panic!("{:?}", report.end)
     };
+    assert_eq!(report.exit_code(), airlock_supervisor::EXIT_PARKED);
+    assert_eq!(parked.budget, airlock_supervisor::park::ParkedOn::MaxTurns);
+    // The prose answer is not an outcome: the conversation is kept without it.
+    assert_eq!(parked.conversation.len(), 6, "{:?}", parked.conversation);
     let outcome = &serde_json::to_value(outcome).unwrap();
-    assert!(!pr_queued);
-    assert!(stop.starts_with("budget: MAX_TURNS (2) reached"), "{stop}");
+    assert_eq!(outcome["outcome"], "escalate");
+    assert!(stop.starts_with("parked: MAX_TURNS (2) reached"), "{stop}");
     let summary = outcome["summary"].as_str().unwrap();
     assert!(
         summary.contains("Established: searched for [add]; read [calc/ops.py:4-6]"),
@@ -303,7 +307,7 @@ pub fn an_exhausted_turn_budget_ends_in_an_escalation_that_says_what_was_done() 
     assert_eq!(report.model_finish_problem, None);
 }
 
-pub fn an_exhausted_full_run_budget_ends_the_run_and_keeps_the_model_escalation() {
+pub fn an_exhausted_full_run_budget_parks_the_run_and_keeps_the_model_summary() {
     let fx = Fixture::new();
     let config = fx.config("max_full_runs = 1");
     let issue = fx.issue(ready_issue());
@@ -315,9 +319,19 @@ pub fn an_exhausted_full_run_budget_ends_the_run_and_keeps_the_model_escalation(
         json!({"text": v.to_string(), "expect_last_message_contains": "MAX_FULL_RUNS (1) spent"}),
     ]);
     let report = fx.run(&issue, &model, &config, &BrokerStub::default());
-    let RunEnd::Finished { outcome, stop, .. } = &report.end else {
-        panic!()
+    let RunEnd::Parked {
+        outcome,
+        stop,
+        parked,
+    } = &report.end
+    else {
+        panic!("{:?}", report.end)
     };
+    assert_eq!(
+        parked.budget,
+        airlock_supervisor::park::ParkedOn::MaxFullRuns
+    );
+    assert_eq!(parked.ledger.counts.full_runs, 1);
     let outcome = &serde_json::to_value(outcome).unwrap();
     assert!(stop.contains("MAX_FULL_RUNS"), "{stop}");
     assert!(
@@ -460,7 +474,7 @@ pub fn run_tests_cannot_reach_the_network_and_the_model_sees_the_failure() {
     );
 }
 
-pub fn a_spent_model_budget_ends_the_run_as_an_escalation() {
+pub fn a_spent_model_budget_parks_the_run_without_a_closing_call() {
     let fx = Fixture::new();
     let config = fx.config("");
     let mut text = std::fs::read_to_string(&config).unwrap();
@@ -473,11 +487,27 @@ pub fn a_spent_model_budget_ends_the_run_as_an_escalation() {
     ]);
     let report = fx.run(&issue, &model, &config, &BrokerStub::default());
     assert_eq!(report.model_finish_problem, None);
-    let RunEnd::Finished { outcome, stop, .. } = &report.end else {
-        panic!()
+    let RunEnd::Parked {
+        outcome,
+        stop,
+        parked,
+    } = &report.end
+    else {
+        panic!("{:?}", report.end)
     };
+    assert_eq!(
+        parked.budget,
+        airlock_supervisor::park::ParkedOn::ModelCalls
+    );
     let outcome = &serde_json::to_value(outcome).unwrap();
     assert!(stop.contains("model budget spent"), "{stop}");
+    assert!(
+        outcome["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("Parked by the supervisor: model budget spent"),
+        "{outcome}"
+    );
     assert_eq!(outcome["outcome"], "escalate");
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report.outcome_path).unwrap()).unwrap();
