@@ -1,6 +1,7 @@
 //! Phrase rules over the normalised text.
 
 use super::Rule;
+use super::prefilter::PatternSet;
 use super::{lexicon, normalize, signals};
 use regex::Regex;
 use std::sync::OnceLock;
@@ -65,12 +66,12 @@ fn objects() -> [(Rule, &'static str); 5] {
 
 struct Compiled {
     /// Rules that flag on their own.
-    strong: Vec<(Rule, Regex)>,
+    strong: PatternSet<Rule>,
     /// Request verb followed by an object of one category, in the agent's context.
-    in_context: Vec<(Rule, Regex)>,
+    in_context: PatternSet<Rule>,
     /// Request verb followed by an object, without context (flagged only near strong findings
     /// or in hidden text).
-    weak: Vec<(Rule, Regex)>,
+    weak: PatternSet<Rule>,
     /// Rules matched against the original text, case-sensitive.
     raw: Vec<(Rule, Regex)>,
     /// Instruction-like text inside a Markdown HTML comment.
@@ -123,21 +124,13 @@ fn strong_patterns() -> Vec<(Rule, String)> {
 fn compile() -> Compiled {
     let mut expected = 0;
     let mut compiled = 0;
-    let mut build = |p: &str| {
-        expected += 1;
-        let r = Regex::new(p).ok();
-        compiled += usize::from(r.is_some());
-        r
+    let mut set = |wanted: Vec<(Rule, String)>| {
+        expected += wanted.len();
+        let (set, _refused) = PatternSet::build(wanted);
+        compiled += set.len();
+        set
     };
-    let strong = strong_patterns()
-        .into_iter()
-        .filter_map(|(rule, p)| build(&p).map(|r| (rule, r)))
-        .collect();
-    let role_tokens = format!("(?m){}", lexicon::ROLE_TOKENS);
-    let raw = [(Rule::ChatTemplateToken, role_tokens.as_str())]
-        .into_iter()
-        .filter_map(|(rule, p)| build(p).map(|r| (rule, r)))
-        .collect();
+    let strong = set(strong_patterns());
     let ctx_when = agent_context_when();
     let ctx_in = agent_context_in();
     let mut in_context = Vec::new();
@@ -147,13 +140,22 @@ fn compile() -> Compiled {
             r"(?:{ctx_when}|{ctx_in}){SENT}{{0,120}}?{REQUEST_VERB}{SENT}{{0,80}}?(?:{obj})"
         );
         let after = format!(r"{REQUEST_VERB}{SENT}{{0,100}}?(?:{obj}){SENT}{{0,100}}?{ctx_in}");
-        if let Some(r) = build(&format!("{before}|{after}")) {
-            in_context.push((rule, r));
-        }
-        if let Some(r) = build(&format!(r"{REQUEST_VERB}[^!?;\n]{{0,80}}?(?:{obj})")) {
-            weak.push((rule, r));
-        }
+        in_context.push((rule, format!("{before}|{after}")));
+        weak.push((rule, format!(r"{REQUEST_VERB}[^!?;\n]{{0,80}}?(?:{obj})")));
     }
+    let in_context = set(in_context);
+    let weak = set(weak);
+    let mut build = |p: &str| {
+        expected += 1;
+        let r = Regex::new(p).ok();
+        compiled += usize::from(r.is_some());
+        r
+    };
+    let role_tokens = format!("(?m){}", lexicon::ROLE_TOKENS);
+    let raw = [(Rule::ChatTemplateToken, role_tokens.as_str())]
+        .into_iter()
+        .filter_map(|(rule, p)| build(p).map(|r| (rule, r)))
+        .collect();
     let comment_imperative = build(&format!(
         r"\b(?:you|please|must|make\W+sure|be\W+sure|remember\W+to|always|never|should){WG}(?:\w+{WG}){{0,8}}?{REQUEST_VERB}{SENT}{{0,80}}?(?:https?://|\b(?:url|endpoint|webhook|dependency|dependencies|package|credentials?|secrets?|tokens?|api\W?keys?|passwords?|workflows?|new\W+file)\b|\.github/)"
     ));
@@ -259,13 +261,13 @@ pub(crate) fn scan(
     let norm = Normalized::new(lines);
     let hidden_lines: Vec<usize> = hits.iter().map(|(l, _)| *l).collect();
     let mut strong_lines = Vec::new();
-    for (rule, re) in &rules.strong {
-        for m in re.find_iter(&norm.text) {
-            let line = norm.line_of(meaningful_start(m));
+    rules
+        .strong
+        .find(&norm.text, &|_| true, &mut |rule, start, end| {
+            let line = norm.line_of(meaningful_start(&norm.text, start, end));
             strong_lines.push(line);
-            hits.push((line, *rule));
-        }
-    }
+            hits.push((line, rule));
+        });
     // Role tokens are legitimate in chat templates and tokenizer code; they count only with
     // an instruction beside them (decided with the other signals).
     let mut role_offsets = Vec::new();
@@ -277,11 +279,11 @@ pub(crate) fn scan(
             }
         }
     }
-    for (rule, re) in &rules.in_context {
-        for m in re.find_iter(&norm.text) {
-            hits.push((norm.line_of(meaningful_start(m)), *rule));
-        }
-    }
+    rules
+        .in_context
+        .find(&norm.text, &|_| true, &mut |rule, start, end| {
+            hits.push((norm.line_of(meaningful_start(&norm.text, start, end)), rule));
+        });
     let before = hits.len();
     signals::scan(
         &norm.text,
@@ -302,26 +304,27 @@ pub(crate) fn scan(
     } else {
         Vec::new()
     };
-    for (rule, re) in &rules.weak {
-        for m in re.find_iter(&norm.text) {
-            let line = norm.line_of(m.start());
-            let near_strong = strong_lines
-                .iter()
-                .any(|&s| line >= s && line <= s + NEAR_LINES);
-            let in_hidden = hidden_lines.contains(&line)
-                || hidden_comments.iter().any(|&(a, b)| line >= a && line <= b);
-            if near_strong || in_hidden {
-                hits.push((line, *rule));
-            }
-        }
+    // A bare request counts only beside something else; with nothing else, there is nothing
+    // to look for.
+    if !(strong_lines.is_empty() && hidden_lines.is_empty() && hidden_comments.is_empty()) {
+        rules
+            .weak
+            .find(&norm.text, &|_| true, &mut |rule, start, _| {
+                let line = norm.line_of(start);
+                let near_strong = strong_lines
+                    .iter()
+                    .any(|&s| line >= s && line <= s + NEAR_LINES);
+                let in_hidden = hidden_lines.contains(&line)
+                    || hidden_comments.iter().any(|&(a, b)| line >= a && line <= b);
+                if near_strong || in_hidden {
+                    hits.push((line, rule));
+                }
+            });
     }
     for (first, last) in hidden_comments {
         let inner = Normalized::new(&lines[first..=last.min(lines.len().saturating_sub(1))]);
-        let flagged = rules.strong.iter().any(|(_, re)| re.is_match(&inner.text))
-            || rules
-                .in_context
-                .iter()
-                .any(|(_, re)| re.is_match(&inner.text))
+        let flagged = rules.strong.matches_any(&inner.text)
+            || rules.in_context.matches_any(&inner.text)
             || rules
                 .comment_imperative
                 .as_ref()
@@ -333,9 +336,9 @@ pub(crate) fn scan(
 }
 
 /// Where a match really starts: patterns may begin with punctuation or line breaks.
-fn meaningful_start(m: regex::Match<'_>) -> usize {
-    m.start()
-        + m.as_str()
+fn meaningful_start(text: &str, start: usize, end: usize) -> usize {
+    start
+        + text[start..end]
             .find(|c: char| c.is_alphanumeric() || c == '<' || c == '[')
             .unwrap_or(0)
 }

@@ -12,7 +12,7 @@
 
 use super::Rule;
 use super::lexicon::{self, HarmKind};
-use regex::Regex;
+use super::prefilter::PatternSet;
 use std::sync::OnceLock;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -32,7 +32,7 @@ enum Signal {
 }
 
 struct Compiled {
-    patterns: Vec<(Signal, Regex)>,
+    patterns: PatternSet<Signal>,
     expected: usize,
     errors: Vec<String>,
 }
@@ -84,18 +84,10 @@ fn compiled() -> &'static Compiled {
         );
         wanted.push((Signal::ToolPayload, lexicon::TOOL_CALL_PAYLOAD.to_string()));
         let expected = wanted.len();
-        let mut errors = Vec::new();
-        let patterns = wanted
+        let (patterns, refused) = PatternSet::build(wanted);
+        let errors = refused
             .into_iter()
-            .filter_map(
-                |(s, p)| match regex::RegexBuilder::new(&p).size_limit(64 << 20).build() {
-                    Ok(r) => Some((s, r)),
-                    Err(e) => {
-                        errors.push(format!("{s:?}: {e}"));
-                        None
-                    }
-                },
-            )
+            .map(|r| format!("{:?}: {}", r.label, r.why))
             .collect();
         Compiled {
             patterns,
@@ -156,15 +148,13 @@ pub(crate) fn scan(
         .iter()
         .map(|&o| (o, Signal::RoleToken))
         .collect();
-    for (signal, re) in &c.patterns {
-        for m in re.find_iter(norm) {
-            let at = m.start()
-                + m.as_str()
-                    .find(|ch: char| ch.is_alphanumeric() || ch == '<')
-                    .unwrap_or(0);
-            found.push((at, *signal));
-        }
-    }
+    c.patterns.find(norm, &|_| true, &mut |signal, start, end| {
+        let at = start
+            + norm[start..end]
+                .find(|ch: char| ch.is_alphanumeric() || ch == '<')
+                .unwrap_or(0);
+        found.push((at, signal));
+    });
     if found.is_empty() {
         return;
     }
@@ -261,14 +251,16 @@ fn ends_paragraph(norm: &str, end: usize, item_at: &dyn Fn(usize) -> bool) -> bo
 pub(crate) fn asks_for_harm(norm: &str) -> bool {
     let c = compiled();
     let mut found: Vec<(usize, Signal)> = Vec::new();
-    for (signal, re) in &c.patterns {
-        if matches!(
-            signal,
-            Signal::Directive | Signal::Harm(_) | Signal::Conceal | Signal::Hijack
-        ) {
-            found.extend(re.find_iter(norm).map(|m| (m.start(), *signal)));
-        }
-    }
+    c.patterns.find(
+        norm,
+        &|signal| {
+            matches!(
+                signal,
+                Signal::Directive | Signal::Harm(_) | Signal::Conceal | Signal::Hijack
+            )
+        },
+        &mut |signal, start, _| found.push((start, signal)),
+    );
     found.sort_unstable();
     sentences(norm, &|_| false).into_iter().any(|(a, b)| {
         let inside = found.iter().filter(|(at, _)| (a..b).contains(at));
@@ -434,7 +426,7 @@ mod tests {
     fn every_pattern_compiles() {
         let c = super::compiled();
         assert!(c.errors.is_empty(), "{}", c.errors.join("\n\n"));
-        for (signal, re) in &c.patterns {
+        for (signal, re) in c.patterns.iter() {
             for plain in ["", "x", "fn main() {}", "\n\n"] {
                 assert!(
                     !re.is_match(plain),
