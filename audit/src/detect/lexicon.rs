@@ -102,7 +102,7 @@ pub(crate) const ADDRESS_AUTOMATION: &[&str] = &[
     r"\bon\W+(?:some(?:one|body)|a\W+(?:user|human|person|developer)|the\W+(?:user|operator|developer)|an?\W+\w+)\W*(?:'s|s)?\W+behalf\b",
     r"\bif\W+you\W{0,3}(?:are|re|'re)\W+(?:(?:currently|now|here|a\W+tool|a\W+program|a\W+system|a\W+process)\W+)?(?:producing|generating|writing\W+(?:a|the)\W+(?:fix|patch|pr|pull)|preparing\W+(?:a|the)|submitting|drafting|authoring|parsing|processing|scanning|ingesting|automating|resolving\W+(?:this|the)\W+issue|acting\W+on|operating\W+on|reading\W+this\W+(?:automatically|programmatically|as\W+part))\b",
     r"\b(?:the|any|whatever|each|every)\W+(?:process|program|tool|system|reader|parser|crawler|bot|automation|model|pipeline|engine|script|software|service|machine|agent)\W+(?:that\W+is\W+|which\W+is\W+|that\W+|which\W+|now\W+|currently\W+)?(?:reading|parsing|processing|scanning|ingesting|consuming|analy[sz]ing|viewing|handling|working\W+on|editing|fixing|crawling|indexing|summari[sz]ing)\W+(?:this|these|the|our)\b",
-    r"\b(?:note|message|instructions?|reminder|memo|housekeeping)\W+(?:for|to)\W+(?:whatever|whoever|anything|anyone|editors?|fixers?|tools?|tooling|automation|(?:code|patch|pr|fix)\W+(?:tools?|generators?|bots?|writers?)|any\W+\w+|the\W+(?:process|program|tool|system|parser|reader|automation|machine|editor|next\W+\w+))",
+    r"\b(?:note|message|instructions?|reminder|memo|housekeeping)\W+(?:for|to)\W+(?:whatever|whoever|anything|anyone|editors?|fixers?|tools?|tooling|automation|(?:code|patch|pr|fix)\W+(?:tools?|generators?|bots?|writers?)|any\W+(?:tool|bot|agent|program|process|system|script|reader|parser|model|assistant|automation|contributor|editor|fixer|generator|machine|pipeline|service)s?\b|the\W+(?:process|program|tool|system|parser|reader|automation|machine|editor|next\W+\w+))",
     r"\bhumans?\W+(?:readers?\W+|reviewers?\W+|contributors?\W+)?(?:may|can|should|could|are\W+free\W+to)\W+(?:safely\W+)?(?:ignore|skip|disregard)\b|\b(?:not|non)\W?(?:meant|intended|written|addressed)\W+for\W+humans?\b|\bif\W+you\W{0,3}(?:are|re|'re)\W+(?:not\W+)?(?:a\W+)?human\b|\bnot\W+a\W+human\b|\b(?:machine|automation)\W+readers?\b",
     r"\bautomation\W+(?:that|which|running|working|acting|reading|touching|editing)\b|\b(?:automated|automatic|generated)\W+(?:fix(?:es)?|patch(?:es)?|changes|pull\W?requests|prs|commits|submissions|contributions)\W+(?:must|should|shall|need\W+to|are\W+(?:required|expected)\W+to|have\W+to)\b",
     // Whoever edits this: "to whoever is fixing this", "the person who changes this file".
@@ -312,6 +312,18 @@ pub(crate) enum HarmKind {
     Security,
     /// Approve, merge, publish.
     Approval,
+}
+
+impl HarmKind {
+    /// Whether the category's pattern mostly names a thing ("token", "package", a URL, "CI")
+    /// rather than an act on it ("skip the tests", "disable auth", "approve"): ordinary code
+    /// and docs name those things all the time.
+    pub(crate) fn is_bare_object(self) -> bool {
+        matches!(
+            self,
+            HarmKind::Credential | HarmKind::Dependency | HarmKind::Url | HarmKind::Workflow
+        )
+    }
 }
 
 /// Asks to hide something from the people who review the agent's work.

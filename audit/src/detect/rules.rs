@@ -86,7 +86,9 @@ fn strong_patterns() -> Vec<(Rule, String)> {
         // "Note to the AI:", "Instructions for LLM agents", "Hey Claude"
         (Rule::AddressesAi, format!(r"(?m)\b(?:note|notice|message|instructions?|reminder|attention|attn|warning|important|psa|directive|hint|memo)\W{{0,4}}(?:to|for){G}(?:(?:the|all|any|every)\W{{1,3}})?(?:{AI}\b|(?:assistants?|agents?|bots?)\s*(?:[:\-–—,]|$))")),
         (Rule::AddressesAi, format!(r"\b(?:attention|attn|hey|hi|hello|dear|greetings|yo|calling){G}(?:(?:the|all|any|fellow|every)\W{{1,3}})?{AI}\b")),
-        (Rule::AddressesAi, format!(r"\b(?:dear|hey|hello){G}(?:assistant|agent)s?\b")),
+        // A greeting and its addressee on one line: string literals on two lines of code
+        // ("hello", then role="assistant") are not a greeting.
+        (Rule::AddressesAi, r"\b(?:dear|hey|hello)[^\w\n]{1,6}(?:assistant|agent)s?\b".to_string()),
         // Vocative at the start of a sentence: "AI: please…", "Assistant, ignore…"
         (Rule::AddressesAi, format!(r"(?m)(?:^|[.!?]\s+)\W*{AI}\s*[,:]\s*(?:please|you|ignore|disregard|forget|do\s+not|don't|never|always|add|include|insert|make\s+sure|ensure|remember|stop|before|when|from\s+now|your)\b")),
         (Rule::AddressesAi, r"(?m)(?:^|[.!?]\s+)\W*(?:assistant|agent)\s*[,:]\s*(?:please\W+)?(?:ignore|disregard|forget|do\s+not|don't|never|you\s+must|from\s+now)\b".to_string()),
@@ -264,6 +266,10 @@ pub(crate) fn scan(
     rules
         .strong
         .find(&norm.text, &|_| true, &mut |rule, start, end| {
+            // An AI noun that is a name in code is not an addressee (see signals).
+            if rule == Rule::AddressesAi && signals::names_only_code(&norm.text, start, end) {
+                return;
+            }
             let line = norm.line_of(meaningful_start(&norm.text, start, end));
             strong_lines.push(line);
             hits.push((line, rule));

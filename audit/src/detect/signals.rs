@@ -33,6 +33,8 @@ enum Signal {
 
 struct Compiled {
     patterns: PatternSet<Signal>,
+    /// An AI noun on its own, to tell an addressee from a name in code (`llm.get_model()`).
+    ai_noun: Option<regex::Regex>,
     expected: usize,
     errors: Vec<String>,
 }
@@ -89,8 +91,13 @@ fn compiled() -> &'static Compiled {
             .into_iter()
             .map(|r| format!("{:?}: {}", r.label, r.why))
             .collect();
+        let ai_noun = regex::RegexBuilder::new(lexicon::AI_NOUN)
+            .size_limit(64 << 20)
+            .build()
+            .ok();
         Compiled {
             patterns,
+            ai_noun,
             expected,
             errors,
         }
@@ -100,7 +107,7 @@ fn compiled() -> &'static Compiled {
 /// Whether every pattern compiled.
 pub(crate) fn ready() -> bool {
     let c = compiled();
-    c.errors.is_empty() && c.patterns.len() == c.expected
+    c.errors.is_empty() && c.patterns.len() == c.expected && c.ai_noun.is_some()
 }
 
 /// Sentence spans of the normalised text: ends at `.`, `!`, `?` (and their CJK forms)
@@ -149,6 +156,9 @@ pub(crate) fn scan(
         .map(|&o| (o, Signal::RoleToken))
         .collect();
     c.patterns.find(norm, &|_| true, &mut |signal, start, end| {
+        if signal == Signal::AddressAi && names_only_code(norm, start, end) {
+            return;
+        }
         let at = start
             + norm[start..end]
                 .find(|ch: char| ch.is_alphanumeric() || ch == '<')
@@ -218,6 +228,50 @@ pub(crate) fn scan(
             carried_for = carried_for.saturating_sub(1);
         }
     }
+}
+
+/// Whether every AI noun in `norm[start..end]` is a name in code rather than an addressee:
+/// inside a Markdown code span (`` `llm` ``), or joined to an identifier or a path
+/// (`llm.get_model()`, `io.datasette.llm`, `llm-markov`, `llm_key`), or a command given flags
+/// (`llm -m gpt-4o`). The tool named "llm" is not being spoken to in its own docs. A match
+/// with no AI noun in it ("if you are an assistant") is left alone.
+pub(crate) fn names_only_code(norm: &str, start: usize, end: usize) -> bool {
+    let Some(noun) = &compiled().ai_noun else {
+        return false;
+    };
+    let hay = &norm[..end];
+    let mut at = start;
+    let mut any = false;
+    while let Some(m) = noun.find_at(hay, at) {
+        if m.start() == m.end() {
+            break;
+        }
+        if !is_code_name(norm, m.start(), m.end()) {
+            return false;
+        }
+        any = true;
+        at = m.end();
+    }
+    any
+}
+
+/// Whether the word at `norm[s..e]` is part of code: in a code span or joined to one.
+fn is_code_name(norm: &str, s: usize, e: usize) -> bool {
+    let line_start = norm[..s].rfind('\n').map_or(0, |i| i + 1);
+    let in_span = norm[line_start..s].matches('`').count() % 2 == 1;
+    let before = norm[..s].chars().next_back();
+    let mut after = norm[e..].chars();
+    let (next, then) = (after.next(), after.next());
+    let joined_before = matches!(before, Some('.' | '/' | '_' | '$' | '@' | '\\' | '-'));
+    let joined_after = matches!(next, Some('.' | '_' | '/' | '(' | '[' | '-' | ':' | '='))
+        && then.is_some_and(|c| c.is_alphanumeric() || matches!(c, '(' | ')' | '_'));
+    let flags = next == Some(' ')
+        && then == Some('-')
+        && norm[e..]
+            .chars()
+            .nth(2)
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '-');
+    in_span || joined_before || joined_after || flags
 }
 
 /// The signals that say whom a text is for (an addressee, the agent's work, a chat role, a claimed
@@ -342,8 +396,17 @@ fn judge(window: &[(usize, Signal)]) -> Option<(usize, Rule)> {
     {
         return Some((p, Rule::ConcealsFromReviewer));
     }
+    // "Don't ask for confirmation" beside the word "packages" is a CLI's help text: a claim of
+    // authority needs a hostile act ("skip the tests", "disable auth"), or an object of one
+    // that something asks for ("you must add the token").
+    let hostile_act = window
+        .iter()
+        .any(|(_, s)| matches!(s, Signal::Harm(k) if !k.is_bare_object()));
     if let Some(p) = has(Signal::Authority)
-        && (harm.is_some() || work.is_some() || addressee.is_some())
+        && (hostile_act
+            || (harm.is_some() && directive.is_some())
+            || work.is_some()
+            || addressee.is_some())
     {
         return Some((p, Rule::FalseAuthority));
     }
