@@ -279,6 +279,14 @@ pub(crate) fn scan(
     let mut role_offsets = Vec::new();
     for (_, re) in &rules.raw {
         for m in re.find_iter(text) {
+            // "the <|endoftext|> token" names a token, as tokenizer docs do; it plays no role.
+            let after = text[m.end()..].trim_start_matches([' ', '`', '\'', '"']);
+            if after
+                .get(..5)
+                .is_some_and(|w| w.eq_ignore_ascii_case("token"))
+            {
+                continue;
+            }
             let line = text[..m.start()].bytes().filter(|&b| b == b'\n').count();
             if let Some(&start) = norm.line_starts.get(line) {
                 role_offsets.push(start);
@@ -288,7 +296,14 @@ pub(crate) fn scan(
     rules
         .in_context
         .find(&norm.text, &|_| true, &mut |rule, start, end| {
-            hits.push((norm.line_of(meaningful_start(&norm.text, start, end)), rule));
+            // The URL asked for is a link's target: the sentence points its reader to a page.
+            let linked = rule == Rule::RequestsUrl
+                && norm.text[start..end]
+                    .rfind("http")
+                    .is_some_and(|p| signals::in_link_target(&norm.text, start + p));
+            if !linked {
+                hits.push((norm.line_of(meaningful_start(&norm.text, start, end)), rule));
+            }
         });
     let before = hits.len();
     signals::scan(

@@ -159,6 +159,11 @@ pub(crate) fn scan(
         if signal == Signal::AddressAi && names_only_code(norm, start, end) {
             return;
         }
+        // A link's target (`[the docs](https://...)`, reST's `<https://...>`_) is a reference
+        // the text points its reader to; a URL to be added is written out.
+        if signal == Signal::Harm(HarmKind::Url) && in_link_target(norm, start) {
+            return;
+        }
         let at = start
             + norm[start..end]
                 .find(|ch: char| ch.is_alphanumeric() || ch == '<')
@@ -228,6 +233,16 @@ pub(crate) fn scan(
             carried_for = carried_for.saturating_sub(1);
         }
     }
+}
+
+/// Whether the word at `start` is part of a link's target: the address it belongs to follows
+/// `](` or `<`.
+pub(crate) fn in_link_target(norm: &str, start: usize) -> bool {
+    let address = norm[..start]
+        .rfind(|c: char| c.is_whitespace() || c == '(' || c == '<')
+        .map_or(0, |i| i + 1);
+    let before = &norm[..address];
+    before.ends_with("](") || before.ends_with('<')
 }
 
 /// Whether every AI noun in `norm[start..end]` is a name in code rather than an addressee:
