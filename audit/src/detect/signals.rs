@@ -161,7 +161,9 @@ pub(crate) fn scan(
         }
         // A link's target (`[the docs](https://...)`, reST's `<https://...>`_) is a reference
         // the text points its reader to; a URL to be added is written out.
-        if signal == Signal::Harm(HarmKind::Url) && in_link_target(norm, start) {
+        if signal == Signal::Harm(HarmKind::Url)
+            && (in_link_target(norm, start) || cited(norm, start))
+        {
             return;
         }
         let at = start
@@ -243,6 +245,26 @@ pub(crate) fn in_link_target(norm: &str, start: usize) -> bool {
         .map_or(0, |i| i + 1);
     let before = &norm[..address];
     before.ends_with("](") || before.ends_with('<')
+}
+
+/// Whether the URL at `start` is cited rather than asked for: "see https://…", "read
+/// https://… before touching this", "the trap described at https://…".
+fn cited(norm: &str, start: usize) -> bool {
+    let address = norm[..start]
+        .rfind(|c: char| c.is_whitespace() || c == '(' || c == '<')
+        .map_or(0, |i| i + 1);
+    let mut words = norm[..address]
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .rev();
+    let last = words.next().unwrap_or_default();
+    let before = words.next().unwrap_or_default();
+    matches!(last, "see" | "read" | "cf")
+        || (matches!(last, "at" | "in")
+            && matches!(
+                before,
+                "described" | "documented" | "explained" | "discussed" | "reported" | "tracked"
+            ))
 }
 
 /// Whether every AI noun in `norm[start..end]` is a name in code rather than an addressee:
@@ -406,17 +428,17 @@ fn judge(window: &[(usize, Signal)]) -> Option<(usize, Rule)> {
     {
         return Some((p, Rule::AddressesAutomation));
     }
-    if let Some(p) = conceal
-        && (work.is_some() || addressee.is_some() || harm.is_some())
-    {
-        return Some((p, Rule::ConcealsFromReviewer));
-    }
     // "Don't ask for confirmation" beside the word "packages" is a CLI's help text: a claim of
     // authority needs a hostile act ("skip the tests", "disable auth"), or an object of one
     // that something asks for ("you must add the token").
     let hostile_act = window
         .iter()
         .any(|(_, s)| matches!(s, Signal::Harm(k) if !k.is_bare_object()));
+    if let Some(p) = conceal
+        && (work.is_some() || addressee.is_some() || harm.is_some())
+    {
+        return Some((p, Rule::ConcealsFromReviewer));
+    }
     if let Some(p) = has(Signal::Authority)
         && (hostile_act
             || (harm.is_some() && directive.is_some())
