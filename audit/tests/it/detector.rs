@@ -848,3 +848,11 @@ fn an_api_doc_speaking_to_its_programmer_is_no_automated_reader() {
         .is_empty()
     );
 }
+
+/// The header cargo writes into every published Cargo.toml speaks to a person reading it.
+#[test]
+fn cargos_published_manifest_header_is_not_an_address() {
+    let header = "# If you are reading this file be aware that the original Cargo.toml\n# will likely look very different (and much more reasonable).\n# See Cargo.toml.orig for the original contents.\n";
+    let found = detect(header, SourceKind::File, Some("Cargo.toml"));
+    assert!(found.is_empty(), "{found:?}");
+}
