@@ -122,6 +122,23 @@ fn without_role_tokens(code: &str) -> String {
     out
 }
 
+/// Whether a line is a typed field and nothing else (`approve: bool`, `name: Optional[str]`):
+/// code with no code character in it, which read as prose would be an imperative ("Approve").
+fn is_annotation(code: &str) -> bool {
+    let Some((name, ty)) = code.trim().split_once(':') else {
+        return false;
+    };
+    let ident = |w: &str| {
+        w.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+    };
+    let ty = ty.trim();
+    ident(name.trim()) && !ty.is_empty() && !ty.contains(' ') && ident(ty.trim_end_matches(','))
+}
+
 /// Characters prose does not use but code does.
 fn is_code_char(c: char) -> bool {
     matches!(
@@ -249,7 +266,10 @@ pub(crate) fn prose_view(text: &str, path: Option<&str>) -> Option<String> {
                 state = State::Code;
             }
         }
-        if !code.trim().is_empty() && !without_role_tokens(&code).chars().any(is_code_char) {
+        if !code.trim().is_empty()
+            && !without_role_tokens(&code).chars().any(is_code_char)
+            && !is_annotation(&code)
+        {
             kept = line.to_owned();
         }
         out.push_str(&kept);

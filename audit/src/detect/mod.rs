@@ -26,6 +26,7 @@ mod framing;
 mod hidden;
 mod lexicon;
 mod normalize;
+mod prefilter;
 mod rules;
 mod signals;
 mod visible;

@@ -1,6 +1,7 @@
 //! Phrase rules over the normalised text.
 
 use super::Rule;
+use super::prefilter::PatternSet;
 use super::{lexicon, normalize, signals};
 use regex::Regex;
 use std::sync::OnceLock;
@@ -65,12 +66,12 @@ fn objects() -> [(Rule, &'static str); 5] {
 
 struct Compiled {
     /// Rules that flag on their own.
-    strong: Vec<(Rule, Regex)>,
+    strong: PatternSet<Rule>,
     /// Request verb followed by an object of one category, in the agent's context.
-    in_context: Vec<(Rule, Regex)>,
+    in_context: PatternSet<Rule>,
     /// Request verb followed by an object, without context (flagged only near strong findings
     /// or in hidden text).
-    weak: Vec<(Rule, Regex)>,
+    weak: PatternSet<Rule>,
     /// Rules matched against the original text, case-sensitive.
     raw: Vec<(Rule, Regex)>,
     /// Instruction-like text inside a Markdown HTML comment.
@@ -85,7 +86,9 @@ fn strong_patterns() -> Vec<(Rule, String)> {
         // "Note to the AI:", "Instructions for LLM agents", "Hey Claude"
         (Rule::AddressesAi, format!(r"(?m)\b(?:note|notice|message|instructions?|reminder|attention|attn|warning|important|psa|directive|hint|memo)\W{{0,4}}(?:to|for){G}(?:(?:the|all|any|every)\W{{1,3}})?(?:{AI}\b|(?:assistants?|agents?|bots?)\s*(?:[:\-–—,]|$))")),
         (Rule::AddressesAi, format!(r"\b(?:attention|attn|hey|hi|hello|dear|greetings|yo|calling){G}(?:(?:the|all|any|fellow|every)\W{{1,3}})?{AI}\b")),
-        (Rule::AddressesAi, format!(r"\b(?:dear|hey|hello){G}(?:assistant|agent)s?\b")),
+        // A greeting and its addressee on one line: string literals on two lines of code
+        // ("hello", then role="assistant") are not a greeting.
+        (Rule::AddressesAi, r"\b(?:dear|hey|hello)[^\w\n]{1,6}(?:assistant|agent)s?\b".to_string()),
         // Vocative at the start of a sentence: "AI: please…", "Assistant, ignore…"
         (Rule::AddressesAi, format!(r"(?m)(?:^|[.!?]\s+)\W*{AI}\s*[,:]\s*(?:please|you|ignore|disregard|forget|do\s+not|don't|never|always|add|include|insert|make\s+sure|ensure|remember|stop|before|when|from\s+now|your)\b")),
         (Rule::AddressesAi, r"(?m)(?:^|[.!?]\s+)\W*(?:assistant|agent)\s*[,:]\s*(?:please\W+)?(?:ignore|disregard|forget|do\s+not|don't|never|you\s+must|from\s+now)\b".to_string()),
@@ -123,21 +126,13 @@ fn strong_patterns() -> Vec<(Rule, String)> {
 fn compile() -> Compiled {
     let mut expected = 0;
     let mut compiled = 0;
-    let mut build = |p: &str| {
-        expected += 1;
-        let r = Regex::new(p).ok();
-        compiled += usize::from(r.is_some());
-        r
+    let mut set = |wanted: Vec<(Rule, String)>| {
+        expected += wanted.len();
+        let (set, _refused) = PatternSet::build(wanted);
+        compiled += set.len();
+        set
     };
-    let strong = strong_patterns()
-        .into_iter()
-        .filter_map(|(rule, p)| build(&p).map(|r| (rule, r)))
-        .collect();
-    let role_tokens = format!("(?m){}", lexicon::ROLE_TOKENS);
-    let raw = [(Rule::ChatTemplateToken, role_tokens.as_str())]
-        .into_iter()
-        .filter_map(|(rule, p)| build(p).map(|r| (rule, r)))
-        .collect();
+    let strong = set(strong_patterns());
     let ctx_when = agent_context_when();
     let ctx_in = agent_context_in();
     let mut in_context = Vec::new();
@@ -147,13 +142,22 @@ fn compile() -> Compiled {
             r"(?:{ctx_when}|{ctx_in}){SENT}{{0,120}}?{REQUEST_VERB}{SENT}{{0,80}}?(?:{obj})"
         );
         let after = format!(r"{REQUEST_VERB}{SENT}{{0,100}}?(?:{obj}){SENT}{{0,100}}?{ctx_in}");
-        if let Some(r) = build(&format!("{before}|{after}")) {
-            in_context.push((rule, r));
-        }
-        if let Some(r) = build(&format!(r"{REQUEST_VERB}[^!?;\n]{{0,80}}?(?:{obj})")) {
-            weak.push((rule, r));
-        }
+        in_context.push((rule, format!("{before}|{after}")));
+        weak.push((rule, format!(r"{REQUEST_VERB}[^!?;\n]{{0,80}}?(?:{obj})")));
     }
+    let in_context = set(in_context);
+    let weak = set(weak);
+    let mut build = |p: &str| {
+        expected += 1;
+        let r = Regex::new(p).ok();
+        compiled += usize::from(r.is_some());
+        r
+    };
+    let role_tokens = format!("(?m){}", lexicon::ROLE_TOKENS);
+    let raw = [(Rule::ChatTemplateToken, role_tokens.as_str())]
+        .into_iter()
+        .filter_map(|(rule, p)| build(p).map(|r| (rule, r)))
+        .collect();
     let comment_imperative = build(&format!(
         r"\b(?:you|please|must|make\W+sure|be\W+sure|remember\W+to|always|never|should){WG}(?:\w+{WG}){{0,8}}?{REQUEST_VERB}{SENT}{{0,80}}?(?:https?://|\b(?:url|endpoint|webhook|dependency|dependencies|package|credentials?|secrets?|tokens?|api\W?keys?|passwords?|workflows?|new\W+file)\b|\.github/)"
     ));
@@ -259,29 +263,48 @@ pub(crate) fn scan(
     let norm = Normalized::new(lines);
     let hidden_lines: Vec<usize> = hits.iter().map(|(l, _)| *l).collect();
     let mut strong_lines = Vec::new();
-    for (rule, re) in &rules.strong {
-        for m in re.find_iter(&norm.text) {
-            let line = norm.line_of(meaningful_start(m));
+    rules
+        .strong
+        .find(&norm.text, &|_| true, &mut |rule, start, end| {
+            // An AI noun that is a name in code is not an addressee (see signals).
+            if rule == Rule::AddressesAi && signals::names_only_code(&norm.text, start, end) {
+                return;
+            }
+            let line = norm.line_of(meaningful_start(&norm.text, start, end));
             strong_lines.push(line);
-            hits.push((line, *rule));
-        }
-    }
+            hits.push((line, rule));
+        });
     // Role tokens are legitimate in chat templates and tokenizer code; they count only with
     // an instruction beside them (decided with the other signals).
     let mut role_offsets = Vec::new();
     for (_, re) in &rules.raw {
         for m in re.find_iter(text) {
+            // "the <|endoftext|> token" names a token, as tokenizer docs do; it plays no role.
+            let after = text[m.end()..].trim_start_matches([' ', '`', '\'', '"']);
+            if after
+                .get(..5)
+                .is_some_and(|w| w.eq_ignore_ascii_case("token"))
+            {
+                continue;
+            }
             let line = text[..m.start()].bytes().filter(|&b| b == b'\n').count();
             if let Some(&start) = norm.line_starts.get(line) {
                 role_offsets.push(start);
             }
         }
     }
-    for (rule, re) in &rules.in_context {
-        for m in re.find_iter(&norm.text) {
-            hits.push((norm.line_of(meaningful_start(m)), *rule));
-        }
-    }
+    rules
+        .in_context
+        .find(&norm.text, &|_| true, &mut |rule, start, end| {
+            // The URL asked for is a link's target: the sentence points its reader to a page.
+            let linked = rule == Rule::RequestsUrl
+                && norm.text[start..end]
+                    .rfind("http")
+                    .is_some_and(|p| signals::in_link_target(&norm.text, start + p));
+            if !linked {
+                hits.push((norm.line_of(meaningful_start(&norm.text, start, end)), rule));
+            }
+        });
     let before = hits.len();
     signals::scan(
         &norm.text,
@@ -302,26 +325,27 @@ pub(crate) fn scan(
     } else {
         Vec::new()
     };
-    for (rule, re) in &rules.weak {
-        for m in re.find_iter(&norm.text) {
-            let line = norm.line_of(m.start());
-            let near_strong = strong_lines
-                .iter()
-                .any(|&s| line >= s && line <= s + NEAR_LINES);
-            let in_hidden = hidden_lines.contains(&line)
-                || hidden_comments.iter().any(|&(a, b)| line >= a && line <= b);
-            if near_strong || in_hidden {
-                hits.push((line, *rule));
-            }
-        }
+    // A bare request counts only beside something else; with nothing else, there is nothing
+    // to look for.
+    if !(strong_lines.is_empty() && hidden_lines.is_empty() && hidden_comments.is_empty()) {
+        rules
+            .weak
+            .find(&norm.text, &|_| true, &mut |rule, start, _| {
+                let line = norm.line_of(start);
+                let near_strong = strong_lines
+                    .iter()
+                    .any(|&s| line >= s && line <= s + NEAR_LINES);
+                let in_hidden = hidden_lines.contains(&line)
+                    || hidden_comments.iter().any(|&(a, b)| line >= a && line <= b);
+                if near_strong || in_hidden {
+                    hits.push((line, rule));
+                }
+            });
     }
     for (first, last) in hidden_comments {
         let inner = Normalized::new(&lines[first..=last.min(lines.len().saturating_sub(1))]);
-        let flagged = rules.strong.iter().any(|(_, re)| re.is_match(&inner.text))
-            || rules
-                .in_context
-                .iter()
-                .any(|(_, re)| re.is_match(&inner.text))
+        let flagged = rules.strong.matches_any(&inner.text)
+            || rules.in_context.matches_any(&inner.text)
             || rules
                 .comment_imperative
                 .as_ref()
@@ -333,9 +357,9 @@ pub(crate) fn scan(
 }
 
 /// Where a match really starts: patterns may begin with punctuation or line breaks.
-fn meaningful_start(m: regex::Match<'_>) -> usize {
-    m.start()
-        + m.as_str()
+fn meaningful_start(text: &str, start: usize, end: usize) -> usize {
+    start
+        + text[start..end]
             .find(|c: char| c.is_alphanumeric() || c == '<' || c == '[')
             .unwrap_or(0)
 }

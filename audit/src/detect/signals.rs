@@ -12,7 +12,7 @@
 
 use super::Rule;
 use super::lexicon::{self, HarmKind};
-use regex::Regex;
+use super::prefilter::PatternSet;
 use std::sync::OnceLock;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -32,7 +32,9 @@ enum Signal {
 }
 
 struct Compiled {
-    patterns: Vec<(Signal, Regex)>,
+    patterns: PatternSet<Signal>,
+    /// An AI noun on its own, to tell an addressee from a name in code (`llm.get_model()`).
+    ai_noun: Option<regex::Regex>,
     expected: usize,
     errors: Vec<String>,
 }
@@ -84,21 +86,18 @@ fn compiled() -> &'static Compiled {
         );
         wanted.push((Signal::ToolPayload, lexicon::TOOL_CALL_PAYLOAD.to_string()));
         let expected = wanted.len();
-        let mut errors = Vec::new();
-        let patterns = wanted
+        let (patterns, refused) = PatternSet::build(wanted);
+        let errors = refused
             .into_iter()
-            .filter_map(
-                |(s, p)| match regex::RegexBuilder::new(&p).size_limit(64 << 20).build() {
-                    Ok(r) => Some((s, r)),
-                    Err(e) => {
-                        errors.push(format!("{s:?}: {e}"));
-                        None
-                    }
-                },
-            )
+            .map(|r| format!("{:?}: {}", r.label, r.why))
             .collect();
+        let ai_noun = regex::RegexBuilder::new(lexicon::AI_NOUN)
+            .size_limit(64 << 20)
+            .build()
+            .ok();
         Compiled {
             patterns,
+            ai_noun,
             expected,
             errors,
         }
@@ -108,7 +107,7 @@ fn compiled() -> &'static Compiled {
 /// Whether every pattern compiled.
 pub(crate) fn ready() -> bool {
     let c = compiled();
-    c.errors.is_empty() && c.patterns.len() == c.expected
+    c.errors.is_empty() && c.patterns.len() == c.expected && c.ai_noun.is_some()
 }
 
 /// Sentence spans of the normalised text: ends at `.`, `!`, `?` (and their CJK forms)
@@ -156,15 +155,23 @@ pub(crate) fn scan(
         .iter()
         .map(|&o| (o, Signal::RoleToken))
         .collect();
-    for (signal, re) in &c.patterns {
-        for m in re.find_iter(norm) {
-            let at = m.start()
-                + m.as_str()
-                    .find(|ch: char| ch.is_alphanumeric() || ch == '<')
-                    .unwrap_or(0);
-            found.push((at, *signal));
+    c.patterns.find(norm, &|_| true, &mut |signal, start, end| {
+        if signal == Signal::AddressAi && names_only_code(norm, start, end) {
+            return;
         }
-    }
+        // A link's target (`[the docs](https://...)`, reST's `<https://...>`_) is a reference
+        // the text points its reader to; a URL to be added is written out.
+        if signal == Signal::Harm(HarmKind::Url)
+            && (in_link_target(norm, start) || cited(norm, start))
+        {
+            return;
+        }
+        let at = start
+            + norm[start..end]
+                .find(|ch: char| ch.is_alphanumeric() || ch == '<')
+                .unwrap_or(0);
+        found.push((at, signal));
+    });
     if found.is_empty() {
         return;
     }
@@ -230,6 +237,80 @@ pub(crate) fn scan(
     }
 }
 
+/// Whether the word at `start` is part of a link's target: the address it belongs to follows
+/// `](` or `<`.
+pub(crate) fn in_link_target(norm: &str, start: usize) -> bool {
+    let address = norm[..start]
+        .rfind(|c: char| c.is_whitespace() || c == '(' || c == '<')
+        .map_or(0, |i| i + 1);
+    let before = &norm[..address];
+    before.ends_with("](") || before.ends_with('<')
+}
+
+/// Whether the URL at `start` is cited rather than asked for: "see https://…", "read
+/// https://… before touching this", "the trap described at https://…".
+fn cited(norm: &str, start: usize) -> bool {
+    let address = norm[..start]
+        .rfind(|c: char| c.is_whitespace() || c == '(' || c == '<')
+        .map_or(0, |i| i + 1);
+    let mut words = norm[..address]
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .rev();
+    let last = words.next().unwrap_or_default();
+    let before = words.next().unwrap_or_default();
+    matches!(last, "see" | "read" | "cf")
+        || (matches!(last, "at" | "in")
+            && matches!(
+                before,
+                "described" | "documented" | "explained" | "discussed" | "reported" | "tracked"
+            ))
+}
+
+/// Whether every AI noun in `norm[start..end]` is a name in code rather than an addressee:
+/// inside a Markdown code span (`` `llm` ``), or joined to an identifier or a path
+/// (`llm.get_model()`, `io.datasette.llm`, `llm-markov`, `llm_key`), or a command given flags
+/// (`llm -m gpt-4o`). The tool named "llm" is not being spoken to in its own docs. A match
+/// with no AI noun in it ("if you are an assistant") is left alone.
+pub(crate) fn names_only_code(norm: &str, start: usize, end: usize) -> bool {
+    let Some(noun) = &compiled().ai_noun else {
+        return false;
+    };
+    let hay = &norm[..end];
+    let mut at = start;
+    let mut any = false;
+    while let Some(m) = noun.find_at(hay, at) {
+        if m.start() == m.end() {
+            break;
+        }
+        if !is_code_name(norm, m.start(), m.end()) {
+            return false;
+        }
+        any = true;
+        at = m.end();
+    }
+    any
+}
+
+/// Whether the word at `norm[s..e]` is part of code: in a code span or joined to one.
+fn is_code_name(norm: &str, s: usize, e: usize) -> bool {
+    let line_start = norm[..s].rfind('\n').map_or(0, |i| i + 1);
+    let in_span = norm[line_start..s].matches('`').count() % 2 == 1;
+    let before = norm[..s].chars().next_back();
+    let mut after = norm[e..].chars();
+    let (next, then) = (after.next(), after.next());
+    let joined_before = matches!(before, Some('.' | '/' | '_' | '$' | '@' | '\\' | '-'));
+    let joined_after = matches!(next, Some('.' | '_' | '/' | '(' | '[' | '-' | ':' | '='))
+        && then.is_some_and(|c| c.is_alphanumeric() || matches!(c, '(' | ')' | '_'));
+    let flags = next == Some(' ')
+        && then == Some('-')
+        && norm[e..]
+            .chars()
+            .nth(2)
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '-');
+    in_span || joined_before || joined_after || flags
+}
+
 /// The signals that say whom a text is for (an addressee, the agent's work, a chat role, a claimed
 /// authority), and
 /// so carry to the sentences after them.
@@ -261,14 +342,16 @@ fn ends_paragraph(norm: &str, end: usize, item_at: &dyn Fn(usize) -> bool) -> bo
 pub(crate) fn asks_for_harm(norm: &str) -> bool {
     let c = compiled();
     let mut found: Vec<(usize, Signal)> = Vec::new();
-    for (signal, re) in &c.patterns {
-        if matches!(
-            signal,
-            Signal::Directive | Signal::Harm(_) | Signal::Conceal | Signal::Hijack
-        ) {
-            found.extend(re.find_iter(norm).map(|m| (m.start(), *signal)));
-        }
-    }
+    c.patterns.find(
+        norm,
+        &|signal| {
+            matches!(
+                signal,
+                Signal::Directive | Signal::Harm(_) | Signal::Conceal | Signal::Hijack
+            )
+        },
+        &mut |signal, start, _| found.push((start, signal)),
+    );
     found.sort_unstable();
     sentences(norm, &|_| false).into_iter().any(|(a, b)| {
         let inside = found.iter().filter(|(at, _)| (a..b).contains(at));
@@ -345,13 +428,22 @@ fn judge(window: &[(usize, Signal)]) -> Option<(usize, Rule)> {
     {
         return Some((p, Rule::AddressesAutomation));
     }
+    // "Don't ask for confirmation" beside the word "packages" is a CLI's help text: a claim of
+    // authority needs a hostile act ("skip the tests", "disable auth"), or an object of one
+    // that something asks for ("you must add the token").
+    let hostile_act = window
+        .iter()
+        .any(|(_, s)| matches!(s, Signal::Harm(k) if !k.is_bare_object()));
     if let Some(p) = conceal
         && (work.is_some() || addressee.is_some() || harm.is_some())
     {
         return Some((p, Rule::ConcealsFromReviewer));
     }
     if let Some(p) = has(Signal::Authority)
-        && (harm.is_some() || work.is_some() || addressee.is_some())
+        && (hostile_act
+            || (harm.is_some() && directive.is_some())
+            || work.is_some()
+            || addressee.is_some())
     {
         return Some((p, Rule::FalseAuthority));
     }
@@ -434,7 +526,7 @@ mod tests {
     fn every_pattern_compiles() {
         let c = super::compiled();
         assert!(c.errors.is_empty(), "{}", c.errors.join("\n\n"));
-        for (signal, re) in &c.patterns {
+        for (signal, re) in c.patterns.iter() {
             for plain in ["", "x", "fn main() {}", "\n\n"] {
                 assert!(
                     !re.is_match(plain),

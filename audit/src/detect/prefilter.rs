@@ -1,0 +1,460 @@
+//! Searching many large patterns over a text fast: each pattern is split into its top-level
+//! branches, and each branch is searched paragraph by paragraph, only in the paragraphs that
+//! hold one of its anchors.
+//!
+//! A branch's anchors are literals one of which every match of it must contain, read off its
+//! syntax tree (`\b(?:skip|disable)\W+(?:\w+\W+){0,5}?tests?` has the anchor `test`; `skip`
+//! and `disable` would do too). One Aho-Corasick pass over the text finds every anchor of
+//! every branch; a paragraph without any of a branch's anchors cannot hold a match of it, so
+//! that branch is never run there. Most text of a source file never reaches the large
+//! multilingual patterns at all, and what does meets one small automaton per branch rather
+//! than one huge one per concept (whose every state is slow to build).
+//!
+//! Searching by paragraph (text between blank lines) is a rule, not only a speed-up: a concept
+//! is a few words of one sentence, and a match that ran across a blank line would join two
+//! paragraphs that say different things. It also bounds the work a pattern does on text with
+//! non-ASCII letters: the regex engine's fast automaton cannot decide a Unicode word boundary
+//! there and falls back to a slower one, which now only ever sees one paragraph. A paragraph
+//! longer than [`WINDOW_LINES`] lines (a JSON document, a changelog list) is searched in
+//! windows of twice that many lines, one window's worth apart, each keeping the matches that
+//! start in its first half, so a match of up to [`WINDOW_LINES`] lines is found as in one pass.
+
+use aho_corasick::AhoCorasick;
+use regex::Regex;
+use regex_syntax::hir::{Class, Hir, HirKind};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// How many lines of a long paragraph each search keeps the matches of.
+const WINDOW_LINES: usize = 24;
+
+/// A class with at most this many characters counts as that many one-character literals.
+const MAX_CLASS_LITERALS: usize = 16;
+
+/// Patterns, each as branches with the anchors that gate them.
+pub(crate) struct PatternSet<T> {
+    /// Each pattern's branches, each searched on its own.
+    patterns: Vec<Gated<T>>,
+    /// How many patterns compiled (all their branches did).
+    sources: usize,
+    /// Every anchor of every pattern, once.
+    anchors: Option<AhoCorasick>,
+    /// For each anchor, the patterns it opens.
+    opens: Vec<Vec<usize>>,
+}
+
+/// One branch of a pattern.
+struct Gated<T> {
+    label: T,
+    regex: Regex,
+    /// Its anchors; one without is searched in every paragraph.
+    anchors: Option<BTreeSet<Vec<u8>>>,
+}
+
+/// A pattern's top-level branches (`a|b|c`), each compiled with its anchors. A large
+/// alternation searched as one automaton makes every state of it large and slow to build; a
+/// branch on its own is small, and is only run where its own anchors are. Branches are found
+/// in the same places as the whole pattern's matches, where matches of two branches do not
+/// overlap (where they do, both are reported: a signal is a position, so either is right).
+fn branches<T: Copy>(label: T, pattern: &str) -> Result<Vec<Gated<T>>, String> {
+    let hir = regex_syntax::parse(pattern).map_err(|e| e.to_string())?;
+    let parts: Vec<(String, &Hir)> = match hir.kind() {
+        HirKind::Alternation(subs) => subs.iter().map(|h| (h.to_string(), h)).collect(),
+        _ => vec![(pattern.to_string(), &hir)],
+    };
+    parts
+        .into_iter()
+        .map(|(p, h)| {
+            // The same limits the patterns always had: they are large alternations of
+            // multilingual phrases. The lazy DFA's cache must hold enough states for them, or
+            // the engine falls back to its slowest search on every text.
+            regex::RegexBuilder::new(&p)
+                .size_limit(64 << 20)
+                .dfa_size_limit(64 << 20)
+                .build()
+                .map(|regex| Gated {
+                    label,
+                    regex,
+                    anchors: required(h),
+                })
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+/// A pattern that did not compile, with the label it was given and why.
+pub(crate) struct Refused<T> {
+    pub(crate) label: T,
+    pub(crate) why: String,
+}
+
+impl<T: Copy> PatternSet<T> {
+    /// Compile `wanted`; the patterns that fail are returned beside the set, never dropped
+    /// silently.
+    pub(crate) fn build(wanted: Vec<(T, String)>) -> (Self, Vec<Refused<T>>) {
+        let mut patterns: Vec<Gated<T>> = Vec::new();
+        let mut refused = Vec::new();
+        let mut sources = 0;
+        for (label, pattern) in wanted {
+            match branches(label, &pattern) {
+                Ok(list) => {
+                    sources += 1;
+                    patterns.extend(list);
+                }
+                Err(why) => refused.push(Refused { label, why }),
+            }
+        }
+        let mut literal_ids: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
+        let mut opens: Vec<Vec<usize>> = Vec::new();
+        for (index, p) in patterns.iter().enumerate() {
+            for literal in p.anchors.iter().flatten() {
+                let next = literal_ids.len();
+                let id = *literal_ids.entry(literal.clone()).or_insert(next);
+                if id == opens.len() {
+                    opens.push(Vec::new());
+                }
+                if let Some(list) = opens.get_mut(id) {
+                    list.push(index);
+                }
+            }
+        }
+        let mut by_id: Vec<(usize, Vec<u8>)> =
+            literal_ids.into_iter().map(|(l, id)| (id, l)).collect();
+        by_id.sort();
+        let anchors = if by_id.is_empty() {
+            None
+        } else {
+            // Standard semantics so that overlapping anchors ("add" inside "address") are
+            // all reported; a failure to build only means no pattern is gated.
+            AhoCorasick::new(by_id.iter().map(|(_, l)| l.as_slice())).ok()
+        };
+        if anchors.is_none() {
+            for p in &mut patterns {
+                p.anchors = None;
+            }
+        }
+        (
+            PatternSet {
+                patterns,
+                sources,
+                anchors,
+                opens,
+            },
+            refused,
+        )
+    }
+
+    /// How many patterns compiled.
+    pub(crate) fn len(&self) -> usize {
+        self.sources
+    }
+
+    /// How many branches are gated by anchors (the others run in every paragraph).
+    #[cfg(test)]
+    pub(crate) fn gated(&self) -> usize {
+        self.patterns.iter().filter(|p| p.anchors.is_some()).count()
+    }
+
+    /// Whether any pattern matches in some paragraph of `text`.
+    pub(crate) fn matches_any(&self, text: &str) -> bool {
+        let mut any = false;
+        self.find(text, &|_| true, &mut |_, _, _| any = true);
+        any
+    }
+
+    /// The patterns' branches, in the order they were given (their labels and regexes).
+    #[cfg(test)]
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (T, &Regex)> {
+        self.patterns.iter().map(|p| (p.label, &p.regex))
+    }
+
+    /// Every match, in each paragraph of `text`, of the patterns whose label `wanted` accepts:
+    /// `found(label, start, end)` per match, matches of one pattern in one paragraph
+    /// non-overlapping and in order.
+    pub(crate) fn find(
+        &self,
+        text: &str,
+        wanted: &dyn Fn(T) -> bool,
+        found: &mut dyn FnMut(T, usize, usize),
+    ) {
+        let mut hits: Vec<(usize, usize, usize)> = match &self.anchors {
+            Some(ac) => ac
+                .find_overlapping_iter(text)
+                .map(|m| (m.start(), m.end(), m.pattern().as_usize()))
+                .collect(),
+            None => Vec::new(),
+        };
+        hits.sort_unstable();
+        let mut open = vec![false; self.patterns.len()];
+        for para in paragraphs(text) {
+            let mut resume = vec![para.lead; self.patterns.len()];
+            for w in windows(text, &para) {
+                open.iter_mut().for_each(|o| *o = false);
+                let lo = hits.partition_point(|&(s, _, _)| s < w.search_start);
+                for &(_, end, id) in hits[lo..].iter().take_while(|&&(s, _, _)| s < w.search_end) {
+                    if end <= w.search_end {
+                        for &p in self.opens.get(id).map_or(&[][..], Vec::as_slice) {
+                            if let Some(o) = open.get_mut(p) {
+                                *o = true;
+                            }
+                        }
+                    }
+                }
+                for (i, p) in self.patterns.iter().enumerate() {
+                    if (p.anchors.is_some() && !open[i]) || !wanted(p.label) {
+                        resume[i] = resume[i].max(w.keep_end);
+                        continue;
+                    }
+                    // The haystack ends with the window, so no match runs past it; the text
+                    // before the window still decides word boundaries and line starts.
+                    let hay = &text[..w.search_end];
+                    let mut at = resume[i].max(w.search_start);
+                    while at < w.keep_end {
+                        let Some(m) = p.regex.find_at(hay, at) else {
+                            at = w.keep_end;
+                            break;
+                        };
+                        if m.start() >= w.keep_end {
+                            at = w.keep_end;
+                            break;
+                        }
+                        found(p.label, m.start(), m.end());
+                        at = if m.end() > m.start() {
+                            m.end()
+                        } else {
+                            next_char(text, m.end())
+                        };
+                    }
+                    resume[i] = at;
+                }
+            }
+        }
+    }
+}
+
+/// The offset after the character at `at` (or the text's end).
+fn next_char(text: &str, at: usize) -> usize {
+    text[at..]
+        .chars()
+        .next()
+        .map_or(text.len() + 1, |c| at + c.len_utf8())
+}
+
+/// A byte range of the text between blank lines.
+#[derive(Debug, PartialEq, Eq)]
+struct Paragraph {
+    /// Where its search starts: after the last letter or digit before it, so that a pattern
+    /// that begins at the end of the sentence before ("… commits.\n\nagent: push …") still
+    /// sees that end. What a match is attributed to is its first letter, in this paragraph.
+    lead: usize,
+    start: usize,
+    end: usize,
+}
+
+fn paragraph(text: &str, start: usize, end: usize) -> Paragraph {
+    let before = &text[..start];
+    let lead = before
+        .trim_end_matches(|c: char| !c.is_alphanumeric())
+        .len();
+    Paragraph { lead, start, end }
+}
+
+/// The paragraphs of `text`: runs of lines that are not blank, each ending after its last
+/// line's newline.
+fn paragraphs(text: &str) -> Vec<Paragraph> {
+    let mut out = Vec::new();
+    let mut start = None;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let blank = line.trim().is_empty();
+        match (start, blank) {
+            (None, false) => start = Some(offset),
+            (Some(s), true) => {
+                out.push(paragraph(text, s, offset));
+                start = None;
+            }
+            _ => {}
+        }
+        offset += line.len();
+    }
+    if let Some(s) = start {
+        out.push(paragraph(text, s, text.len()));
+    }
+    out
+}
+
+/// One search of a paragraph: it looks at `search_start..search_end` and keeps the matches
+/// that start before `keep_end`.
+#[derive(Debug, PartialEq, Eq)]
+struct Window {
+    search_start: usize,
+    keep_end: usize,
+    search_end: usize,
+}
+
+fn windows(text: &str, para: &Paragraph) -> Vec<Window> {
+    let (start, end) = (para.start, para.end);
+    let starts: Vec<usize> = std::iter::once(start)
+        .chain(
+            text[start..end]
+                .match_indices('\n')
+                .map(|(i, _)| start + i + 1)
+                .filter(|&s| s < end),
+        )
+        .collect();
+    let line_start = |n: usize| starts.get(n).copied().unwrap_or(end);
+    let mut out = Vec::new();
+    let mut first = 0;
+    while first < starts.len() {
+        out.push(Window {
+            search_start: if first == 0 {
+                para.lead
+            } else {
+                line_start(first)
+            },
+            keep_end: line_start(first + WINDOW_LINES),
+            search_end: line_start(first + 2 * WINDOW_LINES),
+        });
+        first += WINDOW_LINES;
+    }
+    out
+}
+
+/// Literals one of which every match of `hir` contains, or `None` when there is no such
+/// finite set (a pattern that can match without any fixed text).
+fn required(hir: &Hir) -> Option<BTreeSet<Vec<u8>>> {
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => None,
+        HirKind::Literal(l) => Some(BTreeSet::from([l.0.to_vec()])),
+        HirKind::Class(class) => class_literals(class),
+        HirKind::Repetition(r) if r.min >= 1 => required(&r.sub),
+        HirKind::Repetition(_) => None,
+        HirKind::Capture(c) => required(&c.sub),
+        // Every part of a concatenation is in every match: the part with the most telling
+        // literals (the longest shortest one, then the fewest) is the gate.
+        HirKind::Concat(subs) => subs
+            .iter()
+            .filter_map(required)
+            .max_by_key(|set| (shortest(set), std::cmp::Reverse(set.len()))),
+        // A match of an alternation is a match of one of its branches.
+        HirKind::Alternation(subs) => {
+            let mut all = BTreeSet::new();
+            for s in subs {
+                all.extend(required(s)?);
+            }
+            Some(all)
+        }
+    }
+}
+
+fn shortest(set: &BTreeSet<Vec<u8>>) -> usize {
+    set.iter().map(Vec::len).min().unwrap_or(0)
+}
+
+fn class_literals(class: &Class) -> Option<BTreeSet<Vec<u8>>> {
+    let mut out = BTreeSet::new();
+    match class {
+        Class::Unicode(c) => {
+            for range in c.ranges() {
+                for ch in range.start()..=range.end() {
+                    if out.len() >= MAX_CLASS_LITERALS {
+                        return None;
+                    }
+                    out.insert(ch.to_string().into_bytes());
+                }
+            }
+        }
+        Class::Bytes(c) => {
+            for range in c.ranges() {
+                for b in range.start()..=range.end() {
+                    if out.len() >= MAX_CLASS_LITERALS {
+                        return None;
+                    }
+                    out.insert(vec![b]);
+                }
+            }
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn anchors(p: &str) -> Option<Vec<String>> {
+        let hir = regex_syntax::parse(p).unwrap();
+        required(&hir).map(|s| {
+            s.into_iter()
+                .map(|l| String::from_utf8(l).unwrap())
+                .collect()
+        })
+    }
+
+    #[test]
+    fn anchors_are_what_every_match_contains() {
+        // "skip" or "disable" would do as well; one literal of the same length is fewer.
+        assert_eq!(
+            anchors(r"\b(?:skip|disable)\W+(?:\w+\W+){0,5}?tests?\b"),
+            Some(vec!["test".into()])
+        );
+        // The longest telling part of a concatenation is its gate ("secret", not "_").
+        assert_eq!(
+            anchors(r"\bsudo\b|\b\w+_(?:secret|password)\b"),
+            Some(vec!["password".into(), "secret".into(), "sudo".into()])
+        );
+        // A branch with no fixed text leaves the whole pattern ungated.
+        assert_eq!(anchors(r"skip|\w+"), None);
+        assert_eq!(anchors(r"(?:note)?\W+"), None);
+    }
+
+    #[test]
+    fn a_gated_search_finds_what_a_plain_search_finds_within_paragraphs() {
+        let wanted = vec![
+            (
+                0,
+                r"\b(?:skip|disable)\W+(?:\w+\W+){0,5}?tests?\b".to_string(),
+            ),
+            (1, r"(?m)(?:^|[.!?]\s+)\W{0,3}(?:add|remove)\b".to_string()),
+            (2, r"\w+".to_string()),
+            (3, r"(?:\A|[.!?]\s+)\W{0,3}agent\s*:".to_string()),
+        ];
+        let (set, refused) = PatternSet::build(wanted);
+        assert!(refused.is_empty());
+        assert_eq!(set.gated(), 3);
+        let long: String = (0..100).map(|i| format!("line {i} skip the\n")).collect();
+        let text = format!(
+            "first: skip all the tests. add it.\nremove — é tests\n\n{long}tests\n\nskip\n\ntests.\n\nagent: push"
+        );
+        let mut got: Vec<(i32, usize, usize)> = Vec::new();
+        set.find(&text, &|_| true, &mut |l, s, e| got.push((l, s, e)));
+        got.sort_unstable();
+        // The reference: each pattern over each paragraph on its own.
+        let mut want = Vec::new();
+        for (label, re) in set.iter() {
+            for p in paragraphs(&text) {
+                let mut at = p.lead;
+                while let Some(m) = re.find_at(&text[..p.end], at) {
+                    want.push((label, m.start(), m.end()));
+                    at = m.end().max(m.start() + 1);
+                }
+            }
+        }
+        want.sort_unstable();
+        assert_eq!(got, want);
+        // "skip" and "tests" in different paragraphs never make one match.
+        assert!(!got.iter().any(|&(l, s, _)| l == 0 && s > text.len() - 40));
+        // A sentence's end before the blank line still starts the next paragraph's sentence.
+        assert!(got.iter().any(|&(l, _, e)| l == 3 && e == text.len() - 5));
+    }
+
+    #[test]
+    fn long_paragraphs_are_searched_in_overlapping_windows() {
+        let text: String = (0..60).map(|i| format!("{i}\n")).collect();
+        let w = windows(&text, &paragraph(&text, 0, text.len()));
+        assert_eq!(w.len(), 3);
+        assert_eq!(w[0].search_start, 0);
+        assert_eq!(w[1].search_start, w[0].keep_end);
+        assert_eq!(w[0].search_end, w[2].search_start);
+        assert_eq!(w[2].search_end, text.len());
+    }
+}
