@@ -4,8 +4,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use std::path::Path;
 
 use super::{
-    ChangeRequest, ClaimAttempt, Decision, IntakeOutcome, IntakeStart, NewQueueItem, QueueItem, QueueStatus,
-    RunRecord, RunState, Store,
+    ChangeRequest, ClaimAttempt, Decision, IntakeOutcome, IntakeStart, NewQueueItem, QueueItem,
+    QueueStatus, RunRecord, RunState, Store,
 };
 use crate::error::{Error, Result};
 use crate::protocol::{BrokerReply, ClaimRelease, ClaimRequest, ClaimStatus, RunRegistration};
