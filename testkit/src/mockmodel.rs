@@ -167,8 +167,9 @@ fn tokens_of(bytes: usize) -> u64 {
     bytes.div_ceil(BYTES_PER_TOKEN) as u64
 }
 
-/// `v` without its `cache_control` marks: a mark says where to cache, it is not content.
-fn unmarked(v: &Value) -> Value {
+/// `v` without its `cache_control` marks: a mark says where to cache, it is not content (the
+/// mock's cache compares requests this way, and so do tests of a stable prefix).
+pub fn unmarked(v: &Value) -> Value {
     match v {
         Value::Object(map) => Value::Object(
             map.iter()

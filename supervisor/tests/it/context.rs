@@ -3,7 +3,7 @@
 //! and old tool results are condensed in what the model is sent while the trajectory keeps them.
 
 use crate::fixture::*;
-use airlock_testkit::mockmodel::MockModel;
+use airlock_testkit::mockmodel::{MockModel, unmarked};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -33,24 +33,6 @@ fn run(fx: &Fixture, config: &Path) -> airlock_supervisor::runner::RunReport {
         config,
         &BrokerStub::default(),
     )
-}
-
-/// `v` serialised without its `cache_control` marks (a mark says where to cache; it is not
-/// part of the cached content).
-fn unmarked(v: &Value) -> String {
-    fn strip(v: &mut Value) {
-        match v {
-            Value::Object(map) => {
-                map.remove("cache_control");
-                map.values_mut().for_each(strip);
-            }
-            Value::Array(items) => items.iter_mut().for_each(strip),
-            _ => {}
-        }
-    }
-    let mut v = v.clone();
-    strip(&mut v);
-    v.to_string()
 }
 
 fn marks(v: &Value) -> usize {
