@@ -1,6 +1,6 @@
 //! airlock-schemas owns the contracts that cross a trust boundary: the `open_pr` tool
 //! arguments a model emits and the broker checks, the supervisor's final `Outcome`, a reader's
-//! `ReaderDigest`, the judge's `JudgeVerdict`, and the broker's error contract (`BrokerError`).
+//! `ReaderDigest`, the judge's `JudgeVerdict`, the reviewer agent's `Review`, and the broker's error contract (`BrokerError`).
 //!
 //! The JSON Schema 2020-12 files in `schemas/` are the source of truth; they are embedded with
 //! `include_str!` so binaries need no files at run time, and the serde types here mirror them
@@ -29,8 +29,9 @@ mod validate;
 
 pub use error_contract::{BrokerError, ErrorCode};
 pub use types::{
-    Anchor, DiffDigest, JudgeScores, JudgeVerdict, OpenPr, Outcome, OutcomeKind,
-    OutcomeTestEvidence, ReaderDigest, RunResult, Scope, TestChangeReason, TestEvidence, Verdict,
+    Anchor, DiffDigest, DiffSide, JudgeScores, JudgeVerdict, OpenPr, Outcome, OutcomeKind,
+    OutcomeTestEvidence, ReaderDigest, Review, ReviewComment, ReviewVerdict, RunResult, Scope,
+    TestChangeReason, TestEvidence, Verdict,
 };
 pub use validate::{Contract, READER_ANSWER_MAX_WORDS, Schema, SchemaViolation, from_value, parse};
 

@@ -256,3 +256,63 @@ pub struct JudgeScores {
     /// Capped at 2 when any claim is unsupported.
     pub faithfulness: u8,
 }
+
+/// A pull request review by the reviewer agent (`schemas/review.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Review {
+    /// What the change does and what the reviewer found, for the pull request's author.
+    pub summary: String,
+    /// The review's event on GitHub.
+    pub verdict: ReviewVerdict,
+    /// Inline comments, each on one line of the diff.
+    pub comments: Vec<ReviewComment>,
+}
+
+/// `review.verdict`: GitHub's review events `APPROVE`, `COMMENT`, `REQUEST_CHANGES`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewVerdict {
+    /// The change can merge as it is.
+    Approve,
+    /// Remarks without a decision.
+    Comment,
+    /// The change needs work before it merges.
+    RequestChanges,
+}
+
+impl ReviewVerdict {
+    /// The `event` GitHub's create-review endpoint takes.
+    pub const fn github_event(self) -> &'static str {
+        match self {
+            ReviewVerdict::Approve => "APPROVE",
+            ReviewVerdict::Comment => "COMMENT",
+            ReviewVerdict::RequestChanges => "REQUEST_CHANGES",
+        }
+    }
+}
+
+/// One inline comment of a [`Review`], anchored to one line of the diff.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewComment {
+    /// Repository-relative path of a file the diff touches.
+    pub path: String,
+    /// 1-based line number in the version `side` names.
+    pub line: u64,
+    /// Which version `line` counts in.
+    pub side: DiffSide,
+    /// The comment.
+    pub body: String,
+}
+
+/// `review.comments[].side`, as GitHub spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DiffSide {
+    /// The base version (removed or context lines).
+    #[serde(rename = "LEFT")]
+    Left,
+    /// The head version (added or context lines).
+    #[serde(rename = "RIGHT")]
+    Right,
+}

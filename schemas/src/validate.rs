@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::types::{JudgeVerdict, OpenPr, Outcome, ReaderDigest};
+use crate::types::{JudgeVerdict, OpenPr, Outcome, ReaderDigest, Review};
 use crate::{Error, Result};
 
 /// Most words a reader's `answer` may hold. JSON Schema cannot count words, so
@@ -26,6 +26,8 @@ pub enum Schema {
     JudgeVerdict,
     /// `error.json`: the broker's error object and the error contract.
     BrokerError,
+    /// `review.json`: the reviewer agent's pull request review.
+    Review,
 }
 
 struct Compiled {
@@ -35,12 +37,13 @@ struct Compiled {
 
 impl Schema {
     /// Every schema, in a fixed order.
-    pub const ALL: [Schema; 5] = [
+    pub const ALL: [Schema; 6] = [
         Schema::OpenPr,
         Schema::Outcome,
         Schema::ReaderDigest,
         Schema::JudgeVerdict,
         Schema::BrokerError,
+        Schema::Review,
     ];
 
     /// Short name, e.g. `open_pr`.
@@ -51,6 +54,7 @@ impl Schema {
             Schema::ReaderDigest => "reader_digest",
             Schema::JudgeVerdict => "judge_verdict",
             Schema::BrokerError => "error",
+            Schema::Review => "review",
         }
     }
 
@@ -62,6 +66,7 @@ impl Schema {
             Schema::ReaderDigest => "reader_digest.json",
             Schema::JudgeVerdict => "judge_verdict.json",
             Schema::BrokerError => "error.json",
+            Schema::Review => "review.json",
         }
     }
 
@@ -73,18 +78,20 @@ impl Schema {
             Schema::ReaderDigest => include_str!("../reader_digest.json"),
             Schema::JudgeVerdict => include_str!("../judge_verdict.json"),
             Schema::BrokerError => include_str!("../error.json"),
+            Schema::Review => include_str!("../review.json"),
         }
     }
 
     fn cell(self) -> &'static OnceLock<std::result::Result<Compiled, String>> {
-        static CELLS: [OnceLock<std::result::Result<Compiled, String>>; 5] =
-            [const { OnceLock::new() }; 5];
+        static CELLS: [OnceLock<std::result::Result<Compiled, String>>; 6] =
+            [const { OnceLock::new() }; 6];
         let index = match self {
             Schema::OpenPr => 0,
             Schema::Outcome => 1,
             Schema::ReaderDigest => 2,
             Schema::JudgeVerdict => 3,
             Schema::BrokerError => 4,
+            Schema::Review => 5,
         };
         &CELLS[index]
     }
@@ -231,6 +238,10 @@ impl Contract for ReaderDigest {
         }
         out
     }
+}
+
+impl Contract for Review {
+    const SCHEMA: Schema = Schema::Review;
 }
 
 impl Contract for JudgeVerdict {

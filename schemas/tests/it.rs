@@ -1212,3 +1212,63 @@ fn error_code_enum_matches_error_json() {
     let ours = serde_json::to_value(ErrorCode::ALL).unwrap();
     assert_eq!(members, ours);
 }
+
+fn valid_review() -> Value {
+    json!({
+        "summary": "Fixes the off-by-one in the pager.",
+        "verdict": "request_changes",
+        "comments": [
+            {"path": "src/pager.py", "line": 12, "side": "RIGHT", "body": "This still skips the last page."}
+        ]
+    })
+}
+
+#[test]
+fn review_types_and_refuses_each_broken_field() {
+    let review: airlock_schemas::Review = from_value(&valid_review()).unwrap();
+    assert_eq!(review.verdict.github_event(), "REQUEST_CHANGES");
+    assert_eq!(review.comments[0].side, airlock_schemas::DiffSide::Right);
+    let ok = valid_review();
+    run_cases(
+        Schema::Review,
+        &ok,
+        vec![
+            (
+                "empty summary",
+                with(ok.clone(), "/summary", json!("")),
+                "/summary",
+                "minLength",
+            ),
+            (
+                "unknown verdict",
+                with(ok.clone(), "/verdict", json!("lgtm")),
+                "/verdict",
+                "enum",
+            ),
+            (
+                "line zero",
+                with(ok.clone(), "/comments/0/line", json!(0)),
+                "/comments/0/line",
+                "minimum",
+            ),
+            (
+                "side lowercase",
+                with(ok.clone(), "/comments/0/side", json!("right")),
+                "/comments/0/side",
+                "enum",
+            ),
+            (
+                "absolute path",
+                with(ok.clone(), "/comments/0/path", json!("/etc/passwd")),
+                "/comments/0/path",
+                "pattern",
+            ),
+            (
+                "missing comments",
+                without(ok.clone(), "/comments"),
+                "",
+                "required",
+            ),
+        ],
+    );
+}
