@@ -377,6 +377,21 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// The broker changed a claim on an issue (a worker took it, or ended it). Recorded under
+    /// the run id `claim:<repository>#<number>`.
+    Claim {
+        /// The repository's name in `broker.toml`.
+        repository: String,
+        /// The forge's issue number.
+        issue_number: u64,
+        /// The worker that holds (or held) it.
+        holder: String,
+        /// `acquired`, `done` or `abandoned`.
+        change: String,
+        /// What became of the claim label on the forge (`posted`, `unchanged`,
+        /// `not_configured`, `rate_limited`, `failed: ...`).
+        label: String,
+    },
     /// A parked run was taken up again with more budget (after its `run_finished` record with
     /// outcome `parked`).
     RunResumed {
@@ -427,6 +442,7 @@ impl Event {
             Event::JudgeScore { .. } => "judge_score",
             Event::RunFinished { .. } => "run_finished",
             Event::RunResumed { .. } => "run_resumed",
+            Event::Claim { .. } => "claim",
             Event::TailRepaired { .. } => "tail_repaired",
         }
     }
@@ -444,6 +460,7 @@ impl Event {
                 | Event::JudgeScore { .. }
                 | Event::InjectionTriaged { .. }
                 | Event::RunFinished { .. }
+                | Event::Claim { .. }
                 | Event::TailRepaired { .. }
         )
     }

@@ -73,6 +73,19 @@ pub struct RepositoryConfig {
     /// `[tests] ro` and the prepare cache). Besides `witness_ro`.
     #[serde(default)]
     pub allow_ro: Vec<PathBuf>,
+    /// Whose reviews and comments on the broker's pull requests start a follow-up run: GitHub's
+    /// `author_association` values (`OWNER`, `MEMBER`, `COLLABORATOR`, `CONTRIBUTOR`, ...). A
+    /// stranger's comment on a public repository never puts the agent to work.
+    #[serde(default = "default_feedback_from")]
+    pub feedback_from: Vec<String>,
+}
+
+/// GitHub's `author_association` values a follow-up is accepted from by default: the people
+/// with write access.
+pub fn default_feedback_from() -> Vec<String> {
+    ["OWNER", "MEMBER", "COLLABORATOR"]
+        .map(str::to_owned)
+        .to_vec()
 }
 
 fn default_github_api() -> String {

@@ -80,6 +80,9 @@ pub enum Error {
     /// A denial needs a one-line, non-empty reason.
     #[error("a denial needs a reason on one line (non-empty, no newline)")]
     BadReason,
+    /// A reviewer's action on a pull request does not start a follow-up, and why.
+    #[error("pull request feedback refused: {0}")]
+    FeedbackRefused(String),
     /// A request for changes needs feedback.
     #[error("a request for changes needs feedback: non-empty, at most {max} characters")]
     BadFeedback {

@@ -10,6 +10,8 @@
 
 use std::time::Duration;
 
+use airlock_protocol::{FeedbackKind, FeedbackSource};
+
 use crate::config::RepositoryConfig;
 use crate::error::{Error, Result};
 use crate::store::QueueItem;
@@ -321,6 +323,53 @@ pub trait Forge: Send + Sync {
         let _ = (repository, cfg, issue_number, claimed);
         Ok(false)
     }
+
+    /// Read a reviewer's review (with its inline comments) or conversation comment on pull
+    /// request `pull_request`, as the forge has it; `None` when no token is configured. The
+    /// only reviewer text a follow-up starts from is what this returns.
+    fn read_feedback(
+        &self,
+        repository: &str,
+        cfg: &RepositoryConfig,
+        pull_request: u64,
+        source: FeedbackSource,
+    ) -> Result<Option<ForgeFeedback>> {
+        let _ = (repository, cfg, pull_request, source);
+        Ok(None)
+    }
+}
+
+/// A review or comment as the forge returned it (a person's text: data, never an instruction).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForgeFeedback {
+    /// The author's login.
+    pub author: String,
+    /// GitHub's `author_association` (`OWNER`, `MEMBER`, `COLLABORATOR`, `NONE`, ...).
+    pub association: String,
+    /// A review's state (`CHANGES_REQUESTED`, `COMMENTED`, `APPROVED`); `None` for a comment.
+    pub state: Option<String>,
+    /// The review's body or the comment.
+    pub body: String,
+    /// A review's inline comments: path, line (when on a line) and text.
+    pub comments: Vec<(String, Option<u64>, String)>,
+}
+
+impl ForgeFeedback {
+    /// The feedback a follow-up run is shown: the body, then each inline comment under its
+    /// `path:line`.
+    pub fn text(&self) -> String {
+        let mut out = self.body.trim().to_owned();
+        for (path, line, body) in &self.comments {
+            if !out.is_empty() {
+                out.push_str("\n\n");
+            }
+            match line {
+                Some(line) => out.push_str(&format!("On {path}:{line}:\n{}", body.trim())),
+                None => out.push_str(&format!("On {path}:\n{}", body.trim())),
+            }
+        }
+        out
+    }
 }
 
 /// The GitHub REST API (`POST /repos/{owner}/{repo}/pulls` with `draft: true`).
@@ -449,9 +498,136 @@ impl Forge for GitHubForge {
             .map_err(|e| redact(e, Some(&token)))?;
         Ok(true)
     }
+
+    fn read_feedback(
+        &self,
+        repository: &str,
+        cfg: &RepositoryConfig,
+        pull_request: u64,
+        source: FeedbackSource,
+    ) -> Result<Option<ForgeFeedback>> {
+        let Some(token) = forge_token(repository, cfg)? else {
+            return Ok(None);
+        };
+        self.feedback_with(repository, cfg, pull_request, source, &token)
+            .map(Some)
+            .map_err(|e| redact(e, Some(&token)))
+    }
 }
 
+/// The fields of a GitHub review or comment the broker reads.
+#[derive(serde::Deserialize)]
+struct GhText {
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default)]
+    user: Option<GhUser>,
+    #[serde(default)]
+    author_association: Option<String>,
+    #[serde(default)]
+    state: Option<String>,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    line: Option<u64>,
+    #[serde(default)]
+    issue_url: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct GhUser {
+    login: String,
+}
+
+/// Most inline comments of one review a follow-up is shown.
+const MAX_REVIEW_COMMENTS: usize = 50;
+
 impl GitHubForge {
+    /// `GET url` with the token; the reply's JSON.
+    fn get_json<T: serde::de::DeserializeOwned>(&self, url: &str, token: &str) -> Result<T> {
+        let mut resp = self
+            .agent
+            .get(url)
+            .header("Authorization", &format!("Bearer {token}"))
+            .header("Accept", "application/vnd.github+json")
+            .header("X-GitHub-Api-Version", "2022-11-28")
+            .header("User-Agent", "airlock-broker")
+            .call()
+            .map_err(|e| Error::Forge(format!("GET {url}: {e}")))?;
+        let status = resp.status();
+        let text = resp
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| Error::Forge(format!("GET {url}: {e}")))?;
+        if !status.is_success() {
+            return Err(Error::Forge(format!("GET {url} answered {status}")));
+        }
+        serde_json::from_str(&text)
+            .map_err(|e| Error::Forge(format!("GET {url}: the reply does not parse: {e}")))
+    }
+
+    /// A review (`/pulls/{n}/reviews/{id}` and its `/comments`) or a conversation comment
+    /// (`/issues/comments/{id}`, which must belong to pull request `n`).
+    fn feedback_with(
+        &self,
+        repository: &str,
+        cfg: &RepositoryConfig,
+        pull_request: u64,
+        source: FeedbackSource,
+        token: &str,
+    ) -> Result<ForgeFeedback> {
+        let slug = cfg.forge_slug(repository);
+        let api = cfg.github_api.trim_end_matches('/');
+        let id = source.id;
+        let author = |t: &GhText| t.user.as_ref().map(|u| u.login.clone()).unwrap_or_default();
+        match source.kind {
+            FeedbackKind::Review => {
+                let url = format!("{api}/repos/{slug}/pulls/{pull_request}/reviews/{id}");
+                let review: GhText = self.get_json(&url, token)?;
+                let url = format!("{url}/comments?per_page={MAX_REVIEW_COMMENTS}");
+                let comments: Vec<GhText> = self.get_json(&url, token)?;
+                Ok(ForgeFeedback {
+                    author: author(&review),
+                    association: review.author_association.clone().unwrap_or_default(),
+                    state: Some(review.state.clone().unwrap_or_default()),
+                    body: review.body.unwrap_or_default(),
+                    comments: comments
+                        .into_iter()
+                        .take(MAX_REVIEW_COMMENTS)
+                        .map(|c| {
+                            (
+                                c.path.unwrap_or_default(),
+                                c.line,
+                                c.body.unwrap_or_default(),
+                            )
+                        })
+                        .collect(),
+                })
+            }
+            FeedbackKind::IssueComment => {
+                let url = format!("{api}/repos/{slug}/issues/comments/{id}");
+                let comment: GhText = self.get_json(&url, token)?;
+                let on = comment
+                    .issue_url
+                    .as_deref()
+                    .and_then(|u| u.rsplit('/').next())
+                    .and_then(|n| n.parse::<u64>().ok());
+                if on != Some(pull_request) {
+                    return Err(Error::Forge(format!(
+                        "comment {id} of {slug} is not on pull request #{pull_request}"
+                    )));
+                }
+                Ok(ForgeFeedback {
+                    author: author(&comment),
+                    association: comment.author_association.clone().unwrap_or_default(),
+                    state: None,
+                    body: comment.body.unwrap_or_default(),
+                    comments: Vec::new(),
+                })
+            }
+        }
+    }
+
     /// `POST /repos/{slug}/issues/{n}/labels` with the claim label, or `DELETE` of it (a
     /// label already gone is not an error).
     fn label_with(

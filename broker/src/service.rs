@@ -147,6 +147,12 @@ impl Broker {
                     brief: Box::new(brief),
                 })
             }
+            Request::PrFeedback(feedback) => {
+                self.pr_feedback(&feedback)
+                    .map(|brief| BrokerReply::FollowUp {
+                        brief: Box::new(brief),
+                    })
+            }
         };
         result.unwrap_or_else(|e| BrokerReply::Failed {
             message: e.to_string(),
@@ -171,6 +177,7 @@ impl Broker {
         Ok(match attempt {
             ClaimAttempt::Acquired(claim) => {
                 let forge = self.mark_claim(&claim.issue, true);
+                self.journal_claim(&claim, "acquired", &forge)?;
                 BrokerReply::Claimed {
                     claim,
                     acquired: true,
@@ -191,11 +198,36 @@ impl Broker {
     pub fn release_claim(&self, release: &ClaimRelease) -> Result<BrokerReply> {
         crate::claims::check_request(&self.config, &release.issue, &release.holder, None)?;
         let claim = self.store().release_claim(release, unix_now())?;
-        let forge = match release.end {
-            ClaimEnd::Done => ForgeMark::Unchanged,
-            ClaimEnd::Abandoned => self.mark_claim(&claim.issue, false),
+        let (forge, change) = match release.end {
+            ClaimEnd::Done => (ForgeMark::Unchanged, "done"),
+            ClaimEnd::Abandoned => (self.mark_claim(&claim.issue, false), "abandoned"),
         };
+        self.journal_claim(&claim, change, &forge)?;
         Ok(BrokerReply::Released { claim, forge })
+    }
+
+    /// The audit log's `claim` record of a change to `claim`.
+    fn journal_claim(&self, claim: &ClaimStatus, change: &str, forge: &ForgeMark) -> Result<()> {
+        let label = match forge {
+            ForgeMark::Posted => "posted".to_owned(),
+            ForgeMark::Unchanged => "unchanged".to_owned(),
+            ForgeMark::NotConfigured => "not_configured".to_owned(),
+            ForgeMark::RateLimited => "rate_limited".to_owned(),
+            ForgeMark::Failed { message } => format!("failed: {message}"),
+        };
+        self.journal.record(
+            &format!(
+                "claim:{}#{}",
+                claim.issue.repository, claim.issue.issue_number
+            ),
+            Event::Claim {
+                repository: claim.issue.repository.clone(),
+                issue_number: claim.issue.issue_number,
+                holder: claim.holder.clone(),
+                change: change.to_owned(),
+                label,
+            },
+        )
     }
 
     /// Every claim the store holds.
@@ -259,6 +291,110 @@ impl Broker {
             feedback: request.feedback,
             requested_by: request.requested_by,
         })
+    }
+
+    /// A reviewer acted on pull request `feedback.pull_request` (a webhook saw it): read the
+    /// review or comment from the forge, check it, record it as a change request on the pull
+    /// request's latest published queue item, and answer what the follow-up starts from.
+    ///
+    /// Nothing the asker says is believed: the pull request must be one this broker opened (its
+    /// queue, not a heading in the pull request's body, says so), the text is the forge's, a
+    /// review must request changes, its author's `author_association` must be in the
+    /// repository's `feedback_from`, and no follow-up of the same pull request may be waiting
+    /// for a decision.
+    pub fn pr_feedback(
+        &self,
+        feedback: &airlock_protocol::PrFeedback,
+    ) -> Result<airlock_protocol::FollowUpBrief> {
+        let refused = |why: String| Error::FeedbackRefused(why);
+        let (name, cfg) = self
+            .config
+            .repositories
+            .iter()
+            .find(|(name, cfg)| {
+                cfg.forge_slug(name)
+                    .eq_ignore_ascii_case(&feedback.forge_repo)
+            })
+            .ok_or_else(|| {
+                refused(format!(
+                    "{:?} is no repository of broker.toml (by name or forge_repo)",
+                    feedback.forge_repo
+                ))
+            })?;
+        let n = feedback.pull_request;
+        let queue = self.store().queue()?;
+        let ours = |i: &QueueItem| {
+            i.item.repository == *name
+                && i.pr_url
+                    .as_deref()
+                    .and_then(|u| u.trim_end_matches('/').rsplit('/').next())
+                    .and_then(|n| n.parse::<u64>().ok())
+                    == Some(n)
+        };
+        let item = queue
+            .iter()
+            .filter(|i| i.status == QueueStatus::Published && ours(i))
+            .max_by_key(|i| i.id)
+            .cloned()
+            .ok_or_else(|| {
+                refused(format!(
+                    "pull request #{n} of {} was not opened by this broker",
+                    feedback.forge_repo
+                ))
+            })?;
+        for waiting in queue.iter().filter(|i| i.status == QueueStatus::Queued) {
+            let parent = self
+                .store()
+                .run(&waiting.run_id)?
+                .and_then(|r| r.registration.follow_up_of);
+            if let Some(parent) = parent
+                && let Some(parent) = self.store().queue_item(parent)?
+                && ours(&parent)
+            {
+                return Err(refused(format!(
+                    "queue item {}, a follow-up of pull request #{n}, waits for a decision: \
+                     approve or deny it first",
+                    waiting.id
+                )));
+            }
+        }
+        let read = self
+            .forge
+            .read_feedback(name, cfg, n, feedback.source)?
+            .ok_or_else(|| {
+                refused(format!(
+                    "no forge token is configured for {name}: the broker cannot read the review \
+                     to check it (set forge_token_env)"
+                ))
+            })?;
+        if feedback.source.kind == airlock_protocol::FeedbackKind::Review
+            && read.state.as_deref() != Some("CHANGES_REQUESTED")
+            && !airlock_protocol::mentions_airlock(&read.text())
+        {
+            return Err(refused(format!(
+                "review {} is {:?}: only a review that requests changes, or that mentions \
+                 @airlock, starts a follow-up",
+                feedback.source.id,
+                read.state.as_deref().unwrap_or("")
+            )));
+        }
+        if !cfg
+            .feedback_from
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case(&read.association))
+        {
+            return Err(refused(format!(
+                "{:?} is {:?} on {}; follow-ups are taken from {} (feedback_from in broker.toml)",
+                read.author,
+                read.association,
+                feedback.forge_repo,
+                cfg.feedback_from.join(", ")
+            )));
+        }
+        let text = read.text();
+        let by = format!("github:{}", read.author);
+        self.request_changes(item.id, &by, &text)?;
+        self.follow_up(item.id)
     }
 
     /// The pushed branch (and its pull request) a queue item belongs to: its own when it was

@@ -110,6 +110,21 @@ pub struct IssueText {
 /// it, and the webhook knows an airlock pull request's conversation by it.
 pub const PR_EVIDENCE_HEADING: &str = "## Evidence (checked by the airlock broker)";
 
+/// The handle that addresses airlock in an issue or pull request comment.
+pub const MENTION: &str = "@airlock";
+
+/// Whether `text` mentions [`MENTION`] as a whole handle (not `@airlock-bot`, not an e-mail
+/// address), the way the webhook and the broker both read a comment.
+pub fn mentions_airlock(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    lower.match_indices(MENTION).any(|(at, _)| {
+        let before = lower[..at].chars().next_back();
+        let after = lower[at + MENTION.len()..].chars().next();
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '.' || c == '_')
+            && !after.is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_')
+    })
+}
+
 /// The reconnect window of a registration that does not state one, in seconds.
 pub const DEFAULT_RECONNECT_SECS: u64 = 600;
 
@@ -171,6 +186,44 @@ pub enum Request {
         /// The queue item changes were requested on.
         queue_id: i64,
     },
+    /// `pr_feedback`: a reviewer acted on a pull request on the forge (a webhook saw it). The
+    /// broker reads the review or comment from the forge itself, checks that the pull request
+    /// is one it opened and that the author may ask for changes, records the change request on
+    /// the pull request's latest published queue item, and answers [`BrokerReply::FollowUp`].
+    /// Nothing of the reviewer's text travels in the request: the asker is not believed.
+    PrFeedback(PrFeedback),
+}
+
+/// What a `pr_feedback` request names: where the reviewer acted, never what they wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrFeedback {
+    /// `OWNER/REPO` on the forge (a repository's `forge_repo` in `broker.toml`, or its name).
+    pub forge_repo: String,
+    /// The pull request's number.
+    pub pull_request: u64,
+    /// The review or comment.
+    pub source: FeedbackSource,
+}
+
+/// A reviewer's review or comment on a pull request, by its forge id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeedbackSource {
+    /// Which kind of text.
+    pub kind: FeedbackKind,
+    /// Its id on the forge.
+    pub id: u64,
+}
+
+/// The kinds of reviewer text a follow-up starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FeedbackKind {
+    /// A pull request review (`/pulls/{n}/reviews/{id}`), with its inline comments.
+    Review,
+    /// A comment on the pull request's conversation (`/issues/comments/{id}`).
+    IssueComment,
 }
 
 /// One issue of one repository, as claims name it.
@@ -295,12 +348,13 @@ impl Request {
             Request::RenewClaim(_) => "renew_claim",
             Request::ReleaseClaim(_) => "release_claim",
             Request::FollowUp { .. } => "follow_up",
+            Request::PrFeedback(_) => "pr_feedback",
         }
     }
 }
 
 /// One request line as it travels: `op` is `register_run`, `open_pr`, `decision`, `claim`,
-/// `renew_claim`, `release_claim` or `follow_up`, with that operation's fields. [`Request`] is
+/// `renew_claim`, `release_claim`, `follow_up` or `pr_feedback`, with that operation's fields. [`Request`] is
 /// what both sides handle.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct WireRequest {
@@ -327,6 +381,9 @@ pub struct WireRequest {
     /// For `follow_up`: the queue item changes were requested on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_id: Option<i64>,
+    /// For `pr_feedback`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<PrFeedback>,
 }
 
 impl TryFrom<WireRequest> for Request {
@@ -371,9 +428,15 @@ impl TryFrom<WireRequest> for Request {
                 Some(queue_id) => Ok(Request::FollowUp { queue_id }),
                 None => Err("follow_up needs \"queue_id\"".to_owned()),
             },
+            "pr_feedback" => match w.feedback {
+                Some(feedback) => Ok(Request::PrFeedback(feedback)),
+                None => Err(
+                    "pr_feedback needs \"feedback\" (forge_repo, pull_request, source)".to_owned(),
+                ),
+            },
             other => Err(format!(
                 "unknown op {other:?} (expected register_run, open_pr, decision, claim, \
-                 renew_claim, release_claim or follow_up)"
+                 renew_claim, release_claim, follow_up or pr_feedback)"
             )),
         }
     }
@@ -417,6 +480,11 @@ impl From<Request> for WireRequest {
             Request::FollowUp { queue_id } => WireRequest {
                 op,
                 queue_id: Some(queue_id),
+                ..WireRequest::default()
+            },
+            Request::PrFeedback(feedback) => WireRequest {
+                op,
+                feedback: Some(feedback),
                 ..WireRequest::default()
             },
         }
@@ -520,6 +588,7 @@ mod tests {
             (r#"{"op": "claim"}"#, "claim needs \"claim\""),
             (r#"{"op": "release_claim"}"#, "release_claim needs"),
             (r#"{"op": "follow_up"}"#, "follow_up needs \"queue_id\""),
+            (r#"{"op": "pr_feedback"}"#, "pr_feedback needs \"feedback\""),
             (
                 r#"{"op": "approve", "run_id": "r"}"#,
                 "unknown op \"approve\"",

@@ -47,7 +47,7 @@ pub struct WebhookArgs {
     /// The label that asks for a run.
     #[arg(long, default_value = "airlock")]
     label: String,
-    /// Where the delivery log and the follow-up queue are kept; default: the data directory's
+    /// Where the delivery log and the work queue are kept; default: the data directory's
     /// `webhook/`.
     #[arg(long)]
     state_dir: Option<PathBuf>,
@@ -204,9 +204,7 @@ pub fn webhook(args: WebhookArgs) -> anyhow::Result<ExitCode> {
                 escaped(&delivery),
                 escaped(&reason)
             ),
-            WebhookLine::FollowUpQueued { path } => {
-                outln!("follow-up queued: {}", path.display())
-            }
+            WebhookLine::Queued { path } => outln!("queued: {}", path.display()),
             WebhookLine::Worked { issue, outcome } => outln!("{}", outcome_line(&issue, &outcome)),
         });
     serve(

@@ -476,6 +476,27 @@ enum Reached {
 }
 
 impl BrokerSocket {
+    /// Tell the broker a reviewer acted on one of its pull requests (the `pr_feedback`
+    /// operation); it reads the review from the forge, checks it, records the change request
+    /// and answers what the follow-up run starts from, or refuses with the reason.
+    pub fn pr_feedback(
+        &self,
+        feedback: airlock_protocol::PrFeedback,
+    ) -> PortResult<airlock_protocol::FollowUpBrief> {
+        let request = airlock_protocol::Request::PrFeedback(feedback);
+        match self.exchange(&wire(&request)?)? {
+            BrokerReply::FollowUp { brief } => Ok(*brief),
+            BrokerReply::Failed { message } => Err(ToolFailure::new("broker_refused", message)),
+            other => Err(ToolFailure::new(
+                "broker_protocol",
+                format!(
+                    "the broker answered pr_feedback with {}",
+                    serde_json::to_string(&other).unwrap_or_default()
+                ),
+            )),
+        }
+    }
+
     /// Ask the broker what a follow-up run on queue item `queue_id` starts from (the
     /// `follow_up` operation): the branch head, the issue and the reviewer's feedback.
     pub fn follow_up(&self, queue_id: i64) -> PortResult<airlock_protocol::FollowUpBrief> {

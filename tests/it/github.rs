@@ -35,6 +35,12 @@ impl Drop for World {
 }
 
 pub(crate) fn world() -> World {
+    world_with(false)
+}
+
+/// The world, its broker's `serve` holding the forge token when `serve_token` (a broker that
+/// reads reviews from the forge for follow-ups needs it).
+pub(crate) fn world_with(serve_token: bool) -> World {
     let s = setup();
     let dir = s.dir.path().to_path_buf();
     // The forge's copy of the repository, served over HTTP; the broker's own clone.
@@ -114,12 +120,16 @@ pub(crate) fn world() -> World {
         ),
     )
     .unwrap();
-    // `serve` needs no forge token: publication reads it where it happens.
-    let broker = Command::new(crate::e2e::broker())
-        .arg("--config")
-        .arg(&broker_toml)
-        .arg("serve")
-        .env_remove(PUSH_VAR)
+    // `serve` needs no forge token for publication (it reads it where it happens); it does to
+    // read a reviewer's feedback from the forge.
+    let mut broker = Command::new(crate::e2e::broker());
+    broker.arg("--config").arg(&broker_toml).arg("serve");
+    if serve_token {
+        broker.env(PUSH_VAR, PUSH_TOKEN);
+    } else {
+        broker.env_remove(PUSH_VAR);
+    }
+    let broker = broker
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(dir.join("broker.log")).unwrap())
         .spawn()

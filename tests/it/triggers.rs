@@ -27,9 +27,9 @@ fn text(out: &Output) -> String {
     )
 }
 
-struct Webhook {
+pub(crate) struct Webhook {
     child: Child,
-    addr: String,
+    pub(crate) addr: String,
     /// Its stdout, line by line.
     lines: std::sync::mpsc::Receiver<String>,
 }
@@ -46,7 +46,7 @@ fn start_webhook(state: &Path) -> Webhook {
 }
 
 /// `airlock webhook` on an ephemeral loopback port, with `extra` arguments after its own.
-fn start_webhook_with(state: &Path, extra: &[std::ffi::OsString]) -> Webhook {
+pub(crate) fn start_webhook_with(state: &Path, extra: &[std::ffi::OsString]) -> Webhook {
     let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
         .args([
             "webhook",
@@ -90,7 +90,7 @@ fn start_webhook_with(state: &Path, extra: &[std::ffi::OsString]) -> Webhook {
 
 impl Webhook {
     /// Wait for a stdout line that starts with `prefix` (every line seen goes into `seen`).
-    fn wait_for(&self, prefix: &str, seen: &mut Vec<String>) -> String {
+    pub(crate) fn wait_for(&self, prefix: &str, seen: &mut Vec<String>) -> String {
         let deadline = Instant::now() + Duration::from_secs(300);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -107,14 +107,14 @@ impl Webhook {
     }
 }
 
-fn sign(body: &str) -> String {
+pub(crate) fn sign(body: &str) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
     mac.update(body.as_bytes());
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
 /// POST `body` as GitHub would, with `signature` (none when `None`); the status and body.
-fn deliver(
+pub(crate) fn deliver(
     addr: &str,
     event: &str,
     delivery: &str,
@@ -157,7 +157,7 @@ fn a_webhook_refuses_bad_signatures_and_ignores_a_replayed_delivery_after_a_rest
         "action": "submitted",
         "repository": {"full_name": "acme/calc"},
         "pull_request": {"number": 3, "head": {"ref": "airlock/CALC-7-1"}},
-        "review": {"state": "changes_requested", "body": "Rename the helper, please.", "user": {"login": "rev"}},
+        "review": {"id": 41, "state": "changes_requested", "body": "Rename the helper, please.", "user": {"login": "rev"}},
     })
     .to_string();
     let delivery = "5a1c0de0-0000-4000-8000-000000000001";
@@ -184,15 +184,8 @@ fn a_webhook_refuses_bad_signatures_and_ignores_a_replayed_delivery_after_a_rest
     );
     assert_eq!(status, 401, "{body}");
     assert!(body.contains("malformed"), "{body}");
-    let queue = state.join("follow-ups");
-    let queued = || {
-        std::fs::read_dir(&queue)
-            .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>())
-            .unwrap_or_default()
-    };
-    assert!(queued().is_empty(), "a refused delivery queued work");
-
-    // The real one: a follow-up, typed, the reviewer's words kept as data.
+    // The real one: accepted (202) and written to the queue on disk, then carried out: this
+    // webhook has no broker configured, so its follow-up fails, saying so.
     let (status, body) = deliver(
         &hook.addr,
         "pull_request_review",
@@ -201,15 +194,19 @@ fn a_webhook_refuses_bad_signatures_and_ignores_a_replayed_delivery_after_a_rest
         &review,
     );
     assert_eq!(status, 202, "{body}");
-    let files = queued();
-    assert_eq!(files.len(), 1, "{files:?}");
-    let item: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
-    assert_eq!(item["kind"], "follow_up");
-    assert_eq!(item["trigger"], "changes_requested");
-    assert_eq!(item["pull_request"], 3);
-    assert_eq!(item["head_branch"], "airlock/CALC-7-1");
-    assert_eq!(item["feedback"], "Rename the helper, please.");
-    assert_eq!(item["delivery"], delivery);
+    assert!(
+        body.contains("queued: a follow-up of acme/calc pull #3"),
+        "{body}"
+    );
+    let mut seen = Vec::new();
+    let failed = hook.wait_for("acme/calc pull #3 failed", &mut seen);
+    assert!(failed.contains("set [broker] socket"), "{failed}");
+    let queued: Vec<&String> = seen.iter().filter(|l| l.starts_with("queued: ")).collect();
+    assert_eq!(
+        queued.len(),
+        1,
+        "one item queued, none for the refused deliveries: {seen:#?}"
+    );
 
     // Replayed: ignored, nothing queued twice; and still after a restart.
     let (status, body) = deliver(
@@ -232,7 +229,6 @@ fn a_webhook_refuses_bad_signatures_and_ignores_a_replayed_delivery_after_a_rest
     );
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("replay"), "{body}");
-    assert_eq!(queued().len(), 1);
     // GitHub's ping on set-up is answered.
     let ping = r#"{"zen":"Design for failure."}"#;
     let (status, body) = deliver(
@@ -243,6 +239,15 @@ fn a_webhook_refuses_bad_signatures_and_ignores_a_replayed_delivery_after_a_rest
         ping,
     );
     assert_eq!((status, body.trim()), (200, "pong"));
+    let mut seen = Vec::new();
+    hook.wait_for(
+        "delivery 5a1c0de0-0000-4000-8000-000000000002: 200",
+        &mut seen,
+    );
+    assert!(
+        !seen.iter().any(|l| l.starts_with("queued: ")),
+        "the replay queued work: {seen:#?}"
+    );
 }
 
 const READY_BODY: &str = "`calc.ops.add(2, 3)` returns -1; expected 5.";
@@ -705,4 +710,86 @@ fn a_watcher_killed_mid_run_loses_its_claim_at_lease_expiry_and_another_takes_th
         .filter(|(_, n, _)| *n == 1)
         .count();
     assert_eq!(ones, 2, "{seen:#?}");
+}
+
+/// Deliveries the webhook accepted (202) survive a kill -9: they are on disk before the answer,
+/// and the next start carries them out, the one that was running included (its dead holder's
+/// claim lapses after one lease, then it is taken again). Every claim change is in the
+/// broker's audit log.
+#[test]
+fn a_webhook_killed_mid_work_loses_no_accepted_delivery() {
+    let w = world();
+    let state = w.s.dir.path().join("webhook");
+    let extra: Vec<std::ffi::OsString> = vec![
+        "--clone".into(),
+        w.s.repo.clone().into(),
+        "--model".into(),
+        format!("scripted:{}", w.escalate.display()).into(),
+        "--config".into(),
+        w.airlock_toml.clone().into(),
+        "--lease".into(),
+        "3s".into(),
+    ];
+    let hook = start_webhook_with(&state, &extra);
+    for n in [2, 4, 5] {
+        let labelled = json!({
+            "action": "labeled",
+            "repository": {"full_name": "acme/calc"},
+            "issue": issue_json(n, &["airlock", "bug"], READY_BODY),
+            "label": {"name": "airlock"},
+        })
+        .to_string();
+        let (status, body) = deliver(
+            &hook.addr,
+            "issues",
+            &format!("d-kill-{n}"),
+            Some(&sign(&labelled)),
+            &labelled,
+        );
+        assert_eq!(status, 202, "{body}");
+    }
+    // kill -9 while the first run is going (one worker: the others wait in the queue).
+    drop(hook);
+    let hook = start_webhook_with(&state, &extra);
+    let mut seen = Vec::new();
+    let mut ended = std::collections::BTreeSet::new();
+    while ended.len() < 3 {
+        let line = hook.wait_for("acme/calc#", &mut seen);
+        let n: u64 = line["acme/calc#".len()..]
+            .split(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap();
+        if line.contains("escalated: looked only") || line.contains("claimed elsewhere: done") {
+            ended.insert(n);
+        } else {
+            assert!(
+                line.contains("claimed elsewhere: held"),
+                "{line}\n{seen:#?}"
+            );
+        }
+    }
+    assert_eq!(ended.into_iter().collect::<Vec<_>>(), vec![2, 4, 5]);
+    let queue: Vec<_> = std::fs::read_dir(state.join("queue"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .collect();
+    assert!(queue.is_empty(), "nothing left waiting: {queue:?}");
+    let audit = std::fs::read_to_string(w.s.dir.path().join("broker-audit.jsonl")).unwrap();
+    let claims: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["kind"] == "claim")
+        .collect();
+    for n in [2, 4, 5] {
+        let of = |change: &str| {
+            claims
+                .iter()
+                .filter(|r| r["payload"]["issue_number"] == n && r["payload"]["change"] == change)
+                .count()
+        };
+        assert!(of("acquired") >= 1, "#{n}: {claims:#?}");
+        assert_eq!(of("done"), 1, "#{n} is done once: {claims:#?}");
+    }
 }

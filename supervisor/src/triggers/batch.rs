@@ -109,10 +109,20 @@ fn describe(source: &IssueSource) -> String {
     }
 }
 
+/// Whether `repo` is `own` (the forge's clone URL of the issues' repository), `.git` and a
+/// trailing `/` aside: only then may the forge's read token go to git.
+fn is_own_clone_url(own: Option<&str>, repo: &str) -> bool {
+    let bare = |u: &str| u.trim_end_matches('/').trim_end_matches(".git").to_owned();
+    own.is_some_and(|own| bare(own) == bare(repo))
+}
+
 /// Run the batch. Errors are the batch's own (configuration, mirror, pin, index, listing);
 /// what happens to one issue is its entry's outcome.
 pub fn run_batch(options: &BatchOptions, worker: &Worker) -> Result<BatchReport> {
     let config = worker.load_config()?;
+    // The read token goes to git only for the issues' own repository on the configured forge
+    // (`--label`: `--repo` is that repository's clone URL), never to another host.
+    let mut http_token = None;
     let sources = match &options.issues {
         BatchIssues::File(path) => list_file(path)?,
         BatchIssues::Label(label) => {
@@ -124,6 +134,16 @@ pub fn run_batch(options: &BatchOptions, worker: &Worker) -> Result<BatchReport>
             })?;
             let (owner, repo) = slug.split_once('/').unwrap_or_default();
             let client = GithubClient::from_config(&config.github)?;
+            let own = crate::github::GithubIssueRef {
+                owner: owner.to_owned(),
+                repo: repo.to_owned(),
+                number: 0,
+                web_base: None,
+            }
+            .clone_url(&config.github);
+            if is_own_clone_url(own.as_deref(), &options.repo) {
+                http_token = client.token().map(str::to_owned);
+            }
             client
                 .labelled_open_issues(owner, repo, label, &config.github)?
                 .into_iter()
@@ -140,7 +160,7 @@ pub fn run_batch(options: &BatchOptions, worker: &Worker) -> Result<BatchReport>
             &options.repo,
             &airlock_checkout::MirrorOptions {
                 refresh: options.fetch,
-                http_token: None,
+                http_token,
             },
         )
         .map_err(RunError::from)?;
@@ -250,6 +270,16 @@ pub fn run_batch(options: &BatchOptions, worker: &Worker) -> Result<BatchReport>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_read_token_goes_only_to_the_issues_own_repository() {
+        let own = Some("https://github.com/acme/calc.git");
+        assert!(is_own_clone_url(own, "https://github.com/acme/calc"));
+        assert!(is_own_clone_url(own, "https://github.com/acme/calc.git/"));
+        assert!(!is_own_clone_url(own, "https://evil.example/acme/calc"));
+        assert!(!is_own_clone_url(own, "https://github.com/acme/calc-fork"));
+        assert!(!is_own_clone_url(None, "https://github.com/acme/calc"));
+    }
 
     #[test]
     fn the_github_slug_comes_from_a_clone_url_only() {

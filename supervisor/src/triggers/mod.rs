@@ -89,10 +89,10 @@ pub enum IssueTrigger {
 pub enum FollowUpTrigger {
     /// A review that requests changes.
     ChangesRequested,
+    /// A review that comments (a follow-up when it mentions `@airlock`; the broker decides).
+    ReviewCommented,
     /// A comment on the pull request's conversation.
     PullRequestComment,
-    /// A comment on a line of the pull request's diff.
-    ReviewComment,
 }
 
 /// One unit of work a trigger produced, as queued: typed, with GitHub's texts kept as data.
@@ -111,8 +111,8 @@ pub enum WorkItem {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         delivery: Option<String>,
     },
-    /// A reviewer asked for changes on an airlock pull request: a follow-up run on the same
-    /// pull request (carried out by the follow-up runner, not here).
+    /// A reviewer acted on an airlock pull request: a follow-up run on the same pull request,
+    /// once the broker has read the review or comment from GitHub and accepted it.
     FollowUp {
         /// `OWNER/REPO` on GitHub.
         repository: String,
@@ -126,8 +126,9 @@ pub enum WorkItem {
         /// The reviewer's login.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         author: Option<String>,
-        /// The reviewer's words: data for the follow-up run, screened there like issue text.
-        feedback: String,
+        /// The review or comment, by its id: the broker reads its text from GitHub (the
+        /// payload's copy is not believed).
+        source: airlock_protocol::FeedbackSource,
         /// The webhook delivery it came from.
         delivery: String,
     },

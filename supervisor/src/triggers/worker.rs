@@ -256,6 +256,74 @@ impl Worker {
         Ok(outcome)
     }
 
+    /// A reviewer acted on pull request `pull_request` of `repository` (`OWNER/REPO`): the
+    /// broker reads the review or comment from GitHub and, when it accepts it, records the
+    /// change request; then the follow-up run (the code path of `airlock run --follow-up N`)
+    /// starts from the head of the branch the broker pushed. A refusal is the outcome, with the
+    /// broker's reason.
+    pub fn follow_up(
+        &self,
+        repository: &str,
+        pull_request: u64,
+        source: airlock_protocol::FeedbackSource,
+    ) -> WorkOutcome {
+        self.try_follow_up(repository, pull_request, source)
+            .unwrap_or_else(|e| WorkOutcome::Failed {
+                error: e.to_string(),
+            })
+    }
+
+    fn try_follow_up(
+        &self,
+        repository: &str,
+        pull_request: u64,
+        source: airlock_protocol::FeedbackSource,
+    ) -> Result<WorkOutcome> {
+        let config = self.load_config()?;
+        let socket = config.broker.socket.clone().ok_or_else(|| {
+            TriggerError::Usage(
+                "follow-ups go through the broker: set [broker] socket in airlock.toml".to_owned(),
+            )
+        })?;
+        let brief = crate::adapters::BrokerSocket::new(
+            &socket,
+            config.broker.reply_timeout(config.tests.timeout_secs),
+        )
+        .pr_feedback(airlock_protocol::PrFeedback {
+            forge_repo: repository.to_owned(),
+            pull_request,
+            source,
+        })
+        .map_err(|e| TriggerError::Broker(e.to_string()))?;
+        let repo = match &self.clone {
+            Some(clone) => clone.clone(),
+            None => {
+                let (owner, repo) = repository.split_once('/').ok_or_else(|| {
+                    TriggerError::Usage(format!("{repository:?} is not OWNER/REPO"))
+                })?;
+                GithubIssueRef {
+                    owner: owner.to_owned(),
+                    repo: repo.to_owned(),
+                    number: pull_request,
+                    web_base: None,
+                }
+                .clone_url(&config.github)
+                .ok_or_else(|| {
+                    TriggerError::Usage(format!(
+                        "the clone URL of {repository} cannot be told from [github] api_url; \
+                         pass --clone"
+                    ))
+                })?
+            }
+        };
+        let job = Job {
+            issue: IssueSource::FollowUp(brief.queue_id),
+            repo: Some(repo),
+            commit: None,
+        };
+        Ok(self.run(&job, None))
+    }
+
     fn run(&self, job: &Job, label: Option<ForgeMark>) -> WorkOutcome {
         let args = RunArgs {
             repo: job.repo.clone().or_else(|| self.clone.clone()),
