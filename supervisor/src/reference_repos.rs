@@ -554,6 +554,8 @@ pub fn is_reference_path(path: &str) -> bool {
 /// The reference repositories of one run: their checkouts, opened on first use.
 pub struct ReferenceRepos {
     repos: Vec<RunRepo>,
+    /// The call's `skill_call` event, recorded once the run starts.
+    skill_call: Option<airlock_audit::Event>,
     /// Where each repository's commit is materialised (`<dir>/<slug>`).
     dir: PathBuf,
     index_dir: PathBuf,
@@ -570,6 +572,7 @@ impl ReferenceRepos {
     pub fn none() -> ReferenceRepos {
         ReferenceRepos {
             repos: Vec::new(),
+            skill_call: None,
             dir: PathBuf::new(),
             index_dir: PathBuf::new(),
         }
@@ -577,9 +580,11 @@ impl ReferenceRepos {
 
     /// The walked repositories of a call, materialised under `dir` when first read and indexed
     /// under `index_dir` when first searched.
-    pub fn new(checkouts: Vec<Checkout>, dir: &Path, index_dir: &Path) -> ReferenceRepos {
+    pub fn new(collected: Collected, dir: &Path, index_dir: &Path) -> ReferenceRepos {
         ReferenceRepos {
-            repos: checkouts
+            skill_call: Some(collected.answer.skill_call_event(&collected.pins)),
+            repos: collected
+                .checkouts
                 .into_iter()
                 .map(|checkout| RunRepo {
                     checkout,
@@ -590,6 +595,11 @@ impl ReferenceRepos {
             dir: dir.to_path_buf(),
             index_dir: index_dir.to_path_buf(),
         }
+    }
+
+    /// The call's `skill_call` audit event (`None` for [`ReferenceRepos::none`]).
+    pub fn skill_call(&self) -> Option<&airlock_audit::Event> {
+        self.skill_call.as_ref()
     }
 
     /// Whether there is none.
@@ -639,6 +649,10 @@ impl ReferenceRepos {
             .reader
             .get_or_init(|| {
                 let dest = self.dir.join(&repo.checkout.slug);
+                // A resumed run materialises again, perhaps at another commit.
+                if dest.exists() {
+                    std::fs::remove_dir_all(&dest).map_err(|e| e.to_string())?;
+                }
                 let commit = airlock_checkout::CommitId::parse(&repo.checkout.sha)
                     .map_err(|e| e.to_string())?;
                 let mirror = airlock_checkout::Mirror::open(&repo.checkout.mirror)
