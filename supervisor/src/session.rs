@@ -271,7 +271,7 @@ impl<'s> Session<'s> {
                 tests: *tests,
                 readers: *readers,
                 broker: &mut **broker,
-                references: *references,
+                references,
                 baseline,
                 ledger: Ledger::new(
                     &spec.run_id,
