@@ -106,6 +106,20 @@ impl std::fmt::Display for SecondVerdict {
     }
 }
 
+/// One repository a skill call loaded: its URL (credentials removed) and the commit it was
+/// read at, or the status that kept it from being read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReferenceRepoPin {
+    /// The repository's URL as configured, without credentials.
+    pub url: String,
+    /// The resolved 40-hex commit, when it was resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha: Option<String>,
+    /// Why it was not read (`fetch-error`, `ref-not-found`); absent when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
 /// One step of a run. Serialised adjacently tagged: `kind` names the variant, `payload` holds
 /// its fields. Nothing here carries a credential: there is no field for one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -193,6 +207,20 @@ pub enum Event {
         complete: bool,
         /// Number of anchors returned.
         anchors: u32,
+    },
+    /// A knowledge skill the run called once before its loop (`knowledge-reference-repos`):
+    /// whether it answered, and which repositories it loaded at which commits, so a reviewer
+    /// can call it again with identical input. An empty list is recorded too.
+    SkillCall {
+        /// The skill's name.
+        skill: String,
+        /// Whether the call answered (`false`: the whole call was refused).
+        ok: bool,
+        /// Each repository it was configured with that named a URL, in the answer's order.
+        reference_repos: Vec<ReferenceRepoPin>,
+        /// The answer's reason (`mesh-has-no-reference-repos`, `mesh-config-dir-unreadable`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// A sandboxed test run.
     TestRun {
@@ -427,6 +455,7 @@ impl Event {
             Event::FileRead { .. } => "file_read",
             Event::HiddenTextRendered { .. } => "hidden_text_rendered",
             Event::ReaderDigest { .. } => "reader_digest",
+            Event::SkillCall { .. } => "skill_call",
             Event::TestRun { .. } => "test_run",
             Event::PolicyRefusal { .. } => "policy_refusal",
             Event::InjectionObserved { .. } => "injection_observed",

@@ -49,7 +49,9 @@ pub use error::{Error, Result};
 pub use evaluate::{
     CorpusItem, Expect, InjectionEval, ItemSource, Miss, Tally, evaluate, load_labelled,
 };
-pub use event::{Event, ReadBy, RunOutcome, SecondVerdict, TestResult, TestScope};
+pub use event::{
+    Event, ReadBy, ReferenceRepoPin, RunOutcome, SecondVerdict, TestResult, TestScope,
+};
 pub use log::{AuditLog, LogOptions, TornTail, head_path};
 pub use query::{
     BorderlineOpinion, FileReadEntry, Injection, Scan, SecondOpinion, borderline_opinions,

@@ -217,6 +217,19 @@ impl Mirror {
         self.origin
     }
 
+    /// The branch the repository's `HEAD` names (its default branch, for a mirror), without
+    /// `refs/heads/`; `None` for a detached `HEAD`.
+    pub fn head_branch(&self) -> Option<String> {
+        let head = self.repo.find_reference("HEAD").ok()?;
+        let target = head.symbolic_target().ok()??;
+        Some(
+            target
+                .strip_prefix("refs/heads/")
+                .unwrap_or(target)
+                .to_owned(),
+        )
+    }
+
     /// Resolves `rev` (branch, tag, `HEAD`, short or full commit id, or any single-revision
     /// git syntax such as `main~2`) to the full id of the commit it names. Annotated tags are
     /// peeled. Ranges are rejected.

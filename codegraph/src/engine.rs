@@ -1112,7 +1112,7 @@ fn resolve_reason(repo: &git2::Repository, err: &git2::Error) -> String {
 
 /// Every blob of `tree` (not symlinks, not submodules) as (path, blob, path is UTF-8). Names
 /// that are not UTF-8 are kept under a lossy name (git2's own walk stops at them).
-fn walk_tree(
+pub(crate) fn walk_tree(
     repo: &git2::Repository,
     tree: &git2::Tree<'_>,
     prefix: &str,

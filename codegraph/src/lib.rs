@@ -46,6 +46,7 @@ pub mod map;
 mod query;
 pub mod rank;
 pub mod store;
+pub mod structure;
 pub mod tokenize;
 pub mod window;
 

@@ -24,6 +24,7 @@ mod demo;
 mod eval_injection;
 mod init;
 mod judge;
+mod reference_repos;
 mod retrieval;
 mod run;
 mod sandbox;
@@ -90,6 +91,10 @@ enum Command {
     /// Benchmarks of the product's parts.
     #[command(subcommand)]
     Eval(retrieval::EvalCommand),
+    /// Print the operator's reference repositories (exemplars an agent reads, never edits) as
+    /// JSON: each pinned to a commit with its structure, or its failing status. Exit codes: 0
+    /// answered, 3 the directory cannot be read, 2 error.
+    ReferenceRepos(reference_repos::ReferenceReposArgs),
     /// Query and verify the tamper-evident audit log.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
@@ -186,6 +191,7 @@ pub fn run() -> ExitCode {
         Command::Search(args) => retrieval::search(args),
         Command::Map(args) => retrieval::map(args),
         Command::Eval(cmd) => retrieval::eval(cmd),
+        Command::ReferenceRepos(args) => reference_repos::run(args),
         Command::Audit(cmd) => audit::run(cmd),
         Command::Run(args) => run::run(args, cli.quiet),
         Command::Resume(args) => run::resume(args, cli.quiet),

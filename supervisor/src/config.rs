@@ -361,6 +361,26 @@ impl Default for ContextConfig {
     }
 }
 
+/// `[reference_repos]`: the operator's exemplar repositories (`crate::reference_repos`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReferenceReposConfig {
+    /// The directory of one YAML file per reference repository; relative to the config file's
+    /// directory (default `.airlock/reference-repos`). A missing directory means none.
+    pub dir: PathBuf,
+    /// The most files walked per repository for its structure.
+    pub max_files: usize,
+}
+
+impl Default for ReferenceReposConfig {
+    fn default() -> Self {
+        ReferenceReposConfig {
+            dir: PathBuf::from(crate::reference_repos::DEFAULT_DIR),
+            max_files: airlock_codegraph::structure::DEFAULT_MAX_FILES,
+        }
+    }
+}
+
 /// `[broker]`: where the pull-request broker listens.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -645,6 +665,8 @@ pub struct Config {
     /// `[security_model]`, when the operator configured one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub security_model: Option<SecurityModelConfig>,
+    /// `[reference_repos]`.
+    pub reference_repos: ReferenceReposConfig,
 }
 
 impl Config {
@@ -686,6 +708,7 @@ impl Config {
         fix(&mut self.paths.cache_dir);
         fix(&mut self.paths.index_dir);
         fix(&mut self.paths.envs_dir);
+        fix(&mut self.reference_repos.dir);
         if let Some(socket) = self.broker.socket.as_mut() {
             fix(socket);
         }

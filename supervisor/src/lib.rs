@@ -24,6 +24,7 @@ pub mod ports;
 pub mod prepare;
 pub mod progress;
 pub mod prompts;
+pub mod reference_repos;
 pub mod runner;
 pub mod second_opinion;
 pub mod session;

@@ -11,6 +11,7 @@ use crate::github::{GithubClient, GithubError, IssueSource};
 use crate::issue::{Issue, IssueError};
 use crate::park::{self, Additions, ParkError, ParkedRun};
 use crate::ports::{PrSink, Retrieval, TestRunner};
+use crate::reference_repos::{self, ReferenceRepos};
 use crate::second_opinion::SecondOpinion;
 use crate::session::{self, Env, Resumed, RunEnd, RunSpec, SessionError};
 use crate::trajectory::{Trajectory, TrajectoryError};
@@ -535,6 +536,18 @@ fn execute(
             },
         )?,
     );
+    // The run's one call for reference repositories (recorded when the session starts): their
+    // files are materialised beside the worktree when first read.
+    let references = ReferenceRepos::new(
+        reference_repos::collect(&reference_repos::Request {
+            dir: &config.reference_repos.dir,
+            max_files: config.reference_repos.max_files,
+            language: None,
+            cache: &MirrorCache::new(&config.paths.cache_dir)?,
+        }),
+        &run_dir.join("reference"),
+        &index_dir,
+    );
     let tests: Box<dyn TestRunner> = match overrides.tests {
         Some(t) => t,
         None => Box::new(SandboxTestRunner::new(
@@ -598,6 +611,7 @@ fn execute(
         tests: tests.as_ref(),
         readers: readers.as_ref(),
         broker: pr_sink.as_mut(),
+        references: &references,
         audit: &audit,
         screen: &screen,
         second_opinion: second_opinion.as_mut(),

@@ -14,6 +14,7 @@ use crate::ports::{
 };
 use crate::progress::Progress;
 use crate::prompts;
+use crate::reference_repos::ReferenceRepos;
 use crate::second_opinion::SecondOpinion;
 use crate::tools::{self, Flow, RunSettings, Toolbox};
 use crate::trajectory::{Trajectory, TrajectoryError};
@@ -151,6 +152,8 @@ pub struct Env<'a> {
     pub readers: &'a dyn ReaderLauncher,
     /// The broker.
     pub broker: &'a mut dyn PrSink,
+    /// The reference repositories (the run's one `knowledge-reference-repos` call).
+    pub references: &'a ReferenceRepos,
     /// The audit log.
     pub audit: &'a AuditLog,
     /// What screening knows of the run: its repository, the tree's blob ids and the findings
@@ -213,6 +216,7 @@ pub fn resume(spec: &RunSpec, env: &mut Env<'_>, resumed: Resumed) -> Result<Run
             "max_full_runs": spec.config.budgets.max_full_runs,
         }),
     )?;
+    record_skill_call(spec, env)?;
     // Registered already when the run started: the broker takes identical details as a no-op,
     // and a broker that lost its state learns the run again.
     env.broker
@@ -245,6 +249,7 @@ impl<'s> Session<'s> {
             tests,
             readers,
             broker,
+            references,
             audit,
             screen,
             second_opinion,
@@ -266,6 +271,7 @@ impl<'s> Session<'s> {
                 tests: *tests,
                 readers: *readers,
                 broker: &mut **broker,
+                references,
                 baseline,
                 ledger: Ledger::new(
                     &spec.run_id,
@@ -332,6 +338,7 @@ fn start(spec: &RunSpec, env: &mut Env<'_>) -> Result<Start> {
             "intake": spec.intake,
         }),
     )?;
+    record_skill_call(spec, env)?;
     env.trajectory.record("triage", json!({"triage": triage}))?;
     let issue_text = issue_text(spec);
     let issue_findings = airlock_audit::record_screening(
@@ -373,6 +380,20 @@ fn start(spec: &RunSpec, env: &mut Env<'_>) -> Result<Start> {
         .register_run(&registration(spec, env, &baseline))
         .map_err(|e| SessionError::Register(e.to_string()))?;
     Ok(Start::Ready(Box::new(baseline), issue_findings))
+}
+
+/// The run's one `knowledge-reference-repos` call, as a `skill_call` audit event and a
+/// trajectory entry (an empty answer is recorded too).
+fn record_skill_call(spec: &RunSpec, env: &mut Env<'_>) -> Result<()> {
+    let Some(event) = env.references.skill_call() else {
+        return Ok(());
+    };
+    env.audit.append(&spec.run_id, event.clone())?;
+    env.trajectory.record(
+        "skill_call",
+        serde_json::to_value(event).unwrap_or_default(),
+    )?;
+    Ok(())
 }
 
 /// The run as the broker registers it.
@@ -439,6 +460,7 @@ impl<'s> Session<'s> {
             &self.spec.config,
         );
         let query = self.spec.issue.query();
+        let references = self.tools.references.warm_start_section();
         let warm = warm_start::build(&WarmInputs {
             config: &self.spec.config,
             repo: &self.spec.repo,
@@ -448,6 +470,7 @@ impl<'s> Session<'s> {
             baseline: &self.tools.baseline,
             retrieval: self.tools.retrieval,
             worktree: self.tools.worktree,
+            references: &references,
         });
         self.ledger().candidates = warm.candidates;
         for read in &warm.reads {

@@ -11,6 +11,7 @@ mod github;
 mod judge;
 mod park;
 mod real_projects;
+mod reference_repos;
 mod retrieval;
 mod run;
 mod sandbox;

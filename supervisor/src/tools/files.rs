@@ -4,6 +4,9 @@
 
 use super::{Flow, ReadFigures, Tool, ToolReply, Toolbox, args};
 use crate::ledger::{Result, file_read_event};
+use crate::reference_repos::{
+    EDIT_TARGET_CODE, READ_PREFIX, edit_target_refusal, is_reference_path,
+};
 use airlock_audit::{Event, ReadBy};
 use airlock_model::{ToolCall, ToolSpec};
 use airlock_policies::WriteDecision;
@@ -14,6 +17,49 @@ use serde_json::json;
 
 /// Lines shown before and after an edit in `edit_file`'s result.
 const EDIT_CONTEXT_LINES: usize = 3;
+
+/// `search_repo`'s arguments in the supervisor: the reader's, plus the reference repository to
+/// search instead of the checkout.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SearchCall {
+    pub(super) query: String,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    reference: Option<String>,
+}
+
+/// `search_repo`'s spec: the reader's, with the optional `reference` argument.
+pub(super) fn search_spec() -> ToolSpec {
+    let mut spec = airlock_reader::ReadTool::SearchRepo.spec();
+    spec.description.push_str(&format!(
+        " With `reference` (a slug the warm start lists), it searches that reference \
+         repository instead; its hits are named `{READ_PREFIX}<slug>/<path>`."
+    ));
+    if let Some(props) = spec
+        .input_schema
+        .get_mut("properties")
+        .and_then(|p| p.as_object_mut())
+    {
+        props.insert(
+            "reference".into(),
+            json!({"type": "string", "minLength": 1,
+                   "description": "Optional: the slug of a reference repository to search."}),
+        );
+    }
+    spec
+}
+
+/// `read_file`'s spec: the reader's, saying how reference repositories are read.
+pub(super) fn read_spec() -> ToolSpec {
+    let mut spec = airlock_reader::ReadTool::ReadFile.spec();
+    spec.description.push_str(&format!(
+        " A path `{READ_PREFIX}<slug>/<path>` reads a reference repository the warm start \
+         lists (read-only: never write there)."
+    ));
+    spec
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -67,17 +113,24 @@ pub(super) fn edit_spec() -> ToolSpec {
 }
 
 pub(super) fn search_repo(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<ToolReply> {
-    let args: SearchArgs = match args(call) {
+    let call: SearchCall = match args(call) {
         Ok(a) => a,
         Err(reply) => return Ok(reply),
     };
-    tb.ledger.facts.searches.push(args.query.clone());
-    Ok(
-        match tb.retrieval.search(&args.query, args.limit_or_default()) {
-            Ok(hits) => ToolReply::ok(render_hits(&hits)),
-            Err(e) => ToolReply::error(e.to_string()),
-        },
-    )
+    let limit = SearchArgs {
+        query: String::new(),
+        limit: call.limit,
+    }
+    .limit_or_default();
+    tb.ledger.facts.searches.push(call.query.clone());
+    let hits = match &call.reference {
+        Some(slug) => tb.references.search(slug, &call.query, limit),
+        None => tb.retrieval.search(&call.query, limit),
+    };
+    Ok(match hits {
+        Ok(hits) => ToolReply::ok(render_hits(&hits)),
+        Err(e) => ToolReply::error(e.to_string()),
+    })
 }
 
 pub(super) fn read_file(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<ToolReply> {
@@ -96,10 +149,14 @@ pub(super) fn read_file(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<ToolRep
         ));
     }
     tb.ledger.counts.reads += 1;
-    match tb
-        .worktree
-        .read_lines(&args.path, args.start_line, args.end_line)
-    {
+    let read = if is_reference_path(&args.path) {
+        tb.references
+            .read_lines(&args.path, args.start_line, args.end_line)
+    } else {
+        tb.worktree
+            .read_lines(&args.path, args.start_line, args.end_line)
+    };
+    match read {
         Ok(read) => {
             tb.ledger.facts.reads.push(format!(
                 "{}:{}-{}",
@@ -145,6 +202,9 @@ pub(super) fn edit_file(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<ToolRep
         )));
     }
     // Policy before anything else, so a refused path is not even read.
+    if let Some(refused) = refuse_reference_edit(tb, &args.path)? {
+        return Ok(refused);
+    }
     if let Some(refused) = refuse_if_denied(tb, &args.path)? {
         return Ok(refused);
     }
@@ -266,7 +326,47 @@ fn refuse_on(
     }))
 }
 
+/// Refuse a write or an edit inside a reference repository, with exactly
+/// `cited-reference-repo-as-edit-target:<path>`: recorded and counted like a policy refusal.
+pub(super) fn refuse_reference_edit(tb: &mut Toolbox<'_>, path: &str) -> Result<Option<ToolReply>> {
+    let Some(text) = edit_target_refusal(path) else {
+        return Ok(None);
+    };
+    let ledger = &mut tb.ledger;
+    ledger.counts.refusals += 1;
+    let refusals = ledger.counts.refusals;
+    ledger
+        .facts
+        .refusals
+        .push(format!("{path}: {EDIT_TARGET_CODE}"));
+    ledger.append(Event::PolicyRefusal {
+        path: path.to_string(),
+        rule: EDIT_TARGET_CODE.to_string(),
+    })?;
+    ledger.record(
+        "policy_refusal",
+        json!({"path": path, "rule": EDIT_TARGET_CODE, "refusals": refusals}),
+    )?;
+    let max_refusals = tb.run.config.budgets.max_refusals;
+    let flow = if refusals > max_refusals {
+        Flow::End(format!(
+            "too many refused writes ({refusals} > {max_refusals})"
+        ))
+    } else {
+        Flow::Continue
+    };
+    Ok(Some(ToolReply {
+        text,
+        is_error: true,
+        flow,
+        read: None,
+    }))
+}
+
 fn write(tb: &mut Toolbox<'_>, path: &str, content: &str) -> Result<ToolReply> {
+    if let Some(refused) = refuse_reference_edit(tb, path)? {
+        return Ok(refused);
+    }
     if let Some(refused) = refuse_if_denied(tb, path)? {
         return Ok(refused);
     }

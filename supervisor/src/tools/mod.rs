@@ -15,11 +15,12 @@ use crate::config::Config;
 use crate::delegate::ReaderLauncher;
 use crate::ledger::{Ledger, Result};
 use crate::ports::{Baseline, PrSink, Retrieval, TestRunner, Worktree};
+use crate::reference_repos::ReferenceRepos;
 use airlock_audit::{Event, SourceKind, sha256_hex};
 use airlock_model::{ChatModel, ToolCall, ToolSpec};
 use airlock_policies::Policy;
 use airlock_reader::ReadTool;
-use airlock_reader::tools::{ReadArgs, SearchArgs, decode_args};
+use airlock_reader::tools::{ReadArgs, decode_args};
 use serde::Deserialize;
 
 /// A tool the supervisor's model may call.
@@ -89,8 +90,8 @@ impl Tool {
     /// The tool's spec as sent to the model; `Err` when an embedded contract is broken.
     pub fn spec(self) -> std::result::Result<ToolSpec, String> {
         Ok(match self {
-            Tool::SearchRepo => ReadTool::SearchRepo.spec(),
-            Tool::ReadFile => ReadTool::ReadFile.spec(),
+            Tool::SearchRepo => files::search_spec(),
+            Tool::ReadFile => files::read_spec(),
             Tool::WriteFile => files::write_spec(),
             Tool::EditFile => files::edit_spec(),
             Tool::RunTests => tests::spec(),
@@ -113,7 +114,7 @@ impl Tool {
                 kind: SourceKind::SearchSnippet,
                 source: format!(
                     "search:{}",
-                    decode_args::<SearchArgs>(call)
+                    decode_args::<files::SearchCall>(call)
                         .map(|a| a.query)
                         .unwrap_or_default()
                 ),
@@ -247,6 +248,8 @@ pub struct Toolbox<'t> {
     pub readers: &'t dyn ReaderLauncher,
     /// The broker.
     pub broker: &'t mut dyn PrSink,
+    /// The run's reference repositories (read-only exemplars).
+    pub references: &'t ReferenceRepos,
     /// What the test runner established before the first turn.
     pub baseline: Baseline,
     /// The run's ledger.

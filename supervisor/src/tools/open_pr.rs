@@ -81,6 +81,18 @@ pub(super) fn open_pr(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<ToolReply
             )));
         }
     };
+    // A change claimed inside a reference repository is refused before anything else: those
+    // are exemplars, never edit targets.
+    let claimed: Claimed = serde_json::from_value(args.clone()).unwrap_or_default();
+    if let Some(path) = claimed
+        .diff_digest
+        .files_changed
+        .iter()
+        .find(|p| crate::reference_repos::is_reference_path(p))
+        && let Some(refused) = super::files::refuse_reference_edit(tb, path)?
+    {
+        return Ok(refused);
+    }
     if !tb.ledger.work.wrote {
         return Ok(ToolReply::error(format!(
             "{name} refused by the supervisor: nothing was written in this run, so there is no \
@@ -116,7 +128,6 @@ pub(super) fn open_pr(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<ToolReply
         ),
         (Ok(_), None) => ToolReply::error(format!("{name}: the reply was not read")),
     };
-    let claimed: Claimed = serde_json::from_value(args).unwrap_or_default();
     tb.ledger.append(Event::OpenPrSubmitted {
         args_digest: sha256_hex(call.arguments_text().as_bytes()),
         title: claimed.title,

@@ -13,12 +13,33 @@ mod github;
 mod readers;
 mod real_env;
 mod records;
+mod reference_repos;
 mod run_loop;
 mod second_opinion;
 
 fn main() -> std::process::ExitCode {
     airlock_sandbox::helper::run_if_requested();
     let tests: &[(&str, fn())] = &[
+        (
+            "reference_repos::each_status_is_reported_on_its_own_and_the_others_still_answer",
+            reference_repos::each_status_is_reported_on_its_own_and_the_others_still_answer,
+        ),
+        (
+            "reference_repos::the_same_url_ref_and_cap_give_the_same_bytes_even_from_a_fresh_cache",
+            reference_repos::the_same_url_ref_and_cap_give_the_same_bytes_even_from_a_fresh_cache,
+        ),
+        (
+            "reference_repos::an_empty_or_missing_directory_answers_empty_and_an_unreadable_one_refuses",
+            reference_repos::an_empty_or_missing_directory_answers_empty_and_an_unreadable_one_refuses,
+        ),
+        (
+            "reference_repos::a_run_records_its_one_call_reads_references_and_refuses_them_as_edit_targets",
+            reference_repos::a_run_records_its_one_call_reads_references_and_refuses_them_as_edit_targets,
+        ),
+        (
+            "reference_repos::a_run_without_reference_repositories_records_the_empty_call",
+            reference_repos::a_run_without_reference_repositories_records_the_empty_call,
+        ),
         (
             "context::turns_resend_a_byte_identical_prefix_and_the_run_reports_what_the_cache_saved",
             context::turns_resend_a_byte_identical_prefix_and_the_run_reports_what_the_cache_saved,
