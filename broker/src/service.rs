@@ -14,8 +14,8 @@ use crate::changes::{self, ChangeSet};
 use crate::config::BrokerConfig;
 use crate::error::{Error, Result};
 use crate::protocol::{
-    BrokerReply, ChangeKind, ClaimEnd, ClaimRelease, ClaimRequest, ClaimStatus, ForgeMark, IssueKey,
-    Request, RunRegistration,
+    BrokerReply, ChangeKind, ClaimEnd, ClaimRelease, ClaimRequest, ClaimStatus, ForgeMark,
+    IssueKey, Request, RunRegistration,
 };
 use crate::publish::{self, Forge};
 use crate::rules::Rules;

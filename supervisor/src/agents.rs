@@ -614,7 +614,9 @@ change = "docs"
 "#;
 
     fn no_files(rel: &str) -> std::result::Result<String, String> {
-        Err(format!("cannot read /defs/{rel}: No such file or directory"))
+        Err(format!(
+            "cannot read /defs/{rel}: No such file or directory"
+        ))
     }
 
     fn load(text: &str) -> Result<Agent> {
@@ -685,14 +687,20 @@ change = "docs"
         let e = error(&read_only.replace("\"write_file\", ", ""));
         assert!(e.contains("lists `open_pr`"), "{e}");
         // A draft-pr agent must end with open_pr.
-        let e = error(
-            &GOOD
-                .replace("tool = \"open_pr\"\nchange = \"docs\"", "tool = \"read_file\""),
+        let e = error(&GOOD.replace(
+            "tool = \"open_pr\"\nchange = \"docs\"",
+            "tool = \"read_file\"",
+        ));
+        assert!(
+            e.contains("`output.tool` is `read_file`, which does not end a run"),
+            "{e}"
         );
-        assert!(e.contains("`output.tool` is `read_file`, which does not end a run"), "{e}");
         // The terminal tool must be offered.
         let e = error(&GOOD.replace(", \"open_pr\"]", "]"));
-        assert!(e.contains("`output.tool` is `open_pr`, which `tools` does not list"), "{e}");
+        assert!(
+            e.contains("`output.tool` is `open_pr`, which `tools` does not list"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -721,16 +729,52 @@ change = "docs"
     #[test]
     fn other_bad_values_say_how_to_fix_them() {
         for (from, to, expected) in [
-            ("max_iterations = 12", "max_iterations = 0", "between 1 and 200"),
-            ("max_iterations = 12", "max_iterations = 900", "between 1 and 200"),
-            ("name = \"notes\"", "name = \"Notes Bot\"", "lower-case letters"),
-            ("on = \"manual\"", "on = \"issue-labeled\"", "`trigger.label` is missing"),
-            ("on = \"manual\"", "on = \"manual\"\nlabel = \"x\"", "only `on = \"issue-labeled\"`"),
+            (
+                "max_iterations = 12",
+                "max_iterations = 0",
+                "between 1 and 200",
+            ),
+            (
+                "max_iterations = 12",
+                "max_iterations = 900",
+                "between 1 and 200",
+            ),
+            (
+                "name = \"notes\"",
+                "name = \"Notes Bot\"",
+                "lower-case letters",
+            ),
+            (
+                "on = \"manual\"",
+                "on = \"issue-labeled\"",
+                "`trigger.label` is missing",
+            ),
+            (
+                "on = \"manual\"",
+                "on = \"manual\"\nlabel = \"x\"",
+                "only `on = \"issue-labeled\"`",
+            ),
             ("change = \"docs\"", "", "`output.change` is missing"),
-            ("write_allowlist = [\"notes/**\"]", "write_allowlist = []", "refuses every write"),
-            ("write_allowlist = [\"notes/**\"]", "write_allowlist = [\"a/[b\"]", "write_allowlist"),
-            ("{{REPO}}", "{{REPOSITORY}}", "{{REPOSITORY}}, which the supervisor does not fill"),
-            ("\"run_tests\"", "\"run_tests\", \"run_tests\"", "lists `run_tests` twice"),
+            (
+                "write_allowlist = [\"notes/**\"]",
+                "write_allowlist = []",
+                "refuses every write",
+            ),
+            (
+                "write_allowlist = [\"notes/**\"]",
+                "write_allowlist = [\"a/[b\"]",
+                "write_allowlist",
+            ),
+            (
+                "{{REPO}}",
+                "{{REPOSITORY}}",
+                "{{REPOSITORY}}, which the supervisor does not fill",
+            ),
+            (
+                "\"run_tests\"",
+                "\"run_tests\", \"run_tests\"",
+                "lists `run_tests` twice",
+            ),
         ] {
             assert!(GOOD.contains(from), "{from}");
             let e = error(&GOOD.replace(from, to));
@@ -739,7 +783,10 @@ change = "docs"
         }
         let both = GOOD.replace("prompt = ", "prompt_file = \"x.md\"\nprompt = ");
         assert!(error(&both).contains("both set"));
-        let neither = GOOD.replace("prompt = \"You write notes for {{ISSUE_ID}} in {{REPO}}.\"", "");
+        let neither = GOOD.replace(
+            "prompt = \"You write notes for {{ISSUE_ID}} in {{REPO}}.\"",
+            "",
+        );
         assert!(error(&neither).contains("`prompt` is missing"));
     }
 

@@ -31,9 +31,16 @@ fn agents_list_shows_the_built_ins_and_check_refuses_a_bad_definition() {
     let out = airlock(&["agents", "list"]);
     assert!(out.status.success(), "{}", text(&out));
     let listed = String::from_utf8_lossy(&out.stdout);
-    let fixer = listed.find("issue-fixer  (built-in)").expect("fixer listed");
-    let docs = listed.find("docs-writer  (built-in)").expect("docs writer listed");
-    assert!(fixer < docs, "the issue fixer is the first agent:\n{listed}");
+    let fixer = listed
+        .find("issue-fixer  (built-in)")
+        .expect("fixer listed");
+    let docs = listed
+        .find("docs-writer  (built-in)")
+        .expect("docs writer listed");
+    assert!(
+        fixer < docs,
+        "the issue fixer is the first agent:\n{listed}"
+    );
     assert!(listed.contains("output: open_pr (docs)"), "{listed}");
     assert!(
         listed.contains("writes: **/*.md, [docs] dirs and learnings of airlock.toml"),
@@ -111,7 +118,10 @@ fn docs_turns(commit: &str) -> Vec<Value> {
                                    "Nothing was written"]}),
         json!({"tool_calls": [{"name": "write_file", "arguments": {"path": "README.md", "content": README}}],
                "expect_tool_error": true, "expect_contains": ["`AGENTS.md` (rule `editor-agent-config`"]}),
-        call("write_file", json!({"path": "guide/usage.txt", "content": USAGE})),
+        call(
+            "write_file",
+            json!({"path": "guide/usage.txt", "content": USAGE}),
+        ),
         call("run_tests", json!({})),
         json!({"tool_calls": [{"name": "open_pr", "arguments": open_pr}], "expect_contains": "full run: green"}),
         json!({"text": outcome.to_string(), "expect_contains": "queued"}),
@@ -149,6 +159,8 @@ fn the_docs_writer_queues_a_docs_pull_request_and_source_writes_are_refused() {
             .arg(&issue)
             .arg("--repo")
             .arg(&w.s.repo)
+            .arg("--commit")
+            .arg(&w.s.commit)
             .arg("--model")
             .arg(format!("scripted:{}", script.display()))
             .arg("--config")
@@ -195,8 +207,14 @@ fn the_docs_writer_queues_a_docs_pull_request_and_source_writes_are_refused() {
     let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
     assert_eq!(shown["status"], "queued", "{shown}");
     let diff = shown["diff"].as_str().unwrap();
-    assert!(diff.contains("+++ b/README.md") && diff.contains("+++ b/guide/usage.txt"), "{diff}");
-    assert!(!diff.contains("calc/ops.py") && !diff.contains("AGENTS.md"), "{diff}");
+    assert!(
+        diff.contains("+++ b/README.md") && diff.contains("+++ b/guide/usage.txt"),
+        "{diff}"
+    );
+    assert!(
+        !diff.contains("calc/ops.py") && !diff.contains("AGENTS.md"),
+        "{diff}"
+    );
     let steps: Vec<&str> = shown["witness"]
         .as_array()
         .unwrap_or_else(|| panic!("no witness in {shown}"))
@@ -211,7 +229,10 @@ fn the_docs_writer_queues_a_docs_pull_request_and_source_writes_are_refused() {
     let test_mul = std::fs::read_to_string(w.s.repo.join("tests/test_mul.py")).unwrap();
     for (path, text) in [
         ("calc/__init__.py", ""),
-        ("calc/ops.py", "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"),
+        (
+            "calc/ops.py",
+            "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n",
+        ),
         ("tests/__init__.py", ""),
         ("tests/test_mul.py", test_mul.as_str()),
         ("README.md", README),
@@ -235,7 +256,10 @@ fn the_docs_writer_queues_a_docs_pull_request_and_source_writes_are_refused() {
     );
     assert_eq!(reply["status"], "refused", "{reply}");
     assert_eq!(reply["error"]["code"], "POLICY_VIOLATION", "{reply}");
-    assert_eq!(reply["error"]["details"]["offending"], "calc/ops.py", "{reply}");
+    assert_eq!(
+        reply["error"]["details"]["offending"], "calc/ops.py",
+        "{reply}"
+    );
     assert_eq!(reply["error"]["details"]["rule"], "allowlist", "{reply}");
     let reason = reply["error"]["details"]["reason"].as_str().unwrap();
     assert!(reason.contains("[\"**/*.md\", \"guide/**\"]"), "{reason}");
