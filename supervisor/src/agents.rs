@@ -822,6 +822,46 @@ change = "docs"
     }
 
     #[test]
+    fn the_docs_writers_policy_refuses_source_and_agent_configuration_and_a_refused_learnings_file()
+    {
+        let docs = builtin("docs-writer").unwrap();
+        let mut config = crate::config::Config::parse(
+            "[docs]\ndirs = [\"guide\"]\nlearnings = \"guide/LEARNINGS.md\"\n",
+            Path::new("airlock.toml"),
+        )
+        .unwrap();
+        let policy = crate::runner::agent_policy(&docs, &config, "airlock.toml", "calc").unwrap();
+        assert!(policy.check_write("README.md").is_allowed());
+        assert!(policy.check_write("guide/usage.txt").is_allowed());
+        assert!(!policy.check_write("calc/ops.py").is_allowed());
+        assert!(!policy.check_write("AGENTS.md").is_allowed());
+        assert!(!policy.check_write(".github/workflows/docs.md").is_allowed());
+        // The fixer keeps the configuration's allowlist.
+        let fixer = Agent::issue_fixer().unwrap();
+        let policy = crate::runner::agent_policy(&fixer, &config, "airlock.toml", "calc").unwrap();
+        assert!(policy.check_write("calc/ops.py").is_allowed());
+        config.docs.learnings = Some("AGENTS.md".into());
+        let e = crate::runner::agent_policy(&docs, &config, "airlock.toml", "calc")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("[docs] learnings = \"AGENTS.md\" in airlock.toml"),
+            "{e}"
+        );
+        assert!(
+            e.contains("editor-agent-config") && e.contains("docs/LEARNINGS.md"),
+            "{e}"
+        );
+        let bad = crate::config::Config::parse("[docs]\ndirs = [\"../up\"]\n", Path::new("a.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            bad.contains("`docs.dirs`") && bad.contains("without `..`"),
+            "{bad}"
+        );
+    }
+
+    #[test]
     fn the_shipped_files_validate_from_disk_too() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("agents");
         for name in builtin_names() {

@@ -873,7 +873,7 @@ impl Config {
                 return Err(invalid(
                     "docs.dirs",
                     &format!(
-                        "{dir:?} must be a directory relative to the repository root, without                          `..` or glob characters (e.g. \"docs\")"
+                        "{dir:?} must be a directory relative to the repository root, without `..` or glob characters (e.g. \"docs\")"
                     ),
                 ));
             }
@@ -884,7 +884,7 @@ impl Config {
             return Err(invalid(
                 "docs.learnings",
                 &format!(
-                    "{learnings:?} must be a file path relative to the repository root, without                      `..` or glob characters (e.g. \"docs/LEARNINGS.md\")"
+                    "{learnings:?} must be a file path relative to the repository root, without `..` or glob characters (e.g. \"docs/LEARNINGS.md\")"
                 ),
             ));
         }
