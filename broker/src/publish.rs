@@ -407,7 +407,8 @@ pub fn pr_body(item: &QueueItem) -> String {
     out.push_str("\n\n---\n\n");
     out.push_str(airlock_protocol::PR_EVIDENCE_HEADING);
     out.push_str("\n\n");
-    if let Some(test) = field(&["test_evidence", "before_failing_test"]) {
+    // A documentation change claims no test (and its witness ran none).
+    if let Some(test) = field(&["test_evidence", "before_failing_test"]).filter(|t| !t.is_empty()) {
         out.push_str(&format!(
             "- Fail-to-pass test: `{test}` (fails on the pinned base, passes with the diff)\n"
         ));

@@ -10,12 +10,12 @@ use airlock_audit::Event;
 use airlock_schemas::{BrokerError, OpenPr};
 use sha2::{Digest, Sha256};
 
-use crate::changes;
+use crate::changes::{self, ChangeSet};
 use crate::config::BrokerConfig;
 use crate::error::{Error, Result};
 use crate::protocol::{
-    BrokerReply, ClaimEnd, ClaimRelease, ClaimRequest, ClaimStatus, ForgeMark, IssueKey, Request,
-    RunRegistration,
+    BrokerReply, ChangeKind, ClaimEnd, ClaimRelease, ClaimRequest, ClaimStatus, ForgeMark,
+    IssueKey, Request, RunRegistration,
 };
 use crate::publish::{self, Forge};
 use crate::rules::Rules;
@@ -857,6 +857,11 @@ impl Broker {
         if let Some(refusal) = test_code_refusal(&test_code) {
             return Ok(IntakeOutcome::Refuse(refusal));
         }
+        if run.change == ChangeKind::Docs
+            && let Some(refusal) = docs_change_refusal(&changes, &call)
+        {
+            return Ok(refusal);
+        }
         // 3. Digest.
         let (computed, mut flags) = self.rules.digest(&worktree, &run.base_commit)?;
         let fields = call.diff_digest.mismatched_fields(&computed);
@@ -894,22 +899,29 @@ impl Broker {
         }
         // 4. Witness. The claimed fail-to-pass test must be a test of a test file (a pinned or
         // a newly added one), not a function in a new or changed module the runner is told to
-        // collect by naming it.
-        if let Some(refusal) = claimed_test_outside_test_files(
-            &repo,
-            pin,
-            &changes,
-            &*self.rules,
-            run.test_runner,
-            &call.test_evidence.before_failing_test,
-        )? {
+        // collect by naming it. A documentation change claims none: its witness is the full
+        // suite, unchanged.
+        let fail_to_pass = match run.change {
+            ChangeKind::Fix => Some(call.test_evidence.before_failing_test.as_str()),
+            ChangeKind::Docs => None,
+        };
+        if let Some(claimed) = fail_to_pass
+            && let Some(refusal) = claimed_test_outside_test_files(
+                &repo,
+                pin,
+                &changes,
+                &*self.rules,
+                run.test_runner,
+                claimed,
+            )?
+        {
             return Ok(refusal);
         }
         let pinned_tests = pinned_test_files(&repo, pin, &*self.rules)?;
         let plan = WitnessPlan {
             test_command: &run.test_command,
             runner: run.test_runner,
-            before_failing_test: &call.test_evidence.before_failing_test,
+            before_failing_test: fail_to_pass,
             timeout: self.config.witness_timeout,
             test_env: &run.test_env,
         };
@@ -1433,6 +1445,32 @@ pub fn change_request_reason(feedback: &str) -> String {
     } else {
         format!("changes requested: {joined}")
     }
+}
+
+/// What a documentation run's submission may not do, checked on the broker's own change set:
+/// touch a test file, or claim a fail-to-pass test (its witness runs none, so the approver
+/// must not be shown one as if it had been checked).
+fn docs_change_refusal(changes: &ChangeSet, call: &OpenPr) -> Option<IntakeOutcome> {
+    if let Some(test) = changes.files.iter().find(|c| c.is_test) {
+        return Some(refuse_policy(
+            &test.path,
+            "docs_change_touches_no_test",
+            &format!(
+                "{} is a test file; a documentation run changes documentation only",
+                test.path
+            ),
+        ));
+    }
+    let evidence = &call.test_evidence;
+    if !evidence.before_failing_test.is_empty() || !evidence.before_selector.is_empty() {
+        return Some(refuse_policy(
+            "test_evidence",
+            "docs_change_claims_no_test",
+            "a documentation run claims no fail-to-pass test (its witness is the full suite, \
+             unchanged): leave test_evidence.before_selector and before_failing_test empty",
+        ));
+    }
+    None
 }
 
 fn refuse_policy(offending: &str, rule: &str, reason: &str) -> IntakeOutcome {

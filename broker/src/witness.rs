@@ -125,8 +125,9 @@ pub struct WitnessPlan<'a> {
     pub test_command: &'a [String],
     /// How it selects one test and reports.
     pub runner: TestRunner,
-    /// The claimed fail-to-pass test.
-    pub before_failing_test: &'a str,
+    /// The claimed fail-to-pass test; `None` for a documentation change, whose witness is
+    /// the base inventory and the patched full run only.
+    pub before_failing_test: Option<&'a str>,
     /// Per-command time limit.
     pub timeout: Duration,
     /// The environment of every command (from the run's registration, checked against
@@ -547,8 +548,17 @@ fn step(
         None
     };
     let mut grade = match expect {
-        "fail" => results::grade_must_fail(&parsed, run.exit_code, plan.before_failing_test),
-        "pass" => results::grade_must_pass(&parsed, run.exit_code, plan.before_failing_test),
+        // Only a fix's witness has these steps, so the claimed test is there.
+        "fail" => results::grade_must_fail(
+            &parsed,
+            run.exit_code,
+            plan.before_failing_test.unwrap_or_default(),
+        ),
+        "pass" => results::grade_must_pass(
+            &parsed,
+            run.exit_code,
+            plan.before_failing_test.unwrap_or_default(),
+        ),
         // Graded by the caller against the inventory.
         _ => Grade::Ok,
     };
@@ -591,7 +601,7 @@ fn step(
 /// The tests a green patched full run must show passing: the claimed one, and the newly added
 /// test files (where the runner's names say which file a test is in).
 fn required_tests<'c>(plan: &WitnessPlan<'c>, changes: &'c ChangeSet) -> Vec<&'c str> {
-    let mut required = vec![plan.before_failing_test];
+    let mut required: Vec<&str> = plan.before_failing_test.into_iter().collect();
     required.extend(results::new_test_files_required(
         plan.runner,
         changes
@@ -728,16 +738,15 @@ pub fn run_witness(
     let empty = scratch.path().join("empty");
     std::fs::create_dir(&empty).map_err(Error::io(format!("creating {}", empty.display())))?;
 
-    let one = plan
-        .runner
-        .select_one(plan.test_command, plan.before_failing_test);
     let full = plan.test_command.to_vec();
-    let steps: [(&str, &str, &Path, Vec<String>); 4] = [
-        ("pinned_selected", "fail", &pinned, one.clone()),
-        ("patched_selected", "pass", &patched, one),
-        ("base_full", "inventory", &base, full.clone()),
-        ("patched_full", "green", &patched, full),
-    ];
+    let mut steps: Vec<(&str, &str, &Path, Vec<String>)> = Vec::with_capacity(4);
+    if let Some(claimed) = plan.before_failing_test {
+        let one = plan.runner.select_one(plan.test_command, claimed);
+        steps.push(("pinned_selected", "fail", &pinned, one.clone()));
+        steps.push(("patched_selected", "pass", &patched, one));
+    }
+    steps.push(("base_full", "inventory", &base, full.clone()));
+    steps.push(("patched_full", "green", &patched, full));
     let required = required_tests(plan, changes);
     let mut outputs = Vec::new();
     let mut failure = None;
@@ -1086,7 +1095,7 @@ mod same_path_tests {
         let plan = WitnessPlan {
             test_command: &command,
             runner: TestRunner::Unittest,
-            before_failing_test: "tests.test_new.T.test_new",
+            before_failing_test: Some("tests.test_new.T.test_new"),
             timeout: Duration::from_secs(5),
             test_env: &env,
         };

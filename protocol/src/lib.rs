@@ -60,6 +60,39 @@ pub struct RunRegistration {
     /// approval pushes a new commit to the same branch instead of opening a new pull request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follow_up_of: Option<i64>,
+    /// What kind of change the run submits, which decides the witness its `open_pr` gets.
+    /// Absent: [`ChangeKind::Fix`] (registrations from before the field existed).
+    #[serde(default, skip_serializing_if = "ChangeKind::is_fix")]
+    pub change: ChangeKind,
+}
+
+/// What kind of change a run submits (the agent definition's `output.change`), and so what
+/// the broker's witness proves about it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChangeKind {
+    /// A fix: a claimed test fails on the pin and passes patched, and the patched full run
+    /// keeps every test that passed at base.
+    #[default]
+    Fix,
+    /// Documentation: no test is claimed or touched; the patched full run keeps every test
+    /// that passed at base.
+    Docs,
+}
+
+impl ChangeKind {
+    /// Whether this is [`ChangeKind::Fix`] (the default, left out on the wire).
+    pub fn is_fix(&self) -> bool {
+        *self == ChangeKind::Fix
+    }
+
+    /// The configuration spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Fix => "fix",
+            ChangeKind::Docs => "docs",
+        }
+    }
 }
 
 /// What a follow-up run starts from: the change request a reviewer made on a queue item, as

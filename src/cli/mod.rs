@@ -19,6 +19,7 @@ macro_rules! out {
     };
 }
 
+mod agents;
 mod audit;
 mod demo;
 mod eval_injection;
@@ -114,6 +115,10 @@ enum Command {
     /// `@airlock` mention starts a run, a review asking for changes queues a follow-up.
     /// Exit codes: 2 error (it serves until stopped).
     Webhook(triggers::WebhookArgs),
+    /// The agents `airlock run --agent` can run: list the built-in definitions, or validate a
+    /// definition file. Exit codes: 0 listed or valid, 2 invalid or unreadable.
+    #[command(subcommand)]
+    Agents(agents::AgentsCommand),
     /// Continue a parked run (one a budget stopped) with more budget, from its kept worktree
     /// and conversation. Exit codes as for `airlock run`; 2 also when the run expired.
     Resume(run::ResumeArgs),
@@ -195,6 +200,7 @@ pub fn run() -> ExitCode {
         Command::Audit(cmd) => audit::run(cmd),
         Command::Run(args) => run::run(args, cli.quiet),
         Command::Resume(args) => run::resume(args, cli.quiet),
+        Command::Agents(cmd) => agents::run(cmd),
         Command::ReaderWorker(args) => run::reader_worker(args),
         Command::Batch(args) => triggers::batch(args),
         Command::Watch(args) => triggers::watch_command(args),

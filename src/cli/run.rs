@@ -45,6 +45,10 @@ pub struct RunArgs {
     /// Model spec (openai:MODEL, anthropic:MODEL, ollama:MODEL, scripted:PATH, replay:PATH, ...).
     #[arg(long)]
     model: Option<String>,
+    /// The agent: a built-in one (issue-fixer, docs-writer; `airlock agents list`) or the path
+    /// of a definition file; default: `[agent] definition` of airlock.toml, else issue-fixer.
+    #[arg(long, value_name = "NAME|FILE")]
+    agent: Option<String>,
     /// The repository's airlock.toml (tests, allowlist, budgets, model, broker, paths);
     /// default: $AIRLOCK_CONFIG, else ./airlock.toml when it exists, else built-in defaults.
     #[arg(long)]
@@ -137,6 +141,7 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
                 (None, None) => anyhow::bail!("--issue or --follow-up is needed"),
             },
             model: args.model,
+            agent: args.agent,
             config: args.config,
             exe,
             fetch: args.fetch,

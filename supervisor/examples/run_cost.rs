@@ -184,6 +184,7 @@ fn run_once(
             commit: Some("HEAD".into()),
             issue: airlock_supervisor::github::IssueSource::File(issue),
             model: Some(format!("anthropic:{MODEL}")),
+            agent: None,
             config: Some(config),
             exe: PathBuf::from("/nonexistent/airlock"),
             fetch: false,

@@ -210,6 +210,31 @@ pub struct WriteConfig {
     pub allowlist: Vec<String>,
 }
 
+/// `[agent]`: which agent `airlock run` runs when `--agent` does not say.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// A built-in agent's name (`issue-fixer`, `docs-writer`) or the path of a definition
+    /// file (relative to this file); the issue fixer when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub definition: Option<String>,
+}
+
+/// `[docs]`: the documentation the docs writer (any agent with `docs_dirs = true`) may write
+/// besides `**/*.md`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DocsConfig {
+    /// Documentation directories, relative to the repository root: every file below each is
+    /// writable (the policy's refused classes still win).
+    pub dirs: Vec<String>,
+    /// The learnings file the docs writer keeps (durable facts about the repository for the
+    /// next agent), relative to the repository root. It must not be a path the policy refuses
+    /// (`AGENTS.md` is agent configuration): `docs/LEARNINGS.md`, say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub learnings: Option<String>,
+}
+
 /// `[budgets]`: the limits of a run. `max_turns` and `max_full_runs` (like the model's own
 /// budget) park the run when reached; the others end it as an escalation.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -667,6 +692,10 @@ pub struct Config {
     pub security_model: Option<SecurityModelConfig>,
     /// `[reference_repos]`.
     pub reference_repos: ReferenceReposConfig,
+    /// `[agent]`.
+    pub agent: AgentConfig,
+    /// `[docs]`.
+    pub docs: DocsConfig,
 }
 
 impl Config {
@@ -711,6 +740,12 @@ impl Config {
         fix(&mut self.reference_repos.dir);
         if let Some(socket) = self.broker.socket.as_mut() {
             fix(socket);
+        }
+        if let Some(definition) = self.agent.definition.as_mut()
+            && crate::agents::is_path(definition)
+            && Path::new(definition.as_str()).is_relative()
+        {
+            *definition = base.join(&*definition).display().to_string();
         }
     }
 
@@ -847,6 +882,42 @@ impl Config {
                 ));
             }
             None => {}
+        }
+        let repo_relative = |p: &str| {
+            let path = Path::new(p);
+            !p.is_empty()
+                && !p.contains(['*', '?', '[', ']', '{', '}'])
+                && path
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)))
+        };
+        for dir in &self.docs.dirs {
+            if !repo_relative(dir.trim_end_matches('/')) {
+                return Err(invalid(
+                    "docs.dirs",
+                    &format!(
+                        "{dir:?} must be a directory relative to the repository root, without `..` or glob characters (e.g. \"docs\")"
+                    ),
+                ));
+            }
+        }
+        if let Some(learnings) = &self.docs.learnings
+            && !repo_relative(learnings)
+        {
+            return Err(invalid(
+                "docs.learnings",
+                &format!(
+                    "{learnings:?} must be a file path relative to the repository root, without `..` or glob characters (e.g. \"docs/LEARNINGS.md\")"
+                ),
+            ));
+        }
+        if let Some(definition) = &self.agent.definition
+            && definition.trim().is_empty()
+        {
+            return Err(invalid(
+                "agent.definition",
+                "is empty; name a built-in agent (issue-fixer, docs-writer) or a definition file",
+            ));
         }
         let b = &self.budgets;
         for (key, value) in [

@@ -11,6 +11,7 @@
 //! `airlock-policies`.
 
 pub mod adapters;
+pub mod agents;
 pub mod condense;
 pub mod config;
 pub mod delegate;

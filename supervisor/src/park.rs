@@ -233,6 +233,10 @@ pub struct ParkedRun {
     /// For a follow-up run: the change request it answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follow_up: Option<airlock_protocol::FollowUpBrief>,
+    /// The agent the run was started with; the issue fixer when absent (runs parked before
+    /// agents were data).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<crate::agents::Agent>,
     /// Why the loop stopped.
     pub stop: String,
     /// Unix seconds when it parked (the age `park_max_age` is measured from).

@@ -39,12 +39,20 @@ pub struct SystemVars<'a> {
     pub max_full_runs: u32,
     /// The supervisor's own read budget.
     pub max_reads: u32,
+    /// The learnings file the operator named (`[docs] learnings`), rendered for a reader.
+    pub learnings_file: &'a str,
 }
 
-/// Render the system prompt.
+/// Render the issue fixer's system prompt.
 pub fn system_prompt(v: &SystemVars<'_>) -> String {
+    agent_prompt(SYSTEM_TEMPLATE, v)
+}
+
+/// Render an agent's system prompt template (its version line dropped) with `v`; the
+/// placeholders are `agents::PROMPT_PLACEHOLDERS`.
+pub fn agent_prompt(template: &str, v: &SystemVars<'_>) -> String {
     render(
-        strip_version(SYSTEM_TEMPLATE),
+        strip_version(template),
         &[
             ("REPO", v.repo.to_string()),
             ("BASE_COMMIT", v.base_commit.to_string()),
@@ -54,13 +62,15 @@ pub fn system_prompt(v: &SystemVars<'_>) -> String {
             ("MAX_TURNS", v.max_turns.to_string()),
             ("MAX_FULL_RUNS", v.max_full_runs.to_string()),
             ("MAX_READS", v.max_reads.to_string()),
+            ("LEARNINGS_FILE", v.learnings_file.to_string()),
         ],
     )
 }
 
-/// The system prompt of a run on `repo` at `base_commit` for `issue_id`, under `policy` and
-/// `config`'s budgets and test command.
+/// The system prompt of `agent`'s run on `repo` at `base_commit` for `issue_id`, under
+/// `policy` and `config`'s budgets, test command and learnings file.
 pub fn system_prompt_for(
+    agent: &crate::agents::Agent,
     repo: &str,
     base_commit: &str,
     issue_id: &str,
@@ -68,16 +78,24 @@ pub fn system_prompt_for(
     config: &crate::config::Config,
 ) -> String {
     let budgets = &config.budgets;
-    system_prompt(&SystemVars {
-        repo,
-        base_commit,
-        issue_id,
-        write_allowlist: &describe_allowlist(policy),
-        test_command: &config.tests.command.join(" "),
-        max_turns: budgets.max_turns,
-        max_full_runs: budgets.max_full_runs,
-        max_reads: budgets.max_reads,
-    })
+    let learnings = match &config.docs.learnings {
+        Some(path) => format!("`{path}`"),
+        None => "(none: the operator named no learnings file, so keep none)".to_string(),
+    };
+    agent_prompt(
+        &agent.prompt,
+        &SystemVars {
+            repo,
+            base_commit,
+            issue_id,
+            write_allowlist: &describe_allowlist(policy),
+            test_command: &config.tests.command.join(" "),
+            max_turns: budgets.max_turns,
+            max_full_runs: budgets.max_full_runs,
+            max_reads: budgets.max_reads,
+            learnings_file: &learnings,
+        },
+    )
 }
 
 /// The allowlist for the system prompt.
@@ -346,6 +364,7 @@ mod tests {
             max_turns: 40,
             max_full_runs: 3,
             max_reads: 40,
+            learnings_file: "`docs/LEARNINGS.md`",
         }
     }
 

@@ -39,6 +39,9 @@ pub enum RunError {
     /// The command line lacks something this issue source needs.
     #[error("{0}")]
     Usage(String),
+    /// The agent definition is missing or invalid.
+    #[error(transparent)]
+    Agent(#[from] crate::agents::AgentError),
     /// Mirroring, resolving or materialising the commit failed.
     #[error("checkout: {0}")]
     Checkout(#[from] airlock_checkout::CheckoutError),
@@ -116,6 +119,9 @@ pub struct RunArgs {
     pub issue: IssueSource,
     /// Model spec; overrides `[model] spec`.
     pub model: Option<String>,
+    /// The agent: a built-in name or a definition file; overrides `[agent] definition`, the
+    /// issue fixer when neither says.
+    pub agent: Option<String>,
     /// `airlock.toml`; defaults apply when absent.
     pub config: Option<PathBuf>,
     /// The `airlock` executable, re-executed as `airlock reader-worker`.
@@ -224,7 +230,10 @@ pub fn load_config(path: Option<&Path>) -> Result<(Config, String), RunError> {
 
 /// Run one issue end to end.
 pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunError> {
-    let (config, config_origin) = load_config(args.config.as_deref())?;
+    let (mut config, config_origin) = load_config(args.config.as_deref())?;
+    let agent = resolve_agent(args.agent.as_deref(), &config)?;
+    // The definition caps the operator's turn budget.
+    config.budgets.max_turns = config.budgets.max_turns.min(agent.max_iterations);
     let Intake {
         issue,
         repo,
@@ -241,6 +250,8 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
         .ok_or_else(|| RunError::Model("no model: pass --model or set [model] spec".into()))?;
     let model_config: ModelConfig = serde_json::from_value(config.model_config_json())
         .map_err(|e| RunError::Model(format!("[model.config] in {config_origin}: {e}")))?;
+    // A learnings file the policy refuses is the operator's mistake: said before anything runs.
+    agent_policy(&agent, &config, &config_origin, &repo)?;
 
     // Pin first: everything after this reads exactly this tree.
     let cache = MirrorCache::new(&config.paths.cache_dir)?;
@@ -288,6 +299,7 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
         spec_text,
         model_config,
         follow_up: intake_follow_up,
+        agent,
         resume: None,
     };
     execute(execution, &args.exe, args.progress, overrides)
@@ -357,8 +369,13 @@ pub fn resume_run(args: &ResumeArgs, overrides: Overrides) -> Result<RunReport, 
         model_spent,
         session,
         follow_up,
+        agent,
         ..
     } = parked;
+    let agent = match agent {
+        Some(agent) => agent,
+        None => crate::agents::Agent::issue_fixer()?,
+    };
     let mirror = airlock_checkout::Mirror::open(&mirror)?;
     let commit = mirror.resolve(&base_commit)?;
     let spec_text = args.model.clone().unwrap_or(model_spec);
@@ -386,6 +403,7 @@ pub fn resume_run(args: &ResumeArgs, overrides: Overrides) -> Result<RunReport, 
         spec_text,
         model_config,
         follow_up,
+        agent,
         resume: Some(Resume {
             resumed: Resumed {
                 session,
@@ -412,6 +430,7 @@ fn reached_the_loop(error: &RunError) -> bool {
         error,
         RunError::Config(_)
             | RunError::Usage(_)
+            | RunError::Agent(_)
             | RunError::Checkout(_)
             | RunError::Policy(_)
             | RunError::Model(_)
@@ -442,6 +461,7 @@ struct Execution {
     spec_text: String,
     model_config: ModelConfig,
     follow_up: Option<FollowUpBrief>,
+    agent: crate::agents::Agent,
     resume: Option<Resume>,
 }
 
@@ -467,6 +487,7 @@ fn execute(
         spec_text,
         model_config,
         follow_up,
+        agent,
         resume,
     } = x;
     let worktree_dir = run_dir.join("worktree");
@@ -481,12 +502,7 @@ fn execute(
     let tracked = airlock_checkout::tracked_files(&worktree_dir, &commit)?;
     let tracked_for_prepare = tracked.clone();
 
-    let base_policy = Policy::default()?;
-    let policy = if config.write.allowlist.is_empty() {
-        base_policy.for_repo(&repo)?
-    } else {
-        base_policy.with_allowlist(&config.write.allowlist)?
-    };
+    let policy = agent_policy(&agent, &config, &config_origin, &repo)?;
     let audit = AuditLog::open(&config.paths.audit_log)?;
     // What screening needs: the tree's blob ids (a dismissal holds for one version of a
     // file) and the dismissals recorded before this run.
@@ -601,6 +617,7 @@ fn execute(
         intake: intake_record.clone(),
         config,
         follow_up,
+        agent,
     };
     let mut progress = crate::progress::Progress::stderr(progress_mode);
     let mut env = Env {
@@ -653,6 +670,7 @@ fn execute(
                     model_spent: totals,
                     session: (**parked).clone(),
                     follow_up: spec.follow_up.clone(),
+                    agent: Some(spec.agent.clone()),
                     stop: stop.clone(),
                     parked_at: park::unix_now(),
                     expired_at: None,
@@ -676,6 +694,46 @@ fn execute(
         model_finish_problem,
         usage,
     })
+}
+
+/// The agent a run uses: `--agent`, else `[agent] definition`, else the issue fixer.
+pub fn resolve_agent(
+    flag: Option<&str>,
+    config: &Config,
+) -> Result<crate::agents::Agent, RunError> {
+    let spec = flag
+        .or(config.agent.definition.as_deref())
+        .unwrap_or(crate::agents::DEFAULT_AGENT);
+    Ok(crate::agents::resolve(spec)?)
+}
+
+/// The write policy of `agent`'s run on `repo`: the agent's allowlist when its definition sets
+/// one, else `[write] allowlist`, else the policy's for `repo`; the refused classes win in each.
+/// An agent that keeps the learnings file must be able to write it.
+pub fn agent_policy(
+    agent: &crate::agents::Agent,
+    config: &Config,
+    config_origin: &str,
+    repo: &str,
+) -> Result<Policy, RunError> {
+    let base = Policy::default()?;
+    let policy = match agent.write_allowlist(&config.docs) {
+        Some(globs) => base.with_allowlist(&globs)?,
+        None if config.write.allowlist.is_empty() => base.for_repo(repo)?,
+        None => base.with_allowlist(&config.write.allowlist)?,
+    };
+    if agent.docs_dirs
+        && let Some(learnings) = &config.docs.learnings
+        && let airlock_policies::WriteDecision::Refused { rule, reason } =
+            policy.check_write(learnings)
+    {
+        return Err(RunError::Usage(format!(
+            "[docs] learnings = {learnings:?} in {config_origin} is a path the write policy \
+             refuses (rule `{rule}`: {reason}); the refused classes win over any allowlist, so \
+             name another file, e.g. \"docs/LEARNINGS.md\""
+        )));
+    }
+    Ok(policy)
 }
 
 /// A resumed run that ended (or failed) is parked no more.

@@ -2,6 +2,7 @@
 //! start, turn after turn of model calls and tool calls under the budgets, and the final
 //! message (repaired, or written by the supervisor when a budget ends the run).
 
+use crate::agents::Agent;
 use crate::condense::Condenser;
 use crate::config::Config;
 use crate::delegate::ReaderLauncher;
@@ -134,6 +135,9 @@ pub struct RunSpec {
     pub config: Config,
     /// For a follow-up run: the change request it answers (from the broker's `follow_up`).
     pub follow_up: Option<FollowUpBrief>,
+    /// The agent: its prompt, its tools, what it submits (its turn cap is already in
+    /// `config.budgets.max_turns`, its allowlist in the run's policy).
+    pub agent: Agent,
 }
 
 /// The capabilities of the run.
@@ -264,6 +268,7 @@ impl<'s> Session<'s> {
                     base_commit: &spec.base_commit,
                     config: &spec.config,
                 },
+                offered: &spec.agent.tools,
                 model: *model,
                 retrieval: *retrieval,
                 worktree: *worktree,
@@ -333,7 +338,8 @@ fn start(spec: &RunSpec, env: &mut Env<'_>) -> Result<Start> {
             "base_commit": spec.base_commit,
             "issue_id": spec.issue.id,
             "model": env.model.name(),
-            "system_prompt": prompts::system_version(),
+            "agent": spec.agent.name,
+            "system_prompt": prompts::version_of(&spec.agent.prompt),
             "reader_brief": airlock_reader::brief_version(),
             "intake": spec.intake,
         }),
@@ -427,6 +433,7 @@ fn registration(spec: &RunSpec, env: &Env<'_>, baseline: &Baseline) -> RunRegist
                 .collect(),
         }),
         follow_up_of: spec.follow_up.as_ref().map(|f| f.queue_id),
+        change: spec.agent.change(),
     }
 }
 
@@ -453,6 +460,7 @@ impl<'s> Session<'s> {
 
     fn drive(&mut self) -> Result<RunEnd> {
         let system = prompts::system_prompt_for(
+            &self.spec.agent,
             &self.spec.repo,
             &self.spec.base_commit,
             &self.spec.issue.id,
@@ -505,7 +513,7 @@ impl<'s> Session<'s> {
     /// The loop from `messages` on, until the final message or a budget.
     fn turns(&mut self, mut messages: Vec<Message>) -> Result<RunEnd> {
         let budgets = self.spec.config.budgets.clone();
-        let tool_specs = tools::specs().map_err(SessionError::Contract)?;
+        let tool_specs = tools::specs_of(&self.spec.agent.tools).map_err(SessionError::Contract)?;
         let mut repairs_left = budgets.max_repair_prompts;
         let mut condenser = Condenser::new(&self.spec.config.context);
         loop {
@@ -686,7 +694,7 @@ impl<'s> Session<'s> {
         // prompt again.
         let request = ChatRequest {
             messages: messages.clone(),
-            tools: tools::specs().map_err(SessionError::Contract)?,
+            tools: tools::specs_of(&self.spec.agent.tools).map_err(SessionError::Contract)?,
             options: ChatOptions {
                 tool_choice: ToolChoice::None,
                 stable_prefix: STABLE_PREFIX_MESSAGES,

@@ -72,6 +72,7 @@ impl Fixture {
                     reconnect_secs: None,
                     issue: None,
                     follow_up_of: None,
+                    change: Default::default(),
                 },
                 1,
             )

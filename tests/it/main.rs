@@ -1,6 +1,7 @@
 //! End-to-end tests of the `airlock` binary: every module runs the real binary as an operator would.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+mod agents;
 mod architecture;
 mod audit;
 mod cli;

@@ -465,6 +465,7 @@ fn a_confirmed_finding_marks_the_item_in_broker_show_and_queue() {
                     reconnect_secs: None,
                     issue: None,
                     follow_up_of: None,
+                    change: Default::default(),
                 },
                 1,
             )

@@ -783,6 +783,7 @@ mod tests {
             reconnect_secs: None,
             issue: None,
             follow_up_of: None,
+            change: Default::default(),
         }
     }
 

@@ -249,6 +249,7 @@ impl Fixture {
             reconnect_secs: None,
             issue: None,
             follow_up_of: None,
+            change: Default::default(),
         }
     }
 

@@ -126,6 +126,17 @@ impl Tool {
         }
     }
 
+    /// Whether calling the tool ends the run's work (an agent definition's `output.tool`).
+    pub const fn is_terminal(self) -> bool {
+        matches!(self, Tool::OpenPr)
+    }
+
+    /// Whether the tool changes the worktree or submits it: an agent of the `read-only` tier
+    /// may not be offered it.
+    pub const fn needs_draft_pr(self) -> bool {
+        matches!(self, Tool::WriteFile | Tool::EditFile | Tool::OpenPr)
+    }
+
     /// The file `call` touches, for the audit event: reads, writes and edits name one.
     fn touched_path(self, call: &ToolCall) -> Option<String> {
         match self {
@@ -139,6 +150,25 @@ impl Tool {
     }
 }
 
+/// A tool is written as its name (in agent definitions and parked runs).
+impl serde::Serialize for Tool {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Tool {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Tool::from_name(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "no such tool `{name}`; the tools are {}",
+                tool_list(&Tool::ALL)
+            ))
+        })
+    }
+}
+
 /// Screening of a call to a tool that does not exist.
 fn unknown_screening(call: &ToolCall) -> Screening {
     Screening {
@@ -149,7 +179,12 @@ fn unknown_screening(call: &ToolCall) -> Screening {
 
 /// The supervisor's whole tool list, as sent to the model.
 pub fn specs() -> std::result::Result<Vec<ToolSpec>, String> {
-    Tool::ALL.into_iter().map(Tool::spec).collect()
+    specs_of(&Tool::ALL)
+}
+
+/// The specs of `tools` (an agent's), in that order.
+pub fn specs_of(tools: &[Tool]) -> std::result::Result<Vec<ToolSpec>, String> {
+    tools.iter().copied().map(Tool::spec).collect()
 }
 
 /// A tool's effect on the loop besides its result text.
@@ -234,6 +269,8 @@ pub struct RunSettings<'t> {
 pub struct Toolbox<'t> {
     /// The run's settings.
     pub run: RunSettings<'t>,
+    /// The tools the run's agent is offered; a call to any other is refused.
+    pub offered: &'t [Tool],
     /// The model (a reader's calls are relayed to it).
     pub model: &'t dyn ChatModel,
     /// Retrieval over the checkout.
@@ -262,13 +299,13 @@ impl Toolbox<'_> {
     pub fn call(&mut self, call: &ToolCall) -> Result<ToolReply> {
         self.ledger
             .record("tool_call", serde_json::json!({ "call": call }))?;
-        let tool = Tool::from_name(&call.name);
+        let tool = Tool::from_name(&call.name).filter(|t| self.offered.contains(t));
         let reply = match tool {
             Some(tool) => self.dispatch(tool, call)?,
             None => ToolReply::error(format!(
                 "no such tool `{}`; the tools are {}",
                 call.name,
-                tool_list()
+                tool_list(self.offered)
             )),
         };
         let screening = tool.map_or_else(|| unknown_screening(call), |t| t.screening(call));
@@ -307,8 +344,8 @@ impl Toolbox<'_> {
 }
 
 /// `a, b, ... and z`: the tools' names for a message.
-fn tool_list() -> String {
-    let names: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
+fn tool_list(tools: &[Tool]) -> String {
+    let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
     match names.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
         _ => names.join(""),
@@ -331,7 +368,7 @@ mod unit {
         }
         assert_eq!(Tool::from_name("rm_rf"), None);
         assert_eq!(
-            tool_list(),
+            tool_list(&Tool::ALL),
             "search_repo, read_file, write_file, edit_file, run_tests, delegate_read and open_pr"
         );
         let specs = specs().unwrap_or_default();

@@ -330,6 +330,7 @@ impl Worker {
             commit: job.commit.clone(),
             issue: job.issue.clone(),
             model: self.model.clone(),
+            agent: None,
             config: self.config.clone(),
             exe: self.exe.clone(),
             fetch: false,

@@ -129,6 +129,7 @@ impl Fixture {
                 commit: commit.map(str::to_owned),
                 issue,
                 model: Some(model.to_string()),
+                agent: None,
                 config: Some(config.to_path_buf()),
                 exe: PathBuf::from("/nonexistent/airlock"),
                 fetch: false,
