@@ -10,7 +10,8 @@ use crate::ledger::{Ledger, LedgerError, file_read_event};
 use crate::outcome::{self, Judged};
 use crate::park::{ParkedOn, ParkedSession};
 use crate::ports::{
-    Baseline, IssueText, PrSink, Retrieval, RunRegistration, TestRunner, ToolFailure, Worktree,
+    Baseline, History, IssueText, PrSink, Retrieval, RunRegistration, TestRunner, ToolFailure,
+    Worktree,
 };
 use crate::progress::Progress;
 use crate::prompts;
@@ -141,6 +142,8 @@ pub struct Env<'a> {
     pub model: &'a dyn ChatModel,
     /// Retrieval over the checkout.
     pub retrieval: &'a dyn Retrieval,
+    /// The merged pull requests up to the pin.
+    pub history: &'a dyn History,
     /// The worktree.
     pub worktree: &'a dyn Worktree,
     /// The write policy (allowlist and refused classes).
@@ -240,6 +243,7 @@ impl<'s> Session<'s> {
         let Env {
             model,
             retrieval,
+            history,
             worktree,
             policy,
             tests,
@@ -261,6 +265,7 @@ impl<'s> Session<'s> {
                 },
                 model: *model,
                 retrieval: *retrieval,
+                history: *history,
                 worktree: *worktree,
                 policy,
                 tests: *tests,
@@ -447,6 +452,7 @@ impl<'s> Session<'s> {
             query: &query,
             baseline: &self.tools.baseline,
             retrieval: self.tools.retrieval,
+            history: self.tools.history,
             worktree: self.tools.worktree,
         });
         self.ledger().candidates = warm.candidates;

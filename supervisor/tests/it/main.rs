@@ -10,6 +10,7 @@
 mod context;
 mod fixture;
 mod github;
+mod history;
 mod readers;
 mod real_env;
 mod records;
@@ -19,6 +20,22 @@ mod second_opinion;
 fn main() -> std::process::ExitCode {
     airlock_sandbox::helper::run_if_requested();
     let tests: &[(&str, fn())] = &[
+        (
+            "history::the_warm_start_mentions_the_best_earlier_fix_above_the_threshold_and_search_history_finds_it",
+            history::the_warm_start_mentions_the_best_earlier_fix_above_the_threshold_and_search_history_finds_it,
+        ),
+        (
+            "history::below_the_threshold_the_warm_start_mentions_no_earlier_fix",
+            history::below_the_threshold_the_warm_start_mentions_no_earlier_fix,
+        ),
+        (
+            "history::merged_pull_requests_are_read_from_the_forge_with_their_files",
+            history::merged_pull_requests_are_read_from_the_forge_with_their_files,
+        ),
+        (
+            "history::a_github_run_with_a_token_saves_the_forges_merged_pull_requests_and_the_warm_start_uses_them",
+            history::a_github_run_with_a_token_saves_the_forges_merged_pull_requests_and_the_warm_start_uses_them,
+        ),
         (
             "context::turns_resend_a_byte_identical_prefix_and_the_run_reports_what_the_cache_saved",
             context::turns_resend_a_byte_identical_prefix_and_the_run_reports_what_the_cache_saved,
