@@ -332,6 +332,9 @@ pub struct HistoryStats {
     pub from_forge: usize,
     /// Records computed now (the rest were stored).
     pub records_new: usize,
+    /// Pull-request commits left out because the repository lacks an object their diff needs
+    /// (a partial clone).
+    pub missing_objects: usize,
 }
 
 /// The searchable memory of merged pull requests at one commit.
@@ -397,7 +400,18 @@ impl HistoryIndex {
                     if lock.is_none() {
                         lock = Some(store.lock()?);
                     }
-                    let record = pr_record(&repo, &commit, parsed)?;
+                    let record = match pr_record(&repo, &commit, parsed) {
+                        Ok(r) => r,
+                        // A partial clone lacks some objects: that pull request is left out
+                        // (and not stored, so a later full fetch brings it in).
+                        Err(Error::Git { source, .. })
+                            if source.code() == git2::ErrorCode::NotFound =>
+                        {
+                            stats.missing_objects += 1;
+                            continue;
+                        }
+                        Err(e) => return Err(e),
+                    };
                     write_json(&store.record_path(&id), &record)?;
                     stats.records_new += 1;
                     record
@@ -612,7 +626,7 @@ fn pr_record(
 }
 
 /// The thresholds the evaluation reports precision at (the warm start's default among them).
-pub const EVAL_THRESHOLDS: [f64; 5] = [0.0, 10.0, 20.0, 30.0, 40.0];
+pub const EVAL_THRESHOLDS: [f64; 7] = [0.0, 25.0, 50.0, 75.0, 100.0, 150.0, 200.0];
 
 /// One instance of the history benchmark.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
