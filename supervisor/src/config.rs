@@ -371,7 +371,7 @@ impl Default for HistoryConfig {
 }
 
 /// The default `[history] mention_threshold` (see docs/history.md for how it was chosen).
-pub const DEFAULT_MENTION_THRESHOLD: f64 = 30.0;
+pub const DEFAULT_MENTION_THRESHOLD: f64 = 50.0;
 
 /// `[context]`: how the conversation sent to the model is kept in bounds (`condense`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
