@@ -129,11 +129,6 @@ impl CodegraphHistory {
         .map_err(|e| e.to_string());
         CodegraphHistory { index }
     }
-
-    /// How many merged pull requests the memory holds (`None` when it could not be built).
-    pub fn len(&self) -> Option<usize> {
-        self.index.as_ref().ok().map(|i| i.pulls().len())
-    }
 }
 
 impl crate::ports::History for CodegraphHistory {
