@@ -746,7 +746,7 @@ impl Engine {
     }
 }
 
-fn open_repository(repo_path: &Path) -> Result<git2::Repository> {
+pub(crate) fn open_repository(repo_path: &Path) -> Result<git2::Repository> {
     git2::Repository::open(repo_path).map_err(|source| Error::OpenRepo {
         path: repo_path.to_path_buf(),
         source,
@@ -1088,7 +1088,7 @@ pub(crate) fn symbol_scores(snap: &Snapshot, analysis: &QueryAnalysis) -> Vec<(u
 }
 
 /// Why a revision did not resolve, in words that say what to give instead.
-fn resolve_reason(repo: &git2::Repository, err: &git2::Error) -> String {
+pub(crate) fn resolve_reason(repo: &git2::Repository, err: &git2::Error) -> String {
     let hint = if repo.is_empty().unwrap_or(false) {
         "the repository has no commits yet"
     } else {

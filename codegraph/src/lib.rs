@@ -42,6 +42,7 @@ pub mod eval;
 pub mod extract;
 pub mod files;
 pub mod fulltext;
+pub mod history;
 pub mod map;
 mod query;
 pub mod rank;

@@ -23,6 +23,7 @@ mod agents;
 mod audit;
 mod demo;
 mod eval_injection;
+mod history;
 mod init;
 mod judge;
 mod reference_repos;
@@ -89,6 +90,9 @@ enum Command {
     Search(retrieval::SearchArgs),
     /// Render the repository map (PageRank over definitions and references) within a token budget.
     Map(retrieval::MapArgs),
+    /// The memory of merged pull requests: "have we fixed something like this before?".
+    #[command(subcommand)]
+    History(history::HistoryCommand),
     /// Benchmarks of the product's parts.
     #[command(subcommand)]
     Eval(retrieval::EvalCommand),
@@ -195,6 +199,7 @@ pub fn run() -> ExitCode {
         Command::Index(args) => retrieval::index(args),
         Command::Search(args) => retrieval::search(args),
         Command::Map(args) => retrieval::map(args),
+        Command::History(cmd) => history::run(cmd),
         Command::Eval(cmd) => retrieval::eval(cmd),
         Command::ReferenceRepos(args) => reference_repos::run(args),
         Command::Audit(cmd) => audit::run(cmd),

@@ -16,7 +16,7 @@ pub struct IndexDirArg {
 }
 
 impl IndexDirArg {
-    fn resolve(&self) -> PathBuf {
+    pub(super) fn resolve(&self) -> PathBuf {
         self.index_dir.clone().unwrap_or_else(default_index_dir)
     }
 }
@@ -36,7 +36,7 @@ pub struct RepoArg {
 impl RepoArg {
     /// The repository's path: the local path as given, else the URL's mirror (cloned now
     /// if the cache does not have it yet, without fetching if it does).
-    fn open(&self) -> anyhow::Result<PathBuf> {
+    pub(super) fn open(&self) -> anyhow::Result<PathBuf> {
         let local = PathBuf::from(&self.repo);
         if local.exists() {
             return Ok(local);
@@ -120,6 +120,9 @@ pub enum EvalCommand {
     Retrieval(EvalRetrievalArgs),
     /// The injection detector's recall per category and false positives on a labelled corpus.
     Injection(super::eval_injection::EvalInjectionArgs),
+    /// How often the best-matching merged pull request (before each instance's base commit)
+    /// touched a file the gold patch edits: hit@1 and hit@3, beside the latest merged ones.
+    History(super::history::EvalHistoryArgs),
 }
 
 /// Arguments of `airlock eval retrieval`.
@@ -256,6 +259,7 @@ pub fn eval(cmd: EvalCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         EvalCommand::Retrieval(args) => eval_retrieval(args),
         EvalCommand::Injection(args) => super::eval_injection::run(args),
+        EvalCommand::History(args) => super::history::eval_history(args),
     }
 }
 

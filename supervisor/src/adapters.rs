@@ -110,6 +110,39 @@ impl Retrieval for CodegraphRetrieval {
     }
 }
 
+/// The merged-pull-request memory through `airlock-codegraph`, built once at the pinned commit
+/// from the mirror's history (and the forge records saved beside the index). When it could not
+/// be built the run goes on without it: each search says why.
+pub struct CodegraphHistory {
+    index: Result<airlock_codegraph::history::HistoryIndex, String>,
+}
+
+impl CodegraphHistory {
+    /// Build the memory of `mirror` at `commit` under the index named `index_key`.
+    pub fn open(mirror: &Path, index_dir: &Path, index_key: &str, commit: &str) -> Self {
+        let index = airlock_codegraph::history::HistoryIndex::build(
+            mirror,
+            index_dir,
+            Some(index_key),
+            commit,
+        )
+        .map_err(|e| e.to_string());
+        CodegraphHistory { index }
+    }
+}
+
+impl crate::ports::History for CodegraphHistory {
+    fn search(&self, query: &str, limit: usize) -> PortResult<Vec<crate::ports::HistoryHit>> {
+        match &self.index {
+            Ok(index) => Ok(index.search(query, limit)),
+            Err(e) => Err(ToolFailure::new(
+                "history_unavailable",
+                format!("the history of merged pull requests could not be read: {e}"),
+            )),
+        }
+    }
+}
+
 /// Runs the test command in the sandbox over a copy-on-write overlay of the worktree mounted at
 /// the worktree's own path: the tests see the agent's edits, and whatever they write is
 /// discarded, so it never enters the diff. The sandbox's network namespace has loopback only.

@@ -366,6 +366,38 @@ impl Default for TokenBudgets {
     }
 }
 
+/// `[history]`: the memory of merged pull requests (`search_history` and the warm start's
+/// mention of the best matches).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HistoryConfig {
+    /// The score (BM25 over the issue text) a merged pull request must reach to be mentioned
+    /// in the warm start.
+    pub mention_threshold: f64,
+    /// How many pull requests the warm start mentions at most (0 to 2; 0 turns it off).
+    pub mention_count: usize,
+    /// With `[github] token_env` set and a GitHub issue, read merged pull requests from the
+    /// forge's API too (title, description and files as GitHub has them).
+    pub forge: bool,
+    /// The most merged pull requests read from the forge per run (newest first); each new one
+    /// costs one request for its files, and is kept beside the index for later runs.
+    pub forge_max_pulls: usize,
+}
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        HistoryConfig {
+            mention_threshold: DEFAULT_MENTION_THRESHOLD,
+            mention_count: 2,
+            forge: true,
+            forge_max_pulls: 100,
+        }
+    }
+}
+
+/// The default `[history] mention_threshold` (see docs/history.md for how it was chosen).
+pub const DEFAULT_MENTION_THRESHOLD: f64 = 50.0;
+
 /// `[context]`: how the conversation sent to the model is kept in bounds (`condense`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -687,6 +719,8 @@ pub struct Config {
     pub paths: PathsConfig,
     /// `[github]`.
     pub github: GithubConfig,
+    /// `[history]`.
+    pub history: HistoryConfig,
     /// `[security_model]`, when the operator configured one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub security_model: Option<SecurityModelConfig>,
@@ -800,6 +834,18 @@ impl Config {
         }
         if self.github.max_comments == 0 {
             return Err(invalid("github.max_comments", "must be at least 1"));
+        }
+        if !(self.history.mention_threshold.is_finite() && self.history.mention_threshold >= 0.0) {
+            return Err(invalid(
+                "history.mention_threshold",
+                "must be a number at least 0 (a BM25 score; see docs/history.md)",
+            ));
+        }
+        if self.history.mention_count > 2 {
+            return Err(invalid(
+                "history.mention_count",
+                "must be 0, 1 or 2 (the warm start mentions the best one or two)",
+            ));
         }
         if let Some(security) = &self.security_model {
             security.validate(&invalid)?;

@@ -11,6 +11,7 @@
 
 use crate::config::GithubConfig;
 use crate::issue::Issue;
+use airlock_codegraph::history::{ForgeFile, ForgePull};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -422,6 +423,96 @@ impl GithubClient {
         Ok(numbers)
     }
 
+    /// The merged pull requests of `owner/repo`, newest first, at most `max` (closed pull
+    /// requests listed by `GET /repos/O/R/pulls?state=closed`, those with a `merged_at` kept),
+    /// each with its files (`GET /repos/O/R/pulls/N/files`, up to 300). Numbers in `known`
+    /// (already saved) are left out and cost no request for their files. What comes back is
+    /// repository text: it is indexed as data and screened where a model is shown it.
+    pub fn merged_pulls(
+        &self,
+        owner: &str,
+        repo: &str,
+        max: usize,
+        known: &[u64],
+        cfg: &GithubConfig,
+    ) -> Result<Vec<ForgePull>> {
+        let var = cfg.token_env.as_deref();
+        let mut pulls = Vec::new();
+        let mut seen_merged = 0usize;
+        let mut page = 1;
+        'pages: while seen_merged < max {
+            let path = format!(
+                "/repos/{owner}/{repo}/pulls?state=closed&sort=updated&direction=desc&per_page=100&page={page}"
+            );
+            let list = self.get(&path, var)?;
+            let Some(items) = list.as_array() else {
+                return Err(GithubError::Shape {
+                    url: format!("{}{path}", self.api),
+                    problem: "the pull requests are not a list".to_owned(),
+                });
+            };
+            for item in items {
+                let (Some(number), Some(merged_at)) = (
+                    item.get("number").and_then(Value::as_u64),
+                    item.get("merged_at").and_then(Value::as_str),
+                ) else {
+                    continue;
+                };
+                seen_merged += 1;
+                if !known.contains(&number) {
+                    let files = self.pull_files(owner, repo, number, var)?;
+                    pulls.push(ForgePull {
+                        number,
+                        title: text_field(item, "title"),
+                        body: text_field(item, "body"),
+                        merged_at: merged_at.to_owned(),
+                        merge_commit_sha: item
+                            .get("merge_commit_sha")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned),
+                        files,
+                    });
+                }
+                if seen_merged >= max {
+                    break 'pages;
+                }
+            }
+            // A bound on a misbehaving server: 30 pages is 3 000 closed pull requests.
+            if items.len() < 100 || page >= 30 {
+                break;
+            }
+            page += 1;
+        }
+        pulls.sort_by_key(|p| p.number);
+        Ok(pulls)
+    }
+
+    fn pull_files(
+        &self,
+        owner: &str,
+        repo: &str,
+        number: u64,
+        var: Option<&str>,
+    ) -> Result<Vec<ForgeFile>> {
+        let mut files = Vec::new();
+        for page in 1..=3 {
+            let path =
+                format!("/repos/{owner}/{repo}/pulls/{number}/files?per_page=100&page={page}");
+            let list = self.get(&path, var)?;
+            let parsed: Vec<ForgeFile> =
+                serde_json::from_value(list).map_err(|e| GithubError::Shape {
+                    url: format!("{}{path}", self.api),
+                    problem: format!("the files are not a list of files: {e}"),
+                })?;
+            let full = parsed.len() == 100;
+            files.extend(parsed);
+            if !full {
+                break;
+            }
+        }
+        Ok(files)
+    }
+
     /// The issue (and, when configured, its comments) as an [`Issue`].
     pub fn fetch_issue(&self, r: &GithubIssueRef, cfg: &GithubConfig) -> Result<FetchedIssue> {
         let var = cfg.token_env.as_deref();
@@ -521,6 +612,14 @@ impl GithubClient {
 }
 
 /// `text` with every byte but unreserved ones (RFC 3986) as `%XX`, for a query value.
+/// A string field of a JSON object, empty when absent or null.
+fn text_field(v: &Value, key: &str) -> String {
+    v.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
 fn percent_encode(text: &str) -> String {
     text.bytes()
         .map(|b| {

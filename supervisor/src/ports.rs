@@ -13,6 +13,9 @@ pub use airlock_checkout::ReadOutcome;
 /// One search hit: path, line range, symbol, score and the file's test/vendored flags, as
 /// codegraph ranks it. Rendered for a model only where it is shown to one.
 pub use airlock_codegraph::Hit;
+/// One merged pull request matched by the history search, with its score, as codegraph ranks
+/// it. Rendered for a model only where it is shown to one (`tools::history`).
+pub use airlock_codegraph::history::HistoryHit;
 /// The broker's reply to a request, its own wire type.
 pub use airlock_protocol::BrokerReply;
 
@@ -50,6 +53,12 @@ pub trait Retrieval {
     fn search(&self, query: &str, limit: usize) -> PortResult<Vec<Hit>>;
     /// The repository map within about `token_budget` tokens, personalised by `query`.
     fn repo_map(&self, query: &str, token_budget: usize) -> PortResult<String>;
+}
+
+/// The memory of merged pull requests up to the pinned commit (codegraph's history index).
+pub trait History {
+    /// The top `limit` merged pull requests for `query`, best first.
+    fn search(&self, query: &str, limit: usize) -> PortResult<Vec<HistoryHit>>;
 }
 
 /// The worktree of the run: bounded reads, the file tree, and writes (the caller has already

@@ -2,8 +2,8 @@
 //! session, write the outcome. The CLI is a thin wrapper around [`run_issue`].
 
 use crate::adapters::{
-    BrokerSocket, CheckoutWorktree, CodegraphRetrieval, PrepareKey, SandboxReaderLauncher,
-    SandboxTestRunner,
+    BrokerSocket, CheckoutWorktree, CodegraphHistory, CodegraphRetrieval, PrepareKey,
+    SandboxReaderLauncher, SandboxTestRunner,
 };
 use crate::config::{Config, ConfigError};
 use crate::delegate::ReaderLauncher;
@@ -265,6 +265,9 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
     let commit = mirror.resolve(&rev)?;
     let mut intake_record = intake_record;
     intake_record["pin"]["commit"] = json!(commit.as_str());
+    if let Some(forge) = save_forge_history(args, &config, mirror.path()) {
+        intake_record["history_forge"] = forge;
+    }
     // Parked runs past their age are cleaned before a new one starts.
     park::expire_old(
         &config.paths.runs_root,
@@ -447,6 +450,43 @@ struct Resume {
     spent: RunTotals,
 }
 
+/// With a GitHub issue, `[github] token_env` set and `[history] forge` on: read the issue's
+/// repository's merged pull requests from the forge and save them beside the
+/// index, where the run's history memory finds them (only those merged into the pin's history
+/// are visible to it). Returns what the intake record says of it; a failure costs the run only
+/// the forge's records, so it is recorded, not fatal.
+fn save_forge_history(args: &RunArgs, config: &Config, mirror: &Path) -> Option<Value> {
+    let IssueSource::GitHub(reference) = &args.issue else {
+        return None;
+    };
+    if config.github.token_env.is_none() || !config.history.forge {
+        return None;
+    }
+    let index_dir = &config.paths.index_dir;
+    let key = airlock_codegraph::store::repo_key(mirror);
+    let saved = (|| -> Result<usize, String> {
+        let client = GithubClient::from_config(&config.github).map_err(|e| e.to_string())?;
+        let known = airlock_codegraph::history::saved_forge_numbers(index_dir, &key)
+            .map_err(|e| e.to_string())?;
+        let pulls = client
+            .merged_pulls(
+                &reference.owner,
+                &reference.repo,
+                config.history.forge_max_pulls,
+                &known,
+                &config.github,
+            )
+            .map_err(|e| e.to_string())?;
+        airlock_codegraph::history::save_forge_pulls(index_dir, &key, &pulls)
+            .map_err(|e| e.to_string())?;
+        Ok(pulls.len())
+    })();
+    Some(match saved {
+        Ok(n) => json!({"saved": n}),
+        Err(e) => json!({"error": e}),
+    })
+}
+
 /// Everything settled before the worktree: a new run's or a parked one's.
 struct Execution {
     config: Config,
@@ -564,6 +604,9 @@ fn execute(
         &run_dir.join("reference"),
         &index_dir,
     );
+    // The memory of merged pull requests reads the mirror's history up to the pin (the
+    // worktree has none) and keeps its records beside the mirror's index.
+    let history = CodegraphHistory::open(mirror.path(), &index_dir, &index_key, commit.as_str());
     let tests: Box<dyn TestRunner> = match overrides.tests {
         Some(t) => t,
         None => Box::new(SandboxTestRunner::new(
@@ -623,6 +666,7 @@ fn execute(
     let mut env = Env {
         model: &model,
         retrieval: retrieval.as_ref(),
+        history: &history,
         worktree: &wt,
         policy: &policy,
         tests: tests.as_ref(),

@@ -11,7 +11,8 @@ use crate::ledger::{Ledger, LedgerError, file_read_event};
 use crate::outcome::{self, Judged};
 use crate::park::{ParkedOn, ParkedSession};
 use crate::ports::{
-    Baseline, IssueText, PrSink, Retrieval, RunRegistration, TestRunner, ToolFailure, Worktree,
+    Baseline, History, IssueText, PrSink, Retrieval, RunRegistration, TestRunner, ToolFailure,
+    Worktree,
 };
 use crate::progress::Progress;
 use crate::prompts;
@@ -146,6 +147,8 @@ pub struct Env<'a> {
     pub model: &'a dyn ChatModel,
     /// Retrieval over the checkout.
     pub retrieval: &'a dyn Retrieval,
+    /// The merged pull requests up to the pin.
+    pub history: &'a dyn History,
     /// The worktree.
     pub worktree: &'a dyn Worktree,
     /// The write policy (allowlist and refused classes).
@@ -248,6 +251,7 @@ impl<'s> Session<'s> {
         let Env {
             model,
             retrieval,
+            history,
             worktree,
             policy,
             tests,
@@ -271,6 +275,7 @@ impl<'s> Session<'s> {
                 offered: &spec.agent.tools,
                 model: *model,
                 retrieval: *retrieval,
+                history: *history,
                 worktree: *worktree,
                 policy,
                 tests: *tests,
@@ -477,6 +482,7 @@ impl<'s> Session<'s> {
             query: &query,
             baseline: &self.tools.baseline,
             retrieval: self.tools.retrieval,
+            history: self.tools.history,
             worktree: self.tools.worktree,
             references: &references,
         });

@@ -1,11 +1,13 @@
 //! The warm start: the first user message, so the agent begins where the issue points. The
 //! issue, the tests at base, the repository map, the search candidates for the issue text with
-//! the lines of the best ones, and the file tree, each within its token budget of `[tokens]`.
+//! the lines of the best ones, the best one or two merged pull requests when they score at
+//! least `[history] mention_threshold`, and the file tree, each within its token budget of
+//! `[tokens]`.
 //! Search hits arrive typed; the candidate list is their one rendering.
 
 use crate::config::Config;
 use crate::issue::Issue;
-use crate::ports::{Baseline, Hit, ReadOutcome, Retrieval, Worktree};
+use crate::ports::{Baseline, History, Hit, ReadOutcome, Retrieval, Worktree};
 use airlock_codegraph::map::CHARS_PER_TOKEN;
 use airlock_reader::repo_tools::{NO_HITS, render_hit, render_read};
 
@@ -51,6 +53,8 @@ pub struct WarmInputs<'w> {
     pub baseline: &'w Baseline,
     /// Retrieval over the checkout.
     pub retrieval: &'w dyn Retrieval,
+    /// The merged pull requests up to the pin.
+    pub history: &'w dyn History,
     /// The worktree.
     pub worktree: &'w dyn Worktree,
     /// The reference repositories' section (`ReferenceRepos::warm_start_section`), empty when
@@ -111,6 +115,7 @@ pub fn build(w: &WarmInputs<'_>) -> WarmStart {
             paths.push(hit.path.clone());
         }
     }
+    let history = history_mention(w.history, w.query, &w.config.history);
     let tree = w
         .worktree
         .file_tree(w.query, chars_for_tokens(cfg.file_tree));
@@ -124,6 +129,7 @@ pub fn build(w: &WarmInputs<'_>) -> WarmStart {
         fixed.len()
             + repo_map.len()
             + candidates.len()
+            + history.len()
             + tree.len()
             + references.len()
             + 200
@@ -134,13 +140,46 @@ pub fn build(w: &WarmInputs<'_>) -> WarmStart {
     let text = format!(
         "{fixed}<issue>\n{issue_block}\n</issue>\n\n## Tests at base\n{tests}\n\n\
          ## Repository map\n{repo_map}\n\n\
-         ## Search candidates for the issue text\n{candidates}\n\n{references}## File tree\n{tree}\n"
+         ## Search candidates for the issue text\n{candidates}\n\n{history}{references}## File tree\n{tree}\n"
     );
     WarmStart {
         text: clip(&text, chars_for_tokens(cfg.warm_start)),
         candidates: paths,
         reads,
     }
+}
+
+/// The heading of the warm start's mention of merged pull requests.
+pub const HISTORY_HEADING: &str = "## Merged pull requests like this issue";
+
+/// The best `mention_count` merged pull requests for `query` that score at least
+/// `mention_threshold`, as a block ending in a blank line; empty when none does (or the memory
+/// is unavailable: the `search_history` tool says why when the agent asks).
+fn history_mention(
+    history: &dyn History,
+    query: &str,
+    cfg: &crate::config::HistoryConfig,
+) -> String {
+    if cfg.mention_count == 0 {
+        return String::new();
+    }
+    let Ok(hits) = history.search(query, cfg.mention_count) else {
+        return String::new();
+    };
+    let lines: Vec<String> = hits
+        .iter()
+        .filter(|h| h.score >= cfg.mention_threshold)
+        .enumerate()
+        .map(|(i, h)| crate::tools::history::render_history_hit(i + 1, h))
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        "{HISTORY_HEADING}\nEarlier fixes whose description matches the issue (search more with \
+         search_history):\n{}\n\n",
+        lines.join("\n")
+    )
 }
 
 /// The rendered candidate list within a budget, and the hits whose line it shows whole.

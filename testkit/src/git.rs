@@ -160,3 +160,102 @@ pub fn tree_bytes(root: &Path) -> Vec<(String, Vec<u8>)> {
     out.sort();
     out
 }
+
+/// The commits of [`merged_history`].
+#[derive(Debug, Clone)]
+pub struct MergedHistory {
+    /// The pin: pull requests #12 (a merge commit) and #15 (a squash commit) are merged into it,
+    /// besides a `Merge branch 'docs'` merge that is no pull request.
+    pub pin: String,
+    /// One commit after the pin: the squash commit of pull request #20.
+    pub after_pin: String,
+}
+
+/// A repository at `dir` with known merged fixes: #12 "Stop following redirects in a loop"
+/// (a GitHub merge commit touching `src/http/redirects.py`), #15 "Keep the cookie domain when
+/// merging cookie jars" (a squash commit touching `src/http/cookies.py`), a non-pull-request
+/// merge of `docs` (`README.md`), the pin, then #20 "Decode UTF-16 JSON bodies with a byte
+/// order mark" (`src/json/decoder.py`) after it.
+pub fn merged_history(dir: &Path) -> MergedHistory {
+    init(dir);
+    commit(
+        dir,
+        &[
+            (
+                "src/http/redirects.py",
+                "def follow(response):\n    return response.location\n",
+            ),
+            (
+                "src/http/cookies.py",
+                "class CookieJar:\n    def update(self, other):\n        pass\n",
+            ),
+            (
+                "src/json/decoder.py",
+                "def decode(body):\n    return body.decode('utf-8')\n",
+            ),
+            ("README.md", "# client\n"),
+        ],
+        "initial",
+    );
+    git(dir, &["checkout", "--quiet", "-b", "fix-redirect"]);
+    commit(
+        dir,
+        &[(
+            "src/http/redirects.py",
+            "def follow(response, seen=()):\n    if response.location in seen:\n        raise TooManyRedirects()\n    return response.location\n",
+        )],
+        "Stop at a redirect already seen",
+    );
+    git(dir, &["checkout", "--quiet", "main"]);
+    git(
+        dir,
+        &[
+            "merge",
+            "--quiet",
+            "--no-ff",
+            "fix-redirect",
+            "-m",
+            "Merge pull request #12 from alice/fix-redirect",
+            "-m",
+            "Stop following redirects in a loop",
+            "-m",
+            "A 301 response that points to itself made the client follow it forever.",
+        ],
+    );
+    commit(
+        dir,
+        &[(
+            "src/http/cookies.py",
+            "class CookieJar:\n    def update(self, other):\n        self.domain = other.domain\n",
+        )],
+        "Keep the cookie domain when merging cookie jars (#15)\n\nCookieJar.update dropped the domain attribute.",
+    );
+    git(dir, &["checkout", "--quiet", "-b", "docs"]);
+    commit(
+        dir,
+        &[("README.md", "# client\n\nRedirects and cookies.\n")],
+        "docs",
+    );
+    git(dir, &["checkout", "--quiet", "main"]);
+    git(
+        dir,
+        &[
+            "merge",
+            "--quiet",
+            "--no-ff",
+            "docs",
+            "-m",
+            "Merge branch 'docs'",
+        ],
+    );
+    let pin = git(dir, &["rev-parse", "HEAD"]);
+    let after_pin = commit(
+        dir,
+        &[(
+            "src/json/decoder.py",
+            "def decode(body):\n    return body.decode('utf-8-sig')\n",
+        )],
+        "Decode UTF-16 JSON bodies with a byte order mark (#20)",
+    );
+    MergedHistory { pin, after_pin }
+}

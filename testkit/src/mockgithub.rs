@@ -4,7 +4,10 @@
 //! branch. `POST /repos/O/R/issues/N/labels` and `DELETE /repos/O/R/issues/N/labels/NAME` (the
 //! broker's claim label) are recorded and answered 200. Any other `GET` is answered from fixed routes set with [`MockForge::route`] (an
 //! issue, a repository), 404 with GitHub's `{"message": "Not Found"}` otherwise. Every request
-//! is recorded; `stall_posts` makes it record a POST and never answer.
+//! is recorded; `stall_posts` makes it record a POST and never answer. Merged pull requests set
+//! with [`MockForge::merged_pull`] are listed by `GET /repos/O/R/pulls?state=closed&...`
+//! (newest first, `per_page` and `page` honoured, GitHub's `merged_at` and `merge_commit_sha`)
+//! and their files by `GET /repos/O/R/pulls/N/files`.
 
 use std::collections::BTreeMap;
 use std::io::BufReader;
@@ -29,7 +32,11 @@ pub struct MockForge {
     pub stall_posts: Arc<AtomicBool>,
     /// Fixed answers to `GET`s by request target (query included): status and JSON body.
     routes: Arc<Mutex<Routes>>,
+    /// Merged pull requests per `O/R`, in the order set: (the pull request, its files).
+    merged: Arc<Mutex<Merged>>,
 }
+
+type Merged = BTreeMap<String, Vec<(Value, Value)>>;
 
 type Routes = BTreeMap<String, (u16, Value)>;
 
@@ -41,12 +48,19 @@ impl MockForge {
         let seen = Arc::new(Mutex::new(Vec::<SeenRequest>::new()));
         let stall = Arc::new(AtomicBool::new(false));
         let routes = Arc::new(Mutex::new(Routes::new()));
-        let (seen2, stall2, routes2) = (seen.clone(), stall.clone(), routes.clone());
+        let merged = Arc::new(Mutex::new(Merged::new()));
+        let (seen2, stall2, routes2, merged2) =
+            (seen.clone(), stall.clone(), routes.clone(), merged.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { return };
-                let (seen, stall, routes) = (seen2.clone(), stall2.clone(), routes2.clone());
-                std::thread::spawn(move || serve(stream, &seen, &stall, &routes));
+                let (seen, stall, routes, merged) = (
+                    seen2.clone(),
+                    stall2.clone(),
+                    routes2.clone(),
+                    merged2.clone(),
+                );
+                std::thread::spawn(move || serve(stream, &seen, &stall, &routes, &merged));
             }
         });
         MockForge {
@@ -54,7 +68,20 @@ impl MockForge {
             seen,
             stall_posts: stall,
             routes,
+            merged,
         }
+    }
+
+    /// Add a merged pull request of `slug` (`O/R`): `pull` is GitHub's pull object (at least
+    /// `number`, `title`, `body`, `merged_at`, `merge_commit_sha`), `files` the list
+    /// `/pulls/N/files` answers (`filename`, `additions`, `deletions`). Set them oldest first.
+    pub fn merged_pull(&self, slug: &str, pull: Value, files: Value) {
+        self.merged
+            .lock()
+            .unwrap()
+            .entry(slug.to_owned())
+            .or_default()
+            .push((pull, files));
     }
 
     /// Answer `GET target` (query included) with `status` and `body` from now on.
@@ -138,11 +165,45 @@ fn pull(slug: &str, n: usize, post: &SeenRequest) -> Value {
     })
 }
 
+/// `GET .../pulls?state=closed...` (newest first, paged) and `GET .../pulls/N/files` for the
+/// merged pull requests of `slug`, when there are any.
+fn merged_route(path: &str, slug: &str, merged: &Merged) -> Option<Value> {
+    let pulls = merged.get(slug)?;
+    let (route, _) = path.split_once('?').unwrap_or((path, ""));
+    if route.ends_with("/pulls") && query_param(path, "state").as_deref() == Some("closed") {
+        let per_page: usize = query_param(path, "per_page")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(30);
+        let page: usize = query_param(path, "page")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1);
+        let list: Vec<Value> = pulls
+            .iter()
+            .rev()
+            .skip(per_page * page.saturating_sub(1))
+            .take(per_page)
+            .map(|(p, _)| p.clone())
+            .collect();
+        return Some(Value::Array(list));
+    }
+    let number: u64 = route
+        .strip_suffix("/files")?
+        .rsplit_once("/pulls/")?
+        .1
+        .parse()
+        .ok()?;
+    pulls
+        .iter()
+        .find(|(p, _)| p["number"].as_u64() == Some(number))
+        .map(|(_, files)| files.clone())
+}
+
 fn serve(
     stream: std::net::TcpStream,
     seen: &Mutex<Vec<SeenRequest>>,
     stall: &AtomicBool,
     routes: &Mutex<Routes>,
+    merged: &Mutex<Merged>,
 ) {
     let Ok(mut writer) = stream.try_clone() else {
         return;
@@ -164,7 +225,14 @@ fn serve(
         } else {
             None
         };
-        let (status, reply) = if path.contains("/issues/") && path.contains("/labels") {
+        let merged_answer = if method == "GET" {
+            merged_route(&path, &slug, &merged.lock().unwrap())
+        } else {
+            None
+        };
+        let (status, reply) = if let Some(answer) = merged_answer {
+            (200, answer.to_string())
+        } else if path.contains("/issues/") && path.contains("/labels") {
             // The claim label: GitHub answers with the issue's labels; the mock with the one
             // added (or none left after a removal).
             let body: Value = serde_json::from_str(&req.body).unwrap_or(Value::Null);

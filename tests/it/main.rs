@@ -9,6 +9,7 @@ mod demo;
 mod e2e;
 mod follow_up;
 mod github;
+mod history;
 mod judge;
 mod park;
 mod real_projects;

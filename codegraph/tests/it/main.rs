@@ -6,6 +6,7 @@ mod eval;
 mod extract;
 mod fixture;
 mod fulltext;
+mod history;
 mod incremental;
 mod map;
 mod rank;

@@ -1,5 +1,6 @@
 //! The supervisor's tools: one [`Tool`] enum (each tool's name, spec and how its result is
-//! screened) and one handler module per family (`files`, `tests`, `delegate`, `open_pr`), each
+//! screened) and one handler module per family (`files`, `tests`, `delegate`, `history`,
+//! `open_pr`), each
 //! returning a [`ToolReply`]. Handlers reach the run through a [`Toolbox`]: its settings, its
 //! capabilities and its [`Ledger`]; they never see the loop.
 //!
@@ -8,13 +9,14 @@
 
 mod delegate;
 mod files;
+pub mod history;
 mod open_pr;
 mod tests;
 
 use crate::config::Config;
 use crate::delegate::ReaderLauncher;
 use crate::ledger::{Ledger, Result};
-use crate::ports::{Baseline, PrSink, Retrieval, TestRunner, Worktree};
+use crate::ports::{Baseline, History, PrSink, Retrieval, TestRunner, Worktree};
 use crate::reference_repos::ReferenceRepos;
 use airlock_audit::{Event, SourceKind, sha256_hex};
 use airlock_model::{ChatModel, ToolCall, ToolSpec};
@@ -38,6 +40,8 @@ pub enum Tool {
     RunTests,
     /// A read-only reader answering one question.
     DelegateRead,
+    /// The merged pull requests before the pin that match a query.
+    SearchHistory,
     /// The gated pull request, forwarded to the broker.
     OpenPr,
 }
@@ -59,13 +63,14 @@ struct PathArg {
 
 impl Tool {
     /// Every tool, in the order the model is offered them.
-    pub const ALL: [Tool; 7] = [
+    pub const ALL: [Tool; 8] = [
         Tool::SearchRepo,
         Tool::ReadFile,
         Tool::WriteFile,
         Tool::EditFile,
         Tool::RunTests,
         Tool::DelegateRead,
+        Tool::SearchHistory,
         Tool::OpenPr,
     ];
 
@@ -78,6 +83,7 @@ impl Tool {
             Tool::EditFile => "edit_file",
             Tool::RunTests => "run_tests",
             Tool::DelegateRead => "delegate_read",
+            Tool::SearchHistory => "search_history",
             Tool::OpenPr => airlock_schemas::OPEN_PR_TOOL_NAME,
         }
     }
@@ -96,6 +102,7 @@ impl Tool {
             Tool::EditFile => files::edit_spec(),
             Tool::RunTests => tests::spec(),
             Tool::DelegateRead => delegate::spec(),
+            Tool::SearchHistory => history::spec(),
             Tool::OpenPr => open_pr::spec()?,
         })
     }
@@ -115,6 +122,16 @@ impl Tool {
                 source: format!(
                     "search:{}",
                     decode_args::<files::SearchCall>(call)
+                        .map(|a| a.query)
+                        .unwrap_or_default()
+                ),
+            },
+            // Pull request titles are repository text, screened like search snippets.
+            Tool::SearchHistory => Screening {
+                kind: SourceKind::SearchSnippet,
+                source: format!(
+                    "history:{}",
+                    decode_args::<history::HistoryArgs>(call)
                         .map(|a| a.query)
                         .unwrap_or_default()
                 ),
@@ -275,6 +292,8 @@ pub struct Toolbox<'t> {
     pub model: &'t dyn ChatModel,
     /// Retrieval over the checkout.
     pub retrieval: &'t dyn Retrieval,
+    /// The merged pull requests up to the pin.
+    pub history: &'t dyn History,
     /// The worktree.
     pub worktree: &'t dyn Worktree,
     /// The write policy.
@@ -338,6 +357,7 @@ impl Toolbox<'_> {
             Tool::EditFile => files::edit_file(self, call),
             Tool::RunTests => tests::run_tests(self, call),
             Tool::DelegateRead => delegate::delegate_read(self, call),
+            Tool::SearchHistory => history::search_history(self, call),
             Tool::OpenPr => open_pr::open_pr(self, call),
         }
     }
@@ -369,7 +389,8 @@ mod unit {
         assert_eq!(Tool::from_name("rm_rf"), None);
         assert_eq!(
             tool_list(&Tool::ALL),
-            "search_repo, read_file, write_file, edit_file, run_tests, delegate_read and open_pr"
+            "search_repo, read_file, write_file, edit_file, run_tests, delegate_read, search_history \
+             and open_pr"
         );
         let specs = specs().unwrap_or_default();
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();

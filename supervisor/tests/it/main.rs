@@ -10,6 +10,7 @@
 mod context;
 mod fixture;
 mod github;
+mod history;
 mod readers;
 mod real_env;
 mod records;
@@ -39,6 +40,22 @@ fn main() -> std::process::ExitCode {
         (
             "reference_repos::a_run_without_reference_repositories_records_the_empty_call",
             reference_repos::a_run_without_reference_repositories_records_the_empty_call,
+        ),
+        (
+            "history::the_warm_start_mentions_the_best_earlier_fix_above_the_threshold_and_search_history_finds_it",
+            history::the_warm_start_mentions_the_best_earlier_fix_above_the_threshold_and_search_history_finds_it,
+        ),
+        (
+            "history::below_the_threshold_the_warm_start_mentions_no_earlier_fix",
+            history::below_the_threshold_the_warm_start_mentions_no_earlier_fix,
+        ),
+        (
+            "history::merged_pull_requests_are_read_from_the_forge_with_their_files",
+            history::merged_pull_requests_are_read_from_the_forge_with_their_files,
+        ),
+        (
+            "history::a_github_run_with_a_token_saves_the_forges_merged_pull_requests_and_the_warm_start_uses_them",
+            history::a_github_run_with_a_token_saves_the_forges_merged_pull_requests_and_the_warm_start_uses_them,
         ),
         (
             "context::turns_resend_a_byte_identical_prefix_and_the_run_reports_what_the_cache_saved",
