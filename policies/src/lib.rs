@@ -25,6 +25,7 @@ mod config;
 mod content;
 mod detect;
 mod diff;
+pub mod diffmap;
 mod digest;
 pub mod languages;
 mod locate;

@@ -219,6 +219,13 @@ fn report_run(report: &runner::RunReport, json: bool) -> anyhow::Result<ExitCode
                     parked.budget.flag()
                 );
             }
+            RunEnd::Reviewed { queue_id, stop } => match queue_id {
+                Some(id) => outln!("review queued as broker item {id}"),
+                None => outln!(
+                    "no review queued: {}",
+                    airlock_policies::terminal::escaped(stop)
+                ),
+            },
         }
         outln!("run: {} at {}", report.run_id, report.base_commit);
         outln!("cost: {}", describe_cost(&report.usage));

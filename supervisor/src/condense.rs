@@ -170,8 +170,12 @@ fn recall_of(call: &ToolCall) -> Option<Recall> {
                 selector: s.to_string(),
             }),
         // A reader's digest holds checked anchors; writes and edits are short and are the
-        // agent's own change; open_pr's answer decides the run.
-        Tool::DelegateRead | Tool::WriteFile | Tool::EditFile | Tool::OpenPr => None,
+        // agent's own change; open_pr's (and submit_review's) answer decides the run.
+        Tool::DelegateRead
+        | Tool::WriteFile
+        | Tool::EditFile
+        | Tool::OpenPr
+        | Tool::SubmitReview => None,
     }
 }
 

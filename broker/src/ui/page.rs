@@ -852,6 +852,7 @@ mod tests {
             abandon_reason: None,
             abandoned_at: None,
             issue_number: None,
+            review: None,
         }
     }
 

@@ -9,7 +9,10 @@
 mod delegate;
 mod files;
 mod open_pr;
+mod submit_review;
 mod tests;
+
+pub use submit_review::ReviewTarget;
 
 use crate::config::Config;
 use crate::delegate::ReaderLauncher;
@@ -39,6 +42,8 @@ pub enum Tool {
     DelegateRead,
     /// The gated pull request, forwarded to the broker.
     OpenPr,
+    /// The reviewer's review of a pull request, forwarded to the broker (its terminal tool).
+    SubmitReview,
 }
 
 /// Where a tool result came from, for the injection detector.
@@ -68,6 +73,14 @@ impl Tool {
         Tool::OpenPr,
     ];
 
+    /// The reviewer's tools: read-only ones and its terminal `submit_review`.
+    pub const REVIEWER: [Tool; 4] = [
+        Tool::SearchRepo,
+        Tool::ReadFile,
+        Tool::DelegateRead,
+        Tool::SubmitReview,
+    ];
+
     /// The name the model calls the tool by.
     pub const fn name(self) -> &'static str {
         match self {
@@ -78,12 +91,16 @@ impl Tool {
             Tool::RunTests => "run_tests",
             Tool::DelegateRead => "delegate_read",
             Tool::OpenPr => airlock_schemas::OPEN_PR_TOOL_NAME,
+            Tool::SubmitReview => "submit_review",
         }
     }
 
     /// The tool called `name`, if there is one.
     pub fn from_name(name: &str) -> Option<Tool> {
-        Tool::ALL.into_iter().find(|t| t.name() == name)
+        Tool::ALL
+            .into_iter()
+            .chain(Tool::REVIEWER)
+            .find(|t| t.name() == name)
     }
 
     /// The tool's spec as sent to the model; `Err` when an embedded contract is broken.
@@ -96,6 +113,7 @@ impl Tool {
             Tool::RunTests => tests::spec(),
             Tool::DelegateRead => delegate::spec(),
             Tool::OpenPr => open_pr::spec()?,
+            Tool::SubmitReview => submit_review::spec()?,
         })
     }
 
@@ -148,7 +166,12 @@ fn unknown_screening(call: &ToolCall) -> Screening {
 
 /// The supervisor's whole tool list, as sent to the model.
 pub fn specs() -> std::result::Result<Vec<ToolSpec>, String> {
-    Tool::ALL.into_iter().map(Tool::spec).collect()
+    specs_of(&Tool::ALL)
+}
+
+/// The specs of `tools`, in their order: the tool list of an agent offered only those.
+pub fn specs_of(tools: &[Tool]) -> std::result::Result<Vec<ToolSpec>, String> {
+    tools.iter().copied().map(Tool::spec).collect()
 }
 
 /// A tool's effect on the loop besides its result text.
@@ -249,6 +272,11 @@ pub struct Toolbox<'t> {
     pub broker: &'t mut dyn PrSink,
     /// What the test runner established before the first turn.
     pub baseline: Baseline,
+    /// The tools the model is offered ([`Tool::ALL`] for the issue fixer); a call of another
+    /// is answered as a tool that does not exist.
+    pub offered: &'static [Tool],
+    /// For a reviewer: the pull request under review.
+    pub review: Option<ReviewTarget>,
     /// The run's ledger.
     pub ledger: Ledger<'t>,
 }
@@ -259,13 +287,13 @@ impl Toolbox<'_> {
     pub fn call(&mut self, call: &ToolCall) -> Result<ToolReply> {
         self.ledger
             .record("tool_call", serde_json::json!({ "call": call }))?;
-        let tool = Tool::from_name(&call.name);
+        let tool = Tool::from_name(&call.name).filter(|t| self.offered.contains(t));
         let reply = match tool {
             Some(tool) => self.dispatch(tool, call)?,
             None => ToolReply::error(format!(
                 "no such tool `{}`; the tools are {}",
                 call.name,
-                tool_list()
+                tool_list(self.offered)
             )),
         };
         let screening = tool.map_or_else(|| unknown_screening(call), |t| t.screening(call));
@@ -299,13 +327,14 @@ impl Toolbox<'_> {
             Tool::RunTests => tests::run_tests(self, call),
             Tool::DelegateRead => delegate::delegate_read(self, call),
             Tool::OpenPr => open_pr::open_pr(self, call),
+            Tool::SubmitReview => submit_review::submit_review(self, call),
         }
     }
 }
 
 /// `a, b, ... and z`: the tools' names for a message.
-fn tool_list() -> String {
-    let names: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
+fn tool_list(tools: &[Tool]) -> String {
+    let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
     match names.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
         _ => names.join(""),
@@ -328,9 +357,14 @@ mod unit {
         }
         assert_eq!(Tool::from_name("rm_rf"), None);
         assert_eq!(
-            tool_list(),
+            tool_list(&Tool::ALL),
             "search_repo, read_file, write_file, edit_file, run_tests, delegate_read and open_pr"
         );
+        assert_eq!(
+            tool_list(&Tool::REVIEWER),
+            "search_repo, read_file, delegate_read and submit_review"
+        );
+        assert_eq!(Tool::from_name("submit_review"), Some(Tool::SubmitReview));
         let specs = specs().unwrap_or_default();
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
         let expected: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();

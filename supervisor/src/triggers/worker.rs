@@ -287,6 +287,8 @@ fn ran(report: &RunReport, label: Option<ForgeMark>) -> WorkOutcome {
         } => (RunResult::PrQueued, outcome.summary.clone()),
         RunEnd::Finished { outcome, .. } => (RunResult::Escalated, outcome.summary.clone()),
         RunEnd::Parked { outcome, .. } => (RunResult::Parked, outcome.summary.clone()),
+        // An issue run never reviews.
+        RunEnd::Reviewed { stop, .. } => (RunResult::Escalated, stop.clone()),
     };
     let cost_usd = std::fs::read_to_string(&report.outcome_path)
         .ok()
