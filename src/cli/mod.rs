@@ -25,6 +25,7 @@ mod eval_injection;
 mod init;
 mod judge;
 mod retrieval;
+mod review;
 mod run;
 mod sandbox;
 mod triggers;
@@ -109,6 +110,11 @@ enum Command {
     /// `@airlock` mention starts a run, a review asking for changes queues a follow-up.
     /// Exit codes: 2 error (it serves until stopped).
     Webhook(triggers::WebhookArgs),
+    /// Review a pull request: its diff, the touched code and its callers in context, read-only
+    /// tools, and one review (summary, verdict, inline comments on lines of the diff) queued
+    /// with the broker, which posts it on GitHub once approved. Exit codes: 0 review queued,
+    /// 3 no review queued, 2 error.
+    Review(review::ReviewArgs),
     /// Continue a parked run (one a budget stopped) with more budget, from its kept worktree
     /// and conversation. Exit codes as for `airlock run`; 2 also when the run expired.
     Resume(run::ResumeArgs),
@@ -189,6 +195,7 @@ pub fn run() -> ExitCode {
         Command::Audit(cmd) => audit::run(cmd),
         Command::Run(args) => run::run(args, cli.quiet),
         Command::Resume(args) => run::resume(args, cli.quiet),
+        Command::Review(args) => review::review(args, cli.quiet),
         Command::ReaderWorker(args) => run::reader_worker(args),
         Command::Batch(args) => triggers::batch(args),
         Command::Watch(args) => triggers::watch_command(args),

@@ -148,7 +148,7 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
     report_run(&report, args.json)
 }
 
-fn progress_mode(quiet: bool, json: bool) -> ProgressMode {
+pub(crate) fn progress_mode(quiet: bool, json: bool) -> ProgressMode {
     if quiet {
         ProgressMode::Quiet
     } else if json {

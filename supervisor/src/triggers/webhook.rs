@@ -7,7 +7,9 @@
 //! ignored across restarts too); only then is the payload parsed. An issue labelled with the
 //! configured label, or an issue comment that mentions `@airlock`, becomes an issue run
 //! ([`super::worker`]); a review requesting changes or a comment on an airlock pull request
-//! becomes a follow-up [`WorkItem`] written to the queue directory for the follow-up runner.
+//! becomes a follow-up [`WorkItem`] written to the queue directory for the follow-up runner;
+//! with `review_pull_requests`, a pull request opened or updated (one airlock did not open)
+//! starts a review run ([`Worker::review`]) on the same worker threads.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -162,6 +164,8 @@ struct Comment {
 struct Head {
     #[serde(rename = "ref")]
     name: String,
+    #[serde(default)]
+    sha: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -311,6 +315,24 @@ pub fn parse_event(event: &str, payload: &[u8], label: &str, delivery: &str) -> 
                 delivery,
             })
         }
+        ("pull_request", "opened" | "synchronize") => {
+            let Some(pr) = p.pull_request else {
+                return EventAction::Ignore(
+                    "a pull_request event without its pull request".to_owned(),
+                );
+            };
+            if pr.head.name.starts_with("airlock/") {
+                return EventAction::Ignore(
+                    "a pull request airlock opened (its own work is not reviewed)".to_owned(),
+                );
+            }
+            EventAction::Work(WorkItem::Review {
+                repository,
+                pull_request: pr.number,
+                head_sha: pr.head.sha,
+                delivery,
+            })
+        }
         ("pull_request_review_comment", "created") => {
             let (Some(pr), Some(comment)) = (p.pull_request, p.comment) else {
                 return EventAction::Ignore("a review comment without its pull request".to_owned());
@@ -405,6 +427,8 @@ pub struct WebhookOptions {
     pub state_dir: PathBuf,
     /// How many issue runs go on at once.
     pub parallel: usize,
+    /// Whether a pull request opened or updated starts a review run.
+    pub review_pull_requests: bool,
 }
 
 /// Where the webhook's lines go (the CLI prints them, escaped).
@@ -429,9 +453,9 @@ pub enum WebhookLine {
         /// The file.
         path: PathBuf,
     },
-    /// An issue run ended.
+    /// An issue run (or a review run) ended.
     Worked {
-        /// `OWNER/REPO#N`.
+        /// `OWNER/REPO#N` (`review of OWNER/REPO#N` for a review).
         issue: String,
         /// How.
         outcome: WorkOutcome,
@@ -441,10 +465,19 @@ pub enum WebhookLine {
 struct AppState {
     secret: Vec<u8>,
     label: String,
+    review_pull_requests: bool,
     deliveries: DeliveryLog,
     follow_ups: WorkQueue,
-    jobs: Mutex<mpsc::Sender<GithubIssueRef>>,
+    jobs: Mutex<mpsc::Sender<Started>>,
     report: Report,
+}
+
+/// What a worker thread is handed.
+enum Started {
+    /// Run an issue.
+    Issue(GithubIssueRef),
+    /// Review a pull request.
+    Review(GithubIssueRef),
 }
 
 /// Run the webhook server until the process is stopped: `parallel` worker threads run the
@@ -452,7 +485,7 @@ struct AppState {
 pub fn serve(options: WebhookOptions, worker: Worker, report: Report) -> Result<()> {
     let deliveries = DeliveryLog::open(&options.state_dir.join("deliveries"))?;
     let follow_ups = WorkQueue::open(&options.state_dir.join("follow-ups"))?;
-    let (jobs, incoming) = mpsc::channel::<GithubIssueRef>();
+    let (jobs, incoming) = mpsc::channel::<Started>();
     let incoming = Arc::new(Mutex::new(incoming));
     for _ in 0..options.parallel.max(1) {
         let (incoming, worker, report) = (incoming.clone(), worker.clone(), report.clone());
@@ -462,22 +495,28 @@ pub fn serve(options: WebhookOptions, worker: Worker, report: Report) -> Result<
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .recv();
-                let Ok(reference) = next else { return };
-                let outcome = worker.work_on(&Job {
-                    issue: IssueSource::GitHub(reference.clone()),
-                    repo: None,
-                    commit: None,
-                });
-                report(WebhookLine::Worked {
-                    issue: reference.to_string(),
-                    outcome,
-                });
+                let Ok(started) = next else { return };
+                let (issue, outcome) = match started {
+                    Started::Issue(reference) => (
+                        reference.to_string(),
+                        worker.work_on(&Job {
+                            issue: IssueSource::GitHub(reference.clone()),
+                            repo: None,
+                            commit: None,
+                        }),
+                    ),
+                    Started::Review(reference) => {
+                        (format!("review of {reference}"), worker.review(&reference))
+                    }
+                };
+                report(WebhookLine::Worked { issue, outcome });
             }
         });
     }
     let state = Arc::new(AppState {
         secret: options.secret,
         label: options.label,
+        review_pull_requests: options.review_pull_requests,
         deliveries,
         follow_ups,
         jobs: Mutex::new(jobs),
@@ -578,18 +617,37 @@ fn queue(state: &AppState, delivery: &str, item: WorkItem) -> (StatusCode, Strin
                 );
             };
             let text = reference.to_string();
-            let sent = state
-                .jobs
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .send(reference);
-            match sent {
-                Ok(()) => (StatusCode::ACCEPTED, format!("queued: a run of {text}")),
-                Err(_) => (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the workers have stopped".to_owned(),
-                ),
+            start(state, Started::Issue(reference), format!("a run of {text}"))
+        }
+        WorkItem::Review {
+            repository,
+            pull_request,
+            ..
+        } => {
+            if !state.review_pull_requests {
+                return (
+                    StatusCode::OK,
+                    "ignored: pull request reviews are off (start the webhook with \
+                     --review-pull-requests)"
+                        .to_owned(),
+                );
             }
+            let reference = repository.split_once('/').and_then(|(owner, repo)| {
+                GithubIssueRef::parse_pull_request(&format!("github:{owner}/{repo}#{pull_request}"))
+                    .ok()
+            });
+            let Some(reference) = reference else {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    "refused: the repository or pull request number is not a GitHub one".to_owned(),
+                );
+            };
+            let text = reference.to_string();
+            start(
+                state,
+                Started::Review(reference),
+                format!("a review of {text}"),
+            )
         }
         item @ WorkItem::FollowUp { .. } => match state.follow_ups.push(delivery, &item) {
             Ok(path) => {
@@ -598,6 +656,22 @@ fn queue(state: &AppState, delivery: &str, item: WorkItem) -> (StatusCode, Strin
             }
             Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         },
+    }
+}
+
+/// Hand `work` to the worker threads.
+fn start(state: &AppState, work: Started, what: String) -> (StatusCode, String) {
+    let sent = state
+        .jobs
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .send(work);
+    match sent {
+        Ok(()) => (StatusCode::ACCEPTED, format!("queued: {what}")),
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the workers have stopped".to_owned(),
+        ),
     }
 }
 
@@ -644,6 +718,38 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn pull_requests_opened_or_updated_become_reviews_and_airlocks_own_do_not() {
+        let sha = "a".repeat(40);
+        for action in ["opened", "synchronize"] {
+            let body = format!(
+                r#"{{"action":"{action}","repository":{{"full_name":"acme/calc"}},
+                "pull_request":{{"number":4,"head":{{"ref":"feature","sha":"{sha}"}}}}}}"#
+            );
+            assert_eq!(
+                parse_event("pull_request", body.as_bytes(), "airlock", "d9"),
+                EventAction::Work(WorkItem::Review {
+                    repository: "acme/calc".to_owned(),
+                    pull_request: 4,
+                    head_sha: Some(sha.clone()),
+                    delivery: "d9".to_owned(),
+                })
+            );
+        }
+        let ours = br#"{"action":"opened","repository":{"full_name":"acme/calc"},
+            "pull_request":{"number":5,"head":{"ref":"airlock/CALC-7-1"}}}"#;
+        assert!(matches!(
+            parse_event("pull_request", ours, "airlock", "d10"),
+            EventAction::Ignore(why) if why.contains("airlock opened")
+        ));
+        let closed = br#"{"action":"closed","repository":{"full_name":"acme/calc"},
+            "pull_request":{"number":4,"head":{"ref":"feature"}}}"#;
+        assert!(matches!(
+            parse_event("pull_request", closed, "airlock", "d11"),
+            EventAction::Ignore(_)
+        ));
     }
 
     #[test]
