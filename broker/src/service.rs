@@ -690,9 +690,10 @@ impl Broker {
                     return Err(Error::Dependency(err.to_string()));
                 }
                 let mut refusal = BrokerError::schema_invalid(&violations);
-                refusal.message = refusal
-                    .message
-                    .replacen("open_pr arguments", "the review", 1);
+                refusal.message =
+                    refusal
+                        .message
+                        .replacen("open_pr arguments fail", "the review fails", 1);
                 return Ok(ReviewIntake::Refuse(refusal));
             }
         };

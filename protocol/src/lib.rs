@@ -643,6 +643,23 @@ mod tests {
     }
 
     #[test]
+    fn a_review_submission_travels_with_its_review_byte_for_byte() {
+        let line = r#"{"op":"submit_review","submission":{"run_id":"r","pull":{"owner":"acme","repo":"calc","number":3,"head_sha":"ab"},"review":{"verdict": "comment",  "summary":"s","comments":[]}}}"#;
+        let request: Request = serde_json::from_str(line).unwrap();
+        let Request::SubmitReview(submission) = &request else {
+            panic!("{request:?}")
+        };
+        assert_eq!(submission.pull.number, 3);
+        assert_eq!(
+            submission.review.get(),
+            r#"{"verdict": "comment",  "summary":"s","comments":[]}"#
+        );
+        assert_eq!(serde_json::to_string(&request).unwrap(), line);
+        let unknown = line.replace("\"number\":3", "\"number\":3,\"extra\":1");
+        assert!(serde_json::from_str::<Request>(&unknown).is_err());
+    }
+
+    #[test]
     fn the_request_id_is_sha256_of_run_nul_args() {
         assert_eq!(
             request_id_for("r", "{}"),

@@ -243,8 +243,8 @@ pub struct ReviewInputs<'w> {
 }
 
 /// The names a diff touches, for retrieval: each hunk's enclosing definition (git's function
-/// context) and the names defined on its changed lines, first seen first, at most
-/// `MAX_TOUCHED_NAMES`.
+/// context) and the names defined on its lines (changed or shown as context), first seen
+/// first, at most `MAX_TOUCHED_NAMES`.
 pub fn touched_names(diff: &airlock_policies::diffmap::PullRequestDiff) -> Vec<String> {
     const MAX_TOUCHED_NAMES: usize = 24;
     const DEFINERS: [&str; 8] = [
@@ -276,9 +276,7 @@ pub fn touched_names(diff: &airlock_policies::diffmap::PullRequestDiff) -> Vec<S
         for hunk in &file.hunks {
             push(&hunk.section);
             for line in &hunk.lines {
-                if line.kind != airlock_policies::LineKind::Context {
-                    push(&line.text);
-                }
+                push(&line.text);
             }
         }
     }

@@ -12,6 +12,7 @@ mod judge;
 mod park;
 mod real_projects;
 mod retrieval;
+mod review;
 mod run;
 mod sandbox;
 mod setup;
