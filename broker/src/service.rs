@@ -652,7 +652,8 @@ impl Broker {
                 let (code, detail) = (error.code.as_str().to_owned(), error.message.clone());
                 (BrokerReply::Refused { error }, code, detail)
             }
-            ReviewIntake::Queue(item, review) => {
+            ReviewIntake::Queue(queued) => {
+                let (item, review) = *queued;
                 let queued =
                     self.store()
                         .queue_review(run_id, &request_id, &item, &review, unix_now())?;
@@ -772,7 +773,7 @@ impl Broker {
             forge_pull.title,
             review.verdict.github_event()
         );
-        Ok(ReviewIntake::Queue(
+        Ok(ReviewIntake::Queue(Box::new((
             NewQueueItem {
                 repository: repository.clone(),
                 base_commit: diff.merge_base.clone(),
@@ -790,7 +791,7 @@ impl Broker {
                 merge_base: diff.merge_base,
                 review,
             },
-        ))
+        ))))
     }
 
     /// schema -> policy -> digest -> witness -> queue. Operational failures are errors (the
@@ -1492,7 +1493,7 @@ pub fn change_request_reason(feedback: &str) -> String {
 /// What a review's intake decided.
 enum ReviewIntake {
     /// Queue it.
-    Queue(NewQueueItem, ReviewItem),
+    Queue(Box<(NewQueueItem, ReviewItem)>),
     /// Refused under the error contract.
     Refuse(BrokerError),
 }
