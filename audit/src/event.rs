@@ -43,6 +43,8 @@ pub enum RunOutcome {
     /// A budget stopped the run and it was parked: its worktree and conversation are kept
     /// for `airlock resume` (a `run_resumed` record follows when it is).
     Parked,
+    /// A review of a pull request was queued for an approver (`airlock review`).
+    Review,
 }
 
 /// What a security model answered about a span (the second opinion; the rules' finding stands

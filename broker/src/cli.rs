@@ -376,6 +376,18 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
 }
 
 fn write_published(out: &mut impl Write, verb: &str, item: &QueueItem) -> std::io::Result<()> {
+    if let Some(review) = &item.review {
+        return writeln!(
+            out,
+            "{verb} {}: review of {} posted{}",
+            item.id,
+            review.pull,
+            item.pr_url
+                .as_deref()
+                .map(|u| format!(": {}", airlock_policies::terminal::escaped_line(u)))
+                .unwrap_or_default()
+        );
+    }
     writeln!(
         out,
         "{verb} {}: pushed {} at {}{}",

@@ -14,7 +14,7 @@ use airlock_protocol::{FeedbackKind, FeedbackSource};
 
 use crate::config::RepositoryConfig;
 use crate::error::{Error, Result};
-use crate::store::QueueItem;
+use crate::store::{QueueItem, ReviewItem};
 
 /// What was pushed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,6 +170,16 @@ fn push_command(
     token: Option<&str>,
 ) -> std::process::Command {
     let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
+    let mut cmd = remote_git(cfg, token);
+    cmd.args(["push", "--porcelain", "--", &cfg.remote, &refspec])
+        .stdin(std::process::Stdio::null());
+    cmd
+}
+
+/// The git CLI in the broker's clone, set up to talk to the configured remote: never a prompt,
+/// a stalled transfer fails, and with a token or an SSH key only the broker's credential is
+/// offered (see [`push_command`]).
+fn remote_git(cfg: &RepositoryConfig, token: Option<&str>) -> std::process::Command {
     let mut cmd = std::process::Command::new("git");
     cmd.arg("-C").arg(&cfg.clone);
     cmd.env("GIT_TERMINAL_PROMPT", "0")
@@ -198,9 +208,47 @@ fn push_command(
     if let Some(key) = &cfg.ssh_key {
         cmd.env("GIT_SSH_COMMAND", ssh_command(key));
     }
-    cmd.args(["push", "--porcelain", "--", &cfg.remote, &refspec])
-        .stdin(std::process::Stdio::null());
     cmd
+}
+
+/// The local ref a pull request's fetched head is kept under in the broker's clone.
+pub fn review_head_ref(number: u64) -> String {
+    format!("refs/airlock/pulls/{number}/head")
+}
+
+/// Fetch pull request `number`'s head (`refs/pull/N/head`, as GitHub publishes it) and its
+/// base branch from the configured remote into the broker's clone, with the git CLI and the
+/// token when there is one (as a push does). The broker computes a review's diff from these
+/// objects, never from what a supervisor sent.
+pub fn fetch_pull_request(
+    cfg: &RepositoryConfig,
+    number: u64,
+    base_ref: &str,
+    token: Option<&str>,
+) -> Result<()> {
+    let refspecs = [
+        format!("+refs/pull/{number}/head:{}", review_head_ref(number)),
+        format!("+refs/heads/{base_ref}:refs/airlock/pulls/{number}/base"),
+    ];
+    let out = remote_git(cfg, token)
+        .args(["fetch", "--no-tags", "--quiet", "--", &cfg.remote])
+        .args(&refspecs)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| Error::Forge(format!("cannot run git fetch: {e}")))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let mut stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+    if let Some(t) = token.filter(|t| !t.is_empty()) {
+        stderr = stderr.replace(t, "***");
+    }
+    Err(Error::Forge(format!(
+        "git fetch of pull request {number} (refs/pull/{number}/head and {base_ref:?}) from {} \
+         failed: {}",
+        cfg.remote,
+        stderr.chars().take(1500).collect::<String>()
+    )))
 }
 
 /// Push `branch` with the git CLI (it brings HTTPS, SSH, proxies and the operator's credential
@@ -337,6 +385,61 @@ pub trait Forge: Send + Sync {
         let _ = (repository, cfg, pull_request, source);
         Ok(None)
     }
+    /// Pull request `number` as the forge has it now: its base and head commits and base
+    /// branch (`GET /repos/{owner}/{repo}/pulls/{n}`), with `token` when there is one.
+    fn pull_request(
+        &self,
+        cfg: &RepositoryConfig,
+        repository: &str,
+        number: u64,
+        token: Option<&str>,
+    ) -> Result<ForgePull>;
+
+    /// Post an approved review (`POST /repos/{owner}/{repo}/pulls/{n}/reviews`); returns the
+    /// review's web address. Needs the forge token.
+    fn post_review(
+        &self,
+        cfg: &RepositoryConfig,
+        repository: &str,
+        item: &ReviewItem,
+    ) -> Result<String>;
+}
+
+/// A pull request as the forge describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForgePull {
+    /// The base commit (`base.sha`).
+    pub base_sha: String,
+    /// The base branch (`base.ref`).
+    pub base_ref: String,
+    /// The head commit (`head.sha`).
+    pub head_sha: String,
+    /// The title, repository text (shown escaped).
+    pub title: String,
+}
+
+/// The body of GitHub's create-review call for `review` at `commit_id`: `commit_id`, `body`,
+/// `event` and `comments[{path, line, side, body}]`.
+pub fn review_request(item: &ReviewItem) -> serde_json::Value {
+    let review = &item.review;
+    let comments: Vec<serde_json::Value> = review
+        .comments
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "path": c.path,
+                "line": c.line,
+                "side": airlock_policies::diffmap::side_name(c.side),
+                "body": c.body,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "commit_id": item.pull.head_sha,
+        "body": review.summary,
+        "event": review.verdict.github_event(),
+        "comments": comments,
+    })
 }
 
 /// A review or comment as the forge returned it (a person's text: data, never an instruction).
@@ -513,6 +616,117 @@ impl Forge for GitHubForge {
         self.feedback_with(repository, cfg, pull_request, source, &token)
             .map(Some)
             .map_err(|e| redact(e, Some(&token)))
+    }
+
+    fn pull_request(
+        &self,
+        cfg: &RepositoryConfig,
+        repository: &str,
+        number: u64,
+        token: Option<&str>,
+    ) -> Result<ForgePull> {
+        let slug = cfg.forge_slug(repository);
+        let api = cfg.github_api.trim_end_matches('/');
+        let url = format!("{api}/repos/{slug}/pulls/{number}");
+        let mut request = self
+            .agent
+            .get(&url)
+            .header("Accept", "application/vnd.github+json")
+            .header("X-GitHub-Api-Version", "2022-11-28")
+            .header("User-Agent", "airlock-broker");
+        if let Some(token) = token {
+            request = request.header("Authorization", &format!("Bearer {token}"));
+        }
+        let result = (|| {
+            let mut resp = request
+                .call()
+                .map_err(|e| Error::Forge(format!("GET {url}: {e}")))?;
+            let status = resp.status();
+            let text = resp
+                .body_mut()
+                .read_to_string()
+                .map_err(|e| Error::Forge(format!("GET {url}: {e}")))?;
+            if !status.is_success() {
+                return Err(Error::Forge(format!(
+                    "GET {url} answered {status}: {}",
+                    text.chars().take(300).collect::<String>()
+                )));
+            }
+            let v: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| Error::Forge(format!("GET {url}: reply is not JSON: {e}")))?;
+            let field = |path: [&str; 2]| {
+                v.get(path[0])
+                    .and_then(|o| {
+                        if path[1].is_empty() {
+                            Some(o)
+                        } else {
+                            o.get(path[1])
+                        }
+                    })
+                    .and_then(|s| s.as_str())
+                    .map(str::to_owned)
+                    .ok_or_else(|| {
+                        Error::Forge(format!(
+                            "GET {url}: the pull request has no {}",
+                            path.join(".").trim_end_matches('.')
+                        ))
+                    })
+            };
+            Ok(ForgePull {
+                base_sha: field(["base", "sha"])?,
+                base_ref: field(["base", "ref"])?,
+                head_sha: field(["head", "sha"])?,
+                title: field(["title", ""]).unwrap_or_default(),
+            })
+        })();
+        result.map_err(|e| redact(e, token))
+    }
+
+    fn post_review(
+        &self,
+        cfg: &RepositoryConfig,
+        repository: &str,
+        item: &ReviewItem,
+    ) -> Result<String> {
+        let token = forge_token(repository, cfg)?.ok_or_else(|| {
+            Error::Forge(format!(
+                "repository {repository:?} has no forge_token_env: a review is posted with the \
+                 forge token; set forge_token_env in broker.toml"
+            ))
+        })?;
+        let slug = cfg.forge_slug(repository);
+        let api = cfg.github_api.trim_end_matches('/');
+        let url = format!("{api}/repos/{slug}/pulls/{}/reviews", item.pull.number);
+        let result = (|| {
+            let mut resp = self
+                .agent
+                .post(&url)
+                .header("Authorization", &format!("Bearer {token}"))
+                .header("Accept", "application/vnd.github+json")
+                .header("X-GitHub-Api-Version", "2022-11-28")
+                .header("User-Agent", "airlock-broker")
+                .header("Content-Type", "application/json")
+                .send(review_request(item).to_string())
+                .map_err(|e| Error::Forge(format!("POST {url}: {e}")))?;
+            let status = resp.status();
+            let text = resp
+                .body_mut()
+                .read_to_string()
+                .map_err(|e| Error::Forge(format!("POST {url}: {e}")))?;
+            if !status.is_success() {
+                return Err(Error::Forge(format!(
+                    "POST {url} answered {status}: {}",
+                    text.chars().take(500).collect::<String>()
+                )));
+            }
+            let v: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| Error::Forge(format!("POST {url}: reply is not JSON: {e}")))?;
+            v.get("html_url")
+                .and_then(|u| u.as_str())
+                .map(str::to_owned)
+                .ok_or_else(|| Error::Forge(format!("POST {url}: reply has no html_url")))
+        })();
+        result.map_err(|e| redact(e, Some(&token)))
     }
 }
 
@@ -797,6 +1011,7 @@ mod tests {
             abandon_reason: None,
             abandoned_at: None,
             issue_number: None,
+            review: None,
         }
     }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use airlock_audit::Event;
-use airlock_schemas::{BrokerError, OpenPr};
+use airlock_schemas::{BrokerError, OpenPr, Review};
 use sha2::{Digest, Sha256};
 
 use crate::changes::{self, ChangeSet};
@@ -15,13 +15,13 @@ use crate::config::BrokerConfig;
 use crate::error::{Error, Result};
 use crate::protocol::{
     BrokerReply, ChangeKind, ClaimEnd, ClaimRelease, ClaimRequest, ClaimStatus, ForgeMark,
-    IssueKey, Request, RunRegistration,
+    IssueKey, Request, ReviewSubmission, RunRegistration,
 };
 use crate::publish::{self, Forge};
 use crate::rules::Rules;
 use crate::store::{
     ClaimAttempt, Decision, IntakeOutcome, IntakeStart, NewQueueItem, QueueItem, QueueStatus,
-    RunState, Store,
+    ReviewItem, RunState, Store,
 };
 use crate::witness::{self, TestExecutor, WitnessPlan};
 
@@ -153,6 +153,7 @@ impl Broker {
                         brief: Box::new(brief),
                     })
             }
+            Request::SubmitReview(submission) => self.submit_review(&submission),
         };
         result.unwrap_or_else(|e| BrokerReply::Failed {
             message: e.to_string(),
@@ -756,6 +757,179 @@ impl Broker {
         Ok(reply)
     }
 
+    /// A reviewer agent's review of a pull request: schema → the pull request as the forge has
+    /// it (its head must be the one reviewed) → the diff from the merge base to the head,
+    /// computed in the broker's own clone from objects it fetched itself → every comment on a
+    /// line of that diff → queued for an approver as an item of kind review. A resent
+    /// submission of a run that has its item gets that item's reply.
+    pub fn submit_review(&self, submission: &ReviewSubmission) -> Result<BrokerReply> {
+        let run_id = submission.run_id.as_str();
+        let run_lock = self.run_lock(run_id);
+        let _serialised = lock(&run_lock);
+        let text = submission.review.get();
+        let request_id = request_id_for(run_id, text);
+        if let Some(item) = self.store().queue_item_for_run(run_id)? {
+            return Ok(match reply_for(&item) {
+                BrokerReply::Pending { queue_id } => BrokerReply::Queued { queue_id },
+                other => other,
+            });
+        }
+        let pull = &submission.pull;
+        self.journal.record(
+            run_id,
+            Event::BrokerDecision {
+                code: "REVIEW_SUBMITTED".to_owned(),
+                detail: Some(format!("a review of {pull}")),
+            },
+        )?;
+        let outcome = self.evaluate_review(submission)?;
+        let (reply, code, detail) = match outcome {
+            ReviewIntake::Refuse(error) => {
+                let (code, detail) = (error.code.as_str().to_owned(), error.message.clone());
+                (BrokerReply::Refused { error }, code, detail)
+            }
+            ReviewIntake::Queue(queued) => {
+                let (item, review) = *queued;
+                let queued =
+                    self.store()
+                        .queue_review(run_id, &request_id, &item, &review, unix_now())?;
+                (
+                    BrokerReply::Queued {
+                        queue_id: queued.id,
+                    },
+                    "QUEUED".to_owned(),
+                    format!("queue item {} (a review of {pull})", queued.id),
+                )
+            }
+        };
+        self.journal.record(
+            run_id,
+            Event::BrokerDecision {
+                code,
+                detail: Some(detail),
+            },
+        )?;
+        Ok(reply)
+    }
+
+    fn evaluate_review(&self, submission: &ReviewSubmission) -> Result<ReviewIntake> {
+        let refuse = |offending: &str, rule: &str, reason: &str| {
+            Ok(ReviewIntake::Refuse(BrokerError::policy_violation(
+                offending, rule, reason,
+            )))
+        };
+        // 1. Schema.
+        let review: Review = match airlock_schemas::parse::<Review>(submission.review.get()) {
+            Ok(review) => review,
+            Err(err) => {
+                let violations = err.violations();
+                if violations.is_empty() {
+                    return Err(Error::Dependency(err.to_string()));
+                }
+                let mut refusal = BrokerError::schema_invalid(&violations);
+                refusal.message =
+                    refusal
+                        .message
+                        .replacen("open_pr arguments fail", "the review fails", 1);
+                return Ok(ReviewIntake::Refuse(refusal));
+            }
+        };
+        // 2. The pull request: a configured repository, and its head now the one reviewed.
+        let pull = &submission.pull;
+        if !is_commit_id(&pull.head_sha) {
+            return refuse(
+                "pull.head_sha",
+                "head_sha_is_a_commit_id",
+                &format!(
+                    "{:?} is not a full 40-character lowercase hex commit id",
+                    pull.head_sha
+                ),
+            );
+        }
+        let slug = format!("{}/{}", pull.owner, pull.repo);
+        let Some((repository, cfg)) = self
+            .config
+            .repositories
+            .iter()
+            .find(|(name, cfg)| cfg.forge_slug(name).eq_ignore_ascii_case(&slug))
+        else {
+            return refuse(
+                "pull",
+                "repository_is_configured",
+                &format!(
+                    "no repository of broker.toml is the forge repository {slug:?}; add \
+                     [repositories.\"{slug}\"] (or set forge_repo = \"{slug}\" on one)"
+                ),
+            );
+        };
+        // The token, when this process has it (intake reads a private repository with it; a
+        // public one is read without).
+        let token = publish::forge_token(repository, cfg).ok().flatten();
+        let forge_pull = self
+            .forge
+            .pull_request(cfg, repository, pull.number, token.as_deref())?;
+        if forge_pull.head_sha != pull.head_sha {
+            return refuse(
+                "pull.head_sha",
+                "review_of_the_current_head",
+                &format!(
+                    "the review is of {} but pull request #{} is now at {}: review the \
+                     current head",
+                    pull.head_sha, pull.number, forge_pull.head_sha
+                ),
+            );
+        }
+        // 3. The diff, from the broker's own objects.
+        publish::fetch_pull_request(cfg, pull.number, &forge_pull.base_ref, token.as_deref())?;
+        let diff = airlock_policies::diffmap::pull_request_diff(
+            &cfg.clone,
+            &forge_pull.base_sha,
+            &forge_pull.head_sha,
+        )
+        .map_err(|e| Error::Forge(format!("the diff of pull request #{}: {e}", pull.number)))?;
+        // 4. Every comment on a line of the diff.
+        let off = diff.line_map().off_diff_comments(&review);
+        if let Some(first) = off.first() {
+            let all: Vec<String> = off.iter().map(ToString::to_string).collect();
+            return refuse(
+                &format!("comments[{}]", first.index),
+                "review_comment_on_a_diff_line",
+                &format!(
+                    "{} comment(s) are not on a line of the pull request's diff (RIGHT: an \
+                     added or context line of the head; LEFT: a removed or context line of the \
+                     base, inside a hunk): {}",
+                    off.len(),
+                    all.join("; ")
+                ),
+            );
+        }
+        let title = format!(
+            "Review of {slug}#{}: {} ({})",
+            pull.number,
+            forge_pull.title,
+            review.verdict.github_event()
+        );
+        Ok(ReviewIntake::Queue(Box::new((
+            NewQueueItem {
+                repository: repository.clone(),
+                base_commit: diff.merge_base.clone(),
+                issue_id: format!("{slug}#{}", pull.number),
+                title,
+                args: submission.review.get().to_owned(),
+                diff: diff.text,
+                digest: serde_json::json!({}),
+                evidence: Vec::new(),
+                flags: Vec::new(),
+            },
+            ReviewItem {
+                pull: pull.clone(),
+                base_sha: forge_pull.base_sha,
+                merge_base: diff.merge_base,
+                review,
+            },
+        ))))
+    }
+
     /// schema -> policy -> digest -> witness -> queue. Operational failures are errors (the
     /// request stays unanswered and can be retried); verdicts are outcomes.
     fn evaluate(
@@ -1254,6 +1428,23 @@ impl Broker {
         item: &QueueItem,
     ) -> Result<()> {
         let id = item.id;
+        if let Some(review) = &item.review {
+            // A review is posted, never pushed: one call, by the broker, with its token.
+            let url = self.forge.post_review(repo_cfg, repository, review)?;
+            self.store().record_published(id, Some(&url))?;
+            self.journal.record(
+                &item.run_id,
+                Event::BrokerDecision {
+                    code: "PUBLISHED".to_owned(),
+                    detail: Some(format!(
+                        "review of {} posted ({}): {url}",
+                        review.pull,
+                        review.review.verdict.github_event()
+                    )),
+                },
+            )?;
+            return Ok(());
+        }
         // A follow-up's commit goes on top of the branch its lineage was pushed to, as a
         // fast-forward, and the pull request that branch belongs to shows it: no new one.
         let lineage = self.follow_up_lineage(item)?;
@@ -1471,6 +1662,19 @@ fn docs_change_refusal(changes: &ChangeSet, call: &OpenPr) -> Option<IntakeOutco
         ));
     }
     None
+}
+
+/// What a review's intake decided.
+enum ReviewIntake {
+    /// Queue it.
+    Queue(Box<(NewQueueItem, ReviewItem)>),
+    /// Refused under the error contract.
+    Refuse(BrokerError),
+}
+
+/// 40 lower-case hex digits.
+fn is_commit_id(text: &str) -> bool {
+    text.len() == 40 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 fn refuse_policy(offending: &str, rule: &str, reason: &str) -> IntakeOutcome {

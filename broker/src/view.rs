@@ -15,7 +15,7 @@ use airlock_schemas::{DiffDigest, OpenPr};
 use serde::Serialize;
 
 use crate::protocol::IssueText;
-use crate::store::QueueItem;
+use crate::store::{QueueItem, ReviewItem};
 use crate::witness::WitnessOutput;
 
 /// One row of `airlock-broker queue`.
@@ -249,7 +249,10 @@ pub struct ItemView {
     pub witness: Vec<StepView>,
     /// The judge's stored score, when `airlock judge` has run.
     pub judge: Option<serde_json::Value>,
-    /// The open_pr arguments, verbatim.
+    /// For a review: the pull request, the commits and the review (raw); `None` for a pull
+    /// request of the agent's.
+    pub review: Option<ReviewItem>,
+    /// The open_pr arguments (or the review), verbatim.
     pub arguments: String,
     /// The full unified diff the broker computed.
     pub diff: String,
@@ -286,12 +289,14 @@ impl ItemView {
                 binary: f.binary,
             })
             .collect();
-        let injections = injection_findings(
-            issue.as_ref(),
-            &item.item.title,
-            call.as_ref().map(|c| c.body.as_str()),
-            &files,
-        );
+        // A review's words are screened like a pull request body: its summary and every
+        // comment, each on a line of its own.
+        let body = match &item.review {
+            Some(r) => Some(review_text(&r.review)),
+            None => call.as_ref().map(|c| c.body.clone()),
+        };
+        let injections =
+            injection_findings(issue.as_ref(), &item.item.title, body.as_deref(), &files);
         ItemView {
             id: item.id,
             status: item.status.as_str().to_owned(),
@@ -301,7 +306,7 @@ impl ItemView {
             issue_id: item.item.issue_id.clone(),
             issue,
             title: item.item.title.clone(),
-            body: call.map(|c| c.body),
+            body,
             branch: item.branch.clone().unwrap_or(branch_to_push),
             commit: item.commit.clone(),
             pr_url: item.pr_url.clone(),
@@ -328,10 +333,26 @@ impl ItemView {
                 })
                 .collect(),
             judge,
+            review: item.review.clone(),
             arguments: item.item.args.clone(),
             diff: item.item.diff.clone(),
         }
     }
+}
+
+/// A review's words as one text: the summary, then each comment as `path:line (SIDE): body`.
+pub fn review_text(review: &airlock_schemas::Review) -> String {
+    let mut text = review.summary.clone();
+    for c in &review.comments {
+        text.push_str(&format!(
+            "\n\n{}:{} ({}): {}",
+            c.path,
+            c.line,
+            airlock_policies::diffmap::side_name(c.side),
+            c.body
+        ));
+    }
+    text
 }
 
 impl ItemView {
@@ -559,6 +580,29 @@ fn render_diff(diff: &str, colored: bool) -> String {
     out
 }
 
+/// A review's verdict, summary and inline comments, every word of the agent's made visible and
+/// escaped.
+fn render_review(item: &ReviewItem, out: &mut String) {
+    let review = &item.review;
+    out.push_str(&format!(
+        "\n== review ({}, {} inline comment(s))\n",
+        review.verdict.github_event(),
+        review.comments.len()
+    ));
+    out.push_str(&visible_text(review.summary.trim_end()));
+    out.push('\n');
+    for (i, c) in review.comments.iter().enumerate() {
+        out.push_str(&format!(
+            "\n-- comments[{i}] {}:{} ({})\n",
+            visible_line(&c.path),
+            c.line,
+            airlock_policies::diffmap::side_name(c.side)
+        ));
+        out.push_str(&visible_text(c.body.trim_end()));
+        out.push('\n');
+    }
+}
+
 /// One queue item for the approver: what they decide on first (issue, title, body, diffstat,
 /// claimed beside computed digest, flags, witness steps with test counts, judge score, the
 /// branch approval pushes), then the arguments verbatim, the full test evidence and the diff.
@@ -605,19 +649,38 @@ pub fn render_item(
             escaped_line(reason)
         ));
     }
-    match &view.commit {
-        Some(commit) => out.push_str(&format!(
+    match (&view.review, &view.commit) {
+        (Some(r), _) => out.push_str(&format!(
+            "review of:  {} (head {}, merge base {}){}\n",
+            escaped_line(&format!(
+                "{}/{}#{}",
+                r.pull.owner, r.pull.repo, r.pull.number
+            )),
+            escaped_line(&r.pull.head_sha),
+            escaped_line(&r.merge_base),
+            if view.pr_url.is_some() {
+                ""
+            } else {
+                " (approve posts it as a GitHub review)"
+            }
+        )),
+        (None, Some(commit)) => out.push_str(&format!(
             "branch:     {} at {}\n",
             escaped_line(&view.branch),
             escaped_line(commit)
         )),
-        None => out.push_str(&format!(
+        (None, None) => out.push_str(&format!(
             "branch:     {} (approve pushes it)\n",
             escaped_line(&view.branch)
         )),
     }
     if let Some(url) = &view.pr_url {
-        out.push_str(&format!("pr:         {}\n", escaped_line(url)));
+        let label = if view.review.is_some() {
+            "posted:    "
+        } else {
+            "pr:        "
+        };
+        out.push_str(&format!("{label} {}\n", escaped_line(url)));
     }
 
     out.push_str("\n== issue\n");
@@ -633,13 +696,17 @@ pub fn render_item(
         None => out.push_str("(the run registered no issue text)\n"),
     }
 
-    out.push_str("\n== body\n");
-    match &view.body {
-        Some(body) => {
-            out.push_str(&visible_text(body));
-            out.push('\n');
+    if let Some(r) = &view.review {
+        render_review(r, &mut out);
+    } else {
+        out.push_str("\n== body\n");
+        match &view.body {
+            Some(body) => {
+                out.push_str(&visible_text(body));
+                out.push('\n');
+            }
+            None => out.push_str("(the stored arguments do not parse as open_pr)\n"),
         }
-        None => out.push_str("(the stored arguments do not parse as open_pr)\n"),
     }
 
     out.push_str("\n== diffstat\n");
@@ -832,6 +899,7 @@ mod tests {
             abandon_reason: None,
             abandoned_at: None,
             issue_number: None,
+            review: None,
         }
     }
 

@@ -10,7 +10,8 @@
 //! carries `match`/`not_match` examples checked at load time, so a rule that does not do what
 //! it says cannot be loaded. This crate must never write to a repository, run tests, talk to a
 //! network or a model, or restate a JSON schema (those live in `airlock-schemas`); the only
-//! I/O it does is reading a policy file and reading a repository in [`compute_digest`].
+//! I/O it does is reading a policy file and reading a repository in [`compute_digest`] and
+//! [`diffmap::pull_request_diff`] (the lines a review comment may sit on, [`diffmap`]).
 //!
 //! ```
 //! use airlock_policies::{Policy, WriteDecision};
@@ -25,6 +26,7 @@ mod config;
 mod content;
 mod detect;
 mod diff;
+pub mod diffmap;
 mod digest;
 pub mod languages;
 mod locate;

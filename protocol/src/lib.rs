@@ -139,6 +139,47 @@ pub struct IssueText {
     pub body: String,
 }
 
+/// One pull request at one head commit: what a review is of. The broker maps `owner/repo` to
+/// the repository of `broker.toml` whose forge repository it is, and checks `head_sha` against
+/// the forge before it believes anything else.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PullRequestKey {
+    /// The repository owner on the forge.
+    pub owner: String,
+    /// The repository name on the forge.
+    pub repo: String,
+    /// The pull request's number.
+    pub number: u64,
+    /// The head commit the review was written against, 40 lower-case hex digits.
+    pub head_sha: String,
+}
+
+impl std::fmt::Display for PullRequestKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}/{}#{} at {}",
+            self.owner, self.repo, self.number, self.head_sha
+        )
+    }
+}
+
+/// A `submit_review`: the reviewer agent's review of a pull request, for the approval queue.
+/// The review travels as raw JSON, byte for byte as the model wrote it: the broker validates
+/// it against `schemas/review.json` itself and checks every comment against the diff it
+/// computes itself.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewSubmission {
+    /// The supervisor's run id of the review (its audit events carry it; one review per run).
+    pub run_id: String,
+    /// The pull request and the head the review is of.
+    pub pull: PullRequestKey,
+    /// The review, as the model produced it.
+    pub review: Box<RawValue>,
+}
+
 /// The heading of the broker's evidence in every draft pull request it opens: the broker writes
 /// it, and the webhook knows an airlock pull request's conversation by it.
 pub const PR_EVIDENCE_HEADING: &str = "## Evidence (checked by the airlock broker)";
@@ -219,6 +260,10 @@ pub enum Request {
         /// The queue item changes were requested on.
         queue_id: i64,
     },
+    /// `submit_review`: queue a pull request review for an approver. Answered
+    /// [`BrokerReply::Queued`] or [`BrokerReply::Refused`] (SCHEMA_INVALID, or POLICY_VIOLATION
+    /// naming the first comment that is not on a line of the diff).
+    SubmitReview(Box<ReviewSubmission>),
     /// `pr_feedback`: a reviewer acted on a pull request on the forge (a webhook saw it). The
     /// broker reads the review or comment from the forge itself, checks that the pull request
     /// is one it opened and that the author may ask for changes, records the change request on
@@ -382,12 +427,13 @@ impl Request {
             Request::ReleaseClaim(_) => "release_claim",
             Request::FollowUp { .. } => "follow_up",
             Request::PrFeedback(_) => "pr_feedback",
+            Request::SubmitReview(_) => "submit_review",
         }
     }
 }
 
 /// One request line as it travels: `op` is `register_run`, `open_pr`, `decision`, `claim`,
-/// `renew_claim`, `release_claim`, `follow_up` or `pr_feedback`, with that operation's fields. [`Request`] is
+/// `renew_claim`, `release_claim`, `follow_up`, `pr_feedback` or `submit_review`, with that operation's fields. [`Request`] is
 /// what both sides handle.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct WireRequest {
@@ -417,6 +463,9 @@ pub struct WireRequest {
     /// For `pr_feedback`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feedback: Option<PrFeedback>,
+    /// For `submit_review`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submission: Option<ReviewSubmission>,
 }
 
 impl TryFrom<WireRequest> for Request {
@@ -467,9 +516,17 @@ impl TryFrom<WireRequest> for Request {
                     "pr_feedback needs \"feedback\" (forge_repo, pull_request, source)".to_owned(),
                 ),
             },
+            "submit_review" => match w.submission {
+                Some(submission) => Ok(Request::SubmitReview(Box::new(submission))),
+                None => Err(
+                    "submit_review needs \"submission\" (run_id, pull: owner, repo, number, \
+                     head_sha, and review)"
+                        .to_owned(),
+                ),
+            },
             other => Err(format!(
                 "unknown op {other:?} (expected register_run, open_pr, decision, claim, \
-                 renew_claim, release_claim, follow_up or pr_feedback)"
+                 renew_claim, release_claim, follow_up, pr_feedback or submit_review)"
             )),
         }
     }
@@ -518,6 +575,11 @@ impl From<Request> for WireRequest {
             Request::PrFeedback(feedback) => WireRequest {
                 op,
                 feedback: Some(feedback),
+                ..WireRequest::default()
+            },
+            Request::SubmitReview(submission) => WireRequest {
+                op,
+                submission: Some(*submission),
                 ..WireRequest::default()
             },
         }
@@ -623,6 +685,10 @@ mod tests {
             (r#"{"op": "follow_up"}"#, "follow_up needs \"queue_id\""),
             (r#"{"op": "pr_feedback"}"#, "pr_feedback needs \"feedback\""),
             (
+                r#"{"op": "submit_review"}"#,
+                "submit_review needs \"submission\"",
+            ),
+            (
                 r#"{"op": "approve", "run_id": "r"}"#,
                 "unknown op \"approve\"",
             ),
@@ -676,6 +742,23 @@ mod tests {
         };
         let text = serde_json::to_string(&reply).unwrap();
         assert_eq!(serde_json::from_str::<BrokerReply>(&text).unwrap(), reply);
+    }
+
+    #[test]
+    fn a_review_submission_travels_with_its_review_byte_for_byte() {
+        let line = r#"{"op":"submit_review","submission":{"run_id":"r","pull":{"owner":"acme","repo":"calc","number":3,"head_sha":"ab"},"review":{"verdict": "comment",  "summary":"s","comments":[]}}}"#;
+        let request: Request = serde_json::from_str(line).unwrap();
+        let Request::SubmitReview(submission) = &request else {
+            panic!("{request:?}")
+        };
+        assert_eq!(submission.pull.number, 3);
+        assert_eq!(
+            submission.review.get(),
+            r#"{"verdict": "comment",  "summary":"s","comments":[]}"#
+        );
+        assert_eq!(serde_json::to_string(&request).unwrap(), line);
+        let unknown = line.replace("\"number\":3", "\"number\":3,\"extra\":1");
+        assert!(serde_json::from_str::<Request>(&unknown).is_err());
     }
 
     #[test]

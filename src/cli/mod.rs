@@ -28,6 +28,7 @@ mod init;
 mod judge;
 mod reference_repos;
 mod retrieval;
+mod review;
 mod run;
 mod sandbox;
 mod triggers;
@@ -123,6 +124,11 @@ enum Command {
     /// definition file. Exit codes: 0 listed or valid, 2 invalid or unreadable.
     #[command(subcommand)]
     Agents(agents::AgentsCommand),
+    /// Review a pull request: its diff, the touched code and its callers in context, read-only
+    /// tools, and one review (summary, verdict, inline comments on lines of the diff) queued
+    /// with the broker, which posts it on GitHub once approved. Exit codes: 0 review queued,
+    /// 3 no review queued, 2 error.
+    Review(review::ReviewArgs),
     /// Continue a parked run (one a budget stopped) with more budget, from its kept worktree
     /// and conversation. Exit codes as for `airlock run`; 2 also when the run expired.
     Resume(run::ResumeArgs),
@@ -206,6 +212,7 @@ pub fn run() -> ExitCode {
         Command::Run(args) => run::run(args, cli.quiet),
         Command::Resume(args) => run::resume(args, cli.quiet),
         Command::Agents(cmd) => agents::run(cmd),
+        Command::Review(args) => review::review(args, cli.quiet),
         Command::ReaderWorker(args) => run::reader_worker(args),
         Command::Batch(args) => triggers::batch(args),
         Command::Watch(args) => triggers::watch_command(args),

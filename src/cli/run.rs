@@ -153,7 +153,7 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
     report_run(&report, args.json)
 }
 
-fn progress_mode(quiet: bool, json: bool) -> ProgressMode {
+pub(crate) fn progress_mode(quiet: bool, json: bool) -> ProgressMode {
     if quiet {
         ProgressMode::Quiet
     } else if json {
@@ -224,6 +224,13 @@ fn report_run(report: &runner::RunReport, json: bool) -> anyhow::Result<ExitCode
                     parked.budget.flag()
                 );
             }
+            RunEnd::Reviewed { queue_id, stop } => match queue_id {
+                Some(id) => outln!("review queued as broker item {id}"),
+                None => outln!(
+                    "no review queued: {}",
+                    airlock_policies::terminal::escaped(stop)
+                ),
+            },
         }
         outln!("run: {} at {}", report.run_id, report.base_commit);
         outln!("cost: {}", describe_cost(&report.usage));

@@ -54,6 +54,11 @@ pub struct WebhookArgs {
     /// How many issue runs go on at once.
     #[arg(long, default_value_t = 1)]
     parallel: usize,
+    /// Review pull requests: a `pull_request` event opened or synchronize (of a pull request
+    /// airlock did not open) starts `airlock review` on it; its review is queued with the
+    /// broker for an approver.
+    #[arg(long)]
+    review_pull_requests: bool,
     /// The repository to clone for the runs (a URL or a path); the issue's own repository on
     /// its forge when absent.
     #[arg(long)]
@@ -160,6 +165,7 @@ fn outcome_line(issue: &str, outcome: &WorkOutcome) -> String {
                 RunResult::Escalated => "escalated",
                 RunResult::NotReady => "not ready",
                 RunResult::Parked => "parked (airlock resume continues it)",
+                RunResult::ReviewQueued => "review queued",
             };
             let lost = claim_lost
                 .as_deref()
@@ -214,6 +220,7 @@ pub fn webhook(args: WebhookArgs) -> anyhow::Result<ExitCode> {
             label: args.label,
             state_dir,
             parallel: args.parallel,
+            review_pull_requests: args.review_pull_requests,
         },
         worker,
         report,
@@ -314,6 +321,7 @@ fn print_table(report: &BatchReport) {
                     RunResult::Escalated => "escalated",
                     RunResult::NotReady => "not ready",
                     RunResult::Parked => "parked",
+                    RunResult::ReviewQueued => "review queued",
                 },
                 summary.clone(),
                 run_id.clone(),

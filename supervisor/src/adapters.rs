@@ -571,6 +571,16 @@ impl PrSink for BrokerSocket {
             .map_err(|e| ToolFailure::new("broker_protocol", e.to_string()))?;
         self.exchange_reconnecting(&wire(&request)?)
     }
+
+    fn submit_review(
+        &mut self,
+        submission: &airlock_protocol::ReviewSubmission,
+    ) -> PortResult<BrokerReply> {
+        self.requests += 1;
+        // A resend is answered with the item the first one queued (one review per run).
+        let request = airlock_protocol::Request::SubmitReview(Box::new(submission.clone()));
+        self.exchange_reconnecting(&wire(&request)?)
+    }
 }
 
 /// A reply line read as the protocol's reply. A JSON line that is not one is the broker's

@@ -170,13 +170,14 @@ fn recall_of(call: &ToolCall) -> Option<Recall> {
                 selector: s.to_string(),
             }),
         // A reader's digest holds checked anchors; writes and edits are short and are the
-        // agent's own change; open_pr's answer decides the run; a history search is at most
-        // ten lines.
+        // agent's own change; open_pr's (and submit_review's) answer decides the run; a history
+        // search is at most ten lines.
         Tool::DelegateRead
         | Tool::WriteFile
         | Tool::EditFile
         | Tool::OpenPr
-        | Tool::SearchHistory => None,
+        | Tool::SearchHistory
+        | Tool::SubmitReview => None,
     }
 }
 

@@ -71,6 +71,17 @@ pub enum GithubError {
         /// What was wrong.
         problem: String,
     },
+    /// `--pr` is not a valid pull request reference.
+    #[error(
+        "invalid pull request reference {given:?}: {problem}; give \
+         https://github.com/OWNER/REPO/pull/N or github:OWNER/REPO#N"
+    )]
+    PullRequestReference {
+        /// What was given.
+        given: String,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// The reference names a pull request, not an issue.
     #[error("{reference} is a pull request, not an issue: airlock works from issues")]
     PullRequest {
@@ -163,6 +174,51 @@ impl IssueSource {
 }
 
 impl GithubIssueRef {
+    /// Parse `--pr`: `https://HOST/OWNER/REPO/pull/N` (any host: GitHub Enterprise) or
+    /// `github:OWNER/REPO#N`. A pull request is an issue on GitHub, so it has the same
+    /// reference.
+    pub fn parse_pull_request(given: &str) -> Result<GithubIssueRef> {
+        let bad = |problem: &str| GithubError::PullRequestReference {
+            given: given.to_owned(),
+            problem: problem.to_owned(),
+        };
+        let trimmed = given.trim();
+        if let Some(rest) = trimmed.strip_prefix("github:") {
+            let (slug, number) = rest
+                .split_once('#')
+                .ok_or_else(|| bad("the pull request number is missing after `#`"))?;
+            let (owner, repo) = slug
+                .split_once('/')
+                .ok_or_else(|| bad("expected OWNER/REPO before `#`"))?;
+            return GithubIssueRef::new(owner, repo, number, None, &bad);
+        }
+        let Some((scheme, rest)) = trimmed.split_once("://") else {
+            return Err(bad("it is neither a URL nor github:OWNER/REPO#N"));
+        };
+        if scheme != "https" && scheme != "http" {
+            return Err(bad(
+                "only https:// (or http://) pull request URLs are understood",
+            ));
+        }
+        let rest = rest.split(['#', '?']).next().unwrap_or_default();
+        let mut parts = rest.split('/');
+        let host = parts.next().unwrap_or_default();
+        if host.is_empty() || host.contains('@') {
+            return Err(bad("the URL has no host (or carries credentials)"));
+        }
+        let segments: Vec<&str> = parts.filter(|s| !s.is_empty()).collect();
+        match segments.as_slice() {
+            [owner, repo, "pull", number, ..] => GithubIssueRef::new(
+                owner,
+                repo,
+                number,
+                Some(format!("{scheme}://{host}")),
+                &bad,
+            ),
+            _ => Err(bad("the path is not /OWNER/REPO/pull/N")),
+        }
+    }
+
     fn new(
         owner: &str,
         repo: &str,
@@ -607,6 +663,99 @@ impl GithubClient {
                     problem: e.to_string(),
                 })?,
             comments,
+        })
+    }
+}
+
+/// A pull request as the REST API describes it: what a review is of. The title and body are
+/// repository text (data, screened like an issue's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedPull {
+    /// The title.
+    pub title: String,
+    /// The description.
+    pub body: String,
+    /// The author's login, when known.
+    pub author: Option<String>,
+    /// The base commit (`base.sha`, 40 hex).
+    pub base_sha: String,
+    /// The head commit (`head.sha`, 40 hex).
+    pub head_sha: String,
+    /// The web address.
+    pub url: Option<String>,
+    /// The files it changes, as the API lists them (`GET .../pulls/N/files`), in its order.
+    pub files: Vec<String>,
+}
+
+/// The most files read from a pull request's file list (GitHub lists at most 3000).
+pub const PULL_FILES_CEILING: usize = 3000;
+
+impl GithubClient {
+    /// Pull request `r`: `GET /repos/O/R/pulls/N` and its files, every page.
+    pub fn fetch_pull(&self, r: &GithubIssueRef, cfg: &GithubConfig) -> Result<FetchedPull> {
+        let var = cfg.token_env.as_deref();
+        let path = format!("/repos/{}/{}/pulls/{}", r.owner, r.repo, r.number);
+        let url = format!("{}{path}", self.api);
+        let v = self.get(&path, var)?;
+        let shape = |problem: &str| GithubError::Shape {
+            url: url.clone(),
+            problem: problem.to_owned(),
+        };
+        if v.get("number").and_then(Value::as_u64) != Some(r.number) {
+            return Err(shape(
+                "the answer is not the pull request asked for (its `number` differs)",
+            ));
+        }
+        let sha = |side: &str| {
+            v.get(side)
+                .and_then(|s| s.get("sha"))
+                .and_then(Value::as_str)
+                .filter(|s| s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+                .map(str::to_ascii_lowercase)
+                .ok_or_else(|| shape(&format!("no 40-hex `{side}.sha`")))
+        };
+        let (base_sha, head_sha) = (sha("base")?, sha("head")?);
+        let mut files = Vec::new();
+        let mut page = 1;
+        while files.len() < PULL_FILES_CEILING {
+            let list_path = format!(
+                "/repos/{}/{}/pulls/{}/files?per_page=100&page={page}",
+                r.owner, r.repo, r.number
+            );
+            let list = self.get(&list_path, var)?;
+            let Some(items) = list.as_array() else {
+                return Err(GithubError::Shape {
+                    url: format!("{}{list_path}", self.api),
+                    problem: "the files are not a list".to_owned(),
+                });
+            };
+            files.extend(
+                items
+                    .iter()
+                    .filter_map(|f| f.get("filename").and_then(Value::as_str))
+                    .map(str::to_owned),
+            );
+            if items.len() < 100 {
+                break;
+            }
+            page += 1;
+        }
+        Ok(FetchedPull {
+            title: v
+                .get("title")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            body: v
+                .get("body")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            author: login(&v),
+            base_sha,
+            head_sha,
+            url: v.get("html_url").and_then(Value::as_str).map(str::to_owned),
+            files,
         })
     }
 }

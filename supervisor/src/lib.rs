@@ -5,7 +5,8 @@
 //! message, the tool loop and its budgets, validation of the final message, the trajectory and
 //! the audit events of every step; and the triggers that start runs without a person typing
 //! `airlock run` (`triggers`: webhook, watch, batch, each claiming its issue through the
-//! broker). It must never hold forge credentials (only the broker does),
+//! broker); and `review`, the same loop offered read-only tools and `submit_review` to review
+//! a pull request. It must never hold forge credentials (only the broker does),
 //! never write outside the write policy, never run tests outside the sandbox, and never restate
 //! a schema or a path rule: contracts come from `airlock-schemas`, path rules from
 //! `airlock-policies`.
@@ -26,6 +27,7 @@ pub mod prepare;
 pub mod progress;
 pub mod prompts;
 pub mod reference_repos;
+pub mod review;
 pub mod runner;
 pub mod second_opinion;
 pub mod session;
@@ -61,6 +63,10 @@ impl RunEnd {
             } => EXIT_PR_QUEUED,
             RunEnd::Finished { .. } => EXIT_ESCALATED,
             RunEnd::Parked { .. } => EXIT_PARKED,
+            RunEnd::Reviewed {
+                queue_id: Some(_), ..
+            } => EXIT_PR_QUEUED,
+            RunEnd::Reviewed { .. } => EXIT_ESCALATED,
         }
     }
 }

@@ -118,6 +118,24 @@ pub struct Baseline {
     pub base_seconds: f64,
 }
 
+impl Baseline {
+    /// The baseline of an agent that runs no tests (the reviewer): no command, no inventory.
+    pub fn empty() -> Baseline {
+        Baseline {
+            environment: TestEnvironment::default(),
+            command: Vec::new(),
+            inventory: TestInventory {
+                runner: airlock_policies::testrun::TestRunner::Pytest,
+                tests: std::collections::BTreeMap::new(),
+                collected: None,
+                exit_code: None,
+            },
+            prepare: None,
+            base_seconds: 0.0,
+        }
+    }
+}
+
 /// Why the test set-up failed before the first model call (a config or prepare problem).
 #[derive(Debug, thiserror::Error)]
 pub enum BaselineError {
@@ -160,4 +178,18 @@ pub trait PrSink {
     /// Forward one `open_pr` call; the broker's typed reply (a reply line that is not a
     /// [`BrokerReply`] is a failure).
     fn open_pr(&mut self, run_id: &str, arguments: &Value) -> PortResult<BrokerReply>;
+    /// Forward a reviewer's review (`submit_review`); the broker's typed reply. A sink that
+    /// does not speak to a broker refuses it.
+    fn submit_review(
+        &mut self,
+        submission: &airlock_protocol::ReviewSubmission,
+    ) -> PortResult<BrokerReply> {
+        Err(ToolFailure::new(
+            "broker_protocol",
+            format!(
+                "this broker connection cannot take the review of {}",
+                submission.pull
+            ),
+        ))
+    }
 }

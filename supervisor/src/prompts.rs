@@ -5,6 +5,33 @@
 /// The system prompt template (`supervisor/prompts/system.md`).
 pub const SYSTEM_TEMPLATE: &str = include_str!("../prompts/system.md");
 
+/// The reviewer's system prompt template (`supervisor/prompts/reviewer.md`).
+pub const REVIEWER_TEMPLATE: &str = include_str!("../prompts/reviewer.md");
+
+/// The version tag of the reviewer's system prompt, recorded with every review run.
+pub fn review_system_version() -> &'static str {
+    version_of(REVIEWER_TEMPLATE)
+}
+
+/// The reviewer's system prompt for pull request `pull` of `repo` (the version line dropped,
+/// as for the issue fixer's).
+pub fn review_system_prompt(repo: &str, pull: &airlock_protocol::PullRequestKey) -> String {
+    render(
+        strip_version(REVIEWER_TEMPLATE),
+        &[
+            ("PULL", format!("#{} at {}", pull.number, pull.head_sha)),
+            ("REPO", repo.to_string()),
+        ],
+    )
+}
+
+/// What a reviewer is told when it answers with text instead of calling `submit_review`.
+pub fn review_repair() -> String {
+    "Your run ends only with a submit_review call: call submit_review now with your summary, \
+     verdict and inline comments (each on a line of the diff)."
+        .to_owned()
+}
+
 /// The version tag on the first line of the system prompt, recorded with every run.
 pub fn system_version() -> &'static str {
     version_of(SYSTEM_TEMPLATE)

@@ -1021,7 +1021,7 @@ fn follow_up_intake(queue_id: i64, args: &RunArgs, config: &Config) -> Result<In
 /// configured (`[broker] repository`), else the repository's path. Not the run's mirror, whose
 /// path depends on the cache directory: two runs on one repository, commit and inputs share
 /// one environment.
-fn prepare_repo_key(config: &Config, repo: &str) -> String {
+pub(crate) fn prepare_repo_key(config: &Config, repo: &str) -> String {
     match &config.broker.repository {
         Some(name) => name.clone(),
         None => airlock_codegraph::store::repo_key(Path::new(repo)),
@@ -1066,12 +1066,20 @@ pub fn outcome_document(run_id: &str, base_commit: &str, issue_id: &str, end: &R
                 "resume": format!("airlock resume {run_id} {}", parked.budget.flag()),
             },
         }),
+        RunEnd::Reviewed { queue_id, stop } => json!({
+            "run_id": run_id,
+            "base_commit": base_commit,
+            "issue_id": issue_id,
+            "result": if queue_id.is_some() { "review_queued" } else { "no_review" },
+            "stop": stop,
+            "queue_id": queue_id,
+        }),
     }
 }
 
 /// `<issue>-<commit[..12]>-<n>`: the first `n` whose directory does not exist yet. No clock or
 /// random part, so the same inputs name their runs the same way.
-fn next_run_id(runs_root: &Path, issue_id: &str, commit: &str) -> String {
+pub(crate) fn next_run_id(runs_root: &Path, issue_id: &str, commit: &str) -> String {
     let safe: String = issue_id
         .chars()
         .map(|c| {

@@ -106,6 +106,14 @@ pub enum RunEnd {
         /// What `airlock resume` continues from.
         parked: Box<ParkedSession>,
     },
+    /// A review run (`airlock review`) ended: its review queued for an approver
+    /// (`queue_id`), or not (a budget, a refusal, a model that never submitted one).
+    Reviewed {
+        /// The broker's queue item of the review, when it was queued.
+        queue_id: Option<i64>,
+        /// Why the loop stopped.
+        stop: String,
+    },
 }
 
 /// What a resumed run continues from: the parked loop and what the operator added (for the
@@ -246,6 +254,98 @@ pub fn resume(spec: &RunSpec, env: &mut Env<'_>, resumed: Resumed) -> Result<Run
     Ok(end)
 }
 
+/// What a review run is of: the pull request at its head, its diff, and its text as the
+/// forge gave it (data).
+#[derive(Debug, Clone)]
+pub struct ReviewTask {
+    /// The pull request and the head commit (the run's pinned tree).
+    pub pull: airlock_protocol::PullRequestKey,
+    /// The pull request's base commit.
+    pub base_sha: String,
+    /// Its diff, merge base to head, as the supervisor computed it from its mirror.
+    pub diff: airlock_policies::diffmap::PullRequestDiff,
+}
+
+/// Review a pull request: the same loop as a run, offered the read-only tools and
+/// `submit_review` ([`tools::Tool::REVIEWER`]), started from the pull request's text, its diff,
+/// and the touched code and its callers from retrieval. No triage, tests or registration.
+pub fn review(spec: &RunSpec, env: &mut Env<'_>, task: &ReviewTask) -> Result<RunEnd> {
+    let config_json = serde_json::to_string(&spec.config).unwrap_or_default();
+    env.audit.append(
+        &spec.run_id,
+        Event::RunStarted {
+            repository: spec.repo.clone(),
+            commit: spec.base_commit.clone(),
+            issue: spec.issue.id.clone(),
+            config_digest: sha256_hex(config_json.as_bytes()),
+        },
+    )?;
+    env.trajectory.record(
+        "run_started",
+        json!({
+            "run_id": spec.run_id,
+            "agent": "reviewer",
+            "repo": spec.repo,
+            "base_commit": spec.base_commit,
+            "pull": task.pull,
+            "pull_base": task.base_sha,
+            "merge_base": task.diff.merge_base,
+            "model": env.model.name(),
+            "system_prompt": prompts::review_system_version(),
+            "intake": spec.intake,
+        }),
+    )?;
+    let pr_text = issue_text(spec);
+    let source = format!("pr:{}", task.pull);
+    let findings = airlock_audit::record_screening(
+        env.audit,
+        &spec.run_id,
+        &pr_text,
+        SourceKind::IssueBody,
+        &source,
+        env.screen,
+    )?;
+    let mut session = Session::new(spec, env, Baseline::empty());
+    session.tools.offered = &tools::Tool::REVIEWER;
+    session.tools.review = Some(tools::ReviewTarget {
+        pull: task.pull.clone(),
+        lines: task.diff.line_map(),
+        queued: None,
+    });
+    session
+        .ledger()
+        .note_findings(SourceKind::IssueBody, &source, &findings.findings)?;
+    session
+        .ledger()
+        .ask_second_opinion(SourceKind::IssueBody, &source, &pr_text, &findings)?;
+    let warm = warm_start::build_review(&warm_start::ReviewInputs {
+        config: &spec.config,
+        pull: &spec.issue,
+        diff: &task.diff,
+        retrieval: session.tools.retrieval,
+        worktree: session.tools.worktree,
+    });
+    session.ledger().candidates = warm.candidates;
+    for read in &warm.reads {
+        session
+            .ledger()
+            .append(file_read_event(read, ReadBy::WarmStart))?;
+    }
+    // The diff and the code around it are repository text: screened like search snippets.
+    session
+        .ledger()
+        .screen(SourceKind::SearchSnippet, "warm_start", &warm.text)?;
+    let warm_text = session.ledger().shown("warm_start", &warm.text)?;
+    let system = prompts::review_system_prompt(&spec.repo, &task.pull);
+    let messages = vec![Message::system(system), Message::user(warm_text)];
+    for m in &messages {
+        session.ledger().record_message(m)?;
+    }
+    let mut end = session.turns(messages)?;
+    session.close(&mut end)?;
+    Ok(end)
+}
+
 impl<'s> Session<'s> {
     fn new(spec: &'s RunSpec, env: &'s mut Env<'_>, baseline: Baseline) -> Session<'s> {
         let Env {
@@ -283,6 +383,7 @@ impl<'s> Session<'s> {
                 broker: &mut **broker,
                 references,
                 baseline,
+                review: None,
                 ledger: Ledger::new(
                     &spec.run_id,
                     model.name(),
@@ -519,7 +620,7 @@ impl<'s> Session<'s> {
     /// The loop from `messages` on, until the final message or a budget.
     fn turns(&mut self, mut messages: Vec<Message>) -> Result<RunEnd> {
         let budgets = self.spec.config.budgets.clone();
-        let tool_specs = tools::specs_of(&self.spec.agent.tools).map_err(SessionError::Contract)?;
+        let tool_specs = tools::specs_of(self.tools.offered).map_err(SessionError::Contract)?;
         let mut repairs_left = budgets.max_repair_prompts;
         let mut condenser = Condenser::new(&self.spec.config.context);
         loop {
@@ -574,6 +675,25 @@ impl<'s> Session<'s> {
             self.ledger().record_message(&assistant)?;
             messages.push(assistant);
             let calls = response.message.tool_calls;
+            if calls.is_empty() && self.tools.review.is_some() {
+                // A reviewer ends by calling its terminal tool, not with a final message.
+                if repairs_left == 0 {
+                    let reason = format!(
+                        "no review was submitted after {} reminders",
+                        budgets.max_repair_prompts
+                    );
+                    return self.budget_end(&mut messages, reason, None);
+                }
+                repairs_left -= 1;
+                let repair = Message::user(prompts::review_repair());
+                self.ledger().record(
+                    "repair_prompt",
+                    json!({"problems": ["no submit_review call"]}),
+                )?;
+                self.ledger().record_message(&repair)?;
+                messages.push(repair);
+                continue;
+            }
             if calls.is_empty() {
                 // The final message.
                 match outcome::judge_final(&response.message.text, &self.tools.ledger.facts_now()) {
@@ -682,6 +802,19 @@ impl<'s> Session<'s> {
         reason: String,
         park: Option<ParkedOn>,
     ) -> Result<RunEnd> {
+        if let Some(target) = &self.tools.review {
+            // A reviewer has no outcome to write and nothing to park: its review is queued
+            // or it is not.
+            let queue_id = target.queued;
+            self.ledger().record(
+                "review_end",
+                json!({"reason": reason, "queue_id": queue_id}),
+            )?;
+            return Ok(RunEnd::Reviewed {
+                queue_id,
+                stop: reason,
+            });
+        }
         if let Some(on) = park
             && !self.tools.ledger.facts.pr_accepted
         {
@@ -806,6 +939,22 @@ impl<'s> Session<'s> {
     fn close(&mut self, end: &mut RunEnd) -> Result<()> {
         let (outcome, pr_queued, stop, parked) = match end {
             RunEnd::NotReady(_) => return Ok(()),
+            RunEnd::Reviewed { queue_id, stop } => {
+                let ledger = &mut self.tools.ledger;
+                let (kind, reason) = match queue_id {
+                    Some(id) => (
+                        RunOutcome::Review,
+                        Some(format!("review queued as item {id}")),
+                    ),
+                    None => (RunOutcome::Escalate, Some(stop.clone())),
+                };
+                ledger.append(Event::RunFinished {
+                    outcome: kind,
+                    reason,
+                })?;
+                ledger.finished(stop);
+                return Ok(());
+            }
             RunEnd::Finished {
                 outcome,
                 pr_queued,

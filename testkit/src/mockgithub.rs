@@ -2,7 +2,9 @@
 //! the pull request and answers 201 with GitHub's shape (`number`, `html_url`, `draft`, `state`,
 //! `head.ref`); `GET /repos/O/R/pulls?head=O:BRANCH&state=...` lists the recorded ones of that
 //! branch. `POST /repos/O/R/issues/N/labels` and `DELETE /repos/O/R/issues/N/labels/NAME` (the
-//! broker's claim label) are recorded and answered 200. Any other `GET` is answered from fixed routes set with [`MockForge::route`] (an
+//! broker's claim label) are recorded and answered 200. `POST /repos/O/R/pulls/N/reviews` (a
+//! review the broker posts) is recorded and answered 200 with GitHub's shape (`id`,
+//! `html_url`, `state`, `commit_id`); [`MockForge::posted_reviews`] returns what was posted. Any other `GET` is answered from fixed routes set with [`MockForge::route`] (an
 //! issue, a repository), 404 with GitHub's `{"message": "Not Found"}` otherwise. Every request
 //! is recorded; `stall_posts` makes it record a POST and never answer. Merged pull requests set
 //! with [`MockForge::merged_pull`] are listed by `GET /repos/O/R/pulls?state=closed&...`
@@ -118,6 +120,20 @@ impl MockForge {
             .collect()
     }
 
+    /// The reviews posted (`POST /repos/O/R/pulls/N/reviews`), as (path, parsed body).
+    pub fn posted_reviews(&self) -> Vec<(String, Value)> {
+        self.requests()
+            .iter()
+            .filter(|r| is_review_post(r))
+            .map(|r| {
+                (
+                    r.path.clone(),
+                    serde_json::from_str(&r.body).unwrap_or(Value::Null),
+                )
+            })
+            .collect()
+    }
+
     /// The bodies of the pull requests created (`POST .../pulls`), parsed.
     pub fn created_pulls(&self) -> Vec<Value> {
         self.requests()
@@ -130,6 +146,34 @@ impl MockForge {
 
 fn is_pull_post(r: &SeenRequest) -> bool {
     r.method == "POST" && r.path.ends_with("/pulls")
+}
+
+fn is_review_post(r: &SeenRequest) -> bool {
+    r.method == "POST" && r.path.contains("/pulls/") && r.path.ends_with("/reviews")
+}
+
+/// GitHub's answer to a created review: its id (numbered from 1 in the order of the POSTs),
+/// the event as its state, the commit it is on, and where it is shown.
+fn review(slug: &str, path: &str, n: usize, post: &SeenRequest) -> Value {
+    let body: Value = serde_json::from_str(&post.body).unwrap_or(Value::Null);
+    let number = path
+        .split("/pulls/")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or("0");
+    let state = match body["event"].as_str() {
+        Some("APPROVE") => "APPROVED",
+        Some("REQUEST_CHANGES") => "CHANGES_REQUESTED",
+        Some("COMMENT") => "COMMENTED",
+        _ => "PENDING",
+    };
+    json!({
+        "id": n,
+        "state": state,
+        "commit_id": body["commit_id"],
+        "body": body["body"],
+        "html_url": format!("https://forge.example/{slug}/pull/{number}#pullrequestreview-{n}"),
+    })
 }
 
 /// `/repos/O/R/pulls...` → `O/R`.
@@ -230,8 +274,16 @@ fn serve(
         } else {
             None
         };
+        let prior_reviews = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| is_review_post(r))
+            .count();
         let (status, reply) = if let Some(answer) = merged_answer {
             (200, answer.to_string())
+        } else if is_review_post(&req) {
+            (200, review(&slug, &path, prior_reviews, &req).to_string())
         } else if path.contains("/issues/") && path.contains("/labels") {
             // The claim label: GitHub answers with the issue's labels; the mock with the one
             // added (or none left after a removal).

@@ -15,6 +15,7 @@ mod park;
 mod real_projects;
 mod reference_repos;
 mod retrieval;
+mod review;
 mod run;
 mod sandbox;
 mod setup;

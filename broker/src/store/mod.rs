@@ -11,9 +11,11 @@ pub use sqlite::SqliteStore;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::protocol::{BrokerReply, ClaimRelease, ClaimRequest, ClaimStatus, RunRegistration};
+use crate::protocol::{
+    BrokerReply, ClaimRelease, ClaimRequest, ClaimStatus, PullRequestKey, RunRegistration,
+};
 use crate::witness::WitnessOutput;
-use airlock_schemas::BrokerError;
+use airlock_schemas::{BrokerError, Review};
 
 /// Where a run stands with the broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -171,6 +173,44 @@ pub struct QueueItem {
     pub abandoned_at: Option<i64>,
     /// The GitHub issue number of the run's registration, when it sent one.
     pub issue_number: Option<u64>,
+    /// For an item of kind review: the pull request, the commits and the review. `None` for a
+    /// pull request of the agent's.
+    pub review: Option<ReviewItem>,
+}
+
+/// What a queue item is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemKind {
+    /// A pull request of the agent's: pushed and opened as a draft on approval.
+    PullRequest,
+    /// A review of someone's pull request: posted as a GitHub review on approval.
+    Review,
+}
+
+impl QueueItem {
+    /// Pull request or review.
+    pub fn kind(&self) -> ItemKind {
+        if self.review.is_some() {
+            ItemKind::Review
+        } else {
+            ItemKind::PullRequest
+        }
+    }
+}
+
+/// A queued review: what it is of, as the broker established it, and the review as validated
+/// at intake (`args` keeps the bytes the supervisor sent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReviewItem {
+    /// The pull request and the head commit the review is of (checked against the forge).
+    pub pull: PullRequestKey,
+    /// The pull request's base commit, from the forge.
+    pub base_sha: String,
+    /// The merge base the broker's diff starts from.
+    pub merge_base: String,
+    /// The review.
+    pub review: Review,
 }
 
 /// A reviewer's request for changes on a queue item: what a follow-up run answers.
@@ -249,6 +289,15 @@ pub trait Store: Send {
         outcome: IntakeOutcome,
         now: i64,
     ) -> Result<BrokerReply>;
+    /// Queue a review (one per run id: a run that has a queue item gets that item back).
+    fn queue_review(
+        &mut self,
+        run_id: &str,
+        request_id: &str,
+        item: &NewQueueItem,
+        review: &ReviewItem,
+        now: i64,
+    ) -> Result<QueueItem>;
     /// Requests received whose intake never finished (the broker died during it).
     fn unfinished_intakes(&mut self) -> Result<Vec<(String, String, String)>>;
     /// All queue items, oldest first.

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::{
     ChangeRequest, ClaimAttempt, Decision, IntakeOutcome, IntakeStart, NewQueueItem, QueueItem,
-    QueueStatus, RunRecord, RunState, Store,
+    QueueStatus, ReviewItem, RunRecord, RunState, Store,
 };
 use crate::error::{Error, Result};
 use crate::protocol::{BrokerReply, ClaimRelease, ClaimRequest, ClaimStatus, RunRegistration};
@@ -90,6 +90,7 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("queue", "abandon_reason", "TEXT"),
     ("queue", "abandoned_at", "INTEGER"),
     ("runs", "issue_number", "INTEGER"),
+    ("queue", "review", "TEXT"),
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
@@ -196,7 +197,7 @@ fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<String> {
     })
 }
 
-const QUEUE_COLUMNS: &str = "id, run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, reason, branch, commit_oid, pr_url, publish_error, abandoned_by, abandon_reason, abandoned_at, (SELECT issue_number FROM runs WHERE runs.run_id = queue.run_id)";
+const QUEUE_COLUMNS: &str = "id, run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, reason, branch, commit_oid, pr_url, publish_error, abandoned_by, abandon_reason, abandoned_at, (SELECT issue_number FROM runs WHERE runs.run_id = queue.run_id), review";
 
 struct RawQueueRow {
     id: i64,
@@ -224,6 +225,7 @@ struct RawQueueRow {
     abandon_reason: Option<String>,
     abandoned_at: Option<i64>,
     issue_number: Option<i64>,
+    review: Option<String>,
 }
 
 fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawQueueRow> {
@@ -253,6 +255,7 @@ fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawQueueRow> {
         abandon_reason: r.get(22)?,
         abandoned_at: r.get(23)?,
         issue_number: r.get(24)?,
+        review: r.get(25)?,
     })
 }
 
@@ -290,6 +293,10 @@ impl RawQueueRow {
             abandon_reason: self.abandon_reason,
             abandoned_at: self.abandoned_at,
             issue_number: self.issue_number.and_then(|n| u64::try_from(n).ok()),
+            review: self
+                .review
+                .map(|text| from_json("queued review", &text))
+                .transpose()?,
         })
     }
 }
@@ -529,6 +536,56 @@ impl Store for SqliteStore {
         .map_err(Error::store(ctx))?;
         tx.commit().map_err(Error::store(ctx))?;
         Ok(reply)
+    }
+
+    fn queue_review(
+        &mut self,
+        run_id: &str,
+        request_id: &str,
+        item: &NewQueueItem,
+        review: &ReviewItem,
+        now: i64,
+    ) -> Result<QueueItem> {
+        let ctx = "queueing a review";
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(Error::store(ctx))?;
+        let taken: Option<i64> = tx
+            .query_row("SELECT id FROM queue WHERE run_id = ?1", [run_id], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(Error::store(ctx))?;
+        let id = match taken {
+            // A resent submission of the same run: the review queued first stands.
+            Some(id) => id,
+            None => {
+                tx.execute(
+                    "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, review) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                    params![
+                        run_id,
+                        request_id,
+                        item.repository,
+                        item.base_commit,
+                        item.issue_id,
+                        item.title,
+                        item.args,
+                        item.diff,
+                        to_json("digest", &item.digest)?,
+                        to_json("evidence", &item.evidence)?,
+                        to_json("flags", &item.flags)?,
+                        QueueStatus::Queued.as_str(),
+                        now,
+                        to_json("review", review)?,
+                    ],
+                )
+                .map_err(Error::store(ctx))?;
+                tx.last_insert_rowid()
+            }
+        };
+        tx.commit().map_err(Error::store(ctx))?;
+        self.queue_item(id)?.ok_or(Error::UnknownQueueItem(id))
     }
 
     fn unfinished_intakes(&mut self) -> Result<Vec<(String, String, String)>> {

@@ -397,13 +397,32 @@ pub fn item(
             None => esc(&view.issue_id),
         },
     );
-    row(
-        "Branch",
-        match &view.commit {
-            Some(c) => format!("{} at <code>{}</code>", esc(&view.branch), esc(c)),
-            None => format!("{} (approve pushes it)", esc(&view.branch)),
-        },
-    );
+    match &view.review {
+        Some(r) => row(
+            "Review of",
+            format!(
+                "{} at <code>{}</code> ({}){}",
+                esc(&format!(
+                    "{}/{}#{}",
+                    r.pull.owner, r.pull.repo, r.pull.number
+                )),
+                esc(&r.pull.head_sha),
+                esc(r.review.verdict.github_event()),
+                if view.pr_url.is_some() {
+                    ""
+                } else {
+                    " (approve posts it as a GitHub review)"
+                }
+            ),
+        ),
+        None => row(
+            "Branch",
+            match &view.commit {
+                Some(c) => format!("{} at <code>{}</code>", esc(&view.branch), esc(c)),
+                None => format!("{} (approve pushes it)", esc(&view.branch)),
+            },
+        ),
+    }
     if let Some(url) = &view.pr_url {
         // A link only to an https address; anything else (a `javascript:` URL) is text.
         let cell = if url.starts_with("https://") && !url.contains(char::is_whitespace) {
@@ -474,7 +493,12 @@ pub fn item(
         }
         None => b.push_str("<p>(the run registered no issue text)</p>"),
     }
-    b.push_str("<h2>Pull request body</h2>");
+    // A review's summary and inline comments, each `path:line (SIDE)` then its words.
+    b.push_str(if view.review.is_some() {
+        "<h2>Review</h2>"
+    } else {
+        "<h2>Pull request body</h2>"
+    });
     match &view.body {
         Some(body) => {
             let _ = write!(b, "<pre id=\"body\">{}</pre>", esc_block(body));
@@ -852,6 +876,7 @@ mod tests {
             abandon_reason: None,
             abandoned_at: None,
             issue_number: None,
+            review: None,
         }
     }
 

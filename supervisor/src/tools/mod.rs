@@ -11,7 +11,10 @@ mod delegate;
 mod files;
 pub mod history;
 mod open_pr;
+mod submit_review;
 mod tests;
+
+pub use submit_review::ReviewTarget;
 
 use crate::config::Config;
 use crate::delegate::ReaderLauncher;
@@ -44,6 +47,8 @@ pub enum Tool {
     SearchHistory,
     /// The gated pull request, forwarded to the broker.
     OpenPr,
+    /// The reviewer's review of a pull request, forwarded to the broker (its terminal tool).
+    SubmitReview,
 }
 
 /// Where a tool result came from, for the injection detector.
@@ -74,6 +79,14 @@ impl Tool {
         Tool::OpenPr,
     ];
 
+    /// The reviewer's tools: read-only ones and its terminal `submit_review`.
+    pub const REVIEWER: [Tool; 4] = [
+        Tool::SearchRepo,
+        Tool::ReadFile,
+        Tool::DelegateRead,
+        Tool::SubmitReview,
+    ];
+
     /// The name the model calls the tool by.
     pub const fn name(self) -> &'static str {
         match self {
@@ -85,12 +98,16 @@ impl Tool {
             Tool::DelegateRead => "delegate_read",
             Tool::SearchHistory => "search_history",
             Tool::OpenPr => airlock_schemas::OPEN_PR_TOOL_NAME,
+            Tool::SubmitReview => "submit_review",
         }
     }
 
     /// The tool called `name`, if there is one.
     pub fn from_name(name: &str) -> Option<Tool> {
-        Tool::ALL.into_iter().find(|t| t.name() == name)
+        Tool::ALL
+            .into_iter()
+            .chain(Tool::REVIEWER)
+            .find(|t| t.name() == name)
     }
 
     /// The tool's spec as sent to the model; `Err` when an embedded contract is broken.
@@ -104,6 +121,7 @@ impl Tool {
             Tool::DelegateRead => delegate::spec(),
             Tool::SearchHistory => history::spec(),
             Tool::OpenPr => open_pr::spec()?,
+            Tool::SubmitReview => submit_review::spec()?,
         })
     }
 
@@ -308,6 +326,8 @@ pub struct Toolbox<'t> {
     pub references: &'t ReferenceRepos,
     /// What the test runner established before the first turn.
     pub baseline: Baseline,
+    /// For a reviewer: the pull request under review.
+    pub review: Option<ReviewTarget>,
     /// The run's ledger.
     pub ledger: Ledger<'t>,
 }
@@ -359,6 +379,7 @@ impl Toolbox<'_> {
             Tool::DelegateRead => delegate::delegate_read(self, call),
             Tool::SearchHistory => history::search_history(self, call),
             Tool::OpenPr => open_pr::open_pr(self, call),
+            Tool::SubmitReview => submit_review::submit_review(self, call),
         }
     }
 }
@@ -392,6 +413,11 @@ mod unit {
             "search_repo, read_file, write_file, edit_file, run_tests, delegate_read, search_history \
              and open_pr"
         );
+        assert_eq!(
+            tool_list(&Tool::REVIEWER),
+            "search_repo, read_file, delegate_read and submit_review"
+        );
+        assert_eq!(Tool::from_name("submit_review"), Some(Tool::SubmitReview));
         let specs = specs().unwrap_or_default();
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
         let expected: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();

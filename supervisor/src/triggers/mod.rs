@@ -132,4 +132,16 @@ pub enum WorkItem {
         /// The webhook delivery it came from.
         delivery: String,
     },
+    /// A pull request was opened or updated: review it (when the webhook is configured to).
+    Review {
+        /// `OWNER/REPO` on GitHub.
+        repository: String,
+        /// The pull request's number.
+        pull_request: u64,
+        /// The head commit the event names (the review run reads the pull request again).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        head_sha: Option<String>,
+        /// The webhook delivery it came from.
+        delivery: String,
+    },
 }

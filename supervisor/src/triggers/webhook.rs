@@ -11,6 +11,8 @@
 //! read the review from GitHub and accepted it ([`Worker::follow_up`]). Every accepted delivery
 //! is written to the on-disk [`WorkQueue`] before it is answered 202, so a restart or a kill -9
 //! loses none.
+//! With `review_pull_requests`, a pull request opened or updated (one airlock did not open)
+//! starts a review run ([`Worker::review`]) on the same worker threads.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -27,7 +29,7 @@ use sha2::Sha256;
 
 use super::worker::{Job, WorkOutcome, Worker};
 use super::{FollowUpTrigger, IssueTrigger, Result, TriggerError, WorkItem};
-use crate::github::IssueSource;
+use crate::github::{GithubIssueRef, IssueSource};
 use airlock_protocol::{FeedbackKind, FeedbackSource};
 
 /// The heading the broker puts in every draft pull request's body; a comment on a pull request
@@ -169,6 +171,8 @@ struct Comment {
 struct Head {
     #[serde(rename = "ref")]
     name: String,
+    #[serde(default)]
+    sha: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -324,6 +328,24 @@ pub fn parse_event(event: &str, payload: &[u8], label: &str, delivery: &str) -> 
                 delivery,
             })
         }
+        ("pull_request", "opened" | "synchronize") => {
+            let Some(pr) = p.pull_request else {
+                return EventAction::Ignore(
+                    "a pull_request event without its pull request".to_owned(),
+                );
+            };
+            if pr.head.name.starts_with("airlock/") {
+                return EventAction::Ignore(
+                    "a pull request airlock opened (its own work is not reviewed)".to_owned(),
+                );
+            }
+            EventAction::Work(WorkItem::Review {
+                repository,
+                pull_request: pr.number,
+                head_sha: pr.head.sha,
+                delivery,
+            })
+        }
         ("pull_request_review_comment", "created") => EventAction::Ignore(
             "a line comment: the review it belongs to (a pull_request_review event) carries it"
                 .to_owned(),
@@ -469,6 +491,8 @@ pub struct WebhookOptions {
     pub state_dir: PathBuf,
     /// How many issue runs go on at once.
     pub parallel: usize,
+    /// Whether a pull request opened or updated starts a review run.
+    pub review_pull_requests: bool,
 }
 
 /// Where the webhook's lines go (the CLI prints them, escaped).
@@ -493,9 +517,10 @@ pub enum WebhookLine {
         /// The file.
         path: PathBuf,
     },
-    /// An issue run, or a follow-up run of a pull request, ended.
+    /// An issue run, a follow-up run of a pull request, or a review run, ended.
     Worked {
-        /// `OWNER/REPO#N`, or `OWNER/REPO pull #N` for a follow-up.
+        /// `OWNER/REPO#N`, `OWNER/REPO pull #N` for a follow-up, `review of OWNER/REPO#N` for a
+        /// review.
         issue: String,
         /// How.
         outcome: WorkOutcome,
@@ -505,6 +530,7 @@ pub enum WebhookLine {
 struct AppState {
     secret: Vec<u8>,
     label: String,
+    review_pull_requests: bool,
     deliveries: DeliveryLog,
     queue: WorkQueue,
     jobs: Mutex<mpsc::Sender<PathBuf>>,
@@ -576,6 +602,7 @@ pub fn serve(options: WebhookOptions, worker: Worker, report: Report) -> Result<
     let state = Arc::new(AppState {
         secret: options.secret,
         label: options.label,
+        review_pull_requests: options.review_pull_requests,
         deliveries,
         queue,
         jobs: Mutex::new(jobs),
@@ -659,6 +686,24 @@ fn carry_out(worker: &Worker, item: &WorkItem, pulls: &PullLocks) -> (String, Wo
                 worker.follow_up(repository, *pull_request, *source),
             )
         }
+        WorkItem::Review {
+            repository,
+            pull_request,
+            ..
+        } => {
+            let what = format!("review of {repository}#{pull_request}");
+            match GithubIssueRef::parse_pull_request(&format!(
+                "github:{repository}#{pull_request}"
+            )) {
+                Ok(reference) => (what, worker.review(&reference)),
+                Err(e) => (
+                    what,
+                    WorkOutcome::Failed {
+                        error: e.to_string(),
+                    },
+                ),
+            }
+        }
     }
 }
 
@@ -723,6 +768,19 @@ fn queue(state: &AppState, delivery: &str, item: WorkItem) -> (StatusCode, Strin
             pull_request,
             ..
         } => format!("a follow-up of {repository} pull #{pull_request}"),
+        WorkItem::Review { .. } if !state.review_pull_requests => {
+            return (
+                StatusCode::OK,
+                "ignored: pull request reviews are off (start the webhook with \
+                 --review-pull-requests)"
+                    .to_owned(),
+            );
+        }
+        WorkItem::Review {
+            repository,
+            pull_request,
+            ..
+        } => format!("a review of {repository} pull #{pull_request}"),
     };
     let path = match state.queue.push(delivery, &item) {
         Ok(path) => path,
@@ -787,6 +845,38 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn pull_requests_opened_or_updated_become_reviews_and_airlocks_own_do_not() {
+        let sha = "a".repeat(40);
+        for action in ["opened", "synchronize"] {
+            let body = format!(
+                r#"{{"action":"{action}","repository":{{"full_name":"acme/calc"}},
+                "pull_request":{{"number":4,"head":{{"ref":"feature","sha":"{sha}"}}}}}}"#
+            );
+            assert_eq!(
+                parse_event("pull_request", body.as_bytes(), "airlock", "d9"),
+                EventAction::Work(WorkItem::Review {
+                    repository: "acme/calc".to_owned(),
+                    pull_request: 4,
+                    head_sha: Some(sha.clone()),
+                    delivery: "d9".to_owned(),
+                })
+            );
+        }
+        let ours = br#"{"action":"opened","repository":{"full_name":"acme/calc"},
+            "pull_request":{"number":5,"head":{"ref":"airlock/CALC-7-1"}}}"#;
+        assert!(matches!(
+            parse_event("pull_request", ours, "airlock", "d10"),
+            EventAction::Ignore(why) if why.contains("airlock opened")
+        ));
+        let closed = br#"{"action":"closed","repository":{"full_name":"acme/calc"},
+            "pull_request":{"number":4,"head":{"ref":"feature"}}}"#;
+        assert!(matches!(
+            parse_event("pull_request", closed, "airlock", "d11"),
+            EventAction::Ignore(_)
+        ));
     }
 
     #[test]

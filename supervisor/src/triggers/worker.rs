@@ -64,6 +64,8 @@ pub enum RunResult {
     /// A budget stopped the run and it parked: its claim is done (no other worker starts the
     /// issue afresh), and the operator continues it with `airlock resume`.
     Parked,
+    /// A review run queued its review of a pull request for an approver.
+    ReviewQueued,
 }
 
 /// What became of one issue.
@@ -115,7 +117,7 @@ impl WorkOutcome {
     pub fn exit_code(&self) -> u8 {
         match self {
             WorkOutcome::Ran {
-                result: RunResult::PrQueued,
+                result: RunResult::PrQueued | RunResult::ReviewQueued,
                 ..
             } => crate::EXIT_PR_QUEUED,
             WorkOutcome::Ran {
@@ -324,6 +326,52 @@ impl Worker {
         Ok(self.run(&job, None))
     }
 
+    /// Review pull request `reference` with the code path of `airlock review`: its review
+    /// queued with the broker, or why not. A review takes no claim: it is of one head commit,
+    /// and a delivery is acted on once.
+    pub fn review(&self, reference: &GithubIssueRef) -> WorkOutcome {
+        let args = crate::review::ReviewArgs {
+            pr: format!(
+                "github:{}/{}#{}",
+                reference.owner, reference.repo, reference.number
+            ),
+            repo: self.clone.clone(),
+            model: self.model.clone(),
+            config: self.config.clone(),
+            exe: self.exe.clone(),
+            progress: self.progress,
+        };
+        match crate::review::review_pull_request(&args, Overrides::default()) {
+            Ok(report) => {
+                let (result, summary) = match &report.end {
+                    RunEnd::Reviewed {
+                        queue_id: Some(id), ..
+                    } => (
+                        RunResult::ReviewQueued,
+                        format!("review queued as broker item {id}"),
+                    ),
+                    RunEnd::Reviewed { stop, .. } => (RunResult::Escalated, stop.clone()),
+                    _ => (
+                        RunResult::Escalated,
+                        "the review run ended without a review".to_owned(),
+                    ),
+                };
+                WorkOutcome::Ran {
+                    run_id: report.run_id,
+                    result,
+                    summary,
+                    outcome_path: report.outcome_path,
+                    cost_usd: Some(report.usage.cost_usd),
+                    label: None,
+                    claim_lost: None,
+                }
+            }
+            Err(e) => WorkOutcome::Failed {
+                error: e.to_string(),
+            },
+        }
+    }
+
     fn run(&self, job: &Job, label: Option<ForgeMark>) -> WorkOutcome {
         let args = RunArgs {
             repo: job.repo.clone().or_else(|| self.clone.clone()),
@@ -356,6 +404,8 @@ fn ran(report: &RunReport, label: Option<ForgeMark>) -> WorkOutcome {
         } => (RunResult::PrQueued, outcome.summary.clone()),
         RunEnd::Finished { outcome, .. } => (RunResult::Escalated, outcome.summary.clone()),
         RunEnd::Parked { outcome, .. } => (RunResult::Parked, outcome.summary.clone()),
+        // An issue run never reviews.
+        RunEnd::Reviewed { stop, .. } => (RunResult::Escalated, stop.clone()),
     };
     let cost_usd = std::fs::read_to_string(&report.outcome_path)
         .ok()
