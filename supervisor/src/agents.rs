@@ -22,8 +22,9 @@ pub const DEFAULT_AGENT: &str = "issue-fixer";
 
 /// The placeholders a prompt may use; the supervisor fills each one (see
 /// `prompts::render_agent_prompt`).
-pub const PROMPT_PLACEHOLDERS: [&str; 9] = [
+pub const PROMPT_PLACEHOLDERS: [&str; 10] = [
     "REPO",
+    "PULL",
     "BASE_COMMIT",
     "ISSUE_ID",
     "WRITE_ALLOWLIST",
@@ -253,7 +254,7 @@ struct Builtin {
     prompts: &'static [(&'static str, &'static str)],
 }
 
-const BUILTINS: [Builtin; 2] = [
+const BUILTINS: [Builtin; 3] = [
     Builtin {
         name: "issue-fixer",
         definition: include_str!("../agents/issue-fixer.toml"),
@@ -263,6 +264,11 @@ const BUILTINS: [Builtin; 2] = [
         name: "docs-writer",
         definition: include_str!("../agents/docs-writer.toml"),
         prompts: &[("docs-writer.md", include_str!("../agents/docs-writer.md"))],
+    },
+    Builtin {
+        name: "pr-reviewer",
+        definition: include_str!("../agents/pr-reviewer.toml"),
+        prompts: &[("../prompts/reviewer.md", crate::prompts::REVIEWER_TEMPLATE)],
     },
 ];
 
@@ -794,7 +800,7 @@ change = "docs"
     fn the_built_ins_load_and_the_issue_fixer_is_first_with_the_supervisor_prompt() {
         let all = builtins().unwrap();
         let names: Vec<&str> = all.iter().map(|a| a.name.as_str()).collect();
-        assert_eq!(names, ["issue-fixer", "docs-writer"]);
+        assert_eq!(names, ["issue-fixer", "docs-writer", "pr-reviewer"]);
         let fixer = &all[0];
         assert_eq!(fixer.prompt, crate::prompts::SYSTEM_TEMPLATE);
         assert_eq!(fixer.tools, Tool::ALL);

@@ -13,11 +13,15 @@ pub fn review_system_version() -> &'static str {
     version_of(REVIEWER_TEMPLATE)
 }
 
-/// The reviewer's system prompt for pull request `pull` of `repo` (the version line dropped,
-/// as for the issue fixer's).
-pub fn review_system_prompt(repo: &str, pull: &airlock_protocol::PullRequestKey) -> String {
+/// The reviewer's system prompt from its agent's `template` for pull request `pull` of `repo`
+/// (the version line dropped, as for the issue fixer's).
+pub fn review_system_prompt(
+    template: &str,
+    repo: &str,
+    pull: &airlock_protocol::PullRequestKey,
+) -> String {
     render(
-        strip_version(REVIEWER_TEMPLATE),
+        strip_version(template),
         &[
             ("PULL", format!("#{} at {}", pull.number, pull.head_sha)),
             ("REPO", repo.to_string()),

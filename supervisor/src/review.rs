@@ -199,7 +199,7 @@ pub fn review_pull_request(
             exe: args.exe.clone(),
             worktree: worktree_dir.clone(),
             index_dir: index_dir.clone(),
-            index_key,
+            index_key: index_key.clone(),
             commit: head.as_str().to_string(),
             scratch: run_dir.join("readers"),
             timeout: Duration::from_secs(config.tests.timeout_secs),
@@ -232,22 +232,33 @@ pub fn review_pull_request(
         intake: intake.clone(),
         config,
         follow_up: None,
+        agent: crate::agents::builtin("pr-reviewer").map_err(|e| RunError::Usage(e.to_string()))?,
     };
     let task = ReviewTask {
         pull: pull.clone(),
         base_sha: base.as_str().to_owned(),
         diff,
     };
+    // The memory of merged pull requests up to the reviewed head (for `search_history`, should
+    // an operator's reviewer definition offer it).
+    let history = crate::adapters::CodegraphHistory::open(
+        mirror.path(),
+        &index_dir,
+        &index_key,
+        head.as_str(),
+    );
     let mut progress = crate::progress::Progress::stderr(args.progress);
     let mut second_opinion = None;
     let mut env = Env {
         model: &model,
         retrieval: retrieval.as_ref(),
+        history: &history,
         worktree: &wt,
         policy: &policy,
         tests: &NoTests,
         readers: readers.as_ref(),
         broker: pr_sink.as_mut(),
+        references: &crate::reference_repos::ReferenceRepos::none(),
         audit: &audit,
         screen: &screen,
         second_opinion: second_opinion.as_mut(),

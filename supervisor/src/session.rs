@@ -266,8 +266,8 @@ pub struct ReviewTask {
     pub diff: airlock_policies::diffmap::PullRequestDiff,
 }
 
-/// Review a pull request: the same loop as a run, offered the read-only tools and
-/// `submit_review` ([`tools::Tool::REVIEWER`]), started from the pull request's text, its diff,
+/// Review a pull request: the same loop as a run, with the `pr-reviewer` agent's definition
+/// (its read-only tools and `submit_review`, its prompt), started from the pull request's text, its diff,
 /// and the touched code and its callers from retrieval. No triage, tests or registration.
 pub fn review(spec: &RunSpec, env: &mut Env<'_>, task: &ReviewTask) -> Result<RunEnd> {
     let config_json = serde_json::to_string(&spec.config).unwrap_or_default();
@@ -306,7 +306,6 @@ pub fn review(spec: &RunSpec, env: &mut Env<'_>, task: &ReviewTask) -> Result<Ru
         env.screen,
     )?;
     let mut session = Session::new(spec, env, Baseline::empty());
-    session.tools.offered = &tools::Tool::REVIEWER;
     session.tools.review = Some(tools::ReviewTarget {
         pull: task.pull.clone(),
         lines: task.diff.line_map(),
@@ -336,7 +335,7 @@ pub fn review(spec: &RunSpec, env: &mut Env<'_>, task: &ReviewTask) -> Result<Ru
         .ledger()
         .screen(SourceKind::SearchSnippet, "warm_start", &warm.text)?;
     let warm_text = session.ledger().shown("warm_start", &warm.text)?;
-    let system = prompts::review_system_prompt(&spec.repo, &task.pull);
+    let system = prompts::review_system_prompt(&spec.agent.prompt, &spec.repo, &task.pull);
     let messages = vec![Message::system(system), Message::user(warm_text)];
     for m in &messages {
         session.ledger().record_message(m)?;

@@ -163,7 +163,7 @@ impl Tool {
 
     /// Whether calling the tool ends the run's work (an agent definition's `output.tool`).
     pub const fn is_terminal(self) -> bool {
-        matches!(self, Tool::OpenPr)
+        matches!(self, Tool::OpenPr | Tool::SubmitReview)
     }
 
     /// Whether the tool changes the worktree or submits it: an agent of the `read-only` tier

@@ -692,9 +692,8 @@ fn carry_out(worker: &Worker, item: &WorkItem, pulls: &PullLocks) -> (String, Wo
             ..
         } => {
             let what = format!("review of {repository}#{pull_request}");
-            match GithubIssueRef::parse_pull_request(&format!(
-                "github:{repository}#{pull_request}"
-            )) {
+            match GithubIssueRef::parse_pull_request(&format!("github:{repository}#{pull_request}"))
+            {
                 Ok(reference) => (what, worker.review(&reference)),
                 Err(e) => (
                     what,
