@@ -628,32 +628,8 @@ impl Forge for GitHubForge {
         let slug = cfg.forge_slug(repository);
         let api = cfg.github_api.trim_end_matches('/');
         let url = format!("{api}/repos/{slug}/pulls/{number}");
-        let mut request = self
-            .agent
-            .get(&url)
-            .header("Accept", "application/vnd.github+json")
-            .header("X-GitHub-Api-Version", "2022-11-28")
-            .header("User-Agent", "airlock-broker");
-        if let Some(token) = token {
-            request = request.header("Authorization", &format!("Bearer {token}"));
-        }
         let result = (|| {
-            let mut resp = request
-                .call()
-                .map_err(|e| Error::Forge(format!("GET {url}: {e}")))?;
-            let status = resp.status();
-            let text = resp
-                .body_mut()
-                .read_to_string()
-                .map_err(|e| Error::Forge(format!("GET {url}: {e}")))?;
-            if !status.is_success() {
-                return Err(Error::Forge(format!(
-                    "GET {url} answered {status}: {}",
-                    text.chars().take(300).collect::<String>()
-                )));
-            }
-            let v: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| Error::Forge(format!("GET {url}: reply is not JSON: {e}")))?;
+            let v: serde_json::Value = self.get_json(&url, token)?;
             let field = |path: [&str; 2]| {
                 v.get(path[0])
                     .and_then(|o| {
@@ -758,15 +734,22 @@ struct GhUser {
 const MAX_REVIEW_COMMENTS: usize = 50;
 
 impl GitHubForge {
-    /// `GET url` with the token; the reply's JSON.
-    fn get_json<T: serde::de::DeserializeOwned>(&self, url: &str, token: &str) -> Result<T> {
-        let mut resp = self
+    /// `GET url` (with the token when there is one); the reply's JSON. The caller redacts.
+    fn get_json<T: serde::de::DeserializeOwned>(
+        &self,
+        url: &str,
+        token: Option<&str>,
+    ) -> Result<T> {
+        let mut request = self
             .agent
             .get(url)
-            .header("Authorization", &format!("Bearer {token}"))
             .header("Accept", "application/vnd.github+json")
             .header("X-GitHub-Api-Version", "2022-11-28")
-            .header("User-Agent", "airlock-broker")
+            .header("User-Agent", "airlock-broker");
+        if let Some(token) = token {
+            request = request.header("Authorization", &format!("Bearer {token}"));
+        }
+        let mut resp = request
             .call()
             .map_err(|e| Error::Forge(format!("GET {url}: {e}")))?;
         let status = resp.status();
@@ -775,7 +758,10 @@ impl GitHubForge {
             .read_to_string()
             .map_err(|e| Error::Forge(format!("GET {url}: {e}")))?;
         if !status.is_success() {
-            return Err(Error::Forge(format!("GET {url} answered {status}")));
+            return Err(Error::Forge(format!(
+                "GET {url} answered {status}: {}",
+                text.chars().take(300).collect::<String>()
+            )));
         }
         serde_json::from_str(&text)
             .map_err(|e| Error::Forge(format!("GET {url}: the reply does not parse: {e}")))
@@ -798,9 +784,9 @@ impl GitHubForge {
         match source.kind {
             FeedbackKind::Review => {
                 let url = format!("{api}/repos/{slug}/pulls/{pull_request}/reviews/{id}");
-                let review: GhText = self.get_json(&url, token)?;
+                let review: GhText = self.get_json(&url, Some(token))?;
                 let url = format!("{url}/comments?per_page={MAX_REVIEW_COMMENTS}");
-                let comments: Vec<GhText> = self.get_json(&url, token)?;
+                let comments: Vec<GhText> = self.get_json(&url, Some(token))?;
                 Ok(ForgeFeedback {
                     author: author(&review),
                     association: review.author_association.clone().unwrap_or_default(),
@@ -821,7 +807,7 @@ impl GitHubForge {
             }
             FeedbackKind::IssueComment => {
                 let url = format!("{api}/repos/{slug}/issues/comments/{id}");
-                let comment: GhText = self.get_json(&url, token)?;
+                let comment: GhText = self.get_json(&url, Some(token))?;
                 let on = comment
                     .issue_url
                     .as_deref()

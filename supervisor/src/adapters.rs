@@ -516,31 +516,28 @@ impl BrokerSocket {
         &self,
         feedback: airlock_protocol::PrFeedback,
     ) -> PortResult<airlock_protocol::FollowUpBrief> {
-        let request = airlock_protocol::Request::PrFeedback(feedback);
-        match self.exchange(&wire(&request)?)? {
-            BrokerReply::FollowUp { brief } => Ok(*brief),
-            BrokerReply::Failed { message } => Err(ToolFailure::new("broker_refused", message)),
-            other => Err(ToolFailure::new(
-                "broker_protocol",
-                format!(
-                    "the broker answered pr_feedback with {}",
-                    serde_json::to_string(&other).unwrap_or_default()
-                ),
-            )),
-        }
+        self.brief(&airlock_protocol::Request::PrFeedback(feedback))
     }
 
     /// Ask the broker what a follow-up run on queue item `queue_id` starts from (the
     /// `follow_up` operation): the branch head, the issue and the reviewer's feedback.
     pub fn follow_up(&self, queue_id: i64) -> PortResult<airlock_protocol::FollowUpBrief> {
-        let request = airlock_protocol::Request::FollowUp { queue_id };
-        match self.exchange(&wire(&request)?)? {
+        self.brief(&airlock_protocol::Request::FollowUp { queue_id })
+    }
+
+    /// Send `request`, whose answer is a follow-up brief.
+    fn brief(
+        &self,
+        request: &airlock_protocol::Request,
+    ) -> PortResult<airlock_protocol::FollowUpBrief> {
+        match self.exchange(&wire(request)?)? {
             BrokerReply::FollowUp { brief } => Ok(*brief),
             BrokerReply::Failed { message } => Err(ToolFailure::new("broker_refused", message)),
             other => Err(ToolFailure::new(
                 "broker_protocol",
                 format!(
-                    "the broker answered follow_up with {}",
+                    "the broker answered {} with {}",
+                    request.op(),
                     serde_json::to_string(&other).unwrap_or_default()
                 ),
             )),
