@@ -790,16 +790,29 @@ impl Broker {
             }
             ReviewIntake::Queue(queued) => {
                 let (item, review) = *queued;
-                let queued =
-                    self.store()
-                        .queue_review(run_id, &request_id, &item, &review, unix_now())?;
-                (
-                    BrokerReply::Queued {
-                        queue_id: queued.id,
-                    },
-                    "QUEUED".to_owned(),
-                    format!("queue item {} (a review of {pull})", queued.id),
-                )
+                // Checked and queued under one hold of the store, so two runs reviewing the
+                // same head (a redelivered event, a second trigger) queue one review.
+                let mut store = self.store();
+                let earlier = store.queue()?.into_iter().find(|q| reviews_head(q, pull));
+                match earlier {
+                    Some(earlier) => {
+                        let error = one_review_per_head(&earlier, pull);
+                        let (code, detail) =
+                            (error.code.as_str().to_owned(), error.message.clone());
+                        (BrokerReply::Refused { error }, code, detail)
+                    }
+                    None => {
+                        let queued =
+                            store.queue_review(run_id, &request_id, &item, &review, unix_now())?;
+                        (
+                            BrokerReply::Queued {
+                                queue_id: queued.id,
+                            },
+                            "QUEUED".to_owned(),
+                            format!("queue item {} (a review of {pull})", queued.id),
+                        )
+                    }
+                }
             }
         };
         self.journal.record(
@@ -1673,6 +1686,41 @@ enum ReviewIntake {
 }
 
 /// 40 lower-case hex digits.
+/// Whether `item` is a review of `pull`'s head commit that still stands: waiting, approved or
+/// posted (a denied, expired or abandoned one does not stop another review).
+fn reviews_head(item: &QueueItem, pull: &airlock_protocol::PullRequestKey) -> bool {
+    let Some(review) = &item.review else {
+        return false;
+    };
+    let standing = !matches!(
+        item.status,
+        QueueStatus::Denied | QueueStatus::Expired | QueueStatus::Abandoned
+    );
+    standing
+        && review.pull.owner.eq_ignore_ascii_case(&pull.owner)
+        && review.pull.repo.eq_ignore_ascii_case(&pull.repo)
+        && review.pull.number == pull.number
+        && review.pull.head_sha == pull.head_sha
+}
+
+/// The refusal of a second review of one head commit.
+fn one_review_per_head(
+    earlier: &QueueItem,
+    pull: &airlock_protocol::PullRequestKey,
+) -> BrokerError {
+    BrokerError::policy_violation(
+        "pull.head_sha",
+        "one_review_per_head",
+        &format!(
+            "queue item {} ({}) already reviews {pull}; a pull request is reviewed once per \
+             head commit: push a new commit for another review, or deny item {} first",
+            earlier.id,
+            earlier.status.as_str(),
+            earlier.id
+        ),
+    )
+}
+
 fn is_commit_id(text: &str) -> bool {
     text.len() == 40 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }

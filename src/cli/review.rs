@@ -23,6 +23,10 @@ pub struct ReviewArgs {
     /// Model spec (openai:MODEL, anthropic:MODEL, ollama:MODEL, scripted:PATH, replay:PATH, ...).
     #[arg(long)]
     model: Option<String>,
+    /// The reviewing agent: pr-reviewer (the default) or the path of a definition file that
+    /// ends with submit_review.
+    #[arg(long)]
+    agent: Option<String>,
     /// airlock.toml (model, broker, github, paths); found as for `airlock run`.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -39,6 +43,7 @@ pub fn review(args: ReviewArgs, quiet: bool) -> anyhow::Result<ExitCode> {
             pr: args.pr,
             repo: args.repo,
             model: args.model,
+            agent: args.agent,
             config: args.config,
             exe,
             progress: super::run::progress_mode(quiet, args.json),

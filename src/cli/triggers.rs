@@ -44,7 +44,8 @@ pub struct WebhookArgs {
     /// The environment variable holding the webhook's secret (as configured on GitHub).
     #[arg(long)]
     secret_env: String,
-    /// The label that asks for a run.
+    /// The label that starts the default agent (`[agent] definition`, else issue-fixer); each
+    /// agent of `[agent] triggered` is started by its own trigger.
     #[arg(long, default_value = "airlock")]
     label: String,
     /// Where the delivery log and the work queue are kept; default: the data directory's
@@ -73,9 +74,11 @@ pub struct WatchArgs {
     /// The GitHub repository, OWNER/REPO.
     #[arg(long)]
     repo: String,
-    /// The label that asks for a run.
+    /// The label that starts the default agent (`[agent] definition`, else issue-fixer);
+    /// default: that agent's own trigger label. Each agent of `[agent] triggered` that a label
+    /// starts is polled for its label too.
     #[arg(long)]
-    label: String,
+    label: Option<String>,
     /// The pause between two polls.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     interval: Duration,
@@ -112,6 +115,10 @@ pub struct BatchArgs {
     /// Fetch the repository into its mirror before pinning.
     #[arg(long)]
     fetch: bool,
+    /// The agent of every run (a built-in name or a definition file); default: the agent of
+    /// `[agent] triggered` that --label starts, else `[agent] definition`, else issue-fixer.
+    #[arg(long)]
+    agent: Option<String>,
     /// Print the batch report as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -269,6 +276,7 @@ pub fn batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
             issues,
             parallel: args.parallel,
             fetch: args.fetch,
+            agent: args.agent,
         },
         &worker,
     )?;

@@ -65,6 +65,14 @@ pub enum AgentError {
         /// What is wrong and how to fix it.
         problem: String,
     },
+    /// The agents the triggers start do not fit together (`[agent] triggered`).
+    #[error("{origin}: {problem}")]
+    Route {
+        /// Which setting: `[agent] definition` or `[agent] triggered: SPEC`.
+        origin: String,
+        /// What is wrong and how to fix it.
+        problem: String,
+    },
     /// No built-in agent has this name.
     #[error(
         "no built-in agent `{name}`; the built-in agents are {known}, or give the path of a \
@@ -598,6 +606,148 @@ fn terminal_tools() -> String {
         .join(", ")
 }
 
+/// Which agent each trigger starts (`airlock watch`, `airlock webhook`, `airlock batch
+/// --label`), by the agents' own `[trigger]`: the default agent (`[agent] definition`, else the
+/// issue fixer) answers the trigger label and `@airlock` mentions, and every agent of `[agent]
+/// triggered` its own trigger. Built once when a trigger starts, so a mistake is reported
+/// before any work is taken; an agent is kept by its spec (a built-in name or a definition's
+/// path), which the run resolves again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routes {
+    /// The default agent's spec: a mention, an issue list, or a label no agent claims starts it.
+    pub default_agent: String,
+    /// `(label, agent spec)`; labels are compared without case.
+    labels: Vec<(String, String)>,
+    /// The agent a pull request opened or updated starts, if any.
+    pub pull_request: Option<String>,
+}
+
+/// What a trigger contributes to [`Routes::build`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RouteOptions<'a> {
+    /// `[agent] definition`: the default agent's spec, the issue fixer when absent.
+    pub default_agent: Option<&'a str>,
+    /// The trigger's `--label`: the label that starts the default agent (its definition's own
+    /// `issue-labeled` label when absent).
+    pub label: Option<&'a str>,
+    /// `[agent] triggered`: the other agents the triggers start.
+    pub triggered: &'a [String],
+    /// `--review-pull-requests`: the built-in reviewer answers pull requests unless a
+    /// `pr-opened` agent of `triggered` does.
+    pub review_pull_requests: bool,
+}
+
+impl Routes {
+    /// The routes of `options`, every agent loaded and validated. Refused: an agent that
+    /// nothing would start (`manual`), two agents on one trigger, an issue agent that does not
+    /// end with `open_pr`, a pull request agent that does not end with `submit_review`, and
+    /// `on-merge`, which no trigger starts yet.
+    pub fn build(options: RouteOptions<'_>) -> Result<Routes> {
+        let default_agent = options.default_agent.unwrap_or(DEFAULT_AGENT).to_owned();
+        let agent = resolve(&default_agent)?;
+        let origin = "[agent] definition".to_owned();
+        if agent.output.tool != Tool::OpenPr {
+            return Err(AgentError::Route {
+                origin,
+                problem: format!(
+                    "`{}` ends with `{}`, so it cannot work on issues; the default agent must \
+                     end with `open_pr` (list a reviewer in `[agent] triggered` instead)",
+                    agent.name,
+                    agent.output.tool.name()
+                ),
+            });
+        }
+        let mut routes = Routes {
+            default_agent: default_agent.clone(),
+            labels: Vec::new(),
+            pull_request: None,
+        };
+        let own_label = match (&agent.trigger.on, &agent.trigger.label) {
+            (TriggerKind::IssueLabeled, Some(label)) => Some(label.as_str()),
+            _ => None,
+        };
+        if let Some(label) = options.label.or(own_label) {
+            routes.labels.push((label.to_owned(), default_agent));
+        }
+        for spec in options.triggered {
+            let agent = resolve(spec)?;
+            let route = |problem: String| AgentError::Route {
+                origin: format!("[agent] triggered: {spec}"),
+                problem,
+            };
+            let ends_with = |tool: Tool| -> Result<()> {
+                if agent.output.tool == tool {
+                    return Ok(());
+                }
+                Err(route(format!(
+                    "`{}` is started by `{}` but ends with `{}`; that trigger needs an agent \
+                     that ends with `{}`",
+                    agent.name,
+                    agent.trigger.describe(),
+                    agent.output.tool.name(),
+                    tool.name()
+                )))
+            };
+            match (&agent.trigger.on, &agent.trigger.label) {
+                (TriggerKind::Manual, _) => {
+                    return Err(route(format!(
+                        "`{}` has `on = \"manual\"`, so no trigger starts it; remove it from \
+                         the list (run it with `airlock run --agent`), or give its definition \
+                         another [trigger]",
+                        agent.name
+                    )));
+                }
+                (TriggerKind::IssueLabeled, Some(label)) => {
+                    ends_with(Tool::OpenPr)?;
+                    if let Some(other) = routes.for_label(label) {
+                        return Err(route(format!(
+                            "`{}` and `{other}` are both started by the label {label:?}; give \
+                             each agent its own label",
+                            agent.name
+                        )));
+                    }
+                    routes.labels.push((label.clone(), spec.clone()));
+                }
+                (TriggerKind::IssueLabeled, None) => {}
+                (TriggerKind::PrOpened, _) => {
+                    ends_with(Tool::SubmitReview)?;
+                    if let Some(other) = &routes.pull_request {
+                        return Err(route(format!(
+                            "`{}` and `{other}` are both started by a pull request; keep one",
+                            agent.name
+                        )));
+                    }
+                    routes.pull_request = Some(spec.clone());
+                }
+                (TriggerKind::OnMerge, _) => {
+                    return Err(route(format!(
+                        "`{}` has `on = \"on-merge\"`, which no trigger of airlock starts \
+                         yet; run it with `airlock run --agent` after a merge",
+                        agent.name
+                    )));
+                }
+            }
+        }
+        if options.review_pull_requests && routes.pull_request.is_none() {
+            routes.pull_request = Some("pr-reviewer".to_owned());
+        }
+        Ok(routes)
+    }
+
+    /// The agent an issue given `label` starts, if any (labels compared without case).
+    pub fn for_label(&self, label: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(l, _)| l.eq_ignore_ascii_case(label))
+            .map(|(_, spec)| spec.as_str())
+    }
+
+    /// Every label that starts an agent, in the order the routes were built.
+    pub fn labels(&self) -> Vec<String> {
+        self.labels.iter().map(|(l, _)| l.clone()).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -876,5 +1026,151 @@ change = "docs"
             assert_eq!(from_disk.prompt, embedded.prompt, "{name}");
             assert_eq!(from_disk.tools, embedded.tools, "{name}");
         }
+    }
+
+    /// A definition file in `dir` started by `trigger` (TOML lines) and ending with `output`.
+    fn definition(dir: &Path, name: &str, trigger: &str, output: &str) -> String {
+        let (tools, autonomy) = if output.contains("submit_review") {
+            ("[\"read_file\", \"submit_review\"]", "read-only")
+        } else {
+            ("[\"read_file\", \"write_file\", \"open_pr\"]", "draft-pr")
+        };
+        let path = dir.join(format!("{name}.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                "name = \"{name}\"\ndescription = \"d\"\nprompt = \"p\"\ntools = {tools}\n\
+                 autonomy = \"{autonomy}\"\nmax_iterations = 5\n[trigger]\n{trigger}\n\
+                 [output]\n{output}\n"
+            ),
+        )
+        .unwrap();
+        path.display().to_string()
+    }
+
+    #[test]
+    fn each_trigger_starts_the_agent_whose_definition_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let docs = definition(
+            dir.path(),
+            "docs",
+            "on = \"issue-labeled\"\nlabel = \"Docs\"",
+            "tool = \"open_pr\"\nchange = \"docs\"",
+        );
+        let reviewer = definition(
+            dir.path(),
+            "strict-reviewer",
+            "on = \"pr-opened\"",
+            "tool = \"submit_review\"",
+        );
+        let triggered = vec![docs.clone(), reviewer.clone()];
+        let routes = Routes::build(RouteOptions {
+            triggered: &triggered,
+            ..RouteOptions::default()
+        })
+        .unwrap();
+        // The issue fixer keeps its own label; the docs agent answers its own, without case.
+        assert_eq!(routes.for_label("AIRLOCK"), Some("issue-fixer"));
+        assert_eq!(routes.for_label("docs"), Some(docs.as_str()));
+        assert_eq!(routes.for_label("bug"), None);
+        assert_eq!(routes.labels(), ["airlock", "Docs"]);
+        assert_eq!(routes.pull_request.as_deref(), Some(reviewer.as_str()));
+        // --review-pull-requests does not displace an operator's reviewer...
+        let with_flag = Routes::build(RouteOptions {
+            triggered: &triggered,
+            review_pull_requests: true,
+            ..RouteOptions::default()
+        })
+        .unwrap();
+        assert_eq!(with_flag.pull_request.as_deref(), Some(reviewer.as_str()));
+        // ...and without one it starts the built-in reviewer; without either, nothing does.
+        let flag_only = Routes::build(RouteOptions {
+            label: Some("fix-me"),
+            review_pull_requests: true,
+            ..RouteOptions::default()
+        })
+        .unwrap();
+        assert_eq!(flag_only.pull_request.as_deref(), Some("pr-reviewer"));
+        assert_eq!(flag_only.for_label("fix-me"), Some("issue-fixer"));
+        assert_eq!(flag_only.for_label("airlock"), None);
+        assert_eq!(
+            Routes::build(RouteOptions::default()).unwrap().pull_request,
+            None
+        );
+    }
+
+    #[test]
+    fn routes_that_cannot_work_are_refused_with_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let refusal = |triggered: Vec<String>, label: Option<&str>| {
+            Routes::build(RouteOptions {
+                label,
+                triggered: &triggered,
+                ..RouteOptions::default()
+            })
+            .unwrap_err()
+            .to_string()
+        };
+        let manual = refusal(vec!["docs-writer".to_owned()], None);
+        assert!(
+            manual.contains("[agent] triggered: docs-writer") && manual.contains("manual"),
+            "{manual}"
+        );
+        let same_label = definition(
+            dir.path(),
+            "twin",
+            "on = \"issue-labeled\"\nlabel = \"airlock\"",
+            "tool = \"open_pr\"\nchange = \"fix\"",
+        );
+        let twin = refusal(vec![same_label], None);
+        assert!(
+            twin.contains("`twin` and `issue-fixer` are both started by the label \"airlock\""),
+            "{twin}"
+        );
+        let second = definition(
+            dir.path(),
+            "second",
+            "on = \"pr-opened\"",
+            "tool = \"submit_review\"",
+        );
+        let first = definition(
+            dir.path(),
+            "first",
+            "on = \"pr-opened\"",
+            "tool = \"submit_review\"",
+        );
+        let two = refusal(vec![first.clone(), second], None);
+        assert!(two.contains("both started by a pull request"), "{two}");
+        let writer_on_pulls = definition(
+            dir.path(),
+            "w",
+            "on = \"pr-opened\"",
+            "tool = \"open_pr\"\nchange = \"docs\"",
+        );
+        let wrong = refusal(vec![writer_on_pulls], None);
+        assert!(
+            wrong.contains("ends with `open_pr`") && wrong.contains("ends with `submit_review`"),
+            "{wrong}"
+        );
+        let merge = definition(
+            dir.path(),
+            "m",
+            "on = \"on-merge\"",
+            "tool = \"open_pr\"\nchange = \"docs\"",
+        );
+        assert!(refusal(vec![merge], None).contains("no trigger of airlock starts"));
+        let missing = refusal(vec!["/nowhere/agent.toml".to_owned()], None);
+        assert!(missing.contains("/nowhere/agent.toml"), "{missing}");
+        let default_reviewer = Routes::build(RouteOptions {
+            default_agent: Some(&first),
+            ..RouteOptions::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            default_reviewer.contains("[agent] definition")
+                && default_reviewer.contains("must end with `open_pr`"),
+            "{default_reviewer}"
+        );
     }
 }

@@ -218,6 +218,11 @@ pub struct AgentConfig {
     /// file (relative to this file); the issue fixer when absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub definition: Option<String>,
+    /// The other agents `airlock watch`, `airlock webhook` and `airlock batch --label` start,
+    /// each by its definition's `[trigger]`: built-in names or definition files (relative to
+    /// this file). The default agent is always started by the trigger label.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub triggered: Vec<String>,
 }
 
 /// `[docs]`: the documentation the docs writer (any agent with `docs_dirs = true`) may write
@@ -775,11 +780,15 @@ impl Config {
         if let Some(socket) = self.broker.socket.as_mut() {
             fix(socket);
         }
-        if let Some(definition) = self.agent.definition.as_mut()
-            && crate::agents::is_path(definition)
-            && Path::new(definition.as_str()).is_relative()
-        {
-            *definition = base.join(&*definition).display().to_string();
+        let specs = self
+            .agent
+            .definition
+            .iter_mut()
+            .chain(self.agent.triggered.iter_mut());
+        for spec in specs {
+            if crate::agents::is_path(spec) && Path::new(spec.as_str()).is_relative() {
+                *spec = base.join(&*spec).display().to_string();
+            }
         }
     }
 
@@ -963,6 +972,18 @@ impl Config {
             return Err(invalid(
                 "agent.definition",
                 "is empty; name a built-in agent (issue-fixer, docs-writer) or a definition file",
+            ));
+        }
+        if self
+            .agent
+            .triggered
+            .iter()
+            .any(|spec| spec.trim().is_empty())
+        {
+            return Err(invalid(
+                "agent.triggered",
+                "lists an empty name; list built-in agents (docs-writer, pr-reviewer) or \
+                 definition files",
             ));
         }
         let b = &self.budgets;

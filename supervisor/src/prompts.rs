@@ -8,11 +8,6 @@ pub const SYSTEM_TEMPLATE: &str = include_str!("../prompts/system.md");
 /// The reviewer's system prompt template (`supervisor/prompts/reviewer.md`).
 pub const REVIEWER_TEMPLATE: &str = include_str!("../prompts/reviewer.md");
 
-/// The version tag of the reviewer's system prompt, recorded with every review run.
-pub fn review_system_version() -> &'static str {
-    version_of(REVIEWER_TEMPLATE)
-}
-
 /// The reviewer's system prompt from its agent's `template` for pull request `pull` of `repo`
 /// (the version line dropped, as for the issue fixer's).
 pub fn review_system_prompt(

@@ -31,6 +31,9 @@ pub struct ReviewArgs {
     pub repo: Option<String>,
     /// Model spec; overrides `[model] spec`.
     pub model: Option<String>,
+    /// The reviewing agent: a built-in name or a definition's path; the built-in
+    /// `pr-reviewer` when absent. It must end with `submit_review`.
+    pub agent: Option<String>,
     /// `airlock.toml`; defaults apply when absent.
     pub config: Option<PathBuf>,
     /// The `airlock` executable, re-executed as `airlock reader-worker`.
@@ -232,7 +235,7 @@ pub fn review_pull_request(
         intake: intake.clone(),
         config,
         follow_up: None,
-        agent: crate::agents::builtin("pr-reviewer").map_err(|e| RunError::Usage(e.to_string()))?,
+        agent: reviewer(args.agent.as_deref())?,
     };
     let task = ReviewTask {
         pull: pull.clone(),
@@ -293,4 +296,20 @@ pub fn review_pull_request(
         model_finish_problem,
         usage,
     })
+}
+
+/// The reviewing agent `spec` names (the built-in reviewer when absent): it must end with
+/// `submit_review`.
+fn reviewer(spec: Option<&str>) -> Result<crate::agents::Agent, RunError> {
+    let agent = crate::agents::resolve(spec.unwrap_or("pr-reviewer"))?;
+    if agent.output.tool != crate::tools::Tool::SubmitReview {
+        return Err(RunError::Usage(format!(
+            "agent `{}` ends with `{}`, not `submit_review`: it cannot review a pull request; \
+             name a reviewing agent (pr-reviewer, or a definition with `[output] tool = \
+             \"submit_review\"`)",
+            agent.name,
+            agent.output.tool.name()
+        )));
+    }
+    Ok(agent)
 }

@@ -284,14 +284,14 @@ pub fn review(spec: &RunSpec, env: &mut Env<'_>, task: &ReviewTask) -> Result<Ru
         "run_started",
         json!({
             "run_id": spec.run_id,
-            "agent": "reviewer",
+            "agent": spec.agent.name,
             "repo": spec.repo,
             "base_commit": spec.base_commit,
             "pull": task.pull,
             "pull_base": task.base_sha,
             "merge_base": task.diff.merge_base,
             "model": env.model.name(),
-            "system_prompt": prompts::review_system_version(),
+            "system_prompt": prompts::version_of(&spec.agent.prompt),
             "intake": spec.intake,
         }),
     )?;

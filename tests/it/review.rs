@@ -406,6 +406,19 @@ fn the_broker_refuses_off_diff_comments_and_stale_heads_and_denial_posts_nothing
     assert_eq!(reply, json!({"status": "queued", "queue_id": 1}));
     let again = w.send(&w.submission("review-run-d", &good_review()));
     assert_eq!(again, reply);
+    // Another run's review of the same head is refused while the first stands.
+    let twice = w.send(&w.submission("review-run-e", &good_review()));
+    assert_eq!(
+        twice["error"]["details"]["rule"], "one_review_per_head",
+        "{twice}"
+    );
+    assert!(
+        twice["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("queue item 1 (queued) already reviews acme/calc#1"),
+        "{twice}"
+    );
     let denied = w.broker_cli(&["deny", "1", "--reason", "not this time"], None);
     assert!(denied.status.success(), "{}", text(&denied));
     let decision = w.send(&json!({"op": "decision", "run_id": "review-run-d"}));
@@ -414,4 +427,109 @@ fn the_broker_refuses_off_diff_comments_and_stale_heads_and_denial_posts_nothing
     let approve = w.broker_cli(&["approve", "1"], Some(PUSH_TOKEN));
     assert!(!approve.status.success(), "{}", text(&approve));
     assert!(w.api.posted_reviews().is_empty());
+    // Once the first is denied, the same head may be reviewed again.
+    let after = w.send(&w.submission("review-run-f", &good_review()));
+    assert_eq!(after, json!({"status": "queued", "queue_id": 2}), "{after}");
+}
+
+#[test]
+fn a_pull_request_delivered_by_webhook_is_reviewed_by_the_agent_its_trigger_names_once_per_head() {
+    use crate::triggers::{deliver, sign, start_webhook_env};
+    let w = world();
+    // The operator's own reviewer, started by pull requests opened or updated.
+    std::fs::write(
+        w.dir.join("strict-reviewer.toml"),
+        "name = \"strict-reviewer\"\ndescription = \"Reviews strictly.\"\n\
+         prompt = \"Review {{PULL}} of {{REPO}} strictly.\"\n\
+         tools = [\"search_repo\", \"read_file\", \"submit_review\"]\n\
+         autonomy = \"read-only\"\nmax_iterations = 6\n\n[trigger]\non = \"pr-opened\"\n\n\
+         [output]\ntool = \"submit_review\"\n",
+    )
+    .unwrap();
+    let mut toml = std::fs::read_to_string(&w.airlock_toml).unwrap();
+    toml.push_str("\n[agent]\ntriggered = [\"strict-reviewer.toml\"]\n");
+    std::fs::write(&w.airlock_toml, toml).unwrap();
+    let script = w.dir.join("hook-review.jsonl");
+    let turns = [
+        json!({
+            "tool_calls": [{"name": "read_file", "arguments": {"path": "calc/total.py", "start_line": 1, "end_line": 8}}],
+            "expect_tools": ["search_repo", "read_file", "submit_review"],
+        }),
+        json!({"tool_calls": [{"name": "submit_review", "arguments": good_review()}]}),
+    ];
+    let lines: Vec<String> = turns.iter().map(Value::to_string).collect();
+    std::fs::write(&script, lines.join("\n")).unwrap();
+    let extra: Vec<std::ffi::OsString> = vec![
+        // The served repository by its path: `--clone` names a place the read token never
+        // goes, and a path needs none.
+        "--clone".into(),
+        w.dir.join("served/acme/calc.git").into(),
+        "--model".into(),
+        format!("scripted:{}", script.display()).into(),
+        "--config".into(),
+        w.airlock_toml.clone().into(),
+    ];
+    let hook = start_webhook_env(&w.dir.join("webhook"), &extra, &[(READ_VAR, READ_TOKEN)]);
+    let event = |action: &str| {
+        json!({
+            "action": action,
+            "repository": {"full_name": "acme/calc"},
+            "pull_request": {"number": 1, "head": {"ref": "fix-add", "sha": w.head}},
+        })
+        .to_string()
+    };
+    let opened = event("opened");
+    let (status, body) = deliver(
+        &hook.addr,
+        "pull_request",
+        "d-pr-1",
+        Some(&sign(&opened)),
+        &opened,
+    );
+    assert_eq!(status, 202, "{body}");
+    assert!(body.contains("a review of acme/calc pull #1"), "{body}");
+    let mut seen = Vec::new();
+    let line = hook.wait_for("review of acme/calc#1 ", &mut seen);
+    assert!(
+        line.starts_with("review of acme/calc#1 review queued: review queued as broker item 1"),
+        "{seen:#?}"
+    );
+    // The run was the operator's agent, with its prompt.
+    let run_id = line
+        .rsplit_once("[run ")
+        .and_then(|(_, r)| r.strip_suffix(']'))
+        .unwrap();
+    let trajectory =
+        std::fs::read_to_string(w.dir.join("runs").join(run_id).join("trajectory.jsonl")).unwrap();
+    let started: Value = trajectory
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e.to_string().contains("run_started"))
+        .unwrap();
+    assert!(
+        started
+            .to_string()
+            .contains("\"agent\":\"strict-reviewer\""),
+        "{started}"
+    );
+    // The same head again (a synchronize without a new commit): reviewed once only.
+    let again = event("synchronize");
+    let (status, body) = deliver(
+        &hook.addr,
+        "pull_request",
+        "d-pr-2",
+        Some(&sign(&again)),
+        &again,
+    );
+    assert_eq!(status, 202, "{body}");
+    let line = hook.wait_for("review of acme/calc#1 ", &mut seen);
+    assert!(!line.contains("review queued"), "{seen:#?}");
+    let queue = w.broker_cli(&["queue", "--json"], None);
+    let rows: Value = serde_json::from_slice(&queue.stdout).unwrap();
+    assert_eq!(rows.as_array().map(Vec::len), Some(1), "{rows}");
+    let audit = std::fs::read_to_string(w.dir.join("broker-audit.jsonl")).unwrap();
+    assert!(
+        audit.contains("already reviews acme/calc#1"),
+        "the second review's refusal is in the broker's audit log"
+    );
 }

@@ -47,6 +47,15 @@ fn start_webhook(state: &Path) -> Webhook {
 
 /// `airlock webhook` on an ephemeral loopback port, with `extra` arguments after its own.
 pub(crate) fn start_webhook_with(state: &Path, extra: &[std::ffi::OsString]) -> Webhook {
+    start_webhook_env(state, extra, &[])
+}
+
+/// [`start_webhook_with`], with `envs` set in the webhook's environment.
+pub(crate) fn start_webhook_env(
+    state: &Path,
+    extra: &[std::ffi::OsString],
+    envs: &[(&str, &str)],
+) -> Webhook {
     let mut child = Command::new(env!("CARGO_BIN_EXE_airlock"))
         .args([
             "webhook",
@@ -58,6 +67,7 @@ pub(crate) fn start_webhook_with(state: &Path, extra: &[std::ffi::OsString]) -> 
         .arg("--state-dir")
         .arg(state)
         .args(extra)
+        .envs(envs.iter().copied())
         .env(SECRET_VAR, SECRET)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -437,6 +447,103 @@ fn two_watchers_on_five_labelled_issues_run_each_ready_issue_once_and_skip_the_n
         .filter(|e| e.path().join("outcome.json").exists())
         .count();
     assert_eq!(outcomes, 4, "{all}");
+}
+
+/// The agent a run's trajectory records.
+fn agent_of_run(runs: &Path, line: &str) -> String {
+    let run_id = line
+        .rsplit_once("[run ")
+        .and_then(|(_, r)| r.strip_suffix(']'))
+        .unwrap_or_else(|| panic!("no run id in {line:?}"));
+    let trajectory = std::fs::read_to_string(runs.join(run_id).join("trajectory.jsonl")).unwrap();
+    trajectory
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["kind"] == "run_started")
+        .and_then(|e| e["agent"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| panic!("no run_started in {run_id}"))
+}
+
+#[test]
+fn a_watcher_starts_each_labelled_issue_with_the_agent_its_label_names() {
+    let w = world();
+    let docs_issue = issue_json(6, &["docs"], READY_BODY);
+    w.api
+        .route("/repos/acme/calc/issues/6", 200, docs_issue.clone());
+    w.api.route(
+        "/repos/acme/calc/issues?state=open&labels=docs&per_page=100&page=1",
+        200,
+        Value::Array(vec![docs_issue]),
+    );
+    let watch = |config: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_airlock"))
+            .args(["watch", "--repo", "acme/calc", "--once"])
+            .arg("--clone")
+            .arg(&w.s.repo)
+            .arg("--model")
+            .arg(format!("scripted:{}", w.escalate.display()))
+            .arg("--config")
+            .arg(config)
+            .current_dir(w.s.dir.path())
+            .output()
+            .unwrap()
+    };
+    let base = std::fs::read_to_string(&w.airlock_toml).unwrap();
+    // An agent nothing would start is refused before any issue is looked at.
+    let manual = w.s.dir.path().join("manual.toml");
+    std::fs::write(
+        &manual,
+        format!("{base}\n[agent]\ntriggered = [\"docs-writer\"]\n"),
+    )
+    .unwrap();
+    let out = watch(&manual);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("`docs-writer` has `on = \"manual\"`"),
+        "{}",
+        text(&out)
+    );
+    assert!(w.api.label_changes().is_empty());
+
+    // The operator's docs agent answers the label `docs`; the issue fixer its own, `airlock`.
+    std::fs::write(
+        w.s.dir.path().join("docs-agent.toml"),
+        "name = \"docs-agent\"\ndescription = \"Fixes the docs.\"\n\
+         prompt = \"Fix the docs of {{REPO}} for {{ISSUE_ID}}.\"\n\
+         tools = [\"search_repo\", \"read_file\", \"write_file\", \"open_pr\"]\n\
+         autonomy = \"draft-pr\"\nmax_iterations = 6\nwrite_allowlist = [\"**/*.md\"]\n\n\
+         [trigger]\non = \"issue-labeled\"\nlabel = \"docs\"\n\n\
+         [output]\ntool = \"open_pr\"\nchange = \"docs\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &w.airlock_toml,
+        format!("{base}\n[agent]\ntriggered = [\"docs-agent.toml\"]\n"),
+    )
+    .unwrap();
+    let out = watch(&w.airlock_toml);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let runs = w.s.dir.path().join("runs");
+    for (n, agent) in [
+        (1, "issue-fixer"),
+        (2, "issue-fixer"),
+        (4, "issue-fixer"),
+        (5, "issue-fixer"),
+        (6, "docs-agent"),
+    ] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("acme/calc#{n} escalated: looked only")))
+            .unwrap_or_else(|| panic!("issue {n} did not run:\n{}", text(&out)));
+        assert_eq!(agent_of_run(&runs, line), agent, "issue {n}: {line}");
+    }
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("6 labelled open issue(s): #1 #2 #3 #4 #5 #6"),
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]

@@ -14,6 +14,7 @@ use serde::Serialize;
 use super::worker::{Job, WorkOutcome, Worker, read_and_triage};
 use super::{Result, TriggerError};
 use crate::adapters::CodegraphRetrieval;
+use crate::agents::{RouteOptions, Routes};
 use crate::github::{GithubClient, IssueSource};
 use crate::runner::RunError;
 use crate::triage::{Triage, TriageState};
@@ -41,6 +42,9 @@ pub struct BatchOptions {
     pub parallel: usize,
     /// Fetch into the mirror before pinning.
     pub fetch: bool,
+    /// The agent of every run (a built-in name or a definition's path); when absent, the agent
+    /// of `[agent] triggered` that `--label` starts, else the default agent.
+    pub agent: Option<String>,
 }
 
 /// One issue of the batch.
@@ -123,6 +127,7 @@ pub fn run_batch(options: &BatchOptions, worker: &Worker) -> Result<BatchReport>
     // The read token goes to git only for the issues' own repository on the configured forge
     // (`--label`: `--repo` is that repository's clone URL), never to another host.
     let mut http_token = None;
+    let mut agent = options.agent.clone();
     let sources = match &options.issues {
         BatchIssues::File(path) => list_file(path)?,
         BatchIssues::Label(label) => {
@@ -143,6 +148,15 @@ pub fn run_batch(options: &BatchOptions, worker: &Worker) -> Result<BatchReport>
             .clone_url(&config.github);
             if is_own_clone_url(own.as_deref(), &options.repo) {
                 http_token = client.token().map(str::to_owned);
+            }
+            if agent.is_none() {
+                let routes = Routes::build(RouteOptions {
+                    default_agent: config.agent.definition.as_deref(),
+                    label: None,
+                    triggered: &config.agent.triggered,
+                    review_pull_requests: false,
+                })?;
+                agent = routes.for_label(label).map(str::to_owned);
             }
             client
                 .labelled_open_issues(owner, repo, label, &config.github)?
@@ -201,6 +215,7 @@ pub fn run_batch(options: &BatchOptions, worker: &Worker) -> Result<BatchReport>
                             issue: source,
                             repo: Some(options.repo.clone()),
                             commit: Some(commit.clone()),
+                            agent: agent.clone(),
                         },
                     ));
                     // Replaced by the run's outcome below.

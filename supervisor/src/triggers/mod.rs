@@ -48,6 +48,9 @@ pub enum TriggerError {
     /// Reading an issue file failed.
     #[error(transparent)]
     Issue(#[from] crate::issue::IssueError),
+    /// An agent the triggers start is missing or invalid, or two share a trigger.
+    #[error(transparent)]
+    Agent(#[from] crate::agents::AgentError),
     /// Loading the configuration, mirroring or pinning failed.
     #[error(transparent)]
     Run(#[from] crate::runner::RunError),
@@ -107,6 +110,10 @@ pub enum WorkItem {
         number: u64,
         /// Why.
         trigger: IssueTrigger,
+        /// The agent its trigger starts (a built-in name or a definition's path); the run's
+        /// default agent when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
         /// The webhook delivery it came from, when it did.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         delivery: Option<String>,
@@ -141,6 +148,10 @@ pub enum WorkItem {
         /// The head commit the event names (the review run reads the pull request again).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         head_sha: Option<String>,
+        /// The reviewing agent (a built-in name or a definition's path); the built-in
+        /// reviewer when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
         /// The webhook delivery it came from.
         delivery: String,
     },

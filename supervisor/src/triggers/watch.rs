@@ -1,5 +1,6 @@
 //! `airlock watch`: poll GitHub's REST API (`[github] api_url`) for the open issues of one
-//! repository that carry a label, and work on each through [`super::worker::Worker`]: triage,
+//! repository that carry a label that starts an agent ([`Routes`]), and work on each with that
+//! agent through [`super::worker::Worker`]: triage,
 //! claim through the broker, run. Several watchers (on one host or many) may poll the same
 //! repository: the broker's claim lets exactly one of them run each issue.
 
@@ -8,6 +9,7 @@ use std::time::Duration;
 
 use super::worker::{Job, WorkOutcome, Worker};
 use super::{Result, TriggerError};
+use crate::agents::{RouteOptions, Routes};
 use crate::github::{GithubClient, IssueSource};
 use airlock_protocol::ClaimState;
 
@@ -16,8 +18,9 @@ use airlock_protocol::ClaimState;
 pub struct WatchOptions {
     /// `OWNER/REPO`.
     pub repository: String,
-    /// The label that asks for a run.
-    pub label: String,
+    /// The label that starts the default agent; when absent, the default agent's own trigger
+    /// label. Every agent of `[agent] triggered` started by a label is polled too.
+    pub label: Option<String>,
     /// The pause between two polls.
     pub interval: Duration,
     /// Poll once, work on what it found, and stop.
@@ -64,27 +67,56 @@ pub fn watch(
     report: &mut dyn FnMut(WatchLine),
 ) -> Result<()> {
     let (owner, repo) = split_repository(&options.repository)?;
-    if options.label.trim().is_empty() {
+    if options
+        .label
+        .as_deref()
+        .is_some_and(|l| l.trim().is_empty())
+    {
         return Err(TriggerError::Usage("--label must not be empty".to_owned()));
+    }
+    let config = worker.load_config()?;
+    let routes = Routes::build(RouteOptions {
+        default_agent: config.agent.definition.as_deref(),
+        label: options.label.as_deref(),
+        triggered: &config.agent.triggered,
+        review_pull_requests: false,
+    })?;
+    let labels = routes.labels();
+    if labels.is_empty() {
+        return Err(TriggerError::Usage(
+            "no label starts an agent: pass --label, or list agents with `on = \"issue-labeled\"` \
+             in [agent] triggered"
+                .to_owned(),
+        ));
     }
     let mut finished: BTreeSet<u64> = BTreeSet::new();
     loop {
         let config = worker.load_config()?;
         let listed = GithubClient::from_config(&config.github).and_then(|client| {
-            client.labelled_open_issues(&owner, &repo, &options.label, &config.github)
+            let mut found: Vec<(u64, String)> = Vec::new();
+            for label in &labels {
+                for n in client.labelled_open_issues(&owner, &repo, label, &config.github)? {
+                    if !found.iter().any(|(m, _)| *m == n) {
+                        found.push((n, label.clone()));
+                    }
+                }
+            }
+            found.sort();
+            Ok(found)
         });
         match listed {
             Err(e) if options.once => return Err(e.into()),
             Err(e) => report(WatchLine::PollFailed(e.to_string())),
-            Ok(numbers) => {
+            Ok(found) => {
+                let numbers: Vec<u64> = found.iter().map(|(n, _)| *n).collect();
                 report(WatchLine::Polled {
                     numbers: numbers.clone(),
                 });
-                let todo: Vec<u64> = numbers
+                let todo: Vec<(u64, String)> = found
                     .into_iter()
-                    .filter(|n| !finished.contains(n))
+                    .filter(|(n, _)| !finished.contains(n))
                     .collect();
-                for n in todo {
+                for (n, label) in todo {
                     let Ok(IssueSource::GitHub(reference)) =
                         IssueSource::parse(&format!("github:{owner}/{repo}#{n}"))
                     else {
@@ -94,6 +126,7 @@ pub fn watch(
                         issue: IssueSource::GitHub(reference.clone()),
                         repo: None,
                         commit: None,
+                        agent: routes.for_label(&label).map(str::to_owned),
                     });
                     let again = matches!(
                         outcome,

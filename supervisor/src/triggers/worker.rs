@@ -49,6 +49,9 @@ pub struct Job {
     pub repo: Option<String>,
     /// The revision to pin (the batch's one pin); the default branch's head when absent.
     pub commit: Option<String>,
+    /// The agent its trigger chose (a built-in name or a definition's path); `[agent]
+    /// definition`, else the issue fixer, when absent.
+    pub agent: Option<String>,
 }
 
 /// How a run that started ended.
@@ -322,14 +325,15 @@ impl Worker {
             issue: IssueSource::FollowUp(brief.queue_id),
             repo: Some(repo),
             commit: None,
+            agent: None,
         };
         Ok(self.run(&job, None))
     }
 
-    /// Review pull request `reference` with the code path of `airlock review`: its review
-    /// queued with the broker, or why not. A review takes no claim: it is of one head commit,
-    /// and a delivery is acted on once.
-    pub fn review(&self, reference: &GithubIssueRef) -> WorkOutcome {
+    /// Review pull request `reference` with the code path of `airlock review` and `agent` (the
+    /// built-in reviewer when absent): its review queued with the broker, or why not. A review
+    /// takes no claim: it is of one head commit, and a delivery is acted on once.
+    pub fn review(&self, reference: &GithubIssueRef, agent: Option<&str>) -> WorkOutcome {
         let args = crate::review::ReviewArgs {
             pr: format!(
                 "github:{}/{}#{}",
@@ -337,6 +341,7 @@ impl Worker {
             ),
             repo: self.clone.clone(),
             model: self.model.clone(),
+            agent: agent.map(str::to_owned),
             config: self.config.clone(),
             exe: self.exe.clone(),
             progress: self.progress,
@@ -378,7 +383,7 @@ impl Worker {
             commit: job.commit.clone(),
             issue: job.issue.clone(),
             model: self.model.clone(),
-            agent: None,
+            agent: job.agent.clone(),
             config: self.config.clone(),
             exe: self.exe.clone(),
             fetch: false,
