@@ -585,6 +585,7 @@ impl<'s> Session<'s> {
             history: self.tools.history,
             worktree: self.tools.worktree,
             references: &references,
+            learnings: self.spec.config.docs.learnings.as_deref(),
         });
         self.ledger().candidates = warm.candidates;
         for read in &warm.reads {
