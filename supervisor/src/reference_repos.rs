@@ -551,7 +551,8 @@ pub fn is_reference_path(path: &str) -> bool {
     trimmed.starts_with(READ_PREFIX) || trimmed == READ_PREFIX.trim_end_matches('/')
 }
 
-/// The reference repositories of one run: their checkouts, opened on first use.
+/// The reference repositories of one run: their checkouts, opened on first use and removed
+/// when the run ends.
 pub struct ReferenceRepos {
     repos: Vec<RunRepo>,
     /// The call's `skill_call` event, recorded once the run starts.
@@ -724,6 +725,24 @@ impl ReferenceRepos {
             ));
         }
         text
+    }
+}
+
+/// The materialised copies are the run's scratch, not its record (the audit log keeps the URL
+/// and commit of each): they go when the run ends, parked or not. A resumed run materialises
+/// again on its first read.
+impl Drop for ReferenceRepos {
+    fn drop(&mut self) {
+        let materialised = self.repos.iter().any(|r| r.reader.get().is_some());
+        if materialised
+            && self.dir.exists()
+            && let Err(e) = std::fs::remove_dir_all(&self.dir)
+        {
+            tracing::warn!(
+                "cannot remove the reference copies {}: {e}",
+                self.dir.display()
+            );
+        }
     }
 }
 

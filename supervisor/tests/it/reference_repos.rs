@@ -310,10 +310,15 @@ pub fn a_run_records_its_one_call_reads_references_and_refuses_them_as_edit_targ
                 "arguments": {"path": target, "old_text": "ok", "new_text": "OK"}}],
                "expect_contains": [format!("cited-reference-repo-as-edit-target:{target}")],
                "expect_tool_error": true}),
-        json!({"tool_calls": [{"name": "open_pr", "arguments": {
-                "title": "x", "diff_digest": {"files_changed": ["calc/ops.py", target]}}}],
+        // The reference copy is as it was: the write and the edit changed nothing (each turn's
+        // expectations are of the result of the turn before).
+        json!({"tool_calls": [{"name": "read_file",
+                "arguments": {"path": target, "start_line": 1, "end_line": 200}}],
                "expect_contains": [format!("cited-reference-repo-as-edit-target:{target}")],
                "expect_tool_error": true}),
+        json!({"tool_calls": [{"name": "open_pr", "arguments": {
+                "title": "x", "diff_digest": {"files_changed": ["calc/ops.py", target]}}}],
+               "expect_contains": [SERVER_JS.lines().next().unwrap()], "expect_tool_error": false}),
         json!({"text": outcome("escalate", 0.3).to_string(),
                "expect_contains": [format!("cited-reference-repo-as-edit-target:{target}")],
                "expect_tool_error": true}),
@@ -328,12 +333,17 @@ pub fn a_run_records_its_one_call_reads_references_and_refuses_them_as_edit_targ
         .map(|r| r["message"]["content"].as_str().unwrap())
         .collect();
     let exact = format!("cited-reference-repo-as-edit-target:{target}");
-    assert_eq!(texts.len(), 5, "{texts:?}");
-    assert_eq!(&texts[2..], [exact.as_str(); 3]);
-    // Nothing reached the broker; nothing was written in the reference checkout or the tree.
+    assert_eq!(texts.len(), 6, "{texts:?}");
+    assert_eq!(&texts[2..4], [exact.as_str(); 2]);
+    for line in SERVER_JS.lines().filter(|l| !l.is_empty()) {
+        assert!(texts[4].contains(line), "{line:?} not in {}", texts[4]);
+    }
+    assert!(!texts[4].contains("changed") && !texts[4].contains("'OK'"));
+    assert_eq!(texts[5], exact);
+    // Nothing reached the broker; nothing was written in the tree; the reference copy, the
+    // run's scratch, went when the run ended.
     assert!(broker.submitted.lock().unwrap().is_empty());
-    let materialised = report.run_dir.join("reference/svc/src/server.js");
-    assert_eq!(std::fs::read_to_string(materialised).unwrap(), SERVER_JS);
+    assert!(!report.run_dir.join("reference").exists());
     assert!(!report.run_dir.join("worktree/@reference").exists());
 
     let records = audit_records(&fx);
