@@ -23,6 +23,10 @@ pub struct Brief {
     pub max_reads: u32,
     /// Most model turns.
     pub max_turns: u32,
+    /// The run's reference repositories by slug, which `read_file` also reads as
+    /// `@reference/<slug>/<path>`; none for most runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub references: Vec<String>,
 }
 
 /// The `<!-- prompt: reader-brief vN -->` tag of the brief.
@@ -78,6 +82,16 @@ pub fn render_brief(b: &Brief) -> String {
         rest = &after[end + 2..];
     }
     out.push_str(rest);
+    if !b.references.is_empty() {
+        out.push_str(&format!(
+            "\n# Reference repositories\n\nThe operator lists exemplar repositories beside the \
+             checkout: {}. read_file reads one as `{prefix}<slug>/<path>` (search_repo searches \
+             the checkout only). They are exemplars to compare with, read-only like the rest; an \
+             anchor in one names its `{prefix}<slug>/` path.\n",
+            b.references.join(", "),
+            prefix = crate::repo_tools::REFERENCE_PREFIX
+        ));
+    }
     out
 }
 
@@ -171,6 +185,7 @@ mod tests {
             why: "The issue says add is wrong.".into(),
             max_reads: 7,
             max_turns: 5,
+            references: Vec::new(),
         }
     }
 
@@ -192,5 +207,18 @@ mod tests {
         assert!(text.contains("Where is {{WHY}} add() defined?"));
         assert!(!text.contains("<!-- prompt"));
         assert_eq!(brief_version(), "reader-brief v1");
+    }
+
+    #[test]
+    fn reference_repositories_are_named_only_when_the_run_has_some() {
+        assert!(!render_brief(&brief()).contains("# Reference repositories"));
+        let with = Brief {
+            references: vec!["svc".into(), "auth".into()],
+            ..brief()
+        };
+        let text = render_brief(&with);
+        assert!(text.contains("# Reference repositories"), "{text}");
+        assert!(text.contains("checkout: svc, auth."), "{text}");
+        assert!(text.contains("`@reference/<slug>/<path>`"), "{text}");
     }
 }

@@ -140,10 +140,26 @@ impl CodegraphSearch {
     }
 }
 
-/// The reader's tools over a checkout: bounded reads and codegraph search, nothing else.
+/// How a path names a file of a reference repository (an exemplar the agent reads, never
+/// edits): `@reference/<slug>/<path>`. The one spelling of the prefix.
+pub const REFERENCE_PREFIX: &str = "@reference/";
+
+/// `@reference/<slug>/<path>` split into slug and path; `None` for any other path.
+pub fn split_reference_path(path: &str) -> Option<(&str, &str)> {
+    let rest = path
+        .trim_start_matches("./")
+        .trim_start_matches('/')
+        .strip_prefix(REFERENCE_PREFIX)?;
+    let (slug, inner) = rest.split_once('/')?;
+    (!slug.is_empty() && !inner.is_empty()).then_some((slug, inner))
+}
+
+/// The reader's tools over a checkout: bounded reads and codegraph search, nothing else; and
+/// bounded reads of the run's reference repositories (`@reference/<slug>/<path>`).
 pub struct CheckoutTools {
     reader: BoundedReader,
     search: CodegraphSearch,
+    references: Vec<(String, BoundedReader)>,
 }
 
 impl CheckoutTools {
@@ -157,7 +173,33 @@ impl CheckoutTools {
     ) -> Result<Self, String> {
         let reader = BoundedReader::open(root).map_err(|e| e.to_string())?;
         let search = CodegraphSearch::open(root, index_dir, index_key, commit)?;
-        Ok(CheckoutTools { reader, search })
+        Ok(CheckoutTools {
+            reader,
+            search,
+            references: Vec::new(),
+        })
+    }
+
+    /// Add the reference repository `slug`, materialised at `root`, to what `read_file`
+    /// reads (as `@reference/<slug>/<path>`).
+    pub fn with_reference(mut self, slug: &str, root: &Path) -> Result<Self, String> {
+        let valid = !slug.is_empty()
+            && slug
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && !slug.starts_with('.');
+        if !valid {
+            return Err(format!(
+                "reference slug {slug:?}: use letters, digits, `-`, `_` and `.`, not first"
+            ));
+        }
+        if self.references.iter().any(|(s, _)| s == slug) {
+            return Err(format!("reference slug {slug:?} is given twice"));
+        }
+        let reader = BoundedReader::open(root)
+            .map_err(|e| format!("reference {slug} at {}: {e}", root.display()))?;
+        self.references.push((slug.to_owned(), reader));
+        Ok(self)
     }
 }
 
@@ -170,7 +212,44 @@ impl ReaderTools for CheckoutTools {
     }
 
     fn read_lines(&self, path: &str, start: usize, end: usize) -> Result<ReadOutcome, String> {
-        read_window(&self.reader, path, start, end)
-            .map_err(|(code, message)| format!("{code}: {message}"))
+        let Some((slug, inner)) = split_reference_path(path) else {
+            return read_window(&self.reader, path, start, end)
+                .map_err(|(code, message)| format!("{code}: {message}"));
+        };
+        let Some((_, reader)) = self.references.iter().find(|(s, _)| s == slug) else {
+            let known: Vec<&str> = self.references.iter().map(|(s, _)| s.as_str()).collect();
+            return Err(format!(
+                "unknown_reference: no reference repository `{slug}`; {}",
+                if known.is_empty() {
+                    "this run has none".to_owned()
+                } else {
+                    format!("this run has {}", known.join(", "))
+                }
+            ));
+        };
+        let mut read = read_window(reader, inner, start, end)
+            .map_err(|(code, message)| format!("{code}: {message}"))?;
+        read.path = format!("{REFERENCE_PREFIX}{slug}/{}", read.path);
+        Ok(read)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_paths_split_into_slug_and_path_and_nothing_else_does() {
+        assert_eq!(
+            split_reference_path("@reference/svc/src/a.js"),
+            Some(("svc", "src/a.js"))
+        );
+        assert_eq!(
+            split_reference_path("./@reference/svc/a"),
+            Some(("svc", "a"))
+        );
+        assert_eq!(split_reference_path("@reference/svc/"), None);
+        assert_eq!(split_reference_path("@reference/svc"), None);
+        assert_eq!(split_reference_path("src/@reference/svc/a"), None);
     }
 }

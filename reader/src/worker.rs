@@ -305,6 +305,7 @@ mod tests {
                 why: "Checking a report.".into(),
                 max_reads,
                 max_turns,
+                references: Vec::new(),
             },
         })
         .unwrap()

@@ -121,6 +121,21 @@ pub struct ReaderWorkerArgs {
     /// Where the supervisor's messages arrive (a FIFO); stdin when absent.
     #[arg(long)]
     input: Option<PathBuf>,
+    /// A reference repository the reader may read as `@reference/SLUG/...`: SLUG=DIR, the
+    /// directory of its materialised commit (read-only). Repeatable.
+    #[arg(long, value_parser = parse_reference)]
+    reference: Vec<(String, PathBuf)>,
+}
+
+fn parse_reference(given: &str) -> Result<(String, PathBuf), String> {
+    match given.split_once('=') {
+        Some((slug, dir)) if !slug.is_empty() && !dir.is_empty() => {
+            Ok((slug.to_owned(), PathBuf::from(dir)))
+        }
+        _ => Err(format!(
+            "{given:?} is not SLUG=DIR (the reference's slug, `=`, its directory)"
+        )),
+    }
 }
 
 fn parse_issue_source(given: &str) -> Result<IssueSource, String> {
@@ -259,7 +274,7 @@ fn describe_cost(u: &airlock_supervisor::runner::ModelUsage) -> String {
 
 /// `airlock reader-worker`: serve one reader over stdout and the input FIFO (or stdin).
 pub fn reader_worker(args: ReaderWorkerArgs) -> anyhow::Result<ExitCode> {
-    let tools = airlock_reader::repo_tools::CheckoutTools::open(
+    let mut tools = airlock_reader::repo_tools::CheckoutTools::open(
         &args.root,
         &args.index_dir,
         args.index_key.as_deref(),
@@ -267,6 +282,12 @@ pub fn reader_worker(args: ReaderWorkerArgs) -> anyhow::Result<ExitCode> {
     )
     .map_err(anyhow::Error::msg)
     .context("opening the checkout for the reader")?;
+    for (slug, dir) in &args.reference {
+        tools = tools
+            .with_reference(slug, dir)
+            .map_err(anyhow::Error::msg)
+            .context("opening a reference repository for the reader")?;
+    }
     let stdout = std::io::stdout().lock();
     match &args.input {
         Some(path) => {

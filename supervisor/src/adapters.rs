@@ -654,7 +654,10 @@ impl Write for LineSink {
 }
 
 impl ReaderLauncher for SandboxReaderLauncher {
-    fn launch(&self) -> PortResult<Box<dyn ReaderChannel>> {
+    fn launch(
+        &self,
+        references: &[crate::delegate::ReferenceMount],
+    ) -> PortResult<Box<dyn ReaderChannel>> {
         std::fs::create_dir_all(&self.scratch)?;
         let fifo_dir = tempfile::Builder::new()
             .prefix("reader-")
@@ -679,7 +682,7 @@ impl ReaderLauncher for SandboxReaderLauncher {
         let (tx, rx) = mpsc::channel();
         // The FIFO is granted on its own (a FIFO in a granted directory is never the host's),
         // read-only, at a path of the sandbox's own outside anything writable.
-        let builder = SandboxBuilder::new()
+        let mut builder = SandboxBuilder::new()
             .system_ro()
             .ro(&self.exe)
             .ro(&self.worktree)
@@ -687,7 +690,11 @@ impl ReaderLauncher for SandboxReaderLauncher {
             .ro_at(&fifo, READER_INPUT)
             .cwd(&self.worktree)
             .timeout(self.timeout);
-        let argv: Vec<String> = vec![
+        // Each reference repository's materialised commit, read-only like the worktree.
+        for mount in references {
+            builder = builder.ro(&mount.root);
+        }
+        let mut argv: Vec<String> = vec![
             self.exe.display().to_string(),
             "reader-worker".into(),
             "--root".into(),
@@ -701,6 +708,10 @@ impl ReaderLauncher for SandboxReaderLauncher {
             "--input".into(),
             READER_INPUT.into(),
         ];
+        for mount in references {
+            argv.push("--reference".into());
+            argv.push(format!("{}={}", mount.slug, mount.root.display()));
+        }
         let done = std::thread::spawn(move || {
             let mut sink = LineSink {
                 buf: Vec::new(),

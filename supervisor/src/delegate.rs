@@ -33,10 +33,20 @@ pub trait ReaderChannel {
     fn close(&mut self) -> String;
 }
 
+/// A reference repository a reader may read: its slug and the directory its commit is
+/// materialised in (granted to the worker read-only, read as `@reference/<slug>/<path>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReferenceMount {
+    /// The slug of `@reference/<slug>/`.
+    pub slug: String,
+    /// The materialised commit.
+    pub root: std::path::PathBuf,
+}
+
 /// Starts reader workers (a sandboxed `airlock reader-worker` process in production).
 pub trait ReaderLauncher {
-    /// Start one worker.
-    fn launch(&self) -> PortResult<Box<dyn ReaderChannel>>;
+    /// Start one worker, which also reads the reference repositories of `references`.
+    fn launch(&self, references: &[ReferenceMount]) -> PortResult<Box<dyn ReaderChannel>>;
 }
 
 /// What a delegation produced.
@@ -93,16 +103,19 @@ pub struct CallUsage {
 pub struct DelegateCtx<'a> {
     /// The model the reader's calls are relayed to.
     pub model: &'a dyn ChatModel,
-    /// The worktree, to check anchors.
+    /// The worktree, to check anchors (with the reference repositories beside it when the run
+    /// has any: `reference_repos::WithReferences`).
     pub worktree: &'a dyn Worktree,
     /// Starts the worker process.
     pub launcher: &'a dyn ReaderLauncher,
+    /// The reference repositories the worker may read; empty for most runs.
+    pub references: &'a [ReferenceMount],
 }
 
 /// Run one reader to completion. Errors starting the worker are returned; everything the
 /// reader or its model does wrong ends in a dropped digest instead.
 pub fn delegate(ctx: &DelegateCtx<'_>, brief: &Brief) -> PortResult<Delegation> {
-    let mut channel = ctx.launcher.launch()?;
+    let mut channel = ctx.launcher.launch(ctx.references)?;
     let result = relay(ctx, brief, channel.as_mut());
     let exit = channel.close();
     let mut delegation = result?;

@@ -17,10 +17,10 @@
 //! `files_changed` path under that prefix is refused with
 //! `cited-reference-repo-as-edit-target:<path>` ([`edit_target_refusal`]).
 
-use crate::ports::{Hit, PortResult, ReadOutcome, ToolFailure};
+use crate::ports::{Hit, PortResult, ReadOutcome, ToolFailure, Worktree};
 use airlock_checkout::{BoundedReader, CheckoutError, MirrorCache, MirrorOptions};
 use airlock_codegraph::structure::{self, RepoStructure};
-use airlock_reader::repo_tools::{CodegraphSearch, read_window};
+use airlock_reader::repo_tools::{CodegraphSearch, read_window, split_reference_path};
 use serde::{Deserialize, Serialize};
 use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
@@ -39,7 +39,7 @@ pub const DIR_UNREADABLE: &str = "mesh-config-dir-unreadable";
 /// `:<path>`).
 pub const EDIT_TARGET_CODE: &str = "cited-reference-repo-as-edit-target";
 /// The prefix under which a run's agent sees the reference repositories' files.
-pub const READ_PREFIX: &str = "@reference/";
+pub const READ_PREFIX: &str = airlock_reader::repo_tools::REFERENCE_PREFIX;
 
 /// One repository's status. Never collapsed: each names its own fix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -636,6 +636,30 @@ impl ReferenceRepos {
             })
     }
 
+    /// Every repository materialised, for a reader worker to be granted read-only; one that
+    /// cannot be is left out (with a warning: the agent's own read of it says why).
+    pub fn mounts(&self) -> Vec<crate::delegate::ReferenceMount> {
+        self.repos
+            .iter()
+            .filter_map(|repo| match self.reader_of(repo) {
+                Ok(_) => Some(crate::delegate::ReferenceMount {
+                    slug: repo.checkout.slug.clone(),
+                    root: self.dir.join(&repo.checkout.slug),
+                }),
+                Err(e) => {
+                    tracing::warn!("reference {} is not materialised: {e}", repo.checkout.slug);
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// The number of lines of `@reference/<slug>/<path>`, `None` when it is no readable file.
+    pub fn line_count(&self, path: &str) -> Option<usize> {
+        let read = self.read_lines(path, 1, 1).ok()?;
+        usize::try_from(read.line_count).ok()
+    }
+
     /// Lines `start..=end` of `@reference/<slug>/<path>`, through a bounded reader of that
     /// repository's commit. The outcome's path is the prefixed one.
     pub fn read_lines(&self, path: &str, start: usize, end: usize) -> PortResult<ReadOutcome> {
@@ -646,8 +670,16 @@ impl ReferenceRepos {
             )
         })?;
         let repo = self.find(slug)?;
-        let reader = repo
-            .reader
+        let reader = self.reader_of(repo)?;
+        let mut read = read_window(reader, inner, start, end)
+            .map_err(|(code, message)| ToolFailure::new(code, message))?;
+        read.path = format!("{READ_PREFIX}{slug}/{}", read.path);
+        Ok(read)
+    }
+
+    /// The bounded reader of `repo`'s commit, materialised on first use.
+    fn reader_of<'r>(&'r self, repo: &'r RunRepo) -> PortResult<&'r BoundedReader> {
+        repo.reader
             .get_or_init(|| {
                 let dest = self.dir.join(&repo.checkout.slug);
                 // A resumed run materialises again, perhaps at another commit.
@@ -664,11 +696,7 @@ impl ReferenceRepos {
                 worktree.reader().map_err(|e| e.to_string())
             })
             .as_ref()
-            .map_err(|e| ToolFailure::new("reference_unavailable", e.clone()))?;
-        let mut read = read_window(reader, inner, start, end)
-            .map_err(|(code, message)| ToolFailure::new(code, message))?;
-        read.path = format!("{READ_PREFIX}{slug}/{}", read.path);
-        Ok(read)
+            .map_err(|e| ToolFailure::new("reference_unavailable", e.clone()))
     }
 
     /// Hits for `query` in the repository `slug`, their paths prefixed.
@@ -728,6 +756,56 @@ impl ReferenceRepos {
     }
 }
 
+/// The worktree with the run's reference repositories beside it, for checking what a reader
+/// saw: a path under `@reference/` is read from the reference copy, any other from the
+/// worktree. Nothing is written through it but to the worktree, where the policy decides.
+pub struct WithReferences<'a> {
+    /// The run's worktree.
+    pub worktree: &'a dyn Worktree,
+    /// The run's reference repositories.
+    pub references: &'a ReferenceRepos,
+}
+
+impl Worktree for WithReferences<'_> {
+    fn root(&self) -> &Path {
+        self.worktree.root()
+    }
+
+    fn read_lines(&self, path: &str, start: usize, end: usize) -> PortResult<ReadOutcome> {
+        if is_reference_path(path) {
+            self.references.read_lines(path, start, end)
+        } else {
+            self.worktree.read_lines(path, start, end)
+        }
+    }
+
+    fn read_for_edit(&self, path: &str) -> PortResult<String> {
+        match edit_target_refusal(path) {
+            Some(refusal) => Err(ToolFailure::new(EDIT_TARGET_CODE, refusal)),
+            None => self.worktree.read_for_edit(path),
+        }
+    }
+
+    fn write(&self, path: &str, content: &str) -> PortResult<()> {
+        match edit_target_refusal(path) {
+            Some(refusal) => Err(ToolFailure::new(EDIT_TARGET_CODE, refusal)),
+            None => self.worktree.write(path, content),
+        }
+    }
+
+    fn line_count(&self, path: &str) -> Option<usize> {
+        if is_reference_path(path) {
+            self.references.line_count(path)
+        } else {
+            self.worktree.line_count(path)
+        }
+    }
+
+    fn file_tree(&self, query: &str, char_budget: usize) -> String {
+        self.worktree.file_tree(query, char_budget)
+    }
+}
+
 /// The materialised copies are the run's scratch, not its record (the audit log keeps the URL
 /// and commit of each): they go when the run ends, parked or not. A resumed run materialises
 /// again on its first read.
@@ -744,16 +822,6 @@ impl Drop for ReferenceRepos {
             );
         }
     }
-}
-
-/// `@reference/<slug>/<path>` split into slug and path.
-fn split_reference_path(path: &str) -> Option<(&str, &str)> {
-    let rest = path
-        .trim_start_matches("./")
-        .trim_start_matches('/')
-        .strip_prefix(READ_PREFIX)?;
-    let (slug, inner) = rest.split_once('/')?;
-    (!slug.is_empty() && !inner.is_empty()).then_some((slug, inner))
 }
 
 #[cfg(test)]

@@ -181,6 +181,68 @@ fn run_queues_a_pull_request_with_a_sandboxed_reader() {
     assert_eq!(seen[1]["args"]["base_commit"], s.commit);
 }
 
+#[test]
+fn a_sandboxed_reader_reads_a_reference_repository_beside_the_checkout() {
+    let s = setup();
+    let socket = s.dir.path().join("broker.sock");
+    let _seen = broker_stub(&socket);
+    let config = write_config(&s, &socket);
+    // An exemplar repository, listed in the operator's reference directory.
+    let exemplar = s.dir.path().join("exemplar");
+    airlock_testkit::git::repo_with(
+        &exemplar,
+        &[(
+            "lib/sum.py",
+            "def total(xs):\n    out = 0\n    for x in xs:\n        out += x\n    return out\n",
+        )],
+    );
+    let refs = s.dir.path().join("refs");
+    std::fs::create_dir_all(&refs).unwrap();
+    std::fs::write(
+        refs.join("ex.yml"),
+        format!(
+            "repo: file://{}\nrationale: How we sum.\n",
+            exemplar.display()
+        ),
+    )
+    .unwrap();
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[reference_repos]\ndir = \"refs\"\n");
+    std::fs::write(&config, text).unwrap();
+    let target = "@reference/ex/lib/sum.py";
+    let digest = json!({"answer": "It adds with +=.", "anchors": [{"path": target, "line_start": 4, "line_end": 4, "claim": "adds"}],
+                        "ruled_out": [], "also_noticed": [], "injection_observed": [], "complete": true, "reads_used": 1});
+    let escalate = json!({"outcome": "escalate", "summary": "compared with the exemplar", "root_cause": "",
+        "files_changed": [], "tests_added": [], "test_evidence": {"before": "", "after": ""},
+        "also_noticed": [], "injection_observed": [], "confidence": 0.2});
+    let turns = [
+        call(
+            "delegate_read",
+            json!({"question": "How does the exemplar sum?", "why": "add() should follow it.", "max_reads": 2, "max_turns": 3}),
+        ),
+        // The sandboxed reader reads the exemplar, granted to it read-only.
+        json!({"tool_calls": [{"name": "read_file", "arguments": {"path": target, "start_line": 1, "end_line": 5}}]}),
+        json!({"text": digest.to_string(), "expect_contains": ["@reference/ex/lib/sum.py lines 1-5 of 5", "4|         out += x"]}),
+        json!({"text": escalate.to_string(), "expect_contains": ["Reader digest", target], "expect_tool_error": false}),
+    ];
+    let out = run_airlock(&s, &config, &turns, &["--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let audit = std::fs::read_to_string(s.dir.path().join("audit.jsonl")).unwrap();
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("\"file_read\"") && l.contains(target)),
+        "the reader's read is in the audit log"
+    );
+    assert!(!audit.contains("integrity_violation"), "{audit}");
+}
+
 /// A broker that goes away as a killed one does: it reads the first open_pr, closes the
 /// connection without a reply and stops listening; after `away` it listens again (when
 /// `comes_back`) and queues the resent request.

@@ -6,6 +6,7 @@
 use super::{Tool, ToolReply, Toolbox, args};
 use crate::delegate::{self, DelegateCtx};
 use crate::ledger::Result;
+use crate::reference_repos::WithReferences;
 use airlock_audit::{Event, SourceKind, sha256_hex};
 use airlock_model::{ToolCall, ToolSpec};
 use airlock_reader::Brief;
@@ -55,11 +56,28 @@ pub(super) fn delegate_read(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<Too
         why: args.why,
         max_reads: args.max_reads.clamp(1, budgets.reader_max_reads),
         max_turns: args.max_turns.clamp(1, budgets.reader_max_turns),
+        references: Vec::new(),
+    };
+    // The reference repositories are materialised for the worker to read; one that cannot be
+    // is left out of the brief (the agent's own reads of it say why).
+    let mounts = if tb.references.is_empty() {
+        Vec::new()
+    } else {
+        tb.references.mounts()
+    };
+    let brief = Brief {
+        references: mounts.iter().map(|m| m.slug.clone()).collect(),
+        ..brief
+    };
+    let with_references = WithReferences {
+        worktree: tb.worktree,
+        references: tb.references,
     };
     let ctx = DelegateCtx {
         model: tb.model,
-        worktree: tb.worktree,
+        worktree: &with_references,
         launcher: tb.readers,
+        references: &mounts,
     };
     let ledger = &mut tb.ledger;
     ledger.counts.delegations += 1;

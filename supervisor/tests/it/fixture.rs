@@ -3,7 +3,7 @@
 
 use airlock_reader::repo_tools::CheckoutTools;
 use airlock_reader::{FromSupervisor, FromWorker};
-use airlock_supervisor::delegate::{ReaderChannel, ReaderLauncher};
+use airlock_supervisor::delegate::{ReaderChannel, ReaderLauncher, ReferenceMount};
 use airlock_supervisor::ports::{BrokerReply, PortResult, PrSink, RunRegistration, ToolFailure};
 use airlock_supervisor::runner::{self, Overrides, RunArgs, RunReport};
 use serde_json::{Value, json};
@@ -246,10 +246,11 @@ struct ThreadChannel {
 }
 
 impl ReaderLauncher for ThreadLauncher {
-    fn launch(&self) -> PortResult<Box<dyn ReaderChannel>> {
+    fn launch(&self, references: &[ReferenceMount]) -> PortResult<Box<dyn ReaderChannel>> {
         let (worker_out_r, worker_out_w) = std::io::pipe()?;
         let (worker_in_r, worker_in_w) = std::io::pipe()?;
         let index_dir = self.index_dir.clone();
+        let references = references.to_vec();
         let handle = std::thread::spawn(move || {
             let mut input = BufReader::new(worker_in_r);
             // The brief names the commit and repo; the worktree is the current run's. Peek the
@@ -272,7 +273,11 @@ impl ReaderLauncher for ThreadLauncher {
                 .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
                 .collect();
             assert_eq!(keys.len(), 1, "one index per fixture: {keys:?}");
-            let tools = CheckoutTools::open(&root, &index_dir, Some(&keys[0]), &commit).unwrap();
+            let mut tools =
+                CheckoutTools::open(&root, &index_dir, Some(&keys[0]), &commit).unwrap();
+            for mount in &references {
+                tools = tools.with_reference(&mount.slug, &mount.root).unwrap();
+            }
             match airlock_reader::run_worker(&mut input, worker_out_w, &tools) {
                 Ok(()) => "worker finished".to_string(),
                 Err(e) => format!("worker error: {e}"),

@@ -42,6 +42,10 @@ fn main() -> std::process::ExitCode {
             reference_repos::a_run_without_reference_repositories_records_the_empty_call,
         ),
         (
+            "reference_repos::a_reader_reads_the_reference_repositories_and_its_anchors_there_are_checked",
+            reference_repos::a_reader_reads_the_reference_repositories_and_its_anchors_there_are_checked,
+        ),
+        (
             "history::the_warm_start_mentions_the_best_earlier_fix_above_the_threshold_and_search_history_finds_it",
             history::the_warm_start_mentions_the_best_earlier_fix_above_the_threshold_and_search_history_finds_it,
         ),

@@ -107,7 +107,10 @@ impl ReaderChannel for GreedyWorker {
 struct GreedyLauncher;
 
 impl ReaderLauncher for GreedyLauncher {
-    fn launch(&self) -> PortResult<Box<dyn ReaderChannel>> {
+    fn launch(
+        &self,
+        _: &[airlock_supervisor::delegate::ReferenceMount],
+    ) -> PortResult<Box<dyn ReaderChannel>> {
         let mut tools = airlock_reader::tool_specs();
         tools.push(airlock_model::ToolSpec {
             name: "write_file".into(),
@@ -185,6 +188,7 @@ pub fn the_relay_offers_the_model_only_the_reader_tools_whatever_the_worker_asks
         model: &model,
         worktree: &NoTree,
         launcher: &GreedyLauncher,
+        references: &[],
     };
     let brief = Brief {
         repo: "r".into(),
@@ -193,6 +197,7 @@ pub fn the_relay_offers_the_model_only_the_reader_tools_whatever_the_worker_asks
         why: "w".into(),
         max_reads: 1,
         max_turns: 1,
+        references: Vec::new(),
     };
     let d = delegate::delegate(&ctx, &brief).unwrap();
     assert_eq!(

@@ -405,3 +405,68 @@ pub fn a_run_without_reference_repositories_records_the_empty_call() {
                "reason": "mesh-has-no-reference-repos"})
     );
 }
+
+pub fn a_reader_reads_the_reference_repositories_and_its_anchors_there_are_checked() {
+    let fx = Fixture::new();
+    let svc = fx.path("svc");
+    exemplar(&svc);
+    write_entry(
+        &fx.path("refs"),
+        "svc.yml",
+        &format!(
+            "repo: file://{}\nrationale: \"Follow its route layout.\"\n",
+            svc.display()
+        ),
+    );
+    let config = fx.config("");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[reference_repos]\ndir = \"refs\"\n");
+    std::fs::write(&config, text).unwrap();
+    let issue = fx.issue(ready_issue());
+    let target = "@reference/svc/src/server.js";
+    let digest = |path: &str, start: u64, end: u64| {
+        json!({
+            "answer": "The exemplar declares one route per line: app.get, then app.post.",
+            "anchors": [{"path": path, "line_start": start, "line_end": end, "claim": "the routes"}],
+            "ruled_out": [], "also_noticed": [], "injection_observed": [],
+            "complete": true, "reads_used": 1,
+        })
+        .to_string()
+    };
+    let ask = json!({"question": "How does the svc exemplar declare its routes?",
+                     "why": "The fix should follow it.", "max_reads": 3, "max_turns": 4});
+    let model = fx.script(&[
+        call("delegate_read", ask),
+        // The reader reads the exemplar through its own tools.
+        json!({"tool_calls": [{"name": "read_file",
+                "arguments": {"path": target, "start_line": 4, "end_line": 5}}],
+               "expect_last_message_contains": "Begin."}),
+        // An anchor past the end of the reference file is caught like one in the checkout...
+        json!({"text": digest(target, 4, 40),
+               "expect_contains": ["@reference/svc/src/server.js lines 4-5", "app.post('/login', login);"]}),
+        // ...and the repaired one, inside it, is accepted.
+        json!({"text": digest(target, 4, 5),
+               "expect_last_message_contains": "lines 4..40 are not inside `@reference/svc/src/server.js` (11 lines)"}),
+        json!({"text": outcome("escalate", 0.3).to_string(),
+               "expect_contains": ["Reader digest", "@reference/svc/src/server.js"],
+               "expect_tool_error": false}),
+    ]);
+    let report = fx.run(&issue, &model, &config, &BrokerStub::default());
+    assert_eq!(report.model_finish_problem, None);
+    let digests = kinds(&trajectory(&report), "reader_digest");
+    assert_eq!(digests.len(), 1, "{digests:?}");
+    assert_eq!(digests[0]["accepted"], true, "{digests:?}");
+    assert_eq!(digests[0]["repaired"], true, "{digests:?}");
+    // The supervisor re-read the reader's window from its own reference copy.
+    let records = audit_records(&fx);
+    let reader_reads: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["kind"] == "file_read" && r["payload"]["path"] == target)
+        .collect();
+    assert_eq!(reader_reads.len(), 1, "{reader_reads:?}");
+    assert!(
+        !records.iter().any(|r| r["kind"] == "integrity_violation"),
+        "the reader's report matches the supervisor's read"
+    );
+    assert!(!report.run_dir.join("reference").exists());
+}
