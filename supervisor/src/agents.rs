@@ -620,6 +620,8 @@ pub struct Routes {
     labels: Vec<(String, String)>,
     /// The agent a pull request opened or updated starts, if any.
     pub pull_request: Option<String>,
+    /// The agent a merged pull request starts, if any.
+    pub merged: Option<String>,
 }
 
 /// What a trigger contributes to [`Routes::build`].
@@ -639,9 +641,9 @@ pub struct RouteOptions<'a> {
 
 impl Routes {
     /// The routes of `options`, every agent loaded and validated. Refused: an agent that
-    /// nothing would start (`manual`), two agents on one trigger, an issue agent that does not
-    /// end with `open_pr`, a pull request agent that does not end with `submit_review`, and
-    /// `on-merge`, which no trigger starts yet.
+    /// nothing would start (`manual`), two agents on one trigger, an issue or merge agent that
+    /// does not end with `open_pr`, and a pull request agent that does not end with
+    /// `submit_review`.
     pub fn build(options: RouteOptions<'_>) -> Result<Routes> {
         let default_agent = options.default_agent.unwrap_or(DEFAULT_AGENT).to_owned();
         let agent = resolve(&default_agent)?;
@@ -661,6 +663,7 @@ impl Routes {
             default_agent: default_agent.clone(),
             labels: Vec::new(),
             pull_request: None,
+            merged: None,
         };
         let own_label = match (&agent.trigger.on, &agent.trigger.label) {
             (TriggerKind::IssueLabeled, Some(label)) => Some(label.as_str()),
@@ -720,11 +723,14 @@ impl Routes {
                     routes.pull_request = Some(spec.clone());
                 }
                 (TriggerKind::OnMerge, _) => {
-                    return Err(route(format!(
-                        "`{}` has `on = \"on-merge\"`, which no trigger of airlock starts \
-                         yet; run it with `airlock run --agent` after a merge",
-                        agent.name
-                    )));
+                    ends_with(Tool::OpenPr)?;
+                    if let Some(other) = &routes.merged {
+                        return Err(route(format!(
+                            "`{}` and `{other}` are both started by a merge; keep one",
+                            agent.name
+                        )));
+                    }
+                    routes.merged = Some(spec.clone());
                 }
             }
         }
@@ -1158,7 +1164,23 @@ change = "docs"
             "on = \"on-merge\"",
             "tool = \"open_pr\"\nchange = \"docs\"",
         );
-        assert!(refusal(vec![merge], None).contains("no trigger of airlock starts"));
+        let also = definition(
+            dir.path(),
+            "m2",
+            "on = \"on-merge\"",
+            "tool = \"open_pr\"\nchange = \"docs\"",
+        );
+        let merges = refusal(vec![merge.clone(), also], None);
+        assert!(
+            merges.contains("`m2` and `") && merges.contains("both started by a merge"),
+            "{merges}"
+        );
+        let routes = Routes::build(RouteOptions {
+            triggered: std::slice::from_ref(&merge),
+            ..RouteOptions::default()
+        })
+        .unwrap();
+        assert_eq!(routes.merged.as_deref(), Some(merge.as_str()));
         let missing = refusal(vec!["/nowhere/agent.toml".to_owned()], None);
         assert!(missing.contains("/nowhere/agent.toml"), "{missing}");
         let default_reviewer = Routes::build(RouteOptions {

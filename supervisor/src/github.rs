@@ -88,6 +88,15 @@ pub enum GithubError {
         /// `OWNER/REPO#N`.
         reference: String,
     },
+    /// An `on-merge` run was asked for a pull request that is not merged.
+    #[error(
+        "{reference} is not merged (or GitHub gave no merge commit): an on-merge run starts \
+         from the merge commit of a merged pull request"
+    )]
+    NotMerged {
+        /// `OWNER/REPO#N`.
+        reference: String,
+    },
 }
 
 /// Result alias for GitHub intake.
@@ -103,6 +112,10 @@ pub enum IssueSource {
     /// A follow-up of queue item N on which a reviewer requested changes: the issue, the
     /// branch head and the feedback come from the broker.
     FollowUp(i64),
+    /// A merged pull request, the task of an `on-merge` agent (the docs writer bringing the
+    /// documentation in line with it, say): its title, description and files become the
+    /// issue, and its merge commit the pin.
+    Merged(GithubIssueRef),
 }
 
 /// One GitHub issue, by repository and number.
@@ -685,6 +698,77 @@ pub struct FetchedPull {
     pub url: Option<String>,
     /// The files it changes, as the API lists them (`GET .../pulls/N/files`), in its order.
     pub files: Vec<String>,
+    /// Whether it is merged (`merged`).
+    pub merged: bool,
+    /// Its merge commit (`merge_commit_sha`, 40 hex), once merged.
+    pub merge_commit: Option<String>,
+}
+
+/// The most changed files a merged pull request's task lists.
+const MERGED_FILES_LISTED: usize = 50;
+
+impl FetchedPull {
+    /// The task of an `on-merge` agent for this merged pull request `r`: an issue (id `KEY-N`)
+    /// whose title and text say what was merged, by whom and which files it changed, with the
+    /// description marked as the author's, labelled `ready-for-agent` (the operator's on-merge
+    /// agent is the decision). No number and no state: it closes nothing. Refused when the pull
+    /// request is not merged.
+    pub fn merged_task(&self, r: &GithubIssueRef, cfg: &GithubConfig) -> Result<Issue> {
+        let merge = match (&self.merged, &self.merge_commit) {
+            (true, Some(commit)) => commit.clone(),
+            _ => {
+                return Err(GithubError::NotMerged {
+                    reference: r.to_string(),
+                });
+            }
+        };
+        let mut files: Vec<String> = self
+            .files
+            .iter()
+            .take(MERGED_FILES_LISTED)
+            .map(|f| format!("- {f}"))
+            .collect();
+        if self.files.len() > MERGED_FILES_LISTED {
+            files.push(format!(
+                "- ... and {} more",
+                self.files.len() - MERGED_FILES_LISTED
+            ));
+        }
+        let by = self
+            .author
+            .as_deref()
+            .map(|a| format!(" by @{a}"))
+            .unwrap_or_default();
+        let body = format!(
+            "Pull request #{n}{by} was merged as {merge}. Bring what this agent keeps (the \
+             documentation, the learnings file) in line with the change it made.\n\n\
+             Files it changed:\n{files}\n\n---\nIts description, by its author:\n\n{desc}",
+            n = r.number,
+            files = files.join("\n"),
+            desc = self.body,
+        );
+        let issue = Issue {
+            id: format!("{}-{}", cfg.project_key_for(&r.repo), r.number),
+            title: format!("After merged pull request #{}: {}", r.number, self.title),
+            body,
+            // Ready by the operator's decision: the merge is the trigger they configured, and
+            // a pull request's description is no bug report for the text rules to judge.
+            labels: vec![
+                "merged-pull-request".to_owned(),
+                crate::triage::TriageState::ReadyForAgent.label().to_owned(),
+            ],
+            number: None,
+            author: self.author.clone(),
+            state: None,
+            url: self.url.clone(),
+        };
+        issue
+            .checked(std::path::Path::new(&r.to_string()))
+            .map_err(|e| GithubError::Shape {
+                url: self.url.clone().unwrap_or_else(|| r.to_string()),
+                problem: e.to_string(),
+            })
+    }
 }
 
 /// The most files read from a pull request's file list (GitHub lists at most 3000).
@@ -756,6 +840,12 @@ impl GithubClient {
             head_sha,
             url: v.get("html_url").and_then(Value::as_str).map(str::to_owned),
             files,
+            merged: v.get("merged").and_then(Value::as_bool).unwrap_or(false),
+            merge_commit: v
+                .get("merge_commit_sha")
+                .and_then(Value::as_str)
+                .filter(|s| s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+                .map(str::to_ascii_lowercase),
         })
     }
 }

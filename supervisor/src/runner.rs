@@ -896,6 +896,7 @@ fn intake(args: &RunArgs, config: &Config) -> Result<Intake, RunError> {
             })
         }
         IssueSource::FollowUp(queue_id) => follow_up_intake(*queue_id, args, config),
+        IssueSource::Merged(reference) => merged_intake(reference, args, config),
         IssueSource::GitHub(reference) => {
             let client = GithubClient::from_config(&config.github)?;
             let fetched = client.fetch_issue(reference, &config.github)?;
@@ -948,6 +949,62 @@ fn intake(args: &RunArgs, config: &Config) -> Result<Intake, RunError> {
             })
         }
     }
+}
+
+/// An on-merge run's intake: the merged pull request's task ([`FetchedPull::merged_task`]),
+/// pinned at its merge commit (`--commit` overrides), from the pull request's repository on its
+/// forge (the read token goes there only) or `--repo`.
+///
+/// [`FetchedPull::merged_task`]: crate::github::FetchedPull::merged_task
+fn merged_intake(
+    reference: &crate::github::GithubIssueRef,
+    args: &RunArgs,
+    config: &Config,
+) -> Result<Intake, RunError> {
+    let client = GithubClient::from_config(&config.github)?;
+    let pull = client.fetch_pull(reference, &config.github)?;
+    let issue = pull.merged_task(reference, &config.github)?;
+    let clone_token = match &args.repo {
+        None => client.token().map(str::to_owned),
+        Some(_) => None,
+    };
+    let repo = match &args.repo {
+        Some(r) => r.clone(),
+        None => reference.clone_url(&config.github).ok_or_else(|| {
+            RunError::Usage(format!(
+                "--repo is needed: the clone URL of {reference} cannot be told from [github] \
+                 api_url {:?}",
+                config.github.api_url
+            ))
+        })?,
+    };
+    let (rev, from) = match (&args.commit, &pull.merge_commit) {
+        (Some(c), _) => (c.clone(), json!("--commit")),
+        (None, Some(merge)) => (merge.clone(), json!("merge_commit_sha")),
+        (None, None) => {
+            return Err(RunError::Usage(format!(
+                "{reference} has no merge commit to pin; pass --commit"
+            )));
+        }
+    };
+    let record = json!({
+        "source": "github_merged_pull",
+        "reference": reference.to_string(),
+        "api_url": config.github.api_url,
+        "url": pull.url,
+        "author": pull.author,
+        "files": pull.files.len(),
+        "pin": {"rev": rev, "from": from},
+    });
+    Ok(Intake {
+        issue,
+        repo,
+        rev,
+        refresh: true,
+        clone_token,
+        record,
+        follow_up: None,
+    })
 }
 
 /// A follow-up run's intake: the broker says where it starts (the head of the branch it pushed

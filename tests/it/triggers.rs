@@ -547,6 +547,115 @@ fn a_watcher_starts_each_labelled_issue_with_the_agent_its_label_names() {
 }
 
 #[test]
+fn a_merged_pull_request_delivered_by_webhook_runs_the_on_merge_agent_on_its_merge_commit() {
+    let w = world();
+    let dir = w.s.dir.path();
+    std::fs::write(
+        dir.join("after-merge.toml"),
+        "name = \"after-merge\"\ndescription = \"Keeps the docs in line with merges.\"\n\
+         prompt = \"Bring the docs of {{REPO}} in line with {{ISSUE_ID}}.\"\n\
+         tools = [\"search_repo\", \"read_file\", \"write_file\", \"open_pr\"]\n\
+         autonomy = \"draft-pr\"\nmax_iterations = 6\nwrite_allowlist = [\"**/*.md\"]\n\n\
+         [trigger]\non = \"on-merge\"\n\n[output]\ntool = \"open_pr\"\nchange = \"docs\"\n",
+    )
+    .unwrap();
+    let mut toml = std::fs::read_to_string(&w.airlock_toml).unwrap();
+    toml.push_str("\n[agent]\ntriggered = [\"after-merge.toml\"]\n");
+    std::fs::write(&w.airlock_toml, toml).unwrap();
+    w.api.route(
+        "/repos/acme/calc/pulls/9",
+        200,
+        json!({
+            "number": 9, "title": "Make add() add", "body": "add() subtracted; now it adds.",
+            "user": {"login": "bob"}, "state": "closed", "merged": true,
+            "merge_commit_sha": w.s.commit,
+            "html_url": "https://github.com/acme/calc/pull/9",
+            "base": {"ref": "main", "sha": w.s.commit}, "head": {"ref": "fix-add", "sha": w.s.commit},
+        }),
+    );
+    w.api.route(
+        "/repos/acme/calc/pulls/9/files?per_page=100&page=1",
+        200,
+        json!([{"filename": "calc/ops.py"}]),
+    );
+    // The run sees the merged pull request as its task, then stops.
+    let script = dir.join("after-merge.jsonl");
+    let outcome = json!({"outcome": "escalate", "summary": "looked at the merge", "root_cause": "",
+        "files_changed": [], "tests_added": [], "test_evidence": {"before": "", "after": ""},
+        "also_noticed": [], "injection_observed": [], "confidence": 0.2});
+    std::fs::write(
+        &script,
+        json!({"text": outcome.to_string(), "expect_last_message_contains": [
+            "After merged pull request #9: Make add() add",
+            "- calc/ops.py",
+            "add() subtracted; now it adds."
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let extra: Vec<std::ffi::OsString> = vec![
+        "--clone".into(),
+        w.s.repo.clone().into(),
+        "--model".into(),
+        format!("scripted:{}", script.display()).into(),
+        "--config".into(),
+        w.airlock_toml.clone().into(),
+    ];
+    let hook = start_webhook_with(&dir.join("webhook"), &extra);
+    let event = |merged: bool, head: &str| {
+        json!({
+            "action": "closed",
+            "repository": {"full_name": "acme/calc"},
+            "pull_request": {"number": 9, "merged": merged, "head": {"ref": head}},
+        })
+        .to_string()
+    };
+    let closed = event(false, "fix-add");
+    let (status, body) = deliver(
+        &hook.addr,
+        "pull_request",
+        "d-closed",
+        Some(&sign(&closed)),
+        &closed,
+    );
+    assert_eq!(
+        (status, body.trim()),
+        (200, "ignored: a pull request closed without a merge")
+    );
+    let ours = event(true, "airlock/CALC-7-1");
+    let (status, body) = deliver(
+        &hook.addr,
+        "pull_request",
+        "d-ours",
+        Some(&sign(&ours)),
+        &ours,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("its merge starts no agent"), "{body}");
+    let merged = event(true, "fix-add");
+    let (status, body) = deliver(
+        &hook.addr,
+        "pull_request",
+        "d-merged",
+        Some(&sign(&merged)),
+        &merged,
+    );
+    assert_eq!(status, 202, "{body}");
+    let mut seen = Vec::new();
+    let line = hook.wait_for("merge of acme/calc#9 ", &mut seen);
+    assert!(
+        line.starts_with("merge of acme/calc#9 escalated: looked at the merge"),
+        "{seen:#?}"
+    );
+    assert_eq!(agent_of_run(&dir.join("runs"), &line), "after-merge");
+    // Claimed through the broker like an issue, so two webhooks never run it twice.
+    assert_eq!(
+        w.api.label_changes(),
+        [("POST".to_owned(), 9, "airlock-claimed".to_owned())]
+    );
+}
+
+#[test]
 fn a_batch_triages_every_issue_first_and_runs_the_ready_ones_on_one_pin() {
     let s = setup();
     let dir = s.dir.path();

@@ -110,6 +110,7 @@ fn describe(source: &IssueSource) -> String {
         IssueSource::File(p) => p.display().to_string(),
         IssueSource::GitHub(r) => r.to_string(),
         IssueSource::FollowUp(n) => format!("follow-up of queue item {n}"),
+        IssueSource::Merged(r) => format!("{r} (merged)"),
     }
 }
 

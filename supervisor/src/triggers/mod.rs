@@ -139,6 +139,17 @@ pub enum WorkItem {
         /// The webhook delivery it came from.
         delivery: String,
     },
+    /// A pull request was merged: run the `on-merge` agent with it as its task.
+    Merged {
+        /// `OWNER/REPO` on GitHub.
+        repository: String,
+        /// The pull request's number.
+        pull_request: u64,
+        /// The agent (a built-in name or a definition's path).
+        agent: String,
+        /// The webhook delivery it came from.
+        delivery: String,
+    },
     /// A pull request was opened or updated: review it (when the webhook is configured to).
     Review {
         /// `OWNER/REPO` on GitHub.

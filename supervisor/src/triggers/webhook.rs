@@ -183,6 +183,8 @@ struct Head {
 struct PullRequest {
     number: u64,
     head: Head,
+    #[serde(default)]
+    merged: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -365,6 +367,35 @@ pub fn parse_event(event: &str, payload: &[u8], routes: &Routes, delivery: &str)
                 pull_request: pr.number,
                 head_sha: pr.head.sha,
                 agent: Some(agent),
+                delivery,
+            })
+        }
+        ("pull_request", "closed") => {
+            let Some(pr) = p.pull_request else {
+                return EventAction::Ignore(
+                    "a pull_request event without its pull request".to_owned(),
+                );
+            };
+            if pr.merged != Some(true) {
+                return EventAction::Ignore("a pull request closed without a merge".to_owned());
+            }
+            // An agent's own pull request merged starts nothing: one agent's work never
+            // starts another's, so nothing loops.
+            if pr.head.name.starts_with("airlock/") {
+                return EventAction::Ignore(
+                    "a pull request airlock opened (its merge starts no agent)".to_owned(),
+                );
+            }
+            let Some(agent) = routes.merged.clone() else {
+                return EventAction::Ignore(
+                    "no agent runs on a merge (list an on-merge agent in [agent] triggered)"
+                        .to_owned(),
+                );
+            };
+            EventAction::Work(WorkItem::Merged {
+                repository,
+                pull_request: pr.number,
+                agent,
                 delivery,
             })
         }
@@ -717,6 +748,30 @@ fn carry_out(worker: &Worker, item: &WorkItem, pulls: &PullLocks) -> (String, Wo
                 worker.follow_up(repository, *pull_request, *source),
             )
         }
+        WorkItem::Merged {
+            repository,
+            pull_request,
+            agent,
+            ..
+        } => {
+            let what = format!("merge of {repository}#{pull_request}");
+            let (owner, repo) = repository.split_once('/').unwrap_or_default();
+            let reference = GithubIssueRef {
+                owner: owner.to_owned(),
+                repo: repo.to_owned(),
+                number: *pull_request,
+                web_base: None,
+            };
+            (
+                what,
+                worker.work_on(&Job {
+                    issue: IssueSource::Merged(reference),
+                    repo: None,
+                    commit: None,
+                    agent: Some(agent.clone()),
+                }),
+            )
+        }
         WorkItem::Review {
             repository,
             pull_request,
@@ -804,6 +859,11 @@ fn queue(state: &AppState, delivery: &str, item: WorkItem) -> (StatusCode, Strin
             pull_request,
             ..
         } => format!("a review of {repository} pull #{pull_request}"),
+        WorkItem::Merged {
+            repository,
+            pull_request,
+            ..
+        } => format!("a run after the merge of {repository} pull #{pull_request}"),
     };
     let path = match state.queue.push(delivery, &item) {
         Ok(path) => path,
@@ -916,7 +976,48 @@ mod tests {
             "pull_request":{"number":4,"head":{"ref":"feature"}}}"#;
         assert!(matches!(
             parse_event("pull_request", closed, &routes(), "d11"),
-            EventAction::Ignore(_)
+            EventAction::Ignore(why) if why.contains("closed without a merge")
+        ));
+    }
+
+    #[test]
+    fn a_merged_pull_request_starts_the_on_merge_agent_and_an_agents_own_merge_starts_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let definition = dir.path().join("after-merge.toml");
+        std::fs::write(
+            &definition,
+            "name = \"after-merge\"\ndescription = \"d\"\nprompt = \"p\"\n\
+             tools = [\"read_file\", \"write_file\", \"open_pr\"]\nautonomy = \"draft-pr\"\n\
+             max_iterations = 5\n[trigger]\non = \"on-merge\"\n[output]\ntool = \"open_pr\"\n\
+             change = \"docs\"\n",
+        )
+        .unwrap();
+        let triggered = vec![definition.display().to_string()];
+        let routes = Routes::build(RouteOptions {
+            triggered: &triggered,
+            ..RouteOptions::default()
+        })
+        .unwrap();
+        let merged = br#"{"action":"closed","repository":{"full_name":"acme/calc"},
+            "pull_request":{"number":9,"merged":true,"head":{"ref":"feature"}}}"#;
+        assert_eq!(
+            parse_event("pull_request", merged, &routes, "d12"),
+            EventAction::Work(WorkItem::Merged {
+                repository: "acme/calc".to_owned(),
+                pull_request: 9,
+                agent: triggered[0].clone(),
+                delivery: "d12".to_owned(),
+            })
+        );
+        assert!(matches!(
+            parse_event("pull_request", merged, &super::tests::routes(), "d12"),
+            EventAction::Ignore(why) if why.contains("no agent runs on a merge")
+        ));
+        let ours = br#"{"action":"closed","repository":{"full_name":"acme/calc"},
+            "pull_request":{"number":10,"merged":true,"head":{"ref":"airlock/CALC-7-1"}}}"#;
+        assert!(matches!(
+            parse_event("pull_request", ours, &routes, "d13"),
+            EventAction::Ignore(why) if why.contains("its merge starts no agent")
         ));
     }
 

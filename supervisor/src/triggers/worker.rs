@@ -172,6 +172,12 @@ pub fn read_and_triage(source: &IssueSource, config: &Config) -> Result<Triaged>
                 .fetch_issue(reference, &config.github)?
                 .issue
         }
+        IssueSource::Merged(reference) => {
+            let client = GithubClient::from_config(&config.github)?;
+            client
+                .fetch_pull(reference, &config.github)?
+                .merged_task(reference, &config.github)?
+        }
         IssueSource::FollowUp(n) => {
             return Err(TriggerError::Usage(format!(
                 "follow-up of queue item {n}: a follow-up is no new issue to triage or claim; \
@@ -223,7 +229,7 @@ impl Worker {
 
     /// Claim (for a GitHub issue) and run an issue already triaged ready.
     pub fn claim_and_run(&self, job: &Job, config: &Config) -> Result<WorkOutcome> {
-        let IssueSource::GitHub(reference) = &job.issue else {
+        let (IssueSource::GitHub(reference) | IssueSource::Merged(reference)) = &job.issue else {
             return Ok(self.run(job, None));
         };
         let socket = config.broker.socket.clone().ok_or_else(|| {
