@@ -540,12 +540,7 @@ impl Engine {
                 record,
             });
         }
-        // One process builds and saves the commit's full-text index; the others wait, then
-        // load the saved one.
-        let snap = {
-            let _build = self.store.lock_build()?;
-            Arc::new(build_snapshot(&self.store, sha, snap_files)?)
-        };
+        let snap = Arc::new(build_snapshot(&self.store, sha, snap_files)?);
         self.snapshot = Some(Arc::clone(&snap));
         Ok(snap)
     }
@@ -930,19 +925,30 @@ fn build_snapshot(store: &Store, commit: String, files: Vec<SnapFile>) -> Result
         (lexical, structural)
     });
     let encoded = EncodedDocs::new(docs);
-    let saved = store
-        .load_fulltext(&commit, encoded.digest())
-        .and_then(|bundle| FullText::from_bundle(&bundle).ok())
-        .filter(|fulltext| fulltext.len() == encoded.len());
-    let fulltext = match saved {
+    let load_saved = || {
+        store
+            .load_fulltext(&commit, encoded.digest())
+            .and_then(|bundle| FullText::from_bundle(&bundle).ok())
+            .filter(|fulltext| fulltext.len() == encoded.len())
+    };
+    // A saved index is loaded without the build lock, so runs that start together on a built
+    // commit do not wait on each other; only a build takes the lock: one process builds and
+    // saves, the others wait, then load what it saved.
+    let fulltext = match load_saved() {
         Some(fulltext) => fulltext,
         None => {
-            let fulltext =
-                FullText::build_encoded(&encoded).map_err(|source| Error::FullText { source })?;
-            if let Ok(bundle) = fulltext.to_bundle() {
-                let _ = store.save_fulltext(&commit, encoded.digest(), &bundle);
+            let _build = store.lock_build()?;
+            match load_saved() {
+                Some(fulltext) => fulltext,
+                None => {
+                    let fulltext = FullText::build_encoded(&encoded)
+                        .map_err(|source| Error::FullText { source })?;
+                    if let Ok(bundle) = fulltext.to_bundle() {
+                        let _ = store.save_fulltext(&commit, encoded.digest(), &bundle);
+                    }
+                    fulltext
+                }
             }
-            fulltext
         }
     };
     let mut defs_by_name: HashMap<String, Vec<u32>> = HashMap::new();
