@@ -122,6 +122,10 @@ pub struct ReferenceRepoPin {
     pub status: Option<String>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// One step of a run. Serialised adjacently tagged: `kind` names the variant, `payload` holds
 /// its fields. Nothing here carries a credential: there is no field for one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -146,6 +150,15 @@ pub enum Event {
         input_tokens: u64,
         /// Completion tokens.
         output_tokens: u64,
+        /// Of `input_tokens`, those read from the provider's prompt cache.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        cache_read_tokens: u64,
+        /// Of `input_tokens`, those written to the provider's prompt cache.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        cache_write_tokens: u64,
+        /// What the call cost in US dollars, when the model's prices are configured.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
         /// Wall-clock latency in milliseconds.
         latency_ms: u64,
     },
@@ -597,6 +610,9 @@ mod tests {
             model: "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789".into(),
             input_tokens: 1,
             output_tokens: 1,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+            cost_usd: None,
             latency_ms: 1,
         };
         assert!(matches!(
@@ -607,6 +623,9 @@ mod tests {
             model: "claude-sonnet-4-5-20250929".into(),
             input_tokens: 1,
             output_tokens: 1,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+            cost_usd: None,
             latency_ms: 1,
         };
         assert!(ok.to_kind_payload().is_ok());

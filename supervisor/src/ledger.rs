@@ -281,6 +281,9 @@ impl<'a> Ledger<'a> {
             model: self.model.clone(),
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
+            cache_read_tokens: usage.cache_read_tokens,
+            cache_write_tokens: usage.cache_write_tokens,
+            cost_usd,
             latency_ms,
         })
     }

@@ -17,6 +17,9 @@ pub fn sample_events() -> Vec<Event> {
             model: "test-model-1".into(),
             input_tokens: 1200,
             output_tokens: 80,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+            cost_usd: None,
             latency_ms: 900,
         },
         Event::ToolCall {
@@ -309,6 +312,9 @@ fn a_key_shaped_model_name_is_refused_and_nothing_is_written() {
                 model: "sk-live-0123456789abcdefghijklmnopqrstuv".into(),
                 input_tokens: 1,
                 output_tokens: 1,
+                cache_read_tokens: 0,
+                cache_write_tokens: 0,
+                cost_usd: None,
                 latency_ms: 1,
             },
         )

@@ -100,6 +100,27 @@ pub fn turns_resend_a_byte_identical_prefix_and_the_run_reports_what_the_cache_s
     let full = (input as f64 * 3.0 + usage["output_tokens"].as_f64().unwrap() * 15.0) / 1e6;
     assert!(cost > 0.0 && cost < full, "{cost} against {full}");
     assert_eq!(report.usage.cache_read_tokens, read);
+    // The audit log's model calls carry the same figures, call by call, with their cost.
+    let audit = std::fs::read_to_string(fx.path("audit.jsonl")).unwrap();
+    let calls: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["kind"] == "model_call")
+        .collect();
+    assert_eq!(calls.len(), 4);
+    let sum = |key: &str| -> u64 {
+        calls
+            .iter()
+            .map(|c| c["payload"][key].as_u64().unwrap_or(0))
+            .sum()
+    };
+    assert_eq!(sum("cache_read_tokens"), read);
+    assert_eq!(sum("cache_write_tokens"), written);
+    let logged: f64 = calls
+        .iter()
+        .map(|c| c["payload"]["cost_usd"].as_f64().unwrap())
+        .sum();
+    assert!((logged - cost).abs() < 1e-9, "{logged} against {cost}");
 }
 
 pub fn old_results_are_condensed_for_the_model_and_kept_whole_in_the_trajectory() {
