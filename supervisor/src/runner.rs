@@ -95,6 +95,16 @@ pub enum RunError {
     /// A parked run cannot be read, written or resumed.
     #[error(transparent)]
     Park(#[from] ParkError),
+    /// A run whose model calls had begun stopped on `error`: what they used and cost, for the
+    /// outcome document ([`RunError::split_usage`] takes it apart before the error leaves the
+    /// runner).
+    #[error("{error}")]
+    Spent {
+        /// What the run's model calls used and cost before it stopped.
+        usage: ModelUsage,
+        /// What stopped it.
+        error: Box<RunError>,
+    },
     /// The run stopped on an error after it began: its outcome document says so.
     #[error("{source} (run {run_id} failed; its outcome: {})", outcome.display())]
     Failed {
@@ -199,6 +209,16 @@ impl From<&airlock_model::RunTotals> for ModelUsage {
             output_tokens: t.usage.output_tokens,
             cost_usd: t.cost_usd,
             unpriced_calls: t.unpriced_calls,
+        }
+    }
+}
+
+impl RunError {
+    /// The error without the usage a [`RunError::Spent`] carries, and that usage.
+    pub fn split_usage(self) -> (RunError, Option<ModelUsage>) {
+        match self {
+            RunError::Spent { usage, error } => (*error, Some(usage)),
+            other => (other, None),
         }
     }
 }
@@ -421,7 +441,7 @@ pub fn resume_run(args: &ResumeArgs, overrides: Overrides) -> Result<RunReport, 
         } else {
             // Nothing of the run changed (the broker was down, the model spec is wrong): it
             // stays parked, to be resumed again.
-            e
+            e.split_usage().0
         }
     })
 }
@@ -429,6 +449,9 @@ pub fn resume_run(args: &ResumeArgs, overrides: Overrides) -> Result<RunReport, 
 /// Whether a resumed run's error came once its loop had begun (the worktree and the
 /// conversation may have moved on from the parked state), rather than while it was being set up.
 fn reached_the_loop(error: &RunError) -> bool {
+    if let RunError::Spent { error, .. } = error {
+        return reached_the_loop(error);
+    }
     !matches!(
         error,
         RunError::Config(_)
@@ -679,10 +702,14 @@ fn execute(
         trajectory: &mut trajectory,
         progress: &mut progress,
     };
-    let end = match resume {
-        None => session::run(&spec, &mut env)?,
-        Some(r) => session::resume(&spec, &mut env, r.resumed)?,
+    let ended = match resume {
+        None => session::run(&spec, &mut env),
+        Some(r) => session::resume(&spec, &mut env, r.resumed),
     };
+    let end = ended.map_err(|e| RunError::Spent {
+        usage: ModelUsage::from(&model.budget().totals()),
+        error: Box::new(e.into()),
+    })?;
     let model_finish_problem = model.finish().err().map(|e| e.to_string());
     if let Some(problem) = &model_finish_problem {
         trajectory.record("model_finish_problem", json!({"problem": problem}))?;
@@ -805,9 +832,10 @@ impl Started {
     /// `run_finished` record (failed) when the audit log opens, and the worktree removed unless
     /// `keep`. Each step is best effort: the error that stopped the run is what is returned.
     fn failed(self, error: RunError, keep: bool) -> RunError {
+        let (error, usage) = error.split_usage();
         let reason = error.to_string();
         let outcome = self.run_dir.join("outcome.json");
-        let document = json!({
+        let mut document = json!({
             "run_id": self.run_id,
             "base_commit": self.base_commit,
             "issue_id": self.issue_id,
@@ -815,6 +843,10 @@ impl Started {
             "error": reason,
             "worktree_kept": keep,
         });
+        // What the model calls made before the failure cost is spent all the same.
+        if let Some(usage) = usage {
+            document["model_usage"] = serde_json::to_value(usage).unwrap_or_default();
+        }
         let text = serde_json::to_string_pretty(&document).unwrap_or_default() + "\n";
         if let Err(e) = std::fs::write(&outcome, text) {
             tracing::warn!("cannot write {}: {e}", outcome.display());

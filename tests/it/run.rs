@@ -669,6 +669,38 @@ fn config_from_the_environment_records_in_the_data_directory_and_fetch_sees_new_
     assert!(stdout.contains(&new_commit), "{stdout}");
 }
 
+/// A run that fails after its model calls began still says what they cost.
+#[test]
+fn a_run_that_fails_after_model_calls_reports_what_they_used() {
+    let s = setup();
+    let socket = s.dir.path().join("broker.sock");
+    let _seen = broker_stub(&socket);
+    let config = write_config(&s, &socket);
+    let turns = [
+        call("search_repo", json!({"query": "add"})),
+        json!({"text": "x", "expect_contains": ["text no request holds"]}),
+    ];
+    let out = run_airlock(&s, &config, &turns, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run_id = format!("CALC-7-{}-1", &s.commit[..12]);
+    let outcome: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.dir.path().join("runs").join(&run_id).join("outcome.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(outcome["result"], "failed", "{outcome}");
+    assert_eq!(outcome["model_usage"]["calls"], 1, "{outcome}");
+    assert!(
+        outcome["model_usage"]["input_tokens"].as_u64().unwrap() > 0,
+        "{outcome}"
+    );
+}
+
 /// A run that stops on an error after it began still writes `outcome.json` (`result: failed`)
 /// and a `run_finished` record, and removes its worktree unless `--keep`.
 #[test]
