@@ -712,25 +712,24 @@ impl Routes {
                     routes.labels.push((label.clone(), spec.clone()));
                 }
                 (TriggerKind::IssueLabeled, None) => {}
-                (TriggerKind::PrOpened, _) => {
-                    ends_with(Tool::SubmitReview)?;
-                    if let Some(other) = &routes.pull_request {
+                (TriggerKind::PrOpened | TriggerKind::OnMerge, _) => {
+                    let (slot, tool, event) = if agent.trigger.on == TriggerKind::PrOpened {
+                        (
+                            &mut routes.pull_request,
+                            Tool::SubmitReview,
+                            "a pull request",
+                        )
+                    } else {
+                        (&mut routes.merged, Tool::OpenPr, "a merge")
+                    };
+                    ends_with(tool)?;
+                    if let Some(other) = slot {
                         return Err(route(format!(
-                            "`{}` and `{other}` are both started by a pull request; keep one",
+                            "`{}` and `{other}` are both started by {event}; keep one",
                             agent.name
                         )));
                     }
-                    routes.pull_request = Some(spec.clone());
-                }
-                (TriggerKind::OnMerge, _) => {
-                    ends_with(Tool::OpenPr)?;
-                    if let Some(other) = &routes.merged {
-                        return Err(route(format!(
-                            "`{}` and `{other}` are both started by a merge; keep one",
-                            agent.name
-                        )));
-                    }
-                    routes.merged = Some(spec.clone());
+                    *slot = Some(spec.clone());
                 }
             }
         }

@@ -932,22 +932,7 @@ fn intake(args: &RunArgs, config: &Config) -> Result<Intake, RunError> {
         IssueSource::GitHub(reference) => {
             let client = GithubClient::from_config(&config.github)?;
             let fetched = client.fetch_issue(reference, &config.github)?;
-            // The read token goes to git only for the issue's own repository on its forge,
-            // never to a `--repo` the operator named elsewhere.
-            let clone_token = match &args.repo {
-                None => client.token().map(str::to_owned),
-                Some(_) => None,
-            };
-            let repo = match &args.repo {
-                Some(r) => r.clone(),
-                None => reference.clone_url(&config.github).ok_or_else(|| {
-                    RunError::Usage(format!(
-                        "--repo is needed: the clone URL of {reference} cannot be told from \
-                         [github] api_url {:?}",
-                        config.github.api_url
-                    ))
-                })?,
-            };
+            let (repo, clone_token) = forge_clone(reference, args, config, &client)?;
             let (rev, refresh, from) = match &args.commit {
                 Some(c) => (c.clone(), false, json!("--commit")),
                 None => {
@@ -983,6 +968,28 @@ fn intake(args: &RunArgs, config: &Config) -> Result<Intake, RunError> {
     }
 }
 
+/// The repository a GitHub issue's (or merged pull request's) run clones and the token git may
+/// send: `--repo` with none, else the reference's own repository on its forge with the read
+/// token (it goes to git only there, never to a `--repo` the operator named elsewhere).
+fn forge_clone(
+    reference: &crate::github::GithubIssueRef,
+    args: &RunArgs,
+    config: &Config,
+    client: &GithubClient,
+) -> Result<(String, Option<String>), RunError> {
+    if let Some(repo) = &args.repo {
+        return Ok((repo.clone(), None));
+    }
+    let url = reference.clone_url(&config.github).ok_or_else(|| {
+        RunError::Usage(format!(
+            "--repo is needed: the clone URL of {reference} cannot be told from [github] \
+             api_url {:?}",
+            config.github.api_url
+        ))
+    })?;
+    Ok((url, client.token().map(str::to_owned)))
+}
+
 /// An on-merge run's intake: the merged pull request's task ([`FetchedPull::merged_task`]),
 /// pinned at its merge commit (`--commit` overrides), from the pull request's repository on its
 /// forge (the read token goes there only) or `--repo`.
@@ -996,20 +1003,7 @@ fn merged_intake(
     let client = GithubClient::from_config(&config.github)?;
     let pull = client.fetch_pull(reference, &config.github)?;
     let issue = pull.merged_task(reference, &config.github)?;
-    let clone_token = match &args.repo {
-        None => client.token().map(str::to_owned),
-        Some(_) => None,
-    };
-    let repo = match &args.repo {
-        Some(r) => r.clone(),
-        None => reference.clone_url(&config.github).ok_or_else(|| {
-            RunError::Usage(format!(
-                "--repo is needed: the clone URL of {reference} cannot be told from [github] \
-                 api_url {:?}",
-                config.github.api_url
-            ))
-        })?,
-    };
+    let (repo, clone_token) = forge_clone(reference, args, config, &client)?;
     let (rev, from) = match (&args.commit, &pull.merge_commit) {
         (Some(c), _) => (c.clone(), json!("--commit")),
         (None, Some(merge)) => (merge.clone(), json!("merge_commit_sha")),

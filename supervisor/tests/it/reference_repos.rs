@@ -277,7 +277,9 @@ fn audit_records(fx: &Fixture) -> Vec<Value> {
         .collect()
 }
 
-pub fn a_run_records_its_one_call_reads_references_and_refuses_them_as_edit_targets() {
+/// A fixture whose airlock.toml lists the exemplar service (`svc`) as a reference repository:
+/// the fixture, the exemplar's path and tagged commit, and the configuration.
+fn svc_fixture() -> (Fixture, std::path::PathBuf, String, std::path::PathBuf) {
     let fx = Fixture::new();
     let svc = fx.path("svc");
     let (_, head) = exemplar(&svc);
@@ -293,6 +295,11 @@ pub fn a_run_records_its_one_call_reads_references_and_refuses_them_as_edit_targ
     let mut text = std::fs::read_to_string(&config).unwrap();
     text.push_str("\n[reference_repos]\ndir = \"refs\"\n");
     std::fs::write(&config, text).unwrap();
+    (fx, svc, head, config)
+}
+
+pub fn a_run_records_its_one_call_reads_references_and_refuses_them_as_edit_targets() {
+    let (fx, svc, head, config) = svc_fixture();
     let issue = fx.issue(ready_issue());
     let target = "@reference/svc/src/server.js";
     let model = fx.script(&[
@@ -407,21 +414,7 @@ pub fn a_run_without_reference_repositories_records_the_empty_call() {
 }
 
 pub fn a_reader_reads_the_reference_repositories_and_its_anchors_there_are_checked() {
-    let fx = Fixture::new();
-    let svc = fx.path("svc");
-    exemplar(&svc);
-    write_entry(
-        &fx.path("refs"),
-        "svc.yml",
-        &format!(
-            "repo: file://{}\nrationale: \"Follow its route layout.\"\n",
-            svc.display()
-        ),
-    );
-    let config = fx.config("");
-    let mut text = std::fs::read_to_string(&config).unwrap();
-    text.push_str("\n[reference_repos]\ndir = \"refs\"\n");
-    std::fs::write(&config, text).unwrap();
+    let (fx, _, _, config) = svc_fixture();
     let issue = fx.issue(ready_issue());
     let target = "@reference/svc/src/server.js";
     let digest = |path: &str, start: u64, end: u64| {
