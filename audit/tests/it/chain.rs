@@ -219,6 +219,35 @@ fn truncation_at_a_record_boundary_is_caught_by_the_head_file() {
 }
 
 #[test]
+fn a_head_cut_short_by_a_crash_counts_as_absent_and_the_next_append_writes_it_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = fresh_log(dir.path());
+    let head = airlock_audit::head_path(&path);
+    let whole = std::fs::read(&head).unwrap();
+    // The head is rewritten in place: a crash may leave its start only.
+    std::fs::write(&head, &whole[..10]).unwrap();
+    let report = verify(&path).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert!(!report.head_checked);
+    let log = AuditLog::open(&path).unwrap();
+    let r = log
+        .append(
+            "r1",
+            Event::Denial {
+                reviewer: None,
+                reason: "no".into(),
+            },
+        )
+        .unwrap();
+    let report = verify(&path).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert!(report.head_checked);
+    let text = std::fs::read_to_string(&head).unwrap();
+    assert!(text.starts_with(&format!("{{\"seq\":{},", r.seq)), "{text}");
+    assert!(text.ends_with("\"}\n"), "{text}");
+}
+
+#[test]
 fn a_torn_tail_is_reported_then_repaired_without_losing_its_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let (path, lines) = fresh_log(dir.path());
