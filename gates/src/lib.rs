@@ -25,8 +25,8 @@ pub use error::{Error, Result};
 pub use examples::{Example, ExampleOutcome, Section};
 pub use request::{FileStatus, GateFile, GateRequest, Verdict, VerdictKind};
 pub use runtime::{
-    EPOCH_TICK, FIXED_WALL_CLOCK, GateEngine, GateFailure, GateLimits, GateRun, LoadedGate,
-    MAX_VERDICT_TEXT_BYTES,
+    DEFAULT_GATE_FUEL, EPOCH_TICK, FIXED_WALL_CLOCK, GateEngine, GateFailure, GateLimits, GateRun,
+    LoadedGate, MAX_VERDICT_TEXT_BYTES,
 };
 
 /// One gate as the operator configured it.

@@ -43,6 +43,9 @@ const MAX_MEMORIES: usize = 8;
 const MAX_TABLES: usize = 32;
 const MAX_TABLE_ELEMENTS: usize = 100_000;
 
+/// The fuel of one call when the configuration names none: a fraction of a second of work.
+pub const DEFAULT_GATE_FUEL: u64 = 100_000_000;
+
 /// What one call of a gate may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GateLimits {
@@ -52,16 +55,6 @@ pub struct GateLimits {
     pub memory_bytes: usize,
     /// Wall-clock limit of one call, instantiation included.
     pub timeout: Duration,
-}
-
-impl Default for GateLimits {
-    fn default() -> Self {
-        GateLimits {
-            fuel: 100_000_000,
-            memory_bytes: 64 << 20,
-            timeout: Duration::from_secs(2),
-        }
-    }
 }
 
 /// Why a call produced no verdict of the gate's own; each is a deny (fail closed).
