@@ -108,8 +108,8 @@ pub fn gate_files(
 /// What `airlock-broker gate test` found: the gate and each example's run.
 #[derive(Debug, Clone)]
 pub struct GateTestReport {
-    /// The gate's name (its file's stem).
-    pub gate: String,
+    /// The gate's file, as given.
+    pub path: std::path::PathBuf,
     /// `sha256:` of the component.
     pub digest: String,
     /// Every example, in file order.
@@ -135,7 +135,7 @@ pub fn test_gate(
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "gate".to_owned());
     let spec = airlock_gates::GateSpec {
-        name: name.clone(),
+        name,
         component: component.to_owned(),
         examples: examples.to_owned(),
         limits,
@@ -143,7 +143,7 @@ pub fn test_gate(
     let engine = GateEngine::new()?;
     let (gate, examples) = airlock_gates::load_unchecked(&engine, &spec)?;
     Ok(GateTestReport {
-        gate: name,
+        path: component.to_owned(),
         digest: gate.digest().to_owned(),
         outcomes: airlock_gates::examples::run_examples(&gate, &examples),
     })

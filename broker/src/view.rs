@@ -398,7 +398,11 @@ pub fn gate_note_line(note: &crate::gates::GateNote) -> String {
 /// its section and name, the verdict and the fuel it used; a failure also says what was
 /// expected), then the count. Every gate text is escaped.
 pub fn render_gate_test(report: &crate::gates::GateTestReport) -> String {
-    let mut out = format!("gate {} {}\n", escaped_line(&report.gate), report.digest);
+    let mut out = format!(
+        "gate {} {}\n",
+        escaped_line(&report.path.display().to_string()),
+        report.digest
+    );
     for o in &report.outcomes {
         let mark = if o.passed { "ok  " } else { "FAIL" };
         out.push_str(&format!(
