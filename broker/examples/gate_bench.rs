@@ -7,6 +7,8 @@
 //!   sandbox, queue) without gates and with the three example gates.
 //!
 //! Figures print to stdout with the machine; nothing is asserted.
+// A benchmark harness, like a test: a broken fixture stops it.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -137,7 +139,12 @@ fn project() -> Project {
     let pin = git(&origin, &["rev-parse", "HEAD"]);
     git(
         &root,
-        &["clone", "-q", origin.to_str().unwrap(), root.join("clone").to_str().unwrap()],
+        &[
+            "clone",
+            "-q",
+            origin.to_str().unwrap(),
+            root.join("clone").to_str().unwrap(),
+        ],
     );
     Project {
         _dir: dir,
@@ -168,7 +175,8 @@ fn broker_config(p: &Project, label: &str, with_gates: bool) -> BrokerConfig {
 
 /// Median intake of an honest fix over `runs` runs, after loading the gates.
 fn intake(p: &Project, label: &str, with_gates: bool, runs: usize) -> Duration {
-    let broker = airlock_broker::cli::production_broker(broker_config(p, label, with_gates)).unwrap();
+    let broker =
+        airlock_broker::cli::production_broker(broker_config(p, label, with_gates)).unwrap();
     broker.gates().unwrap();
     let times = (0..runs)
         .map(|i| {
@@ -226,8 +234,17 @@ fn main() {
                 .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
         })
         .unwrap_or_default();
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
-    println!("machine: {cores} cores, {cpu}; build: {}", if cfg!(debug_assertions) { "debug" } else { "release" });
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    println!(
+        "machine: {cores} cores, {cpu}; build: {}",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
+    );
     gate_figures();
     let p = project();
     let runs = 3;

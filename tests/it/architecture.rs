@@ -149,5 +149,9 @@ fn unsafe_code_is_allowed_only_in_the_sandbox() {
     let sdk = std::fs::read_to_string(root.join("gate-sdk/src/lib.rs")).unwrap();
     assert_eq!(sdk.matches("allow(unsafe_code").count(), 1);
     assert!(sdk.contains("#[allow(unsafe_code, missing_docs, clippy::all)]\npub mod bindings {\n    wit_bindgen::generate!({"));
-    assert_eq!(sdk.matches("unsafe").count(), 2, "hand-written unsafe in gate-sdk/src/lib.rs");
+    assert_eq!(
+        sdk.matches("unsafe").count(),
+        2,
+        "hand-written unsafe in gate-sdk/src/lib.rs"
+    );
 }
