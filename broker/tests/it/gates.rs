@@ -181,14 +181,8 @@ fn a_gate_that_traps_is_a_deny_recorded_with_its_digest() {
     let component = dir.path().join("trap.wat");
     std::fs::write(
         &component,
-        r#"(module
-  (memory (export "memory") 1)
-  (global $heap (mut i32) (i32.const 1024))
-  (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
-    (local $p i32)
-    (local.set $p (i32.and (i32.add (global.get $heap) (i32.const 7)) (i32.const -8)))
-    (global.set $heap (i32.add (local.get $p) (local.get 3)))
-    (local.get $p))
+        format!(
+            r#"(module {}
   ;; Deny when the request's title is 6 bytes long ("denied"), trap on a title starting with
   ;; "fix", allow otherwise.
   (func (export "check") (param $r i32) (result i32)
@@ -203,6 +197,8 @@ fn a_gate_that_traps_is_a_deny_recorded_with_its_digest() {
     (i32.store8 (i32.const 64) (i32.const 0))
     (i32.const 64))
   (data (i32.const 100) "x"))"#,
+            airlock_testkit::wat::BUMP_ALLOCATOR
+        ),
     )
     .unwrap();
     let examples = dir.path().join("trap.toml");

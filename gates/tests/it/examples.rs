@@ -18,6 +18,10 @@ fn example_spec(name: &str) -> GateSpec {
     }
 }
 
+fn migrations_examples() -> String {
+    std::fs::read_to_string(example_gate_dir("migrations-route").join("examples.toml")).unwrap()
+}
+
 #[test]
 fn every_example_gate_passes_its_own_examples_and_each_example_ran() {
     let engine = engine();
@@ -133,9 +137,7 @@ fn a_gate_whose_examples_fail_does_not_load_and_the_error_names_example_and_verd
 #[test]
 fn a_gate_that_allows_everything_fails_its_match_examples() {
     let dir = tempfile::tempdir().unwrap();
-    let examples =
-        std::fs::read_to_string(example_gate_dir("migrations-route").join("examples.toml"))
-            .unwrap();
+    let examples = migrations_examples();
     let spec = spec_in(
         dir.path(),
         "lax",
@@ -154,9 +156,7 @@ fn a_gate_that_allows_everything_fails_its_match_examples() {
 #[test]
 fn a_text_that_is_no_webassembly_and_a_module_that_is_no_gate_are_load_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let examples =
-        std::fs::read_to_string(example_gate_dir("migrations-route").join("examples.toml"))
-            .unwrap();
+    let examples = migrations_examples();
     let spec = spec_in(
         dir.path(),
         "garbage",
@@ -180,18 +180,13 @@ fn a_text_that_is_no_webassembly_and_a_module_that_is_no_gate_are_load_errors() 
 
 /// A gate that allows everything: the canonical ABI's smallest implementation.
 pub fn allow_all_gate() -> String {
-    r#"(module
-  (memory (export "memory") 1)
-  (global $heap (mut i32) (i32.const 1024))
-  (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
-    (local $p i32)
-    (local.set $p (i32.and (i32.add (global.get $heap) (i32.const 7)) (i32.const -8)))
-    (global.set $heap (i32.add (local.get $p) (local.get 3)))
-    (local.get $p))
+    format!(
+        r#"(module {}
   (func (export "check") (param i32) (result i32)
     (i32.store8 (i32.const 64) (i32.const 0))
-    (i32.const 64)))"#
-        .to_owned()
+    (i32.const 64)))"#,
+        airlock_testkit::wat::BUMP_ALLOCATOR
+    )
 }
 
 #[test]
