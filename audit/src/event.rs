@@ -392,6 +392,26 @@ pub enum Event {
         /// The reviewer's one-line reason.
         reason: String,
     },
+    /// One of the organisation's gates decided on an `open_pr` (the broker, after the digest
+    /// and before the witness). A gate that failed (trap, fuel, memory, timeout) is a deny with
+    /// that failure.
+    GateVerdict {
+        /// The gate's name in `broker.toml`.
+        gate: String,
+        /// `sha256:` of the component that ran.
+        digest: String,
+        /// `allow`, `flag`, `route` or `deny`.
+        verdict: String,
+        /// The flag's message, the route's group or the deny's reason.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        /// Why the gate gave no verdict of its own (`out_of_fuel`, `memory_cap`, `timeout`,
+        /// `trap`, `bad_verdict`, `host`), when it did not.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<String>,
+        /// Fuel the call used.
+        fuel_consumed: u64,
+    },
     /// A recomputed value did not match what was claimed (for example a diff digest field).
     IntegrityViolation {
         /// What was checked (`diff_digest.insertions`, `base_commit`, ...).
@@ -482,6 +502,7 @@ impl Event {
             Event::BrokerDecision { .. } => "broker_decision",
             Event::Approval { .. } => "approval",
             Event::Denial { .. } => "denial",
+            Event::GateVerdict { .. } => "gate_verdict",
             Event::IntegrityViolation { .. } => "integrity_violation",
             Event::JudgeScore { .. } => "judge_score",
             Event::RunFinished { .. } => "run_finished",
@@ -500,6 +521,7 @@ impl Event {
                 | Event::BrokerDecision { .. }
                 | Event::Approval { .. }
                 | Event::Denial { .. }
+                | Event::GateVerdict { .. }
                 | Event::IntegrityViolation { .. }
                 | Event::JudgeScore { .. }
                 | Event::InjectionTriaged { .. }

@@ -133,6 +133,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Tools for writing a gate (the organisation's own rules, `[[repositories.NAME.gates]]`).
+    Gate {
+        #[command(subcommand)]
+        command: GateCommand,
+    },
     /// Serve the approver's and the security team's web page: the queue, each item (diff,
     /// witness, digest, findings, judge) with approve, deny and request changes, and the
     /// injection findings with their triage. Prints the login token at start unless
@@ -146,6 +151,57 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         token_file: Option<PathBuf>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum GateCommand {
+    /// Run a gate's examples and print each verdict; exit 1 when one does not get the verdict
+    /// it expects. Needs no broker configuration.
+    Test {
+        /// The gate: a component (`.wasm`) or WebAssembly text (`.wat`, a core module
+        /// implementing the gate world by hand, or a component), compiled here.
+        gate: PathBuf,
+        /// The examples file (`[[match]]` and `[[not_match]]`, as the broker checks at load).
+        #[arg(long, value_name = "FILE")]
+        examples: PathBuf,
+        /// Fuel of one call.
+        #[arg(long, default_value_t = airlock_gates::DEFAULT_GATE_FUEL)]
+        fuel: u64,
+        /// Memory cap of one call (`64MiB`, `512KiB`, `1GiB`).
+        #[arg(long, default_value = crate::config::DEFAULT_GATE_MEMORY)]
+        memory: String,
+        /// Wall-clock limit of one call.
+        #[arg(long, default_value = crate::config::DEFAULT_GATE_TIMEOUT)]
+        timeout: String,
+    },
+}
+
+/// `gate test`: load the gate, run its examples, print them; 0 when all pass, 1 when one
+/// fails, 2 when the gate or its examples cannot be loaded.
+fn gate_command(command: GateCommand) -> ExitCode {
+    let GateCommand::Test {
+        gate,
+        examples,
+        fuel,
+        memory,
+        timeout,
+    } = command;
+    let report = crate::config::gate_limits(fuel, &memory, &timeout)
+        .map_err(|e| Error::BadArgument(format!("--{e}")))
+        .and_then(|limits| crate::gates::test_gate(&gate, &examples, limits));
+    match report {
+        Ok(report) => {
+            print!("{}", crate::view::render_gate_test(&report));
+            ExitCode::from(if report.passed() { 0 } else { EXIT_REFUSED })
+        }
+        Err(err) => {
+            eprintln!(
+                "airlock-broker: error: {}",
+                airlock_policies::terminal::escaped(&err.to_string())
+            );
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
 }
 
 fn config_path(cli: &Cli) -> PathBuf {
@@ -188,6 +244,9 @@ pub fn run() -> ExitCode {
         quiet: cli.quiet,
     });
     let path = config_path(&cli);
+    if let Command::Gate { command } = cli.command {
+        return gate_command(command);
+    }
     let result = BrokerConfig::load(&path)
         .and_then(production_broker)
         .and_then(|broker| dispatch(broker, cli.command));
@@ -224,7 +283,15 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
         source: e,
     };
     match command {
+        Command::Gate { command } => {
+            // Handled before the configuration is read (`run`).
+            let _ = command;
+            Ok(())
+        }
         Command::Serve => {
+            // Every gate loads, its examples passing, before anything is taken in: a gate
+            // that does not is a configuration error, never a gate skipped.
+            broker.gates()?;
             // Neither a broken repository nor a failing publication keeps `serve` down: each is
             // reported here and fails only what depends on it.
             for (repository, problem) in broker.check_repositories() {

@@ -35,6 +35,8 @@ pub struct BrokerConfig {
     pub policy: Option<PathBuf>,
     /// Repositories this broker may publish to, by the name runs register with.
     pub repositories: BTreeMap<String, RepositoryConfig>,
+    /// Each repository's gates, validated, in the order they run (`repositories.*.gates`).
+    pub gates: BTreeMap<String, Vec<airlock_gates::GateSpec>>,
 }
 
 /// One repository the broker holds a clone of and may push to.
@@ -78,6 +80,136 @@ pub struct RepositoryConfig {
     /// stranger's comment on a public repository never puts the agent to work.
     #[serde(default = "default_feedback_from")]
     pub feedback_from: Vec<String>,
+    /// The organisation's own rules as WebAssembly components, run in this order on every
+    /// `open_pr` after the digest and before the witness (`[[repositories.NAME.gates]]`).
+    #[serde(default)]
+    pub gates: Vec<GateConfig>,
+}
+
+/// One gate of a repository, as written in `broker.toml`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct GateConfig {
+    /// The gate's name, unique in its repository: named in refusals, the queue and the audit
+    /// log (letters, digits, `-`, `_`, `.`).
+    pub name: String,
+    /// The component (`.wasm`, built for the `airlock:gate/gate` world), or WebAssembly text
+    /// (`.wat`) compiled when the broker loads it.
+    pub component: PathBuf,
+    /// The gate's examples (TOML: `[[match]]` and `[[not_match]]`), run at every load.
+    pub examples: PathBuf,
+    /// Fuel of one call (about one unit per WebAssembly instruction).
+    #[serde(default = "default_gate_fuel")]
+    pub fuel: u64,
+    /// Linear memory of one call, all memories together (`64MiB`, `512KiB`, `1GiB`).
+    #[serde(default = "default_gate_memory")]
+    pub memory: String,
+    /// Wall-clock limit of one call (the one duration syntax).
+    #[serde(default = "default_gate_timeout")]
+    pub timeout: String,
+}
+
+/// A gate's memory cap when the configuration names none.
+pub const DEFAULT_GATE_MEMORY: &str = "64MiB";
+/// A gate's timeout when the configuration names none.
+pub const DEFAULT_GATE_TIMEOUT: &str = "2s";
+
+fn default_gate_fuel() -> u64 {
+    airlock_gates::DEFAULT_GATE_FUEL
+}
+fn default_gate_memory() -> String {
+    DEFAULT_GATE_MEMORY.to_owned()
+}
+fn default_gate_timeout() -> String {
+    DEFAULT_GATE_TIMEOUT.to_owned()
+}
+
+/// The most memory a gate may be given: a 32-bit WebAssembly memory's whole range.
+const MAX_GATE_MEMORY_BYTES: u64 = 4 << 30;
+
+/// A memory size: a number of bytes, or with a unit `KiB`, `MiB`, `GiB`.
+pub fn parse_memory_size(text: &str) -> std::result::Result<usize, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let number: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size such as 64MiB"))?;
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => {
+            return Err(format!(
+                "{text:?}: unknown unit {other:?} (use B, KiB, MiB or GiB)"
+            ));
+        }
+    };
+    let bytes = number
+        .checked_mul(scale)
+        .filter(|b| *b > 0 && *b <= MAX_GATE_MEMORY_BYTES)
+        .ok_or_else(|| format!("{text:?} must be more than 0 and at most 4GiB"))?;
+    usize::try_from(bytes).map_err(|_| format!("{text:?} does not fit this machine"))
+}
+
+/// A gate's limits from their configuration text; the error names the key.
+pub fn gate_limits(
+    fuel: u64,
+    memory: &str,
+    timeout: &str,
+) -> std::result::Result<airlock_gates::GateLimits, String> {
+    if fuel == 0 {
+        return Err("fuel: must be greater than zero".to_owned());
+    }
+    let memory_bytes = parse_memory_size(memory).map_err(|e| format!("memory: {e}"))?;
+    let timeout = parse_duration(timeout).map_err(|e| format!("timeout: {e}"))?;
+    if timeout.is_zero() {
+        return Err("timeout: must be greater than zero".to_owned());
+    }
+    Ok(airlock_gates::GateLimits {
+        fuel,
+        memory_bytes,
+        timeout,
+    })
+}
+
+impl GateConfig {
+    /// The validated gate, paths resolved with `abs`; the error names the key.
+    fn spec(
+        &self,
+        at: &str,
+        abs: &dyn Fn(PathBuf) -> PathBuf,
+    ) -> std::result::Result<airlock_gates::GateSpec, String> {
+        let valid_name = !self.name.is_empty()
+            && self.name.len() <= 64
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !valid_name {
+            return Err(format!(
+                "{at}.name: {:?} is not a gate name (1 to 64 letters, digits, '-', '_', '.')",
+                self.name
+            ));
+        }
+        let at = format!("{at} ({})", self.name);
+        let limits =
+            gate_limits(self.fuel, &self.memory, &self.timeout).map_err(|e| format!("{at}.{e}"))?;
+        for (key, path) in [("component", &self.component), ("examples", &self.examples)] {
+            if path.as_os_str().is_empty() {
+                return Err(format!("{at}.{key}: must name a file"));
+            }
+        }
+        Ok(airlock_gates::GateSpec {
+            name: self.name.clone(),
+            component: abs(self.component.clone()),
+            examples: abs(self.examples.clone()),
+            limits,
+        })
+    }
 }
 
 /// GitHub's `author_association` values a follow-up is accepted from by default: the people
@@ -166,6 +298,7 @@ impl BrokerConfig {
             return Err("witness_concurrency: must be at least 1".to_owned());
         }
         let mut repositories = BTreeMap::new();
+        let mut gates = BTreeMap::new();
         for (name, mut repo) in raw.repositories {
             if name.is_empty() {
                 return Err("repositories: a repository name must not be empty".to_owned());
@@ -196,6 +329,20 @@ impl BrokerConfig {
             repo.clone = abs(repo.clone);
             repo.ssh_key = repo.ssh_key.map(abs);
             repo.allow_ro = repo.allow_ro.into_iter().map(abs).collect();
+            let mut specs: Vec<airlock_gates::GateSpec> = Vec::new();
+            for (i, gate) in repo.gates.iter().enumerate() {
+                let spec = gate.spec(&format!("repositories.{name:?}.gates[{i}]"), &abs)?;
+                if specs.iter().any(|s| s.name == spec.name) {
+                    return Err(format!(
+                        "repositories.{name:?}.gates: two gates are named {:?}",
+                        spec.name
+                    ));
+                }
+                specs.push(spec);
+            }
+            if !specs.is_empty() {
+                gates.insert(name.clone(), specs);
+            }
             repositories.insert(name, repo);
         }
         Ok(BrokerConfig {
@@ -211,6 +358,7 @@ impl BrokerConfig {
             witness_env: raw.witness_env,
             policy: raw.policy.map(abs),
             repositories,
+            gates,
         })
     }
 }
@@ -319,6 +467,114 @@ forge_token_env = "AIRLOCK_FORGE_TOKEN"
         assert!(err.contains("runs_root"), "{err}");
     }
 
+    const GATE: &str = r#"
+[[repositories."acme/widgets".gates]]
+name = "vendor-freeze"
+component = "gates/vendor-freeze.wasm"
+examples = "gates/vendor-freeze.toml"
+fuel = 5000
+memory = "8MiB"
+timeout = "500ms"
+"#;
+
+    #[test]
+    fn gates_are_read_per_repository_with_their_limits() {
+        let c = BrokerConfig::parse(&format!("{GOOD}{GATE}"), Path::new("/etc/airlock")).unwrap();
+        let gates = &c.gates["acme/widgets"];
+        assert_eq!(gates.len(), 1);
+        assert_eq!(gates[0].name, "vendor-freeze");
+        assert_eq!(
+            gates[0].component,
+            PathBuf::from("/etc/airlock/gates/vendor-freeze.wasm")
+        );
+        assert_eq!(
+            gates[0].limits,
+            airlock_gates::GateLimits {
+                fuel: 5000,
+                memory_bytes: 8 << 20,
+                timeout: Duration::from_millis(500),
+            }
+        );
+        let defaults = BrokerConfig::parse(
+            &format!(
+                "{GOOD}{}",
+                GATE.replace("fuel = 5000\n", "")
+                    .replace("memory = \"8MiB\"\n", "")
+                    .replace("timeout = \"500ms\"\n", "")
+            ),
+            Path::new("/"),
+        )
+        .unwrap();
+        assert_eq!(
+            defaults.gates["acme/widgets"][0].limits,
+            airlock_gates::GateLimits {
+                fuel: airlock_gates::DEFAULT_GATE_FUEL,
+                memory_bytes: 64 << 20,
+                timeout: Duration::from_secs(2),
+            }
+        );
+        assert!(
+            BrokerConfig::parse(GOOD, Path::new("/"))
+                .unwrap()
+                .gates
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn every_bad_gate_value_is_refused_naming_its_key() {
+        let cases = [
+            (
+                GATE.replace("fuel = 5000", "fuel = 0"),
+                "gates[0] (vendor-freeze).fuel",
+            ),
+            (
+                GATE.replace("8MiB", "8 parsecs"),
+                "gates[0] (vendor-freeze).memory",
+            ),
+            (GATE.replace("8MiB", "0MiB"), ".memory"),
+            (GATE.replace("8MiB", "5GiB"), "at most 4GiB"),
+            (
+                GATE.replace("500ms", "soon"),
+                "gates[0] (vendor-freeze).timeout",
+            ),
+            (
+                GATE.replace("500ms", "0s"),
+                ".timeout: must be greater than zero",
+            ),
+            (
+                GATE.replace("vendor-freeze\"\n", "vendor freeze!\"\n"),
+                "gates[0].name",
+            ),
+            (
+                GATE.replace("component = \"gates/vendor-freeze.wasm\"\n", ""),
+                "component",
+            ),
+            (
+                GATE.replace("fuel = 5000", "fuel = 5000\nnetwork = true"),
+                "network",
+            ),
+            (
+                format!("{GATE}{GATE}"),
+                "two gates are named \"vendor-freeze\"",
+            ),
+        ];
+        for (gate, needle) in cases {
+            let err = BrokerConfig::parse(&format!("{GOOD}{gate}"), Path::new("/")).unwrap_err();
+            assert!(err.contains(needle), "{needle}: {err}");
+        }
+    }
+
+    #[test]
+    fn memory_sizes() {
+        assert_eq!(parse_memory_size("64MiB").unwrap(), 64 << 20);
+        assert_eq!(parse_memory_size("512KiB").unwrap(), 512 << 10);
+        assert_eq!(parse_memory_size("1GiB").unwrap(), 1 << 30);
+        assert_eq!(parse_memory_size("4096").unwrap(), 4096);
+        assert!(parse_memory_size("64MB").is_err());
+        assert!(parse_memory_size("MiB").is_err());
+    }
+
     #[test]
     fn durations() {
         assert_eq!(parse_duration("0s").unwrap(), Duration::ZERO);
@@ -358,16 +614,25 @@ forge_token_env = "AIRLOCK_FORGE_TOKEN"
         let r = &c.repositories["acme/widgets"];
         assert_eq!(r.forge_token_env.as_deref(), Some("AIRLOCK_FORGE_TOKEN"));
         assert!(r.forge_repo.is_some() && !r.allow_ro.is_empty());
+        let gates = &c.gates["acme/widgets"];
+        assert_eq!(gates.len(), 1, "{gates:?}");
+        assert_eq!(gates[0].limits.memory_bytes, 32 << 20);
+        assert!(gates[0].component.is_absolute() && gates[0].examples.is_absolute());
         // Every key the broker reads is set in the template (as it is or uncommented): the
         // names come from the deserializers themselves, so a new key cannot go undocumented.
         let set = |key: &str| {
             TEMPLATE
                 .lines()
                 .map(|l| l.strip_prefix("#= ").unwrap_or(l))
-                .any(|l| l.starts_with(&format!("{key} = ")) || l.starts_with(&format!("[{key}.")))
+                .any(|l| {
+                    l.starts_with(&format!("{key} = "))
+                        || l.starts_with(&format!("[{key}."))
+                        || (l.starts_with("[[") && l.ends_with(&format!(".{key}]]")))
+                })
         };
         let mut keys = field_names::<RawConfig>();
         keys.extend(field_names::<RepositoryConfig>());
+        keys.extend(field_names::<GateConfig>());
         assert!(keys.len() > 15, "{keys:?}");
         for key in keys {
             assert!(

@@ -105,6 +105,13 @@ pub enum Error {
         /// The branch's head now.
         head: String,
     },
+    /// A command-line value is not valid (the message names the flag).
+    #[error("{0}")]
+    BadArgument(String),
+    /// A gate of `broker.toml` could not be loaded (unreadable, not a gate component, or one of
+    /// its examples got another verdict).
+    #[error(transparent)]
+    Gate(#[from] airlock_gates::Error),
     /// The witness run could not be carried out at all (not the same as a red witness).
     #[error("witness could not run: {0}")]
     Witness(String),

@@ -1,7 +1,7 @@
 //! airlock-broker: the only component that can turn a run's work into a pull request.
 //!
 //! It owns the broker side of `open_pr`: run registration, intake in the fixed order (schema,
-//! policy, digest recomputation, witness run, queue), the approval queue and its approver
+//! policy, digest recomputation, the organisation's gates, witness run, queue), the approval queue and its approver
 //! commands, and publication (commit on the pinned base in the broker's own clone, push, draft
 //! pull request), and the claims workers hold on issues (one worker per issue, a lease, the
 //! `airlock-claimed` label on the forge). Its state lives behind the [`store::Store`] trait (SQLite by default) and
@@ -20,6 +20,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod gates;
 pub mod protocol;
 pub mod publish;
 pub mod rules;

@@ -563,6 +563,12 @@ pub fn pr_body(item: &QueueItem) -> String {
             out.push_str(&format!("  - {flag}\n"));
         }
     }
+    for note in &item.item.gates {
+        out.push_str(&format!(
+            "- Gate: {}\n",
+            markdown_text(&crate::view::gate_note_line(note))
+        ));
+    }
     if let Some(n) = github_issue_number(item) {
         out.push_str(&format!("\nCloses #{n}\n"));
     }
@@ -570,6 +576,29 @@ pub fn pr_body(item: &QueueItem) -> String {
         "\nIssue {}; audit run id `{}`; queue item {}.\n",
         item.item.issue_id, item.run_id, item.id
     ));
+    out
+}
+
+/// A gate's text in the pull request's Markdown: one line, every character Markdown or HTML
+/// would read as markup backslash-escaped or written as an entity, so it shows as the gate
+/// wrote it and nothing more.
+fn markdown_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '\n' | '\r' => out.push(' '),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+            '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '(' | ')' | '#' | '+' | '-' | '.'
+            | '!' | '|' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
     out
 }
 
@@ -983,6 +1012,14 @@ mod tests {
                 digest: serde_json::json!({}),
                 evidence: vec![],
                 flags: vec!["assertion_removed tests/t.py:3".to_owned()],
+                gates: vec![crate::gates::GateNote {
+                    gate: "changelog-required".to_owned(),
+                    digest: "sha256:0f".to_owned(),
+                    verdict: airlock_gates::Verdict::Flag(
+                        "a new public function in src/<b>x</b>.py without a CHANGELOG.md entry"
+                            .to_owned(),
+                    ),
+                }],
             },
             status: QueueStatus::Approved,
             queued_at: 1,
@@ -1008,6 +1045,15 @@ mod tests {
         assert!(body.contains("Fail-to-pass test: `tests.t.T.test_x`"));
         assert!(body.contains("  - assertion_removed tests/t.py:3"));
         assert!(body.contains("audit run id `run-x`"));
+        // A gate's text is data: its markup shows as text, never as HTML or Markdown.
+        assert!(
+            body.contains(
+                "- Gate: flag: a new public function in src/&lt;b&gt;x&lt;/b&gt;\\.py without a \
+                 CHANGELOG\\.md entry \\(gate changelog\\-required sha256:0f\\)\n"
+            ),
+            "{body}"
+        );
+        assert!(!body.contains("<b>"), "{body}");
         assert!(!body.contains("Closes"));
         assert!(pr_body(&item("#123")).contains("\nCloses #123\n"));
         assert!(pr_body(&item("123")).contains("\nCloses #123\n"));

@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 use crate::changes::{self, ChangeSet};
 use crate::config::BrokerConfig;
 use crate::error::{Error, Result};
+use crate::gates::{GateNote, Gates};
 use crate::protocol::{
     BrokerReply, ChangeKind, ClaimEnd, ClaimRelease, ClaimRequest, ClaimStatus, ForgeMark,
     IssueKey, Request, ReviewSubmission, RunRegistration,
@@ -80,6 +81,8 @@ pub struct Broker {
     run_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     claim_marks: crate::claims::MarkLimiter,
     witness_slots: witness::WitnessSlots,
+    /// The organisation's gates, loaded on first use (`serve` loads them before it listens).
+    gates: Mutex<Option<Arc<Gates>>>,
 }
 
 fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -108,7 +111,77 @@ impl Broker {
             forge,
             run_locks: Mutex::new(HashMap::new()),
             claim_marks: crate::claims::MarkLimiter::default(),
+            gates: Mutex::new(None),
         }
+    }
+
+    /// Every repository's gates, loaded and their examples checked the first time they are
+    /// needed; a gate that does not load is an error every time, never a gate skipped.
+    pub fn gates(&self) -> Result<Arc<Gates>> {
+        let mut slot = lock(&self.gates);
+        if let Some(gates) = &*slot {
+            return Ok(Arc::clone(gates));
+        }
+        let gates = Arc::new(Gates::load(&self.config)?);
+        *slot = Some(Arc::clone(&gates));
+        Ok(gates)
+    }
+
+    /// Run `repository`'s gates in order on the broker's own change set, recording each
+    /// verdict in the audit log. The first deny (a gate's own, or a failure: trap, fuel,
+    /// memory, timeout) refuses the diff as POLICY_VIOLATION naming the gate; otherwise the
+    /// flags and routes are what the queue item keeps.
+    fn run_gates(
+        &self,
+        run: &RunRegistration,
+        call: &OpenPr,
+        computed: &airlock_schemas::DiffDigest,
+        repo: &git2::Repository,
+        pin: git2::Oid,
+        changes: &ChangeSet,
+    ) -> Result<std::result::Result<Vec<GateNote>, BrokerError>> {
+        let gates = self.gates()?;
+        let gates = gates.of(&run.repository);
+        if gates.is_empty() {
+            return Ok(Ok(Vec::new()));
+        }
+        let request = airlock_gates::GateRequest::for_open_pr(
+            &run.repository,
+            call,
+            computed.clone(),
+            crate::gates::gate_files(repo, pin, changes)?,
+        );
+        let mut notes = Vec::new();
+        for gate in gates {
+            let outcome = gate.check(&request);
+            self.journal.record(
+                &run.run_id,
+                Event::GateVerdict {
+                    gate: gate.name().to_owned(),
+                    digest: gate.digest().to_owned(),
+                    verdict: outcome.verdict.kind().as_str().to_owned(),
+                    message: outcome.verdict.message().map(str::to_owned),
+                    failure: outcome.failure.as_ref().map(|f| f.code().to_owned()),
+                    fuel_consumed: outcome.fuel_consumed,
+                },
+            )?;
+            match outcome.verdict {
+                airlock_gates::Verdict::Allow => {}
+                airlock_gates::Verdict::Deny(reason) => {
+                    return Ok(Err(BrokerError::gate_denied(
+                        gate.name(),
+                        gate.digest(),
+                        &reason,
+                    )));
+                }
+                verdict => notes.push(GateNote {
+                    gate: gate.name().to_owned(),
+                    digest: gate.digest().to_owned(),
+                    verdict,
+                }),
+            }
+        }
+        Ok(Ok(notes))
     }
 
     /// The configuration.
@@ -933,6 +1006,7 @@ impl Broker {
                 digest: serde_json::json!({}),
                 evidence: Vec::new(),
                 flags: Vec::new(),
+                gates: Vec::new(),
             },
             ReviewItem {
                 pull: pull.clone(),
@@ -943,7 +1017,7 @@ impl Broker {
         ))))
     }
 
-    /// schema -> policy -> digest -> witness -> queue. Operational failures are errors (the
+    /// schema -> policy -> digest -> gates -> witness -> queue. Operational failures are errors (the
     /// request stays unanswered and can be retried); verdicts are outcomes.
     fn evaluate(
         &self,
@@ -1084,6 +1158,12 @@ impl Broker {
                 "the broker's own tree changes {changed:?} but the recomputed digest names {digest_files:?}"
             )));
         }
+        // 3b. The organisation's gates: after the digest, before the witness, so a denied diff
+        // never costs a test run.
+        let gate_notes = match self.run_gates(run, &call, &computed, &repo, pin, &changes)? {
+            Ok(notes) => notes,
+            Err(refusal) => return Ok(IntakeOutcome::Refuse(refusal)),
+        };
         // 4. Witness. The claimed fail-to-pass test must be a test of a test file (a pinned or
         // a newly added one), not a function in a new or changed module the runner is told to
         // collect by naming it. A documentation change claims none: its witness is the full
@@ -1194,6 +1274,7 @@ impl Broker {
             digest: serde_json::to_value(&computed).unwrap_or_default(),
             evidence: report.outputs,
             flags,
+            gates: gate_notes,
         })))
     }
 

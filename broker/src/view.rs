@@ -239,6 +239,8 @@ pub struct ItemView {
     pub digest_mismatches: Vec<String>,
     /// The detectors' flags, each naming its file and line.
     pub flags: Vec<String>,
+    /// The organisation's gates' flags and routes, raw (a gate's text is data).
+    pub gates: Vec<crate::gates::GateNote>,
     /// The prompt-injection detector's findings in the issue, the title, the body and the
     /// diff's added lines.
     pub injections: Vec<InjectionFinding>,
@@ -321,6 +323,7 @@ impl ItemView {
             computed_digest: item.item.digest.clone(),
             digest_mismatches,
             flags: item.item.flags.clone(),
+            gates: item.item.gates.clone(),
             injections,
             confirmed_injections: Vec::new(),
             witness: item
@@ -375,6 +378,51 @@ fn age(secs: i64) -> String {
         s if s < 172_800 => format!("{}h", s / 3600),
         s => format!("{}d", s / 86_400),
     }
+}
+
+/// One gate note as a person reads it, raw (escape it where it is shown): `route to
+/// database (gate migrations-route sha256:...)`, `flag: message (gate ...)`.
+pub fn gate_note_line(note: &crate::gates::GateNote) -> String {
+    let said = match &note.verdict {
+        airlock_gates::Verdict::Route(group) => format!("route to {group}"),
+        other => format!(
+            "{}: {}",
+            other.kind().as_str(),
+            other.message().unwrap_or_default()
+        ),
+    };
+    format!("{said} (gate {} {})", note.gate, note.digest)
+}
+
+/// `airlock-broker gate test`'s output: the gate, then one line per example (`ok` or `FAIL`,
+/// its section and name, the verdict and the fuel it used; a failure also says what was
+/// expected), then the count. Every gate text is escaped.
+pub fn render_gate_test(report: &crate::gates::GateTestReport) -> String {
+    let mut out = format!(
+        "gate {} {}\n",
+        escaped_line(&report.path.display().to_string()),
+        report.digest
+    );
+    for o in &report.outcomes {
+        let mark = if o.passed { "ok  " } else { "FAIL" };
+        out.push_str(&format!(
+            "{mark} {:<9} {}: {} (fuel {})\n",
+            o.section.as_str(),
+            escaped_line(&format!("{:?}", o.name)),
+            escaped_line(&o.run.verdict.to_string()),
+            o.run.fuel_consumed
+        ));
+        if !o.passed {
+            out.push_str(&format!("     expected {}\n", escaped_line(&o.expected)));
+        }
+    }
+    let failed = report.outcomes.iter().filter(|o| !o.passed).count();
+    out.push_str(&format!(
+        "{} examples: {} passed, {failed} failed\n",
+        report.outcomes.len(),
+        report.outcomes.len() - failed
+    ));
+    out
 }
 
 /// The queue as a table (id, status, age, repository, issue, flags, title), every cell one
@@ -743,6 +791,13 @@ pub fn render_item(
         out.push_str(&format!("- {}\n", escaped_line(flag)));
     }
 
+    if !view.gates.is_empty() {
+        out.push_str("\n== gates\n");
+    }
+    for note in &view.gates {
+        out.push_str(&format!("- {}\n", escaped_line(&gate_note_line(note))));
+    }
+
     if !view.confirmed_injections.is_empty() {
         out.push_str("\n== confirmed injection findings (security team)\n");
     }
@@ -885,6 +940,20 @@ mod tests {
                 digest: serde_json::json!({}),
                 evidence: vec![],
                 flags: vec![format!("path-flag: {name}:1: \u{9b}31m")],
+                gates: vec![
+                    crate::gates::GateNote {
+                        gate: "migrations-route".to_owned(),
+                        digest: "sha256:0f".to_owned(),
+                        verdict: airlock_gates::Verdict::Route("database".to_owned()),
+                    },
+                    crate::gates::GateNote {
+                        gate: "changelog-required".to_owned(),
+                        digest: "sha256:0f".to_owned(),
+                        verdict: airlock_gates::Verdict::Flag(
+                            "new pub fn in \u{1b}[31mx.rs".to_owned(),
+                        ),
+                    },
+                ],
             },
             status: QueueStatus::Queued,
             queued_at: 0,
@@ -923,6 +992,10 @@ mod tests {
             assert!(text.contains("title:      fix: a\\u{8}\\u{8}b\n"), "{text}");
             assert!(text.contains("run\\u{1b}]0;pwned\\u{7}"), "{text}");
             assert!(text.contains("\\u{9b}31m"), "{text}");
+            assert!(
+                text.contains("== gates\n- route to database (gate migrations-route sha256:0f)\n- flag: new pub fn in \\u{1b}[31mx.rs (gate changelog-required sha256:0f)\n"),
+                "{text}"
+            );
             assert!(text.contains("\\u{2066}x\\u{2069}"), "{text}");
         }
         let table = render_queue(&[QueueRow::of(&item)], 0);

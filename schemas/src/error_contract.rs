@@ -14,7 +14,8 @@ pub enum ErrorCode {
     SchemaInvalid,
     /// The claimed digest differs from the recomputed one; returns both side by side.
     DigestMismatch,
-    /// Allowlist breach, witness run not green, or a second `open_pr`; returns what offended.
+    /// Allowlist breach, an organisation gate's deny, witness run not green, or a second `open_pr`;
+    /// returns what offended.
     PolicyViolation,
     /// A reviewer refused the diff; returns their one-line reason.
     ApprovalDenied,
@@ -119,6 +120,26 @@ impl BrokerError {
             retryable: false,
             message: format!("policy violation: {offending}: {reason} (rule {rule})"),
             details: json!({ "offending": offending, "rule": rule, "reason": reason }),
+        }
+    }
+
+    /// `POLICY_VIOLATION` from one of the organisation's gates: the gate's name, the digest of
+    /// the component that decided, and its reason (the gate's own words, or why it failed).
+    pub fn gate_denied(gate: &str, gate_digest: &str, reason: &str) -> BrokerError {
+        let rule = format!("gate:{gate}");
+        BrokerError {
+            code: ErrorCode::PolicyViolation,
+            retryable: false,
+            message: format!(
+                "policy violation: the gate {gate:?} denied this diff: {reason} (rule {rule})"
+            ),
+            details: json!({
+                "offending": format!("gate {gate}"),
+                "rule": rule,
+                "reason": reason,
+                "gate": gate,
+                "gate_digest": gate_digest,
+            }),
         }
     }
 

@@ -17,5 +17,6 @@ pub mod githttp;
 mod http;
 pub mod mockgithub;
 pub mod mockmodel;
+pub mod wat;
 
 pub use git::{Repo, git, git_output, write};

@@ -55,6 +55,7 @@ fn the_help_of_both_binaries_is_pinned() {
         &["queue", "--help"],
         &["show", "--help"],
         &["approve", "--help"],
+        &["gate", "test", "--help"],
     ] {
         let name = format!("airlock-broker_{}", args.join("_").replace("--", ""));
         let shown = format!("airlock-broker {}", args.join(" "));

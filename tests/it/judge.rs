@@ -105,6 +105,7 @@ impl Fixture {
                 step("patched_full", "green", 0, "AFTER-OUTPUT-MARKER OK"),
             ],
             flags: flags.iter().map(|f| f.to_string()).collect(),
+            gates: vec![],
         };
         store
             .finish_intake(run_id, "req", IntakeOutcome::Queue(Box::new(item)), 2)

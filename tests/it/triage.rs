@@ -483,6 +483,7 @@ fn a_confirmed_finding_marks_the_item_in_broker_show_and_queue() {
             digest: json!({}),
             evidence: vec![],
             flags: vec![],
+            gates: vec![],
         };
         store
             .finish_intake(run, "req", IntakeOutcome::Queue(Box::new(item)), 2)

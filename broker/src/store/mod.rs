@@ -134,6 +134,8 @@ pub struct NewQueueItem {
     pub evidence: Vec<WitnessOutput>,
     /// The detectors' flags, sorted.
     pub flags: Vec<String>,
+    /// The organisation's gates' flags and routes, in the order the gates ran.
+    pub gates: Vec<crate::gates::GateNote>,
 }
 
 /// A queue item as stored.

@@ -91,6 +91,7 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("queue", "abandoned_at", "INTEGER"),
     ("runs", "issue_number", "INTEGER"),
     ("queue", "review", "TEXT"),
+    ("queue", "gates", "TEXT"),
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
@@ -197,7 +198,7 @@ fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<String> {
     })
 }
 
-const QUEUE_COLUMNS: &str = "id, run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, reason, branch, commit_oid, pr_url, publish_error, abandoned_by, abandon_reason, abandoned_at, (SELECT issue_number FROM runs WHERE runs.run_id = queue.run_id), review";
+const QUEUE_COLUMNS: &str = "id, run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, reason, branch, commit_oid, pr_url, publish_error, abandoned_by, abandon_reason, abandoned_at, (SELECT issue_number FROM runs WHERE runs.run_id = queue.run_id), review, gates";
 
 struct RawQueueRow {
     id: i64,
@@ -226,6 +227,7 @@ struct RawQueueRow {
     abandoned_at: Option<i64>,
     issue_number: Option<i64>,
     review: Option<String>,
+    gates: Option<String>,
 }
 
 fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawQueueRow> {
@@ -256,6 +258,7 @@ fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawQueueRow> {
         abandoned_at: r.get(23)?,
         issue_number: r.get(24)?,
         review: r.get(25)?,
+        gates: r.get(26)?,
     })
 }
 
@@ -279,6 +282,12 @@ impl RawQueueRow {
                 digest: from_json("queue digest", &self.digest)?,
                 evidence: from_json("queue evidence", &self.evidence)?,
                 flags: from_json("queue flags", &self.flags)?,
+                // Items queued before the gates existed have none.
+                gates: self
+                    .gates
+                    .map(|text| from_json("queue gates", &text))
+                    .transpose()?
+                    .unwrap_or_default(),
             },
             status,
             queued_at: self.queued_at,
@@ -489,7 +498,7 @@ impl Store for SqliteStore {
                     }
                 } else {
                     tx.execute(
-                        "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                        "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, gates) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
                         params![
                             run_id,
                             request_id,
@@ -503,7 +512,8 @@ impl Store for SqliteStore {
                             to_json("evidence", &item.evidence)?,
                             to_json("flags", &item.flags)?,
                             QueueStatus::Queued.as_str(),
-                            now
+                            now,
+                            to_json("gates", &item.gates)?,
                         ],
                     )
                     .map_err(Error::store(ctx))?;
@@ -562,7 +572,7 @@ impl Store for SqliteStore {
             Some(id) => id,
             None => {
                 tx.execute(
-                    "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, review) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                    "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, review, gates) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
                     params![
                         run_id,
                         request_id,
@@ -578,6 +588,7 @@ impl Store for SqliteStore {
                         QueueStatus::Queued.as_str(),
                         now,
                         to_json("review", review)?,
+                        to_json("gates", &item.gates)?,
                     ],
                 )
                 .map_err(Error::store(ctx))?;
@@ -855,6 +866,11 @@ mod tests {
             digest: serde_json::json!({}),
             evidence: vec![],
             flags: vec!["x".to_owned()],
+            gates: vec![crate::gates::GateNote {
+                gate: "migrations-route".to_owned(),
+                digest: "sha256:0f".to_owned(),
+                verdict: airlock_gates::Verdict::Route("database".to_owned()),
+            }],
         }
     }
 
@@ -1044,6 +1060,8 @@ mod tests {
         assert_eq!(s.claims().unwrap(), vec![]);
         assert_eq!(old_item.publish_error, None);
         assert_eq!(old_item.issue_number, None);
+        // Nor did the gates: an old item has no gate notes.
+        assert!(old_item.item.gates.is_empty());
         // A run registered after the migration keeps its GitHub issue number.
         let mut numbered = reg("r2");
         numbered.issue_number = Some(77);

@@ -576,6 +576,19 @@ pub fn item(
     }
     b.push_str("</ul>");
 
+    if !view.gates.is_empty() {
+        b.push_str("<h2>Gates</h2><ul id=\"gates\">");
+        for note in &view.gates {
+            let _ = write!(
+                b,
+                "<li class=\"gate-{}\">{}</li>",
+                note.verdict.kind().as_str(),
+                esc(&crate::view::gate_note_line(note))
+            );
+        }
+        b.push_str("</ul>");
+    }
+
     b.push_str("<h2>Injection findings</h2><ul id=\"injections\">");
     if view.injections.is_empty() && view.confirmed_injections.is_empty() {
         b.push_str("<li>(none)</li>");
@@ -862,6 +875,11 @@ mod tests {
                 digest: serde_json::json!({}),
                 evidence: vec![],
                 flags: vec![format!("test-code: {name}:2: a call at import time")],
+                gates: vec![crate::gates::GateNote {
+                    gate: "changelog-required".to_owned(),
+                    digest: "sha256:0f".to_owned(),
+                    verdict: airlock_gates::Verdict::Flag("<script>alert(1)</script>".to_owned()),
+                }],
             },
             status: QueueStatus::Queued,
             queued_at: 0,
@@ -902,6 +920,12 @@ mod tests {
             // A pull-request address that is not https is text, never a link.
             assert!(!html.contains("href=\"javascript:"), "{html}");
             assert!(html.contains("<td>javascript:alert(1)</td>"), "{html}");
+            // A gate's flag is data: escaped like every other text.
+            assert!(
+                html.contains("<li class=\"gate-flag\">flag: &lt;script&gt;alert(1)&lt;/script&gt; (gate changelog-required sha256:0f)</li>"),
+                "{html}"
+            );
+            assert!(!html.contains("<script>"), "{html}");
         }
     }
 

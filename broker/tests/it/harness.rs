@@ -72,6 +72,8 @@ pub struct Options {
     pub extra_config: String,
     /// Files of the pinned commit; the Python project when empty.
     pub files: Vec<(&'static str, String)>,
+    /// `broker.toml` text appended after the repository's table (its gates).
+    pub repository_tables: String,
 }
 
 impl Default for Options {
@@ -81,6 +83,7 @@ impl Default for Options {
             forge: None,
             extra_config: String::new(),
             files: Vec::new(),
+            repository_tables: String::new(),
         }
     }
 }
@@ -146,7 +149,7 @@ impl Fixture {
         std::fs::write(
             &config,
             format!(
-                "socket = \"{}\"\nstate_db = \"{}\"\nruns_root = \"{}\"\naudit_log = \"{}\"\nwork_dir = \"{}\"\nqueue_max_age = \"{}\"\nwitness_timeout = \"300s\"\n{}\n[repositories.\"acme/calc\"]\nclone = \"{}\"\nremote = \"origin\"\n{forge}",
+                "socket = \"{}\"\nstate_db = \"{}\"\nruns_root = \"{}\"\naudit_log = \"{}\"\nwork_dir = \"{}\"\nqueue_max_age = \"{}\"\nwitness_timeout = \"300s\"\n{}\n[repositories.\"acme/calc\"]\nclone = \"{}\"\nremote = \"origin\"\n{forge}{}",
                 socket.display(),
                 db.display(),
                 runs.display(),
@@ -155,6 +158,7 @@ impl Fixture {
                 opts.queue_max_age,
                 opts.extra_config,
                 clone.display(),
+                opts.repository_tables,
             ),
         )
         .unwrap();

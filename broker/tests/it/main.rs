@@ -6,6 +6,7 @@ mod attacks;
 mod claims;
 mod crash;
 mod follow_up;
+mod gates;
 mod harness;
 mod intake;
 mod invariants;
