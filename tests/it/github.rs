@@ -41,6 +41,11 @@ pub(crate) fn world() -> World {
 /// The world, its broker's `serve` holding the forge token when `serve_token` (a broker that
 /// reads reviews from the forge for follow-ups needs it).
 pub(crate) fn world_with(serve_token: bool) -> World {
+    world_configured(serve_token, "")
+}
+
+/// [`world_with`], with `broker_extra` appended to broker.toml (tables after the repository's).
+pub(crate) fn world_configured(serve_token: bool, broker_extra: &str) -> World {
     let s = setup();
     let dir = s.dir.path().to_path_buf();
     // The forge's copy of the repository, served over HTTP; the broker's own clone.
@@ -112,7 +117,7 @@ pub(crate) fn world_with(serve_token: bool) -> World {
              audit_log = \"{d}/broker-audit.jsonl\"\nwitness_timeout = \"120s\"\nqueue_max_age = \"7d\"\n\n\
              [repositories.\"acme/calc\"]\nclone = \"{d}/broker-clone\"\nremote = \"{}\"\n\
              forge_token_env = \"{PUSH_VAR}\"\ngithub_api = \"{}\"\nforge_repo = \"acme/calc\"\n\
-             base_branch = \"main\"\n",
+             base_branch = \"main\"\n{broker_extra}",
             socket.display(),
             git_server.url("calc.git"),
             api.base,
@@ -161,8 +166,13 @@ impl World {
     }
 
     pub(crate) fn run(&self, n: usize) -> Output {
+        self.run_turns(n, &fix_turns(&self.s))
+    }
+
+    /// `airlock run` on issue 7 with the scripted `turns` (script file number `n`).
+    pub(crate) fn run_turns(&self, n: usize, turns: &[Value]) -> Output {
         let script = self.s.dir.path().join(format!("script-{n}.jsonl"));
-        let turns: Vec<String> = fix_turns(&self.s).iter().map(Value::to_string).collect();
+        let turns: Vec<String> = turns.iter().map(Value::to_string).collect();
         std::fs::write(&script, turns.join("\n")).unwrap();
         Command::new(env!("CARGO_BIN_EXE_airlock"))
             .args(["run", "--issue", "https://github.com/acme/calc/issues/7"])

@@ -8,6 +8,7 @@ mod cli;
 mod demo;
 mod e2e;
 mod follow_up;
+mod gates;
 mod github;
 mod history;
 mod judge;
