@@ -4,4 +4,4 @@
 # Prints the figures and the machine; see broker/examples/gate_bench.rs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo run --release --quiet -p airlock-broker --example gate_bench
+timeout 1200 cargo run --release --quiet -p airlock-broker --example gate_bench
