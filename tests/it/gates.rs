@@ -82,7 +82,9 @@ fn airlock_run_submissions_are_allowed_flagged_routed_and_denied_by_the_example_
     let w = world_configured(false, &gate_tables());
     // The freeze and the migrations are the gates' to decide: the run may write there.
     let mut config = std::fs::read_to_string(&w.airlock_toml).unwrap();
-    config.push_str("\n[write]\nallowlist = [\"calc/**\", \"tests/**\", \"migrations/**\", \"vendor/**\"]\n");
+    config.push_str(
+        "\n[write]\nallowlist = [\"calc/**\", \"tests/**\", \"migrations/**\", \"vendor/**\"]\n",
+    );
     std::fs::write(&w.airlock_toml, config).unwrap();
 
     let queued = |n: usize, turns: &[Value]| -> u64 {
@@ -100,7 +102,14 @@ fn airlock_run_submissions_are_allowed_flagged_routed_and_denied_by_the_example_
     // Routed: a migration beside the fix goes to the database reviewers.
     let id = queued(
         2,
-        &turns_with(&w, &[("migrations/0002_totals.sql", "ALTER TABLE t ADD total int;\n")], None),
+        &turns_with(
+            &w,
+            &[(
+                "migrations/0002_totals.sql",
+                "ALTER TABLE t ADD total int;\n",
+            )],
+            None,
+        ),
     );
     let shown = show(&w, id);
     assert!(
@@ -111,7 +120,11 @@ fn airlock_run_submissions_are_allowed_flagged_routed_and_denied_by_the_example_
     // Flagged: a new public function and no CHANGELOG.md line.
     let id = queued(
         3,
-        &turns_with(&w, &[("calc/extra.py", "def sub(a, b):\n    return a - b\n")], None),
+        &turns_with(
+            &w,
+            &[("calc/extra.py", "def sub(a, b):\n    return a - b\n")],
+            None,
+        ),
     );
     let shown = show(&w, id);
     assert!(
@@ -143,7 +156,11 @@ fn airlock_run_submissions_are_allowed_flagged_routed_and_denied_by_the_example_
         .filter(|r| r["kind"] == "gate_verdict")
         .map(|r| r["payload"].clone())
         .collect();
-    assert_eq!(verdicts.len(), 12, "three gates, four submissions: {verdicts:#?}");
+    assert_eq!(
+        verdicts.len(),
+        12,
+        "three gates, four submissions: {verdicts:#?}"
+    );
     let deny = verdicts.iter().find(|v| v["verdict"] == "deny").unwrap();
     assert_eq!(deny["gate"], "vendor-freeze");
     assert!(deny["digest"].as_str().unwrap().starts_with("sha256:"));
