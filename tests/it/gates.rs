@@ -92,7 +92,15 @@ fn airlock_run_submissions_are_allowed_flagged_routed_and_denied_by_the_example_
         assert_eq!(out.status.code(), Some(0), "{}", text(&out));
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(doc["result"], "pr_queued", "{doc}");
-        doc["queue_id"].as_u64().unwrap()
+        // The run's item is the newest one of the queue.
+        let queue = w.broker_cli(&["queue", "--json"], None);
+        let rows: Value = serde_json::from_slice(&queue.stdout).unwrap();
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r["id"].as_u64())
+            .max()
+            .unwrap()
     };
 
     // Allowed: the fix alone.
