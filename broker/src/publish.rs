@@ -702,36 +702,8 @@ impl Forge for GitHubForge {
         let slug = cfg.forge_slug(repository);
         let api = cfg.github_api.trim_end_matches('/');
         let url = format!("{api}/repos/{slug}/pulls/{}/reviews", item.pull.number);
-        let result = (|| {
-            let mut resp = self
-                .agent
-                .post(&url)
-                .header("Authorization", &format!("Bearer {token}"))
-                .header("Accept", "application/vnd.github+json")
-                .header("X-GitHub-Api-Version", "2022-11-28")
-                .header("User-Agent", "airlock-broker")
-                .header("Content-Type", "application/json")
-                .send(review_request(item).to_string())
-                .map_err(|e| Error::Forge(format!("POST {url}: {e}")))?;
-            let status = resp.status();
-            let text = resp
-                .body_mut()
-                .read_to_string()
-                .map_err(|e| Error::Forge(format!("POST {url}: {e}")))?;
-            if !status.is_success() {
-                return Err(Error::Forge(format!(
-                    "POST {url} answered {status}: {}",
-                    text.chars().take(500).collect::<String>()
-                )));
-            }
-            let v: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| Error::Forge(format!("POST {url}: reply is not JSON: {e}")))?;
-            v.get("html_url")
-                .and_then(|u| u.as_str())
-                .map(str::to_owned)
-                .ok_or_else(|| Error::Forge(format!("POST {url}: reply has no html_url")))
-        })();
-        result.map_err(|e| redact(e, Some(&token)))
+        self.post_for_html_url(&url, &format!("Bearer {token}"), &review_request(item))
+            .map_err(|e| redact(e, Some(&token)))
     }
 }
 
@@ -763,6 +735,39 @@ struct GhUser {
 const MAX_REVIEW_COMMENTS: usize = 50;
 
 impl GitHubForge {
+    /// POST `body` as JSON to the REST API with the `Authorization` value `auth`; the
+    /// `html_url` of what the reply created (a draft pull request, a review).
+    fn post_for_html_url(&self, url: &str, auth: &str, body: &serde_json::Value) -> Result<String> {
+        let mut resp = self
+            .agent
+            .post(url)
+            .header("Authorization", auth)
+            .header("Accept", "application/vnd.github+json")
+            .header("X-GitHub-Api-Version", "2022-11-28")
+            .header("User-Agent", "airlock-broker")
+            .header("Content-Type", "application/json")
+            .send(body.to_string())
+            .map_err(|e| Error::Forge(format!("POST {url}: {e}")))?;
+        let status = resp.status();
+        let text = resp
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| Error::Forge(format!("POST {url}: {e}")))?;
+        if !status.is_success() {
+            return Err(Error::Forge(format!(
+                "POST {url} answered {status}: {}",
+                text.chars().take(500).collect::<String>()
+            )));
+        }
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Error::Forge(format!("POST {url}: reply is not JSON: {e}")))?;
+        value
+            .get("html_url")
+            .and_then(|u| u.as_str())
+            .map(str::to_owned)
+            .ok_or_else(|| Error::Forge(format!("POST {url}: reply has no html_url")))
+    }
+
     /// `GET url` (with the token when there is one); the reply's JSON. The caller redacts.
     fn get_json<T: serde::de::DeserializeOwned>(
         &self,
@@ -957,34 +962,7 @@ impl GitHubForge {
             "body": pr_body(item),
             "draft": true,
         });
-        let mut resp = self
-            .agent
-            .post(&url)
-            .header("Authorization", &auth)
-            .header("Accept", "application/vnd.github+json")
-            .header("X-GitHub-Api-Version", "2022-11-28")
-            .header("User-Agent", "airlock-broker")
-            .header("Content-Type", "application/json")
-            .send(request.to_string())
-            .map_err(|e| Error::Forge(format!("POST {url}: {e}")))?;
-        let status = resp.status();
-        let text = resp
-            .body_mut()
-            .read_to_string()
-            .map_err(|e| Error::Forge(format!("POST {url}: {e}")))?;
-        if !status.is_success() {
-            return Err(Error::Forge(format!(
-                "POST {url} answered {status}: {}",
-                text.chars().take(500).collect::<String>()
-            )));
-        }
-        let value: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| Error::Forge(format!("POST {url}: reply is not JSON: {e}")))?;
-        let html = value
-            .get("html_url")
-            .and_then(|u| u.as_str())
-            .ok_or_else(|| Error::Forge(format!("POST {url}: reply has no html_url")))?;
-        Ok(Some(html.to_owned()))
+        self.post_for_html_url(&url, &auth, &request).map(Some)
     }
 }
 
