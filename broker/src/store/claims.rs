@@ -1,12 +1,14 @@
-//! The `claims` table: one row per (repository, issue number), its holder, state and lease.
+//! SQLite's `claims` table (one row per (repository, issue number), its holder, state and
+//! lease) and `work_queue` table (the issues workers take, each claimed through `claims`).
 //! Every change runs in an IMMEDIATE transaction, so SQLite's write lock serialises concurrent
-//! claimers (threads of one broker or several processes on one file) and exactly one wins.
+//! claimers and takers (threads of one broker or several processes on one file) and exactly one
+//! wins.
 //! A lease is a point in time, not a process: a holder that dies stops renewing and its claim
 //! lapses, so no crash leaves an issue claimed for longer than one lease.
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::ClaimAttempt;
+use super::{ClaimAttempt, WorkEntry};
 use crate::error::{Error, Result};
 use crate::protocol::{ClaimEnd, ClaimRelease, ClaimRequest, ClaimState, ClaimStatus, IssueKey};
 
@@ -194,6 +196,148 @@ pub(super) fn release(
     })
 }
 
+pub(super) fn enqueue_work(conn: &mut Connection, issues: &[IssueKey], now: i64) -> Result<usize> {
+    in_transaction(conn, "queueing work", |tx| {
+        let mut new = 0;
+        for issue in issues {
+            new += tx
+                .execute(
+                    "INSERT INTO work_queue (repository, issue_number, enqueued_at, attempts)
+                     VALUES (?1, ?2, ?3, 0) ON CONFLICT(repository, issue_number) DO NOTHING",
+                    params![issue.repository, number(issue)?, now],
+                )
+                .map_err(Error::store("queueing work"))?;
+        }
+        Ok(new)
+    })
+}
+
+pub(super) fn take_work(
+    conn: &mut Connection,
+    holder: &str,
+    lease_secs: u64,
+    repository: Option<&str>,
+    now: i64,
+) -> Result<Option<ClaimStatus>> {
+    in_transaction(conn, "taking work", |tx| {
+        let next: Option<(String, i64)> = tx
+            .query_row(
+                "SELECT w.repository, w.issue_number FROM work_queue w
+                 LEFT JOIN claims c
+                   ON c.repository = w.repository AND c.issue_number = w.issue_number
+                 WHERE (?1 IS NULL OR w.repository = ?1)
+                   AND (c.state IS NULL OR c.state = 'released'
+                        OR (c.state = 'held' AND c.lease_expires_at <= ?2))
+                 ORDER BY w.enqueued_at, w.repository, w.issue_number
+                 LIMIT 1",
+                params![repository, now],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(Error::store("taking work"))?;
+        let Some((repository, n)) = next else {
+            return Ok(None);
+        };
+        let claim = ClaimStatus {
+            issue: IssueKey {
+                repository,
+                issue_number: issue_number(n)?,
+            },
+            holder: holder.to_owned(),
+            state: ClaimState::Held,
+            claimed_at: now,
+            lease_expires_at: lease_end(now, lease_secs),
+        };
+        write(tx, &claim)?;
+        tx.execute(
+            "UPDATE work_queue SET attempts = attempts + 1
+             WHERE repository = ?1 AND issue_number = ?2",
+            params![claim.issue.repository, n],
+        )
+        .map_err(Error::store("taking work"))?;
+        Ok(Some(claim))
+    })
+}
+
+pub(super) fn work(conn: &Connection) -> Result<Vec<WorkEntry>> {
+    let ctx = "listing the work queue";
+    let mut stmt = conn
+        .prepare(
+            "SELECT w.repository, w.issue_number, w.enqueued_at, w.attempts,
+                    c.holder, c.state, c.claimed_at, c.lease_expires_at
+             FROM work_queue w
+             LEFT JOIN claims c
+               ON c.repository = w.repository AND c.issue_number = w.issue_number
+             ORDER BY w.enqueued_at, w.repository, w.issue_number",
+        )
+        .map_err(Error::store(ctx))?;
+    type Row = (
+        String,
+        i64,
+        i64,
+        i64,
+        Option<String>,
+        Option<String>,
+        Option<i64>,
+        Option<i64>,
+    );
+    let rows: Vec<Row> = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+                r.get(7)?,
+            ))
+        })
+        .map_err(Error::store(ctx))?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(Error::store(ctx))?;
+    rows.into_iter()
+        .map(
+            |(repository, n, enqueued_at, attempts, holder, state, claimed_at, lease)| {
+                let issue = IssueKey {
+                    repository,
+                    issue_number: issue_number(n)?,
+                };
+                let claim = match (holder, state, claimed_at, lease) {
+                    (Some(holder), Some(state), Some(claimed_at), Some(lease_expires_at)) => {
+                        Some(ClaimStatus {
+                            issue: issue.clone(),
+                            holder,
+                            state: parse_state(&state)?,
+                            claimed_at,
+                            lease_expires_at,
+                        })
+                    }
+                    _ => None,
+                };
+                Ok(WorkEntry {
+                    issue,
+                    enqueued_at,
+                    attempts: u32::try_from(attempts).map_err(|_| Error::StoreCorrupt {
+                        what: "work attempts".to_owned(),
+                        message: attempts.to_string(),
+                    })?,
+                    claim,
+                })
+            },
+        )
+        .collect()
+}
+
+/// A stored issue number as the protocol's.
+fn issue_number(n: i64) -> Result<u64> {
+    u64::try_from(n).map_err(|_| Error::StoreCorrupt {
+        what: "claim issue number".to_owned(),
+        message: n.to_string(),
+    })
+}
+
 pub(super) fn all(conn: &Connection) -> Result<Vec<ClaimStatus>> {
     let mut stmt = conn
         .prepare(
@@ -221,10 +365,7 @@ pub(super) fn all(conn: &Connection) -> Result<Vec<ClaimStatus>> {
                 Ok(ClaimStatus {
                     issue: IssueKey {
                         repository,
-                        issue_number: u64::try_from(n).map_err(|_| Error::StoreCorrupt {
-                            what: "claim issue number".to_owned(),
-                            message: n.to_string(),
-                        })?,
+                        issue_number: issue_number(n)?,
                     },
                     holder,
                     state: parse_state(&state)?,
@@ -322,6 +463,67 @@ mod tests {
                 .map(|c| (c.issue.issue_number, c.holder.as_str(), c.state))
                 .collect::<Vec<_>>(),
             vec![(7, "b", ClaimState::Done), (8, "c", ClaimState::Held)]
+        );
+    }
+
+    #[test]
+    fn work_is_taken_oldest_first_and_a_lapsed_one_again_but_never_a_done_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+        let key = |n| req("x", n, 0).issue;
+        assert_eq!(store.enqueue_work(&[key(3), key(1)], 10).unwrap(), 2);
+        assert_eq!(store.enqueue_work(&[key(1), key(2)], 20).unwrap(), 1);
+        let first = store.take_work("a", 5, None, 100).unwrap().unwrap();
+        assert_eq!((first.issue.issue_number, first.lease_expires_at), (1, 105));
+        // Held: another holder's claim of it is refused.
+        assert!(matches!(
+            store.claim(&req("b", 1, 60), 101).unwrap(),
+            ClaimAttempt::Taken(c) if c.holder == "a"
+        ));
+        assert_eq!(
+            store
+                .take_work("b", 5, None, 101)
+                .unwrap()
+                .unwrap()
+                .issue
+                .issue_number,
+            3
+        );
+        assert!(
+            store
+                .take_work("c", 5, Some("other/repo"), 101)
+                .unwrap()
+                .is_none()
+        );
+        store
+            .release_claim(&release("b", 3, ClaimEnd::Done), 102)
+            .unwrap();
+        assert_eq!(
+            store
+                .take_work("c", 5, None, 102)
+                .unwrap()
+                .unwrap()
+                .issue
+                .issue_number,
+            2
+        );
+        assert!(store.take_work("c", 5, None, 104).unwrap().is_none());
+        // Issue 1's lease ends at 105: it is taken again, issue 3 (done) never.
+        let again = store.take_work("d", 5, None, 105).unwrap().unwrap();
+        assert_eq!((again.issue.issue_number, again.holder.as_str()), (1, "d"));
+        // Both lapsed leases are ready again: the older issue comes first.
+        let late = store.take_work("e", 5, None, 1_000_000).unwrap().unwrap();
+        assert_eq!(late.issue.issue_number, 1);
+        let work = store.work().unwrap();
+        assert_eq!(
+            work.iter()
+                .map(|w| (w.issue.issue_number, w.attempts))
+                .collect::<Vec<_>>(),
+            vec![(1, 3), (3, 1), (2, 1)]
+        );
+        assert_eq!(
+            work[1].claim.as_ref().map(|c| c.state),
+            Some(ClaimState::Done)
         );
     }
 

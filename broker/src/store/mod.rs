@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::protocol::{
-    BrokerReply, ClaimRelease, ClaimRequest, ClaimStatus, PullRequestKey, RunRegistration,
+    BrokerReply, ClaimRelease, ClaimRequest, ClaimStatus, IssueKey, PullRequestKey, RunRegistration,
 };
 use crate::witness::WitnessOutput;
 use airlock_schemas::{BrokerError, Review};
@@ -265,6 +265,19 @@ pub enum ClaimAttempt {
     Taken(ClaimStatus),
 }
 
+/// One issue of the shared work queue, with its claim when a worker took it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkEntry {
+    /// The issue.
+    pub issue: IssueKey,
+    /// Unix seconds it was queued.
+    pub enqueued_at: i64,
+    /// How many times a worker took it.
+    pub attempts: u32,
+    /// Its claim, once a worker took it (or claimed it by `claim`).
+    pub claim: Option<ClaimStatus>,
+}
+
 /// Durable broker state. Every method is atomic: a crash leaves either the before or the after.
 pub trait Store: Send {
     /// Register a run; registering the same run again with identical details is a no-op, with
@@ -345,4 +358,23 @@ pub trait Store: Send {
     fn release_claim(&mut self, release: &ClaimRelease, now: i64) -> Result<ClaimStatus>;
     /// Every claim, by repository and issue number.
     fn claims(&mut self) -> Result<Vec<ClaimStatus>>;
+    /// Add issues to the shared work queue; an issue already in it is left as it is. Returns
+    /// how many were new.
+    fn enqueue_work(&mut self, issues: &[IssueKey], now: i64) -> Result<usize>;
+    /// Take the oldest queued issue (by enqueued_at, then repository, then issue number) that
+    /// is ready — no claim, a released claim, or a held claim whose lease ended at or before
+    /// `now`; never a done one — restricted to `repository` when given, and claim it for
+    /// `holder` until `now + lease_secs`, counting the attempt, in one transaction. On
+    /// PostgreSQL the candidate row is chosen with `SELECT ... FOR UPDATE SKIP LOCKED`, so
+    /// concurrent takers get different issues; on SQLite the IMMEDIATE transaction serialises
+    /// them. `None` when nothing is ready.
+    fn take_work(
+        &mut self,
+        holder: &str,
+        lease_secs: u64,
+        repository: Option<&str>,
+        now: i64,
+    ) -> Result<Option<ClaimStatus>>;
+    /// The work queue, oldest first, each issue with its claim.
+    fn work(&mut self) -> Result<Vec<WorkEntry>>;
 }

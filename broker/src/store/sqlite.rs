@@ -5,10 +5,12 @@ use std::path::Path;
 
 use super::{
     ChangeRequest, ClaimAttempt, Decision, IntakeOutcome, IntakeStart, NewQueueItem, QueueItem,
-    QueueStatus, ReviewItem, RunRecord, RunState, Store,
+    QueueStatus, ReviewItem, RunRecord, RunState, Store, WorkEntry,
 };
 use crate::error::{Error, Result};
-use crate::protocol::{BrokerReply, ClaimRelease, ClaimRequest, ClaimStatus, RunRegistration};
+use crate::protocol::{
+    BrokerReply, ClaimRelease, ClaimRequest, ClaimStatus, IssueKey, RunRegistration,
+};
 use airlock_schemas::BrokerError;
 
 const SCHEMA: &str = "
@@ -78,6 +80,13 @@ CREATE TABLE IF NOT EXISTS claims (
     state TEXT NOT NULL,
     claimed_at INTEGER NOT NULL,
     lease_expires_at INTEGER NOT NULL,
+    PRIMARY KEY (repository, issue_number)
+);
+CREATE TABLE IF NOT EXISTS work_queue (
+    repository TEXT NOT NULL,
+    issue_number INTEGER NOT NULL,
+    enqueued_at INTEGER NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (repository, issue_number)
 );
 ";
@@ -795,6 +804,24 @@ impl Store for SqliteStore {
 
     fn claims(&mut self) -> Result<Vec<ClaimStatus>> {
         super::claims::all(&self.conn)
+    }
+
+    fn enqueue_work(&mut self, issues: &[IssueKey], now: i64) -> Result<usize> {
+        super::claims::enqueue_work(&mut self.conn, issues, now)
+    }
+
+    fn take_work(
+        &mut self,
+        holder: &str,
+        lease_secs: u64,
+        repository: Option<&str>,
+        now: i64,
+    ) -> Result<Option<ClaimStatus>> {
+        super::claims::take_work(&mut self.conn, holder, lease_secs, repository, now)
+    }
+
+    fn work(&mut self) -> Result<Vec<WorkEntry>> {
+        super::claims::work(&self.conn)
     }
 
     fn abandon(&mut self, id: i64, by: &str, reason: &str, now: i64) -> Result<QueueItem> {
