@@ -200,6 +200,7 @@ fn intake(p: &Project, label: &str, with_gates: bool, runs: usize) -> Duration {
                     issue: None,
                     follow_up_of: None,
                     change: Default::default(),
+                    tree: Default::default(),
                 })
                 .unwrap();
             write(&wt, "calc/ops.py", FIXED);

@@ -244,6 +244,120 @@ pub fn collect(
     })
 }
 
+/// Why a submitted patch was not turned into a tree: the supervisor's bytes, not the broker's
+/// failure, so the intake refuses it with this reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatchRefused(pub String);
+
+/// Rebuild a run's tree from the patch it sent (`git diff --binary` against the pin): the
+/// patch is applied to the pinned tree of the broker's clone `repo` (the new objects are written
+/// into the clone, as [`collect`] writes a shared worktree's), and `dest` becomes a git
+/// repository that borrows the clone's objects, its HEAD the pin and its working directory the
+/// patched tree: where a shared worktree would stand, for every check that follows. A patch
+/// that does not parse, names a path outside the tree or inside `.git`, or does not apply to
+/// the pin is [`PatchRefused`].
+pub fn rebuild_tree(
+    repo: &git2::Repository,
+    pin: git2::Oid,
+    patch: &[u8],
+    dest: &Path,
+) -> Result<std::result::Result<(), PatchRefused>> {
+    let refuse = |why: String| Ok(Err(PatchRefused(why)));
+    let pin_tree = repo
+        .find_commit(pin)
+        .and_then(|c| c.tree())
+        .map_err(Error::git(format!(
+            "reading the tree of pinned commit {pin}"
+        )))?;
+    let diff = match git2::Diff::from_buffer(patch) {
+        Ok(diff) => diff,
+        Err(e) => return refuse(format!("the change is not a git patch: {}", e.message())),
+    };
+    for delta in diff.deltas() {
+        for file in [delta.old_file(), delta.new_file()] {
+            let Some(path) = file.path() else { continue };
+            let Some(text) = path.to_str() else {
+                return refuse(format!(
+                    "the patch names a path that is not UTF-8: {path:?}"
+                ));
+            };
+            if let Some(bad) = unsafe_patch_path(text) {
+                return refuse(format!("the patch names {text:?}: {bad}"));
+            }
+        }
+    }
+    let mut index = match repo.apply_to_tree(&pin_tree, &diff, None) {
+        Ok(index) => index,
+        Err(e) => {
+            return refuse(format!(
+                "the patch does not apply to the pinned commit {pin}: {}",
+                e.message()
+            ));
+        }
+    };
+    let tree_id = index
+        .write_tree_to(repo)
+        .map_err(Error::git("writing the tree the patch makes"))?;
+    let tree = repo
+        .find_tree(tree_id)
+        .map_err(Error::git("reading the tree the patch makes"))?;
+    let built =
+        git2::Repository::init(dest).map_err(Error::git(format!("creating {}", dest.display())))?;
+    let objects = repo.path().join("objects");
+    let alternates = built.path().join("objects/info/alternates");
+    std::fs::write(&alternates, format!("{}\n", objects.display()))
+        .map_err(Error::io(format!("writing {}", alternates.display())))?;
+    // Re-open, so the object database reads the alternates file.
+    let built =
+        git2::Repository::open(dest).map_err(Error::git(format!("opening {}", dest.display())))?;
+    built
+        .set_head_detached(pin)
+        .map_err(Error::git("pointing the rebuilt tree's HEAD at the pin"))?;
+    let tree = built.find_tree(tree.id()).map_err(Error::git(
+        "reading the patched tree through the alternates",
+    ))?;
+    let mut checkout = git2::build::CheckoutBuilder::new();
+    checkout.force().recreate_missing(true);
+    built
+        .checkout_tree(tree.as_object(), Some(&mut checkout))
+        .map_err(Error::git(format!(
+            "writing the patched tree to {}",
+            dest.display()
+        )))?;
+    // The index stays the pin's, as in a run's own worktree: the change is what differs.
+    let mut index = built
+        .index()
+        .map_err(Error::git("opening the rebuilt tree's index"))?;
+    let pinned = built
+        .find_tree(pin_tree.id())
+        .map_err(Error::git("reading the pinned tree through the alternates"))?;
+    index
+        .read_tree(&pinned)
+        .and_then(|()| index.write())
+        .map_err(Error::git("resetting the rebuilt tree's index to the pin"))?;
+    Ok(Ok(()))
+}
+
+/// Why a path of a submitted patch may not be written, if it may not: absolute, `..`, `.git`,
+/// empty components or control characters.
+fn unsafe_patch_path(path: &str) -> Option<&'static str> {
+    if path.is_empty() || path.starts_with('/') {
+        return Some("a path must be relative to the repository");
+    }
+    if path.chars().any(char::is_control) {
+        return Some("a path must not contain control characters");
+    }
+    for part in path.split('/') {
+        if part.is_empty() || part == "." || part == ".." {
+            return Some("a path must not have empty, `.` or `..` components");
+        }
+        if part.eq_ignore_ascii_case(".git") {
+            return Some("a patch may not write inside .git");
+        }
+    }
+    None
+}
+
 /// Every symlink of `tree` (git mode 120000) with its target's text.
 fn tree_symlinks(
     repo: &git2::Repository,
@@ -323,6 +437,81 @@ mod tests {
         let changes = collect(&repo, pin, &wt, &|_| false).unwrap();
         let paths: Vec<&str> = changes.files.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(paths, ["src/lib.rs"]);
+    }
+
+    /// A run on another host sends its change as a patch; the tree the broker rebuilds from it
+    /// is the one it would have read from a shared worktree: text, non-UTF-8 and binary files
+    /// added, changed and deleted, a mode change, a symlink and a file without a final newline.
+    #[test]
+    fn a_patch_of_the_worktree_rebuilds_the_same_tree_in_the_brokers_clone() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let wt = dir.path().join("wt");
+        std::fs::create_dir_all(wt.join("src")).unwrap();
+        std::fs::create_dir_all(wt.join("assets")).unwrap();
+        std::fs::write(wt.join(".gitignore"), "/target\n").unwrap();
+        std::fs::write(wt.join("src/lib.py"), "def f():\n    return 1\n").unwrap();
+        std::fs::write(wt.join("src/gone.py"), "x = 1\n").unwrap();
+        std::fs::write(wt.join("run.sh"), "echo hi\n").unwrap();
+        std::fs::write(wt.join("assets/logo.png"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap();
+        let repo = git2::Repository::init(&wt).unwrap();
+        let pin = commit_all(&repo);
+        let broker_clone = dir.path().join("clone");
+        let clone = git2::Repository::clone(wt.to_str().unwrap(), &broker_clone).unwrap();
+
+        std::fs::write(wt.join("src/lib.py"), "def f():\n    return 2").unwrap();
+        std::fs::remove_file(wt.join("src/gone.py")).unwrap();
+        std::fs::write(wt.join("src/latin1.txt"), b"caf\xe9\n").unwrap();
+        std::fs::write(wt.join("assets/logo.png"), b"\x89PNG\r\n\x1a\n\0\x01\x02").unwrap();
+        std::fs::write(wt.join("assets/new.bin"), b"\0\x01\x02\x03").unwrap();
+        std::fs::set_permissions(wt.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        std::os::unix::fs::symlink("lib.py", wt.join("src/alias.py")).unwrap();
+        std::fs::create_dir_all(wt.join("target")).unwrap();
+        std::fs::write(wt.join("target/junk"), "ignored").unwrap();
+
+        let patch = airlock_policies::change_patch(&wt, &pin.to_string()).unwrap();
+        let dest = dir.path().join("rebuilt");
+        rebuild_tree(&clone, pin, &patch, &dest).unwrap().unwrap();
+        let shared = collect(&clone, pin, &wt, &|_| false).unwrap();
+        let rebuilt = collect(&clone, pin, &dest, &|_| false).unwrap();
+        assert_eq!(
+            rebuilt.tree,
+            shared.tree,
+            "{}",
+            String::from_utf8_lossy(&patch)
+        );
+        assert_eq!(rebuilt.files.len(), 7);
+        // The digest reads the rebuilt tree as it reads a run's worktree.
+        let policy = airlock_policies::Policy::builtin().unwrap();
+        let from_run = policy.compute_digest(&wt, &pin.to_string()).unwrap();
+        let from_bytes = policy.compute_digest(&dest, &pin.to_string()).unwrap();
+        assert_eq!(from_bytes.to_diff_digest(), from_run.to_diff_digest());
+        assert_eq!(from_bytes.diff, from_run.diff);
+
+        // What does not apply, or reaches outside the tree, is refused with the reason.
+        for (bad, says) in [
+            (b"not a patch at all\n".to_vec(), "not a git patch"),
+            (
+                b"diff --git a/src/lib.py b/src/lib.py\n--- a/src/lib.py\n+++ b/src/lib.py\n@@ -1,2 +1,2 @@\n def g():\n-    return 9\n+    return 3\n".to_vec(),
+                "does not apply",
+            ),
+            (
+                b"diff --git a/.git/config b/.git/config\nnew file mode 100644\n--- /dev/null\n+++ b/.git/config\n@@ -0,0 +1 @@\n+x\n".to_vec(),
+                ".git",
+            ),
+            (
+                b"diff --git a/../x b/../x\nnew file mode 100644\n--- /dev/null\n+++ b/../x\n@@ -0,0 +1 @@\n+x\n".to_vec(),
+                "..",
+            ),
+        ] {
+            let dest = tempfile::tempdir().unwrap();
+            let refused = rebuild_tree(&clone, pin, &bad, &dest.path().join("t")).unwrap();
+            let Err(PatchRefused(why)) = refused else {
+                panic!("{} was taken", String::from_utf8_lossy(&bad))
+            };
+            assert!(why.contains(says), "{why}");
+        }
     }
 
     /// Publication applies the queued diff text to the pinned tree (`publish.rs`): a deleted

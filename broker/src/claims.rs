@@ -45,6 +45,11 @@ pub fn check_request(
             issue.issue_number
         )));
     }
+    check_holder(holder, lease_secs)
+}
+
+/// Check a holder's name and the lease it asks for (a `take_work` names no issue).
+pub fn check_holder(holder: &str, lease_secs: Option<u64>) -> Result<()> {
     if holder.is_empty() || holder.len() > 200 || holder.chars().any(char::is_control) {
         return Err(Error::Claim(
             "holder must be 1 to 200 characters without control characters".to_owned(),

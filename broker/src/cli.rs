@@ -133,6 +133,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The shared work queue that `airlock worker` takes issues from: `work add REPO N...`
+    /// queues issues, `work list` shows each with its claim.
+    Work {
+        #[command(subcommand)]
+        command: WorkCommand,
+    },
     /// Tools for writing a gate (the organisation's own rules, `[[repositories.NAME.gates]]`).
     Gate {
         #[command(subcommand)]
@@ -150,6 +156,26 @@ enum Command {
         /// instead of generating one.
         #[arg(long, value_name = "PATH")]
         token_file: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum WorkCommand {
+    /// Queue issues of a repository for the workers (an issue already queued stays as it is;
+    /// a done one is not worked again).
+    Add {
+        /// The repository as broker.toml names it (`[repositories."NAME"]`).
+        repository: String,
+        /// Issue numbers on the forge.
+        #[arg(required = true, value_parser = clap::value_parser!(u64).range(1..))]
+        issues: Vec<u64>,
+    },
+    /// List the work queue, oldest first: each issue, when it was queued, how often a worker
+    /// took it, and its claim (ready, held, lapsed, done, released).
+    List {
+        /// Print the entries as JSON for scripts.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -317,6 +343,38 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
                 }
             });
             crate::server::serve(broker, listener)
+        }
+        Command::Work {
+            command: WorkCommand::Add { repository, issues },
+        } => {
+            let keys: Vec<crate::protocol::IssueKey> = issues
+                .iter()
+                .map(|&issue_number| crate::protocol::IssueKey {
+                    repository: repository.clone(),
+                    issue_number,
+                })
+                .collect();
+            let added = broker.enqueue_work(&keys, &reviewer())?;
+            writeln!(
+                out,
+                "queued {added} new of {} issues of {}",
+                keys.len(),
+                airlock_policies::terminal::escaped(&repository)
+            )
+            .map_err(w)
+        }
+        Command::Work {
+            command: WorkCommand::List { json },
+        } => {
+            let entries = broker.work()?;
+            let text = if json {
+                format!("{}\n", to_json(&entries)?)
+            } else {
+                crate::view::render_work(&entries, unix_now())
+            };
+            out.write_all(text.as_bytes())
+                .and_then(|()| out.flush())
+                .map_err(w)
         }
         Command::Claims { json } => {
             let claims = broker.claims()?;

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::gates::{GateNote, Gates};
 use crate::protocol::{
     BrokerReply, ChangeKind, ClaimEnd, ClaimRelease, ClaimRequest, ClaimStatus, ForgeMark,
-    IssueKey, Request, ReviewSubmission, RunRegistration,
+    IssueKey, Request, ReviewSubmission, RunRegistration, SubmittedChange, TakeWork, TreeTransfer,
 };
 use crate::publish::{self, Forge};
 use crate::rules::Rules;
@@ -210,7 +210,8 @@ impl Broker {
                 run_id,
                 request_id,
                 args,
-            } => self.open_pr(&run_id, &request_id, args.get()),
+                change,
+            } => self.open_pr_with_change(&run_id, &request_id, args.get(), change.as_deref()),
             Request::Decision { run_id } => self.decision(&run_id),
             Request::Claim(claim) => self.claim(&claim, false),
             Request::RenewClaim(claim) => self.claim(&claim, true),
@@ -227,6 +228,7 @@ impl Broker {
                     })
             }
             Request::SubmitReview(submission) => self.submit_review(&submission),
+            Request::TakeWork(take) => self.take_work(&take),
         };
         result.unwrap_or_else(|e| BrokerReply::Failed {
             message: e.to_string(),
@@ -265,6 +267,62 @@ impl Broker {
             },
             ClaimAttempt::Taken(claim) => BrokerReply::ClaimTaken { claim },
         })
+    }
+
+    /// Take the oldest ready issue of the shared work queue for `take.holder` (a claim with a
+    /// lease, labelled on the forge like any claim), or [`BrokerReply::NoWork`].
+    pub fn take_work(&self, take: &TakeWork) -> Result<BrokerReply> {
+        crate::claims::check_holder(&take.holder, Some(take.lease_secs))?;
+        if let Some(repository) = &take.repository
+            && !self.config.repositories.contains_key(repository)
+        {
+            return Err(Error::Claim(format!(
+                "repository {repository:?} is not configured in broker.toml"
+            )));
+        }
+        let taken = self.store().take_work(
+            &take.holder,
+            take.lease_secs,
+            take.repository.as_deref(),
+            unix_now(),
+        )?;
+        let Some(claim) = taken else {
+            return Ok(BrokerReply::NoWork);
+        };
+        let forge = self.mark_claim(&claim.issue, true);
+        self.journal_claim(&claim, "acquired", &forge)?;
+        Ok(BrokerReply::Claimed {
+            claim,
+            acquired: true,
+            forge,
+        })
+    }
+
+    /// Put issues on the shared work queue (`airlock-broker work add`): each must be an issue
+    /// of a repository this broker serves. Returns how many were not queued already.
+    pub fn enqueue_work(&self, issues: &[IssueKey], by: &str) -> Result<usize> {
+        for issue in issues {
+            crate::claims::check_request(&self.config, issue, by, None)?;
+        }
+        let added = self.store().enqueue_work(issues, unix_now())?;
+        for issue in issues {
+            self.journal.record(
+                &format!("claim:{}#{}", issue.repository, issue.issue_number),
+                Event::Claim {
+                    repository: issue.repository.clone(),
+                    issue_number: issue.issue_number,
+                    holder: by.to_owned(),
+                    change: "enqueued".to_owned(),
+                    label: "unchanged".to_owned(),
+                },
+            )?;
+        }
+        Ok(added)
+    }
+
+    /// The shared work queue, oldest first, each issue with its claim.
+    pub fn work(&self) -> Result<Vec<crate::store::WorkEntry>> {
+        self.store().work()
     }
 
     /// End a claim; an abandoned one has its label taken off (a done one keeps it: the issue
@@ -677,7 +735,9 @@ impl Broker {
                 repo_cfg.clone.display()
             ))
         })?;
-        self.worktree_under_root(&run.worktree)?;
+        if run.tree == TreeTransfer::Shared {
+            self.worktree_under_root(&run.worktree)?;
+        }
         if run.issue_id.trim().is_empty() {
             return Err(Error::Registration(
                 "issue_id must name the issue the run works on".to_owned(),
@@ -765,12 +825,49 @@ impl Broker {
     /// Take in one open_pr call. A request already answered gets its stored reply; a request
     /// whose intake was cut short (the broker died) is evaluated again from the start.
     pub fn open_pr(&self, run_id: &str, request_id: &str, args: &str) -> Result<BrokerReply> {
+        self.open_pr_with_change(run_id, request_id, args, None)
+    }
+
+    /// [`Broker::open_pr`] for a call that may carry the run's change: a run registered with
+    /// [`TreeTransfer::Bytes`] must send it with every call, a run with a shared worktree never.
+    /// A call of the wrong shape is refused at the door, before anything is recorded, so it
+    /// cannot end the run.
+    pub fn open_pr_with_change(
+        &self,
+        run_id: &str,
+        request_id: &str,
+        args: &str,
+        change: Option<&SubmittedChange>,
+    ) -> Result<BrokerReply> {
         let run_lock = self.run_lock(run_id);
         let _serialised = lock(&run_lock);
         let run = self
             .store()
             .run(run_id)?
             .ok_or_else(|| Error::UnknownRun(run_id.to_owned()))?;
+        match (run.registration.tree, change) {
+            (TreeTransfer::Bytes, None) => {
+                return Ok(BrokerReply::Refused {
+                    error: BrokerError::policy_violation(
+                        "change",
+                        "change_with_open_pr",
+                        "this run registered tree = bytes: its open_pr must carry the change \
+                         (a git patch against the pin), which this one does not",
+                    ),
+                });
+            }
+            (TreeTransfer::Shared, Some(_)) => {
+                return Ok(BrokerReply::Refused {
+                    error: BrokerError::policy_violation(
+                        "change",
+                        "change_with_open_pr",
+                        "this run registered a shared worktree: the broker reads the tree \
+                         there, and an open_pr of this run carries no change",
+                    ),
+                });
+            }
+            _ => {}
+        }
         let start = self
             .store()
             .begin_intake(run_id, request_id, args, unix_now())?;
@@ -811,7 +908,7 @@ impl Broker {
                 ),
             )
         } else {
-            self.evaluate(&run.registration, run.state, args)?
+            self.evaluate(&run.registration, run.state, args, change)?
         };
         let reply = self
             .store()
@@ -1024,6 +1121,7 @@ impl Broker {
         run: &RunRegistration,
         state: RunState,
         args: &str,
+        change: Option<&SubmittedChange>,
     ) -> Result<IntakeOutcome> {
         // 0. Order: one open_pr per run, whatever its arguments.
         match state {
@@ -1063,7 +1161,7 @@ impl Broker {
                     return Err(Error::Dependency(err.to_string()));
                 }
                 let mut refusal = BrokerError::schema_invalid(&violations);
-                self.name_the_weakening(run, &violations, &mut refusal);
+                self.name_the_weakening(run, change, &violations, &mut refusal);
                 return Ok(IntakeOutcome::Refuse(refusal));
             }
         };
@@ -1100,7 +1198,11 @@ impl Broker {
             })?;
         let repo = open_clone(&repo_cfg.clone)?;
         let pin = git2::Oid::from_str(&run.base_commit).map_err(Error::git("parsing the pin"))?;
-        let worktree = self.worktree_under_root(&run.worktree)?;
+        let tree = match self.intake_tree(run, &repo, pin, change)? {
+            Ok(tree) => tree,
+            Err(refusal) => return Ok(refusal),
+        };
+        let worktree = tree.path().to_path_buf();
         let is_test = |p: &str| self.rules.is_test_file(p);
         let changes = changes::collect(&repo, pin, &worktree, &is_test)?;
         let changed: Vec<&str> = changes.files.iter().map(|c| c.path.as_str()).collect();
@@ -1278,6 +1380,73 @@ impl Broker {
         })))
     }
 
+    /// The tree an intake checks: the run's worktree on this host, or, for a run that sends
+    /// bytes, the tree rebuilt from its patch in the broker's own clone at the pin (in a
+    /// folder of the witness work directory, removed when the intake ends). A change that is
+    /// not on the pin, not base64, too large, not a patch, or that does not apply is refused.
+    fn intake_tree(
+        &self,
+        run: &RunRegistration,
+        repo: &git2::Repository,
+        pin: git2::Oid,
+        change: Option<&SubmittedChange>,
+    ) -> Result<std::result::Result<IntakeTree, IntakeOutcome>> {
+        let change = match (run.tree, change) {
+            (TreeTransfer::Shared, _) => {
+                return Ok(Ok(IntakeTree::Shared(
+                    self.worktree_under_root(&run.worktree)?,
+                )));
+            }
+            (TreeTransfer::Bytes, Some(change)) => change,
+            (TreeTransfer::Bytes, None) => {
+                return Ok(Err(refuse_policy(
+                    "change",
+                    "change_with_open_pr",
+                    "this run registered tree = bytes: its open_pr must carry the change",
+                )));
+            }
+        };
+        if change.base_commit != run.base_commit {
+            return Ok(Err(refuse_policy(
+                "change.base_commit",
+                "change_on_the_pin",
+                &format!(
+                    "the change is against {:?}, not the run's pinned commit {}",
+                    change.base_commit, run.base_commit
+                ),
+            )));
+        }
+        let patch = match change.patch() {
+            Ok(patch) => patch,
+            Err(why) => {
+                return Ok(Err(refuse_policy(
+                    "change.patch_base64",
+                    "change_is_a_patch",
+                    &why,
+                )));
+            }
+        };
+        let work = self.config.witness_work_dir();
+        std::fs::create_dir_all(&work)
+            .map_err(Error::io(format!("creating {}", work.display())))?;
+        let dir = tempfile::Builder::new()
+            .prefix("rebuilt-")
+            .tempdir_in(&work)
+            .map_err(Error::io(format!(
+                "creating a folder in {}",
+                work.display()
+            )))?;
+        let tree = dir.path().join("tree");
+        Ok(match changes::rebuild_tree(repo, pin, &patch, &tree)? {
+            Ok(()) => Ok(IntakeTree::Rebuilt { _dir: dir, tree }),
+            Err(changes::PatchRefused(why)) => Err(refuse_policy(
+                "change.patch_base64",
+                "change_applies_to_pin",
+                &why,
+            )),
+        })
+    }
+
     /// A schema refusal of a bounded digest field (`assertions_removed`, `skip_markers_added`
     /// over their maximum of 0) names the weakening itself: the detectors' findings of that kind
     /// in the run's diff, file and line, in the message and as `details.findings`. Best effort:
@@ -1285,6 +1454,7 @@ impl Broker {
     fn name_the_weakening(
         &self,
         run: &RunRegistration,
+        change: Option<&SubmittedChange>,
         violations: &[airlock_schemas::SchemaViolation],
         refusal: &mut BrokerError,
     ) {
@@ -1299,10 +1469,19 @@ impl Broker {
         if kinds.is_empty() {
             return;
         }
-        let Ok(worktree) = self.worktree_under_root(&run.worktree) else {
+        let Some(repo_cfg) = self.config.repositories.get(&run.repository) else {
             return;
         };
-        let Ok((_, flags)) = self.rules.digest(&worktree, &run.base_commit) else {
+        let (Ok(repo), Ok(pin)) = (
+            open_clone(&repo_cfg.clone),
+            git2::Oid::from_str(&run.base_commit),
+        ) else {
+            return;
+        };
+        let Ok(Ok(tree)) = self.intake_tree(run, &repo, pin, change) else {
+            return;
+        };
+        let Ok((_, flags)) = self.rules.digest(tree.path(), &run.base_commit) else {
             return;
         };
         let findings: Vec<String> = flags
@@ -1592,6 +1771,14 @@ impl Broker {
         let unfinished = self.store().unfinished_intakes()?;
         let mut answered = 0;
         for (run_id, request_id, args) in unfinished {
+            // A run that sends bytes resends its change with the same request id within its
+            // reconnect window; only that resend has the tree. One that never comes back leaves
+            // its run without a queue item, as its outcome says.
+            if let Ok(Some(run)) = self.store().run(&run_id)
+                && run.registration.tree == TreeTransfer::Bytes
+            {
+                continue;
+            }
             match self.open_pr(&run_id, &request_id, &args) {
                 Ok(_) => answered += 1,
                 Err(e) => eprintln!("airlock-broker: resuming intake {run_id}/{request_id}: {e}"),
@@ -1804,6 +1991,28 @@ fn one_review_per_head(
 
 fn is_commit_id(text: &str) -> bool {
     text.len() == 40 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The tree one intake checks (see `Broker::intake_tree`).
+enum IntakeTree {
+    /// The run's own worktree, under the runs root.
+    Shared(PathBuf),
+    /// Rebuilt from the run's patch; the folder goes when the intake ends.
+    Rebuilt {
+        /// Owns the folder.
+        _dir: tempfile::TempDir,
+        /// The rebuilt tree in it.
+        tree: PathBuf,
+    },
+}
+
+impl IntakeTree {
+    fn path(&self) -> &Path {
+        match self {
+            IntakeTree::Shared(path) => path,
+            IntakeTree::Rebuilt { tree, .. } => tree,
+        }
+    }
 }
 
 fn refuse_policy(offending: &str, rule: &str, reason: &str) -> IntakeOutcome {

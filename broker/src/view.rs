@@ -470,6 +470,49 @@ pub fn render_queue(rows: &[QueueRow], now: i64) -> String {
     out
 }
 
+/// The shared work queue as a table (repository, issue, age, attempts, state, holder),
+/// every cell one escaped line.
+pub fn render_work(entries: &[crate::store::WorkEntry], now: i64) -> String {
+    use crate::protocol::ClaimState;
+    use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets};
+    let mut table = Table::new();
+    table
+        .load_style(presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(["REPOSITORY", "ISSUE", "AGE", "TAKEN", "STATE", "HOLDER"]);
+    for e in entries {
+        let (state, holder) = match &e.claim {
+            None => ("ready".to_owned(), String::new()),
+            Some(c) => {
+                let state = match c.state {
+                    ClaimState::Held if c.lease_expires_at <= now => "lapsed (ready)".to_owned(),
+                    ClaimState::Held => format!("held, lease {}s", c.lease_expires_at - now),
+                    ClaimState::Done => "done".to_owned(),
+                    ClaimState::Released => "released (ready)".to_owned(),
+                };
+                (state, escaped_line(&c.holder).into_owned())
+            }
+        };
+        table.add_row([
+            Cell::new(escaped_line(&e.issue.repository)),
+            Cell::new(format!("#{}", e.issue.issue_number)).set_alignment(CellAlignment::Left),
+            Cell::new(age(now - e.enqueued_at)),
+            Cell::new(e.attempts),
+            Cell::new(state),
+            Cell::new(holder),
+        ]);
+    }
+    for column in table.column_iter_mut() {
+        column.set_padding((0, 2));
+    }
+    let mut out = String::new();
+    for line in table.lines() {
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
 /// A grade in words: `ok`, or what went wrong.
 fn grade_text(grade: &Grade) -> String {
     match grade {

@@ -286,6 +286,55 @@ fn git(context: &str) -> impl FnOnce(git2::Error) -> Error + '_ {
     }
 }
 
+/// What the digest compares: the pinned tree against the working directory, untracked files
+/// included and ignored ones left out, submodules ignored.
+fn worktree_diff_options() -> git2::DiffOptions {
+    let mut options = git2::DiffOptions::new();
+    options
+        .include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .show_untracked_content(true)
+        .include_ignored(false)
+        .include_typechange(true)
+        .ignore_submodules(true)
+        .context_lines(3);
+    options
+}
+
+/// The change of the working directory of the repository at `repo_path` against
+/// `base_commit`, as one git patch in the `git diff --binary` format: exactly the files the
+/// digest covers (untracked ones included, ignored ones not), binary files as `GIT binary
+/// patch` hunks, file modes and symlinks kept, full object ids. It is what a run on another
+/// host sends the broker instead of a path; the broker applies it to its own clone's pin.
+pub fn change_patch(repo_path: &Path, base_commit: &str) -> Result<Vec<u8>> {
+    let full_hex = base_commit.len() == 40
+        && base_commit
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if !full_hex {
+        return Err(Error::BaseCommit(base_commit.to_string()));
+    }
+    let repo = git2::Repository::open(repo_path).map_err(git("open repository"))?;
+    let oid = git2::Oid::from_str(base_commit).map_err(git("parse base commit"))?;
+    let commit = repo.find_commit(oid).map_err(git("find base commit"))?;
+    let tree = commit.tree().map_err(git("read base tree"))?;
+    let mut options = worktree_diff_options();
+    options.show_binary(true).id_abbrev(40);
+    let diff = repo
+        .diff_tree_to_workdir(Some(&tree), Some(&mut options))
+        .map_err(git("diff base tree to working directory"))?;
+    let mut patch = Vec::new();
+    for index in 0..diff.deltas().len() {
+        if let Some(mut one) =
+            git2::Patch::from_diff(&diff, index).map_err(git("make the patch of one file"))?
+        {
+            let buf = one.to_buf().map_err(git("print the patch of one file"))?;
+            patch.extend_from_slice(&buf);
+        }
+    }
+    Ok(patch)
+}
+
 pub(crate) fn compute(
     policy: &Policy,
     repo_path: &Path,
@@ -309,17 +358,8 @@ pub(crate) fn compute(
     let oid = git2::Oid::from_str(base_commit).map_err(git("parse base commit"))?;
     let commit = repo.find_commit(oid).map_err(git("find base commit"))?;
     let tree = commit.tree().map_err(git("read base tree"))?;
-    let mut options = git2::DiffOptions::new();
-    options
-        .include_untracked(true)
-        .recurse_untracked_dirs(true)
-        .show_untracked_content(true)
-        .include_ignored(false)
-        .include_typechange(true)
-        .ignore_submodules(true)
-        .context_lines(3);
     let diff = repo
-        .diff_tree_to_workdir(Some(&tree), Some(&mut options))
+        .diff_tree_to_workdir(Some(&tree), Some(&mut worktree_diff_options()))
         .map_err(git("diff base tree to working directory"))?;
     let mut text = Vec::<u8>::new();
     diff.print(git2::DiffFormat::Patch, |_delta, _hunk, line| {

@@ -42,7 +42,7 @@ pub use content::{BINARY_SNIFF_BYTES, check_change, check_content, is_binary};
 pub use detect::{Direction, Mode, MoveKind};
 pub use detect::{Finding, Side};
 pub use diff::{DiffLine, FileDiff, Hunk, LineKind, files_of_git_diff, parse_unified_diff};
-pub use digest::{DigestReport, compute_digest};
+pub use digest::{DigestReport, change_patch, compute_digest};
 pub use languages::{Language, is_test_file, language_name, language_of};
 pub use operands::Operands;
 pub use paths::{MAX_PATH_BYTES, MAX_SYMLINK_HOPS, WriteDecision, normalize_path};

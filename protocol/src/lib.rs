@@ -64,6 +64,75 @@ pub struct RunRegistration {
     /// Absent: [`ChangeKind::Fix`] (registrations from before the field existed).
     #[serde(default, skip_serializing_if = "ChangeKind::is_fix")]
     pub change: ChangeKind,
+    /// How the broker gets the run's tree: from `worktree` on its own filesystem (the default,
+    /// a run on the broker's host), or as bytes with every `open_pr` (a run on another host).
+    #[serde(default, skip_serializing_if = "TreeTransfer::is_shared")]
+    pub tree: TreeTransfer,
+}
+
+/// How the broker gets a run's tree.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TreeTransfer {
+    /// The broker reads the run's worktree, which must lie under its runs root.
+    #[default]
+    Shared,
+    /// Every `open_pr` carries the run's change ([`SubmittedChange`]): the broker rebuilds the
+    /// tree from its own clone at the pin and checks that, never a path of the run's host.
+    /// The registration's `worktree` is then only the run's own record of where it worked.
+    Bytes,
+}
+
+impl TreeTransfer {
+    /// Whether the broker reads the run's worktree itself.
+    pub fn is_shared(&self) -> bool {
+        *self == TreeTransfer::Shared
+    }
+}
+
+/// The largest patch (decoded) an `open_pr` may carry.
+pub const MAX_PATCH_BYTES: usize = 8 * 1024 * 1024;
+
+/// A run's change as bytes: a git patch (the `git diff --binary` format: binary files as
+/// `GIT binary patch` hunks, modes and symlinks included) from the pinned commit to the run's
+/// tree. The broker applies it to its own clone's pin; nothing else of the run's is read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmittedChange {
+    /// The commit the patch applies to: the run's pin.
+    pub base_commit: String,
+    /// The patch, standard base64 (a patch need not be UTF-8).
+    pub patch_base64: String,
+}
+
+impl SubmittedChange {
+    /// The change for `patch` against `base_commit`.
+    pub fn new(base_commit: &str, patch: &[u8]) -> SubmittedChange {
+        use base64::Engine as _;
+        SubmittedChange {
+            base_commit: base_commit.to_owned(),
+            patch_base64: base64::engine::general_purpose::STANDARD.encode(patch),
+        }
+    }
+
+    /// The patch's bytes; an error says what is wrong with the encoding or the size.
+    pub fn patch(&self) -> Result<Vec<u8>, String> {
+        use base64::Engine as _;
+        if self.patch_base64.len() / 4 * 3 > MAX_PATCH_BYTES + 3 {
+            return Err(format!(
+                "the patch is larger than {MAX_PATCH_BYTES} bytes: split the change"
+            ));
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(self.patch_base64.as_bytes())
+            .map_err(|e| format!("patch_base64 is not standard base64: {e}"))?;
+        if bytes.len() > MAX_PATCH_BYTES {
+            return Err(format!(
+                "the patch is larger than {MAX_PATCH_BYTES} bytes: split the change"
+            ));
+        }
+        Ok(bytes)
+    }
 }
 
 /// What kind of change a run submits (the agent definition's `output.change`), and so what
@@ -220,6 +289,21 @@ pub fn request_id_for(run_id: &str, args: &str) -> String {
     hex::encode(h.finalize())
 }
 
+/// The idempotency key of an open_pr call that carries its change: SHA-256 of the run id, a
+/// NUL byte, the argument bytes, a NUL byte and the change's base commit and patch text, so the
+/// same arguments over another tree are another request.
+pub fn request_id_for_change(run_id: &str, args: &str, change: &SubmittedChange) -> String {
+    let mut h = Sha256::new();
+    h.update(run_id.as_bytes());
+    h.update([0u8]);
+    h.update(args.as_bytes());
+    h.update([0u8]);
+    h.update(change.base_commit.as_bytes());
+    h.update([0u8]);
+    h.update(change.patch_base64.as_bytes());
+    hex::encode(h.finalize())
+}
+
 /// One request, by operation: what a supervisor (or the CLI's client) asks the broker.
 /// On the wire it is one JSON object with `op` naming the operation ([`WireRequest`]); a line
 /// whose `op` is unknown or lacks its operation's fields does not parse, and the error says
@@ -239,6 +323,8 @@ pub enum Request {
         request_id: String,
         /// The arguments exactly as the model produced them.
         args: Box<RawValue>,
+        /// The run's change, for a run registered with [`TreeTransfer::Bytes`].
+        change: Option<Box<SubmittedChange>>,
     },
     /// `decision`: the current decision on the run's queued pull request.
     Decision {
@@ -260,6 +346,10 @@ pub enum Request {
         /// The queue item changes were requested on.
         queue_id: i64,
     },
+    /// `take_work`: take the oldest ready issue of the broker's shared work queue for
+    /// `holder`, as a claim with a lease. Answered [`BrokerReply::Claimed`], or
+    /// [`BrokerReply::NoWork`] when nothing is ready.
+    TakeWork(TakeWork),
     /// `submit_review`: queue a pull request review for an approver. Answered
     /// [`BrokerReply::Queued`] or [`BrokerReply::Refused`] (SCHEMA_INVALID, or POLICY_VIOLATION
     /// naming the first comment that is not on a line of the diff).
@@ -270,6 +360,19 @@ pub enum Request {
     /// the pull request's latest published queue item, and answers [`BrokerReply::FollowUp`].
     /// Nothing of the reviewer's text travels in the request: the asker is not believed.
     PrFeedback(PrFeedback),
+}
+
+/// What a worker asks of the shared work queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TakeWork {
+    /// Who takes it (the claim's holder).
+    pub holder: String,
+    /// How long the claim holds without a renewal.
+    pub lease_secs: u64,
+    /// Only issues of this repository (as the broker names it); any when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
 }
 
 /// What a `pr_feedback` request names: where the reviewer acted, never what they wrote.
@@ -413,6 +516,25 @@ impl Request {
                 .map(str::to_owned)
                 .unwrap_or_else(|| request_id_for(run_id, args_text)),
             args: RawValue::from_string(args_text.to_owned())?,
+            change: None,
+        })
+    }
+
+    /// An `open_pr` request for `args_text` that carries the run's change, keyed by
+    /// [`request_id_for_change`] unless `request_id` is given.
+    pub fn open_pr_with_change(
+        run_id: &str,
+        args_text: &str,
+        change: SubmittedChange,
+        request_id: Option<&str>,
+    ) -> Result<Request, serde_json::Error> {
+        Ok(Request::OpenPr {
+            run_id: run_id.to_owned(),
+            request_id: request_id
+                .map(str::to_owned)
+                .unwrap_or_else(|| request_id_for_change(run_id, args_text, &change)),
+            args: RawValue::from_string(args_text.to_owned())?,
+            change: Some(Box::new(change)),
         })
     }
 
@@ -428,12 +550,13 @@ impl Request {
             Request::FollowUp { .. } => "follow_up",
             Request::PrFeedback(_) => "pr_feedback",
             Request::SubmitReview(_) => "submit_review",
+            Request::TakeWork(_) => "take_work",
         }
     }
 }
 
 /// One request line as it travels: `op` is `register_run`, `open_pr`, `decision`, `claim`,
-/// `renew_claim`, `release_claim`, `follow_up`, `pr_feedback` or `submit_review`, with that operation's fields. [`Request`] is
+/// `renew_claim`, `release_claim`, `take_work`, `follow_up`, `pr_feedback` or `submit_review`, with that operation's fields. [`Request`] is
 /// what both sides handle.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct WireRequest {
@@ -451,6 +574,12 @@ pub struct WireRequest {
     /// For `open_pr`: the tool-call arguments exactly as the model produced them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Box<RawValue>>,
+    /// For `open_pr` of a run registered with [`TreeTransfer::Bytes`]: its change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<Box<SubmittedChange>>,
+    /// For `take_work`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub take: Option<TakeWork>,
     /// For `claim` and `renew_claim`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<ClaimRequest>,
@@ -479,11 +608,13 @@ impl TryFrom<WireRequest> for Request {
             },
             "open_pr" => match (w.run_id, w.args) {
                 (Some(run_id), Some(args)) => Ok(Request::OpenPr {
-                    request_id: w
-                        .request_id
-                        .unwrap_or_else(|| request_id_for(&run_id, args.get())),
+                    request_id: w.request_id.unwrap_or_else(|| match &w.change {
+                        Some(change) => request_id_for_change(&run_id, args.get(), change),
+                        None => request_id_for(&run_id, args.get()),
+                    }),
                     run_id,
                     args,
+                    change: w.change,
                 }),
                 _ => Err("open_pr needs \"run_id\" and \"args\"".to_owned()),
             },
@@ -506,6 +637,10 @@ impl TryFrom<WireRequest> for Request {
                         .to_owned(),
                 ),
             },
+            "take_work" => match w.take {
+                Some(take) => Ok(Request::TakeWork(take)),
+                None => Err("take_work needs \"take\" (holder, lease_secs, repository)".to_owned()),
+            },
             "follow_up" => match w.queue_id {
                 Some(queue_id) => Ok(Request::FollowUp { queue_id }),
                 None => Err("follow_up needs \"queue_id\"".to_owned()),
@@ -526,7 +661,7 @@ impl TryFrom<WireRequest> for Request {
             },
             other => Err(format!(
                 "unknown op {other:?} (expected register_run, open_pr, decision, claim, \
-                 renew_claim, release_claim, follow_up, pr_feedback or submit_review)"
+                 renew_claim, release_claim, take_work, follow_up, pr_feedback or submit_review)"
             )),
         }
     }
@@ -545,11 +680,18 @@ impl From<Request> for WireRequest {
                 run_id,
                 request_id,
                 args,
+                change,
             } => WireRequest {
                 op,
                 run_id: Some(run_id),
                 request_id: Some(request_id),
                 args: Some(args),
+                change,
+                ..WireRequest::default()
+            },
+            Request::TakeWork(take) => WireRequest {
+                op,
+                take: Some(take),
                 ..WireRequest::default()
             },
             Request::Decision { run_id } => WireRequest {
@@ -649,6 +791,8 @@ pub enum BrokerReply {
         /// The change request and the branch head.
         brief: Box<FollowUpBrief>,
     },
+    /// `take_work` found no ready issue.
+    NoWork,
     /// The broker could not do its job (not a verdict on the submission).
     Failed {
         /// What went wrong.

@@ -116,6 +116,11 @@ enum Command {
     /// Poll GitHub for open issues with a label and run each (claimed through the broker, so
     /// several watchers never run one issue twice). Exit codes: 0 stopped, 2 error.
     Watch(triggers::WatchArgs),
+    /// Take ready issues from the broker's shared work queue (`airlock-broker work add`) and
+    /// run each, on this host or any other: the broker gives each issue to one worker at a
+    /// time, and a worker that dies loses its issue at its lease's end. Exit codes: 0 stopped
+    /// (with --once: the queue had nothing ready), 2 error.
+    Worker(triggers::QueueWorkerArgs),
     /// Receive GitHub webhooks (signature checked, replays ignored): a labelled issue or an
     /// `@airlock` mention starts a run, a review asking for changes queues a follow-up.
     /// Exit codes: 2 error (it serves until stopped).
@@ -216,6 +221,7 @@ pub fn run() -> ExitCode {
         Command::ReaderWorker(args) => run::reader_worker(args),
         Command::Batch(args) => triggers::batch(args),
         Command::Watch(args) => triggers::watch_command(args),
+        Command::Worker(args) => triggers::queue_worker(args),
         Command::Webhook(args) => triggers::webhook(args),
         Command::Judge(args) => judge::run(args),
         Command::Demo(args) => demo::run(args),

@@ -10,6 +10,7 @@ use airlock_policies::terminal::escaped;
 use airlock_supervisor::progress::ProgressMode;
 use airlock_supervisor::triggers::batch::{BatchIssues, BatchOptions, BatchReport, run_batch};
 use airlock_supervisor::triggers::claims::worker_id;
+use airlock_supervisor::triggers::shared_queue::{QueueLine, QueueWorkerOptions, drain};
 use airlock_supervisor::triggers::watch::{WatchLine, WatchOptions, watch};
 use airlock_supervisor::triggers::webhook::{WebhookLine, WebhookOptions, serve};
 use airlock_supervisor::triggers::worker::{RunResult, WorkOutcome, Worker, check_lease};
@@ -93,6 +94,31 @@ pub struct WatchArgs {
     worker: WorkerArgs,
 }
 
+/// Arguments of `airlock worker`.
+#[derive(Debug, Args)]
+pub struct QueueWorkerArgs {
+    /// The broker to take issues from and submit to: its Unix socket (`unix:PATH`, or a
+    /// path); replaces `[broker] socket`.
+    #[arg(long, value_name = "URL")]
+    broker: Option<String>,
+    /// The forge repository the queued issues are read from, OWNER/REPO (the broker's
+    /// repository name is `[broker] repository`, else this).
+    #[arg(long)]
+    repo: String,
+    /// The repository to clone for the runs (a URL or a path); the issue's own repository on
+    /// its forge when absent.
+    #[arg(long)]
+    clone: Option<String>,
+    /// The pause before asking again when nothing is ready.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    interval: Duration,
+    /// Stop when the queue has nothing ready instead of waiting for more.
+    #[arg(long)]
+    once: bool,
+    #[command(flatten)]
+    worker: WorkerArgs,
+}
+
 /// Arguments of `airlock batch`.
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("which").required(true).args(["issues", "label"])))]
@@ -140,6 +166,7 @@ fn worker(args: &WorkerArgs, kind: &str, clone: Option<String>) -> anyhow::Resul
         progress: ProgressMode::Quiet,
         holder: worker_id(kind),
         lease: check_lease(args.lease)?,
+        broker: None,
     })
 }
 
@@ -258,6 +285,36 @@ pub fn watch_command(args: WatchArgs) -> anyhow::Result<ExitCode> {
         WatchLine::Worked { issue, outcome } => outln!("{}", outcome_line(&issue, &outcome)),
     };
     watch(&options, &worker, &mut report)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `airlock worker`.
+pub fn queue_worker(args: QueueWorkerArgs) -> anyhow::Result<ExitCode> {
+    let mut worker = worker(&args.worker, "worker", args.clone)?;
+    if let Some(url) = &args.broker {
+        let path = url.strip_prefix("unix:").unwrap_or(url);
+        if path.is_empty() || path.contains("://") {
+            anyhow::bail!(
+                "--broker {:?} is not a broker address: give the broker's Unix socket as a path \
+                 or unix:PATH",
+                escaped(url)
+            );
+        }
+        worker.broker = Some(PathBuf::from(path));
+    }
+    let options = QueueWorkerOptions {
+        forge_repo: args.repo,
+        interval: args.interval,
+        once: args.once,
+    };
+    let mut report = |line: QueueLine| match line {
+        QueueLine::Idle => eprintln!("airlock worker: no ready issue in the queue"),
+        QueueLine::BrokerFailed(e) => {
+            eprintln!("airlock worker: asking the broker failed: {}", escaped(&e))
+        }
+        QueueLine::Worked { issue, outcome } => outln!("{}", outcome_line(&issue, &outcome)),
+    };
+    drain(&options, &worker, &mut report)?;
     Ok(ExitCode::SUCCESS)
 }
 

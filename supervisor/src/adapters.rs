@@ -365,6 +365,8 @@ pub struct BrokerSocket {
     timeout: Duration,
     reconnect: Duration,
     requests: u64,
+    /// The worktree and pin whose change every `open_pr` carries (`tree = "bytes"`).
+    change_of: Option<(PathBuf, String)>,
 }
 
 /// The longest pause between two attempts to reach a broker that went away.
@@ -384,7 +386,16 @@ impl BrokerSocket {
             timeout,
             reconnect: Duration::ZERO,
             requests: 0,
+            change_of: None,
         }
+    }
+
+    /// Send the run's change with every `open_pr`: the patch of `worktree` against `pin`
+    /// ([`airlock_policies::change_patch`], the files the digest covers), for a broker that does
+    /// not read this host's files (`[broker] tree = "bytes"`).
+    pub fn sending_change_of(mut self, worktree: &Path, pin: &str) -> Self {
+        self.change_of = Some((worktree.to_path_buf(), pin.to_owned()));
+        self
     }
 
     /// Keep reconnecting for `window` when an `open_pr` exchange breaks (the broker stopped or
@@ -564,8 +575,30 @@ impl PrSink for BrokerSocket {
         // The broker's idempotency key over the argument text sent, so a resend after a
         // broker restart is answered once, not queued twice.
         let args_text = arguments.to_string();
-        let request = airlock_protocol::Request::open_pr(run_id, &args_text, None)
-            .map_err(|e| ToolFailure::new("broker_protocol", e.to_string()))?;
+        let request = match &self.change_of {
+            None => airlock_protocol::Request::open_pr(run_id, &args_text, None),
+            Some((worktree, pin)) => {
+                let patch = airlock_policies::change_patch(worktree, pin).map_err(|e| {
+                    ToolFailure::new(
+                        "change_patch",
+                        format!("making the patch of the worktree against {pin}: {e}"),
+                    )
+                })?;
+                if patch.len() > airlock_protocol::MAX_PATCH_BYTES {
+                    return Err(ToolFailure::new(
+                        "change_too_large",
+                        format!(
+                            "the change is a patch of {} bytes; the broker takes at most {}",
+                            patch.len(),
+                            airlock_protocol::MAX_PATCH_BYTES
+                        ),
+                    ));
+                }
+                let change = airlock_protocol::SubmittedChange::new(pin, &patch);
+                airlock_protocol::Request::open_pr_with_change(run_id, &args_text, change, None)
+            }
+        }
+        .map_err(|e| ToolFailure::new("broker_protocol", e.to_string()))?;
         self.exchange_reconnecting(&wire(&request)?)
     }
 

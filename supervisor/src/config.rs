@@ -463,6 +463,13 @@ pub struct BrokerConfig {
     /// and the queue agree. Defaults to [`DEFAULT_RECONNECT_SECS`].
     #[serde(alias = "reconnect", deserialize_with = "optional_seconds")]
     pub reconnect_secs: Option<u64>,
+    /// How the broker gets the run's tree: `"shared"` (it reads the worktree: the broker
+    /// runs on this host and the worktree lies under its runs root) or `"bytes"` (every
+    /// `open_pr` carries the change as a git patch against the pin and the broker rebuilds the
+    /// tree from its own clone: a broker on another host). Default: shared for a Unix socket,
+    /// bytes for a network broker.
+    #[serde(default)]
+    pub tree: Option<airlock_protocol::TreeTransfer>,
 }
 
 /// A duration key of `airlock.toml`: a number of seconds (`timeout_secs = 600`) or a duration
@@ -614,6 +621,12 @@ pub fn valid_project_key(key: &str) -> bool {
 pub const DEFAULT_RECONNECT_SECS: u64 = 600;
 
 impl BrokerConfig {
+    /// How the broker gets the run's tree: `tree` when set, else shared (the broker reads
+    /// the worktree on this host).
+    pub fn tree_transfer(&self) -> airlock_protocol::TreeTransfer {
+        self.tree.unwrap_or_default()
+    }
+
     /// The reconnect window in seconds.
     pub fn reconnect_secs(&self) -> u64 {
         self.reconnect_secs.unwrap_or(DEFAULT_RECONNECT_SECS)

@@ -19,7 +19,7 @@ use airlock_audit::AuditLog;
 use airlock_checkout::MirrorCache;
 use airlock_model::{Budget, ChatModel, Metered, ModelConfig, RunTotals};
 use airlock_policies::Policy;
-use airlock_protocol::FollowUpBrief;
+use airlock_protocol::{FollowUpBrief, TreeTransfer};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -155,6 +155,8 @@ pub struct Overrides {
     pub readers: Option<Box<dyn ReaderLauncher>>,
     /// Replaces the sandboxed test runner.
     pub tests: Option<Box<dyn TestRunner>>,
+    /// Replaces `[broker] socket` (`airlock worker --broker`).
+    pub broker_socket: Option<PathBuf>,
 }
 
 /// What a finished `airlock run` produced.
@@ -251,6 +253,9 @@ pub fn load_config(path: Option<&Path>) -> Result<(Config, String), RunError> {
 /// Run one issue end to end.
 pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunError> {
     let (mut config, config_origin) = load_config(args.config.as_deref())?;
+    if let Some(socket) = overrides.broker_socket.clone() {
+        config.broker.socket = Some(socket);
+    }
     let agent = resolve_agent(args.agent.as_deref(), &config)?;
     // The definition caps the operator's turn budget.
     config.budgets.max_turns = config.budgets.max_turns.min(agent.max_iterations);
@@ -665,13 +670,15 @@ fn execute(
                 .ok_or_else(|| RunError::NoBroker {
                     config: config_origin.clone(),
                 })?;
-            Box::new(
-                BrokerSocket::new(
-                    &socket,
-                    config.broker.reply_timeout(config.tests.timeout_secs),
-                )
-                .reconnecting_for(Duration::from_secs(config.broker.reconnect_secs())),
+            let sink = BrokerSocket::new(
+                &socket,
+                config.broker.reply_timeout(config.tests.timeout_secs),
             )
+            .reconnecting_for(Duration::from_secs(config.broker.reconnect_secs()));
+            Box::new(match config.broker.tree_transfer() {
+                TreeTransfer::Shared => sink,
+                TreeTransfer::Bytes => sink.sending_change_of(&worktree_dir, commit.as_str()),
+            })
         }
     };
 

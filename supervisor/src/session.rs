@@ -539,6 +539,7 @@ fn registration(spec: &RunSpec, env: &Env<'_>, baseline: &Baseline) -> RunRegist
         }),
         follow_up_of: spec.follow_up.as_ref().map(|f| f.queue_id),
         change: spec.agent.change(),
+        tree: spec.config.broker.tree_transfer(),
     }
 }
 

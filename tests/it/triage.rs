@@ -466,6 +466,7 @@ fn a_confirmed_finding_marks_the_item_in_broker_show_and_queue() {
                     issue: None,
                     follow_up_of: None,
                     change: Default::default(),
+                    tree: Default::default(),
                 },
                 1,
             )

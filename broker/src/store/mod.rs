@@ -266,7 +266,7 @@ pub enum ClaimAttempt {
 }
 
 /// One issue of the shared work queue, with its claim when a worker took it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct WorkEntry {
     /// The issue.
     pub issue: IssueKey,

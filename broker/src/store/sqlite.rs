@@ -879,6 +879,7 @@ mod tests {
             issue: None,
             follow_up_of: None,
             change: Default::default(),
+            tree: Default::default(),
         }
     }
 

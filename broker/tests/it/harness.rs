@@ -254,6 +254,7 @@ impl Fixture {
             issue: None,
             follow_up_of: None,
             change: Default::default(),
+            tree: Default::default(),
         }
     }
 

@@ -12,6 +12,7 @@ mod intake;
 mod invariants;
 mod publication;
 mod push_http;
+mod remote;
 mod rust;
 mod terminal;
 mod ui;

@@ -63,7 +63,8 @@ fn answer(reply: &BrokerReply) -> Answer {
         | BrokerReply::Claimed { .. }
         | BrokerReply::ClaimTaken { .. }
         | BrokerReply::Released { .. }
-        | BrokerReply::FollowUp { .. } => Answer {
+        | BrokerReply::FollowUp { .. }
+        | BrokerReply::NoWork => Answer {
             accepted: false,
             code: Some("BROKER_FAILED".into()),
             retryable: false,

@@ -10,6 +10,7 @@
 
 pub mod batch;
 pub mod claims;
+pub mod shared_queue;
 pub mod watch;
 pub mod webhook;
 pub mod worker;

@@ -38,6 +38,9 @@ pub struct Worker {
     pub holder: String,
     /// The claim's lease.
     pub lease: Duration,
+    /// The broker every run, claim and lease of this worker goes to, replacing `[broker]
+    /// socket` (`airlock worker --broker`).
+    pub broker: Option<PathBuf>,
 }
 
 /// One issue to work on.
@@ -227,16 +230,24 @@ impl Worker {
         self.claim_and_run(job, &config)
     }
 
+    /// The broker this worker talks to: `--broker`, else `[broker] socket`.
+    pub fn broker_socket(&self, config: &Config) -> Result<PathBuf> {
+        self.broker
+            .clone()
+            .or_else(|| config.broker.socket.clone())
+            .ok_or_else(|| {
+                TriggerError::Usage(
+                    "claims go through the broker: set [broker] socket in airlock.toml".to_owned(),
+                )
+            })
+    }
+
     /// Claim (for a GitHub issue) and run an issue already triaged ready.
     pub fn claim_and_run(&self, job: &Job, config: &Config) -> Result<WorkOutcome> {
         let (IssueSource::GitHub(reference) | IssueSource::Merged(reference)) = &job.issue else {
             return Ok(self.run(job, None));
         };
-        let socket = config.broker.socket.clone().ok_or_else(|| {
-            TriggerError::Usage(
-                "claims go through the broker: set [broker] socket in airlock.toml".to_owned(),
-            )
-        })?;
+        let socket = self.broker_socket(config)?;
         let key = Self::claim_key(config, reference);
         let client = ClaimClient::new(&socket, &self.holder);
         let forge = match client.claim(&key, self.lease)? {
@@ -248,7 +259,20 @@ impl Worker {
             }
             ClaimOutcome::Claimed { forge, .. } => forge,
         };
-        let lease = Lease::keep(&socket, &self.holder, &key, self.lease);
+        Ok(self.run_claimed(job, &socket, &key, forge))
+    }
+
+    /// Run an issue this worker holds the claim on, renewing its lease meanwhile, and end the
+    /// claim: done when the run ended, abandoned when it failed (another worker may take it).
+    pub fn run_claimed(
+        &self,
+        job: &Job,
+        socket: &std::path::Path,
+        key: &IssueKey,
+        forge: ForgeMark,
+    ) -> WorkOutcome {
+        let client = ClaimClient::new(socket, &self.holder);
+        let lease = Lease::keep(socket, &self.holder, key, self.lease);
         let mut outcome = self.run(job, Some(forge));
         let lost = lease.stop();
         let end = match outcome {
@@ -259,12 +283,12 @@ impl Worker {
             claim_lost.clone_from(&lost);
         }
         if lost.is_none()
-            && let Err(e) = client.release(&key, end)
+            && let Err(e) = client.release(key, end)
         {
             // The lease lapses on its own; the outcome of the run is what matters here.
             tracing::warn!("releasing the claim on #{}: {e}", key.issue_number);
         }
-        Ok(outcome)
+        outcome
     }
 
     /// A reviewer acted on pull request `pull_request` of `repository` (`OWNER/REPO`): the
@@ -291,11 +315,7 @@ impl Worker {
         source: airlock_protocol::FeedbackSource,
     ) -> Result<WorkOutcome> {
         let config = self.load_config()?;
-        let socket = config.broker.socket.clone().ok_or_else(|| {
-            TriggerError::Usage(
-                "follow-ups go through the broker: set [broker] socket in airlock.toml".to_owned(),
-            )
-        })?;
+        let socket = self.broker_socket(&config)?;
         let brief = crate::adapters::BrokerSocket::new(
             &socket,
             config.broker.reply_timeout(config.tests.timeout_secs),
@@ -396,7 +416,11 @@ impl Worker {
             keep: false,
             progress: self.progress,
         };
-        match runner::run_issue(&args, Overrides::default()) {
+        let overrides = Overrides {
+            broker_socket: self.broker.clone(),
+            ..Overrides::default()
+        };
+        match runner::run_issue(&args, overrides) {
             Ok(report) => ran(&report, label),
             Err(e) => WorkOutcome::Failed {
                 error: e.to_string(),

@@ -1,0 +1,159 @@
+//! `airlock worker`: take ready issues from the broker's shared work queue (`take_work`, which
+//! the operator fills with `airlock-broker work add`), one at a time, and work on each through
+//! [`Worker`]: read and triage it, run it while its lease is renewed, and end its claim. Any
+//! number of workers on any number of hosts may drain one queue: the broker hands each issue to
+//! one holder at a time, and a worker that dies loses its issue one lease later, when the next
+//! `take_work` hands it out again. A run on another host than the broker's sends its change as
+//! bytes (`[broker] tree = "bytes"`).
+
+use std::time::Duration;
+
+use airlock_protocol::{BrokerReply, ClaimEnd, ClaimStatus, Request, TakeWork};
+
+use super::claims::ClaimClient;
+use super::worker::{Job, WorkOutcome, Worker, read_and_triage};
+use super::{Result, TriggerError};
+use crate::adapters::BrokerSocket;
+use crate::github::{GithubIssueRef, IssueSource};
+use crate::triage::TriageState;
+
+/// What `airlock worker` was asked.
+#[derive(Debug, Clone)]
+pub struct QueueWorkerOptions {
+    /// The forge repository the queue's issues are read from, `OWNER/REPO`.
+    pub forge_repo: String,
+    /// The pause before asking again when the queue has nothing ready.
+    pub interval: Duration,
+    /// Stop when the queue has nothing ready, instead of waiting for more.
+    pub once: bool,
+}
+
+/// One thing the worker did, for the operator.
+#[derive(Debug, Clone, PartialEq)]
+pub enum QueueLine {
+    /// Nothing was ready; the worker waits `interval` (or stops, with `once`).
+    Idle,
+    /// Asking the broker failed; asked again after the interval.
+    BrokerFailed(String),
+    /// An issue was taken and worked on.
+    Worked {
+        /// `OWNER/REPO#N`.
+        issue: String,
+        /// How it ended.
+        outcome: WorkOutcome,
+    },
+}
+
+/// Take and work on issues until the queue has nothing ready (with `once`) or forever.
+pub fn drain(
+    options: &QueueWorkerOptions,
+    worker: &Worker,
+    report: &mut dyn FnMut(QueueLine),
+) -> Result<()> {
+    let config = worker.load_config()?;
+    let socket = worker.broker_socket(&config)?;
+    let (owner, repo) = options.forge_repo.split_once('/').ok_or_else(|| {
+        TriggerError::Usage(format!(
+            "--repo {:?} is not OWNER/REPO",
+            options.forge_repo.escape_debug().to_string()
+        ))
+    })?;
+    let repository = config
+        .broker
+        .repository
+        .clone()
+        .unwrap_or_else(|| options.forge_repo.clone());
+    let broker = BrokerSocket::new(&socket, Duration::from_secs(60));
+    let take = Request::TakeWork(TakeWork {
+        holder: worker.holder.clone(),
+        lease_secs: worker.lease.as_secs().max(1),
+        repository: Some(repository),
+    });
+    loop {
+        let claim = match broker.request(&take) {
+            Ok(BrokerReply::Claimed { claim, forge, .. }) => Some((claim, forge)),
+            Ok(BrokerReply::NoWork) => None,
+            Ok(BrokerReply::Failed { message }) if options.once => {
+                return Err(TriggerError::Broker(format!("take_work: {message}")));
+            }
+            Ok(other) => {
+                let what = format!(
+                    "take_work: unexpected reply {}",
+                    serde_json::to_string(&other).unwrap_or_default()
+                );
+                if options.once {
+                    return Err(TriggerError::Broker(what));
+                }
+                report(QueueLine::BrokerFailed(what));
+                std::thread::sleep(options.interval);
+                continue;
+            }
+            Err(e) if options.once => return Err(TriggerError::Broker(e.to_string())),
+            Err(e) => {
+                report(QueueLine::BrokerFailed(e.to_string()));
+                std::thread::sleep(options.interval);
+                continue;
+            }
+        };
+        let Some((claim, forge)) = claim else {
+            report(QueueLine::Idle);
+            if options.once {
+                return Ok(());
+            }
+            std::thread::sleep(options.interval);
+            continue;
+        };
+        let reference = GithubIssueRef {
+            owner: owner.to_owned(),
+            repo: repo.to_owned(),
+            number: claim.issue.issue_number,
+            web_base: None,
+        };
+        let outcome = work_on_taken(worker, &socket, &claim, forge, reference.clone());
+        report(QueueLine::Worked {
+            issue: reference.to_string(),
+            outcome,
+        });
+    }
+}
+
+/// Work on an issue the queue handed to this worker: read and triage it (an issue that is not
+/// ready is done: it is skipped, not taken again and again), then run it under its claim.
+fn work_on_taken(
+    worker: &Worker,
+    socket: &std::path::Path,
+    claim: &ClaimStatus,
+    forge: airlock_protocol::ForgeMark,
+    reference: GithubIssueRef,
+) -> WorkOutcome {
+    let job = Job {
+        issue: IssueSource::GitHub(reference),
+        repo: None,
+        commit: None,
+        agent: None,
+    };
+    let triaged = worker
+        .load_config()
+        .and_then(|config| read_and_triage(&job.issue, &config));
+    let end_early = |end: ClaimEnd| {
+        if let Err(e) = ClaimClient::new(socket, &worker.holder).release(&claim.issue, end) {
+            tracing::warn!("ending the claim on #{}: {e}", claim.issue.issue_number);
+        }
+    };
+    match triaged {
+        Err(e) => {
+            // Reading the issue failed (the forge was away): another worker may try.
+            end_early(ClaimEnd::Abandoned);
+            WorkOutcome::Failed {
+                error: e.to_string(),
+            }
+        }
+        Ok(triaged) if triaged.triage.state != TriageState::ReadyForAgent => {
+            end_early(ClaimEnd::Done);
+            WorkOutcome::Skipped {
+                triage: triaged.triage,
+            }
+        }
+        Ok(_) => worker.run_claimed(&job, socket, &claim.issue, forge),
+    }
+}
