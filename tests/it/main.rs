@@ -6,6 +6,7 @@ mod architecture;
 mod audit;
 mod cli;
 mod demo;
+mod deploy;
 mod e2e;
 mod follow_up;
 mod gates;
