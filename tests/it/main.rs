@@ -13,6 +13,7 @@ mod gates;
 mod github;
 mod history;
 mod judge;
+mod many_hosts;
 mod park;
 mod real_projects;
 mod reference_repos;
