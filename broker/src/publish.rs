@@ -251,6 +251,30 @@ pub fn fetch_pull_request(
     )))
 }
 
+/// Fetch every branch of the configured remote into the broker's clone (under
+/// `refs/airlock/remote/`), with the git CLI and the token when there is one (as a push does):
+/// a run on another host pins the forge's head, which the clone may not have yet.
+pub fn fetch_branches(cfg: &RepositoryConfig, token: Option<&str>) -> Result<()> {
+    let out = remote_git(cfg, token)
+        .args(["fetch", "--no-tags", "--quiet", "--", &cfg.remote])
+        .arg("+refs/heads/*:refs/airlock/remote/*")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| Error::Forge(format!("cannot run git fetch: {e}")))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let mut stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+    if let Some(t) = token.filter(|t| !t.is_empty()) {
+        stderr = stderr.replace(t, "***");
+    }
+    Err(Error::Forge(format!(
+        "git fetch of the branches of {} failed: {}",
+        cfg.remote,
+        stderr.chars().take(1500).collect::<String>()
+    )))
+}
+
 /// Push `branch` with the git CLI (it brings HTTPS, SSH, proxies and the operator's credential
 /// helpers; the broker's git2 is built without network transports). What git prints has the
 /// token replaced by `***` before it goes into an error.

@@ -728,13 +728,26 @@ impl Broker {
         let repo = open_clone(&repo_cfg.clone)?;
         let oid =
             git2::Oid::from_str(&run.base_commit).map_err(Error::git("parsing base_commit"))?;
-        repo.find_commit(oid).map_err(|_| {
-            Error::Registration(format!(
-                "base_commit {} is not in the broker's clone {}",
-                run.base_commit,
-                repo_cfg.clone.display()
-            ))
-        })?;
+        if repo.find_commit(oid).is_err() {
+            // A run pins the forge's head, which this clone may not have fetched yet (a run on
+            // another host): fetch the remote's branches once, then look again.
+            let token = publish::forge_token(&run.repository, repo_cfg)
+                .ok()
+                .flatten();
+            let fetched = publish::fetch_branches(repo_cfg, token.as_deref());
+            let repo = open_clone(&repo_cfg.clone)?;
+            repo.find_commit(oid).map_err(|_| {
+                Error::Registration(format!(
+                    "base_commit {} is not in the broker's clone {}{}",
+                    run.base_commit,
+                    repo_cfg.clone.display(),
+                    match fetched {
+                        Ok(()) => format!(", nor on any branch of its remote {}", repo_cfg.remote),
+                        Err(e) => format!(" and fetching its remote failed: {e}"),
+                    }
+                ))
+            })?;
+        }
         if run.tree == TreeTransfer::Shared {
             self.worktree_under_root(&run.worktree)?;
         }

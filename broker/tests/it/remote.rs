@@ -12,7 +12,7 @@ use airlock_broker::protocol::{
 use airlock_broker::{BrokerReply, RunRegistration};
 use serde_json::Value;
 
-use crate::harness::{Fixture, apply_fix, git, honest_args};
+use crate::harness::{Fixture, apply_fix, git, honest_args, write};
 
 /// A worktree on "another host": a clone at the pin outside the broker's runs root.
 fn remote_worktree(fx: &Fixture, name: &str) -> std::path::PathBuf {
@@ -151,6 +151,34 @@ fn a_run_on_another_host_sends_its_change_as_bytes_and_the_broker_checks_the_tre
     // ... and it still queues the ordinary way, its door refusal having ended nothing.
     let reply = fx.client().open_pr("run-2", args).unwrap();
     assert!(matches!(reply, BrokerReply::Queued { .. }), "{reply:?}");
+
+    // A run pins a commit the broker's clone has not fetched (the forge moved on since): the
+    // broker fetches its remote's branches and registers the run.
+    write(&fx.origin, "README.md", "calc, later\n");
+    git(&fx.origin, &["commit", "-q", "-am", "later"]);
+    let later = git(&fx.origin, &["rev-parse", "HEAD"]);
+    git(
+        &fx.origin,
+        &["push", "-q", fx.remote.to_str().unwrap(), "main"],
+    );
+    let mut registration = fx.registration("run-3", &wt);
+    registration.tree = TreeTransfer::Bytes;
+    registration.base_commit = later;
+    let reply = fx.client().register_run(&registration).unwrap();
+    assert_eq!(
+        reply,
+        BrokerReply::Registered {
+            run_id: "run-3".to_owned()
+        }
+    );
+    // A commit on no branch of the remote is refused, naming the remote.
+    registration.run_id = "run-4".to_owned();
+    registration.base_commit = "0123456789abcdef0123456789abcdef01234567".to_owned();
+    let refused = fx.client().register_run(&registration);
+    assert!(
+        format!("{refused:?}").contains("nor on any branch of its remote origin"),
+        "{refused:?}"
+    );
 }
 
 fn take(holder: &str, lease_secs: u64) -> Request {
