@@ -45,7 +45,13 @@ type Routes = BTreeMap<String, (u16, Value)>;
 impl MockForge {
     /// Start the mock on an ephemeral loopback port.
     pub fn start() -> MockForge {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        MockForge::start_on("127.0.0.1:0")
+    }
+
+    /// Start the mock listening on `addr` (an address of a network namespace the test made,
+    /// or loopback); `base` names that address.
+    pub fn start_on(addr: &str) -> MockForge {
+        let listener = std::net::TcpListener::bind(addr).unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::<SeenRequest>::new()));
         let stall = Arc::new(AtomicBool::new(false));

@@ -209,3 +209,311 @@ fn a_worker_takes_a_queued_issue_and_its_change_reaches_the_broker_as_bytes() {
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
     assert!(text(&bad).contains("--broker"), "{}", text(&bad));
 }
+
+/// Hosts for one test: network namespaces it creates, a hub (the broker's and the forge's
+/// host) and one per worker, each worker joined to the hub by a veth pair of its own
+/// (`10.77.I.1` on the hub's side, `10.77.I.2` on the worker's). Nothing else can reach them,
+/// and they reach nothing else: the workers talk to the broker only over TLS on that link.
+pub(crate) struct Hosts {
+    pub(crate) hub: String,
+    pub(crate) workers: Vec<String>,
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap_or_else(|e| {
+        panic!("this test needs iproute2's `ip` (Debian package iproute2) and root: {e}")
+    });
+    assert!(
+        out.status.success(),
+        "ip {} failed (the many-hosts test makes network namespaces: it needs root and \
+         CONFIG_NET_NS): {}",
+        args.join(" "),
+        text(&out)
+    );
+}
+
+impl Hosts {
+    pub(crate) fn create(workers: usize) -> Hosts {
+        let tag = std::process::id();
+        let hub = format!("airlock-{tag}-hub");
+        ip(&["netns", "add", &hub]);
+        let mut hosts = Hosts {
+            hub: hub.clone(),
+            workers: Vec::new(),
+        };
+        ip(&["-n", &hub, "link", "set", "lo", "up"]);
+        for i in 0..workers {
+            let name = format!("airlock-{tag}-w{i}");
+            ip(&["netns", "add", &name]);
+            hosts.workers.push(name.clone());
+            ip(&["-n", &name, "link", "set", "lo", "up"]);
+            let (hub_end, worker_end) = (format!("vh{i}"), format!("vw{i}"));
+            ip(&[
+                "link", "add", &hub_end, "netns", &hub, "type", "veth", "peer", "name",
+                &worker_end, "netns", &name,
+            ]);
+            ip(&[
+                "-n",
+                &hub,
+                "addr",
+                "add",
+                &format!("10.77.{i}.1/24"),
+                "dev",
+                &hub_end,
+            ]);
+            ip(&[
+                "-n",
+                &name,
+                "addr",
+                "add",
+                &format!("10.77.{i}.2/24"),
+                "dev",
+                &worker_end,
+            ]);
+            ip(&["-n", &hub, "link", "set", &hub_end, "up"]);
+            ip(&["-n", &name, "link", "set", &worker_end, "up"]);
+        }
+        hosts
+    }
+
+    /// `program` run on host `ns`.
+    pub(crate) fn on(ns: &str, program: &Path) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", ns]).arg(program);
+        cmd
+    }
+
+    /// Run `f` on a thread that lives in the hub's network namespace (sockets it opens, and
+    /// threads it starts, are the hub's).
+    pub(crate) fn in_hub<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let path = format!("/run/netns/{}", self.hub);
+        std::thread::spawn(move || {
+            let ns = std::fs::File::open(&path).unwrap();
+            nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+            f()
+        })
+        .join()
+        .unwrap()
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for ns in self.workers.iter().chain(std::iter::once(&self.hub)) {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+const ISSUES: u64 = 50;
+const WORKERS: usize = 4;
+
+/// `airlock worker` number `i` on its host, its output in its own folder (`out-GEN.txt`).
+fn start_worker(
+    hosts: &Hosts,
+    i: usize,
+    generation: usize,
+    s: &Setup,
+    script: &Path,
+) -> Child {
+    let home = s.dir.path().join(format!("w{i}"));
+    Hosts::on(&hosts.workers[i], Path::new(env!("CARGO_BIN_EXE_airlock")))
+        .args(["worker", "--repo", "acme/calc", "--lease", "6s", "--interval", "1s"])
+        .arg("--clone")
+        .arg(&s.repo)
+        .arg("--model")
+        .arg(format!("scripted:{}", script.display()))
+        .arg("--config")
+        .arg(home.join("airlock.toml"))
+        .current_dir(&home)
+        .stdout(std::fs::File::create(home.join(format!("out-{generation}.txt"))).unwrap())
+        .stderr(std::fs::File::create(home.join(format!("err-{generation}.txt"))).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+/// The broker on the hub: its Unix socket for the operator's commands on this host, and TLS on
+/// port 8643 of every hub address for the workers.
+fn start_hub_broker(hosts: &Hosts, config: &Path, log: &Path) -> Child {
+    let child = Hosts::on(&hosts.hub, &crate::e2e::broker())
+        .arg("--config")
+        .arg(config)
+        .arg("serve")
+        .stdout(Stdio::null())
+        .stderr(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .unwrap(),
+        )
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !hosts.in_hub(|| std::net::TcpStream::connect("10.77.0.1:8643").is_ok()) {
+        assert!(
+            Instant::now() < deadline,
+            "the broker never listened on the hub: {}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child
+}
+
+#[test]
+fn four_workers_on_four_hosts_drain_fifty_issues_once_each_through_a_kill_9_of_a_worker_and_of_the_broker()
+ {
+    let s = setup();
+    let dir = s.dir.path().to_path_buf();
+    git(
+        &dir,
+        &["clone", "-q", s.repo.to_str().unwrap(), "broker-clone"],
+    );
+    let hosts = Hosts::create(WORKERS);
+    let pki = airlock_testkit::tls::Pki::create(&dir.join("pki"));
+    let api = hosts.in_hub(|| MockForge::start_on("0.0.0.0:0"));
+    let forge_port = api.base.rsplit(':').next().unwrap().to_owned();
+    api.route("/repos/acme/calc", 200, json!({"default_branch": "main"}));
+    for n in 1..=ISSUES {
+        api.route(&format!("/repos/acme/calc/issues/{n}"), 200, ready_issue(n));
+    }
+    std::fs::create_dir_all(dir.join("broker-runs")).unwrap();
+    let broker_toml = dir.join("broker.toml");
+    std::fs::write(
+        &broker_toml,
+        format!(
+            "socket = \"{d}/broker.sock\"\nstate_db = \"{d}/broker.db\"\nruns_root = \"{d}/broker-runs\"\n\
+             audit_log = \"{d}/broker-audit.jsonl\"\nqueue_max_age = \"7d\"\nlisten = \"0.0.0.0:8643\"\n\n\
+             [tls]\ncert = \"{}\"\nkey = \"{}\"\nclient_ca = \"{}\"\n\n\
+             [repositories.\"acme/calc\"]\nclone = \"{d}/broker-clone\"\nremote = \"origin\"\n",
+            pki.server_cert.display(),
+            pki.server_key.display(),
+            pki.ca.display(),
+            d = dir.display(),
+        ),
+    )
+    .unwrap();
+    let log = dir.join("broker.log");
+    let mut broker = start_hub_broker(&hosts, &broker_toml, &log);
+    let numbers: Vec<String> = (1..=ISSUES).map(|n| n.to_string()).collect();
+    let mut add = vec!["work", "add", "acme/calc"];
+    add.extend(numbers.iter().map(String::as_str));
+    let added = broker_cli(&broker_toml, &add);
+    assert!(added.status.success(), "{}", text(&added));
+
+    // Every run escalates at its first turn: what is tested is who runs what, not the fix.
+    let script = dir.join("escalate.jsonl");
+    let outcome = json!({"outcome": "escalate", "summary": "looked only", "root_cause": "",
+        "files_changed": [], "tests_added": [], "test_evidence": {"before": "", "after": ""},
+        "also_noticed": [], "injection_observed": [], "confidence": 0.2});
+    std::fs::write(&script, json!({"text": outcome.to_string()}).to_string()).unwrap();
+    for i in 0..WORKERS {
+        let home = dir.join(format!("w{i}"));
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(
+            home.join("airlock.toml"),
+            format!(
+                "[tests]\ncommand = [\"python3\", \"-m\", \"unittest\", \"-v\"]\n\n\
+                 [broker]\nurl = \"tls://10.77.{i}.1:8643\"\ntls_ca = \"{}\"\ntls_cert = \"{}\"\n\
+                 tls_key = \"{}\"\ntls_server_name = \"localhost\"\nrepository = \"acme/calc\"\n\
+                 tree = \"bytes\"\n\n\
+                 [github]\napi_url = \"http://10.77.{i}.1:{forge_port}\"\nproject_key = \"CALC\"\n\n\
+                 [paths]\nruns_root = \"runs\"\naudit_log = \"audit.jsonl\"\ncache_dir = \"cache\"\nindex_dir = \"index\"\n",
+                pki.ca.display(),
+                pki.client_cert.display(),
+                pki.client_key.display(),
+            ),
+        )
+        .unwrap();
+    }
+    let mut workers: Vec<Child> = (0..WORKERS)
+        .map(|i| start_worker(&hosts, i, 0, &s, &script))
+        .collect();
+
+    let done = |config: &Path| {
+        work_list(config)
+            .iter()
+            .filter(|(_, _, state)| state == "done")
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(900);
+    let (mut worker_killed, mut broker_killed) = (false, false);
+    loop {
+        let finished = done(&broker_toml);
+        if finished == ISSUES as usize {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{finished} of {ISSUES} done; queue: {:?}\nbroker: {}",
+            work_list(&broker_toml),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        if !worker_killed && finished >= 10 {
+            // kill -9 of a worker in the middle of its work: its issue lapses after one lease
+            // and another worker takes it; the worker comes back as a new process.
+            workers[0].kill().unwrap();
+            workers[0].wait().unwrap();
+            workers[0] = start_worker(&hosts, 0, 1, &s, &script);
+            worker_killed = true;
+        }
+        if !broker_killed && finished >= 25 {
+            // kill -9 of the broker: the workers' requests fail until it is back, and nothing
+            // it had recorded is lost.
+            broker.kill().unwrap();
+            broker.wait().unwrap();
+            broker = start_hub_broker(&hosts, &broker_toml, &log);
+            broker_killed = true;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    for w in &mut workers {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    let _ = broker.kill();
+    let _ = broker.wait();
+
+    let mut lines = Vec::new();
+    for i in 0..WORKERS {
+        for generation in 0..2 {
+            let path = dir.join(format!("w{i}/out-{generation}.txt"));
+            if let Ok(out) = std::fs::read_to_string(&path) {
+                lines.extend(out.lines().map(|l| (i, l.to_owned())));
+            }
+        }
+    }
+    let all = lines
+        .iter()
+        .map(|(i, l)| format!("w{i}: {l}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    // Every issue ran to its end exactly once, on one of the hosts.
+    for n in 1..=ISSUES {
+        let ran = lines
+            .iter()
+            .filter(|(_, l)| l.starts_with(&format!("acme/calc#{n} escalated: looked only")))
+            .count();
+        assert_eq!(ran, 1, "issue {n} ran to its end {ran} times:\n{all}");
+    }
+    assert!(
+        !all.contains("claim was taken over"),
+        "a claim was taken over while its run went on:\n{all}"
+    );
+    // Each host did some of the work.
+    for i in 0..WORKERS {
+        assert!(
+            lines.iter().any(|(w, l)| *w == i && l.contains(" escalated: ")),
+            "worker {i} ran nothing:\n{all}"
+        );
+    }
+    // The broker never read a worker's files: its runs root is as it was.
+    assert_eq!(
+        std::fs::read_dir(dir.join("broker-runs")).unwrap().count(),
+        0
+    );
+    let queue = work_list(&broker_toml);
+    assert_eq!(queue.len(), ISSUES as usize);
+    assert!(queue.iter().all(|(_, _, state)| state == "done"), "{queue:?}");
+}
