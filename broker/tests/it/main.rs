@@ -14,6 +14,7 @@ mod publication;
 mod push_http;
 mod rust;
 mod terminal;
+mod tls;
 mod ui;
 mod ui_browser;
 mod witness_attacks;
