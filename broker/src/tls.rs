@@ -5,7 +5,7 @@
 use std::io;
 use std::net::TcpStream;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use airlock_protocol::tls::{
     PROTOCOL_VERSIONS, provider, read_certificates, read_private_key, read_roots,
@@ -16,9 +16,7 @@ use rustls::{ServerConfig, ServerConnection, StreamOwned};
 use crate::config::TlsConfig;
 use crate::error::{Error, Result};
 
-/// The longest a client may take to complete its handshake: a silent or slow client cannot
-/// hold a connection's thread longer.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+pub use airlock_protocol::tls::HANDSHAKE_TIMEOUT;
 
 /// An authenticated TLS connection to a supervisor.
 pub type TlsStream = StreamOwned<ServerConnection, TcpStream>;

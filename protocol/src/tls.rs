@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -19,6 +20,11 @@ pub struct PemError {
     /// What is wrong with it.
     pub message: String,
 }
+
+/// The longest a TLS handshake may take, on either end (and a worker's TCP connect): a silent
+/// client cannot hold one of the broker's threads, and a broker that accepts but never
+/// answers cannot hold a worker.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The crypto provider of both ends: `ring`, the one ureq already links.
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {

@@ -15,6 +15,7 @@ use crate::reference_repos::{self, ReferenceRepos};
 use crate::second_opinion::SecondOpinion;
 use crate::session::{self, Env, Resumed, RunEnd, RunSpec, SessionError};
 use crate::trajectory::{Trajectory, TrajectoryError};
+use crate::transport::BrokerEndpoint;
 use airlock_audit::AuditLog;
 use airlock_checkout::MirrorCache;
 use airlock_model::{Budget, ChatModel, Metered, ModelConfig, RunTotals};
@@ -54,9 +55,9 @@ pub enum RunError {
     /// The model spec or its configuration is invalid.
     #[error("model: {0}")]
     Model(String),
-    /// No broker socket is configured.
+    /// No broker is configured.
     #[error(
-        "no broker: set [broker] socket in {config} (airlock run never opens a pull request itself)"
+        "no broker: set [broker] socket or url in {config} (airlock run never opens a pull request itself)"
     )]
     NoBroker {
         /// The config file consulted.
@@ -658,16 +659,10 @@ fn execute(
     let mut pr_sink: Box<dyn PrSink> = match overrides.pr_sink {
         Some(p) => p,
         None => {
-            let socket = config
-                .broker
-                .socket
-                .clone()
-                .ok_or_else(|| RunError::NoBroker {
-                    config: config_origin.clone(),
-                })?;
+            let endpoint = broker_endpoint(&config, &config_origin)?;
             Box::new(
                 BrokerSocket::new(
-                    &socket,
+                    endpoint,
                     config.broker.reply_timeout(config.tests.timeout_secs),
                 )
                 .reconnecting_for(Duration::from_secs(config.broker.reconnect_secs())),
@@ -1033,20 +1028,25 @@ fn merged_intake(
     })
 }
 
+/// Where the broker is (`[broker] socket` or `url`), or [`RunError::NoBroker`] naming `origin`.
+pub fn broker_endpoint(config: &Config, origin: &str) -> Result<BrokerEndpoint, RunError> {
+    config
+        .broker
+        .endpoint()
+        .map_err(|e| RunError::Usage(e.to_string()))?
+        .ok_or_else(|| RunError::NoBroker {
+            config: origin.to_owned(),
+        })
+}
+
 /// A follow-up run's intake: the broker says where it starts (the head of the branch it pushed
 /// for the queue item, or the item's pin), which issue it is for and what the reviewer asked.
 /// The repository is the operator's `--repo` (where the branch was pushed), fetched so the
 /// head is there.
 fn follow_up_intake(queue_id: i64, args: &RunArgs, config: &Config) -> Result<Intake, RunError> {
-    let socket = config
-        .broker
-        .socket
-        .clone()
-        .ok_or_else(|| RunError::NoBroker {
-            config: "the configuration".into(),
-        })?;
+    let endpoint = broker_endpoint(config, "the configuration")?;
     let brief = BrokerSocket::new(
-        &socket,
+        endpoint,
         config.broker.reply_timeout(config.tests.timeout_secs),
     )
     .follow_up(queue_id)

@@ -232,13 +232,9 @@ impl Worker {
         let (IssueSource::GitHub(reference) | IssueSource::Merged(reference)) = &job.issue else {
             return Ok(self.run(job, None));
         };
-        let socket = config.broker.socket.clone().ok_or_else(|| {
-            TriggerError::Usage(
-                "claims go through the broker: set [broker] socket in airlock.toml".to_owned(),
-            )
-        })?;
+        let endpoint = broker_endpoint(config, "claims")?;
         let key = Self::claim_key(config, reference);
-        let client = ClaimClient::new(&socket, &self.holder);
+        let client = ClaimClient::new(&endpoint, &self.holder);
         let forge = match client.claim(&key, self.lease)? {
             ClaimOutcome::Taken(claim) => {
                 return Ok(WorkOutcome::ClaimedElsewhere {
@@ -248,7 +244,7 @@ impl Worker {
             }
             ClaimOutcome::Claimed { forge, .. } => forge,
         };
-        let lease = Lease::keep(&socket, &self.holder, &key, self.lease);
+        let lease = Lease::keep(&endpoint, &self.holder, &key, self.lease);
         let mut outcome = self.run(job, Some(forge));
         let lost = lease.stop();
         let end = match outcome {
@@ -291,13 +287,9 @@ impl Worker {
         source: airlock_protocol::FeedbackSource,
     ) -> Result<WorkOutcome> {
         let config = self.load_config()?;
-        let socket = config.broker.socket.clone().ok_or_else(|| {
-            TriggerError::Usage(
-                "follow-ups go through the broker: set [broker] socket in airlock.toml".to_owned(),
-            )
-        })?;
+        let endpoint = broker_endpoint(&config, "follow-ups")?;
         let brief = crate::adapters::BrokerSocket::new(
-            &socket,
+            endpoint,
             config.broker.reply_timeout(config.tests.timeout_secs),
         )
         .pr_feedback(airlock_protocol::PrFeedback {
@@ -443,4 +435,17 @@ pub fn check_lease(lease: Duration) -> Result<Duration> {
         )));
     }
     Ok(lease)
+}
+
+/// Where the broker is, for `what` (claims, follow-ups), which go through it.
+fn broker_endpoint(config: &Config, what: &str) -> Result<crate::transport::BrokerEndpoint> {
+    config
+        .broker
+        .endpoint()
+        .map_err(|e| TriggerError::Usage(e.to_string()))?
+        .ok_or_else(|| {
+            TriggerError::Usage(format!(
+                "{what} go through the broker: set [broker] socket or url in airlock.toml"
+            ))
+        })
 }
