@@ -687,7 +687,7 @@ impl BrokerConfig {
             }
             other => match tls_keys.iter().find(|(_, set)| *set) {
                 Some((name, _)) => Err(EndpointError::Config {
-                    key: *name,
+                    key: name,
                     problem: "is only read with url = \"tls://HOST:PORT\" (a broker on another \
                               host); a Unix socket needs no certificate"
                         .to_owned(),
