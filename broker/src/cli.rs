@@ -60,7 +60,8 @@ enum Color {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Listen on the configured Unix socket for supervisors.
+    /// Listen on the configured Unix socket for supervisors (and on `listen` with mutual TLS
+    /// when broker.toml has it).
     Serve,
     /// List the queue as a table; every agent text is shown with control and invisible
     /// characters escaped (`\u{1b}`).
@@ -327,6 +328,16 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
             if !resumed.is_empty() {
                 eprintln!("airlock-broker: resumed publication of queue items {resumed:?}");
             }
+            // The TLS files are read and the port bound before the socket appears: a broken
+            // `[tls]` keeps the broker down, and a supervisor that finds the socket finds the
+            // network listener too.
+            let network = match &broker.config().network {
+                Some(network) => Some((
+                    crate::server::bind_tls(&network.listen)?,
+                    crate::tls::server_config(&network.tls)?,
+                )),
+                None => None,
+            };
             let work_dir = broker.config().witness_work_dir();
             let listener = crate::server::bind(&broker.config().socket, || {
                 crate::witness::remove_stale_scratch(&work_dir).map(|_| ())
@@ -336,6 +347,18 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
                 broker.config().socket.display()
             );
             let broker = Arc::new(broker);
+            if let Some((tcp, tls)) = network {
+                let address = tcp
+                    .local_addr()
+                    .map_err(Error::io("reading the network listener's address"))?;
+                eprintln!("airlock-broker: listening on tls://{address} (mutual TLS)");
+                let serving = broker.clone();
+                std::thread::spawn(move || {
+                    if let Err(e) = crate::server::serve_tls(serving, tcp, tls) {
+                        eprintln!("airlock-broker: the network listener stopped: {e}");
+                    }
+                });
+            }
             let resuming = broker.clone();
             std::thread::spawn(move || {
                 if let Err(e) = resuming.resume_intakes() {

@@ -12,6 +12,9 @@ use std::time::Duration;
 pub struct BrokerConfig {
     /// Unix socket the supervisors connect to (created with mode 0600).
     pub socket: PathBuf,
+    /// The TCP listener with mutual TLS for supervisors on other hosts (`listen` and `[tls]`),
+    /// besides the socket; none by default.
+    pub network: Option<NetworkConfig>,
     /// SQLite state database (runs, submissions, queue, decisions).
     pub state_db: PathBuf,
     /// Every registered worktree must lie under this directory (after canonicalisation).
@@ -37,6 +40,28 @@ pub struct BrokerConfig {
     pub repositories: BTreeMap<String, RepositoryConfig>,
     /// Each repository's gates, validated, in the order they run (`repositories.*.gates`).
     pub gates: BTreeMap<String, Vec<airlock_gates::GateSpec>>,
+}
+
+/// `listen` with its `[tls]`: where supervisors on other hosts reach the broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkConfig {
+    /// `HOST:PORT` to listen on (`0.0.0.0:8643`; port 0 picks a free one).
+    pub listen: String,
+    /// The broker's certificate and key, and the CA its clients' certificates must chain to.
+    pub tls: TlsConfig,
+}
+
+/// `[tls]`: the PEM files of the network listener. Every client must present a certificate
+/// signed by `client_ca` (mutual TLS); a client without one is refused in the handshake.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// The broker's certificate chain (PEM, its own certificate first).
+    pub cert: PathBuf,
+    /// The broker's private key (PEM).
+    pub key: PathBuf,
+    /// The CA that signs the workers' client certificates (PEM).
+    pub client_ca: PathBuf,
 }
 
 /// One repository the broker holds a clone of and may push to.
@@ -237,6 +262,10 @@ fn default_author_email() -> String {
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     socket: PathBuf,
+    #[serde(default)]
+    listen: Option<String>,
+    #[serde(default)]
+    tls: Option<TlsConfig>,
     state_db: PathBuf,
     runs_root: PathBuf,
     audit_log: PathBuf,
@@ -297,6 +326,7 @@ impl BrokerConfig {
         if raw.witness_concurrency == 0 {
             return Err("witness_concurrency: must be at least 1".to_owned());
         }
+        let network = network_config(raw.listen, raw.tls, &abs)?;
         let mut repositories = BTreeMap::new();
         let mut gates = BTreeMap::new();
         for (name, mut repo) in raw.repositories {
@@ -347,6 +377,7 @@ impl BrokerConfig {
         }
         Ok(BrokerConfig {
             socket: abs(raw.socket),
+            network,
             state_db: abs(raw.state_db),
             runs_root: abs(raw.runs_root),
             audit_log: abs(raw.audit_log),
@@ -360,6 +391,52 @@ impl BrokerConfig {
             repositories,
             gates,
         })
+    }
+}
+
+/// `listen` and `[tls]` go together: a listener without mutual TLS is never opened.
+fn network_config(
+    listen: Option<String>,
+    tls: Option<TlsConfig>,
+    abs: &dyn Fn(PathBuf) -> PathBuf,
+) -> std::result::Result<Option<NetworkConfig>, String> {
+    match (listen, tls) {
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(
+            "listen is set but [tls] is missing: the network listener needs \
+             [tls] cert, key and client_ca (every client authenticates with a certificate)"
+                .to_owned(),
+        ),
+        (None, Some(_)) => Err("[tls] is set but listen is missing: name the HOST:PORT to \
+             listen on (e.g. listen = \"0.0.0.0:8643\")"
+            .to_owned()),
+        (Some(listen), Some(tls)) => {
+            let valid = listen
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            if !valid {
+                return Err(format!(
+                    "listen: {listen:?} is not HOST:PORT (e.g. \"0.0.0.0:8643\" or \"[::]:8643\")"
+                ));
+            }
+            for (key, path) in [
+                ("cert", &tls.cert),
+                ("key", &tls.key),
+                ("client_ca", &tls.client_ca),
+            ] {
+                if path.as_os_str().is_empty() {
+                    return Err(format!("tls.{key}: must name a PEM file"));
+                }
+            }
+            Ok(Some(NetworkConfig {
+                listen,
+                tls: TlsConfig {
+                    cert: abs(tls.cert),
+                    key: abs(tls.key),
+                    client_ca: abs(tls.client_ca),
+                },
+            }))
+        }
     }
 }
 
@@ -465,6 +542,63 @@ forge_token_env = "AIRLOCK_FORGE_TOKEN"
         let err = BrokerConfig::parse(&GOOD.replace("runs_root = \"runs\"", ""), Path::new("/"))
             .unwrap_err();
         assert!(err.contains("runs_root"), "{err}");
+    }
+
+    const TLS: &str = "[tls]\ncert = \"tls/broker.pem\"\nkey = \"tls/broker.key\"\nclient_ca = \"/etc/airlock/workers-ca.pem\"\n";
+
+    #[test]
+    fn the_network_listener_needs_listen_and_tls_together() {
+        let plain = BrokerConfig::parse(GOOD, Path::new("/etc/airlock")).unwrap();
+        assert_eq!(plain.network, None);
+        let c = BrokerConfig::parse(
+            &format!("listen = \"0.0.0.0:8643\"\n{GOOD}{TLS}"),
+            Path::new("/etc/airlock"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.network,
+            Some(NetworkConfig {
+                listen: "0.0.0.0:8643".to_owned(),
+                tls: TlsConfig {
+                    cert: PathBuf::from("/etc/airlock/tls/broker.pem"),
+                    key: PathBuf::from("/etc/airlock/tls/broker.key"),
+                    client_ca: PathBuf::from("/etc/airlock/workers-ca.pem"),
+                },
+            })
+        );
+        let cases = [
+            (
+                format!("listen = \"0.0.0.0:8643\"\n{GOOD}"),
+                "listen is set but [tls] is missing",
+            ),
+            (format!("{GOOD}{TLS}"), "[tls] is set but listen is missing"),
+            (
+                format!("listen = \"8643\"\n{GOOD}{TLS}"),
+                "listen: \"8643\" is not HOST:PORT",
+            ),
+            (
+                format!("listen = \"host:http\"\n{GOOD}{TLS}"),
+                "is not HOST:PORT",
+            ),
+            (
+                format!(
+                    "listen = \"[::]:8643\"\n{GOOD}{}",
+                    TLS.replace("client_ca = \"/etc/airlock/workers-ca.pem\"\n", "")
+                ),
+                "client_ca",
+            ),
+            (
+                format!(
+                    "listen = \"[::]:8643\"\n{GOOD}{}",
+                    TLS.replace("cert = ", "certificate = ")
+                ),
+                "certificate",
+            ),
+        ];
+        for (text, needle) in cases {
+            let err = BrokerConfig::parse(&text, Path::new("/")).unwrap_err();
+            assert!(err.contains(needle), "{needle}: {err}");
+        }
     }
 
     const GATE: &str = r#"
@@ -610,6 +744,7 @@ timeout = "500ms"
         std::fs::write(&path, full).unwrap();
         let c = BrokerConfig::load(&path).unwrap();
         assert!(c.work_dir.is_some() && c.policy.is_some());
+        assert!(c.network.is_some(), "listen and [tls] are in the template");
         assert!(!c.witness_ro.is_empty() && !c.witness_env.is_empty());
         let r = &c.repositories["acme/widgets"];
         assert_eq!(r.forge_token_env.as_deref(), Some("AIRLOCK_FORGE_TOKEN"));
@@ -627,12 +762,14 @@ timeout = "500ms"
                 .any(|l| {
                     l.starts_with(&format!("{key} = "))
                         || l.starts_with(&format!("[{key}."))
+                        || l == format!("[{key}]")
                         || (l.starts_with("[[") && l.ends_with(&format!(".{key}]]")))
                 })
         };
         let mut keys = field_names::<RawConfig>();
         keys.extend(field_names::<RepositoryConfig>());
         keys.extend(field_names::<GateConfig>());
+        keys.extend(field_names::<TlsConfig>());
         assert!(keys.len() > 15, "{keys:?}");
         for key in keys {
             assert!(

@@ -187,6 +187,13 @@ pub enum Error {
     /// The web page (`airlock-broker ui`) could not start or answer: what went wrong.
     #[error("ui: {0}")]
     Ui(String),
+    /// A PEM file of `[tls]` is missing or unusable: `serve` does not start.
+    #[error("broker config [tls]: {0}")]
+    TlsFile(#[from] airlock_protocol::tls::PemError),
+    /// The TLS listener could not be set up from `[tls]` (the key does not match the
+    /// certificate, the client CA is unusable).
+    #[error("broker config [tls]: {0}")]
+    TlsSetup(String),
     /// A shared rule or contract crate reported an operational failure.
     #[error("{0}")]
     Dependency(String),

@@ -28,6 +28,7 @@ pub mod sandboxed;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod tls;
 pub mod ui;
 pub mod view;
 pub mod witness;

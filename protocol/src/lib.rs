@@ -3,6 +3,8 @@
 //! the approver sees them byte for byte. The supervisor builds its requests and reads its
 //! replies with these types; the broker parses and answers with them.
 
+pub mod tls;
+
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};

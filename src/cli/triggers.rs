@@ -97,8 +97,9 @@ pub struct WatchArgs {
 /// Arguments of `airlock worker`.
 #[derive(Debug, Args)]
 pub struct QueueWorkerArgs {
-    /// The broker to take issues from and submit to: its Unix socket (`unix:PATH`, or a
-    /// path); replaces `[broker] socket`.
+    /// The broker to take issues from and submit to: `tls://HOST:PORT` (a broker on another
+    /// host; the certificates are `[broker] tls_ca`, `tls_cert` and `tls_key`) or its Unix
+    /// socket (`unix:PATH`, or a path); replaces where `[broker]` says the broker is.
     #[arg(long, value_name = "URL")]
     broker: Option<String>,
     /// The forge repository the queued issues are read from, OWNER/REPO (the broker's
@@ -291,17 +292,7 @@ pub fn watch_command(args: WatchArgs) -> anyhow::Result<ExitCode> {
 /// `airlock worker`.
 pub fn queue_worker(args: QueueWorkerArgs) -> anyhow::Result<ExitCode> {
     let mut worker = worker(&args.worker, "worker", args.clone)?;
-    if let Some(url) = &args.broker {
-        let path = url.strip_prefix("unix:").unwrap_or(url);
-        if path.is_empty() || path.contains("://") {
-            anyhow::bail!(
-                "--broker {:?} is not a broker address: give the broker's Unix socket as a path \
-                 or unix:PATH",
-                escaped(url)
-            );
-        }
-        worker.broker = Some(PathBuf::from(path));
-    }
+    worker.broker = args.broker;
     let options = QueueWorkerOptions {
         forge_repo: args.repo,
         interval: args.interval,

@@ -1,5 +1,6 @@
 //! The real implementations of the ports: the checkout's bounded reader, codegraph, the
-//! sandbox, the broker's socket, and the sandboxed reader-worker process.
+//! sandbox, the broker (over its Unix socket or TLS, `crate::transport`), and the sandboxed
+//! reader-worker process.
 
 use crate::config::TestsConfig;
 use crate::delegate::{ReaderChannel, ReaderLauncher};
@@ -9,6 +10,7 @@ use crate::ports::{
 };
 use crate::prepare::{self, PrepareRecord};
 use crate::testenv::{self, Host, ResolvedTests};
+use crate::transport::{BrokerEndpoint, ConnectError, is_tls_refusal};
 use airlock_checkout::BoundedReader;
 use airlock_policies::testrun::{self, TestInventory};
 use airlock_reader::repo_tools::{CodegraphSearch, read_window};
@@ -358,10 +360,11 @@ pub(crate) fn tail(text: &str, max: usize) -> String {
     format!("[... {} earlier bytes cut]\n{}", start, &text[start..])
 }
 
-/// The broker client: one JSON request line per connection to the broker's Unix socket, one
-/// reply line back. It carries no credential; the broker holds those.
+/// The broker client: one JSON request line per connection to the broker (its Unix socket, or
+/// TLS to a broker on another host), one reply line back. It carries no forge credential; the
+/// broker holds those.
 pub struct BrokerSocket {
-    socket: PathBuf,
+    endpoint: BrokerEndpoint,
     timeout: Duration,
     reconnect: Duration,
     requests: u64,
@@ -377,12 +380,13 @@ const RECONNECT_PAUSE_MAX: Duration = Duration::from_secs(2);
 const RECONNECT_GRACE: Duration = Duration::from_secs(5);
 
 impl BrokerSocket {
-    /// A client of the broker listening on `socket`. `timeout` bounds each exchange (a queued
-    /// `open_pr` answers as soon as it is queued, not when a human decides). An `open_pr` whose
-    /// connection breaks is not resent.
-    pub fn new(socket: &Path, timeout: Duration) -> Self {
+    /// A client of the broker listening at `endpoint` (a socket path, or a
+    /// [`BrokerEndpoint`]). `timeout` bounds each exchange (a queued `open_pr` answers as soon
+    /// as it is queued, not when a human decides). An `open_pr` whose connection breaks is not
+    /// resent.
+    pub fn new(endpoint: impl Into<BrokerEndpoint>, timeout: Duration) -> Self {
         BrokerSocket {
-            socket: socket.to_path_buf(),
+            endpoint: endpoint.into(),
             timeout,
             reconnect: Duration::ZERO,
             requests: 0,
@@ -426,23 +430,37 @@ impl BrokerSocket {
             (
                 ToolFailure::new(
                     "broker_unreachable",
-                    format!("{what} {}: {e}", self.socket.display()),
+                    format!("{what} {}: {e}", self.endpoint),
                 ),
                 reached,
             )
         };
-        let mut stream = std::os::unix::net::UnixStream::connect(&self.socket)
-            .map_err(|e| fail("cannot connect to the broker at", &e, Reached::Nothing))?;
-        stream
-            .set_read_timeout(Some(self.timeout))
-            .map_err(|e| fail("socket", &e, Reached::Connected))?;
+        let mut stream = self.endpoint.connect(self.timeout).map_err(|e| match e {
+            ConnectError::Unreachable(e) => {
+                fail("cannot connect to the broker at", &e, Reached::Nothing)
+            }
+            ConnectError::Broken(e) => fail("connection broken to", &e, Reached::Connected),
+            e @ ConnectError::HandshakeTimedOut => fail("no answer from", &e, Reached::TimedOut),
+            e @ (ConnectError::Refused(_) | ConnectError::Unusable(_)) => {
+                fail("cannot reach the broker at", &e, Reached::Refused)
+            }
+        })?;
+        // A TLS refusal (the broker's alert on this worker's certificate) shows on the first
+        // read or write: trying again would meet it again.
+        let broke = |e: &std::io::Error| {
+            if is_tls_refusal(e) {
+                Reached::Refused
+            } else {
+                Reached::Connected
+            }
+        };
         let mut line = request.to_string();
         line.push('\n');
         stream
             .write_all(line.as_bytes())
-            .map_err(|e| fail("cannot write to", &e, Reached::Connected))?;
+            .map_err(|e| fail("cannot write to", &e, broke(&e)))?;
         let mut reply = String::new();
-        match BufReader::new(&stream).read_line(&mut reply) {
+        match BufReader::new(&mut stream).read_line(&mut reply) {
             Ok(0) => {
                 return Err(fail(
                     "no reply from",
@@ -463,7 +481,7 @@ impl BrokerSocket {
                     Reached::TimedOut,
                 ));
             }
-            Err(e) => return Err(fail("no reply from", &e, Reached::Connected)),
+            Err(e) => return Err(fail("no reply from", &e, broke(&e))),
         }
         serde_json::from_str(reply.trim())
             .map_err(|e| fail("malformed reply from", &e, Reached::Connected))
@@ -485,11 +503,12 @@ impl BrokerSocket {
                 lost = None;
             }
             let since = *lost.get_or_insert_with(std::time::Instant::now);
+            let final_failure = matches!(reached, Reached::TimedOut | Reached::Refused);
             let give_up = self.reconnect.is_zero()
-                || reached == Reached::TimedOut
+                || final_failure
                 || since.elapsed() >= self.reconnect + RECONNECT_GRACE;
             if give_up {
-                let message = if self.reconnect.is_zero() || reached == Reached::TimedOut {
+                let message = if self.reconnect.is_zero() || final_failure {
                     failure.message
                 } else {
                     format!(
@@ -517,6 +536,9 @@ enum Reached {
     Connected,
     /// Connected, and no reply came within the reply timeout.
     TimedOut,
+    /// TLS refused this worker's certificate (or this worker the broker's), or this worker's
+    /// TLS files are unusable: another attempt would meet the same refusal.
+    Refused,
 }
 
 impl BrokerSocket {

@@ -5,6 +5,7 @@
 //! cannot silently fall back to a default. Errors name the file and, for syntax and type errors,
 //! the line and column.
 
+use crate::transport::{BrokerEndpoint, EndpointError, TlsSettings};
 use airlock_policies::testrun::{TestRunner, is_fixed, valid_env_name};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -447,8 +448,20 @@ impl Default for ReferenceReposConfig {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BrokerConfig {
-    /// The broker's Unix socket.
+    /// The broker's Unix socket, on this host. One of `socket` and `url`.
     pub socket: Option<PathBuf>,
+    /// The broker on another host: `tls://HOST:PORT` (or any form of
+    /// [`BrokerEndpoint::parse`]). One of `socket` and `url`; `tls://` needs `tls_ca`,
+    /// `tls_cert` and `tls_key`.
+    pub url: Option<String>,
+    /// The CA that signed the broker's certificate (PEM), with `url = "tls://..."`.
+    pub tls_ca: Option<PathBuf>,
+    /// This worker's client certificate (PEM), signed by the broker's `[tls] client_ca`.
+    pub tls_cert: Option<PathBuf>,
+    /// This worker's private key (PEM).
+    pub tls_key: Option<PathBuf>,
+    /// The name the broker's certificate must carry; defaults to the host of `url`.
+    pub tls_server_name: Option<String>,
     /// The repository's name in the broker's `broker.toml` (`[repositories."owner/name"]`);
     /// defaults to `--repo` as given.
     pub repository: Option<String>,
@@ -621,10 +634,100 @@ pub fn valid_project_key(key: &str) -> bool {
 pub const DEFAULT_RECONNECT_SECS: u64 = 600;
 
 impl BrokerConfig {
-    /// How the broker gets the run's tree: `tree` when set, else shared (the broker reads
-    /// the worktree on this host).
+    /// Where the broker is: `socket`, or `url` with the `tls_*` files for `tls://`; `None`
+    /// when neither is set. Setting both, a `tls://` url without its three files, or a `tls_*`
+    /// key without a `tls://` url is an error naming the key.
+    pub fn endpoint(&self) -> std::result::Result<Option<BrokerEndpoint>, EndpointError> {
+        let tls_keys = [
+            ("tls_ca", self.tls_ca.is_some()),
+            ("tls_cert", self.tls_cert.is_some()),
+            ("tls_key", self.tls_key.is_some()),
+            ("tls_server_name", self.tls_server_name.is_some()),
+        ];
+        let endpoint = match (&self.socket, &self.url) {
+            (Some(_), Some(_)) => {
+                return Err(EndpointError::Config {
+                    key: "url",
+                    problem: "set either socket (the broker's Unix socket on this host) or url \
+                              (tls://HOST:PORT, a broker on another host), not both"
+                        .to_owned(),
+                });
+            }
+            (None, None) => None,
+            (Some(socket), None) => Some(BrokerEndpoint::Unix(socket.clone())),
+            (None, Some(url)) => Some(BrokerEndpoint::parse(url)?),
+        };
+        match endpoint {
+            Some(BrokerEndpoint::Tls(tls)) => {
+                let (Some(ca), Some(cert), Some(key)) =
+                    (&self.tls_ca, &self.tls_cert, &self.tls_key)
+                else {
+                    let missing: Vec<&str> = tls_keys[..3]
+                        .iter()
+                        .filter(|(_, set)| !set)
+                        .map(|(name, _)| *name)
+                        .collect();
+                    return Err(EndpointError::Config {
+                        key: missing.first().copied().unwrap_or("tls_ca"),
+                        problem: format!(
+                            "url = {:?} needs tls_ca (the CA of the broker's certificate), \
+                             tls_cert and tls_key (this worker's certificate and key); missing: {}",
+                            self.url.as_deref().unwrap_or_default(),
+                            missing.join(", ")
+                        ),
+                    });
+                };
+                if let Some(name) = &self.tls_server_name
+                    && rustls::pki_types::ServerName::try_from(name.as_str()).is_err()
+                {
+                    return Err(EndpointError::Config {
+                        key: "tls_server_name",
+                        problem: format!("{name:?} is not a host name or an IP address"),
+                    });
+                }
+                Ok(Some(BrokerEndpoint::Tls(tls).with_tls(TlsSettings {
+                    ca: ca.clone(),
+                    cert: cert.clone(),
+                    key: key.clone(),
+                    server_name: self.tls_server_name.clone(),
+                })))
+            }
+            other => match tls_keys.iter().find(|(_, set)| *set) {
+                Some((name, _)) => Err(EndpointError::Config {
+                    key: name,
+                    problem: "is only read with url = \"tls://HOST:PORT\" (a broker on another \
+                              host); a Unix socket needs no certificate"
+                        .to_owned(),
+                }),
+                None => Ok(other),
+            },
+        }
+    }
+
+    /// Point this configuration at the broker at `url` (`airlock worker --broker`): a Unix
+    /// socket replaces `socket`, a `tls://` address replaces `url` and keeps the `tls_*` files.
+    pub fn point_at(&mut self, url: &str) -> std::result::Result<(), EndpointError> {
+        match BrokerEndpoint::parse(url)? {
+            BrokerEndpoint::Unix(path) => {
+                self.socket = Some(path);
+                self.url = None;
+            }
+            BrokerEndpoint::Tls(_) => {
+                self.socket = None;
+                self.url = Some(url.to_owned());
+            }
+        }
+        self.endpoint().map(|_| ())
+    }
+
+    /// How the broker gets the run's tree: `tree` when set; else shared (the broker reads the
+    /// worktree) with a Unix socket on this host, bytes with a broker on another (`url`).
     pub fn tree_transfer(&self) -> airlock_protocol::TreeTransfer {
-        self.tree.unwrap_or_default()
+        self.tree.unwrap_or(if self.url.is_some() {
+            airlock_protocol::TreeTransfer::Bytes
+        } else {
+            airlock_protocol::TreeTransfer::Shared
+        })
     }
 
     /// The reconnect window in seconds.
@@ -790,8 +893,17 @@ impl Config {
         fix(&mut self.paths.index_dir);
         fix(&mut self.paths.envs_dir);
         fix(&mut self.reference_repos.dir);
-        if let Some(socket) = self.broker.socket.as_mut() {
-            fix(socket);
+        let broker = &mut self.broker;
+        for path in [
+            &mut broker.socket,
+            &mut broker.tls_ca,
+            &mut broker.tls_cert,
+            &mut broker.tls_key,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            fix(path);
         }
         let specs = self
             .agent
@@ -819,6 +931,10 @@ impl Config {
         if self.tests.command.is_empty() || self.tests.command[0].is_empty() {
             return Err(invalid("tests.command", "must name a program"));
         }
+        self.broker.endpoint().map_err(|e| match e {
+            EndpointError::Config { key, problem } => invalid(&format!("broker.{key}"), &problem),
+            parse @ EndpointError::Parse { .. } => invalid("broker.url", &parse.to_string()),
+        })?;
         if self.broker.reply_timeout_secs == Some(0) {
             return Err(invalid("broker.reply_timeout_secs", "must be at least 1"));
         }
@@ -1136,6 +1252,77 @@ socket = "broker.sock"
             PathBuf::from("/etc/airlock/broker.sock")
         );
         assert_eq!(c.model_config_json()["temperature"], 0);
+    }
+
+    #[test]
+    fn the_broker_is_a_socket_or_a_tls_url_with_its_three_files() {
+        let load = |broker: &str| {
+            let mut c = Config::parse(&format!("[broker]\n{broker}"), Path::new("airlock.toml"))?;
+            c.resolve_relative_to(Path::new("/etc/airlock"));
+            Ok::<_, ConfigError>(c.broker.endpoint().unwrap())
+        };
+        assert_eq!(load("").unwrap(), None);
+        assert_eq!(
+            load("socket = \"b.sock\"\n").unwrap(),
+            Some(BrokerEndpoint::Unix("/etc/airlock/b.sock".into()))
+        );
+        let tls = "url = \"tls://broker.internal:8643\"\ntls_ca = \"tls/ca.pem\"\n\
+                   tls_cert = \"tls/w.pem\"\ntls_key = \"/keys/w.key\"\n";
+        assert_eq!(
+            load(tls).unwrap(),
+            Some(BrokerEndpoint::Tls(crate::transport::TlsEndpoint {
+                host: "broker.internal".to_owned(),
+                port: 8643,
+                settings: Some(TlsSettings {
+                    ca: "/etc/airlock/tls/ca.pem".into(),
+                    cert: "/etc/airlock/tls/w.pem".into(),
+                    key: "/keys/w.key".into(),
+                    server_name: None,
+                }),
+            }))
+        );
+        let named = load(&format!("{tls}tls_server_name = \"broker.acme.test\"\n")).unwrap();
+        let Some(BrokerEndpoint::Tls(t)) = named else {
+            panic!("{named:?}");
+        };
+        assert_eq!(
+            t.settings.unwrap().server_name.as_deref(),
+            Some("broker.acme.test")
+        );
+        for (text, needle) in [
+            (
+                format!("socket = \"b.sock\"\n{tls}"),
+                "`broker.url` set either socket",
+            ),
+            (
+                tls.replace("tls_ca = \"tls/ca.pem\"\n", ""),
+                "`broker.tls_ca` url = \"tls://broker.internal:8643\" needs tls_ca",
+            ),
+            (
+                tls.replace("tls_key = \"/keys/w.key\"\n", ""),
+                "missing: tls_key",
+            ),
+            (
+                "socket = \"b.sock\"\ntls_cert = \"w.pem\"\n".to_owned(),
+                "`broker.tls_cert` is only read with url = \"tls://HOST:PORT\"",
+            ),
+            (
+                "url = \"broker:8643\"\ntls_ca = \"ca.pem\"\n".to_owned(),
+                "`broker.tls_ca` is only read with url",
+            ),
+            (
+                "url = \"tcp://broker:8643\"\n".to_owned(),
+                "\"tcp://broker:8643\" is not a broker address: unknown scheme (accepted: \
+                 unix:/PATH, /PATH or tls://HOST:PORT)",
+            ),
+            (
+                format!("{tls}tls_server_name = \"not a name\"\n"),
+                "`broker.tls_server_name` \"not a name\" is not a host name",
+            ),
+        ] {
+            let err = load(&text).unwrap_err().to_string();
+            assert!(err.contains(needle), "{needle}: {err}");
+        }
     }
 
     #[test]

@@ -34,6 +34,7 @@ pub mod session;
 pub mod testenv;
 pub mod tools;
 pub mod trajectory;
+pub mod transport;
 pub mod triage;
 pub mod triggers;
 pub mod warm_start;

@@ -211,16 +211,10 @@ pub fn review_pull_request(
     let mut pr_sink: Box<dyn PrSink> = match overrides.pr_sink {
         Some(p) => p,
         None => {
-            let socket = config
-                .broker
-                .socket
-                .clone()
-                .ok_or_else(|| RunError::NoBroker {
-                    config: config_origin.clone(),
-                })?;
+            let endpoint = crate::runner::broker_endpoint(&config, &config_origin)?;
             Box::new(
                 BrokerSocket::new(
-                    &socket,
+                    endpoint,
                     config.broker.reply_timeout(config.tests.timeout_secs),
                 )
                 .reconnecting_for(Duration::from_secs(config.broker.reconnect_secs())),

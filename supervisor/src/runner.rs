@@ -15,6 +15,7 @@ use crate::reference_repos::{self, ReferenceRepos};
 use crate::second_opinion::SecondOpinion;
 use crate::session::{self, Env, Resumed, RunEnd, RunSpec, SessionError};
 use crate::trajectory::{Trajectory, TrajectoryError};
+use crate::transport::BrokerEndpoint;
 use airlock_audit::AuditLog;
 use airlock_checkout::MirrorCache;
 use airlock_model::{Budget, ChatModel, Metered, ModelConfig, RunTotals};
@@ -54,9 +55,9 @@ pub enum RunError {
     /// The model spec or its configuration is invalid.
     #[error("model: {0}")]
     Model(String),
-    /// No broker socket is configured.
+    /// No broker is configured.
     #[error(
-        "no broker: set [broker] socket in {config} (airlock run never opens a pull request itself)"
+        "no broker: set [broker] socket or url in {config} (airlock run never opens a pull request itself)"
     )]
     NoBroker {
         /// The config file consulted.
@@ -155,8 +156,8 @@ pub struct Overrides {
     pub readers: Option<Box<dyn ReaderLauncher>>,
     /// Replaces the sandboxed test runner.
     pub tests: Option<Box<dyn TestRunner>>,
-    /// Replaces `[broker] socket` (`airlock worker --broker`).
-    pub broker_socket: Option<PathBuf>,
+    /// Replaces where `[broker]` says the broker is (`airlock worker --broker URL`).
+    pub broker: Option<String>,
 }
 
 /// What a finished `airlock run` produced.
@@ -253,8 +254,11 @@ pub fn load_config(path: Option<&Path>) -> Result<(Config, String), RunError> {
 /// Run one issue end to end.
 pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunError> {
     let (mut config, config_origin) = load_config(args.config.as_deref())?;
-    if let Some(socket) = overrides.broker_socket.clone() {
-        config.broker.socket = Some(socket);
+    if let Some(url) = &overrides.broker {
+        config
+            .broker
+            .point_at(url)
+            .map_err(|e| RunError::Usage(format!("--broker: {e}")))?;
     }
     let agent = resolve_agent(args.agent.as_deref(), &config)?;
     // The definition caps the operator's turn budget.
@@ -299,7 +303,15 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
         config.budgets.park_max_age_secs,
         park::unix_now(),
     );
-    let run_id = next_run_id(&config.paths.runs_root, &issue.id, commit.as_str());
+    let run_id = match &config.broker.url {
+        // A broker on another host registers runs of many hosts: the id names this one.
+        Some(_) => next_run_id(
+            &config.paths.runs_root,
+            &format!("{}-{}", issue.id, host_tag(&config.paths.runs_root)),
+            commit.as_str(),
+        ),
+        None => next_run_id(&config.paths.runs_root, &issue.id, commit.as_str()),
+    };
     let run_dir = config.paths.runs_root.join(&run_id);
     let worktree_dir = run_dir.join("worktree");
     std::fs::create_dir_all(&run_dir).map_err(|source| RunError::Write {
@@ -663,15 +675,9 @@ fn execute(
     let mut pr_sink: Box<dyn PrSink> = match overrides.pr_sink {
         Some(p) => p,
         None => {
-            let socket = config
-                .broker
-                .socket
-                .clone()
-                .ok_or_else(|| RunError::NoBroker {
-                    config: config_origin.clone(),
-                })?;
+            let endpoint = broker_endpoint(&config, &config_origin)?;
             let sink = BrokerSocket::new(
-                &socket,
+                endpoint,
                 config.broker.reply_timeout(config.tests.timeout_secs),
             )
             .reconnecting_for(Duration::from_secs(config.broker.reconnect_secs()));
@@ -1040,20 +1046,25 @@ fn merged_intake(
     })
 }
 
+/// Where the broker is (`[broker] socket` or `url`), or [`RunError::NoBroker`] naming `origin`.
+pub fn broker_endpoint(config: &Config, origin: &str) -> Result<BrokerEndpoint, RunError> {
+    config
+        .broker
+        .endpoint()
+        .map_err(|e| RunError::Usage(e.to_string()))?
+        .ok_or_else(|| RunError::NoBroker {
+            config: origin.to_owned(),
+        })
+}
+
 /// A follow-up run's intake: the broker says where it starts (the head of the branch it pushed
 /// for the queue item, or the item's pin), which issue it is for and what the reviewer asked.
 /// The repository is the operator's `--repo` (where the branch was pushed), fetched so the
 /// head is there.
 fn follow_up_intake(queue_id: i64, args: &RunArgs, config: &Config) -> Result<Intake, RunError> {
-    let socket = config
-        .broker
-        .socket
-        .clone()
-        .ok_or_else(|| RunError::NoBroker {
-            config: "the configuration".into(),
-        })?;
+    let endpoint = broker_endpoint(config, "the configuration")?;
     let brief = BrokerSocket::new(
-        &socket,
+        endpoint,
         config.broker.reply_timeout(config.tests.timeout_secs),
     )
     .follow_up(queue_id)
@@ -1165,6 +1176,19 @@ pub fn outcome_document(run_id: &str, base_commit: &str, issue_id: &str, end: &R
             "queue_id": queue_id,
         }),
     }
+}
+
+/// Six hex digits that tell this host's runs from another's: of the host name and the runs
+/// root (two workers on one host keep their runs apart by their roots). The same on every run
+/// of one worker, so ids stay reproducible.
+pub(crate) fn host_tag(runs_root: &Path) -> String {
+    use sha2::Digest;
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let mut hash = sha2::Sha256::new();
+    hash.update(host.trim().as_bytes());
+    hash.update([0u8]);
+    hash.update(runs_root.as_os_str().as_encoded_bytes());
+    hex::encode(hash.finalize())[..6].to_owned()
 }
 
 /// `<issue>-<commit[..12]>-<n>`: the first `n` whose directory does not exist yet. No clock or

@@ -22,5 +22,6 @@ mod review;
 mod run;
 mod sandbox;
 mod setup;
+mod tls;
 mod triage;
 mod triggers;

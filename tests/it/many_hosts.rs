@@ -58,10 +58,7 @@ pub(crate) fn broker_cli(config: &Path, args: &[&str]) -> Output {
 
 /// The work queue as `work list --json` prints it: (issue number, attempts, claim state).
 pub(crate) fn work_list(config: &Path) -> Vec<(u64, u64, String)> {
-    let out = broker_cli(config, &["work", "list", "--json"]);
-    assert!(out.status.success(), "{}", text(&out));
-    let entries: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
-    entries
+    work_entries(config)
         .iter()
         .map(|e| {
             (
@@ -71,6 +68,26 @@ pub(crate) fn work_list(config: &Path) -> Vec<(u64, u64, String)> {
             )
         })
         .collect()
+}
+
+fn work_entries(config: &Path) -> Vec<Value> {
+    let out = broker_cli(config, &["work", "list", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The issue a held claim of the process `pid` is on (`airlock worker` ids end
+/// `-PID-START`).
+fn held_by(config: &Path, pid: u32) -> Option<u64> {
+    work_entries(config)
+        .iter()
+        .find(|e| {
+            e["claim"]["state"] == "held"
+                && e["claim"]["holder"]
+                    .as_str()
+                    .is_some_and(|h| h.contains(&format!("-{pid}-")))
+        })
+        .and_then(|e| e["issue"]["issue_number"].as_u64())
 }
 
 #[test]
@@ -249,8 +266,18 @@ impl Hosts {
             ip(&["-n", &name, "link", "set", "lo", "up"]);
             let (hub_end, worker_end) = (format!("vh{i}"), format!("vw{i}"));
             ip(&[
-                "link", "add", &hub_end, "netns", &hub, "type", "veth", "peer", "name",
-                &worker_end, "netns", &name,
+                "link",
+                "add",
+                &hub_end,
+                "netns",
+                &hub,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &worker_end,
+                "netns",
+                &name,
             ]);
             ip(&[
                 "-n",
@@ -309,16 +336,18 @@ const ISSUES: u64 = 50;
 const WORKERS: usize = 4;
 
 /// `airlock worker` number `i` on its host, its output in its own folder (`out-GEN.txt`).
-fn start_worker(
-    hosts: &Hosts,
-    i: usize,
-    generation: usize,
-    s: &Setup,
-    script: &Path,
-) -> Child {
+fn start_worker(hosts: &Hosts, i: usize, generation: usize, s: &Setup, script: &Path) -> Child {
     let home = s.dir.path().join(format!("w{i}"));
     Hosts::on(&hosts.workers[i], Path::new(env!("CARGO_BIN_EXE_airlock")))
-        .args(["worker", "--repo", "acme/calc", "--lease", "6s", "--interval", "1s"])
+        .args([
+            "worker",
+            "--repo",
+            "acme/calc",
+            "--lease",
+            "6s",
+            "--interval",
+            "1s",
+        ])
         .arg("--clone")
         .arg(&s.repo)
         .arg("--model")
@@ -438,7 +467,7 @@ fn four_workers_on_four_hosts_drain_fifty_issues_once_each_through_a_kill_9_of_a
             .count()
     };
     let deadline = Instant::now() + Duration::from_secs(900);
-    let (mut worker_killed, mut broker_killed) = (false, false);
+    let (mut killed_on, mut broker_killed) = (None, false);
     loop {
         let finished = done(&broker_toml);
         if finished == ISSUES as usize {
@@ -450,13 +479,16 @@ fn four_workers_on_four_hosts_drain_fifty_issues_once_each_through_a_kill_9_of_a
             work_list(&broker_toml),
             std::fs::read_to_string(&log).unwrap_or_default()
         );
-        if !worker_killed && finished >= 10 {
-            // kill -9 of a worker in the middle of its work: its issue lapses after one lease
-            // and another worker takes it; the worker comes back as a new process.
+        if killed_on.is_none()
+            && finished >= 10
+            && let Some(n) = held_by(&broker_toml, workers[0].id())
+        {
+            // kill -9 of a worker in the middle of its run of issue n: the issue lapses after
+            // one lease and another worker takes it; the worker comes back as a new process.
             workers[0].kill().unwrap();
             workers[0].wait().unwrap();
             workers[0] = start_worker(&hosts, 0, 1, &s, &script);
-            worker_killed = true;
+            killed_on = Some(n);
         }
         if !broker_killed && finished >= 25 {
             // kill -9 of the broker: the workers' requests fail until it is back, and nothing
@@ -504,7 +536,9 @@ fn four_workers_on_four_hosts_drain_fifty_issues_once_each_through_a_kill_9_of_a
     // Each host did some of the work.
     for i in 0..WORKERS {
         assert!(
-            lines.iter().any(|(w, l)| *w == i && l.contains(" escalated: ")),
+            lines
+                .iter()
+                .any(|(w, l)| *w == i && l.contains(" escalated: ")),
             "worker {i} ran nothing:\n{all}"
         );
     }
@@ -515,5 +549,14 @@ fn four_workers_on_four_hosts_drain_fifty_issues_once_each_through_a_kill_9_of_a
     );
     let queue = work_list(&broker_toml);
     assert_eq!(queue.len(), ISSUES as usize);
-    assert!(queue.iter().all(|(_, _, state)| state == "done"), "{queue:?}");
+    assert!(
+        queue.iter().all(|(_, _, state)| state == "done"),
+        "{queue:?}"
+    );
+    // The killed worker's issue was taken again (its second attempt) and ran once, elsewhere
+    // or on the worker that came back.
+    let killed_on = killed_on.expect("the first worker never held an issue to be killed on");
+    let attempts = queue.iter().find(|(n, _, _)| *n == killed_on).unwrap().1;
+    assert!(attempts >= 2, "issue {killed_on}: {queue:?}");
+    assert!(broker_killed);
 }

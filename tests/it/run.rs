@@ -85,7 +85,7 @@ fn outcome(kind: &str, confidence: f64) -> Value {
            "also_noticed": [], "injection_observed": [], "confidence": confidence})
 }
 
-const ISSUE: &str = "---\nid: CALC-7\ntitle: add() returns the wrong sum\nlabels: [bug]\n---\n`calc.ops.add(2, 3)` returns -1; expected 5.\n";
+pub(crate) const ISSUE: &str = "---\nid: CALC-7\ntitle: add() returns the wrong sum\nlabels: [bug]\n---\n`calc.ops.add(2, 3)` returns -1; expected 5.\n";
 
 /// The scripted agent's turns: a reader delegation, a new test, the fix, a full run, open_pr
 /// and the final message.

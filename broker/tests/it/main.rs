@@ -15,6 +15,7 @@ mod push_http;
 mod remote;
 mod rust;
 mod terminal;
+mod tls;
 mod ui;
 mod ui_browser;
 mod witness_attacks;

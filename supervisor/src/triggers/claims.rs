@@ -2,7 +2,6 @@
 //! `release_claim`. A [`Lease`] renews itself on a thread while the run goes on, so a live
 //! worker keeps its issue however long the run takes and a dead one loses it one lease later.
 
-use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -12,6 +11,7 @@ use airlock_protocol::{
 
 use super::{Result, TriggerError};
 use crate::adapters::BrokerSocket;
+use crate::transport::BrokerEndpoint;
 
 /// How long a claim holds without a renewal, by default.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(120);
@@ -37,10 +37,11 @@ pub struct ClaimClient {
 }
 
 impl ClaimClient {
-    /// A client for `holder` on the broker at `socket`.
-    pub fn new(socket: &Path, holder: &str) -> ClaimClient {
+    /// A client for `holder` on the broker at `endpoint` (a socket path or a
+    /// [`BrokerEndpoint`]).
+    pub fn new(endpoint: impl Into<BrokerEndpoint>, holder: &str) -> ClaimClient {
         ClaimClient {
-            socket: BrokerSocket::new(socket, Duration::from_secs(60)),
+            socket: BrokerSocket::new(endpoint, Duration::from_secs(60)),
             holder: holder.to_owned(),
         }
     }
@@ -96,6 +97,40 @@ impl ClaimClient {
     }
 }
 
+impl ClaimClient {
+    /// End the claim, asking again while the broker is out of reach (a restart), for up to
+    /// `patience`: a run that ended must not see its issue handed out again because its
+    /// release met a broker that was away for a moment. A refusal (the claim is no longer
+    /// this worker's) is not asked again.
+    pub fn release_patiently(
+        &self,
+        issue: &IssueKey,
+        end: ClaimEnd,
+        patience: Duration,
+    ) -> Result<ClaimStatus> {
+        let request = Request::ReleaseClaim(ClaimRelease {
+            issue: issue.clone(),
+            holder: self.holder.clone(),
+            end,
+        });
+        let deadline = std::time::Instant::now() + patience;
+        let mut pause = Duration::from_millis(200);
+        loop {
+            match self.socket.request(&request) {
+                Ok(BrokerReply::Released { claim, .. }) => return Ok(claim),
+                Ok(other) => return Err(unexpected("release_claim", &other)),
+                Err(failure) if std::time::Instant::now() >= deadline => {
+                    return Err(TriggerError::Broker(failure.to_string()));
+                }
+                Err(_) => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    }
+}
+
 fn unexpected(op: &str, reply: &BrokerReply) -> TriggerError {
     match reply {
         BrokerReply::Failed { message } => TriggerError::Broker(format!("{op}: {message}")),
@@ -113,10 +148,15 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// Keep renewing `issue` for `holder` through the broker at `socket`.
-    pub fn keep(socket: &Path, holder: &str, issue: &IssueKey, lease: Duration) -> Lease {
+    /// Keep renewing `issue` for `holder` through the broker at `endpoint`.
+    pub fn keep(
+        endpoint: impl Into<BrokerEndpoint>,
+        holder: &str,
+        issue: &IssueKey,
+        lease: Duration,
+    ) -> Lease {
         let (stop, stopped) = mpsc::channel::<()>();
-        let client = ClaimClient::new(socket, holder);
+        let client = ClaimClient::new(endpoint, holder);
         let issue = issue.clone();
         let every = (lease / 3).max(Duration::from_millis(300));
         let renewer = std::thread::spawn(move || {

@@ -15,6 +15,7 @@ use super::worker::{Job, WorkOutcome, Worker, read_and_triage};
 use super::{Result, TriggerError};
 use crate::adapters::BrokerSocket;
 use crate::github::{GithubIssueRef, IssueSource};
+use crate::transport::BrokerEndpoint;
 use crate::triage::TriageState;
 
 /// What `airlock worker` was asked.
@@ -51,7 +52,7 @@ pub fn drain(
     report: &mut dyn FnMut(QueueLine),
 ) -> Result<()> {
     let config = worker.load_config()?;
-    let socket = worker.broker_socket(&config)?;
+    let endpoint = worker.broker_endpoint(&config)?;
     let (owner, repo) = options.forge_repo.split_once('/').ok_or_else(|| {
         TriggerError::Usage(format!(
             "--repo {:?} is not OWNER/REPO",
@@ -63,7 +64,7 @@ pub fn drain(
         .repository
         .clone()
         .unwrap_or_else(|| options.forge_repo.clone());
-    let broker = BrokerSocket::new(&socket, Duration::from_secs(60));
+    let broker = BrokerSocket::new(&endpoint, Duration::from_secs(60));
     let take = Request::TakeWork(TakeWork {
         holder: worker.holder.clone(),
         lease_secs: worker.lease.as_secs().max(1),
@@ -109,7 +110,7 @@ pub fn drain(
             number: claim.issue.issue_number,
             web_base: None,
         };
-        let outcome = work_on_taken(worker, &socket, &claim, forge, reference.clone());
+        let outcome = work_on_taken(worker, &endpoint, &claim, forge, reference.clone());
         report(QueueLine::Worked {
             issue: reference.to_string(),
             outcome,
@@ -121,7 +122,7 @@ pub fn drain(
 /// ready is done: it is skipped, not taken again and again), then run it under its claim.
 fn work_on_taken(
     worker: &Worker,
-    socket: &std::path::Path,
+    endpoint: &BrokerEndpoint,
     claim: &ClaimStatus,
     forge: airlock_protocol::ForgeMark,
     reference: GithubIssueRef,
@@ -136,7 +137,9 @@ fn work_on_taken(
         .load_config()
         .and_then(|config| read_and_triage(&job.issue, &config));
     let end_early = |end: ClaimEnd| {
-        if let Err(e) = ClaimClient::new(socket, &worker.holder).release(&claim.issue, end) {
+        let client = ClaimClient::new(endpoint, &worker.holder);
+        let patience = worker.lease.max(Duration::from_secs(30));
+        if let Err(e) = client.release_patiently(&claim.issue, end, patience) {
             tracing::warn!("ending the claim on #{}: {e}", claim.issue.issue_number);
         }
     };
@@ -154,6 +157,6 @@ fn work_on_taken(
                 triage: triaged.triage,
             }
         }
-        Ok(_) => worker.run_claimed(&job, socket, &claim.issue, forge),
+        Ok(_) => worker.run_claimed(&job, endpoint, &claim.issue, forge),
     }
 }

@@ -18,6 +18,7 @@ use crate::issue::Issue;
 use crate::progress::ProgressMode;
 use crate::runner::{self, Overrides, RunArgs, RunReport};
 use crate::session::RunEnd;
+use crate::transport::BrokerEndpoint;
 use crate::triage::{self, Triage, TriageState};
 
 /// What every run of a trigger shares.
@@ -38,9 +39,9 @@ pub struct Worker {
     pub holder: String,
     /// The claim's lease.
     pub lease: Duration,
-    /// The broker every run, claim and lease of this worker goes to, replacing `[broker]
-    /// socket` (`airlock worker --broker`).
-    pub broker: Option<PathBuf>,
+    /// The broker every run, claim and lease of this worker goes to, replacing where
+    /// `[broker]` says it is (`airlock worker --broker URL`).
+    pub broker: Option<String>,
 }
 
 /// One issue to work on.
@@ -230,16 +231,16 @@ impl Worker {
         self.claim_and_run(job, &config)
     }
 
-    /// The broker this worker talks to: `--broker`, else `[broker] socket`.
-    pub fn broker_socket(&self, config: &Config) -> Result<PathBuf> {
-        self.broker
-            .clone()
-            .or_else(|| config.broker.socket.clone())
-            .ok_or_else(|| {
-                TriggerError::Usage(
-                    "claims go through the broker: set [broker] socket in airlock.toml".to_owned(),
-                )
-            })
+    /// The broker this worker talks to: `--broker`, else where `[broker]` says.
+    pub fn broker_endpoint(&self, config: &Config) -> Result<BrokerEndpoint> {
+        let mut config = config.clone();
+        if let Some(url) = &self.broker {
+            config
+                .broker
+                .point_at(url)
+                .map_err(|e| TriggerError::Usage(format!("--broker: {e}")))?;
+        }
+        broker_endpoint(&config, "claims")
     }
 
     /// Claim (for a GitHub issue) and run an issue already triaged ready.
@@ -247,9 +248,9 @@ impl Worker {
         let (IssueSource::GitHub(reference) | IssueSource::Merged(reference)) = &job.issue else {
             return Ok(self.run(job, None));
         };
-        let socket = self.broker_socket(config)?;
+        let endpoint = self.broker_endpoint(config)?;
         let key = Self::claim_key(config, reference);
-        let client = ClaimClient::new(&socket, &self.holder);
+        let client = ClaimClient::new(&endpoint, &self.holder);
         let forge = match client.claim(&key, self.lease)? {
             ClaimOutcome::Taken(claim) => {
                 return Ok(WorkOutcome::ClaimedElsewhere {
@@ -259,7 +260,7 @@ impl Worker {
             }
             ClaimOutcome::Claimed { forge, .. } => forge,
         };
-        Ok(self.run_claimed(job, &socket, &key, forge))
+        Ok(self.run_claimed(job, &endpoint, &key, forge))
     }
 
     /// Run an issue this worker holds the claim on, renewing its lease meanwhile, and end the
@@ -267,26 +268,33 @@ impl Worker {
     pub fn run_claimed(
         &self,
         job: &Job,
-        socket: &std::path::Path,
+        endpoint: &BrokerEndpoint,
         key: &IssueKey,
         forge: ForgeMark,
     ) -> WorkOutcome {
-        let client = ClaimClient::new(socket, &self.holder);
-        let lease = Lease::keep(socket, &self.holder, key, self.lease);
+        let client = ClaimClient::new(endpoint, &self.holder);
+        let lease = Lease::keep(endpoint, &self.holder, key, self.lease);
         let mut outcome = self.run(job, Some(forge));
-        let lost = lease.stop();
         let end = match outcome {
             WorkOutcome::Failed { .. } => ClaimEnd::Abandoned,
             _ => ClaimEnd::Done,
         };
-        if let WorkOutcome::Ran { claim_lost, .. } = &mut outcome {
-            claim_lost.clone_from(&lost);
-        }
-        if lost.is_none()
-            && let Err(e) = client.release(key, end)
-        {
+        // The claim ends while its lease is still renewed, and a release that meets a broker
+        // that is away (restarting) is asked again: the issue of a finished run must not lapse
+        // and be handed out a second time.
+        let released = client.release_patiently(key, end, self.lease.max(Duration::from_secs(30)));
+        let lost = lease.stop();
+        let lost = match &released {
+            // Released as this worker's: whatever the renewer saw after that is the release.
+            Ok(_) => None,
+            Err(_) => lost,
+        };
+        if let Err(e) = &released {
             // The lease lapses on its own; the outcome of the run is what matters here.
             tracing::warn!("releasing the claim on #{}: {e}", key.issue_number);
+        }
+        if let WorkOutcome::Ran { claim_lost, .. } = &mut outcome {
+            claim_lost.clone_from(&lost);
         }
         outcome
     }
@@ -315,9 +323,9 @@ impl Worker {
         source: airlock_protocol::FeedbackSource,
     ) -> Result<WorkOutcome> {
         let config = self.load_config()?;
-        let socket = self.broker_socket(&config)?;
+        let endpoint = self.broker_endpoint(&config)?;
         let brief = crate::adapters::BrokerSocket::new(
-            &socket,
+            endpoint,
             config.broker.reply_timeout(config.tests.timeout_secs),
         )
         .pr_feedback(airlock_protocol::PrFeedback {
@@ -417,7 +425,7 @@ impl Worker {
             progress: self.progress,
         };
         let overrides = Overrides {
-            broker_socket: self.broker.clone(),
+            broker: self.broker.clone(),
             ..Overrides::default()
         };
         match runner::run_issue(&args, overrides) {
@@ -467,4 +475,17 @@ pub fn check_lease(lease: Duration) -> Result<Duration> {
         )));
     }
     Ok(lease)
+}
+
+/// Where the broker is, for `what` (claims, follow-ups), which go through it.
+fn broker_endpoint(config: &Config, what: &str) -> Result<crate::transport::BrokerEndpoint> {
+    config
+        .broker
+        .endpoint()
+        .map_err(|e| TriggerError::Usage(e.to_string()))?
+        .ok_or_else(|| {
+            TriggerError::Usage(format!(
+                "{what} go through the broker: set [broker] socket or url in airlock.toml"
+            ))
+        })
 }
