@@ -7,6 +7,8 @@
 //! - [`githttp`]: a real `git http-backend` behind Basic authentication on 127.0.0.1.
 //! - [`mockgithub`]: a GitHub REST stand-in for issues and draft pull requests.
 //! - [`mockmodel`]: an OpenAI-compatible chat-completions server that plays scripted turns.
+//! - [`pg`]: a throwaway PostgreSQL server (`initdb` and `postgres` from the machine's
+//!   PostgreSQL, as the `postgres` user when the tests run as root).
 //!
 //! Test code: a failed step panics with what failed, which is how a test reports it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -17,6 +19,8 @@ pub mod githttp;
 mod http;
 pub mod mockgithub;
 pub mod mockmodel;
+pub mod pg;
 pub mod wat;
 
 pub use git::{Repo, git, git_output, write};
+pub use pg::PgServer;
