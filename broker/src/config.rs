@@ -12,8 +12,8 @@ use std::time::Duration;
 pub struct BrokerConfig {
     /// Unix socket the supervisors connect to (created with mode 0600).
     pub socket: PathBuf,
-    /// SQLite state database (runs, submissions, queue, decisions).
-    pub state_db: PathBuf,
+    /// Where the broker's state lives (runs, submissions, queue, decisions, claims, work).
+    pub state_db: StateDb,
     /// Every registered worktree must lie under this directory (after canonicalisation).
     pub runs_root: PathBuf,
     /// The tamper-evident audit log every decision is appended to.
@@ -37,6 +37,87 @@ pub struct BrokerConfig {
     pub repositories: BTreeMap<String, RepositoryConfig>,
     /// Each repository's gates, validated, in the order they run (`repositories.*.gates`).
     pub gates: BTreeMap<String, Vec<airlock_gates::GateSpec>>,
+}
+
+/// The state database `state_db` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateDb {
+    /// An SQLite file (the default: a path in `state_db`).
+    Sqlite(PathBuf),
+    /// A PostgreSQL database (`state_db = "postgres://user@host:port/db"`), shared by every
+    /// broker pointed at it. The connection is not encrypted (no TLS): the server belongs on the
+    /// broker's host or a private network.
+    Postgres {
+        /// The connection URL, without a password.
+        url: String,
+        /// The environment variable holding the password (`state_db_password_env`), if the
+        /// server asks for one.
+        password_env: Option<String>,
+    },
+}
+
+impl StateDb {
+    /// Read `state_db` (and `state_db_password_env`): a `postgres://` or `postgresql://` URL is
+    /// a PostgreSQL database, anything else a path, resolved against `base` when relative (an
+    /// SQLite file has no password: `state_db_password_env` is not used for it).
+    fn parse(
+        text: &str,
+        password_env: Option<String>,
+        base: &Path,
+    ) -> std::result::Result<Self, String> {
+        if let Some(var) = &password_env
+            && (var.is_empty() || var.contains('='))
+        {
+            return Err(format!(
+                "state_db_password_env: {var:?} is not an environment variable name"
+            ));
+        }
+        let is_url = ["postgres://", "postgresql://"].iter().any(|scheme| {
+            text.len() >= scheme.len() && text[..scheme.len()].eq_ignore_ascii_case(scheme)
+        });
+        if !is_url {
+            if let Some((scheme, _)) = text.split_once("://")
+                && !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
+            {
+                return Err(format!(
+                    "state_db: {scheme}:// is not a supported database: give a file path (SQLite) or a postgres:// URL"
+                ));
+            }
+            let path = PathBuf::from(text);
+            return Ok(StateDb::Sqlite(if path.is_absolute() {
+                path
+            } else {
+                base.join(path)
+            }));
+        }
+        let parsed: postgres::Config = text
+            .parse()
+            .map_err(|e| format!("state_db: {text:?} is not a valid PostgreSQL URL: {e}"))?;
+        if parsed.get_password().is_some() {
+            return Err(
+                "state_db: the URL holds a password; keep it out of the file: name an environment variable that holds it in state_db_password_env"
+                    .to_owned(),
+            );
+        }
+        if parsed.get_hosts().is_empty() {
+            return Err(format!("state_db: {text:?} names no host"));
+        }
+        Ok(StateDb::Postgres {
+            url: text.to_owned(),
+            password_env,
+        })
+    }
+
+    /// The `state_db` text: the SQLite path or the PostgreSQL URL.
+    pub fn as_text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            StateDb::Sqlite(path) => path.to_string_lossy(),
+            StateDb::Postgres { url, .. } => std::borrow::Cow::Borrowed(url),
+        }
+    }
 }
 
 /// One repository the broker holds a clone of and may push to.
@@ -237,7 +318,9 @@ fn default_author_email() -> String {
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     socket: PathBuf,
-    state_db: PathBuf,
+    state_db: String,
+    #[serde(default)]
+    state_db_password_env: Option<String>,
     runs_root: PathBuf,
     audit_log: PathBuf,
     #[serde(default)]
@@ -289,6 +372,7 @@ impl BrokerConfig {
         let abs = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
         let queue_max_age =
             parse_duration(&raw.queue_max_age).map_err(|e| format!("queue_max_age: {e}"))?;
+        let state_db = StateDb::parse(&raw.state_db, raw.state_db_password_env, base)?;
         let witness_timeout =
             parse_duration(&raw.witness_timeout).map_err(|e| format!("witness_timeout: {e}"))?;
         if witness_timeout.is_zero() {
@@ -347,7 +431,7 @@ impl BrokerConfig {
         }
         Ok(BrokerConfig {
             socket: abs(raw.socket),
-            state_db: abs(raw.state_db),
+            state_db,
             runs_root: abs(raw.runs_root),
             audit_log: abs(raw.audit_log),
             work_dir: raw.work_dir.map(abs),
@@ -371,9 +455,7 @@ impl BrokerConfig {
     pub fn witness_work_dir(&self) -> PathBuf {
         self.work_dir.clone().unwrap_or_else(|| {
             use sha2::Digest;
-            let id = hex::encode(sha2::Sha256::digest(
-                self.state_db.to_string_lossy().as_bytes(),
-            ));
+            let id = hex::encode(sha2::Sha256::digest(self.state_db.as_text().as_bytes()));
             std::env::temp_dir().join(format!("airlock-witness-{}", &id[..12]))
         })
     }
@@ -413,7 +495,10 @@ forge_token_env = "AIRLOCK_FORGE_TOKEN"
     fn parses_and_resolves_relative_paths() {
         let c = BrokerConfig::parse(GOOD, Path::new("/etc/airlock")).unwrap();
         assert_eq!(c.socket, PathBuf::from("/etc/airlock/broker.sock"));
-        assert_eq!(c.state_db, PathBuf::from("/var/lib/airlock/broker.db"));
+        assert_eq!(
+            c.state_db,
+            StateDb::Sqlite(PathBuf::from("/var/lib/airlock/broker.db"))
+        );
         assert_eq!(c.queue_max_age, Duration::from_secs(72 * 3600));
         let r = &c.repositories["acme/widgets"];
         assert_eq!(r.clone, PathBuf::from("/etc/airlock/clones/widgets"));

@@ -8,49 +8,19 @@
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+use super::codec::{
+    attempts, claim_state_str, issue_number, lease_end, parse_claim_state, stored_issue_number,
+};
 use super::{ClaimAttempt, WorkEntry};
 use crate::error::{Error, Result};
 use crate::protocol::{ClaimEnd, ClaimRelease, ClaimRequest, ClaimState, ClaimStatus, IssueKey};
-
-fn state_str(state: ClaimState) -> &'static str {
-    match state {
-        ClaimState::Held => "held",
-        ClaimState::Done => "done",
-        ClaimState::Released => "released",
-    }
-}
-
-fn parse_state(text: &str) -> Result<ClaimState> {
-    match text {
-        "held" => Ok(ClaimState::Held),
-        "done" => Ok(ClaimState::Done),
-        "released" => Ok(ClaimState::Released),
-        other => Err(Error::StoreCorrupt {
-            what: "claim state".to_owned(),
-            message: format!("{other:?}"),
-        }),
-    }
-}
-
-fn number(issue: &IssueKey) -> Result<i64> {
-    i64::try_from(issue.issue_number).map_err(|_| {
-        Error::Claim(format!(
-            "issue number {} is out of range",
-            issue.issue_number
-        ))
-    })
-}
-
-fn lease_end(now: i64, lease_secs: u64) -> i64 {
-    now.saturating_add(i64::try_from(lease_secs).unwrap_or(i64::MAX))
-}
 
 fn read(tx: &Connection, issue: &IssueKey) -> Result<Option<ClaimStatus>> {
     let row: Option<(String, String, i64, i64)> = tx
         .query_row(
             "SELECT holder, state, claimed_at, lease_expires_at FROM claims
              WHERE repository = ?1 AND issue_number = ?2",
-            params![issue.repository, number(issue)?],
+            params![issue.repository, stored_issue_number(issue)?],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
         .optional()
@@ -59,7 +29,7 @@ fn read(tx: &Connection, issue: &IssueKey) -> Result<Option<ClaimStatus>> {
         Ok(ClaimStatus {
             issue: issue.clone(),
             holder,
-            state: parse_state(&state)?,
+            state: parse_claim_state(&state)?,
             claimed_at,
             lease_expires_at,
         })
@@ -75,9 +45,9 @@ fn write(tx: &Connection, claim: &ClaimStatus) -> Result<()> {
            holder = ?3, state = ?4, claimed_at = ?5, lease_expires_at = ?6",
         params![
             claim.issue.repository,
-            number(&claim.issue)?,
+            stored_issue_number(&claim.issue)?,
             claim.holder,
-            state_str(claim.state),
+            claim_state_str(claim.state),
             claim.claimed_at,
             claim.lease_expires_at
         ],
@@ -154,7 +124,7 @@ pub(super) fn renew(
             Some(c) => Err(Error::ClaimNotHeld {
                 issue: request.issue.clone(),
                 holder: request.holder.clone(),
-                state: state_str(c.state).to_owned(),
+                state: claim_state_str(c.state).to_owned(),
             }),
             None => Err(Error::ClaimNotHeld {
                 issue: request.issue.clone(),
@@ -188,7 +158,7 @@ pub(super) fn release(
                 issue: release.issue.clone(),
                 holder: release.holder.clone(),
                 state: match other {
-                    Some(c) => format!("{} by {:?}", state_str(c.state), c.holder),
+                    Some(c) => format!("{} by {:?}", claim_state_str(c.state), c.holder),
                     None => "unclaimed".to_owned(),
                 },
             }),
@@ -204,7 +174,7 @@ pub(super) fn enqueue_work(conn: &mut Connection, issues: &[IssueKey], now: i64)
                 .execute(
                     "INSERT INTO work_queue (repository, issue_number, enqueued_at, attempts)
                      VALUES (?1, ?2, ?3, 0) ON CONFLICT(repository, issue_number) DO NOTHING",
-                    params![issue.repository, number(issue)?, now],
+                    params![issue.repository, stored_issue_number(issue)?, now],
                 )
                 .map_err(Error::store("queueing work"))?;
         }
@@ -299,7 +269,7 @@ pub(super) fn work(conn: &Connection) -> Result<Vec<WorkEntry>> {
         .map_err(Error::store(ctx))?;
     rows.into_iter()
         .map(
-            |(repository, n, enqueued_at, attempts, holder, state, claimed_at, lease)| {
+            |(repository, n, enqueued_at, tries, holder, state, claimed_at, lease)| {
                 let issue = IssueKey {
                     repository,
                     issue_number: issue_number(n)?,
@@ -309,7 +279,7 @@ pub(super) fn work(conn: &Connection) -> Result<Vec<WorkEntry>> {
                         Some(ClaimStatus {
                             issue: issue.clone(),
                             holder,
-                            state: parse_state(&state)?,
+                            state: parse_claim_state(&state)?,
                             claimed_at,
                             lease_expires_at,
                         })
@@ -319,23 +289,12 @@ pub(super) fn work(conn: &Connection) -> Result<Vec<WorkEntry>> {
                 Ok(WorkEntry {
                     issue,
                     enqueued_at,
-                    attempts: u32::try_from(attempts).map_err(|_| Error::StoreCorrupt {
-                        what: "work attempts".to_owned(),
-                        message: attempts.to_string(),
-                    })?,
+                    attempts: attempts(tries)?,
                     claim,
                 })
             },
         )
         .collect()
-}
-
-/// A stored issue number as the protocol's.
-fn issue_number(n: i64) -> Result<u64> {
-    u64::try_from(n).map_err(|_| Error::StoreCorrupt {
-        what: "claim issue number".to_owned(),
-        message: n.to_string(),
-    })
 }
 
 pub(super) fn all(conn: &Connection) -> Result<Vec<ClaimStatus>> {
@@ -368,7 +327,7 @@ pub(super) fn all(conn: &Connection) -> Result<Vec<ClaimStatus>> {
                         issue_number: issue_number(n)?,
                     },
                     holder,
-                    state: parse_state(&state)?,
+                    state: parse_claim_state(&state)?,
                     claimed_at,
                     lease_expires_at,
                 })

@@ -13,6 +13,7 @@ mod invariants;
 mod publication;
 mod push_http;
 mod rust;
+mod store_suite;
 mod terminal;
 mod ui;
 mod ui_browser;
