@@ -44,9 +44,8 @@ pub struct BrokerConfig {
 pub enum StateDb {
     /// An SQLite file (the default: a path in `state_db`).
     Sqlite(PathBuf),
-    /// A PostgreSQL database (`state_db = "postgres://user@host:port/db"`), shared by every
-    /// broker pointed at it. The connection is not encrypted (no TLS): the server belongs on the
-    /// broker's host or a private network.
+    /// A PostgreSQL database (`state_db = "postgres://user@host:port/db"`). The connection is
+    /// not encrypted (no TLS): the server belongs on the broker's host or a private network.
     Postgres {
         /// The connection URL, without a password.
         url: String,
@@ -526,6 +525,71 @@ forge_token_env = "AIRLOCK_FORGE_TOKEN"
         let set =
             BrokerConfig::parse(&format!("work_dir = \"/w\"\n{GOOD}"), Path::new("/")).unwrap();
         assert_eq!(set.witness_work_dir(), PathBuf::from("/w"));
+    }
+
+    #[test]
+    fn state_db_is_a_path_or_a_postgres_url_without_a_password() {
+        let with = |state_db: &str, extra: &str| {
+            BrokerConfig::parse(
+                &GOOD.replace(
+                    "\"/var/lib/airlock/broker.db\"",
+                    &format!("\"{state_db}\"\n{extra}"),
+                ),
+                Path::new("/etc/airlock"),
+            )
+        };
+        assert_eq!(
+            with("state/broker.db", "").unwrap().state_db,
+            StateDb::Sqlite(PathBuf::from("/etc/airlock/state/broker.db"))
+        );
+        let pg = with(
+            "postgres://airlock@db.internal:5432/airlock",
+            "state_db_password_env = \"AIRLOCK_STATE_DB_PASSWORD\"",
+        )
+        .unwrap();
+        assert_eq!(
+            pg.state_db,
+            StateDb::Postgres {
+                url: "postgres://airlock@db.internal:5432/airlock".to_owned(),
+                password_env: Some("AIRLOCK_STATE_DB_PASSWORD".to_owned()),
+            }
+        );
+        assert!(matches!(
+            with("postgresql://airlock@db/airlock", "")
+                .unwrap()
+                .state_db,
+            StateDb::Postgres {
+                password_env: None,
+                ..
+            }
+        ));
+        // Each database has its own witness folder, stable from run to run.
+        let other = with("postgres://airlock@db.internal:5432/other", "").unwrap();
+        assert_ne!(pg.witness_work_dir(), other.witness_work_dir());
+        assert_eq!(
+            pg.witness_work_dir(),
+            with("postgres://airlock@db.internal:5432/airlock", "")
+                .unwrap()
+                .witness_work_dir()
+        );
+        for (state_db, extra, names) in [
+            (
+                "postgres://airlock:s3cret@db/airlock",
+                "",
+                "state_db_password_env",
+            ),
+            ("postgres://db:notaport/airlock", "", "state_db"),
+            ("mysql://db/airlock", "", "state_db"),
+            (
+                "b.db",
+                "state_db_password_env = \"A=B\"",
+                "state_db_password_env",
+            ),
+        ] {
+            let err = with(state_db, extra).unwrap_err();
+            assert!(err.contains(names), "{state_db}: {err}");
+            assert!(!err.contains("s3cret"), "{err}");
+        }
     }
 
     #[test]

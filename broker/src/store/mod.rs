@@ -1,7 +1,16 @@
 //! Durable broker state behind the [`Store`] trait: registered runs, open_pr submissions keyed by
-//! (run id, request id), the approval queue and its decisions, and the claims workers hold on
-//! issues (`claims`: one row per issue, a holder and a lease). The SQLite implementation is the
-//! default; the trait is what a server-grade backend implements.
+//! (run id, request id), the approval queue and its decisions, the judge's scores, the claims
+//! workers hold on issues (`claims`: one row per issue, a holder and a lease) and the shared
+//! work queue they take issues from (`work_queue`, each taken issue a claim).
+//!
+//! Two backends keep the same rules: [`SqliteStore`], one file, the default, and
+//! [`PostgresStore`] for a database server (`state_db = "postgres://..."`). [`open`] picks one
+//! from `broker.toml`; nothing else opens a store. Every method is one transaction, so a crash
+//! leaves the before or the after, and the races the broker cares about (two open_pr calls of a
+//! run, two reviews of one head, concurrent claimers and takers) are decided inside it, which
+//! holds across brokers sharing one PostgreSQL database. Each backend's schema is a list of
+//! versioned migrations, recorded in `schema_migrations` and applied on open; the same version
+//! means the same tables on both. `broker/tests/it/store_suite.rs` runs one suite on both.
 
 mod claims;
 mod codec;
@@ -461,5 +470,27 @@ fn check_schema_version(applied: &[i64], known: impl Iterator<Item = i64>) -> Re
             ),
         }),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unset_password_variable_is_named_before_any_connection() {
+        let config = BrokerConfig::parse(
+            "socket = \"s\"\nstate_db = \"postgres://airlock@127.0.0.1:1/airlock\"\n\
+             state_db_password_env = \"AIRLOCK_TEST_PASSWORD_NEVER_SET\"\nruns_root = \"r\"\n\
+             audit_log = \"a\"\nqueue_max_age = \"1d\"\n",
+            std::path::Path::new("/"),
+        )
+        .unwrap();
+        let err = open(&config).err().unwrap();
+        assert!(
+            matches!(&err, Error::MissingStatePassword { var } if var == "AIRLOCK_TEST_PASSWORD_NEVER_SET"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("state_db_password_env"), "{err}");
     }
 }

@@ -1184,6 +1184,69 @@ impl Store for PostgresStore {
 mod tests {
     use super::*;
 
+    fn versions(url: &str) -> Vec<i64> {
+        let mut client = Client::connect(url, NoTls).unwrap();
+        client
+            .query(
+                "SELECT version FROM schema_migrations ORDER BY version",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    }
+
+    #[test]
+    fn brokers_opening_one_new_database_at_once_migrate_it_once() {
+        let server = airlock_testkit::PgServer::shared();
+        let url = server.database("migrate_at_once");
+        let barrier = std::sync::Barrier::new(4);
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    barrier.wait();
+                    PostgresStore::connect(&url, None).unwrap();
+                });
+            }
+        });
+        assert_eq!(versions(&url), vec![1, 2]);
+        // Opening again applies nothing.
+        PostgresStore::connect(&url, None).unwrap();
+        assert_eq!(versions(&url), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_database_a_newer_broker_migrated_is_refused() {
+        let server = airlock_testkit::PgServer::shared();
+        let url = server.database("newer_schema");
+        PostgresStore::connect(&url, None).unwrap();
+        Client::connect(&url, NoTls)
+            .unwrap()
+            .execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (99, 'future', 0)",
+                &[],
+            )
+            .unwrap();
+        let err = PostgresStore::connect(&url, None).err().unwrap();
+        assert!(err.to_string().contains("newer broker"), "{err}");
+    }
+
+    #[test]
+    fn an_unreachable_server_is_an_error_naming_it() {
+        // A port nothing listens on: bound, then closed.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("postgres://airlock:s3cret@127.0.0.1:{port}/airlock");
+        let err = PostgresStore::connect(&url, None).err().unwrap();
+        let text = err.to_string();
+        assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+        assert!(!text.contains("s3cret"), "{text}");
+    }
+
     #[test]
     fn a_password_never_shows_in_a_message() {
         assert_eq!(

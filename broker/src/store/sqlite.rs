@@ -1026,6 +1026,168 @@ mod tests {
         ));
     }
 
+    fn versions(path: &Path) -> Vec<i64> {
+        let conn = Connection::open(path).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT version FROM schema_migrations ORDER BY version")
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
+    /// A database as the broker before versioned migrations left it: `SCHEMA` and the claims
+    /// table, with `with_columns` of [`ADDED_COLUMNS`] added, no `schema_migrations`, and a
+    /// row in every table.
+    fn unversioned_database(path: &Path, with_columns: &[&str]) {
+        let conn = Connection::open(path).unwrap();
+        conn.execute_batch(SCHEMA).unwrap();
+        conn.execute_batch(ADDED_TABLES).unwrap();
+        for (table, name, kind) in ADDED_COLUMNS {
+            let present: bool = conn
+                .query_row(
+                    &format!(
+                        "SELECT count(*) > 0 FROM pragma_table_info('{table}') WHERE name = ?1"
+                    ),
+                    [name],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            if with_columns.contains(name) && !present {
+                conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {name} {kind}"))
+                    .unwrap();
+            }
+        }
+        let mut numbered = reg("r1");
+        numbered.issue_number = Some(77);
+        conn.execute(
+            "INSERT INTO runs (run_id, registration, state, registered_at, issue_number) VALUES ('r1', ?1, 'queued', 1, 77)",
+            [serde_json::to_string(&numbered).unwrap()],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO submissions (run_id, request_id, args, received_at, attempts) VALUES ('r1', 'q2', '{}', 3, 1)",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, publish_error)
+             VALUES ('r1', 'q1', 'acme/calc', 'a', 'CALC-1', 't', '{}', 'd', '{}', '[]', '[\"x\"]', 'publish_failed', 5, 6, 'rev', 'the remote rejected it')",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO change_requests (queue_id, feedback, requested_by, requested_at) VALUES (1, 'rename it', 'ann', 7)",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO judge_scores (queue_id, judgement, judged_at) VALUES (1, '{\"verdict\":\"merge\"}', 8)",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO claims (repository, issue_number, holder, state, claimed_at, lease_expires_at) VALUES ('acme/calc', 77, 'w1', 'held', 9, 99)",
+            [],
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_database_an_unversioned_broker_created_is_migrated_without_losing_rows() {
+        let every: Vec<&str> = ADDED_COLUMNS.iter().map(|(_, name, _)| *name).collect();
+        // As the last unversioned broker left it (every column), and as the schema text alone
+        // creates it (without the review and gates columns).
+        for columns in [every, vec![]] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("today.db");
+            unversioned_database(&path, &columns);
+            let mut s = SqliteStore::open(&path).unwrap();
+            assert_eq!(versions(&path), vec![1, 2], "{columns:?}");
+            let run = s.run("r1").unwrap().unwrap();
+            assert_eq!(
+                (run.state, run.registration.issue_number),
+                (RunState::Queued, Some(77))
+            );
+            assert_eq!(
+                s.unfinished_intakes().unwrap(),
+                vec![("r1".to_owned(), "q2".to_owned(), "{}".to_owned())]
+            );
+            let item = s.queue_item(1).unwrap().unwrap();
+            assert_eq!(
+                (
+                    item.status,
+                    item.decided_by.as_deref(),
+                    item.publish_error.as_deref(),
+                    item.issue_number,
+                    item.item.flags.clone(),
+                    item.review.is_none() && item.item.gates.is_empty()
+                ),
+                (
+                    QueueStatus::PublishFailed,
+                    Some("rev"),
+                    Some("the remote rejected it"),
+                    Some(77),
+                    vec!["x".to_owned()],
+                    true
+                )
+            );
+            assert_eq!(
+                s.change_request(1).unwrap().map(|c| c.feedback),
+                Some("rename it".to_owned())
+            );
+            assert_eq!(
+                s.judge_score(1).unwrap(),
+                Some((serde_json::json!({"verdict": "merge"}), 8))
+            );
+            assert_eq!(
+                s.claims()
+                    .unwrap()
+                    .iter()
+                    .map(|c| (c.holder.as_str(), c.lease_expires_at))
+                    .collect::<Vec<_>>(),
+                vec![("w1", 99)]
+            );
+            // The new tables are there and take rows.
+            let issue = crate::protocol::IssueKey {
+                repository: "acme/calc".to_owned(),
+                issue_number: 78,
+            };
+            assert_eq!(s.enqueue_work(&[issue], 10).unwrap(), 1);
+            s.record_push(1, "airlock/r1", "c").unwrap();
+            drop(s);
+            // Opening again applies nothing and keeps everything.
+            let mut s = SqliteStore::open(&path).unwrap();
+            assert_eq!(versions(&path), vec![1, 2]);
+            assert_eq!(s.work().unwrap().len(), 1);
+            assert_eq!(
+                s.queue_item(1).unwrap().unwrap().branch.as_deref(),
+                Some("airlock/r1")
+            );
+        }
+    }
+
+    #[test]
+    fn a_database_a_newer_broker_migrated_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("newer.db");
+        SqliteStore::open(&path).unwrap();
+        Connection::open(&path)
+            .unwrap()
+            .execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (99, 'future', 0)",
+                [],
+            )
+            .unwrap();
+        let err = SqliteStore::open(&path).err().unwrap();
+        assert!(
+            matches!(&err, Error::StoreCorrupt { what, .. } if what == "schema version"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("newer broker"), "{err}");
+    }
+
     #[test]
     fn a_database_from_before_the_publication_columns_still_opens() {
         let dir = tempfile::tempdir().unwrap();
