@@ -140,10 +140,12 @@ enum Race<T> {
     Lost,
 }
 
-/// The PostgreSQL-backed store: one connection, reopened when the server dropped it.
+/// The PostgreSQL-backed store: one connection; a call that finds it cut by the server (a
+/// restart, an idle timeout) fails, and the next one connects again.
 pub struct PostgresStore {
     config: postgres::Config,
-    client: Client,
+    /// `None` only while being dropped, or after a failed reconnection.
+    client: Option<Client>,
 }
 
 impl PostgresStore {
@@ -163,19 +165,23 @@ impl PostgresStore {
             .connect(NoTls)
             .map_err(Error::postgres(ctx.clone()))?;
         migrate(&mut client, &ctx)?;
-        Ok(PostgresStore { config, client })
+        Ok(PostgresStore {
+            config,
+            client: Some(client),
+        })
     }
 
-    /// The connection, opened again first if the server closed it (a restart, an idle
-    /// timeout): a broker outlives its database's restarts.
+    /// The connection, opened again first if it was found closed: a broker outlives its
+    /// database's restarts.
     fn client(&mut self) -> Result<&mut Client> {
-        if self.client.is_closed() {
-            self.client = self
+        let client = match self.client.take() {
+            Some(client) if !client.is_closed() => client,
+            _ => self
                 .config
                 .connect(NoTls)
-                .map_err(Error::postgres("reconnecting to the state database"))?;
-        }
-        Ok(&mut self.client)
+                .map_err(Error::postgres("reconnecting to the state database"))?,
+        };
+        Ok(self.client.insert(client))
     }
 
     /// A new transaction on the connection.
@@ -211,6 +217,19 @@ impl PostgresStore {
     fn query_items(&mut self, where_clause: &str, param: &Param<'_>) -> Result<Vec<QueueItem>> {
         let client = self.client()?;
         query_items(client, where_clause, param)
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        // The client closes its connection by blocking on a runtime of its own, which panics on
+        // a thread that runs async code (the web page's, should the last holder of the broker
+        // go away there): there it is closed on a thread of its own.
+        if let Some(client) = self.client.take()
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            let _ = std::thread::spawn(move || drop(client)).join();
+        }
     }
 }
 
@@ -1214,6 +1233,37 @@ mod tests {
         // Opening again applies nothing.
         PostgresStore::connect(&url, None).unwrap();
         assert_eq!(versions(&url), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_connection_the_server_cut_is_opened_again() {
+        let server = airlock_testkit::PgServer::shared();
+        let url = server.database("cut_connection");
+        let mut store = PostgresStore::connect(&url, None).unwrap();
+        assert_eq!(store.claims().unwrap(), vec![]);
+        let cut = Client::connect(&url, NoTls)
+            .unwrap()
+            .execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .unwrap();
+        assert_eq!(cut, 1);
+        // The call that finds the connection cut fails; the next one reconnects.
+        let _ = store.claims();
+        assert_eq!(store.claims().unwrap(), vec![]);
+    }
+
+    #[test]
+    fn a_store_dropped_on_an_async_thread_closes_quietly() {
+        let server = airlock_testkit::PgServer::shared();
+        let url = server.database("async_drop");
+        let store = PostgresStore::connect(&url, None).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async move { drop(store) });
     }
 
     #[test]
