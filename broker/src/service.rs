@@ -866,10 +866,10 @@ impl Broker {
                 // The store checks and queues in one transaction, so two runs reviewing the
                 // same head (a redelivered event, a second trigger, another broker) queue one
                 // review.
-                match self
-                    .store()
-                    .queue_review(run_id, &request_id, &item, &review, unix_now())?
-                {
+                let queueing =
+                    self.store()
+                        .queue_review(run_id, &request_id, &item, &review, unix_now())?;
+                match queueing {
                     ReviewQueueing::HeadReviewed(earlier) => {
                         let error = one_review_per_head(&earlier, pull);
                         let (code, detail) =
