@@ -1072,9 +1072,14 @@ impl Store for PostgresStore {
 
     fn enqueue_work(&mut self, issues: &[IssueKey], now: i64) -> Result<usize> {
         let ctx = "queueing work";
+        // Inserted in key order: two enqueuers of overlapping lists then wait for each other's
+        // rows in the same order and never deadlock.
+        let mut sorted: Vec<&IssueKey> = issues.iter().collect();
+        sorted
+            .sort_by(|a, b| (&a.repository, a.issue_number).cmp(&(&b.repository, b.issue_number)));
         let mut tx = self.transaction(ctx)?;
         let mut new = 0;
-        for issue in issues {
+        for issue in sorted {
             new += tx
                 .execute(
                     "INSERT INTO work_queue (repository, issue_number, enqueued_at, attempts)

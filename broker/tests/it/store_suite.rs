@@ -102,6 +102,7 @@ suite!(
     a_lapsed_lease_is_taken_again_and_a_done_one_never,
     of_eight_concurrent_claimers_exactly_one_acquires,
     four_workers_drain_fifty_issues_each_taken_exactly_once,
+    concurrent_enqueuers_of_overlapping_issues_add_each_once,
     of_concurrent_open_pr_calls_of_one_run_exactly_one_is_queued,
     of_concurrent_reviews_of_one_head_exactly_one_is_queued,
 );
@@ -948,4 +949,34 @@ fn of_concurrent_reviews_of_one_head_exactly_one_is_queued(db: &Db) {
         }
     }
     assert_eq!(db.open().queue().unwrap().len(), 1);
+}
+
+fn concurrent_enqueuers_of_overlapping_issues_add_each_once(db: &Db) {
+    let barrier = Barrier::new(4);
+    let added: usize = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4u64)
+            .map(|t| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    let mut store = db.open();
+                    // Overlapping lists, in opposite orders every other thread.
+                    let mut issues: Vec<IssueKey> = (t * 10..t * 10 + 30).map(issue).collect();
+                    if t % 2 == 1 {
+                        issues.reverse();
+                    }
+                    barrier.wait();
+                    store.enqueue_work(&issues, 10).unwrap()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert_eq!(added, 60);
+    let work = db.open().work().unwrap();
+    assert_eq!(
+        work.iter()
+            .map(|w| w.issue.issue_number)
+            .collect::<Vec<_>>(),
+        (0..60).collect::<Vec<_>>()
+    );
 }
