@@ -8,11 +8,9 @@ use std::collections::BTreeMap;
 use crate::config::BrokerConfig;
 use crate::error::{Error, Result};
 use crate::service::Broker;
-use crate::store::{SqliteStore, Store};
 use crate::view::{ItemView, QueueRow};
 
-/// A stored judge score: the judgement as `airlock judge` attached it, and when (Unix seconds).
-pub type JudgeScore = (serde_json::Value, i64);
+pub use crate::store::JudgeScore;
 
 /// One queue row with its judge score.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,10 +38,9 @@ pub fn queue_rows(broker: &Broker) -> Result<Vec<QueueRow>> {
 /// [`queue_rows`] with each item's judge score.
 pub fn scored_queue_rows(broker: &Broker) -> Result<Vec<ScoredRow>> {
     let rows = queue_rows(broker)?;
-    let mut store = SqliteStore::open(&broker.config().state_db)?;
     rows.into_iter()
         .map(|row| {
-            let judge = store.judge_score(row.id)?;
+            let judge = broker.judge_score(row.id)?;
             Ok(ScoredRow { row, judge })
         })
         .collect()
@@ -52,10 +49,9 @@ pub fn scored_queue_rows(broker: &Broker) -> Result<Vec<ScoredRow>> {
 /// The view `show` renders of queue item `id`, and its judge score.
 pub fn item_view(broker: &Broker, id: i64) -> Result<(ItemView, Option<JudgeScore>)> {
     let item = broker.queue_item(id)?;
-    let mut store = SqliteStore::open(&broker.config().state_db)?;
-    let score = store.judge_score(id)?;
-    let issue = store
-        .run(&item.run_id)?
+    let score = broker.judge_score(id)?;
+    let issue = broker
+        .registered_run(&item.run_id)?
         .and_then(|run| run.registration.issue);
     let branch = broker.branch_to_push(&item)?;
     let confirmed = confirmed_injections(broker.config())?

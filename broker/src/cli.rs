@@ -18,7 +18,7 @@ use crate::publish::GitHubForge;
 use crate::rules::PolicyRules;
 use crate::sandboxed::SandboxExecutor;
 use crate::service::{AuditJournal, Broker, unix_now};
-use crate::store::{QueueItem, SqliteStore};
+use crate::store::QueueItem;
 
 /// Exit code when the requested action was refused.
 pub const EXIT_REFUSED: u8 = 1;
@@ -240,7 +240,7 @@ fn config_path(cli: &Cli) -> PathBuf {
 
 /// Build the production broker for `config`.
 pub fn production_broker(config: BrokerConfig) -> crate::Result<Broker> {
-    let store = SqliteStore::open(&config.state_db)?;
+    let store = crate::store::open(&config)?;
     let rules = PolicyRules::load(config.policy.as_deref())?;
     let journal = AuditJournal::open(&config.audit_log)?;
     let executor = SandboxExecutor::new(
@@ -253,7 +253,7 @@ pub fn production_broker(config: BrokerConfig) -> crate::Result<Broker> {
     );
     Ok(Broker::new(
         config,
-        Box::new(store),
+        store,
         Box::new(rules),
         Box::new(executor),
         Box::new(journal),

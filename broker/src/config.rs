@@ -15,8 +15,8 @@ pub struct BrokerConfig {
     /// The TCP listener with mutual TLS for supervisors on other hosts (`listen` and `[tls]`),
     /// besides the socket; none by default.
     pub network: Option<NetworkConfig>,
-    /// SQLite state database (runs, submissions, queue, decisions).
-    pub state_db: PathBuf,
+    /// Where the broker's state lives (runs, submissions, queue, decisions, claims, work).
+    pub state_db: StateDb,
     /// Every registered worktree must lie under this directory (after canonicalisation).
     pub runs_root: PathBuf,
     /// The tamper-evident audit log every decision is appended to.
@@ -62,6 +62,86 @@ pub struct TlsConfig {
     pub key: PathBuf,
     /// The CA that signs the workers' client certificates (PEM).
     pub client_ca: PathBuf,
+}
+
+/// The state database `state_db` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateDb {
+    /// An SQLite file (the default: a path in `state_db`).
+    Sqlite(PathBuf),
+    /// A PostgreSQL database (`state_db = "postgres://user@host:port/db"`). The connection is
+    /// not encrypted (no TLS): the server belongs on the broker's host or a private network.
+    Postgres {
+        /// The connection URL, without a password.
+        url: String,
+        /// The environment variable holding the password (`state_db_password_env`), if the
+        /// server asks for one.
+        password_env: Option<String>,
+    },
+}
+
+impl StateDb {
+    /// Read `state_db` (and `state_db_password_env`): a `postgres://` or `postgresql://` URL is
+    /// a PostgreSQL database, anything else a path, resolved against `base` when relative (an
+    /// SQLite file has no password: `state_db_password_env` is not used for it).
+    fn parse(
+        text: &str,
+        password_env: Option<String>,
+        base: &Path,
+    ) -> std::result::Result<Self, String> {
+        if let Some(var) = &password_env
+            && (var.is_empty() || var.contains('='))
+        {
+            return Err(format!(
+                "state_db_password_env: {var:?} is not an environment variable name"
+            ));
+        }
+        let is_url = ["postgres://", "postgresql://"].iter().any(|scheme| {
+            text.len() >= scheme.len() && text[..scheme.len()].eq_ignore_ascii_case(scheme)
+        });
+        if !is_url {
+            if let Some((scheme, _)) = text.split_once("://")
+                && !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
+            {
+                return Err(format!(
+                    "state_db: {scheme}:// is not a supported database: give a file path (SQLite) or a postgres:// URL"
+                ));
+            }
+            let path = PathBuf::from(text);
+            return Ok(StateDb::Sqlite(if path.is_absolute() {
+                path
+            } else {
+                base.join(path)
+            }));
+        }
+        let parsed: postgres::Config = text
+            .parse()
+            .map_err(|e| format!("state_db: {text:?} is not a valid PostgreSQL URL: {e}"))?;
+        if parsed.get_password().is_some() {
+            return Err(
+                "state_db: the URL holds a password; keep it out of the file: name an environment variable that holds it in state_db_password_env"
+                    .to_owned(),
+            );
+        }
+        if parsed.get_hosts().is_empty() {
+            return Err(format!("state_db: {text:?} names no host"));
+        }
+        Ok(StateDb::Postgres {
+            url: text.to_owned(),
+            password_env,
+        })
+    }
+
+    /// The `state_db` text: the SQLite path or the PostgreSQL URL.
+    pub fn as_text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            StateDb::Sqlite(path) => path.to_string_lossy(),
+            StateDb::Postgres { url, .. } => std::borrow::Cow::Borrowed(url),
+        }
+    }
 }
 
 /// One repository the broker holds a clone of and may push to.
@@ -266,7 +346,9 @@ struct RawConfig {
     listen: Option<String>,
     #[serde(default)]
     tls: Option<TlsConfig>,
-    state_db: PathBuf,
+    state_db: String,
+    #[serde(default)]
+    state_db_password_env: Option<String>,
     runs_root: PathBuf,
     audit_log: PathBuf,
     #[serde(default)]
@@ -318,6 +400,7 @@ impl BrokerConfig {
         let abs = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
         let queue_max_age =
             parse_duration(&raw.queue_max_age).map_err(|e| format!("queue_max_age: {e}"))?;
+        let state_db = StateDb::parse(&raw.state_db, raw.state_db_password_env, base)?;
         let witness_timeout =
             parse_duration(&raw.witness_timeout).map_err(|e| format!("witness_timeout: {e}"))?;
         if witness_timeout.is_zero() {
@@ -378,7 +461,7 @@ impl BrokerConfig {
         Ok(BrokerConfig {
             socket: abs(raw.socket),
             network,
-            state_db: abs(raw.state_db),
+            state_db,
             runs_root: abs(raw.runs_root),
             audit_log: abs(raw.audit_log),
             work_dir: raw.work_dir.map(abs),
@@ -448,9 +531,7 @@ impl BrokerConfig {
     pub fn witness_work_dir(&self) -> PathBuf {
         self.work_dir.clone().unwrap_or_else(|| {
             use sha2::Digest;
-            let id = hex::encode(sha2::Sha256::digest(
-                self.state_db.to_string_lossy().as_bytes(),
-            ));
+            let id = hex::encode(sha2::Sha256::digest(self.state_db.as_text().as_bytes()));
             std::env::temp_dir().join(format!("airlock-witness-{}", &id[..12]))
         })
     }
@@ -490,7 +571,10 @@ forge_token_env = "AIRLOCK_FORGE_TOKEN"
     fn parses_and_resolves_relative_paths() {
         let c = BrokerConfig::parse(GOOD, Path::new("/etc/airlock")).unwrap();
         assert_eq!(c.socket, PathBuf::from("/etc/airlock/broker.sock"));
-        assert_eq!(c.state_db, PathBuf::from("/var/lib/airlock/broker.db"));
+        assert_eq!(
+            c.state_db,
+            StateDb::Sqlite(PathBuf::from("/var/lib/airlock/broker.db"))
+        );
         assert_eq!(c.queue_max_age, Duration::from_secs(72 * 3600));
         let r = &c.repositories["acme/widgets"];
         assert_eq!(r.clone, PathBuf::from("/etc/airlock/clones/widgets"));
@@ -518,6 +602,71 @@ forge_token_env = "AIRLOCK_FORGE_TOKEN"
         let set =
             BrokerConfig::parse(&format!("work_dir = \"/w\"\n{GOOD}"), Path::new("/")).unwrap();
         assert_eq!(set.witness_work_dir(), PathBuf::from("/w"));
+    }
+
+    #[test]
+    fn state_db_is_a_path_or_a_postgres_url_without_a_password() {
+        let with = |state_db: &str, extra: &str| {
+            BrokerConfig::parse(
+                &GOOD.replace(
+                    "\"/var/lib/airlock/broker.db\"",
+                    &format!("\"{state_db}\"\n{extra}"),
+                ),
+                Path::new("/etc/airlock"),
+            )
+        };
+        assert_eq!(
+            with("state/broker.db", "").unwrap().state_db,
+            StateDb::Sqlite(PathBuf::from("/etc/airlock/state/broker.db"))
+        );
+        let pg = with(
+            "postgres://airlock@db.internal:5432/airlock",
+            "state_db_password_env = \"AIRLOCK_STATE_DB_PASSWORD\"",
+        )
+        .unwrap();
+        assert_eq!(
+            pg.state_db,
+            StateDb::Postgres {
+                url: "postgres://airlock@db.internal:5432/airlock".to_owned(),
+                password_env: Some("AIRLOCK_STATE_DB_PASSWORD".to_owned()),
+            }
+        );
+        assert!(matches!(
+            with("postgresql://airlock@db/airlock", "")
+                .unwrap()
+                .state_db,
+            StateDb::Postgres {
+                password_env: None,
+                ..
+            }
+        ));
+        // Each database has its own witness folder, stable from run to run.
+        let other = with("postgres://airlock@db.internal:5432/other", "").unwrap();
+        assert_ne!(pg.witness_work_dir(), other.witness_work_dir());
+        assert_eq!(
+            pg.witness_work_dir(),
+            with("postgres://airlock@db.internal:5432/airlock", "")
+                .unwrap()
+                .witness_work_dir()
+        );
+        for (state_db, extra, names) in [
+            (
+                "postgres://airlock:s3cret@db/airlock",
+                "",
+                "state_db_password_env",
+            ),
+            ("postgres://db:notaport/airlock", "", "state_db"),
+            ("mysql://db/airlock", "", "state_db"),
+            (
+                "b.db",
+                "state_db_password_env = \"A=B\"",
+                "state_db_password_env",
+            ),
+        ] {
+            let err = with(state_db, extra).unwrap_err();
+            assert!(err.contains(names), "{state_db}: {err}");
+            assert!(!err.contains("s3cret"), "{err}");
+        }
     }
 
     #[test]

@@ -31,6 +31,22 @@ pub enum Error {
         /// The SQLite failure.
         source: rusqlite::Error,
     },
+    /// The PostgreSQL state database failed (or could not be reached).
+    #[error("state database ({context}): {source}")]
+    Postgres {
+        /// What the broker was doing.
+        context: String,
+        /// The PostgreSQL client's failure (it names the server's error code and message).
+        source: postgres::Error,
+    },
+    /// `state_db_password_env` names a variable that is unset or empty in this process.
+    #[error(
+        "the state database password variable {var} (state_db_password_env) is unset or empty in this process: set it and try again"
+    )]
+    MissingStatePassword {
+        /// The variable's name (never its value).
+        var: String,
+    },
     /// A value stored in the state database does not have the expected shape.
     #[error("state database holds a malformed {what}: {message}")]
     StoreCorrupt {
@@ -213,6 +229,12 @@ impl Error {
     pub(crate) fn git(context: impl Into<String>) -> impl FnOnce(git2::Error) -> Error {
         let context = context.into();
         move |source| Error::Git { context, source }
+    }
+
+    /// Wrap a PostgreSQL error with what the broker was doing.
+    pub(crate) fn postgres(context: impl Into<String>) -> impl FnOnce(postgres::Error) -> Error {
+        let context = context.into();
+        move |source| Error::Postgres { context, source }
     }
 
     /// Wrap an SQLite error with what the broker was doing.

@@ -4,7 +4,8 @@
 //! policy, digest recomputation, the organisation's gates, witness run, queue), the approval queue and its approver
 //! commands, and publication (commit on the pinned base in the broker's own clone, push, draft
 //! pull request), and the claims workers hold on issues (one worker per issue, a lease, the
-//! `airlock-claimed` label on the forge). Its state lives behind the [`store::Store`] trait (SQLite by default) and
+//! `airlock-claimed` label on the forge). Its state lives behind the [`store::Store`] trait (SQLite by default, PostgreSQL for a
+//! `postgres://` `state_db`) and
 //! survives a kill -9 with nothing lost or duplicated.
 //!
 //! It must never trust what a run tells it: the diff, every digest field and the test verdict are

@@ -21,8 +21,8 @@ use crate::protocol::{
 use crate::publish::{self, Forge};
 use crate::rules::Rules;
 use crate::store::{
-    ClaimAttempt, Decision, IntakeOutcome, IntakeStart, NewQueueItem, QueueItem, QueueStatus,
-    ReviewItem, RunState, Store,
+    ClaimAttempt, Decision, IntakeOutcome, IntakeStart, JudgeScore, NewQueueItem, QueueItem,
+    QueueStatus, ReviewItem, ReviewQueueing, RunRecord, RunState, Store,
 };
 use crate::witness::{self, TestExecutor, WitnessPlan};
 
@@ -973,28 +973,26 @@ impl Broker {
             }
             ReviewIntake::Queue(queued) => {
                 let (item, review) = *queued;
-                // Checked and queued under one hold of the store, so two runs reviewing the
-                // same head (a redelivered event, a second trigger) queue one review.
-                let mut store = self.store();
-                let earlier = store.queue()?.into_iter().find(|q| reviews_head(q, pull));
-                match earlier {
-                    Some(earlier) => {
+                // The store checks and queues in one transaction, so two runs reviewing the
+                // same head (a redelivered event, a second trigger, another broker) queue one
+                // review.
+                let queueing =
+                    self.store()
+                        .queue_review(run_id, &request_id, &item, &review, unix_now())?;
+                match queueing {
+                    ReviewQueueing::HeadReviewed(earlier) => {
                         let error = one_review_per_head(&earlier, pull);
                         let (code, detail) =
                             (error.code.as_str().to_owned(), error.message.clone());
                         (BrokerReply::Refused { error }, code, detail)
                     }
-                    None => {
-                        let queued =
-                            store.queue_review(run_id, &request_id, &item, &review, unix_now())?;
-                        (
-                            BrokerReply::Queued {
-                                queue_id: queued.id,
-                            },
-                            "QUEUED".to_owned(),
-                            format!("queue item {} (a review of {pull})", queued.id),
-                        )
-                    }
+                    ReviewQueueing::Queued(queued) => (
+                        BrokerReply::Queued {
+                            queue_id: queued.id,
+                        },
+                        "QUEUED".to_owned(),
+                        format!("queue item {} (a review of {pull})", queued.id),
+                    ),
                 }
             }
         };
@@ -1567,6 +1565,16 @@ impl Broker {
             .ok_or(Error::UnknownQueueItem(id))
     }
 
+    /// The judge's score attached to queue item `id` (by `airlock judge`), if any.
+    pub fn judge_score(&self, id: i64) -> Result<Option<JudgeScore>> {
+        self.store().judge_score(id)
+    }
+
+    /// A registered run, as stored.
+    pub fn registered_run(&self, run_id: &str) -> Result<Option<RunRecord>> {
+        self.store().run(run_id)
+    }
+
     /// Approve a queued item and publish it. When the repository's `forge_token_env` is
     /// configured but unset or empty in this process, the approval is refused before anything
     /// is recorded or pushed: the item stays queued.
@@ -1966,24 +1974,6 @@ enum ReviewIntake {
     Refuse(BrokerError),
 }
 
-/// 40 lower-case hex digits.
-/// Whether `item` is a review of `pull`'s head commit that still stands: waiting, approved or
-/// posted (a denied, expired or abandoned one does not stop another review).
-fn reviews_head(item: &QueueItem, pull: &airlock_protocol::PullRequestKey) -> bool {
-    let Some(review) = &item.review else {
-        return false;
-    };
-    let standing = !matches!(
-        item.status,
-        QueueStatus::Denied | QueueStatus::Expired | QueueStatus::Abandoned
-    );
-    standing
-        && review.pull.owner.eq_ignore_ascii_case(&pull.owner)
-        && review.pull.repo.eq_ignore_ascii_case(&pull.repo)
-        && review.pull.number == pull.number
-        && review.pull.head_sha == pull.head_sha
-}
-
 /// The refusal of a second review of one head commit.
 fn one_review_per_head(
     earlier: &QueueItem,
@@ -2002,6 +1992,7 @@ fn one_review_per_head(
     )
 }
 
+/// 40 lower-case hex digits.
 fn is_commit_id(text: &str) -> bool {
     text.len() == 40 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }

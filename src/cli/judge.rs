@@ -13,7 +13,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
 use airlock_broker::BrokerConfig;
-use airlock_broker::store::{QueueItem, SqliteStore, Store};
+use airlock_broker::store::QueueItem;
 use airlock_judge::{
     CodebaseContext, DEFAULT_ACCEPT_RATE_CEILING, Evidence, Judgement, Submission,
 };
@@ -122,7 +122,7 @@ pub fn run(args: JudgeArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| PathBuf::from("/etc/airlock/broker.toml"));
     let config = BrokerConfig::load(&config_path)
         .with_context(|| format!("loading {}", config_path.display()))?;
-    let mut store = SqliteStore::open(&config.state_db)?;
+    let mut store = airlock_broker::store::open(&config)?;
     let items: Vec<QueueItem> = match args.id {
         Some(id) => vec![
             store

@@ -8,6 +8,8 @@
 //! - [`mockgithub`]: a GitHub REST stand-in for issues and draft pull requests.
 //! - [`mockmodel`]: an OpenAI-compatible chat-completions server that plays scripted turns.
 //! - [`tls`]: a CA, broker and worker certificates (and a stranger's) for the TLS transport.
+//! - [`pg`]: a throwaway PostgreSQL server (`initdb` and `postgres` from the machine's
+//!   PostgreSQL, as the `postgres` user when the tests run as root).
 //!
 //! Test code: a failed step panics with what failed, which is how a test reports it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -19,6 +21,8 @@ mod http;
 pub mod mockgithub;
 pub mod mockmodel;
 pub mod tls;
+pub mod pg;
 pub mod wat;
 
 pub use git::{Repo, git, git_output, write};
+pub use pg::PgServer;

@@ -8,49 +8,19 @@
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+use super::codec::{
+    attempts, claim_state_str, issue_number, lease_end, parse_claim_state, stored_issue_number,
+};
 use super::{ClaimAttempt, WorkEntry};
 use crate::error::{Error, Result};
 use crate::protocol::{ClaimEnd, ClaimRelease, ClaimRequest, ClaimState, ClaimStatus, IssueKey};
-
-fn state_str(state: ClaimState) -> &'static str {
-    match state {
-        ClaimState::Held => "held",
-        ClaimState::Done => "done",
-        ClaimState::Released => "released",
-    }
-}
-
-fn parse_state(text: &str) -> Result<ClaimState> {
-    match text {
-        "held" => Ok(ClaimState::Held),
-        "done" => Ok(ClaimState::Done),
-        "released" => Ok(ClaimState::Released),
-        other => Err(Error::StoreCorrupt {
-            what: "claim state".to_owned(),
-            message: format!("{other:?}"),
-        }),
-    }
-}
-
-fn number(issue: &IssueKey) -> Result<i64> {
-    i64::try_from(issue.issue_number).map_err(|_| {
-        Error::Claim(format!(
-            "issue number {} is out of range",
-            issue.issue_number
-        ))
-    })
-}
-
-fn lease_end(now: i64, lease_secs: u64) -> i64 {
-    now.saturating_add(i64::try_from(lease_secs).unwrap_or(i64::MAX))
-}
 
 fn read(tx: &Connection, issue: &IssueKey) -> Result<Option<ClaimStatus>> {
     let row: Option<(String, String, i64, i64)> = tx
         .query_row(
             "SELECT holder, state, claimed_at, lease_expires_at FROM claims
              WHERE repository = ?1 AND issue_number = ?2",
-            params![issue.repository, number(issue)?],
+            params![issue.repository, stored_issue_number(issue)?],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
         .optional()
@@ -59,7 +29,7 @@ fn read(tx: &Connection, issue: &IssueKey) -> Result<Option<ClaimStatus>> {
         Ok(ClaimStatus {
             issue: issue.clone(),
             holder,
-            state: parse_state(&state)?,
+            state: parse_claim_state(&state)?,
             claimed_at,
             lease_expires_at,
         })
@@ -75,9 +45,9 @@ fn write(tx: &Connection, claim: &ClaimStatus) -> Result<()> {
            holder = ?3, state = ?4, claimed_at = ?5, lease_expires_at = ?6",
         params![
             claim.issue.repository,
-            number(&claim.issue)?,
+            stored_issue_number(&claim.issue)?,
             claim.holder,
-            state_str(claim.state),
+            claim_state_str(claim.state),
             claim.claimed_at,
             claim.lease_expires_at
         ],
@@ -154,7 +124,7 @@ pub(super) fn renew(
             Some(c) => Err(Error::ClaimNotHeld {
                 issue: request.issue.clone(),
                 holder: request.holder.clone(),
-                state: state_str(c.state).to_owned(),
+                state: claim_state_str(c.state).to_owned(),
             }),
             None => Err(Error::ClaimNotHeld {
                 issue: request.issue.clone(),
@@ -188,7 +158,7 @@ pub(super) fn release(
                 issue: release.issue.clone(),
                 holder: release.holder.clone(),
                 state: match other {
-                    Some(c) => format!("{} by {:?}", state_str(c.state), c.holder),
+                    Some(c) => format!("{} by {:?}", claim_state_str(c.state), c.holder),
                     None => "unclaimed".to_owned(),
                 },
             }),
@@ -204,7 +174,7 @@ pub(super) fn enqueue_work(conn: &mut Connection, issues: &[IssueKey], now: i64)
                 .execute(
                     "INSERT INTO work_queue (repository, issue_number, enqueued_at, attempts)
                      VALUES (?1, ?2, ?3, 0) ON CONFLICT(repository, issue_number) DO NOTHING",
-                    params![issue.repository, number(issue)?, now],
+                    params![issue.repository, stored_issue_number(issue)?, now],
                 )
                 .map_err(Error::store("queueing work"))?;
         }
@@ -299,7 +269,7 @@ pub(super) fn work(conn: &Connection) -> Result<Vec<WorkEntry>> {
         .map_err(Error::store(ctx))?;
     rows.into_iter()
         .map(
-            |(repository, n, enqueued_at, attempts, holder, state, claimed_at, lease)| {
+            |(repository, n, enqueued_at, tries, holder, state, claimed_at, lease)| {
                 let issue = IssueKey {
                     repository,
                     issue_number: issue_number(n)?,
@@ -309,7 +279,7 @@ pub(super) fn work(conn: &Connection) -> Result<Vec<WorkEntry>> {
                         Some(ClaimStatus {
                             issue: issue.clone(),
                             holder,
-                            state: parse_state(&state)?,
+                            state: parse_claim_state(&state)?,
                             claimed_at,
                             lease_expires_at,
                         })
@@ -319,23 +289,12 @@ pub(super) fn work(conn: &Connection) -> Result<Vec<WorkEntry>> {
                 Ok(WorkEntry {
                     issue,
                     enqueued_at,
-                    attempts: u32::try_from(attempts).map_err(|_| Error::StoreCorrupt {
-                        what: "work attempts".to_owned(),
-                        message: attempts.to_string(),
-                    })?,
+                    attempts: attempts(tries)?,
                     claim,
                 })
             },
         )
         .collect()
-}
-
-/// A stored issue number as the protocol's.
-fn issue_number(n: i64) -> Result<u64> {
-    u64::try_from(n).map_err(|_| Error::StoreCorrupt {
-        what: "claim issue number".to_owned(),
-        message: n.to_string(),
-    })
 }
 
 pub(super) fn all(conn: &Connection) -> Result<Vec<ClaimStatus>> {
@@ -368,191 +327,11 @@ pub(super) fn all(conn: &Connection) -> Result<Vec<ClaimStatus>> {
                         issue_number: issue_number(n)?,
                     },
                     holder,
-                    state: parse_state(&state)?,
+                    state: parse_claim_state(&state)?,
                     claimed_at,
                     lease_expires_at,
                 })
             },
         )
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::{SqliteStore, Store};
-
-    fn req(holder: &str, n: u64, lease_secs: u64) -> ClaimRequest {
-        ClaimRequest {
-            issue: IssueKey {
-                repository: "acme/calc".to_owned(),
-                issue_number: n,
-            },
-            holder: holder.to_owned(),
-            lease_secs,
-        }
-    }
-
-    fn release(holder: &str, n: u64, end: ClaimEnd) -> ClaimRelease {
-        ClaimRelease {
-            issue: req(holder, n, 0).issue,
-            holder: holder.to_owned(),
-            end,
-        }
-    }
-
-    #[test]
-    fn a_lapsed_lease_is_taken_over_and_its_old_holder_told_to_stop() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
-        let now = 1_000;
-        assert!(matches!(
-            store.claim(&req("a", 7, 2), now).unwrap(),
-            ClaimAttempt::Acquired(c) if c.lease_expires_at == 1_002
-        ));
-        // Within the lease: the holder renews, anyone else is refused.
-        assert!(matches!(
-            store.claim(&req("b", 7, 2), now + 1).unwrap(),
-            ClaimAttempt::Taken(c) if c.holder == "a"
-        ));
-        assert!(matches!(
-            store.claim(&req("a", 7, 2), now + 1).unwrap(),
-            ClaimAttempt::Renewed(c) if c.lease_expires_at == 1_003 && c.claimed_at == now
-        ));
-        // The lease lapses (a dead worker stops renewing): the next claimer takes it.
-        assert!(matches!(
-            store.claim(&req("b", 7, 60), now + 3).unwrap(),
-            ClaimAttempt::Acquired(c) if c.holder == "b"
-        ));
-        // The old holder's renewal learns it lost the issue; its release is refused.
-        assert!(matches!(
-            store.renew_claim(&req("a", 7, 2), now + 4).unwrap(),
-            ClaimAttempt::Taken(c) if c.holder == "b"
-        ));
-        let err = store
-            .release_claim(&release("a", 7, ClaimEnd::Done), now + 4)
-            .unwrap_err();
-        assert!(err.to_string().contains("\"b\""), "{err}");
-        // Done: nobody claims it again, not even after its lease time.
-        let done = store
-            .release_claim(&release("b", 7, ClaimEnd::Done), now + 5)
-            .unwrap();
-        assert_eq!(done.state, ClaimState::Done);
-        assert!(matches!(
-            store.claim(&req("c", 7, 60), now + 1_000).unwrap(),
-            ClaimAttempt::Taken(c) if c.state == ClaimState::Done
-        ));
-        // Abandoned: free at once.
-        store.claim(&req("a", 8, 60), now).unwrap();
-        store
-            .release_claim(&release("a", 8, ClaimEnd::Abandoned), now + 1)
-            .unwrap();
-        assert!(matches!(
-            store.claim(&req("c", 8, 60), now + 1).unwrap(),
-            ClaimAttempt::Acquired(_)
-        ));
-        // A renewal of a claim nobody holds is an error, not a silent claim.
-        assert!(store.renew_claim(&req("a", 9, 60), now).is_err());
-        // It all survives reopening.
-        drop(store);
-        let mut store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
-        let claims = store.claims().unwrap();
-        assert_eq!(
-            claims
-                .iter()
-                .map(|c| (c.issue.issue_number, c.holder.as_str(), c.state))
-                .collect::<Vec<_>>(),
-            vec![(7, "b", ClaimState::Done), (8, "c", ClaimState::Held)]
-        );
-    }
-
-    #[test]
-    fn work_is_taken_oldest_first_and_a_lapsed_one_again_but_never_a_done_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
-        let key = |n| req("x", n, 0).issue;
-        assert_eq!(store.enqueue_work(&[key(3), key(1)], 10).unwrap(), 2);
-        assert_eq!(store.enqueue_work(&[key(1), key(2)], 20).unwrap(), 1);
-        let first = store.take_work("a", 5, None, 100).unwrap().unwrap();
-        assert_eq!((first.issue.issue_number, first.lease_expires_at), (1, 105));
-        // Held: another holder's claim of it is refused.
-        assert!(matches!(
-            store.claim(&req("b", 1, 60), 101).unwrap(),
-            ClaimAttempt::Taken(c) if c.holder == "a"
-        ));
-        assert_eq!(
-            store
-                .take_work("b", 5, None, 101)
-                .unwrap()
-                .unwrap()
-                .issue
-                .issue_number,
-            3
-        );
-        assert!(
-            store
-                .take_work("c", 5, Some("other/repo"), 101)
-                .unwrap()
-                .is_none()
-        );
-        store
-            .release_claim(&release("b", 3, ClaimEnd::Done), 102)
-            .unwrap();
-        assert_eq!(
-            store
-                .take_work("c", 5, None, 102)
-                .unwrap()
-                .unwrap()
-                .issue
-                .issue_number,
-            2
-        );
-        assert!(store.take_work("c", 5, None, 104).unwrap().is_none());
-        // Issue 1's lease ends at 105: it is taken again, issue 3 (done) never.
-        let again = store.take_work("d", 5, None, 105).unwrap().unwrap();
-        assert_eq!((again.issue.issue_number, again.holder.as_str()), (1, "d"));
-        // Both lapsed leases are ready again: the older issue comes first.
-        let late = store.take_work("e", 5, None, 1_000_000).unwrap().unwrap();
-        assert_eq!(late.issue.issue_number, 1);
-        let work = store.work().unwrap();
-        assert_eq!(
-            work.iter()
-                .map(|w| (w.issue.issue_number, w.attempts))
-                .collect::<Vec<_>>(),
-            vec![(1, 3), (3, 1), (2, 1)]
-        );
-        assert_eq!(
-            work[1].claim.as_ref().map(|c| c.state),
-            Some(ClaimState::Done)
-        );
-    }
-
-    #[test]
-    fn of_concurrent_claimers_on_separate_connections_exactly_one_wins() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("s.db");
-        SqliteStore::open(&db).unwrap();
-        let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
-        let handles: Vec<_> = (0..8)
-            .map(|i| {
-                let (db, barrier) = (db.clone(), barrier.clone());
-                std::thread::spawn(move || {
-                    let mut store = SqliteStore::open(&db).unwrap();
-                    barrier.wait();
-                    (0..5)
-                        .map(|n| store.claim(&req(&format!("w{i}"), n, 60), 1_000).unwrap())
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        let results: Vec<Vec<ClaimAttempt>> =
-            handles.into_iter().map(|h| h.join().unwrap()).collect();
-        for n in 0..5 {
-            let winners = results
-                .iter()
-                .filter(|r| matches!(r[n], ClaimAttempt::Acquired(_)))
-                .count();
-            assert_eq!(winners, 1, "issue {n}: {results:?}");
-        }
-    }
 }

@@ -1,16 +1,29 @@
 //! Durable broker state behind the [`Store`] trait: registered runs, open_pr submissions keyed by
-//! (run id, request id), the approval queue and its decisions, and the claims workers hold on
-//! issues (`claims`: one row per issue, a holder and a lease). The SQLite implementation is the
-//! default; the trait is what a server-grade backend implements.
+//! (run id, request id), the approval queue and its decisions, the judge's scores, the claims
+//! workers hold on issues (`claims`: one row per issue, a holder and a lease) and the shared
+//! work queue they take issues from (`work_queue`, each taken issue a claim).
+//!
+//! Two backends keep the same rules: [`SqliteStore`], one file, the default, and
+//! [`PostgresStore`] for a database server (`state_db = "postgres://..."`). [`open`] picks one
+//! from `broker.toml`; nothing else opens a store. Every method is one transaction, so a crash
+//! leaves the before or the after, and the races the broker cares about (two open_pr calls of a
+//! run, two reviews of one head, concurrent claimers and takers) are decided inside it, which
+//! holds across brokers sharing one PostgreSQL database. Each backend's schema is a list of
+//! versioned migrations, recorded in `schema_migrations` and applied on open; the same version
+//! means the same tables on both. `broker/tests/it/store_suite.rs` runs one suite on both.
 
 mod claims;
+mod codec;
+mod postgres;
 mod sqlite;
 
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::config::{BrokerConfig, StateDb};
+use crate::error::{Error, Result};
 use crate::protocol::{
     BrokerReply, ClaimRelease, ClaimRequest, ClaimStatus, IssueKey, PullRequestKey, RunRegistration,
 };
@@ -199,7 +212,37 @@ impl QueueItem {
             ItemKind::PullRequest
         }
     }
+
+    /// Whether this is a review of `pull`'s head commit that still stands: waiting, approved or
+    /// posted (a denied, expired or abandoned one does not stop another review).
+    pub fn reviews_head(&self, pull: &PullRequestKey) -> bool {
+        let Some(review) = &self.review else {
+            return false;
+        };
+        let standing = !matches!(
+            self.status,
+            QueueStatus::Denied | QueueStatus::Expired | QueueStatus::Abandoned
+        );
+        standing
+            && review.pull.owner.eq_ignore_ascii_case(&pull.owner)
+            && review.pull.repo.eq_ignore_ascii_case(&pull.repo)
+            && review.pull.number == pull.number
+            && review.pull.head_sha == pull.head_sha
+    }
 }
+
+/// What [`Store::queue_review`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReviewQueueing {
+    /// The review is queued: now, or earlier under the same run id (a resent submission).
+    Queued(QueueItem),
+    /// Another run's review of the same head commit stands ([`QueueItem::reviews_head`]):
+    /// nothing was queued (rule `one_review_per_head`).
+    HeadReviewed(QueueItem),
+}
+
+/// A stored judge score: the judgement as `airlock judge` attached it, and when (Unix seconds).
+pub type JudgeScore = (serde_json::Value, i64);
 
 /// A queued review: what it is of, as the broker established it, and the review as validated
 /// at intake (`args` keeps the bytes the supervisor sent).
@@ -304,7 +347,10 @@ pub trait Store: Send {
         outcome: IntakeOutcome,
         now: i64,
     ) -> Result<BrokerReply>;
-    /// Queue a review (one per run id: a run that has a queue item gets that item back).
+    /// Queue a review, in one transaction: one per run id (a run that has a queue item gets
+    /// that item back), and one per head commit while it stands (of concurrent reviews of one
+    /// head, from any number of brokers, exactly one is queued; the others get
+    /// [`ReviewQueueing::HeadReviewed`]).
     fn queue_review(
         &mut self,
         run_id: &str,
@@ -312,7 +358,7 @@ pub trait Store: Send {
         item: &NewQueueItem,
         review: &ReviewItem,
         now: i64,
-    ) -> Result<QueueItem>;
+    ) -> Result<ReviewQueueing>;
     /// Requests received whose intake never finished (the broker died during it).
     fn unfinished_intakes(&mut self) -> Result<Vec<(String, String, String)>>;
     /// All queue items, oldest first.
@@ -346,6 +392,17 @@ pub trait Store: Send {
     fn retry_publication(&mut self, id: i64) -> Result<QueueItem>;
     /// End a `publish_failed` item: `abandoned`, with who, why and when.
     fn abandon(&mut self, id: i64, by: &str, reason: &str, now: i64) -> Result<QueueItem>;
+    /// Attach the judge's score (its JSON judgement) to queue item `id`, replacing an earlier
+    /// one; the queue row itself is never touched. An unknown id is
+    /// [`crate::Error::UnknownQueueItem`].
+    fn attach_judge_score(
+        &mut self,
+        id: i64,
+        judgement: &serde_json::Value,
+        now: i64,
+    ) -> Result<()>;
+    /// The judge's score attached to queue item `id`, if any.
+    fn judge_score(&mut self, id: i64) -> Result<Option<JudgeScore>>;
     /// Claim an issue for `request.holder` until `now + lease_secs`, in one transaction: of
     /// concurrent claimers exactly one acquires it. A lapsed lease or a released claim is
     /// taken over; a done one never.
@@ -377,4 +434,63 @@ pub trait Store: Send {
     ) -> Result<Option<ClaimStatus>>;
     /// The work queue, oldest first, each issue with its claim.
     fn work(&mut self) -> Result<Vec<WorkEntry>>;
+}
+
+/// Open the store `config.state_db` names: the SQLite file (created when missing) or the
+/// PostgreSQL database (its password from `state_db_password_env`), its schema brought up to
+/// date. Everything that reads or writes broker state opens it here.
+pub fn open(config: &BrokerConfig) -> Result<Box<dyn Store>> {
+    Ok(match &config.state_db {
+        StateDb::Sqlite(path) => Box::new(SqliteStore::open(path)?),
+        StateDb::Postgres { url, password_env } => {
+            let password = match password_env {
+                Some(var) => Some(
+                    std::env::var(var)
+                        .ok()
+                        .filter(|v| !v.is_empty())
+                        .ok_or_else(|| Error::MissingStatePassword { var: var.clone() })?,
+                ),
+                None => None,
+            };
+            Box::new(PostgresStore::connect(url, password.as_deref())?)
+        }
+    })
+}
+
+/// Refuse a schema that has versions this broker does not know (a newer broker migrated it):
+/// writing it with an older idea of the tables could lose what the newer one keeps.
+fn check_schema_version(applied: &[i64], known: impl Iterator<Item = i64>) -> Result<()> {
+    let known: Vec<i64> = known.collect();
+    match applied.iter().find(|v| !known.contains(v)) {
+        Some(unknown) => Err(Error::StoreCorrupt {
+            what: "schema version".to_owned(),
+            message: format!(
+                "migration {unknown} was applied by a newer broker; this one knows {known:?}: \
+                 upgrade the broker"
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unset_password_variable_is_named_before_any_connection() {
+        let config = BrokerConfig::parse(
+            "socket = \"s\"\nstate_db = \"postgres://airlock@127.0.0.1:1/airlock\"\n\
+             state_db_password_env = \"AIRLOCK_TEST_PASSWORD_NEVER_SET\"\nruns_root = \"r\"\n\
+             audit_log = \"a\"\nqueue_max_age = \"1d\"\n",
+            std::path::Path::new("/"),
+        )
+        .unwrap();
+        let err = open(&config).err().unwrap();
+        assert!(
+            matches!(&err, Error::MissingStatePassword { var } if var == "AIRLOCK_TEST_PASSWORD_NEVER_SET"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("state_db_password_env"), "{err}");
+    }
 }

@@ -1,11 +1,13 @@
-//! The SQLite [`Store`]: one file, WAL journal, every state change in one transaction.
+//! The SQLite [`Store`]: one file, WAL journal, every state change in one IMMEDIATE transaction
+//! (SQLite's single writer lock serialises them), the schema in versioned migrations.
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use std::path::Path;
 
+use super::codec::{QUEUE_COLUMNS, RawQueueRow, from_json, parse_run_state, to_json};
 use super::{
-    ChangeRequest, ClaimAttempt, Decision, IntakeOutcome, IntakeStart, NewQueueItem, QueueItem,
-    QueueStatus, ReviewItem, RunRecord, RunState, Store, WorkEntry,
+    ChangeRequest, ClaimAttempt, Decision, IntakeOutcome, IntakeStart, JudgeScore, NewQueueItem,
+    QueueItem, QueueStatus, ReviewItem, ReviewQueueing, RunRecord, RunState, Store, WorkEntry,
 };
 use crate::error::{Error, Result};
 use crate::protocol::{
@@ -13,6 +15,7 @@ use crate::protocol::{
 };
 use airlock_schemas::BrokerError;
 
+/// The tables of the first release (part of migration 1).
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -71,7 +74,7 @@ CREATE TABLE IF NOT EXISTS judge_scores (
 );
 ";
 
-/// Tables added after the first release: created on open when missing, like the rest.
+/// The claims table, added after the first release (part of migration 1).
 const ADDED_TABLES: &str = "
 CREATE TABLE IF NOT EXISTS claims (
     repository TEXT NOT NULL,
@@ -82,17 +85,11 @@ CREATE TABLE IF NOT EXISTS claims (
     lease_expires_at INTEGER NOT NULL,
     PRIMARY KEY (repository, issue_number)
 );
-CREATE TABLE IF NOT EXISTS work_queue (
-    repository TEXT NOT NULL,
-    issue_number INTEGER NOT NULL,
-    enqueued_at INTEGER NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (repository, issue_number)
-);
 ";
 
-/// Columns added after the first release, as (table, column, type): a database created before
-/// them gets them on open (`ALTER TABLE ... ADD COLUMN`, NULL in existing rows).
+/// Columns added after the first release, as (table, column, type): migration 1 gives a
+/// database created before them each one it lacks (`ALTER TABLE ... ADD COLUMN`, NULL in
+/// existing rows).
 const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("queue", "publish_error", "TEXT"),
     ("queue", "abandoned_by", "TEXT"),
@@ -103,7 +100,13 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("queue", "gates", "TEXT"),
 ];
 
-fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+/// Migration 1, the schema as it stood when versions began: the first release's tables, the
+/// claims table and [`ADDED_COLUMNS`]. Every step is idempotent, so it also brings a database
+/// that an unversioned broker created (any of its tables present, no `schema_migrations`) up
+/// to date without touching its rows.
+fn baseline(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(SCHEMA)?;
+    conn.execute_batch(ADDED_TABLES)?;
     for (table, name, kind) in ADDED_COLUMNS {
         let existing: Vec<String> = {
             let mut stmt =
@@ -118,13 +121,92 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// Migration 2: the shared work queue (its claims are rows of `claims`).
+fn work_queue(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS work_queue (
+            repository TEXT NOT NULL,
+            issue_number INTEGER NOT NULL,
+            enqueued_at INTEGER NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (repository, issue_number)
+        );",
+    )
+}
+
+/// One step of the schema; `version` orders them and is the row it leaves in
+/// `schema_migrations`. The PostgreSQL store's list has the same versions for the same tables.
+struct Migration {
+    version: i64,
+    name: &'static str,
+    apply: fn(&Connection) -> rusqlite::Result<()>,
+}
+
+/// Every migration, in order. Append only: a released step is never edited.
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "baseline",
+        apply: baseline,
+    },
+    Migration {
+        version: 2,
+        name: "work_queue",
+        apply: work_queue,
+    },
+];
+
+/// Apply the migrations `conn` lacks, in order, in one IMMEDIATE transaction (so two brokers
+/// opening one file at once apply each step once). A database some newer broker migrated past
+/// the steps this one knows is refused rather than written with an older idea of its tables.
+fn migrate(conn: &mut Connection, ctx: &str) -> Result<()> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(Error::store(ctx))?;
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+            version INTEGER PRIMARY KEY,
+            name TEXT NOT NULL,
+            applied_at INTEGER NOT NULL
+        );",
+    )
+    .map_err(Error::store(ctx))?;
+    let applied: Vec<i64> = {
+        let mut stmt = tx
+            .prepare("SELECT version FROM schema_migrations ORDER BY version")
+            .map_err(Error::store(ctx))?;
+        stmt.query_map([], |r| r.get(0))
+            .map_err(Error::store(ctx))?
+            .collect::<rusqlite::Result<_>>()
+            .map_err(Error::store(ctx))?
+    };
+    super::check_schema_version(&applied, MIGRATIONS.iter().map(|m| m.version))?;
+    for migration in MIGRATIONS {
+        if applied.contains(&migration.version) {
+            continue;
+        }
+        (migration.apply)(&tx).map_err(Error::store(format!(
+            "{ctx}: migration {} ({})",
+            migration.version, migration.name
+        )))?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at)
+             VALUES (?1, ?2, CAST(strftime('%s', 'now') AS INTEGER))",
+            params![migration.version, migration.name],
+        )
+        .map_err(Error::store(ctx))?;
+    }
+    tx.commit().map_err(Error::store(ctx))
+}
+
 /// The SQLite-backed store.
 pub struct SqliteStore {
     pub(super) conn: Connection,
 }
 
 impl SqliteStore {
-    /// Open (creating if needed) the database at `path`, in WAL mode.
+    /// Open (creating if needed) the database at `path`, in WAL mode, and bring its schema up
+    /// to date.
     pub fn open(path: &Path) -> Result<Self> {
         if let Some(parent) = path.parent()
             && !parent.as_os_str().is_empty()
@@ -133,7 +215,7 @@ impl SqliteStore {
                 .map_err(Error::io(format!("creating {}", parent.display())))?;
         }
         let ctx = format!("opening {}", path.display());
-        let conn = Connection::open(path).map_err(Error::store(ctx.clone()))?;
+        let mut conn = Connection::open(path).map_err(Error::store(ctx.clone()))?;
         conn.busy_timeout(std::time::Duration::from_secs(30))
             .map_err(Error::store(ctx.clone()))?;
         let mode: String = conn
@@ -147,96 +229,9 @@ impl SqliteStore {
         }
         conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
             .map_err(Error::store(ctx.clone()))?;
-        conn.execute_batch(SCHEMA)
-            .map_err(Error::store(ctx.clone()))?;
-        conn.execute_batch(ADDED_TABLES)
-            .map_err(Error::store(ctx.clone()))?;
-        migrate(&conn).map_err(Error::store(ctx))?;
+        migrate(&mut conn, &ctx)?;
         Ok(SqliteStore { conn })
     }
-
-    /// Attach the judge's score (its JSON judgement) to queue item `id`, replacing an earlier
-    /// one. Added for `airlock judge`; the queue row itself is never touched.
-    pub fn attach_judge_score(
-        &mut self,
-        id: i64,
-        judgement: &serde_json::Value,
-        now: i64,
-    ) -> Result<()> {
-        if self.queue_item(id)?.is_none() {
-            return Err(Error::UnknownQueueItem(id));
-        }
-        let text = to_json("judge score", judgement)?;
-        self.conn
-            .execute(
-                "INSERT INTO judge_scores (queue_id, judgement, judged_at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(queue_id) DO UPDATE SET judgement = ?2, judged_at = ?3",
-                params![id, text, now],
-            )
-            .map_err(Error::store("attaching a judge score"))?;
-        Ok(())
-    }
-
-    /// The judge's score attached to queue item `id` and when (Unix seconds), if any.
-    pub fn judge_score(&mut self, id: i64) -> Result<Option<(serde_json::Value, i64)>> {
-        let row: Option<(String, i64)> = self
-            .conn
-            .query_row(
-                "SELECT judgement, judged_at FROM judge_scores WHERE queue_id = ?1",
-                params![id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-            .map_err(Error::store("reading a judge score"))?;
-        row.map(|(text, at)| from_json("judge score", &text).map(|v| (v, at)))
-            .transpose()
-    }
-}
-
-fn from_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T> {
-    serde_json::from_str(text).map_err(|e| Error::StoreCorrupt {
-        what: what.to_owned(),
-        message: e.to_string(),
-    })
-}
-
-fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| Error::StoreCorrupt {
-        what: what.to_owned(),
-        message: e.to_string(),
-    })
-}
-
-const QUEUE_COLUMNS: &str = "id, run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, reason, branch, commit_oid, pr_url, publish_error, abandoned_by, abandon_reason, abandoned_at, (SELECT issue_number FROM runs WHERE runs.run_id = queue.run_id), review, gates";
-
-struct RawQueueRow {
-    id: i64,
-    run_id: String,
-    request_id: String,
-    repository: String,
-    base_commit: String,
-    issue_id: String,
-    title: String,
-    args: String,
-    diff: String,
-    digest: String,
-    evidence: String,
-    flags: String,
-    status: String,
-    queued_at: i64,
-    decided_at: Option<i64>,
-    decided_by: Option<String>,
-    reason: Option<String>,
-    branch: Option<String>,
-    commit: Option<String>,
-    pr_url: Option<String>,
-    publish_error: Option<String>,
-    abandoned_by: Option<String>,
-    abandon_reason: Option<String>,
-    abandoned_at: Option<i64>,
-    issue_number: Option<i64>,
-    review: Option<String>,
-    gates: Option<String>,
 }
 
 fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawQueueRow> {
@@ -271,54 +266,6 @@ fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawQueueRow> {
     })
 }
 
-impl RawQueueRow {
-    fn into_item(self) -> Result<QueueItem> {
-        let status = QueueStatus::parse(&self.status).ok_or_else(|| Error::StoreCorrupt {
-            what: "queue status".to_owned(),
-            message: format!("{:?}", self.status),
-        })?;
-        Ok(QueueItem {
-            id: self.id,
-            run_id: self.run_id,
-            request_id: self.request_id,
-            item: NewQueueItem {
-                repository: self.repository,
-                base_commit: self.base_commit,
-                issue_id: self.issue_id,
-                title: self.title,
-                args: self.args,
-                diff: self.diff,
-                digest: from_json("queue digest", &self.digest)?,
-                evidence: from_json("queue evidence", &self.evidence)?,
-                flags: from_json("queue flags", &self.flags)?,
-                // Items queued before the gates existed have none.
-                gates: self
-                    .gates
-                    .map(|text| from_json("queue gates", &text))
-                    .transpose()?
-                    .unwrap_or_default(),
-            },
-            status,
-            queued_at: self.queued_at,
-            decided_at: self.decided_at,
-            decided_by: self.decided_by,
-            reason: self.reason,
-            branch: self.branch,
-            commit: self.commit,
-            pr_url: self.pr_url,
-            publish_error: self.publish_error,
-            abandoned_by: self.abandoned_by,
-            abandon_reason: self.abandon_reason,
-            abandoned_at: self.abandoned_at,
-            issue_number: self.issue_number.and_then(|n| u64::try_from(n).ok()),
-            review: self
-                .review
-                .map(|text| from_json("queued review", &text))
-                .transpose()?,
-        })
-    }
-}
-
 fn query_items(
     conn: &Connection,
     where_clause: &str,
@@ -337,20 +284,6 @@ fn query_items(
     .collect::<rusqlite::Result<_>>()
     .map_err(Error::store("reading the queue"))?;
     rows.into_iter().map(RawQueueRow::into_item).collect()
-}
-
-fn parse_state(s: &str) -> Result<RunState> {
-    Ok(match s {
-        "active" => RunState::Active,
-        "queued" => RunState::Queued,
-        "ended" => RunState::Ended,
-        other => {
-            return Err(Error::StoreCorrupt {
-                what: "run state".to_owned(),
-                message: format!("{other:?}"),
-            });
-        }
-    })
 }
 
 impl Store for SqliteStore {
@@ -407,7 +340,7 @@ impl Store for SqliteStore {
         row.map(|(reg, state, at)| {
             Ok(RunRecord {
                 registration: from_json("run registration", &reg)?,
-                state: parse_state(&state)?,
+                state: parse_run_state(&state)?,
                 registered_at: at,
             })
         })
@@ -564,48 +497,51 @@ impl Store for SqliteStore {
         item: &NewQueueItem,
         review: &ReviewItem,
         now: i64,
-    ) -> Result<QueueItem> {
+    ) -> Result<ReviewQueueing> {
         let ctx = "queueing a review";
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(Error::store(ctx))?;
-        let taken: Option<i64> = tx
-            .query_row("SELECT id FROM queue WHERE run_id = ?1", [run_id], |r| {
-                r.get(0)
-            })
-            .optional()
-            .map_err(Error::store(ctx))?;
-        let id = match taken {
-            // A resent submission of the same run: the review queued first stands.
-            Some(id) => id,
-            None => {
-                tx.execute(
-                    "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, review, gates) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-                    params![
-                        run_id,
-                        request_id,
-                        item.repository,
-                        item.base_commit,
-                        item.issue_id,
-                        item.title,
-                        item.args,
-                        item.diff,
-                        to_json("digest", &item.digest)?,
-                        to_json("evidence", &item.evidence)?,
-                        to_json("flags", &item.flags)?,
-                        QueueStatus::Queued.as_str(),
-                        now,
-                        to_json("review", review)?,
-                        to_json("gates", &item.gates)?,
-                    ],
-                )
-                .map_err(Error::store(ctx))?;
-                tx.last_insert_rowid()
-            }
-        };
+        // A resent submission of the same run: the review queued first stands.
+        if let Some(own) = query_items(&tx, "WHERE run_id = ?1", &run_id)?
+            .into_iter()
+            .next()
+        {
+            return Ok(ReviewQueueing::Queued(own));
+        }
+        if let Some(earlier) = query_items(&tx, "WHERE review IS NOT NULL", &0)?
+            .into_iter()
+            .find(|q| q.reviews_head(&review.pull))
+        {
+            return Ok(ReviewQueueing::HeadReviewed(earlier));
+        }
+        tx.execute(
+            "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, review, gates) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            params![
+                run_id,
+                request_id,
+                item.repository,
+                item.base_commit,
+                item.issue_id,
+                item.title,
+                item.args,
+                item.diff,
+                to_json("digest", &item.digest)?,
+                to_json("evidence", &item.evidence)?,
+                to_json("flags", &item.flags)?,
+                QueueStatus::Queued.as_str(),
+                now,
+                to_json("review", review)?,
+                to_json("gates", &item.gates)?,
+            ],
+        )
+        .map_err(Error::store(ctx))?;
+        let id = tx.last_insert_rowid();
         tx.commit().map_err(Error::store(ctx))?;
-        self.queue_item(id)?.ok_or(Error::UnknownQueueItem(id))
+        self.queue_item(id)?
+            .map(ReviewQueueing::Queued)
+            .ok_or(Error::UnknownQueueItem(id))
     }
 
     fn unfinished_intakes(&mut self) -> Result<Vec<(String, String, String)>> {
@@ -788,6 +724,42 @@ impl Store for SqliteStore {
         }
         tx.commit().map_err(Error::store(ctx))?;
         self.queue_item(id)?.ok_or(Error::UnknownQueueItem(id))
+    }
+
+    fn attach_judge_score(
+        &mut self,
+        id: i64,
+        judgement: &serde_json::Value,
+        now: i64,
+    ) -> Result<()> {
+        let ctx = "attaching a judge score";
+        let text = to_json("judge score", judgement)?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(Error::store(ctx))?;
+        status_of(&tx, id, ctx)?;
+        tx.execute(
+            "INSERT INTO judge_scores (queue_id, judgement, judged_at) VALUES (?1, ?2, ?3)
+             ON CONFLICT(queue_id) DO UPDATE SET judgement = ?2, judged_at = ?3",
+            params![id, text, now],
+        )
+        .map_err(Error::store(ctx))?;
+        tx.commit().map_err(Error::store(ctx))
+    }
+
+    fn judge_score(&mut self, id: i64) -> Result<Option<JudgeScore>> {
+        let row: Option<(String, i64)> = self
+            .conn
+            .query_row(
+                "SELECT judgement, judged_at FROM judge_scores WHERE queue_id = ?1",
+                params![id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(Error::store("reading a judge score"))?;
+        row.map(|(text, at)| from_json("judge score", &text).map(|v| (v, at)))
+            .transpose()
     }
 
     fn claim(&mut self, request: &ClaimRequest, now: i64) -> Result<ClaimAttempt> {
@@ -1053,6 +1025,168 @@ mod tests {
             s.retry_publication(1),
             Err(Error::WrongState { .. })
         ));
+    }
+
+    fn versions(path: &Path) -> Vec<i64> {
+        let conn = Connection::open(path).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT version FROM schema_migrations ORDER BY version")
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
+    /// A database as the broker before versioned migrations left it: `SCHEMA` and the claims
+    /// table, with `with_columns` of [`ADDED_COLUMNS`] added, no `schema_migrations`, and a
+    /// row in every table.
+    fn unversioned_database(path: &Path, with_columns: &[&str]) {
+        let conn = Connection::open(path).unwrap();
+        conn.execute_batch(SCHEMA).unwrap();
+        conn.execute_batch(ADDED_TABLES).unwrap();
+        for (table, name, kind) in ADDED_COLUMNS {
+            let present: bool = conn
+                .query_row(
+                    &format!(
+                        "SELECT count(*) > 0 FROM pragma_table_info('{table}') WHERE name = ?1"
+                    ),
+                    [name],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            if with_columns.contains(name) && !present {
+                conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {name} {kind}"))
+                    .unwrap();
+            }
+        }
+        let mut numbered = reg("r1");
+        numbered.issue_number = Some(77);
+        conn.execute(
+            "INSERT INTO runs (run_id, registration, state, registered_at, issue_number) VALUES ('r1', ?1, 'queued', 1, 77)",
+            [serde_json::to_string(&numbered).unwrap()],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO submissions (run_id, request_id, args, received_at, attempts) VALUES ('r1', 'q2', '{}', 3, 1)",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, publish_error)
+             VALUES ('r1', 'q1', 'acme/calc', 'a', 'CALC-1', 't', '{}', 'd', '{}', '[]', '[\"x\"]', 'publish_failed', 5, 6, 'rev', 'the remote rejected it')",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO change_requests (queue_id, feedback, requested_by, requested_at) VALUES (1, 'rename it', 'ann', 7)",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO judge_scores (queue_id, judgement, judged_at) VALUES (1, '{\"verdict\":\"merge\"}', 8)",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO claims (repository, issue_number, holder, state, claimed_at, lease_expires_at) VALUES ('acme/calc', 77, 'w1', 'held', 9, 99)",
+            [],
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_database_an_unversioned_broker_created_is_migrated_without_losing_rows() {
+        let every: Vec<&str> = ADDED_COLUMNS.iter().map(|(_, name, _)| *name).collect();
+        // As the last unversioned broker left it (every column), and as the schema text alone
+        // creates it (without the review and gates columns).
+        for columns in [every, vec![]] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("today.db");
+            unversioned_database(&path, &columns);
+            let mut s = SqliteStore::open(&path).unwrap();
+            assert_eq!(versions(&path), vec![1, 2], "{columns:?}");
+            let run = s.run("r1").unwrap().unwrap();
+            assert_eq!(
+                (run.state, run.registration.issue_number),
+                (RunState::Queued, Some(77))
+            );
+            assert_eq!(
+                s.unfinished_intakes().unwrap(),
+                vec![("r1".to_owned(), "q2".to_owned(), "{}".to_owned())]
+            );
+            let item = s.queue_item(1).unwrap().unwrap();
+            assert_eq!(
+                (
+                    item.status,
+                    item.decided_by.as_deref(),
+                    item.publish_error.as_deref(),
+                    item.issue_number,
+                    item.item.flags.clone(),
+                    item.review.is_none() && item.item.gates.is_empty()
+                ),
+                (
+                    QueueStatus::PublishFailed,
+                    Some("rev"),
+                    Some("the remote rejected it"),
+                    Some(77),
+                    vec!["x".to_owned()],
+                    true
+                )
+            );
+            assert_eq!(
+                s.change_request(1).unwrap().map(|c| c.feedback),
+                Some("rename it".to_owned())
+            );
+            assert_eq!(
+                s.judge_score(1).unwrap(),
+                Some((serde_json::json!({"verdict": "merge"}), 8))
+            );
+            assert_eq!(
+                s.claims()
+                    .unwrap()
+                    .iter()
+                    .map(|c| (c.holder.as_str(), c.lease_expires_at))
+                    .collect::<Vec<_>>(),
+                vec![("w1", 99)]
+            );
+            // The new tables are there and take rows.
+            let issue = crate::protocol::IssueKey {
+                repository: "acme/calc".to_owned(),
+                issue_number: 78,
+            };
+            assert_eq!(s.enqueue_work(&[issue], 10).unwrap(), 1);
+            s.record_push(1, "airlock/r1", "c").unwrap();
+            drop(s);
+            // Opening again applies nothing and keeps everything.
+            let mut s = SqliteStore::open(&path).unwrap();
+            assert_eq!(versions(&path), vec![1, 2]);
+            assert_eq!(s.work().unwrap().len(), 1);
+            assert_eq!(
+                s.queue_item(1).unwrap().unwrap().branch.as_deref(),
+                Some("airlock/r1")
+            );
+        }
+    }
+
+    #[test]
+    fn a_database_a_newer_broker_migrated_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("newer.db");
+        SqliteStore::open(&path).unwrap();
+        Connection::open(&path)
+            .unwrap()
+            .execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (99, 'future', 0)",
+                [],
+            )
+            .unwrap();
+        let err = SqliteStore::open(&path).err().unwrap();
+        assert!(
+            matches!(&err, Error::StoreCorrupt { what, .. } if what == "schema version"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("newer broker"), "{err}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod publication;
 mod push_http;
 mod remote;
 mod rust;
+mod store_suite;
 mod terminal;
 mod tls;
 mod ui;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use airlock_broker::BrokerReply;
 use airlock_broker::protocol::IssueText;
+use airlock_broker::store::Store;
 use airlock_broker::ui::{CONTENT_SECURITY_POLICY, SESSION_COOKIE, Ui, router};
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};

@@ -1,0 +1,172 @@
+//! How the store's types are kept as text and numbers, the same for every backend: JSON columns,
+//! the queue row, run and claim states, issue numbers and leases.
+
+use super::{NewQueueItem, QueueItem, QueueStatus, RunState};
+use crate::error::{Error, Result};
+use crate::protocol::{ClaimState, IssueKey};
+
+pub(super) fn from_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T> {
+    serde_json::from_str(text).map_err(|e| Error::StoreCorrupt {
+        what: what.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+pub(super) fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::StoreCorrupt {
+        what: what.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// The columns a [`RawQueueRow`] is read from, in its field order (the issue number comes from
+/// the run's registration).
+pub(super) const QUEUE_COLUMNS: &str = "id, run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, reason, branch, commit_oid, pr_url, publish_error, abandoned_by, abandon_reason, abandoned_at, (SELECT issue_number FROM runs WHERE runs.run_id = queue.run_id), review, gates";
+
+/// A queue row as stored, before its JSON columns are parsed.
+pub(super) struct RawQueueRow {
+    pub(super) id: i64,
+    pub(super) run_id: String,
+    pub(super) request_id: String,
+    pub(super) repository: String,
+    pub(super) base_commit: String,
+    pub(super) issue_id: String,
+    pub(super) title: String,
+    pub(super) args: String,
+    pub(super) diff: String,
+    pub(super) digest: String,
+    pub(super) evidence: String,
+    pub(super) flags: String,
+    pub(super) status: String,
+    pub(super) queued_at: i64,
+    pub(super) decided_at: Option<i64>,
+    pub(super) decided_by: Option<String>,
+    pub(super) reason: Option<String>,
+    pub(super) branch: Option<String>,
+    pub(super) commit: Option<String>,
+    pub(super) pr_url: Option<String>,
+    pub(super) publish_error: Option<String>,
+    pub(super) abandoned_by: Option<String>,
+    pub(super) abandon_reason: Option<String>,
+    pub(super) abandoned_at: Option<i64>,
+    pub(super) issue_number: Option<i64>,
+    pub(super) review: Option<String>,
+    pub(super) gates: Option<String>,
+}
+
+impl RawQueueRow {
+    /// The stored row as the store's type; a malformed column is [`Error::StoreCorrupt`].
+    pub(super) fn into_item(self) -> Result<QueueItem> {
+        let status = QueueStatus::parse(&self.status).ok_or_else(|| Error::StoreCorrupt {
+            what: "queue status".to_owned(),
+            message: format!("{:?}", self.status),
+        })?;
+        Ok(QueueItem {
+            id: self.id,
+            run_id: self.run_id,
+            request_id: self.request_id,
+            item: NewQueueItem {
+                repository: self.repository,
+                base_commit: self.base_commit,
+                issue_id: self.issue_id,
+                title: self.title,
+                args: self.args,
+                diff: self.diff,
+                digest: from_json("queue digest", &self.digest)?,
+                evidence: from_json("queue evidence", &self.evidence)?,
+                flags: from_json("queue flags", &self.flags)?,
+                // Items queued before the gates existed have none.
+                gates: self
+                    .gates
+                    .map(|text| from_json("queue gates", &text))
+                    .transpose()?
+                    .unwrap_or_default(),
+            },
+            status,
+            queued_at: self.queued_at,
+            decided_at: self.decided_at,
+            decided_by: self.decided_by,
+            reason: self.reason,
+            branch: self.branch,
+            commit: self.commit,
+            pr_url: self.pr_url,
+            publish_error: self.publish_error,
+            abandoned_by: self.abandoned_by,
+            abandon_reason: self.abandon_reason,
+            abandoned_at: self.abandoned_at,
+            issue_number: self.issue_number.and_then(|n| u64::try_from(n).ok()),
+            review: self
+                .review
+                .map(|text| from_json("queued review", &text))
+                .transpose()?,
+        })
+    }
+}
+
+/// A stored run state.
+pub(super) fn parse_run_state(s: &str) -> Result<RunState> {
+    Ok(match s {
+        "active" => RunState::Active,
+        "queued" => RunState::Queued,
+        "ended" => RunState::Ended,
+        other => {
+            return Err(Error::StoreCorrupt {
+                what: "run state".to_owned(),
+                message: format!("{other:?}"),
+            });
+        }
+    })
+}
+
+/// A claim state as stored.
+pub(super) fn claim_state_str(state: ClaimState) -> &'static str {
+    match state {
+        ClaimState::Held => "held",
+        ClaimState::Done => "done",
+        ClaimState::Released => "released",
+    }
+}
+
+/// A stored claim state.
+pub(super) fn parse_claim_state(text: &str) -> Result<ClaimState> {
+    match text {
+        "held" => Ok(ClaimState::Held),
+        "done" => Ok(ClaimState::Done),
+        "released" => Ok(ClaimState::Released),
+        other => Err(Error::StoreCorrupt {
+            what: "claim state".to_owned(),
+            message: format!("{other:?}"),
+        }),
+    }
+}
+
+/// An issue's number as stored (a signed 64-bit integer in both backends).
+pub(super) fn stored_issue_number(issue: &IssueKey) -> Result<i64> {
+    i64::try_from(issue.issue_number).map_err(|_| {
+        Error::Claim(format!(
+            "issue number {} is out of range",
+            issue.issue_number
+        ))
+    })
+}
+
+/// A stored issue number as the protocol's.
+pub(super) fn issue_number(n: i64) -> Result<u64> {
+    u64::try_from(n).map_err(|_| Error::StoreCorrupt {
+        what: "claim issue number".to_owned(),
+        message: n.to_string(),
+    })
+}
+
+/// A stored count of attempts.
+pub(super) fn attempts(n: i64) -> Result<u32> {
+    u32::try_from(n).map_err(|_| Error::StoreCorrupt {
+        what: "work attempts".to_owned(),
+        message: n.to_string(),
+    })
+}
+
+/// When a lease of `lease_secs` taken at `now` ends (saturating: a huge lease never wraps).
+pub(super) fn lease_end(now: i64, lease_secs: u64) -> i64 {
+    now.saturating_add(i64::try_from(lease_secs).unwrap_or(i64::MAX))
+}
