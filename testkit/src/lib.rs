@@ -20,8 +20,8 @@ pub mod githttp;
 mod http;
 pub mod mockgithub;
 pub mod mockmodel;
-pub mod tls;
 pub mod pg;
+pub mod tls;
 pub mod wat;
 
 pub use git::{Repo, git, git_output, write};

@@ -2,7 +2,10 @@
 //! the broker's shared work queue (`airlock-broker work add`), and a run whose worktree the
 //! broker cannot read (`[broker] tree = "bytes"`, its runs root elsewhere) still gets its pull
 //! request queued: the change travels as a git patch and the broker rebuilds and witnesses the
-//! tree itself.
+//! tree itself. Then four workers on four hosts (network namespaces this test makes, joined to
+//! the broker's by veth pairs, TLS with client certificates, the broker's state in PostgreSQL)
+//! drain fifty issues through a kill -9 of a worker and of the broker: each issue runs to its
+//! end exactly once, and a fix made on a worker's host is queued from bytes alone.
 
 use crate::run::{Setup, fix_turns, git, setup};
 use airlock_testkit::mockgithub::MockForge;
@@ -332,7 +335,9 @@ impl Drop for Hosts {
     }
 }
 
+/// The drained issues: fifty, numbered from 8 (#7 is the one the scripted fix answers).
 const ISSUES: u64 = 50;
+const FIRST: u64 = 8;
 const WORKERS: usize = 4;
 
 /// `airlock worker` number `i` on its host, its output in its own folder (`out-GEN.txt`).
@@ -404,15 +409,25 @@ fn four_workers_on_four_hosts_drain_fifty_issues_once_each_through_a_kill_9_of_a
     let api = hosts.in_hub(|| MockForge::start_on("0.0.0.0:0"));
     let forge_port = api.base.rsplit(':').next().unwrap().to_owned();
     api.route("/repos/acme/calc", 200, json!({"default_branch": "main"}));
-    for n in 1..=ISSUES {
+    for n in (FIRST..FIRST + ISSUES).chain([7]) {
         api.route(&format!("/repos/acme/calc/issues/{n}"), 200, ready_issue(n));
     }
     std::fs::create_dir_all(dir.join("broker-runs")).unwrap();
+    // The broker's state in PostgreSQL, reached over its Unix socket (the hub's network has
+    // no route to the server's loopback port).
+    let pg = airlock_testkit::pg::PgServer::shared();
+    let database = pg.database("many_hosts");
+    let database = database.rsplit('/').next().unwrap();
+    let state_db = format!(
+        "postgres://postgres@{}:{}/{database}",
+        pg.socket_dir().display().to_string().replace('/', "%2F"),
+        pg.port()
+    );
     let broker_toml = dir.join("broker.toml");
     std::fs::write(
         &broker_toml,
         format!(
-            "socket = \"{d}/broker.sock\"\nstate_db = \"{d}/broker.db\"\nruns_root = \"{d}/broker-runs\"\n\
+            "socket = \"{d}/broker.sock\"\nstate_db = \"{state_db}\"\nruns_root = \"{d}/broker-runs\"\n\
              audit_log = \"{d}/broker-audit.jsonl\"\nqueue_max_age = \"7d\"\nlisten = \"0.0.0.0:8643\"\n\n\
              [tls]\ncert = \"{}\"\nkey = \"{}\"\nclient_ca = \"{}\"\n\n\
              [repositories.\"acme/calc\"]\nclone = \"{d}/broker-clone\"\nremote = \"origin\"\n",
@@ -425,7 +440,7 @@ fn four_workers_on_four_hosts_drain_fifty_issues_once_each_through_a_kill_9_of_a
     .unwrap();
     let log = dir.join("broker.log");
     let mut broker = start_hub_broker(&hosts, &broker_toml, &log);
-    let numbers: Vec<String> = (1..=ISSUES).map(|n| n.to_string()).collect();
+    let numbers: Vec<String> = (FIRST..FIRST + ISSUES).map(|n| n.to_string()).collect();
     let mut add = vec!["work", "add", "acme/calc"];
     add.extend(numbers.iter().map(String::as_str));
     let added = broker_cli(&broker_toml, &add);
@@ -445,8 +460,7 @@ fn four_workers_on_four_hosts_drain_fifty_issues_once_each_through_a_kill_9_of_a
             format!(
                 "[tests]\ncommand = [\"python3\", \"-m\", \"unittest\", \"-v\"]\n\n\
                  [broker]\nurl = \"tls://10.77.{i}.1:8643\"\ntls_ca = \"{}\"\ntls_cert = \"{}\"\n\
-                 tls_key = \"{}\"\ntls_server_name = \"localhost\"\nrepository = \"acme/calc\"\n\
-                 tree = \"bytes\"\n\n\
+                 tls_key = \"{}\"\ntls_server_name = \"localhost\"\nrepository = \"acme/calc\"\n\n\
                  [github]\napi_url = \"http://10.77.{i}.1:{forge_port}\"\nproject_key = \"CALC\"\n\n\
                  [paths]\nruns_root = \"runs\"\naudit_log = \"audit.jsonl\"\ncache_dir = \"cache\"\nindex_dir = \"index\"\n",
                 pki.ca.display(),
@@ -504,6 +518,39 @@ fn four_workers_on_four_hosts_drain_fifty_issues_once_each_through_a_kill_9_of_a
         let _ = w.kill();
         let _ = w.wait();
     }
+
+    // A fix made on worker 1's host: its run's tree goes to the broker as bytes over TLS (a
+    // network broker's default), and the broker witnesses the tree it rebuilt.
+    let added = broker_cli(&broker_toml, &["work", "add", "acme/calc", "7"]);
+    assert!(added.status.success(), "{}", text(&added));
+    let fix = dir.join("fix.jsonl");
+    let turns: Vec<String> = fix_turns(&s).iter().map(Value::to_string).collect();
+    std::fs::write(&fix, turns.join("\n")).unwrap();
+    let mut fixer = start_worker(&hosts, 1, 1, &s, &fix);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !work_list(&broker_toml).contains(&(7, 1, "done".to_owned())) {
+        assert!(
+            Instant::now() < deadline,
+            "#7 was not done: {:?}\n{}",
+            work_list(&broker_toml),
+            std::fs::read_to_string(dir.join("w1/err-1.txt")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let _ = fixer.kill();
+    let _ = fixer.wait();
+    let fixed = std::fs::read_to_string(dir.join("w1/out-1.txt")).unwrap();
+    assert!(
+        fixed.starts_with("acme/calc#7 pull request queued: add now adds [run CALC-7-"),
+        "{fixed}\n{}",
+        std::fs::read_to_string(dir.join("w1/err-1.txt")).unwrap_or_default()
+    );
+    let shown = broker_cli(&broker_toml, &["show", "1", "--json"]);
+    let item: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert!(
+        item["diff"].as_str().unwrap().contains("+    return a + b"),
+        "{item}"
+    );
     let _ = broker.kill();
     let _ = broker.wait();
 
@@ -522,7 +569,7 @@ fn four_workers_on_four_hosts_drain_fifty_issues_once_each_through_a_kill_9_of_a
         .collect::<Vec<_>>()
         .join("\n");
     // Every issue ran to its end exactly once, on one of the hosts.
-    for n in 1..=ISSUES {
+    for n in FIRST..FIRST + ISSUES {
         let ran = lines
             .iter()
             .filter(|(_, l)| l.starts_with(&format!("acme/calc#{n} escalated: looked only")))
@@ -548,7 +595,7 @@ fn four_workers_on_four_hosts_drain_fifty_issues_once_each_through_a_kill_9_of_a
         0
     );
     let queue = work_list(&broker_toml);
-    assert_eq!(queue.len(), ISSUES as usize);
+    assert_eq!(queue.len(), ISSUES as usize + 1);
     assert!(
         queue.iter().all(|(_, _, state)| state == "done"),
         "{queue:?}"

@@ -123,6 +123,7 @@ fn reg(run_id: &str) -> RunRegistration {
         issue: None,
         follow_up_of: None,
         change: Default::default(),
+        tree: Default::default(),
     }
 }
 
