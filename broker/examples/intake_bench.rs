@@ -79,7 +79,7 @@ fn project() -> Project {
         write(
             &origin,
             &format!("calc/more/m{i:03}.py"),
-            &format!("def f{i}(x):\n    return x + {i}\n"),
+            format!("def f{i}(x):\n    return x + {i}\n"),
         );
     }
     git(&origin, &["add", "-A"]);

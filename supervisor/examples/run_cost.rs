@@ -195,6 +195,7 @@ fn run_once(
             pr_sink: Some(Box::new(NoBroker)),
             readers: None,
             tests: Some(Box::new(NoTests)),
+            broker: None,
         },
     )
     .unwrap();

@@ -10,7 +10,7 @@
 use crate::run::{Setup, fix_turns, git, setup};
 use airlock_testkit::mockgithub::MockForge;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -38,7 +38,6 @@ pub(crate) fn ready_issue(n: u64) -> Value {
 
 pub(crate) struct Broker {
     pub(crate) child: Child,
-    pub(crate) config: PathBuf,
 }
 
 impl Drop for Broker {
@@ -141,7 +140,6 @@ fn a_worker_takes_a_queued_issue_and_its_change_reaches_the_broker_as_bytes() {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap(),
-        config: broker_toml.clone(),
     };
     let start = Instant::now();
     while !socket.exists() {

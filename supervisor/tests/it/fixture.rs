@@ -142,6 +142,7 @@ impl Fixture {
                     index_dir: self.path("index"),
                 })),
                 tests: None,
+                broker: None,
             },
         )
     }
