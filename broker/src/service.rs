@@ -229,6 +229,9 @@ impl Broker {
             }
             Request::SubmitReview(submission) => self.submit_review(&submission),
             Request::TakeWork(take) => self.take_work(&take),
+            Request::EnqueueWork(enqueue) => self
+                .enqueue_work(&enqueue.issues, &enqueue.by)
+                .map(|added| BrokerReply::Enqueued { added }),
         };
         result.unwrap_or_else(|e| BrokerReply::Failed {
             message: e.to_string(),
@@ -301,6 +304,12 @@ impl Broker {
     /// Put issues on the shared work queue (`airlock-broker work add`): each must be an issue
     /// of a repository this broker serves. Returns how many were not queued already.
     pub fn enqueue_work(&self, issues: &[IssueKey], by: &str) -> Result<usize> {
+        if issues.len() > MAX_ENQUEUE {
+            return Err(Error::Claim(format!(
+                "{} issues in one request; queue at most {MAX_ENQUEUE} at a time",
+                issues.len()
+            )));
+        }
         for issue in issues {
             crate::claims::check_request(&self.config, issue, by, None)?;
         }
@@ -1996,6 +2005,9 @@ fn one_review_per_head(
 fn is_commit_id(text: &str) -> bool {
     text.len() == 40 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
+
+/// The most issues one `enqueue_work` (or `work add`) may queue.
+pub const MAX_ENQUEUE: usize = 1000;
 
 /// The tree one intake checks (see `Broker::intake_tree`).
 enum IntakeTree {

@@ -348,6 +348,9 @@ pub enum Request {
         /// The queue item changes were requested on.
         queue_id: i64,
     },
+    /// `enqueue_work`: put issues on the broker's shared work queue (a trigger that feeds the
+    /// workers: `airlock watch --enqueue`). Answered [`BrokerReply::Enqueued`].
+    EnqueueWork(EnqueueWork),
     /// `take_work`: take the oldest ready issue of the broker's shared work queue for
     /// `holder`, as a claim with a lease. Answered [`BrokerReply::Claimed`], or
     /// [`BrokerReply::NoWork`] when nothing is ready.
@@ -375,6 +378,16 @@ pub struct TakeWork {
     /// Only issues of this repository (as the broker names it); any when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repository: Option<String>,
+}
+
+/// Issues a trigger puts on the shared work queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnqueueWork {
+    /// Who asks (recorded in the broker's audit log).
+    pub by: String,
+    /// The issues, each of a repository the broker serves.
+    pub issues: Vec<IssueKey>,
 }
 
 /// What a `pr_feedback` request names: where the reviewer acted, never what they wrote.
@@ -553,12 +566,13 @@ impl Request {
             Request::PrFeedback(_) => "pr_feedback",
             Request::SubmitReview(_) => "submit_review",
             Request::TakeWork(_) => "take_work",
+            Request::EnqueueWork(_) => "enqueue_work",
         }
     }
 }
 
 /// One request line as it travels: `op` is `register_run`, `open_pr`, `decision`, `claim`,
-/// `renew_claim`, `release_claim`, `take_work`, `follow_up`, `pr_feedback` or `submit_review`, with that operation's fields. [`Request`] is
+/// `renew_claim`, `release_claim`, `enqueue_work`, `take_work`, `follow_up`, `pr_feedback` or `submit_review`, with that operation's fields. [`Request`] is
 /// what both sides handle.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct WireRequest {
@@ -582,6 +596,9 @@ pub struct WireRequest {
     /// For `take_work`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub take: Option<TakeWork>,
+    /// For `enqueue_work`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enqueue: Option<EnqueueWork>,
     /// For `claim` and `renew_claim`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<ClaimRequest>,
@@ -639,6 +656,10 @@ impl TryFrom<WireRequest> for Request {
                         .to_owned(),
                 ),
             },
+            "enqueue_work" => match w.enqueue {
+                Some(enqueue) => Ok(Request::EnqueueWork(enqueue)),
+                None => Err("enqueue_work needs \"enqueue\" (by, issues)".to_owned()),
+            },
             "take_work" => match w.take {
                 Some(take) => Ok(Request::TakeWork(take)),
                 None => Err("take_work needs \"take\" (holder, lease_secs, repository)".to_owned()),
@@ -663,7 +684,8 @@ impl TryFrom<WireRequest> for Request {
             },
             other => Err(format!(
                 "unknown op {other:?} (expected register_run, open_pr, decision, claim, \
-                 renew_claim, release_claim, take_work, follow_up, pr_feedback or submit_review)"
+                 renew_claim, release_claim, enqueue_work, take_work, follow_up, pr_feedback or \
+                 submit_review)"
             )),
         }
     }
@@ -694,6 +716,11 @@ impl From<Request> for WireRequest {
             Request::TakeWork(take) => WireRequest {
                 op,
                 take: Some(take),
+                ..WireRequest::default()
+            },
+            Request::EnqueueWork(enqueue) => WireRequest {
+                op,
+                enqueue: Some(enqueue),
                 ..WireRequest::default()
             },
             Request::Decision { run_id } => WireRequest {
@@ -795,6 +822,11 @@ pub enum BrokerReply {
     },
     /// `take_work` found no ready issue.
     NoWork,
+    /// `enqueue_work` took the issues.
+    Enqueued {
+        /// How many were not on the queue already.
+        added: usize,
+    },
     /// The broker could not do its job (not a verdict on the submission).
     Failed {
         /// What went wrong.

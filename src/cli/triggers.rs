@@ -86,6 +86,10 @@ pub struct WatchArgs {
     /// Poll once, work on what was found, and exit.
     #[arg(long)]
     once: bool,
+    /// Put the ready issues on the broker's shared work queue for `airlock worker` (on any
+    /// host) instead of running them here; only the default agent's label is polled.
+    #[arg(long)]
+    enqueue: bool,
     /// The repository to clone for the runs (a URL or a path); the issue's own repository on
     /// its forge when absent.
     #[arg(long)]
@@ -271,8 +275,17 @@ pub fn watch_command(args: WatchArgs) -> anyhow::Result<ExitCode> {
         label: args.label,
         interval: args.interval,
         once: args.once,
+        enqueue: args.enqueue,
     };
     let mut report = |line: WatchLine| match line {
+        WatchLine::Enqueued { issues, added } => outln!(
+            "queued for the workers: {} ({added} new)",
+            issues
+                .iter()
+                .map(|i| escaped(i).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
         WatchLine::Polled { numbers } => eprintln!(
             "airlock watch: {} labelled open issue(s): {}",
             numbers.len(),

@@ -1009,3 +1009,94 @@ fn a_webhook_killed_mid_work_loses_no_accepted_delivery() {
         assert_eq!(of("done"), 1, "#{n} is done once: {claims:#?}");
     }
 }
+
+/// `airlock watch --enqueue` feeds the broker's shared work queue instead of running: the
+/// ready issues are queued (the needs-info one skipped with its reason), nothing runs on the
+/// watcher's host, and two `airlock worker` processes then run each queued issue once.
+#[test]
+fn a_watcher_that_enqueues_feeds_the_shared_queue_and_two_workers_run_each_issue_once() {
+    let w = world();
+    let broker_toml = w.s.dir.path().join("broker.toml");
+    let watch = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(["watch", "--repo", "acme/calc", "--label", "airlock"])
+        .args(["--once", "--enqueue"])
+        .arg("--config")
+        .arg(&w.airlock_toml)
+        .current_dir(w.s.dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(watch.status.code(), Some(0), "{}", text(&watch));
+    let stdout = String::from_utf8_lossy(&watch.stdout);
+    assert!(
+        stdout.contains(
+            "queued for the workers: acme/calc#1 acme/calc#2 acme/calc#4 acme/calc#5 (4 new)"
+        ),
+        "{}",
+        text(&watch)
+    );
+    assert!(
+        stdout.contains("acme/calc#3 skipped: needs-info (labelled `needs-info`)"),
+        "{}",
+        text(&watch)
+    );
+    assert!(
+        !w.s.dir.path().join("runs").exists(),
+        "the watcher ran something"
+    );
+    assert!(
+        w.api.label_changes().is_empty(),
+        "a queued issue is not claimed yet"
+    );
+    assert_eq!(
+        crate::many_hosts::work_list(&broker_toml),
+        [1, 2, 4, 5]
+            .into_iter()
+            .map(|n| (n, 0, "ready".to_owned()))
+            .collect::<Vec<_>>()
+    );
+
+    let worker = || {
+        Command::new(env!("CARGO_BIN_EXE_airlock"))
+            .args(["worker", "--repo", "acme/calc", "--once"])
+            .arg("--clone")
+            .arg(&w.s.repo)
+            .arg("--model")
+            .arg(format!("scripted:{}", w.escalate.display()))
+            .arg("--config")
+            .arg(&w.airlock_toml)
+            .current_dir(w.s.dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (worker(), worker());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert_eq!(a.status.code(), Some(0), "{}", text(&a));
+    assert_eq!(b.status.code(), Some(0), "{}", text(&b));
+    let all = format!("{}\n---\n{}", text(&a), text(&b));
+    for n in [1, 2, 4, 5] {
+        let ran = all
+            .lines()
+            .map(|l| l.trim_start_matches("stdout: "))
+            .filter(|l| l.starts_with(&format!("acme/calc#{n} escalated: looked only")))
+            .count();
+        assert_eq!(ran, 1, "issue {n} ran {ran} times:\n{all}");
+    }
+    assert!(!all.contains("acme/calc#3"), "{all}");
+    let mut changes = w.api.label_changes();
+    changes.sort();
+    assert_eq!(
+        changes,
+        [1, 2, 4, 5]
+            .into_iter()
+            .map(|n| ("POST".to_owned(), n, "airlock-claimed".to_owned()))
+            .collect::<Vec<_>>(),
+        "{all}"
+    );
+    assert!(
+        crate::many_hosts::work_list(&broker_toml)
+            .iter()
+            .all(|(_, attempts, state)| *attempts == 1 && state == "done")
+    );
+}

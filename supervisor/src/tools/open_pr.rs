@@ -64,7 +64,8 @@ fn answer(reply: &BrokerReply) -> Answer {
         | BrokerReply::ClaimTaken { .. }
         | BrokerReply::Released { .. }
         | BrokerReply::FollowUp { .. }
-        | BrokerReply::NoWork => Answer {
+        | BrokerReply::NoWork
+        | BrokerReply::Enqueued { .. } => Answer {
             accepted: false,
             code: Some("BROKER_FAILED".into()),
             retryable: false,

@@ -25,6 +25,10 @@ pub struct WatchOptions {
     pub interval: Duration,
     /// Poll once, work on what it found, and stop.
     pub once: bool,
+    /// Put the ready issues on the broker's shared work queue for `airlock worker` (on any
+    /// host) instead of running them here. Only the default agent's label is polled: a worker
+    /// runs the default agent.
+    pub enqueue: bool,
 }
 
 /// One thing the watcher did, for the operator.
@@ -37,6 +41,13 @@ pub enum WatchLine {
     },
     /// A poll failed; the next one is tried after the interval.
     PollFailed(String),
+    /// Ready issues went to the broker's shared work queue.
+    Enqueued {
+        /// `OWNER/REPO#N` of each, ascending.
+        issues: Vec<String>,
+        /// How many were not on the queue already.
+        added: usize,
+    },
     /// An issue was worked on.
     Worked {
         /// `OWNER/REPO#N`.
@@ -81,7 +92,16 @@ pub fn watch(
         triggered: &config.agent.triggered,
         review_pull_requests: false,
     })?;
-    let labels = routes.labels();
+    let default_agent = config
+        .agent
+        .definition
+        .clone()
+        .unwrap_or_else(|| crate::agents::DEFAULT_AGENT.to_owned());
+    let labels: Vec<String> = routes
+        .labels()
+        .into_iter()
+        .filter(|l| !options.enqueue || routes.for_label(l) == Some(default_agent.as_str()))
+        .collect();
     if labels.is_empty() {
         return Err(TriggerError::Usage(
             "no label starts an agent: pass --label, or list agents with `on = \"issue-labeled\"` \
@@ -116,6 +136,25 @@ pub fn watch(
                     .into_iter()
                     .filter(|(n, _)| !finished.contains(n))
                     .collect();
+                if options.enqueue {
+                    let ready = enqueue_ready(&todo, &owner, &repo, &config, report)?;
+                    finished.extend(todo.iter().map(|(n, _)| *n));
+                    if !ready.is_empty() {
+                        let added = worker.enqueue(&config, &ready)?;
+                        report(WatchLine::Enqueued {
+                            issues: ready
+                                .iter()
+                                .map(|k| format!("{owner}/{repo}#{}", k.issue_number))
+                                .collect(),
+                            added,
+                        });
+                    }
+                    if options.once {
+                        return Ok(());
+                    }
+                    std::thread::sleep(options.interval);
+                    continue;
+                }
                 for (n, label) in todo {
                     let Ok(IssueSource::GitHub(reference)) =
                         IssueSource::parse(&format!("github:{owner}/{repo}#{n}"))
@@ -151,4 +190,39 @@ pub fn watch(
         }
         std::thread::sleep(options.interval);
     }
+}
+
+/// The issues of `todo` that triage finds ready, as the broker's keys; the others are reported
+/// skipped with the reason (a failure to read one is reported too, and it is not queued).
+fn enqueue_ready(
+    todo: &[(u64, String)],
+    owner: &str,
+    repo: &str,
+    config: &crate::config::Config,
+    report: &mut dyn FnMut(WatchLine),
+) -> Result<Vec<airlock_protocol::IssueKey>> {
+    let mut ready = Vec::new();
+    for (n, _) in todo {
+        let Ok(IssueSource::GitHub(reference)) =
+            IssueSource::parse(&format!("github:{owner}/{repo}#{n}"))
+        else {
+            continue;
+        };
+        match super::worker::read_and_triage(&IssueSource::GitHub(reference.clone()), config) {
+            Ok(t) if t.triage.state == crate::triage::TriageState::ReadyForAgent => {
+                ready.push(Worker::claim_key(config, &reference));
+            }
+            Ok(t) => report(WatchLine::Worked {
+                issue: reference.to_string(),
+                outcome: WorkOutcome::Skipped { triage: t.triage },
+            }),
+            Err(e) => report(WatchLine::Worked {
+                issue: reference.to_string(),
+                outcome: WorkOutcome::Failed {
+                    error: e.to_string(),
+                },
+            }),
+        }
+    }
+    Ok(ready)
 }

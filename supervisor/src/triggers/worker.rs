@@ -243,6 +243,28 @@ impl Worker {
         broker_endpoint(&config, "claims")
     }
 
+    /// Put `issues` on the broker's shared work queue; returns how many were new there.
+    pub fn enqueue(&self, config: &Config, issues: &[IssueKey]) -> Result<usize> {
+        let endpoint = self.broker_endpoint(config)?;
+        let request = airlock_protocol::Request::EnqueueWork(airlock_protocol::EnqueueWork {
+            by: self.holder.clone(),
+            issues: issues.to_vec(),
+        });
+        match crate::adapters::BrokerSocket::new(&endpoint, Duration::from_secs(60))
+            .request(&request)
+            .map_err(|e| TriggerError::Broker(e.to_string()))?
+        {
+            airlock_protocol::BrokerReply::Enqueued { added } => Ok(added),
+            airlock_protocol::BrokerReply::Failed { message } => {
+                Err(TriggerError::Broker(format!("enqueue_work: {message}")))
+            }
+            other => Err(TriggerError::Broker(format!(
+                "enqueue_work: unexpected reply {}",
+                serde_json::to_string(&other).unwrap_or_default()
+            ))),
+        }
+    }
+
     /// Claim (for a GitHub issue) and run an issue already triaged ready.
     pub fn claim_and_run(&self, job: &Job, config: &Config) -> Result<WorkOutcome> {
         let (IssueSource::GitHub(reference) | IssueSource::Merged(reference)) = &job.issue else {
