@@ -861,6 +861,11 @@ mod tests {
             (r#"{"op": "claim"}"#, "claim needs \"claim\""),
             (r#"{"op": "release_claim"}"#, "release_claim needs"),
             (r#"{"op": "follow_up"}"#, "follow_up needs \"queue_id\""),
+            (r#"{"op": "take_work"}"#, "take_work needs \"take\""),
+            (
+                r#"{"op": "enqueue_work"}"#,
+                "enqueue_work needs \"enqueue\"",
+            ),
             (r#"{"op": "pr_feedback"}"#, "pr_feedback needs \"feedback\""),
             (
                 r#"{"op": "submit_review"}"#,
@@ -937,6 +942,48 @@ mod tests {
         assert_eq!(serde_json::to_string(&request).unwrap(), line);
         let unknown = line.replace("\"number\":3", "\"number\":3,\"extra\":1");
         assert!(serde_json::from_str::<Request>(&unknown).is_err());
+    }
+
+    #[test]
+    fn an_open_pr_with_its_change_is_another_request_than_without_and_round_trips() {
+        let change = SubmittedChange::new(&"a".repeat(40), b"diff --git a/x b/x\n\0binary");
+        assert_eq!(change.patch().unwrap(), b"diff --git a/x b/x\n\0binary");
+        let with = Request::open_pr_with_change("r", "{}", change.clone(), None).unwrap();
+        let without = Request::open_pr("r", "{}", None).unwrap();
+        let (Request::OpenPr { request_id: a, .. }, Request::OpenPr { request_id: b, .. }) =
+            (&with, &without)
+        else {
+            panic!("{with:?}")
+        };
+        assert_ne!(a, b);
+        let line = serde_json::to_string(&with).unwrap();
+        let back: Request = serde_json::from_str(&line).unwrap();
+        assert!(matches!(back, Request::OpenPr { change: Some(c), .. } if *c == change));
+        // A change that is not base64, or larger than the bound, says so.
+        let bad = SubmittedChange {
+            base_commit: "a".repeat(40),
+            patch_base64: "***".to_owned(),
+        };
+        assert!(bad.patch().unwrap_err().contains("base64"));
+        let huge = SubmittedChange {
+            base_commit: "a".repeat(40),
+            patch_base64: "A".repeat(MAX_PATCH_BYTES / 3 * 4 + 8),
+        };
+        assert!(huge.patch().unwrap_err().contains("larger than"));
+        let take = Request::TakeWork(TakeWork {
+            holder: "w".to_owned(),
+            lease_secs: 60,
+            repository: None,
+        });
+        let line = serde_json::to_string(&take).unwrap();
+        assert_eq!(
+            line,
+            r#"{"op":"take_work","take":{"holder":"w","lease_secs":60}}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&BrokerReply::NoWork).unwrap(),
+            r#"{"status":"no_work"}"#
+        );
     }
 
     #[test]
