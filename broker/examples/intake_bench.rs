@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use airlock_broker::config::BrokerConfig;
@@ -27,10 +27,11 @@ const NEW_TEST: &str = "import unittest\n\nfrom calc.ops import clamp\n\n\nclass
 const NEW_TEST_NAME: &str = "tests.test_high.TestHigh.test_high";
 const RUNS: usize = 9;
 
-/// The sandbox's executor, with the wall time spent inside its commands counted.
+/// The sandbox's executor, with the wall time spent inside its commands counted in `spent`
+/// (shared with the bench, which reads and resets it around each intake).
 struct Timed {
     inner: SandboxExecutor,
-    spent: Mutex<Duration>,
+    spent: Arc<Mutex<Duration>>,
 }
 
 impl TestExecutor for Timed {
@@ -111,28 +112,16 @@ fn intake(p: &Project, label: &str, state_db: &str, tree: TreeTransfer) -> (Dura
         p.root.display()
     );
     let config = BrokerConfig::parse(&text, Path::new("/")).unwrap();
-    let executor = std::sync::Arc::new(Timed {
+    let spent = Arc::new(Mutex::new(Duration::ZERO));
+    let executor = Timed {
         inner: SandboxExecutor::new(Vec::new(), Vec::new()),
-        spent: Mutex::new(Duration::ZERO),
-    });
-    struct Shared(std::sync::Arc<Timed>);
-    impl TestExecutor for Shared {
-        fn run(
-            &self,
-            tree: &Path,
-            argv: &[String],
-            timeout: Duration,
-            env: &TestEnvironment,
-            guard: &CommandGuard,
-        ) -> airlock_broker::Result<CapturedRun> {
-            self.0.run(tree, argv, timeout, env, guard)
-        }
-    }
+        spent: spent.clone(),
+    };
     let broker = Broker::new(
         config.clone(),
         airlock_broker::store::open(&config).unwrap(),
         Box::new(PolicyRules::load(None).unwrap()),
-        Box::new(Shared(executor.clone())),
+        Box::new(executor),
         Box::new(AuditJournal::open(&config.audit_log).unwrap()),
         Box::new(airlock_broker::publish::GitHubForge::default()),
     );
@@ -197,14 +186,14 @@ fn intake(p: &Project, label: &str, state_db: &str, tree: TreeTransfer) -> (Dura
                 &airlock_policies::change_patch(&wt, &p.pin).unwrap(),
             )
         });
-        *executor.spent.lock().unwrap() = Duration::ZERO;
+        *spent.lock().unwrap() = Duration::ZERO;
         let t = Instant::now();
         let reply = broker
             .open_pr_with_change(&run_id, &run_id, &args, change.as_ref())
             .unwrap();
         let took = t.elapsed();
         assert!(matches!(reply, BrokerReply::Queued { .. }), "{reply:?}");
-        let witness = *executor.spent.lock().unwrap();
+        let witness = *spent.lock().unwrap();
         own.push(took.saturating_sub(witness));
         whole.push(took);
     }

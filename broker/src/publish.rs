@@ -230,12 +230,28 @@ pub fn fetch_pull_request(
         format!("+refs/pull/{number}/head:{}", review_head_ref(number)),
         format!("+refs/heads/{base_ref}:refs/airlock/pulls/{number}/base"),
     ];
+    fetch(cfg, token, &refspecs).map_err(|detail| {
+        Error::Forge(format!(
+            "git fetch of pull request {number} (refs/pull/{number}/head and {base_ref:?}) from \
+             {} failed: {detail}",
+            cfg.remote
+        ))
+    })
+}
+
+/// `git fetch` of `refspecs` from the configured remote, with the token when there is one;
+/// what git said, the token replaced by `***`, when it fails.
+fn fetch(
+    cfg: &RepositoryConfig,
+    token: Option<&str>,
+    refspecs: &[String],
+) -> std::result::Result<(), String> {
     let out = remote_git(cfg, token)
         .args(["fetch", "--no-tags", "--quiet", "--", &cfg.remote])
-        .args(&refspecs)
+        .args(refspecs)
         .stdin(std::process::Stdio::null())
         .output()
-        .map_err(|e| Error::Forge(format!("cannot run git fetch: {e}")))?;
+        .map_err(|e| format!("cannot run git fetch: {e}"))?;
     if out.status.success() {
         return Ok(());
     }
@@ -243,36 +259,24 @@ pub fn fetch_pull_request(
     if let Some(t) = token.filter(|t| !t.is_empty()) {
         stderr = stderr.replace(t, "***");
     }
-    Err(Error::Forge(format!(
-        "git fetch of pull request {number} (refs/pull/{number}/head and {base_ref:?}) from {} \
-         failed: {}",
-        cfg.remote,
-        stderr.chars().take(1500).collect::<String>()
-    )))
+    Err(stderr.chars().take(1500).collect())
 }
 
 /// Fetch every branch of the configured remote into the broker's clone (under
 /// `refs/airlock/remote/`), with the git CLI and the token when there is one (as a push does):
 /// a run on another host pins the forge's head, which the clone may not have yet.
 pub fn fetch_branches(cfg: &RepositoryConfig, token: Option<&str>) -> Result<()> {
-    let out = remote_git(cfg, token)
-        .args(["fetch", "--no-tags", "--quiet", "--", &cfg.remote])
-        .arg("+refs/heads/*:refs/airlock/remote/*")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| Error::Forge(format!("cannot run git fetch: {e}")))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    let mut stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-    if let Some(t) = token.filter(|t| !t.is_empty()) {
-        stderr = stderr.replace(t, "***");
-    }
-    Err(Error::Forge(format!(
-        "git fetch of the branches of {} failed: {}",
-        cfg.remote,
-        stderr.chars().take(1500).collect::<String>()
-    )))
+    fetch(
+        cfg,
+        token,
+        &["+refs/heads/*:refs/airlock/remote/*".to_owned()],
+    )
+    .map_err(|detail| {
+        Error::Forge(format!(
+            "git fetch of the branches of {} failed: {detail}",
+            cfg.remote
+        ))
+    })
 }
 
 /// Push `branch` with the git CLI (it brings HTTPS, SSH, proxies and the operator's credential

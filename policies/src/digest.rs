@@ -286,6 +286,18 @@ fn git(context: &str) -> impl FnOnce(git2::Error) -> Error + '_ {
     }
 }
 
+/// The repository at `repo_path`, once `base_commit` is known to be a full commit id.
+fn open_at(repo_path: &Path, base_commit: &str) -> Result<git2::Repository> {
+    let full_hex = base_commit.len() == 40
+        && base_commit
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if !full_hex {
+        return Err(Error::BaseCommit(base_commit.to_string()));
+    }
+    git2::Repository::open(repo_path).map_err(git("open repository"))
+}
+
 /// What the digest compares: the pinned tree against the working directory, untracked files
 /// included and ignored ones left out, submodules ignored.
 fn worktree_diff_options() -> git2::DiffOptions {
@@ -307,14 +319,7 @@ fn worktree_diff_options() -> git2::DiffOptions {
 /// patch` hunks, file modes and symlinks kept, full object ids. It is what a run on another
 /// host sends the broker instead of a path; the broker applies it to its own clone's pin.
 pub fn change_patch(repo_path: &Path, base_commit: &str) -> Result<Vec<u8>> {
-    let full_hex = base_commit.len() == 40
-        && base_commit
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    if !full_hex {
-        return Err(Error::BaseCommit(base_commit.to_string()));
-    }
-    let repo = git2::Repository::open(repo_path).map_err(git("open repository"))?;
+    let repo = open_at(repo_path, base_commit)?;
     let oid = git2::Oid::from_str(base_commit).map_err(git("parse base commit"))?;
     let commit = repo.find_commit(oid).map_err(git("find base commit"))?;
     let tree = commit.tree().map_err(git("read base tree"))?;
@@ -340,14 +345,7 @@ pub(crate) fn compute(
     repo_path: &Path,
     base_commit: &str,
 ) -> Result<DigestReport> {
-    let full_hex = base_commit.len() == 40
-        && base_commit
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    if !full_hex {
-        return Err(Error::BaseCommit(base_commit.to_string()));
-    }
-    let repo = git2::Repository::open(repo_path).map_err(git("open repository"))?;
+    let repo = open_at(repo_path, base_commit)?;
     let workdir = repo
         .workdir()
         .ok_or_else(|| Error::Git {
