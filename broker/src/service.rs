@@ -1402,7 +1402,8 @@ impl Broker {
 
     /// The tree an intake checks: the run's worktree on this host, or, for a run that sends
     /// bytes, the tree rebuilt from its patch in the broker's own clone at the pin (in a
-    /// folder of the witness work directory, removed when the intake ends). A change that is
+    /// `witness-` folder of the witness work directory, removed when the intake ends, and by
+    /// `serve`'s clean-up at start when a kill cut the intake short). A change that is
     /// not on the pin, not base64, too large, not a patch, or that does not apply is refused.
     fn intake_tree(
         &self,
@@ -1450,7 +1451,7 @@ impl Broker {
         std::fs::create_dir_all(&work)
             .map_err(Error::io(format!("creating {}", work.display())))?;
         let dir = tempfile::Builder::new()
-            .prefix("rebuilt-")
+            .prefix("witness-rebuilt-")
             .tempdir_in(&work)
             .map_err(Error::io(format!(
                 "creating a folder in {}",
