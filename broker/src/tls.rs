@@ -84,82 +84,15 @@ pub fn accept(mut tcp: TcpStream, config: &Arc<ServerConfig>) -> io::Result<(Tls
     Ok((StreamOwned::new(connection, tcp), subject))
 }
 
-/// The subject of a DER certificate as `CN=..., O=...` (attributes in the certificate's order,
-/// values shown with their control characters escaped), or `None` when it cannot be read.
+/// The subject of a DER certificate as `CN=..., O=...` (RFC 4514 order, read by
+/// `x509-parser`, control characters escaped), or `None` when it cannot be read.
 pub fn subject_of(certificate: &[u8]) -> Option<String> {
-    const SEQUENCE: u8 = 0x30;
-    const SET: u8 = 0x31;
-    const OID: u8 = 0x06;
-    const VERSION: u8 = 0xa0;
-    let (SEQUENCE, certificate, _) = element(certificate)? else {
+    let (rest, parsed) = x509_parser::parse_x509_certificate(certificate).ok()?;
+    if !rest.is_empty() {
         return None;
-    };
-    let (SEQUENCE, tbs, _) = element(certificate)? else {
-        return None;
-    };
-    // version (optional), serial number, signature algorithm, issuer, validity, subject
-    let (tag, _, mut rest) = element(tbs)?;
-    if tag == VERSION {
-        rest = element(rest)?.2;
     }
-    for _ in 0..3 {
-        rest = element(rest)?.2;
-    }
-    let (SEQUENCE, mut name, _) = element(rest)? else {
-        return None;
-    };
-    let mut parts = Vec::new();
-    while !name.is_empty() {
-        let (SET, mut attributes, next) = element(name)? else {
-            return None;
-        };
-        name = next;
-        while !attributes.is_empty() {
-            let (SEQUENCE, attribute, next) = element(attributes)? else {
-                return None;
-            };
-            attributes = next;
-            let (OID, oid, value) = element(attribute)? else {
-                return None;
-            };
-            let (_, value, _) = element(value)?;
-            let label = match oid {
-                [0x55, 0x04, 0x03] => "CN".to_owned(),
-                [0x55, 0x04, 0x06] => "C".to_owned(),
-                [0x55, 0x04, 0x07] => "L".to_owned(),
-                [0x55, 0x04, 0x08] => "ST".to_owned(),
-                [0x55, 0x04, 0x0a] => "O".to_owned(),
-                [0x55, 0x04, 0x0b] => "OU".to_owned(),
-                other => format!("oid:{}", hex::encode(other)),
-            };
-            let text = String::from_utf8_lossy(value);
-            parts.push(format!(
-                "{label}={}",
-                airlock_policies::terminal::escaped(&text)
-            ));
-        }
-    }
-    Some(parts.join(", "))
-}
-
-/// One DER element of `input`: its tag, its content and what follows it.
-fn element(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = input.split_first()?;
-    let (&first, rest) = rest.split_first()?;
-    let (length, rest) = if first < 0x80 {
-        (usize::from(first), rest)
-    } else {
-        let (bytes, rest) = rest.split_at_checked(usize::from(first & 0x7f))?;
-        if bytes.is_empty() || bytes.len() > 4 {
-            return None;
-        }
-        let length = bytes
-            .iter()
-            .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
-        (length, rest)
-    };
-    let (content, rest) = rest.split_at_checked(length)?;
-    Some((tag, content, rest))
+    let subject = parsed.subject().to_string();
+    Some(airlock_policies::terminal::escaped(&subject).into_owned())
 }
 
 #[cfg(test)]
