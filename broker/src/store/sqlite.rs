@@ -286,6 +286,41 @@ fn query_items(
     rows.into_iter().map(RawQueueRow::into_item).collect()
 }
 
+/// Insert a queued item (a pull request, or a review with `review`) in `tx`; its id.
+fn insert_queue_item(
+    tx: &Connection,
+    run_id: &str,
+    request_id: &str,
+    item: &NewQueueItem,
+    review: Option<&ReviewItem>,
+    now: i64,
+    ctx: &str,
+) -> Result<i64> {
+    let review = review.map(|r| to_json("review", r)).transpose()?;
+    tx.execute(
+        "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, review, gates) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+        params![
+            run_id,
+            request_id,
+            item.repository,
+            item.base_commit,
+            item.issue_id,
+            item.title,
+            item.args,
+            item.diff,
+            to_json("digest", &item.digest)?,
+            to_json("evidence", &item.evidence)?,
+            to_json("flags", &item.flags)?,
+            QueueStatus::Queued.as_str(),
+            now,
+            review,
+            to_json("gates", &item.gates)?,
+        ],
+    )
+    .map_err(Error::store(ctx.to_owned()))?;
+    Ok(tx.last_insert_rowid())
+}
+
 impl Store for SqliteStore {
     fn register_run(&mut self, run: &RunRegistration, now: i64) -> Result<()> {
         let tx = self
@@ -439,27 +474,7 @@ impl Store for SqliteStore {
                         ),
                     }
                 } else {
-                    tx.execute(
-                        "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, gates) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-                        params![
-                            run_id,
-                            request_id,
-                            item.repository,
-                            item.base_commit,
-                            item.issue_id,
-                            item.title,
-                            item.args,
-                            item.diff,
-                            to_json("digest", &item.digest)?,
-                            to_json("evidence", &item.evidence)?,
-                            to_json("flags", &item.flags)?,
-                            QueueStatus::Queued.as_str(),
-                            now,
-                            to_json("gates", &item.gates)?,
-                        ],
-                    )
-                    .map_err(Error::store(ctx))?;
-                    let id = tx.last_insert_rowid();
+                    let id = insert_queue_item(&tx, run_id, request_id, &item, None, now, ctx)?;
                     tx.execute(
                         "UPDATE runs SET state = ?2 WHERE run_id = ?1",
                         [run_id, RunState::Queued.as_str()],
@@ -516,28 +531,7 @@ impl Store for SqliteStore {
         {
             return Ok(ReviewQueueing::HeadReviewed(earlier));
         }
-        tx.execute(
-            "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, review, gates) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-            params![
-                run_id,
-                request_id,
-                item.repository,
-                item.base_commit,
-                item.issue_id,
-                item.title,
-                item.args,
-                item.diff,
-                to_json("digest", &item.digest)?,
-                to_json("evidence", &item.evidence)?,
-                to_json("flags", &item.flags)?,
-                QueueStatus::Queued.as_str(),
-                now,
-                to_json("review", review)?,
-                to_json("gates", &item.gates)?,
-            ],
-        )
-        .map_err(Error::store(ctx))?;
-        let id = tx.last_insert_rowid();
+        let id = insert_queue_item(&tx, run_id, request_id, item, Some(review), now, ctx)?;
         tx.commit().map_err(Error::store(ctx))?;
         self.queue_item(id)?
             .map(ReviewQueueing::Queued)
