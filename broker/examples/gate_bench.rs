@@ -18,26 +18,16 @@ use airlock_broker::{BrokerReply, RunRegistration, TestRunner};
 use airlock_gates::{FileStatus, GateEngine, GateFile, GateLimits, GateRequest, GateSpec};
 use airlock_testkit::{git, write};
 
-const BUGGY: &str = "def clamp(x, lo, hi):\n    return max(lo, x)\n";
-const FIXED: &str = "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n";
-const OLD_TEST: &str = "import unittest\n\nfrom calc.ops import clamp\n\n\nclass TestLow(unittest.TestCase):\n    def test_low(self):\n        self.assertEqual(clamp(-5, 0, 3), 0)\n";
-const NEW_TEST: &str = "import unittest\n\nfrom calc.ops import clamp\n\n\nclass TestHigh(unittest.TestCase):\n    def test_high(self):\n        self.assertEqual(clamp(9, 0, 3), 3)\n";
-const NEW_TEST_NAME: &str = "tests.test_high.TestHigh.test_high";
+#[path = "common/calc.rs"]
+mod calc;
+use calc::{FIXED, NEW_TEST, NEW_TEST_NAME, Project, median, millis, project};
+
 const GATES: [&str; 3] = ["migrations-route", "changelog-required", "vendor-freeze"];
 
 fn gate_dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../examples/gates")
         .join(name)
-}
-
-fn millis(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 fn forty_files() -> GateRequest {
@@ -114,43 +104,6 @@ fn gate_figures() {
             first.fuel_consumed,
             millis(load),
         );
-    }
-}
-
-struct Project {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-    origin: PathBuf,
-    pin: String,
-}
-
-fn project() -> Project {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_path_buf();
-    let origin = root.join("origin");
-    std::fs::create_dir_all(&origin).unwrap();
-    git(&origin, &["init", "-q", "-b", "main"]);
-    write(&origin, "calc/__init__.py", "");
-    write(&origin, "calc/ops.py", BUGGY);
-    write(&origin, "tests/__init__.py", "");
-    write(&origin, "tests/test_ops.py", OLD_TEST);
-    git(&origin, &["add", "-A"]);
-    git(&origin, &["commit", "-q", "-m", "initial"]);
-    let pin = git(&origin, &["rev-parse", "HEAD"]);
-    git(
-        &root,
-        &[
-            "clone",
-            "-q",
-            origin.to_str().unwrap(),
-            root.join("clone").to_str().unwrap(),
-        ],
-    );
-    Project {
-        _dir: dir,
-        root,
-        origin,
-        pin,
     }
 }
 
@@ -249,7 +202,7 @@ fn main() {
         }
     );
     gate_figures();
-    let p = project();
+    let p = project(0);
     let runs = 3;
     let without = intake(&p, "plain", false, runs);
     let with = intake(&p, "gated", true, runs);

@@ -7,7 +7,7 @@
 // A benchmark harness, like a test: a broken fixture stops it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,11 +20,10 @@ use airlock_broker::witness::{CapturedRun, CommandGuard, TestExecutor};
 use airlock_broker::{BrokerReply, RunRegistration, TestRunner};
 use airlock_testkit::{git, write};
 
-const BUGGY: &str = "def clamp(x, lo, hi):\n    return max(lo, x)\n";
-const FIXED: &str = "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n";
-const OLD_TEST: &str = "import unittest\n\nfrom calc.ops import clamp\n\n\nclass TestLow(unittest.TestCase):\n    def test_low(self):\n        self.assertEqual(clamp(-5, 0, 3), 0)\n";
-const NEW_TEST: &str = "import unittest\n\nfrom calc.ops import clamp\n\n\nclass TestHigh(unittest.TestCase):\n    def test_high(self):\n        self.assertEqual(clamp(9, 0, 3), 3)\n";
-const NEW_TEST_NAME: &str = "tests.test_high.TestHigh.test_high";
+#[path = "common/calc.rs"]
+mod calc;
+use calc::{FIXED, NEW_TEST, NEW_TEST_NAME, Project, median, millis, project};
+
 const RUNS: usize = 9;
 
 /// The sandbox's executor, with the wall time spent inside its commands counted in `spent`
@@ -47,59 +46,6 @@ impl TestExecutor for Timed {
         let out = self.inner.run(tree, argv, timeout, env, guard);
         *self.spent.lock().unwrap() += t.elapsed();
         out
-    }
-}
-
-fn millis(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-struct Project {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-    origin: PathBuf,
-    pin: String,
-}
-
-fn project() -> Project {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_path_buf();
-    let origin = root.join("origin");
-    std::fs::create_dir_all(&origin).unwrap();
-    git(&origin, &["init", "-q", "-b", "main"]);
-    write(&origin, "calc/__init__.py", "");
-    write(&origin, "calc/ops.py", BUGGY);
-    write(&origin, "tests/__init__.py", "");
-    write(&origin, "tests/test_ops.py", OLD_TEST);
-    for i in 0..200 {
-        write(
-            &origin,
-            &format!("calc/more/m{i:03}.py"),
-            format!("def f{i}(x):\n    return x + {i}\n"),
-        );
-    }
-    git(&origin, &["add", "-A"]);
-    git(&origin, &["commit", "-q", "-m", "initial"]);
-    let pin = git(&origin, &["rev-parse", "HEAD"]);
-    git(
-        &root,
-        &[
-            "clone",
-            "-q",
-            origin.to_str().unwrap(),
-            root.join("clone").to_str().unwrap(),
-        ],
-    );
-    Project {
-        _dir: dir,
-        root,
-        origin,
-        pin,
     }
 }
 
@@ -214,7 +160,7 @@ fn main() {
             "release"
         }
     );
-    let p = project();
+    let p = project(200);
     let pg = airlock_testkit::pg::PgServer::start();
     let sqlite = format!("{}/state.db", p.root.display());
     for (store, label, state_db) in [
