@@ -139,6 +139,36 @@ fn is_annotation(code: &str) -> bool {
     ident(name.trim()) && !ty.is_empty() && !ty.contains(' ') && ident(ty.trim_end_matches(','))
 }
 
+/// Whether a line is a short statement that needs no code character (`return None`, `else:`,
+/// `except KeyError:`, `break`, an object literal's `machine,`): code, though read as prose it
+/// would open with an imperative ("Return ...").
+fn is_bare_statement(code: &str) -> bool {
+    const KEYWORDS: &[&str] = &[
+        "return", "else", "elif", "try", "except", "finally", "pass", "break", "continue", "raise",
+        "yield", "import", "from", "del", "default", "case", "throw", "await", "end", "begin",
+        "do", "then", "fi", "done", "esac", "loop", "unsafe", "async", "static", "export",
+        "module", "package", "use", "mod", "goto", "next", "redo", "retry",
+    ];
+    let code = code.trim();
+    if code.ends_with(['.', '!', '?']) {
+        return false;
+    }
+    let words: Vec<&str> = code.split_whitespace().collect();
+    let ident = |w: &str| {
+        let w = w.trim_end_matches([',', ':']);
+        !w.is_empty()
+            && w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+    };
+    match words.as_slice() {
+        [one] if one.ends_with(',') => ident(one),
+        [first, rest @ ..] if rest.len() <= 3 => {
+            KEYWORDS.contains(&first.trim_end_matches([':', ','])) && rest.iter().all(|w| ident(w))
+        }
+        _ => false,
+    }
+}
+
 /// Characters prose does not use but code does.
 fn is_code_char(c: char) -> bool {
     matches!(
@@ -269,6 +299,7 @@ pub(crate) fn prose_view(text: &str, path: Option<&str>) -> Option<String> {
         if !code.trim().is_empty()
             && !without_role_tokens(&code).chars().any(is_code_char)
             && !is_annotation(&code)
+            && !is_bare_statement(&code)
         {
             kept = line.to_owned();
         }

@@ -3,12 +3,18 @@
 //!
 //! - an addressee (an AI named or addressed, or an automated reader paraphrased) with a
 //!   request or anything hostile asked for;
-//! - the agent's own work ("when you fix this", "in the same commit") with something hostile;
+//! - the agent's own work ("when you fix this", "in the same commit") with something hostile
+//!   and a request in other words;
 //! - a claim of authority with something hostile or a request;
-//! - a request to hide something from the reviewer, with the agent's work or an addressee;
-//! - a replacement of the task, on its own;
+//! - a request to hide something, with the agent's work, an addressee, a hostile act, or
+//!   naming the reviewer or the record they read ("in commits or summaries");
+//! - a replacement of the task beside a request, an addressee, the agent's work or a harm;
 //! - a request to decode a payload and act on it, on its own;
 //! - tool-call-shaped JSON or XML naming a tool that acts, or carrying a dangerous argument.
+//!
+//! What is not read as a request: the author's own obligation ("we need to ...") unless
+//! something hostile is asked beside it, and a doc tag (`@return`). A word inside a URL or
+//! heading a Rust path is not one of the sentence's words.
 
 use super::Rule;
 use super::lexicon::{self, HarmKind};
@@ -21,8 +27,14 @@ enum Signal {
     AddressAutomation,
     AgentWork,
     Directive,
+    /// A directive in the first person ("we need to", "I'm going to"): the author's own
+    /// obligation, which counts as a [`Signal::Directive`] only beside a hostile act.
+    OwnObligation,
     Harm(HarmKind),
     Conceal,
+    /// A request to hide something that names whom from or where (the reviewer, the commit
+    /// message, the summary): beside [`Signal::Conceal`], at the same place.
+    ConcealNamed,
     Hijack,
     Authority,
     DecodeAndAct,
@@ -159,6 +171,41 @@ pub(crate) fn scan(
         if signal == Signal::AddressAi && names_only_code(norm, start, end) {
             return;
         }
+        // A doc tag (`@return`, `:return:`) names what a function gives back.
+        if signal == Signal::Directive && doc_tag(norm, start, end) {
+            return;
+        }
+        // "We need to drop the task", "so I'm going to ignore that bug": the author telling
+        // what their own code must do is a request only beside a hostile act ("we need to
+        // skip these tests in this PR").
+        let signal = if signal == Signal::Directive && first_person(norm, start, end) {
+            Signal::OwnObligation
+        } else {
+            signal
+        };
+        // A bare object that heads a Rust path (`crate::mounted_mock::MountedMock`) is a name
+        // in code, as an AI noun is; a file name or an expression (`requirements.txt`,
+        // `os.environ`) is what a request names, and stays.
+        if let Signal::Harm(kind) = signal
+            && kind.is_bare_object()
+            && kind != HarmKind::Url
+            && first_word_is_code(norm, start, end)
+        {
+            return;
+        }
+        // A word of a URL is the address's ("/controllers/cron-jobs/#time-zones"), not one of
+        // the sentence's: the URL itself is judged as a URL.
+        if matches!(signal, Signal::Harm(kind) if kind != HarmKind::Url) && in_url(norm, start) {
+            return;
+        }
+        // "Do this instead of just adding one" offers an alternative; "do this instead" alone
+        // replaces a task.
+        if signal == Signal::Hijack
+            && norm[start..end].trim_end().ends_with("instead")
+            && norm[end..].trim_start().starts_with("of ")
+        {
+            return;
+        }
         // A link's target (`[the docs](https://...)`, reST's `<https://...>`_) is a reference
         // the text points its reader to; a URL to be added is written out.
         if signal == Signal::Harm(HarmKind::Url)
@@ -170,6 +217,9 @@ pub(crate) fn scan(
             + norm[start..end]
                 .find(|ch: char| ch.is_alphanumeric() || ch == '<')
                 .unwrap_or(0);
+        if signal == Signal::Conceal && names_the_reviewed(clause_from(norm, start, end)) {
+            found.push((at, Signal::ConcealNamed));
+        }
         found.push((at, signal));
     });
     if found.is_empty() {
@@ -247,6 +297,120 @@ pub(crate) fn in_link_target(norm: &str, start: usize) -> bool {
     before.ends_with("](") || before.ends_with('<')
 }
 
+/// Whether the directive at `norm[start..end]` is an obligation the author or their code is
+/// under: "we need to", "so we just need to", "I'm going to", "we'll have to", "we must". A
+/// directive with "you" in it ("we need you to") is not.
+fn first_person(norm: &str, start: usize, end: usize) -> bool {
+    let matched = &norm[start..end];
+    if matched
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|w| w == "you")
+    {
+        return false;
+    }
+    let words = norm[..start]
+        .rsplit(|c: char| !(c.is_alphanumeric() || c == '\''))
+        .filter(|w| !w.is_empty())
+        .take(4);
+    for w in words {
+        match w {
+            "we" | "i" | "i'm" | "we'll" | "i'll" | "we're" | "we'd" | "i'd" | "we've" | "i've" => {
+                return true;
+            }
+            "just" | "only" | "still" | "also" | "then" | "now" | "really" | "first" | "will"
+            | "ll" | "d" | "m" | "re" | "ve" | "would" | "probably" | "definitely" | "so"
+            | "therefore" | "thus" | "here" | "always" | "actually" | "simply" | "may"
+            | "might" | "do" | "don't" | "dont" | "not" | "t" | "don" | "won't" | "won"
+            | "going" => {}
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// Whether the match at `start` lies inside a URL: the whitespace-delimited token it is in
+/// begins (after any opening bracket or quote) with `http://` or `https://` before `start`.
+fn in_url(norm: &str, start: usize) -> bool {
+    let token_start = norm[..start]
+        .rfind(|c: char| c.is_whitespace())
+        .map_or(0, |i| i + 1);
+    let token = norm[token_start..start].trim_start_matches(['(', '<', '[', '"', '\'', '`']);
+    token.starts_with("http://") || token.starts_with("https://")
+}
+
+/// Whether a `::` path segment follows `at` (`crate::read::Dwarf`).
+fn rust_path_at(norm: &str, at: usize) -> bool {
+    norm[at..]
+        .strip_prefix("::")
+        .is_some_and(|rest| rest.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+}
+
+/// The text of a match and the rest of its clause (to `.`, `!`, `?`, `;` or a blank line, at
+/// most 60 bytes past the match): "say nothing about it" and where, "in commits or summaries".
+fn clause_from(norm: &str, start: usize, end: usize) -> &str {
+    let mut stop = (end + 60).min(norm.len());
+    while !norm.is_char_boundary(stop) {
+        stop -= 1;
+    }
+    let tail = &norm[end..stop];
+    let cut = tail
+        .find(['.', '!', '?', ';'])
+        .into_iter()
+        .chain(tail.find("\n\n"))
+        .min()
+        .unwrap_or(tail.len());
+    &norm[start..end + cut]
+}
+
+/// Whether a request to hide something names the reviewer or the record a reviewer reads: "say
+/// nothing about it in commits or summaries", "reviewers should not see them". Hiding from
+/// the output of a program ("exclude editable package from output"), the parser or "our
+/// users" names neither.
+fn names_the_reviewed(matched: &str) -> bool {
+    let words: Vec<&str> = matched
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.iter().enumerate().any(|(i, w)| {
+        let record = matches!(
+            *w,
+            "commit" | "commits" | "summary" | "summaries" | "changelog" | "pr" | "description"
+        );
+        // "in commits or summaries", "from the PR description"; not "we hide that commit".
+        let placed = words[..i]
+            .iter()
+            .rev()
+            .take(3)
+            .any(|p| matches!(*p, "in" | "into" | "to" | "from"));
+        matches!(*w, "reviewer" | "reviewers" | "approver" | "approvers") || (record && placed)
+    })
+}
+
+/// Whether the directive at `norm[start..end]` is a documentation tag (`@return`,
+/// `:return:`), which names what a function gives back and asks nothing.
+fn doc_tag(norm: &str, start: usize, end: usize) -> bool {
+    let at = start
+        + norm[start..end]
+            .find(|c: char| c.is_alphanumeric())
+            .unwrap_or(0);
+    norm[..at].ends_with(['@', ':'])
+}
+
+/// Whether the first word of `norm[start..end]` heads a path in code (`crate::mounted_mock`):
+/// a file name (`requirements.txt`) or an expression (`os.environ`) is what a request names,
+/// so only a `::` path counts.
+fn first_word_is_code(norm: &str, start: usize, end: usize) -> bool {
+    let at = start
+        + norm[start..end]
+            .find(|c: char| c.is_alphanumeric())
+            .unwrap_or(0);
+    let stop = at
+        + norm[at..end]
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(end - at);
+    stop > at && rust_path_at(norm, stop)
+}
+
 /// Whether the URL at `start` is cited rather than asked for: "see https://…", "read
 /// https://… before touching this", "the trap described at https://…".
 fn cited(norm: &str, start: usize) -> bool {
@@ -259,11 +423,24 @@ fn cited(norm: &str, start: usize) -> bool {
         .rev();
     let last = words.next().unwrap_or_default();
     let before = words.next().unwrap_or_default();
-    matches!(last, "see" | "read" | "cf")
-        || (matches!(last, "at" | "in")
+    matches!(last, "see" | "read" | "cf" | "via")
+        || (matches!(last, "at" | "in" | "from" | "on")
             && matches!(
                 before,
-                "described" | "documented" | "explained" | "discussed" | "reported" | "tracked"
+                "described"
+                    | "documented"
+                    | "explained"
+                    | "discussed"
+                    | "reported"
+                    | "tracked"
+                    | "found"
+                    | "available"
+                    | "information"
+                    | "details"
+                    | "listed"
+                    | "defined"
+                    | "specified"
+                    | "published"
             ))
 }
 
@@ -301,7 +478,8 @@ fn is_code_name(norm: &str, s: usize, e: usize) -> bool {
     let (next, then) = (after.next(), after.next());
     let joined_before = matches!(before, Some('.' | '/' | '_' | '$' | '@' | '\\' | '-'));
     let joined_after = matches!(next, Some('.' | '_' | '/' | '(' | '[' | '-' | ':' | '='))
-        && then.is_some_and(|c| c.is_alphanumeric() || matches!(c, '(' | ')' | '_'));
+        && then.is_some_and(|c| c.is_alphanumeric() || matches!(c, '(' | ')' | '_'))
+        || rust_path_at(norm, e);
     let flags = next == Some(' ')
         && then == Some('-')
         && norm[e..]
@@ -372,12 +550,29 @@ fn judge(window: &[(usize, Signal)]) -> Option<(usize, Rule)> {
     let at = |want: &dyn Fn(Signal) -> bool| window.iter().find(|(_, s)| want(*s)).map(|(p, _)| *p);
     let has = |s: Signal| at(&|x| x == s);
     let harm = at(&|s| matches!(s, Signal::Harm(_)));
-    let directive = has(Signal::Directive);
+    // "Don't ask for confirmation" beside the word "packages" is a CLI's help text: a claim of
+    // authority needs a hostile act ("skip the tests", "disable auth"), or an object of one
+    // that something asks for ("you must add the token").
+    let hostile_act = window
+        .iter()
+        .any(|(_, s)| matches!(s, Signal::Harm(k) if !k.is_bare_object()));
+    let is_directive =
+        |s: Signal| s == Signal::Directive || (hostile_act && s == Signal::OwnObligation);
+    let directive = at(&|s| is_directive(s));
     let conceal = has(Signal::Conceal);
     let hijack = has(Signal::Hijack);
     let addressee = has(Signal::AddressAi).or(has(Signal::AddressAutomation));
     let work = has(Signal::AgentWork);
     let asks = harm.or(conceal).or(hijack);
+    // A request counts as a rule's companion only when it is other words than the signal it
+    // accompanies: in "Drop the task in the slot" or "Change to a package" one phrase reads as
+    // both a request and a task replacement (or the agent's work), which is one signal.
+    let directive_apart = |from: Option<usize>| {
+        window
+            .iter()
+            .find(|&&(p, s)| is_directive(s) && Some(p) != from)
+            .map(|&(p, _)| p)
+    };
     if let Some(p) = has(Signal::DecodeAndAct) {
         return Some((p, Rule::EncodedInstructions));
     }
@@ -428,14 +623,15 @@ fn judge(window: &[(usize, Signal)]) -> Option<(usize, Rule)> {
     {
         return Some((p, Rule::AddressesAutomation));
     }
-    // "Don't ask for confirmation" beside the word "packages" is a CLI's help text: a claim of
-    // authority needs a hostile act ("skip the tests", "disable auth"), or an object of one
-    // that something asks for ("you must add the token").
-    let hostile_act = window
-        .iter()
-        .any(|(_, s)| matches!(s, Signal::Harm(k) if !k.is_bare_object()));
+    // Hiding something counts beside the agent's work, an addressee, a hostile act, or an
+    // object some other words ask for: "exclude editable package from output" is a CLI's help
+    // and "lexed as a single token to keep it out of the parser" is code prose.
     if let Some(p) = conceal
-        && (work.is_some() || addressee.is_some() || harm.is_some())
+        && (work.is_some()
+            || addressee.is_some()
+            || hostile_act
+            || has(Signal::ConcealNamed).is_some()
+            || (harm.is_some() && directive_apart(conceal).is_some()))
     {
         return Some((p, Rule::ConcealsFromReviewer));
     }
@@ -448,7 +644,7 @@ fn judge(window: &[(usize, Signal)]) -> Option<(usize, Rule)> {
         return Some((p, Rule::FalseAuthority));
     }
     if let Some(p) = work
-        && directive.is_some()
+        && directive_apart(work).is_some()
     {
         let kind = window.iter().find_map(|&(_, s)| match s {
             Signal::Harm(k) => Some(k),
