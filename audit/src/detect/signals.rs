@@ -287,12 +287,21 @@ pub(crate) fn scan(
     }
 }
 
+/// The offset just past the last character of `norm[..start]` that `stop` accepts, or 0: where
+/// the token that reaches `start` begins. The character may be wider than a byte (U+2028 is a
+/// space to `char::is_whitespace`).
+fn after_last(norm: &str, start: usize, stop: impl Fn(char) -> bool) -> usize {
+    norm[..start]
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| stop(c))
+        .map_or(0, |(i, c)| i + c.len_utf8())
+}
+
 /// Whether the word at `start` is part of a link's target: the address it belongs to follows
 /// `](` or `<`.
 pub(crate) fn in_link_target(norm: &str, start: usize) -> bool {
-    let address = norm[..start]
-        .rfind(|c: char| c.is_whitespace() || c == '(' || c == '<')
-        .map_or(0, |i| i + 1);
+    let address = after_last(norm, start, |c| c.is_whitespace() || c == '(' || c == '<');
     let before = &norm[..address];
     before.ends_with("](") || before.ends_with('<')
 }
@@ -331,9 +340,7 @@ fn first_person(norm: &str, start: usize, end: usize) -> bool {
 /// Whether the match at `start` lies inside a URL: the whitespace-delimited token it is in
 /// begins (after any opening bracket or quote) with `http://` or `https://` before `start`.
 fn in_url(norm: &str, start: usize) -> bool {
-    let token_start = norm[..start]
-        .rfind(|c: char| c.is_whitespace())
-        .map_or(0, |i| i + 1);
+    let token_start = after_last(norm, start, char::is_whitespace);
     let token = norm[token_start..start].trim_start_matches(['(', '<', '[', '"', '\'', '`']);
     token.starts_with("http://") || token.starts_with("https://")
 }
@@ -414,9 +421,7 @@ fn first_word_is_code(norm: &str, start: usize, end: usize) -> bool {
 /// Whether the URL at `start` is cited rather than asked for: "see https://…", "read
 /// https://… before touching this", "the trap described at https://…".
 fn cited(norm: &str, start: usize) -> bool {
-    let address = norm[..start]
-        .rfind(|c: char| c.is_whitespace() || c == '(' || c == '<')
-        .map_or(0, |i| i + 1);
+    let address = after_last(norm, start, |c| c.is_whitespace() || c == '(' || c == '<');
     let mut words = norm[..address]
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
