@@ -396,21 +396,22 @@ fn names_the_reviewed(matched: &str) -> bool {
 /// Whether the directive at `norm[start..end]` is a documentation tag (`@return`,
 /// `:return:`), which names what a function gives back and asks nothing.
 fn doc_tag(norm: &str, start: usize, end: usize) -> bool {
-    let at = start
+    norm[..first_word(norm, start, end)].ends_with(['@', ':'])
+}
+
+/// Where the first word of `norm[start..end]` begins (a pattern may open on punctuation).
+fn first_word(norm: &str, start: usize, end: usize) -> usize {
+    start
         + norm[start..end]
             .find(|c: char| c.is_alphanumeric())
-            .unwrap_or(0);
-    norm[..at].ends_with(['@', ':'])
+            .unwrap_or(0)
 }
 
 /// Whether the first word of `norm[start..end]` heads a path in code (`crate::mounted_mock`):
 /// a file name (`requirements.txt`) or an expression (`os.environ`) is what a request names,
 /// so only a `::` path counts.
 fn first_word_is_code(norm: &str, start: usize, end: usize) -> bool {
-    let at = start
-        + norm[start..end]
-            .find(|c: char| c.is_alphanumeric())
-            .unwrap_or(0);
+    let at = first_word(norm, start, end);
     let stop = at
         + norm[at..end]
             .find(|c: char| !(c.is_alphanumeric() || c == '_'))
@@ -555,9 +556,8 @@ fn judge(window: &[(usize, Signal)]) -> Option<(usize, Rule)> {
     let at = |want: &dyn Fn(Signal) -> bool| window.iter().find(|(_, s)| want(*s)).map(|(p, _)| *p);
     let has = |s: Signal| at(&|x| x == s);
     let harm = at(&|s| matches!(s, Signal::Harm(_)));
-    // "Don't ask for confirmation" beside the word "packages" is a CLI's help text: a claim of
-    // authority needs a hostile act ("skip the tests", "disable auth"), or an object of one
-    // that something asks for ("you must add the token").
+    // A hostile act ("skip the tests", "disable auth"), not a bare object ("packages"): what
+    // a claim of authority, a concealment or the author's own "we need to" needs beside it.
     let hostile_act = window
         .iter()
         .any(|(_, s)| matches!(s, Signal::Harm(k) if !k.is_bare_object()));
@@ -569,9 +569,10 @@ fn judge(window: &[(usize, Signal)]) -> Option<(usize, Rule)> {
     let addressee = has(Signal::AddressAi).or(has(Signal::AddressAutomation));
     let work = has(Signal::AgentWork);
     let asks = harm.or(conceal).or(hijack);
-    // A request counts as a rule's companion only when it is other words than the signal it
-    // accompanies: in "Drop the task in the slot" or "Change to a package" one phrase reads as
-    // both a request and a task replacement (or the agent's work), which is one signal.
+    // A request counts as the agent's work's or a concealment's companion only when it is
+    // other words than that signal: "Change to a package" reads as both a request and the
+    // agent's work, and "must not be reported" as both a request and a concealment, which is
+    // one signal each.
     let directive_apart = |from: Option<usize>| {
         window
             .iter()
@@ -640,6 +641,9 @@ fn judge(window: &[(usize, Signal)]) -> Option<(usize, Rule)> {
     {
         return Some((p, Rule::ConcealsFromReviewer));
     }
+    // "Don't ask for confirmation" beside the word "packages" is a CLI's help text: a claim of
+    // authority needs a hostile act, or an object of one that something asks for ("you must
+    // add the token").
     if let Some(p) = has(Signal::Authority)
         && (hostile_act
             || (harm.is_some() && directive.is_some())
