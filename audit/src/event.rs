@@ -250,6 +250,14 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "is_false")]
         witness: bool,
     },
+    /// What the egress proxy refused one sandboxed command (a prepare step, a test run, a
+    /// witness step), once per host and port.
+    NetworkBlocked {
+        /// What ran: `prepare`, `narrow`, `full` or a witness step's name.
+        command: String,
+        /// The refused attempts.
+        attempts: Vec<BlockedNetwork>,
+    },
     /// A tool call refused by policy (write allowlist, bounded read refusal, ...).
     PolicyRefusal {
         /// The path (or argument) refused.
@@ -480,6 +488,16 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
+/// One attempt the egress proxy refused: `HOST:PORT` and why, in words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlockedNetwork {
+    /// `HOST:PORT` as the command asked for it (printable ASCII).
+    pub target: String,
+    /// Why it was refused.
+    pub reason: String,
+}
+
 impl Event {
     /// The on-disk `kind` name.
     pub fn kind(&self) -> &'static str {
@@ -492,6 +510,7 @@ impl Event {
             Event::ReaderDigest { .. } => "reader_digest",
             Event::SkillCall { .. } => "skill_call",
             Event::TestRun { .. } => "test_run",
+            Event::NetworkBlocked { .. } => "network_blocked",
             Event::PolicyRefusal { .. } => "policy_refusal",
             Event::InjectionObserved { .. } => "injection_observed",
             Event::InjectionSuspected { .. } => "injection_suspected",

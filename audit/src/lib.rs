@@ -50,7 +50,8 @@ pub use evaluate::{
     CorpusItem, Expect, InjectionEval, ItemSource, Miss, Tally, evaluate, load_labelled,
 };
 pub use event::{
-    Event, ReadBy, ReferenceRepoPin, RunOutcome, SecondVerdict, TestResult, TestScope,
+    BlockedNetwork, Event, ReadBy, ReferenceRepoPin, RunOutcome, SecondVerdict, TestResult,
+    TestScope,
 };
 pub use log::{AuditLog, LogOptions, TornTail, head_path};
 pub use query::{

@@ -2,6 +2,7 @@
 //! publish to. Every path is operator-controlled; nothing here ever comes from a run.
 
 use crate::error::{Error, Result};
+use airlock_policies::network::{AllowEntry, NetworkMode};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,6 +35,12 @@ pub struct BrokerConfig {
     pub witness_ro: Vec<PathBuf>,
     /// Extra environment for witness commands (e.g. `RUSTC`, `CARGO_HOME`), set by the operator.
     pub witness_env: BTreeMap<String, String>,
+    /// The widest network a run's witness may use (`none`, `loopback`, `proxy`, `host`;
+    /// `loopback` by default). A run registering a wider `[tests] network` is refused.
+    pub witness_network: NetworkMode,
+    /// With `witness_network = "proxy"`: the allowlist entries a run's `[tests] allow` may
+    /// use (each of the run's entries must be one of these).
+    pub witness_allow: Vec<AllowEntry>,
     /// An `airlock-policies` policy file; the built-in policy when unset.
     pub policy: Option<PathBuf>,
     /// Repositories this broker may publish to, by the name runs register with.
@@ -363,6 +370,10 @@ struct RawConfig {
     #[serde(default)]
     witness_env: BTreeMap<String, String>,
     #[serde(default)]
+    witness_network: NetworkMode,
+    #[serde(default)]
+    witness_allow: Vec<String>,
+    #[serde(default)]
     policy: Option<PathBuf>,
     #[serde(default)]
     repositories: BTreeMap<String, RepositoryConfig>,
@@ -458,6 +469,15 @@ impl BrokerConfig {
             }
             repositories.insert(name, repo);
         }
+        if raw.witness_network != NetworkMode::Proxy && !raw.witness_allow.is_empty() {
+            return Err(format!(
+                "witness_allow: lists hosts, but witness_network is {}; set witness_network = \
+                 \"proxy\" or remove witness_allow",
+                raw.witness_network
+            ));
+        }
+        let witness_allow = airlock_egress::presets::expand(&raw.witness_allow)
+            .map_err(|e| format!("witness_allow[{}]: {}", e.index, e.message))?;
         Ok(BrokerConfig {
             socket: abs(raw.socket),
             network,
@@ -470,6 +490,8 @@ impl BrokerConfig {
             witness_concurrency: raw.witness_concurrency,
             witness_ro: raw.witness_ro.into_iter().map(abs).collect(),
             witness_env: raw.witness_env,
+            witness_network: raw.witness_network,
+            witness_allow,
             policy: raw.policy.map(abs),
             repositories,
             gates,

@@ -1,7 +1,8 @@
 //! The production [`TestExecutor`]: every witness command runs in `airlock-sandbox`, with the
 //! host's program directories read-only, the witness tree behind a copy-on-write overlay (the
-//! run cannot change the tree it is judged on), no network and the configured time limit, in
-//! the run's test environment (the same grants and variables as the supervisor's test runs)
+//! run cannot change the tree it is judged on), the run's network (loopback unless it
+//! registered another within `witness_network`) and the configured time limit, in
+//! the run's test environment (the same grants, variables and network as the supervisor's test runs)
 //! plus the broker's own `witness_ro` and `witness_env`.
 //!
 //! The tests are not the run's to change: each test file the witness protects (pinned and
@@ -49,7 +50,11 @@ impl TestExecutor for SandboxExecutor {
         test_env: &TestEnvironment,
         guard: &CommandGuard,
     ) -> Result<CapturedRun> {
-        let mut builder = SandboxBuilder::new().system_ro();
+        // The run's network, within what broker.toml allowed at registration; a `proxy`
+        // network gets a proxy of its own for this one command.
+        let (mut builder, proxy) =
+            airlock_egress::with_network(SandboxBuilder::new(), &test_env.network);
+        builder = builder.system_ro();
         for path in self.extra_ro.iter().chain(test_env.ro.iter()) {
             builder = builder.ro(path.clone());
         }
@@ -94,6 +99,7 @@ impl TestExecutor for SandboxExecutor {
             },
             stdout: String::from_utf8_lossy(&captured.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&captured.stderr).into_owned(),
+            blocked: proxy.map(|p| p.blocked()).unwrap_or_default(),
         })
     }
 }

@@ -791,6 +791,26 @@ impl Broker {
         run.test_env
             .validate()
             .map_err(|e| Error::Registration(format!("test_env: {e}")))?;
+        let net = &run.test_env.network;
+        if net.mode > self.config.witness_network {
+            return Err(Error::Registration(format!(
+                "test_env asks for the {} network, wider than this broker lets a witness use \
+                 (witness_network = \"{}\"): raise witness_network in broker.toml, or set \
+                 [tests] network in airlock.toml to {} or narrower",
+                net.mode, self.config.witness_network, self.config.witness_network
+            )));
+        }
+        if let Some(entry) = net
+            .allow
+            .iter()
+            .find(|e| !self.config.witness_allow.contains(e))
+        {
+            return Err(Error::Registration(format!(
+                "test_env allows {entry} through the egress proxy, which broker.toml does not: \
+                 add \"{entry}\" to witness_allow, or remove it from [tests] allow in \
+                 airlock.toml"
+            )));
+        }
         let allowed: Vec<PathBuf> = self
             .config
             .witness_ro
@@ -1352,6 +1372,22 @@ impl Broker {
                     witness: true,
                 },
             )?;
+            if !out.blocked.is_empty() {
+                self.journal.record(
+                    &run.run_id,
+                    Event::NetworkBlocked {
+                        command: format!("witness {}", out.step),
+                        attempts: out
+                            .blocked
+                            .iter()
+                            .map(|b| airlock_audit::BlockedNetwork {
+                                target: b.target(),
+                                reason: b.reason.to_string(),
+                            })
+                            .collect(),
+                    },
+                )?;
+            }
         }
         if !report.green {
             let mut err = BrokerError::policy_violation(

@@ -891,6 +891,12 @@ pub fn render_item(
             t.errors,
             t.skipped
         ));
+        for attempt in &s.step.blocked {
+            out.push_str(&format!(
+                "  network: {}\n",
+                escaped_line(&attempt.sentence())
+            ));
+        }
     }
 
     out.push_str(&render_judge_score(judge));

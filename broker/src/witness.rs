@@ -30,6 +30,8 @@ use airlock_policies::testrun::{
     self as results, FullRunVerdict, Grade, ParsedRun, TestEnvironment, TestInventory, TestRunner,
 };
 
+use airlock_policies::network::BlockedAttempt;
+
 /// Bytes of stdout and of stderr kept per witness command in replies and the queue.
 pub const OUTPUT_KEEP_BYTES: usize = 64 * 1024;
 
@@ -42,6 +44,8 @@ pub struct CapturedRun {
     pub stdout: String,
     /// Standard error, lossily decoded.
     pub stderr: String,
+    /// What the egress proxy refused the command (the run's `proxy` network).
+    pub blocked: Vec<BlockedAttempt>,
 }
 
 /// What one witness command must be unable to change, and where it may write its report,
@@ -105,6 +109,9 @@ pub struct WitnessOutput {
     /// The comparison with the base inventory (`patched_full`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub full_run: Option<FullRunVerdict>,
+    /// What the egress proxy refused this step, once per host and port.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<BlockedAttempt>,
 }
 
 /// The outcome of the whole witness.
@@ -590,6 +597,7 @@ fn step(
         grade,
         inventory: None,
         full_run: None,
+        blocked: run.blocked,
     };
     Ok(StepRun {
         out,
@@ -1063,6 +1071,7 @@ mod same_path_tests {
                         "FAILED (failures=1)"
                     }
                 ),
+                blocked: Vec::new(),
             })
         }
     }

@@ -30,6 +30,7 @@ pub mod diffmap;
 mod digest;
 pub mod languages;
 mod locate;
+pub mod network;
 mod operands;
 mod paths;
 mod shadow;

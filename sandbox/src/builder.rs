@@ -6,10 +6,12 @@ use crate::spec::{BindAtSpec, Layer, Limits, NetworkAccess, OverlaySpec, Report,
 use crate::summary::RunSummary;
 use crate::sys::{self, Signal};
 use std::io::Write;
+use std::net::TcpListener;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// `PATH` the child gets when the caller sets none.
@@ -53,6 +55,75 @@ pub const NETWORK_ETC_RO: [&str; 15] = [
     "/etc/pki/tls/openssl.cnf",
 ];
 
+/// Of [`NETWORK_ETC_RO`], what a run behind the egress proxy ([`NetworkAccess::Proxy`]) is
+/// granted (those that exist): the certificates TLS checks against and the service tables,
+/// not the resolver's files, since the proxy resolves names itself.
+pub const PROXY_ETC_RO: [&str; 11] = [
+    "/etc/services",
+    "/etc/protocols",
+    "/etc/ssl/certs",
+    "/etc/ssl/cert.pem",
+    "/etc/ssl/openssl.cnf",
+    "/etc/ca-certificates",
+    "/etc/pki/ca-trust",
+    "/etc/pki/tls/certs",
+    "/etc/pki/tls/cert.pem",
+    "/etc/pki/tls/openssl.cnf",
+    "/etc/ssl/certs/ca-certificates.crt",
+];
+
+/// The caller's egress proxy for a run with [`NetworkAccess::Proxy`]: called once per run, on
+/// a thread of its own, with the loopback listener the sandbox's init made inside the run's
+/// network namespace. It accepts the command's connections on it from outside the sandbox
+/// and must return once `accept` fails: the sandbox shuts the listener down when the run
+/// ends, and waits for it to return.
+#[derive(Clone)]
+pub struct EgressServe(Arc<dyn Fn(TcpListener) + Send + Sync>);
+
+impl EgressServe {
+    /// Wrap the proxy's accept loop.
+    pub fn new(serve: impl Fn(TcpListener) + Send + Sync + 'static) -> Self {
+        EgressServe(Arc::new(serve))
+    }
+}
+
+impl std::fmt::Debug for EgressServe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EgressServe(..)")
+    }
+}
+
+/// One run's proxy thread: on drop the listener is shut down and the thread joined.
+struct EgressRun {
+    listener: TcpListener,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl EgressRun {
+    fn start(serve: &EgressServe, fd: OwnedFd) -> std::io::Result<EgressRun> {
+        let listener = TcpListener::from(fd);
+        listener.set_nonblocking(false)?;
+        let handed = listener.try_clone()?;
+        let serve = serve.0.clone();
+        let thread = std::thread::Builder::new()
+            .name("airlock-egress".into())
+            .spawn(move || serve(handed))?;
+        Ok(EgressRun {
+            listener,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for EgressRun {
+    fn drop(&mut self) {
+        let _ = sys::shutdown(&self.listener);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// Configures a sandbox. Every setter takes and returns the builder, so calls chain.
 ///
 /// Defaults: no granted paths, no network ([`NetworkAccess::None`]), 300 s timeout, 2048 MB
@@ -81,6 +152,7 @@ pub struct SandboxBuilder {
     allow_degraded: bool,
     helper_exe: Option<PathBuf>,
     drain_timeout: Duration,
+    egress: Option<EgressServe>,
 }
 
 impl Default for SandboxBuilder {
@@ -111,6 +183,7 @@ impl SandboxBuilder {
             allow_degraded: false,
             helper_exe: None,
             drain_timeout: Duration::from_secs(2),
+            egress: None,
         }
     }
 
@@ -159,6 +232,13 @@ impl SandboxBuilder {
     /// are not reported missing; [`RunSummary::network`] records the access.
     pub fn network(mut self, access: NetworkAccess) -> Self {
         self.network = access;
+        self
+    }
+
+    /// The egress proxy a run with [`NetworkAccess::Proxy`] is given (required with it,
+    /// ignored otherwise).
+    pub fn egress(mut self, serve: EgressServe) -> Self {
+        self.egress = Some(serve);
         self
     }
 
@@ -350,10 +430,15 @@ impl SandboxBuilder {
                 writable: *writable,
             });
         }
-        if self.network == NetworkAccess::Host {
+        let network_files: &[&str] = match self.network {
+            NetworkAccess::Host => &NETWORK_ETC_RO,
+            NetworkAccess::Proxy => &PROXY_ETC_RO,
+            NetworkAccess::None | NetworkAccess::Loopback => &[],
+        };
+        if !network_files.is_empty() {
             // The explicit grants win: a file under a granted or mounted path is not bound
             // again (nor refused as granted twice).
-            let wanted: Vec<&Path> = NETWORK_ETC_RO
+            let wanted: Vec<&Path> = network_files
                 .iter()
                 .map(Path::new)
                 .filter(|path| path.symlink_metadata().is_ok())
@@ -374,6 +459,13 @@ impl SandboxBuilder {
                 }
             }
             check_granted_once(&ro, &rw)?;
+        }
+        if self.network == NetworkAccess::Proxy && self.egress.is_none() {
+            return Err(Error::Config(
+                "the proxy network needs an egress proxy to hand its listener to \
+                 (SandboxBuilder::egress)"
+                    .into(),
+            ));
         }
         for i in 0..binds_at.len() {
             check_bind_at(i, &binds_at, &ro, &rw, &overlays)?;
@@ -462,6 +554,7 @@ impl SandboxBuilder {
             allow_degraded: self.allow_degraded,
             max_output: self.max_output,
             drain_timeout: self.drain_timeout,
+            egress: self.egress,
         })
     }
 
@@ -923,6 +1016,7 @@ pub struct Sandbox {
     allow_degraded: bool,
     max_output: u64,
     drain_timeout: Duration,
+    egress: Option<EgressServe>,
 }
 
 /// Scratch directories of one run's overlays; deleted on drop unless kept.
@@ -1159,7 +1253,17 @@ impl Sandbox {
                     drain_deadline = Some(Instant::now() + self.drain_timeout);
                     continue;
                 }
-                match sys::read(fds[i], &mut buf) {
+                let read = if i == 2 {
+                    sys::recv_with_fds(fds[i], &mut buf).map(|(n, passed)| {
+                        for fd in passed {
+                            self.start_egress(fd, &mut c);
+                        }
+                        n
+                    })
+                } else {
+                    sys::read(fds[i], &mut buf)
+                };
+                match read {
                     Ok(0) => open[i] = false,
                     Ok(n) => {
                         let chunk = &buf[..n];
@@ -1195,6 +1299,22 @@ impl Sandbox {
     }
 }
 
+impl Sandbox {
+    /// Hand a listener the sandbox's init sent to the egress proxy; a descriptor no proxy
+    /// asked for (or that cannot be served) is closed, and the command's connections to it
+    /// are refused.
+    fn start_egress(&self, fd: OwnedFd, c: &mut Collected) {
+        if self.network != NetworkAccess::Proxy {
+            return;
+        }
+        if let Some(serve) = &self.egress
+            && let Ok(run) = EgressRun::start(serve, fd)
+        {
+            c.egress.push(run);
+        }
+    }
+}
+
 fn continue_wait(pid: libc::pid_t, c: &mut Collected, helper_alive: &mut bool) {
     if let Ok((status, usage)) = sys::wait4(pid) {
         c.helper_exit = sys::decode_status(status).0;
@@ -1217,6 +1337,8 @@ struct Collected {
     max_rss_bytes: u64,
     /// The helper's own exit code.
     helper_exit: Option<i32>,
+    /// The egress proxy's threads, stopped when the collection is dropped.
+    egress: Vec<EgressRun>,
 }
 
 fn summarize(
@@ -1274,6 +1396,7 @@ fn summarize(
                 peak_memory_bytes,
                 ..
             } => supervisor = Some((timed_out, peak_memory_bytes)),
+            Report::Proxy { .. } => {}
         }
     }
     let timed_out = supervisor.map(|s| s.0).unwrap_or(false) || c.backstop_killed;

@@ -450,6 +450,25 @@ fn init(
         missing,
         landlock_abi: None,
     });
+    // With the proxy network: a loopback listener inside, handed to the caller's egress
+    // proxy, and the command told where it is.
+    let with_proxy;
+    let spec = if spec.network == NetworkAccess::Proxy && with_ns {
+        match egress_listener() {
+            Ok(port) => {
+                let mut own = spec.clone();
+                own.env
+                    .retain(|(name, _)| !PROXY_VARIABLES.contains(&name.as_str()));
+                own.env.extend(proxy_env(port));
+                own.env.sort();
+                with_proxy = own;
+                &with_proxy
+            }
+            Err(e) => abort(Failure::setup("listen for the egress proxy on loopback", e)),
+        }
+    } else {
+        spec
+    };
     let child = match sys::fork() {
         Ok(0) => target::run(spec, with_ns, cgroup_memory),
         Ok(pid) => pid,
@@ -479,6 +498,50 @@ fn init(
             Err(_) => sys::exit_now(1),
         }
     }
+}
+
+/// The variables that point a command at the egress proxy, set by the sandbox (the
+/// operator's values of the same names are replaced).
+pub(crate) const PROXY_VARIABLES: [&str; 8] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+];
+
+/// The proxy variables for a proxy on loopback `port`: every scheme through it, loopback
+/// never.
+fn proxy_env(port: u16) -> Vec<(String, String)> {
+    let url = format!("http://127.0.0.1:{port}");
+    let no_proxy = "localhost,127.0.0.1,::1".to_string();
+    PROXY_VARIABLES
+        .iter()
+        .map(|name| {
+            let value = if name.eq_ignore_ascii_case("NO_PROXY") {
+                no_proxy.clone()
+            } else {
+                url.clone()
+            };
+            (name.to_string(), value)
+        })
+        .collect()
+}
+
+/// Listen on a free loopback port of the sandbox's network namespace and send the listener
+/// to the caller with a [`Report::Proxy`] line. Init keeps no copy: the caller's proxy
+/// accepts on it from outside, so the command reaches the proxy, and only the proxy, at
+/// `127.0.0.1:PORT`.
+fn egress_listener() -> std::io::Result<u16> {
+    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
+    let port = listener.local_addr()?.port();
+    let mut line = serde_json::to_vec(&Report::Proxy { port }).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    sys::send_with_fd(sys::report_fd(), &line, &listener)?;
+    Ok(port)
 }
 
 /// Kill every other process of the PID namespace and reap them all. Reaped here, their CPU

@@ -84,7 +84,7 @@ pub(crate) fn apply_landlock(
         .handle_access(AccessFs::from_all(abi))
         .map_err(|e| ll_err("landlock handle fs", e))?;
     if network.waives(Layer::LandlockNet) {
-        // Granted the host's network: TCP is the point of the run.
+        // Granted a network: TCP is the point of the run (the namespace bounds it).
     } else if abi_version >= 4 {
         ruleset = ruleset
             .handle_access(AccessNet::from_all(abi))
@@ -287,11 +287,13 @@ fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, Failu
 }
 
 /// Socket families the main filter lets `socket()` create: unix sockets only, plus IPv4 and
-/// IPv6 when the run was granted the host's network (never netlink, packet or raw families).
+/// IPv6 when the run was granted a network (loopback, proxy or the host's; never netlink,
+/// packet or raw families).
 fn allowed_socket_families(network: NetworkAccess) -> &'static [libc::c_int] {
-    match network {
-        NetworkAccess::None => &[libc::AF_UNIX],
-        NetworkAccess::Host => &[libc::AF_UNIX, libc::AF_INET, libc::AF_INET6],
+    if network.inet_sockets() {
+        &[libc::AF_UNIX, libc::AF_INET, libc::AF_INET6]
+    } else {
+        &[libc::AF_UNIX]
     }
 }
 

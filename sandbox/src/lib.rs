@@ -17,18 +17,22 @@
 //! [`SandboxBuilder::rw_at`]), which may lie inside an overlay (a prepared `node_modules`
 //! shown read-only inside an overlay of the worktree).
 //!
-//! The network is closed unless the caller opts in: a step that must download (preparing a
-//! project's test environment with `pip install --target`, `npm ci`, `cargo fetch`) asks for
-//! [`SandboxBuilder::network`] with [`NetworkAccess::Host`]. That run shares the host's network
-//! (no network namespace, no landlock TCP rules, IPv4 and IPv6 sockets allowed by seccomp) and
-//! reads the files name resolution and TLS need ([`NETWORK_ETC_RO`]); every other layer stays,
-//! the two left out on purpose are not reported missing, and [`RunSummary::network`] records
-//! the grant.
+//! The network is closed unless the caller opts in ([`SandboxBuilder::network`]):
+//! [`NetworkAccess::Loopback`] gives the command a network namespace of its own with `lo` up
+//! and inet sockets allowed (a test suite's own servers work; nothing else is reachable);
+//! [`NetworkAccess::Proxy`] adds one way out, a loopback port on which the sandbox's init
+//! listens and whose listener it hands to the caller's egress proxy
+//! ([`SandboxBuilder::egress`]), which runs outside the sandbox and decides what passes; and
+//! [`NetworkAccess::Host`] shares the host's network (no network namespace, no landlock TCP
+//! rules) and reads the files name resolution and TLS need ([`NETWORK_ETC_RO`]). Every other
+//! layer stays, the layers left out on purpose are not reported missing, and
+//! [`RunSummary::network`] records the grant.
 //!
 //! It must never weaken a layer silently: if a layer cannot be applied the run is refused with
 //! an error naming the missing kernel feature, unless the caller asked for
 //! [`SandboxBuilder::allow_degraded`], in which case [`RunSummary::layers_missing`] says what
-//! was skipped. It has no network code of its own and never runs set-up code after `fork()` in a
+//! was skipped. It has no network code of its own beyond bringing `lo` up and opening the
+//! proxy's loopback listener (the proxy is the caller's), and never runs set-up code after `fork()` in a
 //! multi-threaded process: all namespace, mount, landlock and seccomp work happens in a freshly
 //! executed, single-threaded helper: the small [`helper::HELPER_BIN`] binary when it sits
 //! beside the caller's binary (it starts and forks faster), else the caller's own binary
@@ -72,8 +76,8 @@ mod summary;
 mod sys;
 mod target;
 
-pub use builder::{Captured, Sandbox, SandboxBuilder};
-pub use builder::{DEFAULT_PATH, NETWORK_ETC_RO, SYSTEM_RO, valid_env_name};
+pub use builder::{Captured, EgressServe, Sandbox, SandboxBuilder};
+pub use builder::{DEFAULT_PATH, NETWORK_ETC_RO, PROXY_ETC_RO, SYSTEM_RO, valid_env_name};
 pub use doctor::{DoctorReport, LayerStatus, PRETEND_MISSING_ENV, probe};
 pub use error::{Error, Result};
 pub use identity::{

@@ -26,6 +26,7 @@
 
 use crate::identity::HostIdentity;
 use crate::layers::Failure;
+use crate::spec::NetworkAccess;
 use crate::spec::{BindAtSpec, Layer, OverlaySpec, Spec};
 use crate::sys;
 use std::ffi::OsStr;
@@ -811,13 +812,15 @@ fn overlay(o: &OverlaySpec, lower: Option<&Path>, pretend_missing: bool) -> Resu
 }
 
 /// The files that name the sandbox's user and group, as the child sees them.
-pub(crate) const IDENTITY_FILES: [&str; 2] = ["/etc/passwd", "/etc/group"];
+pub(crate) const IDENTITY_FILES: [&str; 3] = ["/etc/passwd", "/etc/group", "/etc/hosts"];
 /// The sandbox's `/etc/passwd` and `/etc/group`: its user and group `airlock` (id
 /// [`crate::target::SANDBOX_ID`], home `/tmp`, the default `HOME`), plus root and nobody, which
-/// owners outside the sandbox's id map show as.
-fn identity_texts() -> [(&'static str, String); 2] {
+/// owners outside the sandbox's id map show as; and, when the command has a loopback of its
+/// own with inet sockets, its `/etc/hosts`, which names loopback `localhost` (a test suite's
+/// own server is reached by that name, and there is no resolver).
+fn identity_texts(network: NetworkAccess) -> Vec<(&'static str, String)> {
     let id = crate::target::SANDBOX_ID;
-    [
+    let mut texts = vec![
         (
             "passwd",
             format!(
@@ -830,7 +833,14 @@ fn identity_texts() -> [(&'static str, String); 2] {
             "group",
             format!("root:x:0:\nairlock:x:{id}:\nnogroup:x:65534:\n"),
         ),
-    ]
+    ];
+    if matches!(network, NetworkAccess::Loopback | NetworkAccess::Proxy) {
+        texts.push((
+            "hosts",
+            "127.0.0.1\tlocalhost airlock\n::1\tlocalhost ip6-localhost ip6-loopback\n".into(),
+        ));
+    }
+    texts
 }
 
 /// Name the sandbox's user and group for the programs that look them up (`id -un`, `whoami`,
@@ -838,7 +848,7 @@ fn identity_texts() -> [(&'static str, String); 2] {
 /// written into the new root's own tmpfs, which becomes read-only with it. Only where no
 /// granted path provides them, and never into a granted directory: `/etc` must be missing or a
 /// directory of the root tmpfs itself.
-fn identity_files(new_root: &Path) -> Result<(), Failure> {
+fn identity_files(new_root: &Path, network: NetworkAccess) -> Result<(), Failure> {
     use std::io::Write as _;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let root_dev = fs::metadata(new_root)
@@ -850,7 +860,7 @@ fn identity_files(new_root: &Path) -> Result<(), Failure> {
         Ok(_) => return Ok(()),
         Err(_) => fs::create_dir(&etc).map_err(|e| fail("mkdir /etc", e))?,
     }
-    for (name, content) in identity_texts() {
+    for (name, content) in identity_texts(network) {
         let path = etc.join(name);
         if fs::symlink_metadata(&path).is_ok() {
             continue;
@@ -973,7 +983,7 @@ pub(crate) fn build_root(spec: &Spec, mut plan: MountPlan) -> Result<Vec<Layer>,
             }
         }
     }
-    identity_files(new_root)?;
+    identity_files(new_root, spec.network)?;
     // The root tmpfs itself (mount points only) becomes read-only.
     sys::mount_setattr(new_root, false, sys::MOUNT_ATTR_RDONLY)
         .map_err(|e| fail("make the new root read-only", e))?;

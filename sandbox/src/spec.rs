@@ -147,7 +147,8 @@ impl fmt::Display for Layer {
     }
 }
 
-/// Whether the sandboxed command may use the network. Serialised as `"none"` or `"host"`.
+/// Whether the sandboxed command may use the network. Serialised as `"none"`, `"loopback"`,
+/// `"proxy"` or `"host"`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NetworkAccess {
@@ -155,27 +156,65 @@ pub enum NetworkAccess {
     /// connect denied by landlock, and a seccomp filter that refuses inet sockets.
     #[default]
     None,
-    /// The host's network, for steps that must download (`pip install`, `npm ci`,
-    /// `cargo fetch`): no network namespace, no landlock TCP rules, inet sockets allowed by
-    /// seccomp, and the files name resolution and TLS read ([`crate::NETWORK_ETC_RO`])
-    /// granted read-only. Every other layer stays; the two layers left out on purpose
-    /// ([`Layer::NetNamespace`], [`Layer::LandlockNet`]) are neither applied nor missing.
+    /// A network namespace of its own with `lo` up and inet sockets allowed: a test suite's
+    /// own servers on 127.0.0.1 or `::1` work, and nothing else is reachable (there is no
+    /// other interface and no route). Landlock's TCP rules are left out on purpose
+    /// ([`Layer::LandlockNet`] is neither applied nor missing): the namespace is the boundary.
+    Loopback,
+    /// [`NetworkAccess::Loopback`] plus one way out: the sandbox's init listens on a loopback
+    /// port inside and hands that listener to the caller's egress proxy
+    /// ([`crate::SandboxBuilder::egress`]), which runs outside the sandbox, resolves names
+    /// itself and admits what its allowlist says. The command gets `HTTP_PROXY`,
+    /// `HTTPS_PROXY`, `ALL_PROXY` (and lower-case forms) pointing there, `NO_PROXY` for
+    /// loopback, and the certificate files TLS reads ([`crate::PROXY_ETC_RO`]), but no
+    /// resolver configuration.
+    Proxy,
+    /// The host's network, only where an operator asks for it explicitly: no network
+    /// namespace, no landlock TCP rules, inet sockets allowed by seccomp, and the files name
+    /// resolution and TLS read ([`crate::NETWORK_ETC_RO`]) granted read-only. Every other
+    /// layer stays; the two layers left out on purpose ([`Layer::NetNamespace`],
+    /// [`Layer::LandlockNet`]) are neither applied nor missing.
     Host,
 }
 
 impl NetworkAccess {
-    /// The name used in JSON: `none` or `host`.
+    /// Every access, narrowest first.
+    pub const ALL: [NetworkAccess; 4] = [
+        NetworkAccess::None,
+        NetworkAccess::Loopback,
+        NetworkAccess::Proxy,
+        NetworkAccess::Host,
+    ];
+
+    /// The name used in JSON and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             NetworkAccess::None => "none",
+            NetworkAccess::Loopback => "loopback",
+            NetworkAccess::Proxy => "proxy",
             NetworkAccess::Host => "host",
         }
     }
 
+    /// Parse a name of [`NetworkAccess::name`].
+    pub fn from_name(name: &str) -> Option<NetworkAccess> {
+        NetworkAccess::ALL.into_iter().find(|a| a.name() == name)
+    }
+
     /// Whether a layer is left out on purpose with this access (never applied, never
-    /// missing): the network namespace and landlock's TCP rules with [`NetworkAccess::Host`].
+    /// missing): landlock's TCP rules whenever inet sockets are allowed, and the network
+    /// namespace too with [`NetworkAccess::Host`].
     pub fn waives(self, layer: Layer) -> bool {
-        self == NetworkAccess::Host && matches!(layer, Layer::NetNamespace | Layer::LandlockNet)
+        match self {
+            NetworkAccess::None => false,
+            NetworkAccess::Loopback | NetworkAccess::Proxy => layer == Layer::LandlockNet,
+            NetworkAccess::Host => matches!(layer, Layer::NetNamespace | Layer::LandlockNet),
+        }
+    }
+
+    /// Whether the command may create IPv4 and IPv6 sockets.
+    pub fn inet_sockets(self) -> bool {
+        self != NetworkAccess::None
     }
 }
 
@@ -266,6 +305,10 @@ pub(crate) enum Report {
         #[serde(default)]
         max_rss_bytes: Option<u64>,
     },
+    /// The loopback port inside on which the sandbox's init listens for the egress proxy
+    /// (with [`NetworkAccess::Proxy`]). The listener itself travels with this line as an
+    /// `SCM_RIGHTS` descriptor.
+    Proxy { port: u16 },
     /// Written by the supervising helper once the sandbox is gone.
     Supervisor {
         timed_out: bool,
@@ -295,15 +338,23 @@ mod tests {
     }
 
     #[test]
-    fn network_access_serialises_as_none_or_host_and_waives_only_the_network_layers() {
-        assert_eq!(
-            serde_json::to_string(&NetworkAccess::None).unwrap(),
-            "\"none\""
-        );
-        assert_eq!(
-            serde_json::to_string(&NetworkAccess::Host).unwrap(),
-            "\"host\""
-        );
+    fn network_access_serialises_by_name_and_waives_only_the_network_layers() {
+        for access in NetworkAccess::ALL {
+            assert_eq!(
+                serde_json::to_string(&access).unwrap(),
+                format!("\"{}\"", access.name())
+            );
+            assert_eq!(NetworkAccess::from_name(access.name()), Some(access));
+        }
+        for access in [NetworkAccess::Loopback, NetworkAccess::Proxy] {
+            let waived: Vec<Layer> = Layer::ALL
+                .into_iter()
+                .filter(|l| access.waives(*l))
+                .collect();
+            assert_eq!(waived, vec![Layer::LandlockNet]);
+            assert!(access.inet_sockets());
+        }
+        assert!(!NetworkAccess::None.inet_sockets());
         assert_eq!(NetworkAccess::default(), NetworkAccess::None);
         let waived: Vec<Layer> = Layer::ALL
             .into_iter()

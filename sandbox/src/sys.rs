@@ -674,6 +674,63 @@ pub(crate) fn write_all(fd: impl AsFd, mut buf: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Send all of `buf` on a unix stream socket with one descriptor attached (`SCM_RIGHTS`).
+/// The descriptor travels with the first byte; the rest, if the send was short, follows
+/// plainly.
+pub(crate) fn send_with_fd(sock: impl AsFd, buf: &[u8], fd: impl AsFd) -> io::Result<()> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    let sock = sock.as_fd();
+    let fds = [fd.as_fd().as_raw_fd()];
+    let cmsg = [ControlMessage::ScmRights(&fds)];
+    let sent = loop {
+        match sendmsg::<()>(
+            sock.as_raw_fd(),
+            &[std::io::IoSlice::new(buf)],
+            &cmsg,
+            MsgFlags::empty(),
+            None,
+        ) {
+            Err(Errno::EINTR) => continue,
+            Err(err) => return Err(err.into()),
+            Ok(n) => break n,
+        }
+    };
+    write_all(sock, &buf[sent..])
+}
+
+/// `recvmsg(2)` into `buf` on a unix stream socket, taking the descriptors that came with
+/// the bytes (close-on-exec). Returns 0 bytes at end of file.
+pub(crate) fn recv_with_fds(sock: impl AsFd, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    let mut space = nix::cmsg_space!([RawFd; 4]);
+    let mut iov = [std::io::IoSliceMut::new(buf)];
+    let msg = recvmsg::<()>(
+        sock.as_fd().as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    let mut fds = Vec::new();
+    for cmsg in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(raw) = cmsg {
+            for fd in raw {
+                // SAFETY: the kernel installed these descriptors in this process for this
+                // message; nothing else owns them.
+                fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
+            }
+        }
+    }
+    Ok((msg.bytes, fds))
+}
+
+/// Shut a socket down both ways; on a listening socket this wakes a blocked `accept`.
+pub(crate) fn shutdown(sock: impl AsFd) -> io::Result<()> {
+    Ok(nix::sys::socket::shutdown(
+        sock.as_fd().as_raw_fd(),
+        nix::sys::socket::Shutdown::Both,
+    )?)
+}
+
 /// Leave the process immediately with `code`, without running destructors or atexit handlers
 /// (the right way out of a forked child).
 pub(crate) fn exit_now(code: i32) -> ! {

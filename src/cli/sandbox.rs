@@ -6,11 +6,14 @@
 //! sandbox and 126 when it was found but could not be executed (as a shell does).
 //! `airlock doctor` exits 0 when runs would go ahead, 1 when they would be refused.
 
-use airlock_sandbox::{Error, Layer, NetworkAccess, SandboxBuilder};
+use airlock_egress::EgressProxy;
+use airlock_policies::network::EgressRules;
+use airlock_sandbox::{EgressServe, Error, Layer, NetworkAccess, SandboxBuilder};
 use clap::{Args, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Exit code when the sandbox refuses to run or cannot be set up.
@@ -65,10 +68,23 @@ pub struct RunArgs {
     /// Like --ro-at, but read-write: writes at DST land in the host's SRC (repeatable).
     #[arg(long = "rw-at", value_name = "SRC:DST")]
     rw_at: Vec<String>,
-    /// Share the host's network (for steps that download): no network namespace, TCP allowed,
-    /// the name resolution and TLS files of /etc readable. Every other layer stays.
-    #[arg(long)]
-    network: bool,
+    /// The command's network: `none` (the default; unix sockets only), `loopback` (a network
+    /// namespace of its own with `lo` up: its own servers work, nothing else is reachable),
+    /// `proxy` (loopback plus an egress proxy admitting the --allow entries; HTTP_PROXY and
+    /// HTTPS_PROXY point at it) or `host` (the host's network; a bare --network means this).
+    #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "host",
+          value_parser = parse_network)]
+    network: Option<NetworkAccess>,
+    /// Admit HOST[:PORT] through the egress proxy (repeatable; implies --network proxy): a
+    /// host, *.domain (not a public suffix), an IP literal (127.0.0.1, [::1]:8080), or a
+    /// registry preset read from that installer's configuration (@python, @node, @rust, @go).
+    /// Without a port, 80 and 443.
+    #[arg(long = "allow", value_name = "HOST[:PORT]")]
+    allow: Vec<String>,
+    /// With the proxy, pass only GET and HEAD of plain HTTP (a CONNECT tunnel cannot be
+    /// inspected, so it is refused).
+    #[arg(long = "http-read-only")]
+    http_read_only: bool,
     /// Show LOWER read-write at MOUNTPOINT; writes land in a scratch directory (repeatable).
     #[arg(long = "overlay", value_name = "LOWER:MOUNTPOINT")]
     overlay: Vec<String>,
@@ -288,6 +304,34 @@ pub fn run(cmd: SandboxCommand) -> anyhow::Result<ExitCode> {
 /// Longest `--timeout`: a year.
 const MAX_TIMEOUT_SECS: f64 = 365.0 * 24.0 * 3600.0;
 
+fn parse_network(text: &str) -> Result<NetworkAccess, String> {
+    NetworkAccess::from_name(text)
+        .ok_or_else(|| format!("{text:?} is not a network mode: use none, loopback, proxy or host"))
+}
+
+/// The network mode the flags ask for: `--allow` implies `proxy` and needs it.
+fn network_of(args: &RunArgs) -> anyhow::Result<NetworkAccess> {
+    match (args.network, args.allow.is_empty() && !args.http_read_only) {
+        (None, true) => Ok(NetworkAccess::None),
+        (None, false) | (Some(NetworkAccess::Proxy), _) => Ok(NetworkAccess::Proxy),
+        (Some(mode), true) => Ok(mode),
+        (Some(mode), false) => anyhow::bail!(
+            "--allow and --http-read-only configure the egress proxy, but --network is {mode}; \
+             use --network proxy (or leave --network out)"
+        ),
+    }
+}
+
+/// The egress proxy of a `proxy` run, from `--allow` and `--http-read-only`.
+fn egress_of(args: &RunArgs) -> anyhow::Result<Arc<EgressProxy>> {
+    let allow = airlock_egress::presets::expand(&args.allow)
+        .map_err(|e| anyhow::anyhow!("--allow {}: {}", args.allow[e.index], e.message))?;
+    Ok(EgressProxy::new(EgressRules {
+        allow,
+        read_only: args.http_read_only,
+    }))
+}
+
 fn parse_timeout(text: &str) -> Result<Duration, String> {
     let secs: f64 = text
         .trim()
@@ -333,9 +377,7 @@ fn builder_from(args: &RunArgs) -> anyhow::Result<SandboxBuilder> {
             };
         }
     }
-    if args.network {
-        b = b.network(NetworkAccess::Host);
-    }
+    b = b.network(network_of(args)?);
     if args.overlay_keep.is_some() && args.overlay.len() != 1 {
         anyhow::bail!("--overlay-keep needs exactly one --overlay");
     }
@@ -431,7 +473,15 @@ fn refusal_json(err: &Error) -> serde_json::Value {
 }
 
 fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let builder = builder_from(&args)?;
+    let mut builder = builder_from(&args)?;
+    let proxy = if network_of(&args)? == NetworkAccess::Proxy {
+        let proxy = egress_of(&args)?;
+        let serving = Arc::clone(&proxy);
+        builder = builder.egress(EgressServe::new(move |l| serving.serve(l)));
+        Some(proxy)
+    } else {
+        None
+    };
     let mut stdout = LineTracker {
         inner: std::io::stdout().lock(),
         at_line_start: true,
@@ -470,11 +520,23 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         Err(err) => return Err(err.into()),
     };
+    let blocked = proxy.as_ref().map(|p| p.blocked()).unwrap_or_default();
+    for attempt in &blocked {
+        // Hosts are printable ASCII by construction (the proxy replaces the rest).
+        writeln!(stderr, "blocked {}", attempt.target())?;
+    }
     if args.json {
         if !stdout.at_line_start {
             writeln!(stdout)?;
         }
-        writeln!(stdout, "{}", serde_json::to_string(&summary)?)?;
+        let mut shown = serde_json::to_value(&summary)?;
+        shown["network"] = serde_json::json!({
+            "mode": summary.network,
+            "allow": proxy.as_ref().map(|p| p.rules().allow.clone()).unwrap_or_default(),
+            "blocked": blocked,
+            "blocked_beyond_limit": proxy.as_ref().map_or(0, |p| p.blocked_beyond_limit()),
+        });
+        writeln!(stdout, "{}", serde_json::to_string(&shown)?)?;
         stdout.flush()?;
     }
     let code = if summary.timed_out {

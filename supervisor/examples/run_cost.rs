@@ -52,6 +52,7 @@ impl TestRunner for NoTests {
                 .unwrap(),
             prepare: None,
             base_seconds: 0.0,
+            blocked: Vec::new(),
         })
     }
 
@@ -62,6 +63,7 @@ impl TestRunner for NoTests {
             timed_out: false,
             output: String::new(),
             parsed: ParsedRun::default(),
+            blocked: Vec::new(),
         })
     }
 }

@@ -12,6 +12,7 @@ use crate::prepare::{self, PrepareRecord};
 use crate::testenv::{self, Host, ResolvedTests};
 use crate::transport::{BrokerEndpoint, ConnectError, is_tls_refusal};
 use airlock_checkout::BoundedReader;
+use airlock_policies::network::BlockedAttempt;
 use airlock_policies::testrun::{self, TestInventory};
 use airlock_reader::repo_tools::{CodegraphSearch, read_window};
 use airlock_reader::{FromSupervisor, FromWorker};
@@ -234,11 +235,13 @@ impl SandboxTestRunner {
                     for_prepare.env.insert(name.clone(), value);
                 }
                 testenv::check_program(&command, &for_prepare, "tests.prepare.command")?;
+                let network = testenv::prepare_network(prepare_cfg)?;
                 record = Some(prepare::prepare(
                     &plan,
                     prepare_cfg,
                     &command,
                     &for_prepare,
+                    &network,
                     &self.worktree,
                 )?);
                 testenv::check_links(&resolved.environment)?;
@@ -254,8 +257,16 @@ impl SandboxTestRunner {
         Ok((resolved, record))
     }
 
-    fn run_argv(&self, resolved: &ResolvedTests, argv: &[String]) -> PortResult<Captured> {
-        let mut builder = SandboxBuilder::new().system_ro();
+    /// Run `argv` with the environment and network of every test run; returns what it printed
+    /// and what the egress proxy refused it.
+    fn run_argv(
+        &self,
+        resolved: &ResolvedTests,
+        argv: &[String],
+    ) -> PortResult<(Captured, Vec<BlockedAttempt>)> {
+        let (mut builder, proxy) =
+            airlock_egress::with_network(SandboxBuilder::new(), &resolved.environment.network);
+        builder = builder.system_ro();
         for p in &resolved.environment.ro {
             builder = builder.ro(p);
         }
@@ -266,11 +277,12 @@ impl SandboxTestRunner {
         for link in &resolved.environment.links {
             builder = builder.ro_at(link.source.clone(), self.worktree.join(&link.path));
         }
-        builder
+        let captured = builder
             .cwd(&self.worktree)
             .timeout(self.timeout)
             .run_captured(argv)
-            .map_err(|e| ToolFailure::new("sandbox", e.to_string()))
+            .map_err(|e| ToolFailure::new("sandbox", e.to_string()))?;
+        Ok((captured, proxy.map(|p| p.blocked()).unwrap_or_default()))
     }
 }
 
@@ -286,7 +298,7 @@ impl TestRunner for SandboxTestRunner {
         let runner = self.tests.runner;
         let collected = match runner.collect_command(&resolved.command) {
             Some(argv) => {
-                let captured = self
+                let (captured, _) = self
                     .run_argv(resolved, &argv)
                     .map_err(|e| BaselineError::Sandbox(e.message))?;
                 testrun::parse_collection(runner, &combined_output(&captured)).map(|s| s.len())
@@ -294,7 +306,7 @@ impl TestRunner for SandboxTestRunner {
             None => None,
         };
         let started = std::time::Instant::now();
-        let captured = self
+        let (captured, blocked) = self
             .run_argv(resolved, &resolved.command)
             .map_err(|e| BaselineError::Sandbox(e.message))?;
         let base_seconds = started.elapsed().as_secs_f64();
@@ -318,6 +330,7 @@ impl TestRunner for SandboxTestRunner {
             inventory,
             prepare,
             base_seconds,
+            blocked,
         })
     }
 
@@ -329,7 +342,7 @@ impl TestRunner for SandboxTestRunner {
         if let Some(sel) = selector {
             argv.push(sel.to_string());
         }
-        let captured = self.run_argv(resolved, &argv)?;
+        let (captured, blocked) = self.run_argv(resolved, &argv)?;
         let output = combined_output(&captured);
         Ok(TestReport {
             selector: selector.map(str::to_string),
@@ -337,6 +350,7 @@ impl TestRunner for SandboxTestRunner {
             timed_out: captured.summary.timed_out,
             parsed: testrun::parse(self.tests.runner, &output),
             output: tail(&output, TEST_OUTPUT_TAIL_BYTES),
+            blocked,
         })
     }
 }

@@ -6,6 +6,7 @@
 //! the line and column.
 
 use crate::transport::{BrokerEndpoint, EndpointError, TlsSettings};
+use airlock_policies::network::NetworkMode;
 use airlock_policies::testrun::{TestRunner, is_fixed, valid_env_name};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -142,6 +143,16 @@ pub struct TestsConfig {
     pub env: BTreeMap<String, String>,
     /// Variables passed from the operator's environment when set (`LANG`).
     pub pass_env: Vec<String>,
+    /// The network of every test run, the base inventory's and the witness's: `loopback`
+    /// (the default: the suite's own servers on 127.0.0.1 work, nothing else is reachable),
+    /// `none`, `proxy` (loopback plus the egress proxy admitting `allow`) or `host`.
+    pub network: NetworkMode,
+    /// What the egress proxy admits with `network = "proxy"`: hosts, `*.domain`, IP literals,
+    /// each with an optional `:PORT`, and the registry presets `@python`, `@node`, `@rust`,
+    /// `@go` (read from each installer's configuration on this host).
+    pub allow: Vec<String>,
+    /// With the proxy, only `GET` and `HEAD` of plain HTTP pass.
+    pub http_read_only: bool,
     /// How the test environment is built before the first test run, if it needs building.
     pub prepare: Option<PrepareConfig>,
 }
@@ -163,6 +174,9 @@ impl Default for TestsConfig {
             ro: Vec::new(),
             env: BTreeMap::new(),
             pass_env: Vec::new(),
+            network: NetworkMode::Loopback,
+            allow: Vec::new(),
+            http_read_only: false,
             prepare: None,
         }
     }
@@ -190,9 +204,58 @@ pub struct PrepareConfig {
     /// Wall-clock limit, in seconds (also written `timeout = "30m"`).
     #[serde(alias = "timeout", deserialize_with = "seconds")]
     pub timeout_secs: u64,
+    /// The network of the prepare command: `proxy` when unset (the egress proxy admitting
+    /// `allow`), or `none`, `loopback`, `host` (the host's whole network, only if written).
+    pub network: Option<NetworkMode>,
+    /// What the egress proxy admits for the prepare command. Unset: every registry preset
+    /// whose installer is configured on this host (`@python`, `@node`, `@rust`, `@go`).
+    pub allow: Option<Vec<String>>,
+}
+
+/// The registry presets a prepare command's proxy admits when `[tests.prepare] allow` is
+/// unset (each kept only where its installer is configured on the host).
+pub const DEFAULT_PREPARE_ALLOW: [&str; 4] = ["@python", "@node", "@rust", "@go"];
+
+/// `TABLE.allow` and `TABLE.http_read_only` configure the proxy, so they need
+/// `TABLE.network = "proxy"`; each entry that is not a preset must parse.
+fn check_allow(
+    table: &str,
+    mode: NetworkMode,
+    allow: &[String],
+    read_only: bool,
+    invalid: &dyn Fn(&str, &str) -> ConfigError,
+) -> Result<()> {
+    if mode != NetworkMode::Proxy && (!allow.is_empty() || read_only) {
+        return Err(invalid(
+            &format!("{table}.network"),
+            &format!(
+                "is {mode}, but {table}.allow or http_read_only configure the egress proxy; \
+                 set {table}.network = \"proxy\" or remove them"
+            ),
+        ));
+    }
+    for (i, entry) in allow.iter().enumerate() {
+        let key = format!("{table}.allow[{i}]");
+        if entry.starts_with('@') {
+            if !airlock_egress::presets::PRESETS.contains(&entry.as_str()) {
+                return Err(invalid(
+                    &key,
+                    &format!("{entry:?} is not a preset: use @python, @node, @rust or @go"),
+                ));
+            }
+        } else if let Err(e) = entry.parse::<airlock_policies::network::AllowEntry>() {
+            return Err(invalid(&key, &e.to_string()));
+        }
+    }
+    Ok(())
 }
 
 impl PrepareConfig {
+    /// The prepare command's network mode (`proxy` when unset).
+    pub fn network(&self) -> NetworkMode {
+        self.network.unwrap_or(NetworkMode::Proxy)
+    }
+
     /// The prepare time limit (30 minutes when unset).
     pub fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(if self.timeout_secs == 0 {
@@ -1006,6 +1069,18 @@ impl Config {
                      CARGO_TARGET_DIR) and cannot be configured",
                 ));
             }
+        }
+        check_allow(
+            "tests",
+            self.tests.network,
+            &self.tests.allow,
+            self.tests.http_read_only,
+            &invalid,
+        )?;
+        if let Some(p) = &self.tests.prepare
+            && let Some(allow) = &p.allow
+        {
+            check_allow("tests.prepare", p.network(), allow, false, &invalid)?;
         }
         for name in &self.tests.pass_env {
             if !valid_env_name(name) || is_fixed(name) {

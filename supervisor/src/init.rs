@@ -669,6 +669,7 @@ fn configure_rust(tree: &Tree, host: &HostFacts, d: &mut Detected) {
         links,
         env: [("CARGO_NET_OFFLINE".to_string(), "false".to_string())].into(),
         timeout_secs: prepare_timeout_secs(),
+        ..PrepareConfig::default()
     });
     d.comment(
         "tests.prepare.command",

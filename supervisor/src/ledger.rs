@@ -72,6 +72,9 @@ pub struct WorkState {
     pub new_test_files: BTreeSet<String>,
     /// Rules (path classes) already refused once.
     pub refused_classes: BTreeSet<String>,
+    /// What the egress proxy refused the run's tests, sent with `open_pr` for the approver.
+    #[serde(default)]
+    pub network_blocked: BTreeSet<airlock_policies::network::BlockedAttempt>,
 }
 
 /// The ledger of one run.

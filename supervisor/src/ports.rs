@@ -93,6 +93,10 @@ pub struct TestReport {
     pub output: String,
     /// Per-test results parsed from the whole output (not only the tail).
     pub parsed: ParsedRun,
+    /// What the egress proxy refused the run (with `[tests] network = "proxy"`), once per
+    /// host and port.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<airlock_policies::network::BlockedAttempt>,
 }
 
 impl TestReport {
@@ -116,6 +120,9 @@ pub struct Baseline {
     pub prepare: Option<crate::prepare::PrepareRecord>,
     /// Seconds the base full run took.
     pub base_seconds: f64,
+    /// What the egress proxy refused the base full run, once per host and port.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<airlock_policies::network::BlockedAttempt>,
 }
 
 impl Baseline {
@@ -132,6 +139,7 @@ impl Baseline {
             },
             prepare: None,
             base_seconds: 0.0,
+            blocked: Vec::new(),
         }
     }
 }

@@ -14,8 +14,9 @@
 use crate::adapters::tail;
 use crate::config::PrepareConfig;
 use crate::testenv::links_dir;
+use airlock_policies::network::{BlockedAttempt, TestNetwork};
 use airlock_policies::testrun::TestEnvironment;
-use airlock_sandbox::{NetworkAccess, SandboxBuilder};
+use airlock_sandbox::SandboxBuilder;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -86,6 +87,12 @@ pub struct PrepareRecord {
     /// True when this run reused an environment prepared earlier.
     #[serde(default)]
     pub reused: bool,
+    /// The network it ran with (`proxy`, unless `[tests.prepare] network` says otherwise).
+    #[serde(default)]
+    pub network: TestNetwork,
+    /// What the egress proxy refused it, once per host and port.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<BlockedAttempt>,
 }
 
 /// Where one prepared environment lives.
@@ -157,6 +164,7 @@ pub fn prepare(
     config: &PrepareConfig,
     command: &[String],
     environment: &TestEnvironment,
+    network: &TestNetwork,
     tree: &Path,
 ) -> Result<PrepareRecord, PrepareError> {
     std::fs::create_dir_all(&plan.root).map_err(io(&plan.root))?;
@@ -194,9 +202,9 @@ pub fn prepare(
         .hand_over(&env_dir)
         .map_err(|e| PrepareError::Sandbox(e.to_string()))?;
 
-    let mut builder = SandboxBuilder::new()
+    let (mut builder, proxy) = airlock_egress::with_network(SandboxBuilder::new(), network);
+    builder = builder
         .system_ro()
-        .network(NetworkAccess::Host)
         .timeout(config.timeout())
         .memory_mb(4096)
         .max_procs(1024);
@@ -230,6 +238,8 @@ pub fn prepare(
         seconds,
         inputs: plan.inputs.clone(),
         reused: false,
+        network: network.clone(),
+        blocked: proxy.map(|p| p.blocked()).unwrap_or_default(),
     };
     let failed_path = plan.root.join("prepare-failed.json");
     if record.exit_code != Some(0) {
@@ -242,10 +252,19 @@ pub fn prepare(
             None => format!("timed out after {} s", config.timeout().as_secs()),
             Some(code) => format!("exited with {code}"),
         };
+        let mut output = record.output;
+        for attempt in &record.blocked {
+            output.push_str(&format!(
+                "\nairlock: the prepare command tried {}, which the egress proxy refused ({}); \
+                 if it is needed, add it to [tests.prepare] allow",
+                attempt.target(),
+                attempt.reason
+            ));
+        }
         return Err(PrepareError::Failed {
             command: command.join(" "),
             how,
-            output: record.output,
+            output,
         });
     }
     let upper = scratch.join("upper");

@@ -5,6 +5,7 @@
 //! found before any model call.
 
 use crate::config::{ENV_DIR_PLACEHOLDER, TestsConfig};
+use airlock_policies::network::{AllowEntry, NetworkMode, TestNetwork};
 use airlock_policies::testrun::{TestEnvironment, TreeLink};
 use std::path::{Path, PathBuf};
 
@@ -132,6 +133,11 @@ pub fn resolve(
             });
         }
     }
+    environment.network = TestNetwork {
+        mode: tests.network,
+        allow: expand_allow("tests", &tests.allow, false)?,
+        read_only: tests.http_read_only,
+    };
     let command = tests
         .command
         .iter()
@@ -145,6 +151,62 @@ pub fn resolve(
         command,
         environment,
     })
+}
+
+/// The network of the prepare command: `[tests.prepare] network` (`proxy` when unset) and its
+/// allowlist, or every preset this host's installers configure when `allow` is unset.
+pub fn prepare_network(
+    prepare: &crate::config::PrepareConfig,
+) -> Result<TestNetwork, TestEnvError> {
+    let mode = prepare.network();
+    let allow = match (&prepare.allow, mode) {
+        (_, m) if m != NetworkMode::Proxy => Vec::new(),
+        (Some(written), _) => expand_allow("tests.prepare", written, false)?,
+        (None, _) => {
+            let defaults: Vec<String> = crate::config::DEFAULT_PREPARE_ALLOW
+                .iter()
+                .map(|p| p.to_string())
+                .collect();
+            expand_allow("tests.prepare", &defaults, true)?
+        }
+    };
+    Ok(TestNetwork {
+        mode,
+        allow,
+        read_only: false,
+    })
+}
+
+/// Expand `TABLE.allow`: presets read from the installers' configuration, entries parsed.
+/// With `skip_unavailable`, a preset whose installer is not configured here is left out.
+fn expand_allow(
+    table: &str,
+    written: &[String],
+    skip_unavailable: bool,
+) -> Result<Vec<AllowEntry>, TestEnvError> {
+    let mut out: Vec<AllowEntry> = Vec::new();
+    for (i, text) in written.iter().enumerate() {
+        let expanded = if text.starts_with('@') {
+            match airlock_egress::presets::preset(text) {
+                Ok(entries) => entries,
+                Err(_) if skip_unavailable => continue,
+                Err(e) => return Err(bad(&format!("{table}.allow[{i}]"), e.to_string())),
+            }
+        } else {
+            vec![
+                text.parse()
+                    .map_err(|e: airlock_policies::network::NetworkError| {
+                        bad(&format!("{table}.allow[{i}]"), e.to_string())
+                    })?,
+            ]
+        };
+        for entry in expanded {
+            if !out.contains(&entry) {
+                out.push(entry);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Where prepare's kept tree paths live beside the environment directory `env_dir`.

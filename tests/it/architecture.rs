@@ -44,6 +44,7 @@ fn crates_depend_only_on_what_the_code_map_allows() {
     let deps = workspace_deps();
     let allowed: &[(&str, &[&str])] = &[
         ("airlock-sandbox", &[]),
+        ("airlock-egress", &["airlock-sandbox", "airlock-policies"]),
         ("airlock-checkout", &["airlock-policies"]),
         ("airlock-codegraph", &["airlock-policies"]),
         ("airlock-model", &[]),
@@ -63,6 +64,7 @@ fn crates_depend_only_on_what_the_code_map_allows() {
                 "airlock-policies",
                 "airlock-protocol",
                 "airlock-audit",
+                "airlock-egress",
                 "airlock-gates",
             ],
         ),

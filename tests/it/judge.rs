@@ -92,6 +92,7 @@ impl Fixture {
             grade: Grade::Ok,
             inventory: None,
             full_run: None,
+            blocked: Vec::new(),
         };
         let item = NewQueueItem {
             repository: "acme/textkit".to_owned(),

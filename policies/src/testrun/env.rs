@@ -51,6 +51,13 @@ pub struct TestEnvironment {
     /// Prepared paths shown inside the tree.
     #[serde(default)]
     pub links: Vec<TreeLink>,
+    /// The network of every test run (`[tests] network` and `allow`); `loopback` when absent
+    /// (and left out when it is the default, so a registration reads as it did before).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::network::TestNetwork::is_default"
+    )]
+    pub network: crate::network::TestNetwork,
 }
 
 impl TestEnvironment {

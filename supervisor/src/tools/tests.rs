@@ -6,7 +6,7 @@
 use super::{Flow, Tool, ToolReply, Toolbox, args};
 use crate::ledger::Result;
 use crate::ports::TestReport;
-use airlock_audit::{Event, TestResult, TestScope};
+use airlock_audit::{BlockedNetwork, Event, TestResult, TestScope};
 use airlock_model::{ToolCall, ToolSpec};
 use airlock_policies::testrun::{FullRunVerdict, grade_full_run, new_test_files_required};
 use serde::Deserialize;
@@ -24,7 +24,8 @@ pub(super) fn spec() -> ToolSpec {
     ToolSpec {
         name: Tool::RunTests.name().into(),
         description: "Run the test command in the sandbox on an overlay of the worktree \
-                      (side effects never reach the diff; no network). With a selector, a \
+                      (side effects never reach the diff; no network beyond the sandbox's own loopback \
+                      unless the operator's allowlist admits a host). With a selector, a \
                       narrow run; without one, a full run, which counts against your \
                       full-run budget."
             .into(),
@@ -118,8 +119,46 @@ pub(super) fn run_tests(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<ToolRep
             } else {
                 String::new()
             };
+            let network = if r.blocked.is_empty() {
+                String::new()
+            } else {
+                tb.ledger.record(
+                    "network_blocked",
+                    json!({"selector": r.selector, "blocked": r.blocked}),
+                )?;
+                tb.ledger.append(Event::NetworkBlocked {
+                    command: if r.selector.is_some() {
+                        "narrow"
+                    } else {
+                        "full"
+                    }
+                    .into(),
+                    attempts: r
+                        .blocked
+                        .iter()
+                        .map(|b| BlockedNetwork {
+                            target: b.target(),
+                            reason: b.reason.to_string(),
+                        })
+                        .collect(),
+                })?;
+                for attempt in &r.blocked {
+                    tb.ledger.work.network_blocked.insert(attempt.clone());
+                }
+                let lines: Vec<String> = r
+                    .blocked
+                    .iter()
+                    .map(|b| format!("\n- {}", b.sentence()))
+                    .collect();
+                format!(
+                    "\nNetwork: the sandbox's egress proxy refused these attempts (the run's \
+                     allowlist, [tests] allow, decides; a test that needs them fails here and \
+                     in the broker's witness alike):{}",
+                    lines.concat()
+                )
+            };
             ToolReply::ok(format!(
-                "{} run: {word} (exit code {}){budget_used}{against_base}\n{}",
+                "{} run: {word} (exit code {}){budget_used}{against_base}{network}\n{}",
                 if r.selector.is_some() {
                     "selected"
                 } else {

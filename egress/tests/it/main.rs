@@ -1,0 +1,2 @@
+//! airlock-egress integration tests: the proxy on real loopback sockets.
+mod proxy;
