@@ -6,11 +6,13 @@
 #   airlock sandbox run --overlay TREE:TREE --cwd TREE --ro ENV ... -- CMD
 # (a copy-on-write overlay of the project tree, the environment read-only).
 #
-#   bench/real_suites.sh [--runs N] [--warmup N] [--suites LIST] [--keep]
+#   bench/real_suites.sh [--runs N] [--warmup N] [--suites LIST] [--network MODE] [--keep]
 #
 #   --runs N       timed runs of each mode, alternating direct / sandboxed (default 5)
 #   --warmup N     untimed runs of each mode first (default 1)
 #   --suites LIST  comma-separated subset of: six,idna,either,remeda,more-itertools (default all)
+#   --network MODE the sandboxed runs' network: none (default), loopback or proxy (an egress
+#                  proxy admitting one unused loopback port), to measure what each mode costs
 #   --keep         keep the scratch directory (its path is printed)
 #
 # Prints a markdown table (medians, difference, overhead) and the machine on stdout; progress
@@ -31,12 +33,14 @@ RUNS=5
 WARMUP=1
 SUITES=six,idna,either,remeda,more-itertools
 KEEP=0
+NETWORK=none
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) RUNS=${2:?--runs needs a number}; shift 2 ;;
         --warmup) WARMUP=${2:?--warmup needs a number}; shift 2 ;;
         --suites) SUITES=${2:?--suites needs a list}; shift 2 ;;
         --keep) KEEP=1; shift ;;
+        --network) NETWORK=${2:?--network needs none, loopback or proxy}; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "real_suites: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -45,6 +49,11 @@ case "$RUNS" in ''|*[!0-9]*|0) echo "real_suites: --runs must be a positive inte
 case "$WARMUP" in ''|*[!0-9]*) echo "real_suites: --warmup must be a non-negative integer" >&2; exit 2 ;; esac
 
 die() { echo "real_suites: error: $*" >&2; exit 1; }
+case "$NETWORK" in
+    none|loopback) NETARGS=(--network "$NETWORK") ;;
+    proxy) NETARGS=(--network proxy --allow 127.0.0.1:9) ;;
+    *) echo "real_suites: --network must be none, loopback or proxy" >&2; exit 2 ;;
+esac
 log() { echo "real_suites: $*" >&2; }
 for c in git python3 cargo rustc node npm; do
     command -v "$c" >/dev/null 2>&1 || die "'$c' is not on the PATH"
@@ -235,7 +244,7 @@ run_mode() {
         res=$(cd "$TREE" && "$PY" "$SCRATCH/timer.py" "$out" env -i "${VARS[@]}" "${CMD[@]}")
     else
         res=$("$PY" "$SCRATCH/timer.py" "$out" "$AIRLOCK" sandbox run --timeout 1800 --memory 8192 \
-            --overlay "$TREE:$TREE" --cwd "$TREE" "${RO[@]}" "${envargs[@]}" -- "${CMD[@]}")
+            "${NETARGS[@]}" --overlay "$TREE:$TREE" --cwd "$TREE" "${RO[@]}" "${envargs[@]}" -- "${CMD[@]}")
     fi
     read -r wall cpu rc <<< "$res"
     if [ "${rc:-}" != 0 ]; then
@@ -309,11 +318,12 @@ done
 CPU=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || true)
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 LOAD_END=$(cut -d" " -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
-python3 - "$SCRATCH/results.tsv" "$RUNS" "$WARMUP" "$(nproc)" "${CPU:-unknown}" "$(uname -r)" "$(uname -m)" "$COMMIT" "$LOAD_START" "$LOAD_END" <<'PY'
+python3 - "$SCRATCH/results.tsv" "$RUNS" "$WARMUP" "$(nproc)" "${CPU:-unknown}" "$(uname -r)" "$(uname -m)" "$COMMIT" "$LOAD_START" "$LOAD_END" "$NETWORK" <<'PY'
 import statistics, sys
-path, runs, warmup, nproc, cpu, kernel, arch, commit, load0, load1 = sys.argv[1:]
+path, runs, warmup, nproc, cpu, kernel, arch, commit, load0, load1, network = sys.argv[1:]
 rows = [l.rstrip("\n").split("\t") for l in open(path) if l.strip()]
 print(f"machine: {nproc} cores, {cpu}, kernel {kernel} ({arch}); airlock {commit}; "
+      f"sandboxed with --network {network}; "
       f"median of {runs} runs per mode, alternating direct/sandboxed, after {warmup} warm-up run(s) each; "
       f"load average {load0} at the start, {load1} at the end")
 print()

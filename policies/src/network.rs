@@ -390,7 +390,9 @@ pub enum AddressClass {
     LinkLocal,
     /// `100.64/10`, carrier-grade NAT and some clouds' metadata (`100.100.100.200`).
     SharedAddressSpace,
-    /// `0.0.0.0/8`, `::`, broadcast, multicast, reserved and documentation ranges.
+    /// `0.0.0.0/8`, `192.0.0.0/24`, `::`, broadcast, multicast, the reserved `240/4`,
+    /// Teredo. (Documentation and benchmarking ranges are not refused: they reach nothing
+    /// internal, and some networks front their package mirrors with them.)
     NotRoutable,
 }
 
@@ -429,13 +431,7 @@ fn internal_v4(ip: Ipv4Addr) -> Option<AddressClass> {
         Some(AddressClass::LinkLocal)
     } else if a == 100 && (64..128).contains(&b) {
         Some(AddressClass::SharedAddressSpace)
-    } else if a == 0
-        || a >= 224
-        || ip.is_broadcast()
-        || ip.is_documentation()
-        || (a == 192 && b == 0 && c == 0)
-        || (a == 198 && (b == 18 || b == 19))
-    {
+    } else if a == 0 || a >= 224 || ip.is_broadcast() || (a == 192 && b == 0 && c == 0) {
         Some(AddressClass::NotRoutable)
     } else {
         None
@@ -470,8 +466,8 @@ fn internal_v6(ip: Ipv6Addr) -> Option<AddressClass> {
         s if s & 0xfe00 == 0xfc00 => Some(AddressClass::Private),
         s if s & 0xffc0 == 0xfe80 => Some(AddressClass::LinkLocal),
         s if s & 0xffc0 == 0xfec0 => Some(AddressClass::Private),
-        // Teredo (2001:0::/32) hides its client's address; documentation (2001:db8::/32).
-        0x2001 if seg[1] == 0 || seg[1] == 0xdb8 => Some(AddressClass::NotRoutable),
+        // Teredo (2001:0::/32) hides its client's address.
+        0x2001 if seg[1] == 0 => Some(AddressClass::NotRoutable),
         _ => None,
     }
 }

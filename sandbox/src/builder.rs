@@ -55,6 +55,11 @@ pub const NETWORK_ETC_RO: [&str; 15] = [
     "/etc/pki/tls/openssl.cnf",
 ];
 
+/// Of [`NETWORK_ETC_RO`], what a run with a loopback of its own ([`NetworkAccess::Loopback`])
+/// is granted (those that exist): the service and protocol tables, so that `http` names port
+/// 80 as it does on the host. Nothing that configures name resolution: there is none.
+pub const LOOPBACK_ETC_RO: [&str; 2] = ["/etc/services", "/etc/protocols"];
+
 /// Of [`NETWORK_ETC_RO`], what a run behind the egress proxy ([`NetworkAccess::Proxy`]) is
 /// granted (those that exist): the certificates TLS checks against and the service tables,
 /// not the resolver's files, since the proxy resolves names itself.
@@ -433,7 +438,8 @@ impl SandboxBuilder {
         let network_files: &[&str] = match self.network {
             NetworkAccess::Host => &NETWORK_ETC_RO,
             NetworkAccess::Proxy => &PROXY_ETC_RO,
-            NetworkAccess::None | NetworkAccess::Loopback => &[],
+            NetworkAccess::Loopback => &LOOPBACK_ETC_RO,
+            NetworkAccess::None => &[],
         };
         if !network_files.is_empty() {
             // The explicit grants win: a file under a granted or mounted path is not bound

@@ -77,7 +77,9 @@ mod sys;
 mod target;
 
 pub use builder::{Captured, EgressServe, Sandbox, SandboxBuilder};
-pub use builder::{DEFAULT_PATH, NETWORK_ETC_RO, PROXY_ETC_RO, SYSTEM_RO, valid_env_name};
+pub use builder::{
+    DEFAULT_PATH, LOOPBACK_ETC_RO, NETWORK_ETC_RO, PROXY_ETC_RO, SYSTEM_RO, valid_env_name,
+};
 pub use doctor::{DoctorReport, LayerStatus, PRETEND_MISSING_ENV, probe};
 pub use error::{Error, Result};
 pub use identity::{

@@ -12,7 +12,7 @@ use crate::prepare::{self, PrepareRecord};
 use crate::testenv::{self, Host, ResolvedTests};
 use crate::transport::{BrokerEndpoint, ConnectError, is_tls_refusal};
 use airlock_checkout::BoundedReader;
-use airlock_policies::network::BlockedAttempt;
+use airlock_policies::network::{BlockedAttempt, NetworkMode, TestNetwork};
 use airlock_policies::testrun::{self, TestInventory};
 use airlock_reader::repo_tools::{CodegraphSearch, read_window};
 use airlock_reader::{FromSupervisor, FromWorker};
@@ -321,6 +321,7 @@ impl TestRunner for SandboxTestRunner {
             TestInventory::from_base_run(runner, &parsed, exit, collected).map_err(|error| {
                 BaselineError::Inventory {
                     error,
+                    network: network_hint(&resolved.environment.network, &output, &blocked),
                     output: shown_escaped(&tail(&output, 4000)),
                 }
             })?;
@@ -352,6 +353,42 @@ impl TestRunner for SandboxTestRunner {
             output: tail(&output, TEST_OUTPUT_TAIL_BYTES),
             blocked,
         })
+    }
+}
+
+/// What a base run's output says of its network, as a sentence naming the key to change:
+/// sockets refused with `network = "none"`, hosts the egress proxy refused, or a name lookup
+/// that failed where test runs have no resolver. Empty when the output says nothing of it.
+pub fn network_hint(net: &TestNetwork, output: &str, blocked: &[BlockedAttempt]) -> String {
+    let socket_refused = output.contains("Operation not permitted")
+        && (output.contains("socket") || output.contains("PermissionError: [Errno 1]"));
+    let lookup_failed = [
+        "Name or service not known",
+        "Temporary failure in name resolution",
+        "nodename nor servname",
+        "getaddrinfo failed",
+        "EAI_AGAIN",
+        "ENOTFOUND",
+    ]
+    .iter()
+    .any(|m| output.contains(m));
+    if !blocked.is_empty() {
+        let hosts: Vec<String> = blocked.iter().map(BlockedAttempt::target).collect();
+        return format!(
+            "; the egress proxy refused {}: add what the tests need to [tests] allow",
+            hosts.join(", ")
+        );
+    }
+    match net.mode {
+        NetworkMode::None if socket_refused => "; the output shows network sockets refused: \
+             [tests] network = \"none\" allows none; \"loopback\" (the default) lets the \
+             suite's own servers on 127.0.0.1 work"
+            .into(),
+        NetworkMode::Loopback if lookup_failed => "; the output shows a name lookup that failed: \
+             with [tests] network = \"loopback\" only the suite's own loopback is reachable; a \
+             test that needs a host needs network = \"proxy\" and the host in [tests] allow"
+            .into(),
+        _ => String::new(),
     }
 }
 
@@ -857,5 +894,40 @@ mod tests {
     fn repository_output_is_shown_with_its_control_characters_escaped() {
         let shown = shown_escaped("ok\n\u{1b}[2Khidden\r\tend");
         assert_eq!(shown, "ok\n\\u{1b}[2Khidden\\u{d}\tend");
+    }
+
+    #[test]
+    fn a_base_runs_network_trouble_names_the_key_to_change() {
+        let net = |mode| TestNetwork {
+            mode,
+            ..TestNetwork::default()
+        };
+        let refused = "E   PermissionError: [Errno 1] Operation not permitted\n  socket.socket()";
+        let hint = network_hint(&net(NetworkMode::None), refused, &[]);
+        assert!(
+            hint.contains("network = \"none\"") && hint.contains("loopback"),
+            "{hint}"
+        );
+        assert_eq!(network_hint(&net(NetworkMode::Loopback), refused, &[]), "");
+        let lookup = "socket.gaierror: [Errno -3] Temporary failure in name resolution";
+        let hint = network_hint(&net(NetworkMode::Loopback), lookup, &[]);
+        assert!(
+            hint.contains("proxy") && hint.contains("[tests] allow"),
+            "{hint}"
+        );
+        let blocked = [BlockedAttempt {
+            host: "httpbin.example.org".into(),
+            port: 443,
+            reason: airlock_policies::network::BlockReason::NotAllowed,
+        }];
+        let hint = network_hint(&net(NetworkMode::Proxy), "", &blocked);
+        assert!(
+            hint.contains("httpbin.example.org:443") && hint.contains("[tests] allow"),
+            "{hint}"
+        );
+        assert_eq!(
+            network_hint(&net(NetworkMode::Loopback), "1 passed", &[]),
+            ""
+        );
     }
 }

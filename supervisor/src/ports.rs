@@ -154,10 +154,12 @@ pub enum BaselineError {
     #[error(transparent)]
     Prepare(#[from] crate::prepare::PrepareError),
     /// The base inventory could not be taken; `output` is the end of what the command printed.
-    #[error("the base test inventory: {error}\n--- the end of its output ---\n{output}")]
+    #[error("the base test inventory: {error}{network}\n--- the end of its output ---\n{output}")]
     Inventory {
         /// Why.
         error: airlock_policies::testrun::InventoryError,
+        /// What the output says of the network, with the key to change (empty when nothing).
+        network: String,
         /// The last part of the base run's output (stdout then stderr).
         output: String,
     },

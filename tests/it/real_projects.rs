@@ -968,3 +968,241 @@ fn six_whose_base_run_reports_no_test_shows_the_commands_output() {
     assert!(stderr.contains("reported no test"), "{stderr}");
     assert!(stderr.contains("No module named pytest"), "{stderr}");
 }
+
+/// A project whose suite starts servers of its own on loopback, as `airlock init` would not
+/// have to be told anything about it: `[tests]` names no network, so its runs get the
+/// default, `loopback`.
+struct ServerSuite {
+    name: &'static str,
+    version: &'static str,
+    /// The test dependencies the project declares (pinned), installed by `[tests.prepare]`.
+    test_deps: &'static [&'static str],
+    /// `PYTHONPATH` beside the prepared site directory (`src` for a src layout).
+    tree_path: Option<&'static str>,
+    /// The least number of tests that pass (the suite's loopback tests among them).
+    min_passed: usize,
+    /// Tests left out on both sides: ones that time the code they test and so pass or fail
+    /// with the machine's load, whatever runs them.
+    timing_tests: &'static [&'static str],
+}
+
+fn deselect_args(s: &ServerSuite) -> Vec<String> {
+    s.timing_tests
+        .iter()
+        .flat_map(|t| ["--deselect".to_string(), t.to_string()])
+        .collect()
+}
+
+fn server_suite_toml(s: &ServerSuite, network: Option<&str>, w: &Path) -> PathBuf {
+    let py = python();
+    let pythonpath = match s.tree_path {
+        Some(p) => format!("{{env}}/site:{p}"),
+        None => "{env}/site".to_string(),
+    };
+    let mut prepare = vec![
+        py.exe.clone(),
+        "-m".into(),
+        "pip".into(),
+        "install".into(),
+        "--quiet".into(),
+        "--disable-pip-version-check".into(),
+        "--target".into(),
+        "{env}/site".into(),
+    ];
+    prepare.extend(s.test_deps.iter().map(|d| d.to_string()));
+    let network = network
+        .map(|n| format!("network = {n:?}\n"))
+        .unwrap_or_default();
+    let path = w.join("airlock.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[tests]\ncommand = [{exe:?}, \"-m\", \"pytest\", \"-rA\", \"-p\", \"no:cacheprovider\", \"-p\", \"no:randomly\"{deselect}]\n\
+             runner = \"pytest\"\nselector_style = \"node-id\"\ntimeout_secs = 900\nro = {ro}\n{network}\
+             env = {{ PYTHONPATH = {pythonpath:?} }}\n\n\
+             [tests.prepare]\ncommand = {prepare}\ntimeout_secs = 900\n\n\
+             [paths]\nruns_root = \"{w}/runs\"\naudit_log = \"{w}/audit.jsonl\"\ncache_dir = \"{w}/cache\"\n\
+             index_dir = \"{w}/index\"\nenvs_dir = \"{envs}\"\n",
+            exe = py.exe,
+            deselect = deselect_args(s)
+                .iter()
+                .map(|a| format!(", {a:?}"))
+                .collect::<String>(),
+            ro = toml_list(&grant(&py.prefix)),
+            prepare = toml_list(&prepare),
+            w = w.display(),
+            envs = envs_dir().display(),
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// `airlock doctor --config --json`: the base inventory under airlock, and the prepared
+/// environment directory.
+fn doctor_inventory(config: &Path, repo: &Path, commit: &str) -> (Value, PathBuf) {
+    let out = output_of(
+        Command::new(airlock())
+            .args(["doctor", "--json", "--config"])
+            .arg(config)
+            .arg("--repo")
+            .arg(repo)
+            .args(["--commit", commit]),
+        "airlock doctor --config",
+    );
+    let report: Value = serde_json::from_str(&out).unwrap();
+    let env_dir = PathBuf::from(
+        report["baseline"]["prepare"]["env_dir"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no prepare record: {report}")),
+    );
+    (report["baseline"]["inventory"]["tests"].clone(), env_dir)
+}
+
+fn passed_in(tests: &Value) -> std::collections::BTreeSet<String> {
+    tests
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, status)| *status == "passed")
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+/// The same command run directly, outside any sandbox, in the same prepared environment, on
+/// a copy of the tree; its passing tests by airlock's own pytest parser.
+fn direct_passed(
+    s: &ServerSuite,
+    repo: &Path,
+    env_dir: &Path,
+) -> std::collections::BTreeSet<String> {
+    let copy = tempfile::tempdir().unwrap();
+    output_of(
+        Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", repo.display()))
+            .arg(copy.path()),
+        "cp",
+    );
+    let site = env_dir.join("site").display().to_string();
+    let pythonpath = match s.tree_path {
+        Some(p) => format!("{site}:{p}"),
+        None => site,
+    };
+    let out = Command::new(python().exe)
+        .args([
+            "-m",
+            "pytest",
+            "-rA",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+        ])
+        .args(deselect_args(s))
+        .current_dir(copy.path())
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", copy.path())
+        .env("PYTHONPATH", pythonpath)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("CI", "true")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let parsed =
+        airlock_policies::testrun::parse(airlock_policies::testrun::TestRunner::Pytest, &text);
+    parsed
+        .tests
+        .into_iter()
+        .filter(|(_, status)| *status == airlock_policies::testrun::TestStatus::Passed)
+        .map(|(id, _)| id)
+        .collect()
+}
+
+fn same_tests_pass_as_directly(s: &ServerSuite) -> usize {
+    let (repo, commit) = scratch_repo(s.name, &sdist(s.name, s.version));
+    let w = tempfile::tempdir().unwrap();
+    let config = server_suite_toml(s, None, w.path());
+    let (tests, env_dir) = doctor_inventory(&config, &repo, &commit);
+    let under_airlock = passed_in(&tests);
+    let direct = direct_passed(s, &repo, &env_dir);
+    assert!(
+        direct.len() >= s.min_passed,
+        "{}: only {} tests pass directly",
+        s.name,
+        direct.len()
+    );
+    let lost: Vec<&String> = direct.difference(&under_airlock).collect();
+    let gained: Vec<&String> = under_airlock.difference(&direct).collect();
+    assert!(
+        lost.is_empty() && gained.is_empty(),
+        "{}: {} pass directly, {} under airlock; lost {lost:?}, gained {gained:?}",
+        s.name,
+        direct.len(),
+        under_airlock.len()
+    );
+    eprintln!(
+        "{} {}: {} tests pass directly and the same {} under airlock (loopback)",
+        s.name,
+        s.version,
+        direct.len(),
+        under_airlock.len()
+    );
+    under_airlock.len()
+}
+
+/// An HTTP client whose tests start fixture servers on 127.0.0.1, ::1 and localhost: the same
+/// tests pass under airlock's default (loopback) network as directly; with no network at all
+/// (what every test run had before), its server tests are lost.
+#[test]
+fn httplib2_fixture_server_suite_passes_the_same_tests_as_directly() {
+    let suite = ServerSuite {
+        name: "httplib2",
+        version: "0.32.1",
+        test_deps: &[
+            "pyparsing==3.3.3",
+            "cryptography==45.0.7",
+            "pysocks==1.7.1",
+            "pytest==8.2.2",
+            "pytest-cov==4.1.0",
+            "pytest-forked==1.6.0",
+            "pytest-randomly==3.12.0",
+            "pytest-timeout==2.3.1",
+            "pytest-xdist==3.5.0",
+        ],
+        tree_path: None,
+        min_passed: 450,
+        // Compares the CPU time of two calls; a busy machine fails it either way.
+        timing_tests: &["tests/test_auth.py::test_parse_www_authenticate_complexity"],
+    };
+    let passed = same_tests_pass_as_directly(&suite);
+    let (repo, commit) = scratch_repo(suite.name, &sdist(suite.name, suite.version));
+    let w = tempfile::tempdir().unwrap();
+    let config = server_suite_toml(&suite, Some("none"), w.path());
+    let (tests, _) = doctor_inventory(&config, &repo, &commit);
+    let without_network = passed_in(&tests).len();
+    eprintln!("httplib2: {without_network} pass with network = \"none\", {passed} with loopback");
+    assert!(
+        without_network + 50 < passed,
+        "with no network {without_network} pass, with loopback {passed}"
+    );
+}
+
+/// A WSGI server whose functional tests start it in a subprocess and talk to it over TCP on
+/// loopback (src layout: the tree's `src` on the path).
+#[test]
+fn waitress_live_server_suite_passes_the_same_tests_as_directly() {
+    same_tests_pass_as_directly(&ServerSuite {
+        name: "waitress",
+        version: "3.0.2",
+        test_deps: &["pytest==9.2.0", "pytest-cov==7.1.0", "coverage==7.18.0"],
+        tree_path: Some("src"),
+        min_passed: 700,
+        timing_tests: &[],
+    });
+}

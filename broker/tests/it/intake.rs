@@ -2,6 +2,7 @@
 
 use crate::harness::*;
 use airlock_broker::BrokerReply;
+use airlock_policies::network::NetworkMode;
 use serde_json::{Value, json};
 
 fn refused(reply: &BrokerReply) -> &airlock_broker::BrokerError {
@@ -443,6 +444,28 @@ fn unknown_run_and_bad_registration_fail_cleanly() {
             if message.contains("does not allow") && message.contains("allow_ro")
                 && message.contains(&outside.display().to_string())),
         "{reply:?}"
+    );
+    // A test network wider than broker.toml's witness_network (loopback by default) is
+    // refused, naming the key to change; so is a proxy host the broker does not list.
+    for mode in [NetworkMode::Proxy, NetworkMode::Host] {
+        let mut reg = fx.registration("run-env", &wt);
+        reg.test_env.network.mode = mode;
+        let reply = fx.client().register_run(&reg).unwrap();
+        assert!(
+            matches!(&reply, BrokerReply::Failed { message }
+                if message.contains("witness_network") && message.contains(mode.name())),
+            "{reply:?}"
+        );
+    }
+    let net_wt = fx.worktree("run-net");
+    let mut reg = fx.registration("run-net", &net_wt);
+    reg.test_env.network.mode = NetworkMode::None;
+    assert!(
+        matches!(
+            fx.client().register_run(&reg).unwrap(),
+            BrokerReply::Registered { .. }
+        ),
+        "a narrower network is the run's choice"
     );
     // A run names its issue.
     let mut reg = fx.registration("run-env", &wt);
