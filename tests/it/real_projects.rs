@@ -1124,30 +1124,53 @@ fn direct_passed(
         .collect()
 }
 
+/// The tests that pass on one side only: (passed directly only, passed under airlock only).
+type Difference = (
+    std::collections::BTreeSet<String>,
+    std::collections::BTreeSet<String>,
+);
+
 fn same_tests_pass_as_directly(s: &ServerSuite) -> usize {
     let (repo, commit) = scratch_repo(s.name, &sdist(s.name, s.version));
     let w = tempfile::tempdir().unwrap();
     let config = server_suite_toml(s, None, w.path());
-    let (tests, env_dir) = doctor_inventory(&config, &repo, &commit);
-    let under_airlock = passed_in(&tests);
-    let direct = direct_passed(s, &repo, &env_dir);
+    let compare = || {
+        let (tests, env_dir) = doctor_inventory(&config, &repo, &commit);
+        let under_airlock = passed_in(&tests);
+        let direct = direct_passed(s, &repo, &env_dir);
+        let difference: Difference = (
+            direct.difference(&under_airlock).cloned().collect(),
+            under_airlock.difference(&direct).cloned().collect(),
+        );
+        (direct, under_airlock, difference)
+    };
+    let (direct, under_airlock, first) = compare();
     assert!(
         direct.len() >= s.min_passed,
         "{}: only {} tests pass directly",
         s.name,
         direct.len()
     );
-    let lost: Vec<&String> = direct.difference(&under_airlock).collect();
-    let gained: Vec<&String> = under_airlock.difference(&direct).collect();
+    // A test that passes on one side only is looked at again with both sides rerun: what
+    // airlock changes shows again; a test that lost a race with the machine's load does not.
+    let (lost, gained) = if first.0.is_empty() && first.1.is_empty() {
+        first
+    } else {
+        let (_, _, second) = compare();
+        (
+            first.0.intersection(&second.0).cloned().collect(),
+            first.1.intersection(&second.1).cloned().collect(),
+        )
+    };
     assert!(
         lost.is_empty() && gained.is_empty(),
-        "{}: {} pass directly, {} under airlock; lost {lost:?}, gained {gained:?}",
+        "{}: {} pass directly, {} under airlock; lost (twice) {lost:?}, gained (twice) {gained:?}",
         s.name,
         direct.len(),
         under_airlock.len()
     );
     eprintln!(
-        "{} {}: {} tests pass directly and the same {} under airlock (loopback)",
+        "{} {}: {} tests pass directly and the same under airlock (loopback), {} there",
         s.name,
         s.version,
         direct.len(),
