@@ -213,6 +213,32 @@ impl EgressProxy {
         respond(client, 403, "Forbidden", &body)
     }
 
+    /// Decide `host` on `port` and connect to the checked address; a refusal (403) or an
+    /// unreachable upstream (502) is answered to the client and gives `None`.
+    fn admit_and_connect(
+        &self,
+        client: &mut TcpStream,
+        host: &RequestHost,
+        shown: &str,
+        port: u16,
+    ) -> io::Result<Option<TcpStream>> {
+        let address = match self.decide(host, port) {
+            Verdict::Connect(a) => a,
+            Verdict::Refuse(reason) => {
+                self.refuse(client, shown, port, reason)?;
+                return Ok(None);
+            }
+        };
+        match TcpStream::connect_timeout(&address, CONNECT_TIMEOUT) {
+            Ok(s) => Ok(Some(s)),
+            Err(e) => {
+                let body = format!("airlock egress proxy: could not reach {shown}:{port}: {e}\n");
+                respond(client, 502, "Bad Gateway", &body)?;
+                Ok(None)
+            }
+        }
+    }
+
     fn handle(&self, mut client: TcpStream) -> io::Result<()> {
         client.set_read_timeout(Some(HEAD_TIMEOUT))?;
         let Some((head, rest)) = read_head(&mut client)? else {
@@ -262,16 +288,8 @@ impl EgressProxy {
             };
             return self.refuse(&mut client, &shown, port, reason);
         }
-        let address = match self.decide(&host, port) {
-            Verdict::Connect(a) => a,
-            Verdict::Refuse(reason) => return self.refuse(&mut client, &shown, port, reason),
-        };
-        let mut upstream = match TcpStream::connect_timeout(&address, CONNECT_TIMEOUT) {
-            Ok(s) => s,
-            Err(e) => {
-                let body = format!("airlock egress proxy: could not reach {shown}:{port}: {e}\n");
-                return respond(&mut client, 502, "Bad Gateway", &body);
-            }
+        let Some(mut upstream) = self.admit_and_connect(&mut client, &host, &shown, port)? else {
+            return Ok(());
         };
         client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")?;
         if !rest.is_empty() {
@@ -352,16 +370,8 @@ impl EgressProxy {
                 None => return respond(&mut client, 400, "Bad Request", "bad Content-Length"),
             },
         };
-        let address = match self.decide(&host, port) {
-            Verdict::Connect(a) => a,
-            Verdict::Refuse(reason) => return self.refuse(&mut client, &shown, port, reason),
-        };
-        let mut upstream = match TcpStream::connect_timeout(&address, CONNECT_TIMEOUT) {
-            Ok(s) => s,
-            Err(e) => {
-                let body = format!("airlock egress proxy: could not reach {shown}:{port}: {e}\n");
-                return respond(&mut client, 502, "Bad Gateway", &body);
-            }
+        let Some(mut upstream) = self.admit_and_connect(&mut client, &host, &shown, port)? else {
+            return Ok(());
         };
         let mut path = url.path().to_string();
         if let Some(query) = url.query() {

@@ -60,21 +60,15 @@ pub const NETWORK_ETC_RO: [&str; 15] = [
 /// 80 as it does on the host. Nothing that configures name resolution: there is none.
 pub const LOOPBACK_ETC_RO: [&str; 2] = ["/etc/services", "/etc/protocols"];
 
-/// Of [`NETWORK_ETC_RO`], what a run behind the egress proxy ([`NetworkAccess::Proxy`]) is
-/// granted (those that exist): the certificates TLS checks against and the service tables,
-/// not the resolver's files, since the proxy resolves names itself.
-pub const PROXY_ETC_RO: [&str; 11] = [
-    "/etc/services",
-    "/etc/protocols",
-    "/etc/ssl/certs",
-    "/etc/ssl/cert.pem",
-    "/etc/ssl/openssl.cnf",
-    "/etc/ca-certificates",
-    "/etc/pki/ca-trust",
-    "/etc/pki/tls/certs",
-    "/etc/pki/tls/cert.pem",
-    "/etc/pki/tls/openssl.cnf",
-    "/etc/ssl/certs/ca-certificates.crt",
+/// Of [`NETWORK_ETC_RO`], the files that configure name resolution: a run behind the egress
+/// proxy ([`NetworkAccess::Proxy`]) gets the rest (the certificates TLS checks against and the
+/// service tables), not these, since the proxy resolves names itself.
+pub const RESOLVER_ETC: [&str; 5] = [
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/gai.conf",
 ];
 
 /// The caller's egress proxy for a run with [`NetworkAccess::Proxy`]: called once per run, on
@@ -435,11 +429,14 @@ impl SandboxBuilder {
                 writable: *writable,
             });
         }
-        let network_files: &[&str] = match self.network {
-            NetworkAccess::Host => &NETWORK_ETC_RO,
-            NetworkAccess::Proxy => &PROXY_ETC_RO,
-            NetworkAccess::Loopback => &LOOPBACK_ETC_RO,
-            NetworkAccess::None => &[],
+        let network_files: Vec<&str> = match self.network {
+            NetworkAccess::Host => NETWORK_ETC_RO.to_vec(),
+            NetworkAccess::Proxy => NETWORK_ETC_RO
+                .into_iter()
+                .filter(|f| !RESOLVER_ETC.contains(f))
+                .collect(),
+            NetworkAccess::Loopback => LOOPBACK_ETC_RO.to_vec(),
+            NetworkAccess::None => Vec::new(),
         };
         if !network_files.is_empty() {
             // The explicit grants win: a file under a granted or mounted path is not bound

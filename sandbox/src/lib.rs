@@ -78,7 +78,7 @@ mod target;
 
 pub use builder::{Captured, EgressServe, Sandbox, SandboxBuilder};
 pub use builder::{
-    DEFAULT_PATH, LOOPBACK_ETC_RO, NETWORK_ETC_RO, PROXY_ETC_RO, SYSTEM_RO, valid_env_name,
+    DEFAULT_PATH, LOOPBACK_ETC_RO, NETWORK_ETC_RO, RESOLVER_ETC, SYSTEM_RO, valid_env_name,
 };
 pub use doctor::{DoctorReport, LayerStatus, PRETEND_MISSING_ENV, probe};
 pub use error::{Error, Result};

@@ -166,8 +166,8 @@ pub enum NetworkAccess {
     /// ([`crate::SandboxBuilder::egress`]), which runs outside the sandbox, resolves names
     /// itself and admits what its allowlist says. The command gets `HTTP_PROXY`,
     /// `HTTPS_PROXY`, `ALL_PROXY` (and lower-case forms) pointing there, `NO_PROXY` for
-    /// loopback, and the certificate files TLS reads ([`crate::PROXY_ETC_RO`]), but no
-    /// resolver configuration.
+    /// loopback, and the certificate files TLS reads ([`crate::NETWORK_ETC_RO`] less
+    /// [`crate::RESOLVER_ETC`]), but no resolver configuration.
     Proxy,
     /// The host's network, only where an operator asks for it explicitly: no network
     /// namespace, no landlock TCP rules, inet sockets allowed by seccomp, and the files name

@@ -553,6 +553,16 @@ except OSError as e:
         "{}",
         r.summary
     );
+    // Behind the proxy the certificates are readable (TLS through CONNECT checks them), the
+    // resolver's files are not: the proxy resolves names.
+    let r = sh(
+        &["--allow", "127.0.0.1:1"],
+        "test -d /etc/ssl/certs && echo CERTS; cat /etc/resolv.conf 2>/dev/null && echo RESOLV; true",
+    );
+    if std::path::Path::new("/etc/ssl/certs").is_dir() {
+        assert!(r.stdout.contains("CERTS"), "{}{}", r.stdout, r.stderr);
+    }
+    assert!(!r.stdout.contains("RESOLV"), "{}", r.stdout);
 }
 
 #[test]
