@@ -743,3 +743,68 @@ fn a_failed_run_leaves_its_outcome_and_audit_record_and_no_worktree_unless_kept(
         assert_eq!(finished[0]["payload"]["outcome"], "failed", "{log}");
     }
 }
+
+/// With `[tests] network = "proxy"`, a test that reaches for a host the allowlist does not
+/// admit is refused by the egress proxy, and the refusal reaches the model (in the test tool's
+/// result), the run's trajectory and its audit log.
+#[test]
+fn a_host_a_test_tried_through_the_proxy_is_shown_to_the_model_and_recorded() {
+    let s = setup();
+    airlock_testkit::write(
+        &s.repo,
+        "tests/test_net.py",
+        "import unittest, urllib.error, urllib.request\n\n\n\
+         class NetTest(unittest.TestCase):\n    def test_fetch(self):\n        \
+         try:\n            urllib.request.urlopen('http://blocked.example/data', timeout=10)\n        \
+         except urllib.error.HTTPError as e:\n            self.assertEqual(e.code, 403)\n",
+    );
+    git(&s.repo, &["add", "-A"]);
+    git(&s.repo, &["commit", "-q", "-m", "a test that fetches"]);
+    let socket = s.dir.path().join("broker.sock");
+    let _seen = broker_stub(&socket);
+    let config = s.dir.path().join("airlock.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[tests]\ncommand = [\"python3\", \"-m\", \"unittest\", \"-v\"]\nnetwork = \"proxy\"\n\
+             allow = [\"127.0.0.1:9\"]\n\n[broker]\nsocket = \"{}\"\n\n\
+             [paths]\nruns_root = \"runs\"\naudit_log = \"audit.jsonl\"\ncache_dir = \"cache\"\nindex_dir = \"index\"\n",
+            socket.display()
+        ),
+    )
+    .unwrap();
+    let escalate = json!({"outcome": "escalate", "summary": "the test needs a host", "root_cause": "",
+        "files_changed": [], "tests_added": [], "test_evidence": {"before": "", "after": ""},
+        "also_noticed": [], "injection_observed": [], "confidence": 0.2});
+    let turns = vec![
+        call("run_tests", json!({"selector": "tests.test_net"})),
+        json!({"text": escalate.to_string(),
+               "expect_contains": "the test tried blocked.example:80, which is not allowed"}),
+    ];
+    let out = run_airlock(&s, &config, &turns, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // A scripted turn whose expectation fails ends the run with "expectation failed".
+    assert!(
+        !stderr.contains("expectation failed"),
+        "the model was not shown the refusal: {stderr}"
+    );
+    let runs: Vec<PathBuf> = std::fs::read_dir(s.dir.path().join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("trajectory.jsonl").exists())
+        .collect();
+    assert_eq!(runs.len(), 1, "{stderr}");
+    let trajectory = std::fs::read_to_string(runs[0].join("trajectory.jsonl")).unwrap();
+    let record = trajectory
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|r| r["kind"] == "network_blocked")
+        .unwrap_or_else(|| panic!("no network_blocked record: {trajectory}\n{stderr}"));
+    assert_eq!(record["blocked"][0]["host"], "blocked.example", "{record}");
+    assert_eq!(record["blocked"][0]["port"], 80, "{record}");
+    let audit = std::fs::read_to_string(s.dir.path().join("audit.jsonl")).unwrap();
+    assert!(
+        audit.contains("network_blocked") && audit.contains("blocked.example:80"),
+        "{audit}"
+    );
+}
