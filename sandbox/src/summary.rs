@@ -37,9 +37,10 @@ pub struct RunSummary {
     pub layers_missing: Vec<Layer>,
     /// The landlock ABI version the kernel offered (0 when landlock is unavailable).
     pub landlock_abi: u32,
-    /// The network access the run was granted (`"none"` or `"host"`). With `"host"` the
-    /// network namespace and landlock's TCP rules are left out on purpose, so they appear in
-    /// neither `layers_applied` nor `layers_missing`.
+    /// The network access the run was granted (`"none"`, `"loopback"`, `"proxy"` or
+    /// `"host"`). Landlock's TCP rules are left out on purpose with all but `"none"`, and the
+    /// network namespace too with `"host"`; what is left out appears in neither
+    /// `layers_applied` nor `layers_missing`.
     #[serde(default)]
     pub network: NetworkAccess,
     /// The uid the command ran as on the host (never 0: a root caller's command runs as its
