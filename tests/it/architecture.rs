@@ -157,3 +157,43 @@ fn unsafe_code_is_allowed_only_in_the_sandbox() {
         "hand-written unsafe in gate-sdk/src/lib.rs"
     );
 }
+
+/// The host's whole network is never a choice the product's code makes: outside the sandbox
+/// crate, `NetworkAccess::Host` is named only where a mode the operator wrote is mapped to the
+/// sandbox's (`egress`'s `access_of`). Everything else reaches the network through a
+/// `TestNetwork` (`airlock_egress::with_network`), whose mode comes from configuration.
+#[test]
+fn only_the_operators_configuration_grants_the_hosts_network() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut offenders = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let rel = path.strip_prefix(root).unwrap().to_path_buf();
+            if path.is_dir() {
+                let skipped = matches!(name.as_str(), "target" | ".git" | "fuzz" | "tests")
+                    || rel == Path::new("sandbox");
+                if !skipped {
+                    stack.push(path);
+                }
+            } else if name.ends_with(".rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let uses = text.matches("NetworkAccess::Host").count();
+                let allowed = if rel == Path::new("egress/src/lib.rs") {
+                    1
+                } else {
+                    0
+                };
+                if uses > allowed {
+                    offenders.push(format!("{} ({uses})", rel.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "NetworkAccess::Host named outside sandbox/ and egress's mapping: {offenders:?}"
+    );
+}
