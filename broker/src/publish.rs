@@ -1026,6 +1026,7 @@ mod tests {
                             .to_owned(),
                     ),
                 }],
+                network_blocked: Vec::new(),
             },
             status: QueueStatus::Approved,
             queued_at: 1,

@@ -211,7 +211,14 @@ impl Broker {
                 request_id,
                 args,
                 change,
-            } => self.open_pr_with_change(&run_id, &request_id, args.get(), change.as_deref()),
+                network_blocked,
+            } => self.open_pr_reported(
+                &run_id,
+                &request_id,
+                args.get(),
+                change.as_deref(),
+                &network_blocked,
+            ),
             Request::Decision { run_id } => self.decision(&run_id),
             Request::Claim(claim) => self.claim(&claim, false),
             Request::RenewClaim(claim) => self.claim(&claim, true),
@@ -881,6 +888,19 @@ impl Broker {
         args: &str,
         change: Option<&SubmittedChange>,
     ) -> Result<BrokerReply> {
+        self.open_pr_reported(run_id, request_id, args, change, &[])
+    }
+
+    /// [`Broker::open_pr_with_change`] with what the run reports its egress proxy refused: it
+    /// is stored on the queue item and shown, attributed to the run; nothing is decided on it.
+    pub fn open_pr_reported(
+        &self,
+        run_id: &str,
+        request_id: &str,
+        args: &str,
+        change: Option<&SubmittedChange>,
+        network_blocked: &[airlock_policies::network::BlockedAttempt],
+    ) -> Result<BrokerReply> {
         let run_lock = self.run_lock(run_id);
         let _serialised = lock(&run_lock);
         let run = self
@@ -950,7 +970,7 @@ impl Broker {
                 ),
             )
         } else {
-            self.evaluate(&run.registration, run.state, args, change)?
+            self.evaluate(&run.registration, run.state, args, change, network_blocked)?
         };
         let reply = self
             .store()
@@ -1144,6 +1164,7 @@ impl Broker {
                 evidence: Vec::new(),
                 flags: Vec::new(),
                 gates: Vec::new(),
+                network_blocked: Vec::new(),
             },
             ReviewItem {
                 pull: pull.clone(),
@@ -1162,6 +1183,7 @@ impl Broker {
         state: RunState,
         args: &str,
         change: Option<&SubmittedChange>,
+        network_blocked: &[airlock_policies::network::BlockedAttempt],
     ) -> Result<IntakeOutcome> {
         // 0. Order: one open_pr per run, whatever its arguments.
         match state {
@@ -1433,6 +1455,11 @@ impl Broker {
             evidence: report.outputs,
             flags,
             gates: gate_notes,
+            network_blocked: network_blocked
+                .iter()
+                .take(airlock_policies::network::MAX_BLOCKED_ATTEMPTS)
+                .cloned()
+                .collect(),
         })))
     }
 

@@ -241,6 +241,9 @@ pub struct ItemView {
     pub flags: Vec<String>,
     /// The organisation's gates' flags and routes, raw (a gate's text is data).
     pub gates: Vec<crate::gates::GateNote>,
+    /// What the egress proxy refused the run's own test runs, as the run reported it (the
+    /// witness's own refusals are in its steps).
+    pub network_blocked: Vec<airlock_policies::network::BlockedAttempt>,
     /// The prompt-injection detector's findings in the issue, the title, the body and the
     /// diff's added lines.
     pub injections: Vec<InjectionFinding>,
@@ -324,6 +327,7 @@ impl ItemView {
             digest_mismatches,
             flags: item.item.flags.clone(),
             gates: item.item.gates.clone(),
+            network_blocked: item.item.network_blocked.clone(),
             injections,
             confirmed_injections: Vec::new(),
             witness: item
@@ -875,6 +879,14 @@ pub fn render_item(
         ));
     }
 
+    if !view.network_blocked.is_empty() {
+        out.push_str("\n== network refused to the run's tests (reported by the run)\n");
+        for attempt in &view.network_blocked {
+            out.push_str(&escaped_line(&attempt.sentence()));
+            out.push('\n');
+        }
+    }
+
     out.push_str("\n== witness\n");
     for s in &view.witness {
         let t = s.tests;
@@ -1003,6 +1015,7 @@ mod tests {
                         ),
                     },
                 ],
+                network_blocked: Vec::new(),
             },
             status: QueueStatus::Queued,
             queued_at: 0,

@@ -524,9 +524,9 @@ impl fmt::Display for BlockReason {
     }
 }
 
-/// One attempt the egress proxy refused, recorded once per host and port of a command.
+/// One attempt the egress proxy refused, recorded once per host and port of a command. (No
+/// `deny_unknown_fields`: serde cannot combine it with the flattened reason.)
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct BlockedAttempt {
     /// The host as the client named it (normalised when it was a host; otherwise the text,
     /// cut to [`MAX_BLOCKED_HOST_CHARS`]; shown escaped).
@@ -735,5 +735,31 @@ mod tests {
         let json = serde_json::to_value(&b).unwrap();
         assert_eq!(json["reason"], "not_allowed");
         assert_eq!(json["host"], "httpbin.example.org");
+        // Stored and sent as JSON, read back the same, every reason.
+        for reason in [
+            BlockReason::NotAllowed,
+            BlockReason::InternalAddress {
+                address: "10.0.0.1".parse().unwrap(),
+                class: AddressClass::Private,
+            },
+            BlockReason::MethodNotAllowed {
+                method: "POST".into(),
+            },
+            BlockReason::HostMismatch {
+                header: "other.example".into(),
+            },
+            BlockReason::Unresolved,
+        ] {
+            let b = BlockedAttempt {
+                reason,
+                ..b.clone()
+            };
+            let text = serde_json::to_string(&b).unwrap();
+            assert_eq!(
+                serde_json::from_str::<BlockedAttempt>(&text).unwrap(),
+                b,
+                "{text}"
+            );
+        }
     }
 }

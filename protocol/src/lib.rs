@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
+use airlock_policies::network::BlockedAttempt;
 use airlock_schemas::BrokerError;
 
 pub use airlock_policies::testrun::{TestEnvironment, TestRunner};
@@ -327,6 +328,9 @@ pub enum Request {
         args: Box<RawValue>,
         /// The run's change, for a run registered with [`TreeTransfer::Bytes`].
         change: Option<Box<SubmittedChange>>,
+        /// What the egress proxy refused the run's own test runs, as the run reports it: the
+        /// broker stores and shows it, attributed to the run, and acts on none of it.
+        network_blocked: Vec<BlockedAttempt>,
     },
     /// `decision`: the current decision on the run's queued pull request.
     Decision {
@@ -532,6 +536,7 @@ impl Request {
                 .unwrap_or_else(|| request_id_for(run_id, args_text)),
             args: RawValue::from_string(args_text.to_owned())?,
             change: None,
+            network_blocked: Vec::new(),
         })
     }
 
@@ -550,7 +555,21 @@ impl Request {
                 .unwrap_or_else(|| request_id_for_change(run_id, args_text, &change)),
             args: RawValue::from_string(args_text.to_owned())?,
             change: Some(Box::new(change)),
+            network_blocked: Vec::new(),
         })
+    }
+
+    /// The same request carrying what the egress proxy refused the run's test runs (only an
+    /// `open_pr` carries it; other requests are returned unchanged). Not part of the
+    /// idempotency key: a resend carries the same list.
+    pub fn with_network_blocked(mut self, blocked: Vec<BlockedAttempt>) -> Request {
+        if let Request::OpenPr {
+            network_blocked, ..
+        } = &mut self
+        {
+            *network_blocked = blocked;
+        }
+        self
     }
 
     /// The operation's wire name.
@@ -593,6 +612,9 @@ pub struct WireRequest {
     /// For `open_pr` of a run registered with [`TreeTransfer::Bytes`]: its change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change: Option<Box<SubmittedChange>>,
+    /// For `open_pr`: what the egress proxy refused the run's test runs, as the run reports it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_blocked: Vec<BlockedAttempt>,
     /// For `take_work`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub take: Option<TakeWork>,
@@ -634,6 +656,7 @@ impl TryFrom<WireRequest> for Request {
                     run_id,
                     args,
                     change: w.change,
+                    network_blocked: w.network_blocked,
                 }),
                 _ => Err("open_pr needs \"run_id\" and \"args\"".to_owned()),
             },
@@ -705,12 +728,14 @@ impl From<Request> for WireRequest {
                 request_id,
                 args,
                 change,
+                network_blocked,
             } => WireRequest {
                 op,
                 run_id: Some(run_id),
                 request_id: Some(request_id),
                 args: Some(args),
                 change,
+                network_blocked,
                 ..WireRequest::default()
             },
             Request::TakeWork(take) => WireRequest {

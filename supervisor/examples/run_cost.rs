@@ -77,7 +77,12 @@ impl PrSink for NoBroker {
         Ok(())
     }
 
-    fn open_pr(&mut self, _run_id: &str, _arguments: &Value) -> PortResult<BrokerReply> {
+    fn open_pr(
+        &mut self,
+        _run_id: &str,
+        _arguments: &Value,
+        _network_blocked: &[airlock_policies::network::BlockedAttempt],
+    ) -> PortResult<BrokerReply> {
         Ok(BrokerReply::Queued { queue_id: 1 })
     }
 }

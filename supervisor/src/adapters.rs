@@ -643,7 +643,12 @@ impl PrSink for BrokerSocket {
         }
     }
 
-    fn open_pr(&mut self, run_id: &str, arguments: &Value) -> PortResult<BrokerReply> {
+    fn open_pr(
+        &mut self,
+        run_id: &str,
+        arguments: &Value,
+        network_blocked: &[BlockedAttempt],
+    ) -> PortResult<BrokerReply> {
         self.requests += 1;
         // The broker's idempotency key over the argument text sent, so a resend after a
         // broker restart is answered once, not queued twice.
@@ -671,7 +676,8 @@ impl PrSink for BrokerSocket {
                 airlock_protocol::Request::open_pr_with_change(run_id, &args_text, change, None)
             }
         }
-        .map_err(|e| ToolFailure::new("broker_protocol", e.to_string()))?;
+        .map_err(|e| ToolFailure::new("broker_protocol", e.to_string()))?
+        .with_network_blocked(network_blocked.to_vec());
         self.exchange_reconnecting(&wire(&request)?)
     }
 

@@ -187,7 +187,12 @@ pub trait PrSink {
     fn register_run(&mut self, run: &RunRegistration) -> PortResult<()>;
     /// Forward one `open_pr` call; the broker's typed reply (a reply line that is not a
     /// [`BrokerReply`] is a failure).
-    fn open_pr(&mut self, run_id: &str, arguments: &Value) -> PortResult<BrokerReply>;
+    fn open_pr(
+        &mut self,
+        run_id: &str,
+        arguments: &Value,
+        network_blocked: &[airlock_policies::network::BlockedAttempt],
+    ) -> PortResult<BrokerReply>;
     /// Forward a reviewer's review (`submit_review`); the broker's typed reply. A sink that
     /// does not speak to a broker refuses it.
     fn submit_review(

@@ -108,6 +108,7 @@ impl Fixture {
             ],
             flags: flags.iter().map(|f| f.to_string()).collect(),
             gates: vec![],
+            network_blocked: Vec::new(),
         };
         store
             .finish_intake(run_id, "req", IntakeOutcome::Queue(Box::new(item)), 2)

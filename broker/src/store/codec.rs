@@ -21,7 +21,7 @@ pub(super) fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<Stri
 
 /// The columns a [`RawQueueRow`] is read from, in its field order (the issue number comes from
 /// the run's registration).
-pub(super) const QUEUE_COLUMNS: &str = "id, run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, reason, branch, commit_oid, pr_url, publish_error, abandoned_by, abandon_reason, abandoned_at, (SELECT issue_number FROM runs WHERE runs.run_id = queue.run_id), review, gates";
+pub(super) const QUEUE_COLUMNS: &str = "id, run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, reason, branch, commit_oid, pr_url, publish_error, abandoned_by, abandon_reason, abandoned_at, (SELECT issue_number FROM runs WHERE runs.run_id = queue.run_id), review, gates, network_blocked";
 
 /// A queue row as stored, before its JSON columns are parsed.
 pub(super) struct RawQueueRow {
@@ -52,6 +52,7 @@ pub(super) struct RawQueueRow {
     pub(super) issue_number: Option<i64>,
     pub(super) review: Option<String>,
     pub(super) gates: Option<String>,
+    pub(super) network_blocked: Option<String>,
 }
 
 impl RawQueueRow {
@@ -79,6 +80,12 @@ impl RawQueueRow {
                 gates: self
                     .gates
                     .map(|text| from_json("queue gates", &text))
+                    .transpose()?
+                    .unwrap_or_default(),
+                // Items queued before runs reported it have none.
+                network_blocked: self
+                    .network_blocked
+                    .map(|text| from_json("queue network_blocked", &text))
                     .transpose()?
                     .unwrap_or_default(),
             },

@@ -149,6 +149,9 @@ pub struct NewQueueItem {
     pub flags: Vec<String>,
     /// The organisation's gates' flags and routes, in the order the gates ran.
     pub gates: Vec<crate::gates::GateNote>,
+    /// What the egress proxy refused the run's own test runs, as the run reported it with
+    /// `open_pr`: shown to the approver, attributed to the run, never acted on.
+    pub network_blocked: Vec<airlock_policies::network::BlockedAttempt>,
 }
 
 /// A queue item as stored.

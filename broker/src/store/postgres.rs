@@ -120,8 +120,16 @@ CREATE INDEX work_queue_order ON work_queue (enqueued_at, repository, issue_numb
 
 /// Every migration as (version, name, SQL), in order, with the SQLite store's version numbers
 /// for the same tables. Append only: a released step is never edited.
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "baseline", BASELINE), (2, "work_queue", WORK_QUEUE)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "baseline", BASELINE),
+    (2, "work_queue", WORK_QUEUE),
+    (3, "queue_network_blocked", QUEUE_NETWORK_BLOCKED),
+];
+
+/// Migration 3: what a run reports its egress proxy refused, per queue item (JSON; NULL for
+/// items queued before).
+const QUEUE_NETWORK_BLOCKED: &str =
+    "ALTER TABLE queue ADD COLUMN IF NOT EXISTS network_blocked TEXT;";
 
 /// Any fixed key: brokers opening one database at once take turns applying migrations.
 const MIGRATION_LOCK: i64 = 0x6169_726c_6f63_6b01;
@@ -326,6 +334,7 @@ fn raw_row(r: &Row) -> std::result::Result<RawQueueRow, postgres::Error> {
         issue_number: r.try_get(24)?,
         review: r.try_get(25)?,
         gates: r.try_get(26)?,
+        network_blocked: r.try_get(27)?,
     })
 }
 
@@ -386,8 +395,8 @@ fn insert_item(
     let review = review.map(|r| to_json("review", r)).transpose()?;
     let row = tx
         .query_opt(
-            "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, review, gates)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+            "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, review, gates, network_blocked)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
              ON CONFLICT (run_id) DO NOTHING RETURNING id",
             &[
                 &run_id,
@@ -405,6 +414,7 @@ fn insert_item(
                 &now,
                 &review,
                 &to_json("gates", &item.gates)?,
+                &to_json("network_blocked", &item.network_blocked)?,
             ],
         )
         .map_err(Error::postgres(ctx))?;
@@ -1234,10 +1244,10 @@ mod tests {
                 });
             }
         });
-        assert_eq!(versions(&url), vec![1, 2]);
+        assert_eq!(versions(&url), vec![1, 2, 3]);
         // Opening again applies nothing.
         PostgresStore::connect(&url, None).unwrap();
-        assert_eq!(versions(&url), vec![1, 2]);
+        assert_eq!(versions(&url), vec![1, 2, 3]);
     }
 
     #[test]

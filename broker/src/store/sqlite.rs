@@ -134,6 +134,20 @@ fn work_queue(conn: &Connection) -> rusqlite::Result<()> {
     )
 }
 
+/// Migration 3: what a run reports its egress proxy refused, per queue item (JSON; NULL for
+/// items queued before).
+fn queue_network_blocked(conn: &Connection) -> rusqlite::Result<()> {
+    let existing: Vec<String> = {
+        let mut stmt = conn.prepare("SELECT name FROM pragma_table_info('queue')")?;
+        stmt.query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?
+    };
+    if !existing.iter().any(|c| c == "network_blocked") {
+        conn.execute_batch("ALTER TABLE queue ADD COLUMN network_blocked TEXT")?;
+    }
+    Ok(())
+}
+
 /// One step of the schema; `version` orders them and is the row it leaves in
 /// `schema_migrations`. The PostgreSQL store's list has the same versions for the same tables.
 struct Migration {
@@ -153,6 +167,11 @@ const MIGRATIONS: &[Migration] = &[
         version: 2,
         name: "work_queue",
         apply: work_queue,
+    },
+    Migration {
+        version: 3,
+        name: "queue_network_blocked",
+        apply: queue_network_blocked,
     },
 ];
 
@@ -263,6 +282,7 @@ fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawQueueRow> {
         issue_number: r.get(24)?,
         review: r.get(25)?,
         gates: r.get(26)?,
+        network_blocked: r.get(27)?,
     })
 }
 
@@ -298,7 +318,7 @@ fn insert_queue_item(
 ) -> Result<i64> {
     let review = review.map(|r| to_json("review", r)).transpose()?;
     tx.execute(
-        "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, review, gates) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+        "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, review, gates, network_blocked) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
         params![
             run_id,
             request_id,
@@ -315,6 +335,7 @@ fn insert_queue_item(
             now,
             review,
             to_json("gates", &item.gates)?,
+            to_json("network_blocked", &item.network_blocked)?,
         ],
     )
     .map_err(Error::store(ctx.to_owned()))?;
@@ -865,6 +886,7 @@ mod tests {
                 digest: "sha256:0f".to_owned(),
                 verdict: airlock_gates::Verdict::Route("database".to_owned()),
             }],
+            network_blocked: Vec::new(),
         }
     }
 
@@ -1099,7 +1121,7 @@ mod tests {
             let path = dir.path().join("today.db");
             unversioned_database(&path, &columns);
             let mut s = SqliteStore::open(&path).unwrap();
-            assert_eq!(versions(&path), vec![1, 2], "{columns:?}");
+            assert_eq!(versions(&path), vec![1, 2, 3], "{columns:?}");
             let run = s.run("r1").unwrap().unwrap();
             assert_eq!(
                 (run.state, run.registration.issue_number),
@@ -1154,7 +1176,7 @@ mod tests {
             drop(s);
             // Opening again applies nothing and keeps everything.
             let mut s = SqliteStore::open(&path).unwrap();
-            assert_eq!(versions(&path), vec![1, 2]);
+            assert_eq!(versions(&path), vec![1, 2, 3]);
             assert_eq!(s.work().unwrap().len(), 1);
             assert_eq!(
                 s.queue_item(1).unwrap().unwrap().branch.as_deref(),

@@ -880,6 +880,7 @@ mod tests {
                     digest: "sha256:0f".to_owned(),
                     verdict: airlock_gates::Verdict::Flag("<script>alert(1)</script>".to_owned()),
                 }],
+                network_blocked: Vec::new(),
             },
             status: QueueStatus::Queued,
             queued_at: 0,

@@ -574,6 +574,59 @@ fn a_body_that_links_elsewhere_is_queued_with_a_flag_the_approver_sees() {
     );
 }
 
+/// What a run reports its egress proxy refused its tests travels with `open_pr` and is shown
+/// to the approver, attributed to the run and escaped: in `show`, and under `network_blocked`
+/// in `show --json`. Nothing is decided on it: the item is queued as any honest one.
+#[test]
+fn blocked_attempts_the_run_reports_reach_the_approver_attributed_and_escaped() {
+    use airlock_policies::network::{BlockReason, BlockedAttempt};
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-net-report");
+    apply_fix(&wt);
+    let args = honest_args(&fx, &wt);
+    let blocked = vec![
+        BlockedAttempt {
+            host: "httpbin.example.org".into(),
+            port: 443,
+            reason: BlockReason::NotAllowed,
+        },
+        BlockedAttempt {
+            host: "evil\u{1b}[2J.example".into(),
+            port: 80,
+            reason: BlockReason::NotAllowed,
+        },
+    ];
+    let request = airlock_protocol::Request::open_pr("run-net-report", &args.to_string(), None)
+        .unwrap()
+        .with_network_blocked(blocked);
+    let reply = fx.client().request(&request).unwrap();
+    let BrokerReply::Queued { queue_id } = reply else {
+        panic!("{reply:?}")
+    };
+    let show =
+        String::from_utf8_lossy(&fx.cli(&["show", &queue_id.to_string()]).stdout).into_owned();
+    assert!(
+        show.contains("== network refused to the run's tests (reported by the run)"),
+        "{show}"
+    );
+    assert!(
+        show.contains("the test tried httpbin.example.org:443, which is not allowed"),
+        "{show}"
+    );
+    assert!(
+        !show.contains('\u{1b}'),
+        "a terminal escape reached the approver: {show}"
+    );
+    let json: Value =
+        serde_json::from_slice(&fx.cli(&["show", &queue_id.to_string(), "--json"]).stdout).unwrap();
+    assert_eq!(
+        json["network_blocked"][0]["host"], "httpbin.example.org",
+        "{json}"
+    );
+    assert_eq!(json["network_blocked"][0]["port"], 443, "{json}");
+}
+
 /// Register a run whose write allowlist is the policy's default (everything not refused).
 fn register_open(fx: &Fixture, run_id: &str) -> std::path::PathBuf {
     let wt = fx.worktree(run_id);

@@ -143,6 +143,7 @@ fn item(title: &str) -> NewQueueItem {
             digest: "sha256:0f".to_owned(),
             verdict: airlock_gates::Verdict::Route("database".to_owned()),
         }],
+        network_blocked: Vec::new(),
     }
 }
 

@@ -109,7 +109,8 @@ pub(super) fn open_pr(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<ToolReply
         )));
     }
     let run_id = tb.ledger.run_id().to_string();
-    let reply = tb.broker.open_pr(&run_id, &args);
+    let blocked: Vec<_> = tb.ledger.work.network_blocked.iter().cloned().collect();
+    let reply = tb.broker.open_pr(&run_id, &args, &blocked);
     let answered = reply.as_ref().ok().map(answer);
     let result = match (&reply, &answered) {
         (Ok(r), Some(a)) => {

@@ -221,7 +221,12 @@ impl PrSink for BrokerStub {
         Ok(())
     }
 
-    fn open_pr(&mut self, _run_id: &str, arguments: &Value) -> PortResult<BrokerReply> {
+    fn open_pr(
+        &mut self,
+        _run_id: &str,
+        arguments: &Value,
+        _network_blocked: &[airlock_policies::network::BlockedAttempt],
+    ) -> PortResult<BrokerReply> {
         self.submitted.lock().unwrap().push(arguments.clone());
         Ok(
             match airlock_schemas::from_value::<airlock_schemas::OpenPr>(arguments) {
