@@ -686,6 +686,54 @@ fn bash_dev_tcp_reaches_a_host_listener_with_the_network_opt_in() {
     assert_eq!(got, "hello\n");
 }
 
+/// The loopback and proxy modes keep every other layer: the same writes and reads outside the
+/// grants fail, and seccomp still refuses netlink and packet sockets and mount.
+#[test]
+fn loopback_and_proxy_runs_are_still_confined_by_landlock_and_seccomp() {
+    for args in [
+        &["--network", "loopback"][..],
+        &["--allow", "127.0.0.1:1"][..],
+    ] {
+        let rw = rw_dir();
+        let outside = dir();
+        std::fs::write(outside.path().join("secret"), "s3cret").unwrap();
+        let script = format!(
+            "echo x > {out}/new; cat {out}/secret; echo x > /etc/airlock-escape; \
+             ls /etc/ssl/private; echo ok > {rw}/ok",
+            rw = s(rw.path()),
+            out = s(outside.path())
+        );
+        let mut with_rw = args.to_vec();
+        let rw_path = s(rw.path());
+        with_rw.extend(["--rw", rw_path.as_str()]);
+        let r = sh(&with_rw, &script);
+        assert!(!outside.path().join("new").exists(), "{args:?}");
+        assert!(!r.stdout.contains("s3cret"), "{args:?}: {}", r.stdout);
+        assert!(!Path::new("/etc/airlock-escape").exists(), "{args:?}");
+        assert_eq!(
+            std::fs::read_to_string(rw.path().join("ok")).unwrap(),
+            "ok\n",
+            "{args:?}: {}",
+            r.stderr
+        );
+        let r = py(
+            args,
+            "import socket, ctypes, os\n\
+             for fam, kind in [(socket.AF_NETLINK, socket.SOCK_RAW), (socket.AF_PACKET, socket.SOCK_RAW), (socket.AF_INET, socket.SOCK_RAW)]:\n \
+             try:\n  socket.socket(fam, kind)\n  print('OPENED')\n except OSError as e:\n  print('REFUSED', e.errno)",
+        );
+        assert_eq!(
+            r.stdout.matches("REFUSED").count(),
+            3,
+            "{args:?}: {}{}",
+            r.stdout,
+            r.stderr
+        );
+        let r = sh(args, "mount -t tmpfs none /tmp 2>&1 && echo MOUNTED; true");
+        assert!(!r.stdout.contains("MOUNTED"), "{args:?}: {}", r.stdout);
+    }
+}
+
 #[test]
 fn a_network_enabled_run_is_still_confined_by_landlock_and_seccomp() {
     let rw = rw_dir();
