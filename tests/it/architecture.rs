@@ -1,7 +1,7 @@
 //! The code map's dependency rules (ARCHITECTURE.md), checked against `cargo metadata`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn workspace_deps() -> BTreeMap<String, BTreeSet<String>> {
@@ -111,29 +111,40 @@ fn crates_depend_only_on_what_the_code_map_allows() {
     );
 }
 
-#[test]
-fn unsafe_code_is_allowed_only_in_the_sandbox() {
+/// Every `.rs` file below the workspace root, relative, with its text; `skip` says which
+/// directories (by name and relative path) are not entered.
+fn rust_sources(skip: &dyn Fn(&str, &Path) -> bool) -> Vec<(PathBuf, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut offenders = Vec::new();
+    let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let rel = path.strip_prefix(root).unwrap().to_path_buf();
             if path.is_dir() {
-                if !matches!(name.as_str(), "target" | ".git" | "fuzz" | "examples") {
+                if !skip(&name, &rel) {
                     stack.push(path);
                 }
             } else if name.ends_with(".rs") {
-                let text = std::fs::read_to_string(&path).unwrap();
-                let rel = path.strip_prefix(root).unwrap();
-                if text.contains("allow(unsafe_code)")
-                    && rel != Path::new("sandbox/src/lib.rs")
-                    && rel != Path::new("gate-sdk/src/lib.rs")
-                {
-                    offenders.push(rel.display().to_string());
-                }
+                out.push((rel, std::fs::read_to_string(&path).unwrap()));
             }
+        }
+    }
+    out
+}
+
+#[test]
+fn unsafe_code_is_allowed_only_in_the_sandbox() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut offenders = Vec::new();
+    let skip = |name: &str, _: &Path| matches!(name, "target" | ".git" | "fuzz" | "examples");
+    for (rel, text) in rust_sources(&skip) {
+        if text.contains("allow(unsafe_code)")
+            && rel != Path::new("sandbox/src/lib.rs")
+            && rel != Path::new("gate-sdk/src/lib.rs")
+        {
+            offenders.push(rel.display().to_string());
         }
     }
     // This file names the attribute itself.
@@ -164,32 +175,15 @@ fn unsafe_code_is_allowed_only_in_the_sandbox() {
 /// `TestNetwork` (`airlock_egress::with_network`), whose mode comes from configuration.
 #[test]
 fn only_the_operators_configuration_grants_the_hosts_network() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut offenders = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            let rel = path.strip_prefix(root).unwrap().to_path_buf();
-            if path.is_dir() {
-                let skipped = matches!(name.as_str(), "target" | ".git" | "fuzz" | "tests")
-                    || rel == Path::new("sandbox");
-                if !skipped {
-                    stack.push(path);
-                }
-            } else if name.ends_with(".rs") {
-                let text = std::fs::read_to_string(&path).unwrap();
-                let uses = text.matches("NetworkAccess::Host").count();
-                let allowed = if rel == Path::new("egress/src/lib.rs") {
-                    1
-                } else {
-                    0
-                };
-                if uses > allowed {
-                    offenders.push(format!("{} ({uses})", rel.display()));
-                }
-            }
+    let skip = |name: &str, rel: &Path| {
+        matches!(name, "target" | ".git" | "fuzz" | "tests") || rel == Path::new("sandbox")
+    };
+    for (rel, text) in rust_sources(&skip) {
+        let uses = text.matches("NetworkAccess::Host").count();
+        let allowed = usize::from(rel == Path::new("egress/src/lib.rs"));
+        if uses > allowed {
+            offenders.push(format!("{} ({uses})", rel.display()));
         }
     }
     assert!(
