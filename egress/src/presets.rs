@@ -41,13 +41,28 @@ pub const PRESETS: [&str; 4] = ["@python", "@node", "@rust", "@go"];
 /// Expand a written allowlist: presets to their hosts, other entries parsed. `Err` names the
 /// entry that failed.
 pub fn expand(written: &[String]) -> Result<Vec<AllowEntry>, ExpandError> {
+    expand_with(written, false)
+}
+
+/// [`expand`], leaving out, with `skip_unavailable`, a preset whose installer is not
+/// configured on this host (the default allowlist of a prepare step names them all).
+pub fn expand_with(
+    written: &[String],
+    skip_unavailable: bool,
+) -> Result<Vec<AllowEntry>, ExpandError> {
     let mut out: Vec<AllowEntry> = Vec::new();
     for (index, text) in written.iter().enumerate() {
         let entries = if text.starts_with('@') {
-            preset(text).map_err(|e| ExpandError {
-                index,
-                message: e.to_string(),
-            })?
+            match preset(text) {
+                Ok(entries) => entries,
+                Err(PresetError::Unavailable { .. }) if skip_unavailable => continue,
+                Err(e) => {
+                    return Err(ExpandError {
+                        index,
+                        message: e.to_string(),
+                    });
+                }
+            }
         } else {
             vec![
                 text.parse()

@@ -184,7 +184,7 @@ impl Default for TestsConfig {
 
 /// `[tests.prepare]`: a command that builds the test environment into its own directory
 /// (`{env}`), run by the operator's process once per repository, pinned commit and content of
-/// `inputs`, in the sandbox with the network allowed, on the pinned files only (never the
+/// `inputs`, in the sandbox behind the egress proxy (its `network` and `allow`), on the pinned files only (never the
 /// agent's changes), writing only to `{env}` and to a discarded copy of the tree.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -1,8 +1,8 @@
 //! `[tests.prepare]`: building the test environment once per repository, pinned commit and
 //! content of the prepare inputs, outside the agent's reach.
 //!
-//! The command runs in the sandbox with the network allowed (it installs dependencies from the
-//! registries), on a copy-on-write view of the pristine worktree (the pinned files only: it runs
+//! The command runs in the sandbox with the network of `[tests.prepare]` (by default behind the
+//! egress proxy, admitting the registries the host's installers are configured for), on a copy-on-write view of the pristine worktree (the pinned files only: it runs
 //! before the agent's first turn), writing only to the environment directory (`{env}`) and to
 //! that view, of which only the configured `links` are kept. For a root caller the command
 //! writes `{env}` as the sandbox's host identity (the directory is handed over to it before

@@ -184,29 +184,8 @@ fn expand_allow(
     written: &[String],
     skip_unavailable: bool,
 ) -> Result<Vec<AllowEntry>, TestEnvError> {
-    let mut out: Vec<AllowEntry> = Vec::new();
-    for (i, text) in written.iter().enumerate() {
-        let expanded = if text.starts_with('@') {
-            match airlock_egress::presets::preset(text) {
-                Ok(entries) => entries,
-                Err(_) if skip_unavailable => continue,
-                Err(e) => return Err(bad(&format!("{table}.allow[{i}]"), e.to_string())),
-            }
-        } else {
-            vec![
-                text.parse()
-                    .map_err(|e: airlock_policies::network::NetworkError| {
-                        bad(&format!("{table}.allow[{i}]"), e.to_string())
-                    })?,
-            ]
-        };
-        for entry in expanded {
-            if !out.contains(&entry) {
-                out.push(entry);
-            }
-        }
-    }
-    Ok(out)
+    airlock_egress::presets::expand_with(written, skip_unavailable)
+        .map_err(|e| bad(&format!("{table}.allow[{}]", e.index), e.message))
 }
 
 /// Where prepare's kept tree paths live beside the environment directory `env_dir`.
