@@ -1,17 +1,16 @@
 //! The caller's side: the builder, spawning the helper, streaming output, the summary.
 
 use crate::doctor::pretend_missing_from_env;
+use crate::egress::{EgressRun, EgressServe};
 use crate::error::{Error, Result};
 use crate::spec::{BindAtSpec, Layer, Limits, NetworkAccess, OverlaySpec, Report, Spec};
 use crate::summary::RunSummary;
 use crate::sys::{self, Signal};
 use std::io::Write;
-use std::net::TcpListener;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// `PATH` the child gets when the caller sets none.
@@ -70,58 +69,6 @@ pub const RESOLVER_ETC: [&str; 5] = [
     "/etc/host.conf",
     "/etc/gai.conf",
 ];
-
-/// The caller's egress proxy for a run with [`NetworkAccess::Proxy`]: called once per run, on
-/// a thread of its own, with the loopback listener the sandbox's init made inside the run's
-/// network namespace. It accepts the command's connections on it from outside the sandbox
-/// and must return once `accept` fails: the sandbox shuts the listener down when the run
-/// ends, and waits for it to return.
-#[derive(Clone)]
-pub struct EgressServe(Arc<dyn Fn(TcpListener) + Send + Sync>);
-
-impl EgressServe {
-    /// Wrap the proxy's accept loop.
-    pub fn new(serve: impl Fn(TcpListener) + Send + Sync + 'static) -> Self {
-        EgressServe(Arc::new(serve))
-    }
-}
-
-impl std::fmt::Debug for EgressServe {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("EgressServe(..)")
-    }
-}
-
-/// One run's proxy thread: on drop the listener is shut down and the thread joined.
-struct EgressRun {
-    listener: TcpListener,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl EgressRun {
-    fn start(serve: &EgressServe, fd: OwnedFd) -> std::io::Result<EgressRun> {
-        let listener = TcpListener::from(fd);
-        listener.set_nonblocking(false)?;
-        let handed = listener.try_clone()?;
-        let serve = serve.0.clone();
-        let thread = std::thread::Builder::new()
-            .name("airlock-egress".into())
-            .spawn(move || serve(handed))?;
-        Ok(EgressRun {
-            listener,
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for EgressRun {
-    fn drop(&mut self) {
-        let _ = sys::shutdown(&self.listener);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
 
 /// Configures a sandbox. Every setter takes and returns the builder, so calls chain.
 ///

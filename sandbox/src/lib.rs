@@ -65,6 +65,7 @@
 mod builder;
 mod cgroup;
 mod doctor;
+mod egress;
 mod error;
 pub mod helper;
 mod identity;
@@ -76,11 +77,12 @@ mod summary;
 mod sys;
 mod target;
 
-pub use builder::{Captured, EgressServe, Sandbox, SandboxBuilder};
+pub use builder::{Captured, Sandbox, SandboxBuilder};
 pub use builder::{
     DEFAULT_PATH, LOOPBACK_ETC_RO, NETWORK_ETC_RO, RESOLVER_ETC, SYSTEM_RO, valid_env_name,
 };
 pub use doctor::{DoctorReport, LayerStatus, PRETEND_MISSING_ENV, probe};
+pub use egress::EgressServe;
 pub use error::{Error, Result};
 pub use identity::{
     HOST_ID_ENV, HostIdentity, IdRange, IdentitySource, NOBODY_ID, SubordinateIds, host_identity,
