@@ -480,6 +480,8 @@ fn four_workers_on_four_hosts_drain_fifty_issues_once_each_through_a_kill_9_of_a
     };
     let deadline = Instant::now() + Duration::from_secs(900);
     let (mut killed_on, mut broker_killed) = (None, false);
+    // Worker 0's current process is its generation `w0_generation` (its output files).
+    let mut w0_generation = 0;
     loop {
         let finished = done(&broker_toml);
         if finished == ISSUES as usize {
@@ -491,16 +493,18 @@ fn four_workers_on_four_hosts_drain_fifty_issues_once_each_through_a_kill_9_of_a
             work_list(&broker_toml),
             std::fs::read_to_string(&log).unwrap_or_default()
         );
-        if killed_on.is_none()
-            && finished >= 10
-            && let Some(n) = held_by(&broker_toml, workers[0].id())
-        {
-            // kill -9 of a worker in the middle of its run of issue n: the issue lapses after
-            // one lease and another worker takes it; the worker comes back as a new process.
+        let pid = workers[0].id();
+        if killed_on.is_none() && finished >= 10 && held_by(&broker_toml, pid).is_some() {
+            // kill -9 of a worker in the middle of a run: the issue lapses after one lease and
+            // another worker takes it; the worker comes back as a new process. Which issue the
+            // kill interrupted is read after it: a dead process's claim stays held until its
+            // lease lapses, while the run seen held before the kill may have ended since (then
+            // the kill interrupted nothing, or the next issue taken, and is tried again).
             workers[0].kill().unwrap();
             workers[0].wait().unwrap();
-            workers[0] = start_worker(&hosts, 0, 1, &s, &script);
-            killed_on = Some(n);
+            killed_on = held_by(&broker_toml, pid);
+            w0_generation += 1;
+            workers[0] = start_worker(&hosts, 0, w0_generation, &s, &script);
         }
         if !broker_killed && finished >= 25 {
             // kill -9 of the broker: the workers' requests fail until it is back, and nothing
@@ -554,7 +558,7 @@ fn four_workers_on_four_hosts_drain_fifty_issues_once_each_through_a_kill_9_of_a
 
     let mut lines = Vec::new();
     for i in 0..WORKERS {
-        for generation in 0..2 {
+        for generation in 0..=if i == 0 { w0_generation } else { 1 } {
             let path = dir.join(format!("w{i}/out-{generation}.txt"));
             if let Ok(out) = std::fs::read_to_string(&path) {
                 lines.extend(out.lines().map(|l| (i, l.to_owned())));
