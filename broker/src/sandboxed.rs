@@ -21,7 +21,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use airlock_policies::testrun::{NO_BYTECODE_DIR, TestEnvironment};
+use airlock_policies::testrun::{NO_BYTECODE_DIR, SANDBOX_TREE, TestEnvironment};
 use airlock_sandbox::SandboxBuilder;
 
 use crate::error::{Error, Result};
@@ -66,17 +66,18 @@ impl TestExecutor for SandboxExecutor {
         builder = builder
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("PYTHONPYCACHEPREFIX", NO_BYTECODE_DIR);
-        builder = builder.overlay(tree, tree);
+        // The tree is seen at the one path every test command sees its tree at.
+        let at = Path::new(SANDBOX_TREE);
+        builder = builder.overlay(tree, at);
         for link in &test_env.links {
-            builder = builder.ro_at(link.source.clone(), tree.join(&link.path));
+            builder = builder.ro_at(link.source.clone(), at.join(&link.path));
         }
         for path in &guard.read_only {
-            let at = tree.join(path);
-            builder = builder.ro_at(at.clone(), at);
+            builder = builder.ro_at(tree.join(path), at.join(path));
         }
         if let Some(empty) = &guard.empty_dir {
             for dir in &guard.no_pycache {
-                builder = builder.ro_at(empty.clone(), tree.join(dir).join("__pycache__"));
+                builder = builder.ro_at(empty.clone(), at.join(dir).join("__pycache__"));
             }
         }
         if let Some(dir) = &guard.report_dir {
@@ -86,7 +87,7 @@ impl TestExecutor for SandboxExecutor {
             builder = builder.rw(dir.clone());
         }
         let captured = builder
-            .cwd(tree)
+            .cwd(at)
             .timeout(timeout)
             .build()
             .and_then(|sandbox| sandbox.run_captured(argv))

@@ -279,6 +279,23 @@ impl Mirror {
         CommitId::from_oid(commit.id())
     }
 
+    /// When `commit` was committed: its committer time, in seconds since the Unix epoch (what
+    /// "as of the pin" means when an environment is resolved the way it was on that day).
+    pub fn commit_time(&self, commit: &CommitId) -> Result<i64> {
+        let oid = git2::Oid::from_str(commit.as_str()).map_err(|source| CheckoutError::Git {
+            op: format!("read commit {commit}"),
+            source,
+        })?;
+        let found = self
+            .repo
+            .find_commit(oid)
+            .map_err(|source| CheckoutError::Git {
+                op: format!("read commit {commit} in {}", self.path.display()),
+                source,
+            })?;
+        Ok(found.committer().when().seconds())
+    }
+
     /// Every tracked file path of `commit`, `/`-separated, sorted bytewise. Submodules are
     /// listed as their path (they have no content here).
     pub fn tracked_files(&self, commit: &CommitId) -> Result<Vec<String>> {

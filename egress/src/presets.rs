@@ -199,6 +199,51 @@ fn python_indexes() -> Result<Vec<String>, String> {
     Ok(urls)
 }
 
+/// pip's own configuration that a pip in a new virtualenv must share to reach the same index
+/// the same way, as `PIP_*` variables: the index URLs, trusted hosts, the certificate bundle
+/// TLS is checked against and the timeout (never a client certificate or anything else). Read
+/// from `pip config list` of the host's interpreter; empty when it does not answer.
+pub fn pip_settings() -> Vec<(String, String)> {
+    output_of(python(), &["-m", "pip", "config", "list"])
+        .map(|listing| pip_config_settings(&listing))
+        .unwrap_or_default()
+}
+
+/// The settings [`pip_settings`] carries, from `pip config list` output: a variable
+/// (`:env:.cert`) wins over a file's value, as in pip.
+pub fn pip_config_settings(listing: &str) -> Vec<(String, String)> {
+    const CARRIED: [&str; 5] = [
+        "index-url",
+        "extra-index-url",
+        "trusted-host",
+        "cert",
+        "default-timeout",
+    ];
+    let mut out: std::collections::BTreeMap<String, (bool, String)> = Default::default();
+    for line in listing.lines() {
+        let Some((scoped, value)) = line.split_once('=') else {
+            continue;
+        };
+        let key = scoped.rsplit('.').next().unwrap_or(scoped);
+        if !CARRIED.contains(&key) {
+            continue;
+        }
+        let from_env = scoped.starts_with(":env:");
+        let value = value
+            .trim()
+            .trim_matches(|c| c == '\'' || c == '"')
+            .to_string();
+        let name = format!("PIP_{}", key.replace('-', "_").to_ascii_uppercase());
+        match out.get(&name) {
+            Some((true, _)) if !from_env => {}
+            _ => {
+                out.insert(name, (from_env, value));
+            }
+        }
+    }
+    out.into_iter().map(|(k, (_, v))| (k, v)).collect()
+}
+
 /// The index URLs in `pip config list` output (`index-url`, `extra-index-url`,
 /// `find-links`), each value possibly several, space- or newline-separated.
 pub fn pip_config_urls(listing: &str) -> Vec<String> {
@@ -354,6 +399,27 @@ mod tests {
                 "https://pypi.corp.example/simple",
                 "https://a.example/simple",
                 "https://b.example:8443/s"
+            ]
+        );
+    }
+
+    #[test]
+    fn pip_listing_yields_the_settings_a_new_pip_shares_and_variables_win() {
+        let listing = ":env:.cert='/etc/ssl/certs/ca.crt'\n\
+                       :env:.default-timeout='180'\n\
+                       :env:.find-links='/opt/wheels'\n\
+                       global.cert='/etc/other.pem'\n\
+                       global.index-url='https://pypi.corp.example/simple'\n\
+                       global.client-cert='/home/me/key.pem'\n";
+        assert_eq!(
+            pip_config_settings(listing),
+            vec![
+                ("PIP_CERT".to_string(), "/etc/ssl/certs/ca.crt".to_string()),
+                ("PIP_DEFAULT_TIMEOUT".to_string(), "180".to_string()),
+                (
+                    "PIP_INDEX_URL".to_string(),
+                    "https://pypi.corp.example/simple".to_string()
+                ),
             ]
         );
     }

@@ -2,18 +2,19 @@
 //! sandbox, the broker (over its Unix socket or TLS, `crate::transport`), and the sandboxed
 //! reader-worker process.
 
-use crate::config::TestsConfig;
+use crate::config::{PythonRecipe, TestsConfig};
 use crate::delegate::{ReaderChannel, ReaderLauncher};
 use crate::ports::{
     Baseline, BaselineError, BrokerReply, Hit, PortResult, PrSink, ReadOutcome, Retrieval,
     RunRegistration, TestReport, TestRunner, ToolFailure, Worktree,
 };
 use crate::prepare::{self, PrepareRecord};
+use crate::recipe;
 use crate::testenv::{self, Host, ResolvedTests};
 use crate::transport::{BrokerEndpoint, ConnectError, is_tls_refusal};
 use airlock_checkout::BoundedReader;
 use airlock_policies::network::{BlockedAttempt, NetworkMode, TestNetwork};
-use airlock_policies::testrun::{self, TestInventory};
+use airlock_policies::testrun::{self, SANDBOX_TREE, TestInventory, TreeLink};
 use airlock_reader::repo_tools::{CodegraphSearch, read_window};
 use airlock_reader::{FromSupervisor, FromWorker};
 use airlock_sandbox::{Captured, SandboxBuilder};
@@ -147,7 +148,7 @@ impl crate::ports::History for CodegraphHistory {
 }
 
 /// Runs the test command in the sandbox over a copy-on-write overlay of the worktree mounted at
-/// the worktree's own path: the tests see the agent's edits, and whatever they write is
+/// [`SANDBOX_TREE`]: the tests see the agent's edits, and whatever they write is
 /// discarded, so it never enters the diff. The sandbox's network namespace has loopback only.
 /// Every run gets the run's test environment (read-only grants, variables, prepared links),
 /// built by [`TestRunner::baseline`] before the first run.
@@ -170,6 +171,9 @@ pub struct PrepareKey {
     pub tracked: Vec<String>,
     /// `[paths] envs_dir`.
     pub envs_dir: PathBuf,
+    /// When the pinned commit was committed (seconds since the epoch): what a recipe resolves
+    /// "as of the pin" against.
+    pub commit_time: Option<i64>,
 }
 
 impl SandboxTestRunner {
@@ -209,7 +213,7 @@ impl SandboxTestRunner {
                     &key.envs_dir,
                 )?;
                 let env_dir = plan.env_dir();
-                let resolved = testenv::resolve(&self.tests, &host, Some(&env_dir))?;
+                let mut resolved = testenv::resolve(&self.tests, &host, Some(&env_dir))?;
                 let command = prepare_cfg
                     .command
                     .iter()
@@ -223,8 +227,31 @@ impl SandboxTestRunner {
                         )
                     })
                     .collect::<Result<Vec<_>, _>>()?;
+                let (mut steps, files) = match &prepare_cfg.python {
+                    Some(recipe) => recipe_steps(recipe, &host, &env_dir, key, &self.worktree)?,
+                    None => (Vec::new(), Vec::new()),
+                };
+                if !command.is_empty() {
+                    steps.push(command);
+                }
                 let mut for_prepare = resolved.environment.clone();
                 for_prepare.links.clear();
+                if prepare_cfg.python.is_some() {
+                    // The venv's own pip reaches the index the way the host's pip is
+                    // configured to (its index URLs and certificate bundle), unless set here.
+                    for (name, value) in airlock_egress::presets::pip_settings() {
+                        if name == "PIP_CERT" {
+                            let cert = PathBuf::from(&value);
+                            if !cert.is_absolute() || cert.symlink_metadata().is_err() {
+                                continue;
+                            }
+                            if !for_prepare.ro.iter().any(|r| cert.starts_with(r)) {
+                                for_prepare.ro.push(cert);
+                            }
+                        }
+                        for_prepare.env.entry(name).or_insert(value);
+                    }
+                }
                 for (name, raw) in &prepare_cfg.env {
                     let value = testenv::expand(
                         raw,
@@ -234,16 +261,32 @@ impl SandboxTestRunner {
                     )?;
                     for_prepare.env.insert(name.clone(), value);
                 }
-                testenv::check_program(&command, &for_prepare, "tests.prepare.command")?;
+                if let Some(first) = steps.first() {
+                    let key = if prepare_cfg.python.is_some() {
+                        "tests.prepare.python.interpreter"
+                    } else {
+                        "tests.prepare.command"
+                    };
+                    testenv::check_program(first, &for_prepare, key)?;
+                }
                 let network = testenv::prepare_network(prepare_cfg)?;
-                record = Some(prepare::prepare(
+                let done = prepare::prepare(
                     &plan,
                     prepare_cfg,
-                    &command,
+                    &steps,
+                    &files,
                     &for_prepare,
                     &network,
                     &self.worktree,
-                )?);
+                )?;
+                // What the steps generated in the tree is shown where they made it.
+                for path in &done.generated {
+                    resolved.environment.links.push(TreeLink {
+                        path: path.clone(),
+                        source: testenv::links_dir(&env_dir).join(path),
+                    });
+                }
+                record = Some(done);
                 testenv::check_links(&resolved.environment)?;
                 resolved
             }
@@ -273,17 +316,85 @@ impl SandboxTestRunner {
         for (name, value) in resolved.environment.variables() {
             builder = builder.env(name, value);
         }
-        builder = builder.overlay(&self.worktree, &self.worktree);
+        let at = Path::new(SANDBOX_TREE);
+        builder = builder.overlay(&self.worktree, at);
         for link in &resolved.environment.links {
-            builder = builder.ro_at(link.source.clone(), self.worktree.join(&link.path));
+            builder = builder.ro_at(link.source.clone(), at.join(&link.path));
         }
         let captured = builder
-            .cwd(&self.worktree)
+            .cwd(at)
             .timeout(self.timeout)
             .run_captured(argv)
             .map_err(|e| ToolFailure::new("sandbox", e.to_string()))?;
         Ok((captured, proxy.map(|p| p.blocked()).unwrap_or_default()))
     }
+}
+
+/// Argvs run in turn, and files written into `{env}` first (name, content).
+type StepsAndFiles = (Vec<Vec<String>>, Vec<(String, String)>);
+
+/// The steps of a `[tests.prepare.python]` recipe for this run, and the files prepare writes
+/// into `{env}` first (the lockfile's constraints, the releases it resolved against).
+fn recipe_steps(
+    recipe: &PythonRecipe,
+    host: &Host<'_>,
+    env_dir: &Path,
+    key: &PrepareKey,
+    tree: &Path,
+) -> Result<StepsAndFiles, BaselineError> {
+    let interpreter = testenv::expand(
+        &recipe.interpreter,
+        "tests.prepare.python.interpreter",
+        host,
+        Some(env_dir),
+    )?;
+    let mut files = Vec::new();
+    let mut constraints = None;
+    if let Some(lock) = &recipe.lockfile {
+        let problem = |p: String| testenv::TestEnvError {
+            key: "tests.prepare.python.lockfile".into(),
+            problem: p,
+        };
+        let text = std::fs::read_to_string(tree.join(lock)).map_err(|e| {
+            problem(format!(
+                "{lock} cannot be read at the pinned commit ({e}): fix the path or remove the key"
+            ))
+        })?;
+        let name = lock.rsplit('/').next().unwrap_or(lock);
+        let pins = recipe::lock_constraints(name, &text)
+            .map_err(|e| problem(format!("{e}; fix the lockfile or remove the key")))?;
+        files.push((recipe::CONSTRAINTS_FILE.to_string(), pins));
+        constraints = Some(env_dir.join(recipe::CONSTRAINTS_FILE));
+    }
+    // The interpreter's version, asked on the host (isolated, no site), dates the releases.
+    let version = std::process::Command::new(&interpreter)
+        .args([
+            "-I",
+            "-S",
+            "-c",
+            "import sys; print('%d.%d' % sys.version_info[:2])",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| recipe::parse_version(&String::from_utf8_lossy(&o.stdout)));
+    let resolution = recipe::resolution(recipe, key.commit_time, version);
+    files.push((
+        recipe::RESOLUTION_FILE.to_string(),
+        resolution.why.clone() + "\n",
+    ));
+    Ok((
+        recipe::steps(
+            recipe,
+            &interpreter,
+            env_dir,
+            resolution.as_of.as_deref(),
+            constraints.as_deref(),
+        ),
+        files,
+    ))
 }
 
 fn combined_output(captured: &Captured) -> String {

@@ -210,6 +210,66 @@ pub struct PrepareConfig {
     /// What the egress proxy admits for the prepare command. Unset: every registry preset
     /// whose installer is configured on this host (`@python`, `@node`, `@rust`, `@go`).
     pub allow: Option<Vec<String>>,
+    /// `[tests.prepare.python]`: the Python recipe. airlock builds an isolated virtualenv in
+    /// `{env}/venv` the way the project declares it, before `command` (which may then be empty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub python: Option<PythonRecipe>,
+}
+
+/// Which releases an environment is resolved from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AsOf {
+    /// Only releases uploaded before the pinned commit was committed: a commit of 2021 gets
+    /// the releases of 2021 (pip's `--uploaded-prior-to`).
+    #[default]
+    Pin,
+    /// Today's releases.
+    Latest,
+}
+
+/// `[tests.prepare.python]`: a virtualenv that sees only what is installed into it (never
+/// the interpreter's own site-packages), with the project installed editable (the files its
+/// build generates exist, and every test run sees them) and its test dependencies taken from
+/// the project's own declarations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PythonRecipe {
+    /// The venv's base interpreter: an absolute path (or `~/...`) granted to the sandbox, or a
+    /// name the sandbox's `PATH` finds (`python3`).
+    pub interpreter: String,
+    /// Install the project itself, editable (`pip install -e .`); false installs only the
+    /// dependencies listed below.
+    pub editable: bool,
+    /// The project's extras installed with it (`-e ".[test]"`); needs `editable`.
+    pub extras: Vec<String>,
+    /// PEP 735 dependency groups of `pyproject.toml` (`[dependency-groups]`).
+    pub groups: Vec<String>,
+    /// Requirements files of the tree (`-r`), pins and all.
+    pub requirements: Vec<String>,
+    /// More packages (`pytest`), as requirement specifiers.
+    pub packages: Vec<String>,
+    /// `pin` (the default): only releases uploaded before the pinned commit; `latest`: today's.
+    pub as_of: AsOf,
+    /// A lockfile of the tree whose pins constrain every install (`uv.lock`, `poetry.lock`,
+    /// `Pipfile.lock`, `pylock.toml`); unset: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lockfile: Option<String>,
+}
+
+impl Default for PythonRecipe {
+    fn default() -> Self {
+        PythonRecipe {
+            interpreter: "python3".into(),
+            editable: true,
+            extras: Vec::new(),
+            groups: Vec::new(),
+            requirements: Vec::new(),
+            packages: Vec::new(),
+            as_of: AsOf::Pin,
+            lockfile: None,
+        }
+    }
 }
 
 /// The registry presets a prepare command's proxy admits when `[tests.prepare] allow` is
@@ -1099,8 +1159,18 @@ impl Config {
             .any(|v| v.contains(ENV_DIR_PLACEHOLDER));
         match &self.tests.prepare {
             Some(p) => {
-                if p.command.is_empty() || p.command[0].is_empty() {
-                    return Err(invalid("tests.prepare.command", "must name a program"));
+                if (p.command.is_empty() && p.python.is_none())
+                    || p.command.first().is_some_and(String::is_empty)
+                {
+                    return Err(invalid(
+                        "tests.prepare.command",
+                        "must name a program (or add a [tests.prepare.python] recipe)",
+                    ));
+                }
+                if let Some(py) = &p.python {
+                    crate::recipe::check(py).map_err(|(key, problem)| {
+                        invalid(&format!("tests.prepare.python.{key}"), &problem)
+                    })?;
                 }
                 for link in &p.links {
                     let path = Path::new(link);

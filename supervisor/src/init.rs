@@ -15,7 +15,9 @@
 //! and `go` where they live. It writes nothing but the one file it is asked to
 //! ([`write_config`]), which must load with [`Config::parse`] first.
 
-use crate::config::{Budgets, Config, ConfigError, PathsConfig, PrepareConfig, SelectorStyle};
+use crate::config::{
+    AsOf, Budgets, Config, ConfigError, PathsConfig, PrepareConfig, PythonRecipe, SelectorStyle,
+};
 use crate::config::{ENV_DIR_PLACEHOLDER, TestsConfig};
 use airlock_policies::testrun::TestRunner;
 use airlock_policies::{Language, is_test_path, language_of};
@@ -345,14 +347,14 @@ pub fn detect(repo: &Path, host: &HostFacts) -> Detected {
 
 /// pytest or unittest, and why; `None` when the tree shows no Python tests.
 fn python_runner(tree: &Tree) -> Option<(TestRunner, String)> {
+    // The shallowest conftest.py names the reason (not one of an example project's).
     let conftest = tree
         .files
         .iter()
-        .find(|f| *f == "conftest.py" || f.ends_with("/conftest.py"));
+        .filter(|f| *f == "conftest.py" || f.ends_with("/conftest.py"))
+        .min_by_key(|f| (f.matches('/').count(), f.as_str()));
     let why = if tree.has("pytest.ini") {
         Some("pytest.ini".to_string())
-    } else if let Some(conftest) = conftest {
-        Some(conftest.clone())
     } else if tree.contains("pyproject.toml", "[tool.pytest") {
         Some("[tool.pytest] in pyproject.toml".into())
     } else if tree.contains("setup.cfg", "[tool:pytest]") {
@@ -360,7 +362,7 @@ fn python_runner(tree: &Tree) -> Option<(TestRunner, String)> {
     } else if tree.contains("tox.ini", "[pytest]") {
         Some("[pytest] in tox.ini".into())
     } else {
-        None
+        conftest.cloned()
     };
     if let Some(why) = why {
         return Some((TestRunner::Pytest, why));
@@ -504,21 +506,60 @@ fn configure_python(tree: &Tree, host: &HostFacts, runner: TestRunner, d: &mut D
         );
     }
 
+    let pyproject: Option<toml::Table> = tree.read("pyproject.toml").and_then(|t| t.parse().ok());
+    let table = |doc: &toml::Table, path: &[&str]| -> Vec<String> {
+        let mut at = Some(doc);
+        for key in path {
+            at = at.and_then(|t| t.get(*key)).and_then(|v| v.as_table());
+        }
+        at.map(|t| t.keys().cloned().collect()).unwrap_or_default()
+    };
+    let (extras_declared, groups_declared) = match &pyproject {
+        Some(doc) => (
+            table(doc, &["project", "optional-dependencies"]),
+            table(doc, &["dependency-groups"]),
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
+    let extras = test_names(&extras_declared);
+    let groups = test_names(&groups_declared);
     let requirements: Vec<String> = tree
         .files
         .iter()
         .filter(|f| {
             let (dir, name) = f.rsplit_once('/').unwrap_or(("", f));
-            name.ends_with(".txt")
-                && ((dir.is_empty() && name.starts_with("requirements")) || dir == "requirements")
+            let top = dir.is_empty() || dir == "requirements";
+            let txt = name.ends_with(".txt")
+                || name.ends_with(".in") && !tree.has(&f.replace(".in", ".txt"));
+            let named = dir == "requirements" || name.contains("requirements");
+            top && txt && named && !NOT_TEST_REQUIREMENTS.iter().any(|w| name.contains(w))
         })
         .cloned()
         .collect();
+    // Test requirements files when there are some; else every requirements file.
+    let testish: Vec<String> = requirements
+        .iter()
+        .filter(|f| f.contains("test") || f.contains("dev"))
+        .cloned()
+        .collect();
+    let requirements = if testish.is_empty() {
+        requirements
+    } else {
+        testish
+    };
     let manifests: Vec<String> = ["pyproject.toml", "setup.cfg", "setup.py"]
         .into_iter()
         .filter(|f| tree.has(f))
         .map(String::from)
         .collect();
+    let installable = tree.has("setup.py")
+        || pyproject
+            .as_ref()
+            .is_some_and(|d| d.contains_key("build-system") || d.contains_key("project"));
+    let lockfile = crate::recipe::LOCKFILES
+        .iter()
+        .find(|f| tree.has(f))
+        .map(|f| f.to_string());
     let src_layout = tree.files.iter().any(|f| {
         f.strip_prefix("src/").is_some_and(|rest| {
             let parts: Vec<&str> = rest.split('/').collect();
@@ -526,78 +567,184 @@ fn configure_python(tree: &Tree, host: &HostFacts, runner: TestRunner, d: &mut D
                 || matches!(parts.as_slice(), [_, "__init__.py"])
         })
     });
-    let install_pytest = runner == TestRunner::Pytest;
-    if requirements.is_empty() && !install_pytest {
-        if src_layout {
-            d.tests.env.insert("PYTHONPATH".into(), "src".into());
+    // pytest is added unless a chosen declaration names it already.
+    let declares_pytest = pyproject.as_ref().is_some_and(|doc| {
+        let lists = extras
+            .iter()
+            .filter_map(|e| doc.get("project")?.get("optional-dependencies")?.get(e))
+            .chain(
+                groups
+                    .iter()
+                    .filter_map(|g| doc.get("dependency-groups")?.get(g)),
+            );
+        lists
+            .flat_map(|v| v.as_array().cloned().unwrap_or_default())
+            .any(|item| {
+                item.as_str().is_some_and(|s| {
+                    let name: String = s
+                        .trim()
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                        .collect();
+                    name.eq_ignore_ascii_case("pytest")
+                })
+            })
+    }) || requirements.iter().any(|f| {
+        tree.read(f).is_some_and(|text| {
+            text.lines().any(|l| {
+                let l = l.trim().to_ascii_lowercase();
+                l == "pytest"
+                    || l.starts_with("pytest=")
+                    || l.starts_with("pytest>")
+                    || l.starts_with("pytest<")
+                    || l.starts_with("pytest~")
+                    || l.starts_with("pytest[")
+                    || l.starts_with("pytest ")
+            })
+        })
+    });
+    let mut packages = Vec::new();
+    if runner == TestRunner::Pytest && !declares_pytest {
+        packages.push("pytest".to_string());
+    }
+    let recipe = PythonRecipe {
+        interpreter: py.program.clone(),
+        editable: installable,
+        extras: if installable {
+            extras.clone()
+        } else {
+            Vec::new()
+        },
+        groups: groups.clone(),
+        requirements: requirements.clone(),
+        packages,
+        as_of: AsOf::Pin,
+        lockfile: lockfile.clone(),
+    };
+    // The venv's python, for every test run.
+    let venv_python = format!("{ENV_DIR_PLACEHOLDER}/venv/bin/python");
+    d.tests.command[0] = venv_python;
+    d.comment(
+        "tests.command",
+        "The python of the virtualenv prepare builds in {env}/venv: the tests import what it \
+         installed, never the interpreter's own site-packages.",
+    );
+    let mut said = Vec::new();
+    if installable {
+        said.push(format!(
+            "the project, editable ({}){}",
+            manifests.join(", "),
+            if extras.is_empty() {
+                String::new()
+            } else {
+                format!(" with its extras {}", extras.join(", "))
+            }
+        ));
+    }
+    if !groups.is_empty() {
+        said.push(format!(
+            "the dependency groups {} of pyproject.toml",
+            groups.join(", ")
+        ));
+    }
+    if !requirements.is_empty() {
+        said.push(format!(
+            "the requirements files {}",
+            requirements.join(", ")
+        ));
+    }
+    if !recipe.packages.is_empty() {
+        said.push("pytest (no declaration of the project names it)".into());
+    }
+    if said.is_empty() {
+        d.comment(
+            "tests.prepare.python",
+            "Nothing to install was found: the venv holds the standard library only.",
+        );
+    } else {
+        d.comment(
+            "tests.prepare.python",
+            format!("Installs {}.", said.join("; ")),
+        );
+    }
+    for (what, declared, chosen) in [
+        ("extras", &extras_declared, &extras),
+        ("dependency groups", &groups_declared, &groups),
+    ] {
+        let others: Vec<&String> = declared.iter().filter(|n| !chosen.contains(n)).collect();
+        if !others.is_empty() {
             d.comment(
-                "tests.env.PYTHONPATH",
-                "The packages live under src/ (a src layout).",
+                "tests.prepare.python",
+                format!(
+                    "Also declared, not installed ({what}): {}.",
+                    others
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             );
         }
-        return;
     }
-    let site = format!("{ENV_DIR_PLACEHOLDER}/site");
-    let mut prepare = vec![
-        py.program,
-        "-m".into(),
-        "pip".into(),
-        "install".into(),
-        "--no-input".into(),
-        "--target".into(),
-        site.clone(),
-    ];
-    for file in &requirements {
-        prepare.push("-r".into());
-        prepare.push(file.clone());
+    if let Some(lock) = &lockfile {
+        d.comment(
+            "tests.prepare.python",
+            format!("{lock} pins every install (its registry packages, as constraints)."),
+        );
     }
-    if install_pytest {
-        prepare.push("pytest".into());
-    }
+    d.comment(
+        "tests.prepare.python",
+        "as_of = \"pin\": only releases uploaded before the pinned commit was committed.",
+    );
     let mut inputs: Vec<String> = requirements
         .iter()
         .chain(&manifests)
+        .chain(lockfile.iter())
         .map(|f| glob_literal(f))
         .collect();
     inputs.sort();
-    d.comment(
-        "tests.prepare.command",
-        format!(
-            "Installs {} into {{env}}/site, which PYTHONPATH puts on the path of every test run.",
-            match (requirements.is_empty(), install_pytest) {
-                (false, true) => "the requirements files and pytest",
-                (false, false) => "the requirements files",
-                _ => "pytest",
-            }
-        ),
-    );
-    if !manifests.is_empty() {
-        d.comment(
-            "tests.prepare.command",
-            format!(
-                "{} is present: to install the project itself (or its test extras), add \".\" \
-                 (or \".[test]\") to the command.",
-                manifests.join(" and ")
-            ),
-        );
-    }
+    inputs.dedup();
     d.tests.prepare = Some(PrepareConfig {
-        command: prepare,
+        command: Vec::new(),
         inputs,
         timeout_secs: prepare_timeout_secs(),
+        python: Some(recipe),
         ..PrepareConfig::default()
     });
-    let pythonpath = if src_layout {
+    if !installable && src_layout {
+        d.tests.env.insert("PYTHONPATH".into(), "src".into());
         d.comment(
             "tests.env.PYTHONPATH",
-            "The packages live under src/ (a src layout); the installed ones in {env}/site.",
+            "The packages live under src/ (a src layout) and the project is not installed.",
         );
-        format!("src:{site}")
-    } else {
-        d.comment("tests.env.PYTHONPATH", "The installed packages.");
-        site
-    };
-    d.tests.env.insert("PYTHONPATH".into(), pythonpath);
+    }
+}
+
+/// Names of requirements files that hold no test dependencies.
+const NOT_TEST_REQUIREMENTS: [&str; 4] = ["doc", "lint", "typing", "mypy"];
+
+/// The declared extras or groups a test run needs: those named for tests, else `dev`.
+fn test_names(declared: &[String]) -> Vec<String> {
+    let tests: Vec<String> = declared
+        .iter()
+        .filter(|n| {
+            let n = n.to_ascii_lowercase();
+            n == "test"
+                || n == "tests"
+                || n == "testing"
+                || n.starts_with("test-")
+                || n.starts_with("tests-")
+        })
+        .cloned()
+        .collect();
+    if !tests.is_empty() {
+        return tests;
+    }
+    declared
+        .iter()
+        .filter(|n| n.eq_ignore_ascii_case("dev"))
+        .cloned()
+        .collect()
 }
 
 fn configure_rust(tree: &Tree, host: &HostFacts, d: &mut Detected) {
@@ -959,7 +1106,11 @@ pub fn render_airlock_toml(d: &Detected) -> String {
         o.blank();
         o.line("[tests.prepare]");
         o.comment("Builds {env} once per repository, commit and content of `inputs`, in the sandbox with the network, on the pinned files only.");
-        o.comment("The command, as argv (no shell); {env} is the environment directory.");
+        if p.python.is_some() {
+            o.comment("More steps after the recipe below, as argv (no shell); {env} is the environment directory.");
+        } else {
+            o.comment("The command, as argv (no shell); {env} is the environment directory.");
+        }
         o.extra(d, "tests.prepare.command");
         o.key("command", &array(&p.command));
         o.comment("Globs of tracked files whose content keys the environment.");
@@ -970,6 +1121,38 @@ pub fn render_airlock_toml(d: &Detected) -> String {
         o.key("links", &array(&p.links));
         o.comment("Wall-clock limit of the prepare command, in seconds.");
         o.key("timeout_secs", &p.timeout_secs.to_string());
+        if let Some(r) = &p.python {
+            o.blank();
+            o.line("[tests.prepare.python]");
+            o.comment("airlock builds a virtualenv of its own in {env}/venv, brings its pip up to date and installs what follows.");
+            o.extra(d, "tests.prepare.python");
+            o.comment("The venv's base interpreter.");
+            o.key("interpreter", &quote(&r.interpreter));
+            o.comment("Install the project itself, editable: the files its build generates exist in every test run.");
+            o.key("editable", if r.editable { "true" } else { "false" });
+            o.comment("Its extras installed with it, its PEP 735 dependency groups, requirements files of the tree, and more packages.");
+            o.key("extras", &array(&r.extras));
+            o.key("groups", &array(&r.groups));
+            o.key("requirements", &array(&r.requirements));
+            o.key("packages", &array(&r.packages));
+            o.comment(
+                "\"pin\": releases uploaded before the pinned commit only; \"latest\": today's.",
+            );
+            o.key(
+                "as_of",
+                &quote(match r.as_of {
+                    AsOf::Pin => "pin",
+                    AsOf::Latest => "latest",
+                }),
+            );
+            match &r.lockfile {
+                Some(lock) => {
+                    o.comment("The lockfile whose pins constrain every install.");
+                    o.key("lockfile", &quote(lock));
+                }
+                None => o.comment("lockfile = \"uv.lock\"  # or poetry.lock, Pipfile.lock, pylock.toml: its pins constrain every install"),
+            }
+        }
         if !p.env.is_empty() {
             o.blank();
             o.line("[tests.prepare.env]");
@@ -1545,11 +1728,18 @@ mod tests {
                 assert_eq!(a.links, b.links);
                 assert_eq!(a.env, b.env);
                 assert_eq!(a.timeout_secs, b.timeout_secs);
+                assert_eq!(a.python, b.python);
             }
             (a, b) => panic!("prepare {a:?} != {b:?}\n{text}"),
         }
         assert_eq!(text, render_airlock_toml(d), "rendering is deterministic");
         config
+    }
+
+    fn venv_command(rest: &[&str]) -> Vec<String> {
+        let mut out = vec!["{env}/venv/bin/python".to_string()];
+        out.extend(strings(rest));
+        out
     }
 
     #[test]
@@ -1558,6 +1748,7 @@ mod tests {
             ("conftest.py", ""),
             ("requirements.txt", "requests\n"),
             ("requirements-dev.txt", "pytest-mock\n"),
+            ("requirements-docs.txt", "sphinx\n"),
             ("pyproject.toml", "[project]\nname = \"calc\"\n"),
             ("calc/__init__.py", ""),
             (
@@ -1572,43 +1763,84 @@ mod tests {
         assert_eq!(d.tests.selector_style, SelectorStyle::NodeId);
         assert_eq!(
             d.tests.command,
-            strings(&[FAKE_PYTHON, "-m", "pytest", "-rA", "-p", "no:cacheprovider"])
+            venv_command(&["-m", "pytest", "-rA", "-p", "no:cacheprovider"])
         );
         assert_eq!(d.tests.ro, strings(&[FAKE_PYTHON_PREFIX]));
         let p = d.tests.prepare.as_ref().unwrap();
-        assert_eq!(
-            p.command,
-            strings(&[
-                FAKE_PYTHON,
-                "-m",
-                "pip",
-                "install",
-                "--no-input",
-                "--target",
-                "{env}/site",
-                "-r",
-                "requirements-dev.txt",
-                "-r",
-                "requirements.txt",
-                "pytest",
-            ])
-        );
+        assert!(p.command.is_empty());
+        let r = p.python.as_ref().unwrap();
+        assert_eq!(r.interpreter, FAKE_PYTHON);
+        assert!(r.editable, "a [project] table is installable");
+        assert_eq!(r.requirements, strings(&["requirements-dev.txt"]));
+        assert_eq!(r.packages, strings(&["pytest"]));
+        assert_eq!(r.as_of, AsOf::Pin);
+        assert_eq!(r.lockfile, None);
         assert_eq!(
             p.inputs,
-            strings(&["pyproject.toml", "requirements-dev.txt", "requirements.txt"])
+            strings(&["pyproject.toml", "requirements-dev.txt"])
         );
         assert!(p.links.is_empty());
-        assert_eq!(d.tests.env["PYTHONPATH"], "{env}/site");
+        assert!(!d.tests.env.contains_key("PYTHONPATH"));
         assert_eq!(d.allowlist, strings(&["*.py", "calc/**", "tests/**"]));
         let text = render_airlock_toml(&d);
-        assert!(text.contains("add \".\""), "{text}");
+        assert!(text.contains("[tests.prepare.python]"), "{text}");
         assert!(text.contains("conftest.py"), "{text}");
         assert!(d.warnings.is_empty(), "{:?}", d.warnings);
         assert_parses(&d);
     }
 
     #[test]
-    fn unittest_project_without_requirements_needs_no_prepare() {
+    fn dependency_groups_extras_and_the_lockfile_are_read_from_the_project() {
+        let f = Fixture::new(&[
+            (
+                "pyproject.toml",
+                "[build-system]\nrequires = [\"flit_core\"]\n\n[project]\nname = \"fl\"\n\n\
+                 [project.optional-dependencies]\ndocs = [\"sphinx\"]\nasync = [\"asgiref\"]\n\n\
+                 [dependency-groups]\ndev = [\"ruff\", \"pre-commit\"]\ntests = [\"pytest\", \"asgiref\"]\n\
+                 typing = [\"mypy\"]\n\n[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n",
+            ),
+            ("uv.lock", "version = 1\n"),
+            ("src/fl/__init__.py", ""),
+            ("tests/conftest.py", ""),
+            ("examples/js/tests/conftest.py", ""),
+            ("tests/test_fl.py", "def test_a():\n    pass\n"),
+        ]);
+        let d = f.detect();
+        assert_eq!(d.tests.runner, TestRunner::Pytest);
+        assert!(
+            d.findings
+                .iter()
+                .any(|l| l.contains("[tool.pytest] in pyproject.toml")),
+            "{:?}",
+            d.findings
+        );
+        let p = d.tests.prepare.as_ref().unwrap();
+        let r = p.python.as_ref().unwrap();
+        assert!(r.editable);
+        assert!(r.extras.is_empty(), "no extra is named for tests");
+        assert_eq!(r.groups, strings(&["tests"]), "the tests group, not dev");
+        assert!(r.packages.is_empty(), "the tests group names pytest");
+        assert_eq!(r.lockfile.as_deref(), Some("uv.lock"));
+        assert_eq!(p.inputs, strings(&["pyproject.toml", "uv.lock"]));
+        assert!(
+            !d.tests.env.contains_key("PYTHONPATH"),
+            "an installed src layout needs no path"
+        );
+        let text = render_airlock_toml(&d);
+        assert!(
+            text.contains("Also declared, not installed (extras): async, docs."),
+            "{text}"
+        );
+        assert!(
+            text.contains("Also declared, not installed (dependency groups): dev, typing."),
+            "{text}"
+        );
+        assert!(text.contains("lockfile = \"uv.lock\""), "{text}");
+        assert_parses(&d);
+    }
+
+    #[test]
+    fn unittest_project_without_requirements_gets_a_bare_venv() {
         let f = Fixture::new(&[
             (
                 "src/shout/__init__.py",
@@ -1622,12 +1854,11 @@ mod tests {
         let d = f.detect();
         assert_eq!(d.tests.runner, TestRunner::Unittest);
         assert_eq!(d.tests.selector_style, SelectorStyle::Dotted);
-        assert_eq!(
-            d.tests.command,
-            strings(&[FAKE_PYTHON, "-m", "unittest", "-v"])
-        );
+        assert_eq!(d.tests.command, venv_command(&["-m", "unittest", "-v"]));
         assert_eq!(d.tests.ro, strings(&[FAKE_PYTHON_PREFIX]));
-        assert!(d.tests.prepare.is_none());
+        let r = d.tests.prepare.as_ref().unwrap().python.clone().unwrap();
+        assert!(!r.editable, "nothing makes it installable");
+        assert!(r.packages.is_empty() && r.requirements.is_empty() && r.groups.is_empty());
         assert_eq!(d.tests.env["PYTHONPATH"], "src");
         assert_eq!(d.allowlist, strings(&["src/**", "tests/**"]));
         assert_parses(&d);
@@ -1639,7 +1870,9 @@ mod tests {
         let d = f.detect();
         assert_eq!(d.tests.runner, TestRunner::Pytest);
         let p = d.tests.prepare.as_ref().unwrap();
-        assert_eq!(p.command.last().map(String::as_str), Some("pytest"));
+        let r = p.python.as_ref().unwrap();
+        assert_eq!(r.packages, strings(&["pytest"]));
+        assert!(!r.editable);
         assert!(p.inputs.is_empty());
         assert_eq!(d.allowlist, strings(&["*.py"]));
         assert_parses(&d);
@@ -1658,15 +1891,9 @@ mod tests {
         ]);
         let d = f.detect();
         let venv = f.repo.path().join(".venv");
-        assert_eq!(
-            d.tests.command,
-            strings(&[
-                &venv.join("bin/python").display().to_string(),
-                "-m",
-                "unittest",
-                "-v"
-            ])
-        );
+        assert_eq!(d.tests.command, venv_command(&["-m", "unittest", "-v"]));
+        let r = d.tests.prepare.as_ref().unwrap().python.clone().unwrap();
+        assert_eq!(r.interpreter, venv.join("bin/python").display().to_string());
         let mut ro = vec![venv.display().to_string(), FAKE_PYTHON_PREFIX.to_string()];
         ro.sort();
         assert_eq!(d.tests.ro, ro);

@@ -26,6 +26,7 @@ pub mod ports;
 pub mod prepare;
 pub mod progress;
 pub mod prompts;
+pub mod recipe;
 pub mod reference_repos;
 pub mod review;
 pub mod runner;

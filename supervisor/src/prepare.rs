@@ -15,7 +15,7 @@ use crate::adapters::tail;
 use crate::config::PrepareConfig;
 use crate::testenv::links_dir;
 use airlock_policies::network::{BlockedAttempt, TestNetwork};
-use airlock_policies::testrun::TestEnvironment;
+use airlock_policies::testrun::{SANDBOX_TREE, TestEnvironment};
 use airlock_sandbox::SandboxBuilder;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -93,6 +93,14 @@ pub struct PrepareRecord {
     /// What the egress proxy refused it, once per host and port.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocked: Vec<BlockedAttempt>,
+    /// Every step run, in order: the recipe's (`[tests.prepare.python]`), then `command`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<Vec<String>>,
+    /// What the steps created in the tree (an editable install's version file and
+    /// `.egg-info`, a compiled extension), kept beside the environment and shown read-only at
+    /// the same place in every test run: the top-most new paths, relative.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generated: Vec<String>,
 }
 
 /// Where one prepared environment lives.
@@ -157,12 +165,20 @@ pub fn plan(
     })
 }
 
-/// Build (or reuse) the environment of `plan` by running `command` (already expanded) over
-/// `tree` in the sandbox with network, granted `environment`'s read-only paths and variables.
+/// Most paths kept of what the steps created in the tree ([`PrepareRecord::generated`]); the
+/// rest are dropped with the scratch copy (an install does not scatter more).
+pub const MAX_GENERATED: usize = 256;
+
+/// Build (or reuse) the environment of `plan` by running `steps` (already expanded) in turn over
+/// `tree` (seen at [`SANDBOX_TREE`]) in the sandbox with the prepare network, granted
+/// `environment`'s read-only paths and variables. `files` are written into `{env}` first
+/// (name, content). Each step gets a `TMPDIR` on disk beside the environment (removed after),
+/// unless the variables set one.
 pub fn prepare(
     plan: &PreparePlan,
     config: &PrepareConfig,
-    command: &[String],
+    steps: &[Vec<String>],
+    files: &[(String, String)],
     environment: &TestEnvironment,
     network: &TestNetwork,
     tree: &Path,
@@ -187,67 +203,108 @@ pub fn prepare(
     let env_dir = plan.env_dir();
     let links = links_dir(&env_dir);
     let scratch = plan.root.join("scratch");
-    for dir in [&env_dir, &links, &scratch] {
+    let tmp = plan.root.join("tmp");
+    for dir in [&env_dir, &links, &scratch, &tmp] {
         if dir.exists() {
             std::fs::remove_dir_all(dir).map_err(io(dir))?;
         }
     }
-    std::fs::create_dir_all(&env_dir).map_err(io(&env_dir))?;
-    std::fs::create_dir_all(&links).map_err(io(&links))?;
+    for dir in [&env_dir, &links, &tmp] {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+    }
+    for (name, content) in files {
+        let path = env_dir.join(name);
+        std::fs::write(&path, content).map_err(io(&path))?;
+    }
     // The command writes `{env}` as the sandbox's host identity (not root, for a root caller);
     // once it is done, the environment is taken back, so later runs read it as the caller's.
     let identity =
         airlock_sandbox::host_identity().map_err(|e| PrepareError::Sandbox(e.to_string()))?;
-    identity
-        .hand_over(&env_dir)
-        .map_err(|e| PrepareError::Sandbox(e.to_string()))?;
+    for dir in [&env_dir, &tmp] {
+        identity
+            .hand_over(dir)
+            .map_err(|e| PrepareError::Sandbox(e.to_string()))?;
+    }
+    // Installs unpack and build in TMPDIR: on disk beside the environment, not in the
+    // sandbox's small private /tmp.
+    let mut variables = environment.variables();
+    if !variables.iter().any(|(name, _)| name == "TMPDIR") {
+        variables.push(("TMPDIR".into(), tmp.display().to_string()));
+    }
 
-    let (mut builder, proxy) = airlock_egress::with_network(SandboxBuilder::new(), network);
-    builder = builder
-        .system_ro()
-        .timeout(config.timeout())
-        .memory_mb(4096)
-        .max_procs(1024);
-    for path in environment.ro.iter().filter(|p| **p != env_dir) {
-        builder = builder.ro(path.clone());
-    }
-    for (name, value) in environment.variables() {
-        builder = builder.env(name, value);
-    }
     let started = Instant::now();
-    let captured = builder
-        .rw(&env_dir)
-        .overlay_keep(tree, tree, &scratch)
-        .cwd(tree)
-        .run_captured(command)
-        .map_err(|e| PrepareError::Sandbox(e.to_string()))?;
-    let seconds = started.elapsed().as_secs_f64();
-    let mut output = String::from_utf8_lossy(&captured.stdout).into_owned();
-    output.push_str(&String::from_utf8_lossy(&captured.stderr));
-    let output = tail(&output, PREPARE_OUTPUT_KEEP);
-    let record = PrepareRecord {
-        key: plan.key.clone(),
-        env_dir: env_dir.clone(),
-        command: command.to_vec(),
-        exit_code: if captured.summary.timed_out {
+    let mut output = String::new();
+    let mut blocked: Vec<BlockedAttempt> = Vec::new();
+    let mut exit_code = Some(0);
+    let mut failed_step = None;
+    for (i, step) in steps.iter().enumerate() {
+        let (mut builder, proxy) = airlock_egress::with_network(SandboxBuilder::new(), network);
+        builder = builder
+            .system_ro()
+            .timeout(config.timeout().saturating_sub(started.elapsed()))
+            .memory_mb(4096)
+            .max_procs(1024);
+        for path in environment.ro.iter().filter(|p| **p != env_dir) {
+            builder = builder.ro(path.clone());
+        }
+        for (name, value) in &variables {
+            builder = builder.env(name, value);
+        }
+        let captured = builder
+            .rw(&env_dir)
+            .rw(&tmp)
+            .overlay_keep(tree, SANDBOX_TREE, &scratch)
+            .cwd(SANDBOX_TREE)
+            .run_captured(step)
+            .map_err(|e| PrepareError::Sandbox(e.to_string()))?;
+        if steps.len() > 1 {
+            output.push_str(&format!("$ {}\n", step.join(" ")));
+        }
+        output.push_str(&String::from_utf8_lossy(&captured.stdout));
+        output.push_str(&String::from_utf8_lossy(&captured.stderr));
+        for attempt in proxy.map(|p| p.blocked()).unwrap_or_default() {
+            if !blocked.iter().any(|b| b.target() == attempt.target()) {
+                blocked.push(attempt);
+            }
+        }
+        exit_code = if captured.summary.timed_out {
             None
         } else {
             captured.summary.exit_code
-        },
+        };
+        if exit_code != Some(0) {
+            failed_step = Some(i);
+            break;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    let seconds = started.elapsed().as_secs_f64();
+    let output = tail(&output, PREPARE_OUTPUT_KEEP);
+    let mut record = PrepareRecord {
+        key: plan.key.clone(),
+        env_dir: env_dir.clone(),
+        command: config.command.clone(),
+        exit_code,
         output,
         seconds,
         inputs: plan.inputs.clone(),
         reused: false,
         network: network.clone(),
-        blocked: proxy.map(|p| p.blocked()).unwrap_or_default(),
+        blocked,
+        steps: steps.to_vec(),
+        generated: Vec::new(),
     };
     let failed_path = plan.root.join("prepare-failed.json");
-    if record.exit_code != Some(0) {
+    if let Some(step) = failed_step {
+        let command = &steps[step];
         let _ = std::fs::write(
             &failed_path,
             serde_json::to_string_pretty(&record).unwrap_or_default(),
         );
         let _ = std::fs::remove_dir_all(&scratch);
+        // Nothing half-built stays in the cache.
+        let _ = std::fs::remove_dir_all(&env_dir);
+        let _ = std::fs::remove_dir_all(&links);
         let how = match record.exit_code {
             None => format!("timed out after {} s", config.timeout().as_secs()),
             Some(code) => format!("exited with {code}"),
@@ -280,6 +337,15 @@ pub fn prepare(
         }
         std::fs::rename(&from, &to).map_err(io(&to))?;
     }
+    // What else the steps created in the tree is kept too: the files a build generates.
+    for path in created_paths(&upper, tree, MAX_GENERATED) {
+        let to = links.join(&path);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        std::fs::rename(upper.join(&path), &to).map_err(io(&to))?;
+        record.generated.push(path);
+    }
     for dir in [&env_dir, &links] {
         identity
             .take_back(dir)
@@ -295,4 +361,44 @@ pub fn prepare(
     .map_err(io(&tmp))?;
     std::fs::rename(&tmp, &record_path).map_err(io(&record_path))?;
     Ok(record)
+}
+
+/// The top-most paths of an overlay's upper directory `upper` that do not exist in its lower
+/// `tree`: what was created, not what was changed (a changed tracked file is not kept) nor
+/// removed (whiteouts are character devices and are skipped). Directories that exist in both
+/// are descended into; only regular files, directories and symlinks are listed; at most `max`,
+/// sorted; `__pycache__` directories are never kept.
+pub fn created_paths(upper: &Path, tree: &Path, max: usize) -> Vec<String> {
+    fn walk(upper: &Path, tree: &Path, rel: &Path, max: usize, out: &mut Vec<String>) {
+        let Ok(entries) = std::fs::read_dir(upper.join(rel)) else {
+            return;
+        };
+        let mut names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
+        names.sort();
+        for name in names {
+            if out.len() >= max {
+                return;
+            }
+            let rel = rel.join(&name);
+            let Ok(meta) = std::fs::symlink_metadata(upper.join(&rel)) else {
+                continue;
+            };
+            let kind = meta.file_type();
+            if !(kind.is_file() || kind.is_dir() || kind.is_symlink()) || name == "__pycache__" {
+                continue;
+            }
+            match std::fs::symlink_metadata(tree.join(&rel)) {
+                Err(_) => {
+                    if let Some(text) = rel.to_str() {
+                        out.push(text.to_string());
+                    }
+                }
+                Ok(lower) if lower.is_dir() && kind.is_dir() => walk(upper, tree, &rel, max, out),
+                Ok(_) => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(upper, tree, Path::new(""), max, &mut out);
+    out
 }

@@ -657,6 +657,7 @@ fn execute(
                 commit: commit.as_str().to_string(),
                 tracked: tracked_for_prepare,
                 envs_dir: config.paths.envs_dir.clone(),
+                commit_time: mirror.commit_time(&commit).ok(),
             },
         )),
     };
@@ -1267,6 +1268,7 @@ pub fn doctor_tests(args: &TestsDoctorArgs) -> Result<TestsDoctorReport, RunErro
             commit: commit.as_str().to_string(),
             tracked,
             envs_dir: config.paths.envs_dir.clone(),
+            commit_time: mirror.commit_time(&commit).ok(),
         },
     );
     let baseline = tests.baseline().map_err(|e| RunError::Setup {

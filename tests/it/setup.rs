@@ -131,3 +131,83 @@ fn doctor_names_the_key_when_the_runner_does_not_match_the_command() {
     assert!(out.contains("tests.runner"), "{out}");
     assert!(out.contains("runs pytest"), "{out}");
 }
+
+/// A project the way a real one declares itself: a `[dependency-groups]` table names its test
+/// dependencies, its build writes a version file into the tree (as `setuptools_scm` and
+/// versioneer do), and its tests import both. `init` proposes the Python recipe and `doctor`
+/// builds it unchanged: an isolated virtualenv, the project installed editable at the tree's
+/// fixed path, the group installed, the generated file kept and shown in every test run.
+#[test]
+fn init_then_doctor_builds_the_project_its_own_way_with_a_group_and_a_generated_file() {
+    let dir = tempfile::tempdir().unwrap();
+    repo_with(
+        dir.path(),
+        &[
+            (
+                "pyproject.toml",
+                "[build-system]\nrequires = [\"setuptools>=64\"]\nbuild-backend = \"setuptools.build_meta\"\n\n\
+                 [project]\nname = \"calc\"\nversion = \"1.2.3\"\n\n\
+                 [dependency-groups]\ntests = [\"pytest\", \"iniconfig\"]\nlint = [\"ruff\"]\n\n\
+                 [tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n\n\
+                 [tool.setuptools]\npackages = [\"calc\"]\n",
+            ),
+            (
+                "setup.py",
+                "import pathlib\nfrom setuptools import setup\n\n\
+                 # The build generates the version module, as setuptools_scm does.\n\
+                 pathlib.Path(\"calc/_version.py\").write_text(\"version = '1.2.3'\\n\")\n\
+                 setup()\n",
+            ),
+            (
+                "calc/__init__.py",
+                "from calc._version import version\n\n\ndef add(a, b):\n    return a + b\n",
+            ),
+            (
+                "tests/test_calc.py",
+                "import site\nimport sys\n\nimport iniconfig\n\nimport calc\n\n\n\
+                 def test_version_from_the_generated_file():\n    assert calc.version == '1.2.3'\n\n\n\
+                 def test_add():\n    assert calc.add(1, 2) == 3\n\n\n\
+                 def test_the_group_is_installed():\n    assert iniconfig.IniConfig\n\n\n\
+                 def test_only_the_venv_is_on_the_path():\n    assert sys.prefix != sys.base_prefix\n    \
+                 assert all(p.startswith(sys.prefix) for p in site.getsitepackages()), site.getsitepackages()\n\n\n\
+                 def test_the_tree_is_at_the_fixed_path():\n    assert calc.__file__ == '/airlock/repo/calc/__init__.py', calc.__file__\n",
+            ),
+        ],
+    );
+    let init = airlock(dir.path(), &["init", "--repo", "repo"]);
+    assert!(init.status.success(), "{}", text(&init));
+    let config = std::fs::read_to_string(dir.path().join("airlock.toml")).unwrap();
+    assert!(config.contains("[tests.prepare.python]"), "{config}");
+    assert!(config.contains("groups = [\"tests\"]"), "{config}");
+    assert!(config.contains("editable = true"), "{config}");
+
+    let doctor = airlock(
+        dir.path(),
+        &["doctor", "--config", "airlock.toml", "--repo", "repo"],
+    );
+    let out = text(&doctor);
+    assert!(doctor.status.success(), "{out}\n{config}");
+    assert!(out.contains("prepare       built"), "{out}");
+    assert!(
+        out.contains("5 tests at base (the listing found 5): 5 pass"),
+        "{out}"
+    );
+    // The generated file is kept beside the environment; the tree at the pin never had it.
+    let envs = dir.path().join("airlock/envs");
+    let record = std::fs::read_dir(&envs)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("prepare.json"))
+        .find(|p| p.exists())
+        .unwrap();
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(record).unwrap()).unwrap();
+    let generated: Vec<&str> = record["generated"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert!(generated.contains(&"calc/_version.py"), "{record}");
+    assert!(!dir.path().join("repo/calc/_version.py").exists());
+}

@@ -25,6 +25,13 @@ pub const FIXED_TEST_ENV: [(&str, &str); 4] = [
 /// root (a tmpfs holding only mount points) that does not exist and cannot be created.
 pub const NO_BYTECODE_DIR: &str = "/.airlock-no-bytecode";
 
+/// Where every test command sees the tree it runs on (the prepare command, the agent's runs,
+/// the base inventory and the witness alike): one fixed path inside the sandbox, whatever the
+/// tree's path on the host. Test ids that embed the path, and paths an install records (an
+/// editable install's `.pth` file and finder, a console script), are then the same in every run
+/// and on both sides.
+pub const SANDBOX_TREE: &str = "/airlock/repo";
+
 /// A prepared path shown read-only inside the tree at every test run (`node_modules` built by
 /// `npm ci` in the prepare step).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
