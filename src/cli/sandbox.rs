@@ -254,17 +254,37 @@ fn tests_doctor(
     outln!("  command       {}", b.command.join(" "));
     match &b.prepare {
         None => outln!("  prepare       none configured"),
-        Some(p) => outln!(
-            "  prepare       {} in {:.1} s ({}), environment {}",
-            if p.reused {
-                "reused, built earlier"
+        Some(p) => {
+            outln!(
+                "  prepare       {} in {:.1} s, environment {}",
+                if p.reused {
+                    "reused, built earlier"
+                } else {
+                    "built"
+                },
+                p.seconds,
+                p.env_dir.display()
+            );
+            let steps = if p.steps.is_empty() {
+                std::slice::from_ref(&p.command)
             } else {
-                "built"
-            },
-            p.seconds,
-            p.command.join(" "),
-            p.env_dir.display()
-        ),
+                p.steps.as_slice()
+            };
+            for step in steps {
+                outln!("    $ {}", step.join(" ").escape_debug());
+            }
+            if let Ok(why) =
+                std::fs::read_to_string(p.env_dir.join(airlock_supervisor::recipe::RESOLUTION_FILE))
+            {
+                outln!("    resolved against {}", why.trim().escape_debug());
+            }
+            if !p.generated.is_empty() {
+                outln!(
+                    "    kept from the build, shown in every run: {}",
+                    p.generated.join(", ").escape_debug()
+                );
+            }
+        }
     }
     outln!(
         "  grants        {}",
@@ -284,8 +304,13 @@ fn tests_doctor(
         None => outln!("  collected     (this runner has no listing; counted from the base run)"),
     }
     outln!("  at base       {}", b.inventory.summary());
+    outln!("  runner says   {}", b.inventory.breakdown());
     for name in b.inventory.failing() {
         outln!("    failing at base: {}", name.escape_debug());
+        if let Some(reason) = b.inventory.reasons.get(name) {
+            let reason: String = reason.chars().take(200).collect();
+            outln!("      why: {}", reason.escape_debug());
+        }
     }
     outln!(
         "  time          {:.1} s for the base full run",

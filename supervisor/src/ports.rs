@@ -136,6 +136,8 @@ impl Baseline {
                 tests: std::collections::BTreeMap::new(),
                 collected: None,
                 exit_code: None,
+                runner_counts: std::collections::BTreeMap::new(),
+                reasons: std::collections::BTreeMap::new(),
             },
             prepare: None,
             base_seconds: 0.0,

@@ -76,6 +76,11 @@ fn init_then_doctor_on_a_pytest_project_builds_its_environment_and_takes_the_inv
         out.contains("failing at base: tests/test_mod.py::test_known_bad"),
         "{out}"
     );
+    assert!(out.contains("why: assert 3 == 4"), "{out}");
+    assert!(
+        out.contains("runner says   passed 1, failed 1, errors 0, skipped 0"),
+        "{out}"
+    );
     // The command built it as the sandbox's host identity; prepare took it back, so every file
     // of it is the caller's, which later runs read as their own.
     let own_uid = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap();
@@ -192,6 +197,16 @@ fn init_then_doctor_builds_the_project_its_own_way_with_a_group_and_a_generated_
         out.contains("5 tests at base (the listing found 5): 5 pass"),
         "{out}"
     );
+    // The fixture's commit (2020) is older than the interpreter: its releases are dated by it.
+    assert!(
+        out.contains("resolved against releases up to Python "),
+        "{out}"
+    );
+    assert!(
+        out.contains("kept from the build, shown in every run: "),
+        "{out}"
+    );
+    assert!(out.contains("calc/_version.py"), "{out}");
     // The generated file is kept beside the environment; the tree at the pin never had it.
     let envs = dir.path().join("airlock/envs");
     let record = std::fs::read_dir(&envs)

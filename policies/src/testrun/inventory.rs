@@ -36,6 +36,12 @@ pub struct TestInventory {
     pub collected: Option<usize>,
     /// The base run's exit code.
     pub exit_code: Option<i32>,
+    /// The counts of the runner's own summary line ([`ParsedRun::counts`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub runner_counts: BTreeMap<String, u64>,
+    /// Why tests failed at base, where the runner says it ([`ParsedRun::reasons`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reasons: BTreeMap<String, String>,
 }
 
 impl TestInventory {
@@ -66,6 +72,8 @@ impl TestInventory {
             tests: parsed.tests.clone(),
             collected,
             exit_code,
+            runner_counts: parsed.counts.clone(),
+            reasons: parsed.reasons.clone(),
         })
     }
 
@@ -81,6 +89,41 @@ impl TestInventory {
             .filter(|(_, s)| matches!(s, TestStatus::Failed | TestStatus::Error))
             .map(|(n, _)| n.as_str())
             .collect()
+    }
+
+    /// Tests that errored at base (collection, set-up, import), apart from those that failed.
+    pub fn errored(&self) -> usize {
+        self.with_status(TestStatus::Error).count()
+    }
+
+    /// The doctor's line: `passed 409, failed 2, errors 1, skipped 15, xfailed 2, xpassed 0`,
+    /// each from the runner's own summary where it gives one (it counts what it names no test
+    /// of: pytest's `-rA` names no skipped test), else from the tests named.
+    pub fn breakdown(&self) -> String {
+        let named = |status| self.with_status(status).count() as u64;
+        let count = |word: &str, fallback: u64| {
+            self.runner_counts
+                .get(word)
+                .copied()
+                .unwrap_or(if self.runner_counts.is_empty() {
+                    fallback
+                } else {
+                    0
+                })
+        };
+        let mut out = format!(
+            "passed {}, failed {}, errors {}, skipped {}",
+            count("passed", named(TestStatus::Passed)),
+            count("failed", named(TestStatus::Failed)),
+            count("errors", named(TestStatus::Error)),
+            count("skipped", named(TestStatus::Skipped)),
+        );
+        for word in ["xfailed", "xpassed", "deselected"] {
+            if let Some(n) = self.runner_counts.get(word) {
+                out.push_str(&format!(", {word} {n}"));
+            }
+        }
+        out
     }
 
     /// Tests skipped at base.

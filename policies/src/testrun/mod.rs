@@ -50,6 +50,15 @@ pub struct ParsedRun {
     pub tests: BTreeMap<String, TestStatus>,
     /// Whether the runner's own summary (e.g. `Ran 3 tests`, `test result:`) appeared.
     pub summary_seen: bool,
+    /// The counts the runner's own summary line gives, by its word (`passed`, `failed`,
+    /// `errors`, `skipped`, `xfailed`, `xpassed`, `deselected`): what it says of tests it does
+    /// not name one by one (pytest's `-rA` names no skipped test).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counts: BTreeMap<String, u64>,
+    /// Why a failing test failed, where the runner says it on the test's line (pytest's
+    /// `FAILED node - message`): the message, as printed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reasons: BTreeMap<String, String>,
 }
 
 impl ParsedRun {

@@ -139,6 +139,7 @@ pub(super) fn pytest(output: &str) -> ParsedRun {
             && line.contains(" in ")
         {
             run.summary_seen = true;
+            run.counts = pytest_counts(line);
             continue;
         }
         let status_of = |word: &str| match word {
@@ -154,6 +155,14 @@ pub(super) fn pytest(output: &str) -> ParsedRun {
             && let Some(node) = pytest_node(rest.trim_start())
         {
             run.record(node, status);
+            if matches!(status, TestStatus::Failed | TestStatus::Error)
+                && let Some(message) = rest.trim_start()[node.len()..].strip_prefix(" - ")
+                && !message.trim().is_empty()
+            {
+                run.reasons
+                    .entry(node.trim().to_string())
+                    .or_insert_with(|| message.trim().to_string());
+            }
             continue;
         }
         // Verbose: `node PASSED [ 50%]`.
@@ -169,6 +178,30 @@ pub(super) fn pytest(output: &str) -> ParsedRun {
         }
     }
     run
+}
+
+/// The counts of pytest's final line, `=== 3 passed, 15 skipped, 2 xfailed in 1.20s ===`, by
+/// word (`error` and `errors` both counted as `errors`, `warning(s)` left out).
+fn pytest_counts(line: &str) -> std::collections::BTreeMap<String, u64> {
+    let inner = line.trim_matches(|c: char| c == '=' || c.is_whitespace());
+    let body = inner.rsplit_once(" in ").map_or(inner, |(b, _)| b);
+    let mut out = std::collections::BTreeMap::new();
+    for part in body.split(',') {
+        let mut words = part.split_whitespace();
+        let (Some(n), Some(word)) = (words.next(), words.next()) else {
+            continue;
+        };
+        let Ok(n) = n.parse::<u64>() else {
+            continue;
+        };
+        let word = match word {
+            "error" | "errors" => "errors",
+            "warning" | "warnings" => continue,
+            w => w,
+        };
+        *out.entry(word.to_string()).or_insert(0) += n;
+    }
+    out
 }
 
 /// The node id at the start of `text`: `path::name`, with a parameter id in brackets that may

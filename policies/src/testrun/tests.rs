@@ -218,6 +218,47 @@ SKIPPED [1] tests/test_b.py:3: unconditional skip
 }
 
 #[test]
+fn pytest_counts_what_it_names_no_test_of_and_says_why_tests_failed() {
+    let out = "\
+=========================== short test summary info ============================
+PASSED tests/test_a.py::test_one
+FAILED tests/test_a.py::test_two - assert 1 == 2
+ERROR tests/test_c.py::test_conn - ConnectionRefusedError: [Errno 111] refused
+XFAIL tests/test_a.py::test_later - not yet
+XPASS tests/test_a.py::test_lucky
+SKIPPED [15] tests/test_b.py:3: needs a GPU
+== 1 failed, 1 passed, 15 skipped, 1 xfailed, 1 xpassed, 2 warnings, 1 error in 0.52s ==
+";
+    let run = parse(TestRunner::Pytest, out);
+    assert_eq!(run.counts["skipped"], 15);
+    assert_eq!(run.counts["errors"], 1);
+    assert_eq!(run.counts["xfailed"], 1);
+    assert!(!run.counts.contains_key("warnings"));
+    assert_eq!(run.reasons["tests/test_a.py::test_two"], "assert 1 == 2");
+    assert_eq!(
+        run.reasons["tests/test_c.py::test_conn"],
+        "ConnectionRefusedError: [Errno 111] refused"
+    );
+    assert!(!run.reasons.contains_key("tests/test_a.py::test_later"));
+    let inventory = TestInventory::from_base_run(TestRunner::Pytest, &run, Some(1), None).unwrap();
+    assert_eq!(
+        inventory.breakdown(),
+        "passed 1, failed 1, errors 1, skipped 15, xfailed 1, xpassed 1"
+    );
+    // Without the runner's summary line, the named tests are counted.
+    let named = parse(
+        TestRunner::Pytest,
+        "PASSED t.py::a\nFAILED t.py::b\nERROR t.py::c\n",
+    );
+    let inventory =
+        TestInventory::from_base_run(TestRunner::Pytest, &named, Some(1), None).unwrap();
+    assert_eq!(
+        inventory.breakdown(),
+        "passed 1, failed 1, errors 1, skipped 0"
+    );
+}
+
+#[test]
 fn pytest_parameter_ids_with_spaces_are_whole() {
     // sqlfluff and astroid parametrise with SQL and source text: ids hold spaces (and `-`).
     let out = "\
