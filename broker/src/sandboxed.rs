@@ -54,6 +54,8 @@ impl TestExecutor for SandboxExecutor {
         // network gets a proxy of its own for this one command.
         let (mut builder, proxy) =
             airlock_egress::with_network(SandboxBuilder::new(), &test_env.network);
+        // The run's services, started inside before each witness command.
+        builder = airlock_egress::with_services(builder, &test_env.services);
         builder = builder.system_ro();
         for path in self.extra_ro.iter().chain(test_env.ro.iter()) {
             builder = builder.ro(path.clone());

@@ -31,6 +31,31 @@ pub fn access_of(mode: NetworkMode) -> NetworkAccess {
     }
 }
 
+/// Give `builder` the services of a test environment (`[[tests.services]]`), started inside
+/// its sandbox before the command: the same wiring on the supervisor's runs and the broker's
+/// witness, beside the network they need.
+pub fn with_services(
+    mut builder: SandboxBuilder,
+    services: &[airlock_policies::testrun::TestService],
+) -> SandboxBuilder {
+    for s in services {
+        let ready = match s.ready_port {
+            Some(port) => airlock_sandbox::Readiness::Port { port },
+            None => airlock_sandbox::Readiness::Command {
+                argv: s.ready_command.clone(),
+            },
+        };
+        builder = builder.service(airlock_sandbox::Service {
+            name: s.name.clone(),
+            argv: s.command.clone(),
+            env: s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            ready,
+            ready_timeout: std::time::Duration::from_secs(s.ready_timeout_secs.max(1)),
+        });
+    }
+    builder
+}
+
 /// Give one sandboxed command the network `net` describes: its mode and, for `proxy`, a
 /// proxy of its own admitting `net`'s rules. The proxy is returned so that what it refused
 /// can be read once the command is done ([`EgressProxy::blocked`]).

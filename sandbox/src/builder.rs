@@ -99,6 +99,7 @@ pub struct SandboxBuilder {
     helper_exe: Option<PathBuf>,
     drain_timeout: Duration,
     egress: Option<EgressServe>,
+    services: Vec<crate::services::Service>,
 }
 
 impl Default for SandboxBuilder {
@@ -130,6 +131,7 @@ impl SandboxBuilder {
             helper_exe: None,
             drain_timeout: Duration::from_secs(2),
             egress: None,
+            services: Vec::new(),
         }
     }
 
@@ -216,6 +218,15 @@ impl SandboxBuilder {
     ) -> Self {
         self.overlays
             .push((lower.into(), mountpoint.into(), Some(scratch.into())));
+        self
+    }
+
+    /// A service started inside the sandbox before the command, behind the same layers (a
+    /// database server for the suite), waited for until its readiness check passes, its
+    /// variables given to the command; killed with everything else when the command exits.
+    /// Services start in the order added; their wait counts in the timeout.
+    pub fn service(mut self, service: crate::services::Service) -> Self {
+        self.services.push(service);
         self
     }
 
@@ -320,6 +331,22 @@ impl SandboxBuilder {
             return Err(Error::Config(
                 "timeout, memory and max_procs must be greater than zero".into(),
             ));
+        }
+        for service in &self.services {
+            if service.argv.first().is_none_or(|p| p.is_empty()) {
+                return Err(Error::Config(format!(
+                    "service {:?} has no command",
+                    service.name
+                )));
+            }
+            if matches!(service.ready, crate::services::Readiness::Port { .. })
+                && self.network == NetworkAccess::None
+            {
+                return Err(Error::Config(format!(
+                    "service {:?} is checked on a loopback port, but the network is none: give                      the command a loopback (network loopback or proxy)",
+                    service.name
+                )));
+            }
         }
         let mut ro = Vec::new();
         for p in &self.ro {
@@ -505,6 +532,7 @@ impl SandboxBuilder {
             max_output: self.max_output,
             drain_timeout: self.drain_timeout,
             egress: self.egress,
+            services: self.services,
         })
     }
 
@@ -967,6 +995,7 @@ pub struct Sandbox {
     max_output: u64,
     drain_timeout: Duration,
     egress: Option<EgressServe>,
+    services: Vec<crate::services::Service>,
 }
 
 /// Scratch directories of one run's overlays; deleted on drop unless kept.
@@ -1056,6 +1085,7 @@ impl Sandbox {
             allow_degraded: self.allow_degraded,
             pretend_missing: pretend_missing_from_env(),
             host: self.host,
+            services: self.services.clone(),
         };
         let mut result = self.spawn_and_collect(&self.helper_exe, &spec, stdout, stderr);
         if let (Err(Error::HelperMismatch { .. }), Some(fallback)) = (&result, &self.fallback_exe) {
@@ -1434,6 +1464,7 @@ mod tests {
             },
             allow_degraded: false,
             pretend_missing: Vec::new(),
+            services: Vec::new(),
             host: crate::identity::HostIdentity {
                 uid: 1000,
                 gid: 1000,

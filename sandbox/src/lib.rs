@@ -71,6 +71,7 @@ pub mod helper;
 mod identity;
 mod layers;
 mod mounts;
+mod services;
 mod spec;
 mod summary;
 #[allow(unsafe_code)]
@@ -88,5 +89,6 @@ pub use identity::{
     HOST_ID_ENV, HostIdentity, IdRange, IdentitySource, NOBODY_ID, SubordinateIds, host_identity,
     subordinate_ids,
 };
+pub use services::{Readiness, Service};
 pub use spec::{Layer, NetworkAccess};
 pub use summary::RunSummary;

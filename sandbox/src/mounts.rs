@@ -1051,6 +1051,7 @@ mod tests {
             },
             allow_degraded: false,
             pretend_missing: Vec::new(),
+            services: Vec::new(),
             host: crate::identity::HostIdentity {
                 uid: 1000,
                 gid: 1000,

@@ -278,6 +278,9 @@ pub(crate) struct Spec {
     pub pretend_missing: Vec<Layer>,
     /// Who the command is on the host.
     pub host: HostIdentity,
+    /// Services started before the command, inside.
+    #[serde(default)]
+    pub services: Vec<crate::services::Service>,
 }
 
 /// One line the helper (or its children) writes on [`REPORT_FD`].

@@ -614,6 +614,12 @@ pub(crate) fn close_from(first: u32) -> io::Result<()> {
     cvt_long(unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) }).map(|_| ())
 }
 
+/// Standard output and standard error become duplicates of `fd`.
+pub(crate) fn stdout_stderr_to(fd: impl AsFd) -> io::Result<()> {
+    nix::unistd::dup2_stdout(&fd)?;
+    Ok(nix::unistd::dup2_stderr(&fd)?)
+}
+
 /// Standard input becomes a duplicate of `fd`.
 pub(crate) fn stdin_from(fd: impl AsFd) -> io::Result<()> {
     Ok(nix::unistd::dup2_stdin(fd)?)

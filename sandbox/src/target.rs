@@ -158,7 +158,7 @@ fn apply_rlimits(spec: &Spec, cgroup_memory: bool) -> Result<(), Failure> {
 }
 
 /// Find the program the way `execvp` would, using the child's own `PATH`.
-fn resolve_program(program: &str, env: &[(String, String)]) -> Result<PathBuf, Failure> {
+pub(crate) fn resolve_program(program: &str, env: &[(String, String)]) -> Result<PathBuf, Failure> {
     if program.contains('/') {
         return Ok(PathBuf::from(program));
     }
@@ -301,7 +301,6 @@ fn prepare_and_exec(spec: &Spec, with_ns: bool, cgroup_memory: bool) -> Result<N
         detail: "program path contains a NUL byte".into(),
     })?;
     let argv = cstrings(spec.argv.iter().cloned())?;
-    let envp = cstrings(spec.env.iter().map(|(k, v)| format!("{k}={v}")))?;
 
     let seccomp = if pretend(Layer::Seccomp) {
         Err(Failure::missing(
@@ -332,6 +331,10 @@ fn prepare_and_exec(spec: &Spec, with_ns: bool, cgroup_memory: bool) -> Result<N
             });
         }
     }
+    // The services start behind every layer, the command's seccomp filter included.
+    let mut env = spec.env.clone();
+    env.extend(crate::services::start_all(&spec.services, &spec.env)?);
+    let envp = cstrings(env.iter().map(|(k, v)| format!("{k}={v}")))?;
     let err = sys::execve(&path, &argv, &envp);
     Err(Failure {
         feature: None,

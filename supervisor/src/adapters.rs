@@ -236,6 +236,7 @@ impl SandboxTestRunner {
                 }
                 let mut for_prepare = resolved.environment.clone();
                 for_prepare.links.clear();
+                for_prepare.services.clear();
                 if prepare_cfg.python.is_some() {
                     // The venv's own pip reaches the index the way the host's pip is
                     // configured to (its index URLs and certificate bundle), unless set here.
@@ -292,6 +293,14 @@ impl SandboxTestRunner {
             }
         };
         testenv::check_program(&resolved.command, &resolved.environment, "tests.command")?;
+        for (i, service) in resolved.environment.services.iter().enumerate() {
+            let key = format!("tests.services[{i}].command");
+            testenv::check_program(&service.command, &resolved.environment, &key)?;
+            if !service.ready_command.is_empty() {
+                let key = format!("tests.services[{i}].ready_command");
+                testenv::check_program(&service.ready_command, &resolved.environment, &key)?;
+            }
+        }
         let _ = self.resolved.set(resolved);
         let resolved = self
             .resolved
@@ -309,6 +318,7 @@ impl SandboxTestRunner {
     ) -> PortResult<(Captured, Vec<BlockedAttempt>)> {
         let (mut builder, proxy) =
             airlock_egress::with_network(SandboxBuilder::new(), &resolved.environment.network);
+        builder = airlock_egress::with_services(builder, &resolved.environment.services);
         builder = builder.system_ro();
         for p in &resolved.environment.ro {
             builder = builder.ro(p);

@@ -155,6 +155,42 @@ pub struct TestsConfig {
     pub http_read_only: bool,
     /// How the test environment is built before the first test run, if it needs building.
     pub prepare: Option<PrepareConfig>,
+    /// `[[tests.services]]`: services every test run needs (a database server), started
+    /// inside its sandbox before the command and stopped after, on both sides.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<ServiceConfig>,
+}
+
+/// One `[[tests.services]]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServiceConfig {
+    /// Its name, in errors.
+    pub name: String,
+    /// The argv that runs it in the foreground (`~` and `{env}` expanded); its program must be
+    /// visible in the sandbox, like the test command's.
+    pub command: Vec<String>,
+    /// Variables for it and for the test command (`DATABASE_URL`).
+    pub env: BTreeMap<String, String>,
+    /// Ready when a TCP connection to `127.0.0.1:PORT` succeeds.
+    pub ready_port: Option<u16>,
+    /// Ready when this argv exits 0 (instead of `ready_port`).
+    pub ready_command: Vec<String>,
+    /// How long it may take to become ready, in seconds (also `ready_timeout = "30s"`);
+    /// 60 when unset.
+    #[serde(alias = "ready_timeout", deserialize_with = "seconds")]
+    pub ready_timeout_secs: u64,
+}
+
+impl ServiceConfig {
+    /// The readiness timeout (60 s when unset).
+    pub fn ready_timeout_secs(&self) -> u64 {
+        if self.ready_timeout_secs == 0 {
+            60
+        } else {
+            self.ready_timeout_secs
+        }
+    }
 }
 
 impl Default for TestsConfig {
@@ -178,6 +214,7 @@ impl Default for TestsConfig {
             allow: Vec::new(),
             http_read_only: false,
             prepare: None,
+            services: Vec::new(),
         }
     }
 }
@@ -1141,6 +1178,44 @@ impl Config {
             && let Some(allow) = &p.allow
         {
             check_allow("tests.prepare", p.network(), allow, false, &invalid)?;
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (i, service) in self.tests.services.iter().enumerate() {
+            let key = |k: &str| format!("tests.services[{i}].{k}");
+            if service.name.trim().is_empty() || !names.insert(service.name.clone()) {
+                return Err(invalid(
+                    &key("name"),
+                    "must name the service, once (it names it in errors)",
+                ));
+            }
+            if service.command.first().is_none_or(|p| p.is_empty()) {
+                return Err(invalid(&key("command"), "must name a program"));
+            }
+            match (service.ready_port, service.ready_command.is_empty()) {
+                (Some(_), false) | (None, true) => {
+                    return Err(invalid(
+                        &key("ready_port"),
+                        "give exactly one readiness check: ready_port (a loopback port) or ready_command",
+                    ));
+                }
+                (Some(0), _) => return Err(invalid(&key("ready_port"), "must be 1 to 65535")),
+                (Some(_), _) if self.tests.network == NetworkMode::None => {
+                    return Err(invalid(
+                        &key("ready_port"),
+                        "is a loopback port, but [tests] network is \"none\": set it to \
+                         \"loopback\" (the default) or \"proxy\"",
+                    ));
+                }
+                _ => {}
+            }
+            for name in service.env.keys() {
+                if !valid_env_name(name) || is_fixed(name) {
+                    return Err(invalid(
+                        &format!("tests.services[{i}].env.{name}"),
+                        "is not a variable name that can be set",
+                    ));
+                }
+            }
         }
         for name in &self.tests.pass_env {
             if !valid_env_name(name) || is_fixed(name) {

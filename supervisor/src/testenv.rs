@@ -6,7 +6,7 @@
 
 use crate::config::{ENV_DIR_PLACEHOLDER, TestsConfig};
 use airlock_policies::network::{AllowEntry, NetworkMode, TestNetwork};
-use airlock_policies::testrun::{TestEnvironment, TreeLink};
+use airlock_policies::testrun::{TestEnvironment, TestService, TreeLink};
 use std::path::{Path, PathBuf};
 
 /// A `[tests]` setting that cannot be used as it is.
@@ -132,6 +132,42 @@ pub fn resolve(
                 source: links_dir(dir).join(link),
             });
         }
+    }
+    for (i, service) in tests.services.iter().enumerate() {
+        let expand_all = |words: &[String], what: &str| {
+            words
+                .iter()
+                .enumerate()
+                .map(|(j, w)| {
+                    expand(
+                        w,
+                        &format!("tests.services[{i}].{what}[{j}]"),
+                        host,
+                        env_dir,
+                    )
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let mut env = std::collections::BTreeMap::new();
+        for (name, raw) in &service.env {
+            env.insert(
+                name.clone(),
+                expand(
+                    raw,
+                    &format!("tests.services[{i}].env.{name}"),
+                    host,
+                    env_dir,
+                )?,
+            );
+        }
+        environment.services.push(TestService {
+            name: service.name.clone(),
+            command: expand_all(&service.command, "command")?,
+            env,
+            ready_port: service.ready_port,
+            ready_command: expand_all(&service.ready_command, "ready_command")?,
+            ready_timeout_secs: service.ready_timeout_secs(),
+        });
     }
     environment.network = TestNetwork {
         mode: tests.network,

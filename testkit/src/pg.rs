@@ -240,7 +240,7 @@ fn psql(bin: &Path, port: u16, sql: &str) -> std::process::Output {
 /// Where `initdb`, `postgres` and `psql` are: beside the `initdb` on PATH (through its
 /// symbolic link, as Debian's `/usr/lib/postgresql/N/bin`), else the newest
 /// `/usr/lib/postgresql/*/bin`.
-fn bin_dir() -> PathBuf {
+pub fn bin_dir() -> PathBuf {
     let on_path = std::env::var_os("PATH")
         .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
         .unwrap_or_default()

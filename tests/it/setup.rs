@@ -226,3 +226,104 @@ fn init_then_doctor_builds_the_project_its_own_way_with_a_group_and_a_generated_
     assert!(generated.contains(&"calc/_version.py"), "{record}");
     assert!(!dir.path().join("repo/calc/_version.py").exists());
 }
+
+/// `[[tests.services]]`: a real PostgreSQL server from the host's binaries and a Python HTTP
+/// server, each started inside the test run's own sandbox on its private loopback, waited for
+/// (a port, a command), their variables given to the tests; the suite reaches both. A service
+/// that never becomes ready stops `doctor` before any test, naming it and quoting its output.
+#[test]
+fn services_start_inside_the_sandbox_before_the_tests_and_one_never_ready_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    repo_with(
+        dir.path(),
+        &[
+            ("tests/__init__.py", ""),
+            (
+                "tests/test_services.py",
+                "import os\nimport subprocess\nimport unittest\nimport urllib.request\n\n\n\
+             class Services(unittest.TestCase):\n    \
+             def test_postgres_answers(self):\n        \
+             out = subprocess.run([os.environ['PG_BIN'] + '/psql', '-d', 'postgres', '-tAc', 'select 40 + 2'],\n            \
+             capture_output=True, text=True, check=True).stdout\n        \
+             self.assertEqual(out.strip(), '42')\n\n    \
+             def test_http_answers(self):\n        \
+             with urllib.request.urlopen(os.environ['FILES_URL'], timeout=5) as r:\n            \
+             self.assertEqual(r.status, 200)\n",
+            ),
+        ],
+    );
+    let bin = airlock_testkit::pg::bin_dir();
+    let python = std::fs::canonicalize(
+        String::from_utf8(
+            Command::new("python3")
+                .args(["-c", "import sys; print(sys.executable)"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+        .trim(),
+    )
+    .unwrap();
+    let prefix = python.parent().unwrap().parent().unwrap().to_path_buf();
+    let config = |services: &str| {
+        format!(
+            "[tests]\ncommand = [\"{py}\", \"-m\", \"unittest\", \"-v\"]\nrunner = \"unittest\"\n\
+             ro = [\"{prefix}\"]\n\n{services}",
+            py = python.display(),
+            prefix = prefix.display(),
+        )
+    };
+    let services = format!(
+        "[[tests.services]]\nname = \"postgres\"\n\
+         command = [\"sh\", \"-c\", \"{bin}/initdb -D /tmp/pg -A trust -U airlock >/dev/null && exec {bin}/postgres -D /tmp/pg -k /tmp -c listen_addresses=127.0.0.1 -p 54329\"]\n\
+         ready_command = [\"{bin}/pg_isready\", \"-h\", \"127.0.0.1\", \"-p\", \"54329\"]\n\
+         ready_timeout = \"60s\"\n\
+         env = {{ PGHOST = \"127.0.0.1\", PGPORT = \"54329\", PGUSER = \"airlock\", PG_BIN = \"{bin}\" }}\n\n\
+         [[tests.services]]\nname = \"files\"\ncommand = [\"{py}\", \"-m\", \"http.server\", \"8765\", \"--bind\", \"127.0.0.1\", \"--directory\", \"/tmp\"]\n\
+         ready_port = 8765\nenv = {{ FILES_URL = \"http://127.0.0.1:8765/\" }}\n",
+        bin = bin.display(),
+        py = python.display(),
+    );
+    std::fs::write(dir.path().join("airlock.toml"), config(&services)).unwrap();
+    let doctor = airlock(
+        dir.path(),
+        &["doctor", "--config", "airlock.toml", "--repo", "repo"],
+    );
+    let out = text(&doctor);
+    assert!(doctor.status.success(), "{out}");
+    assert!(out.contains("2 tests at base: 2 pass, 0 fail"), "{out}");
+
+    // A service that never listens: named, with its output, before any test runs.
+    let never = "[[tests.services]]\nname = \"mute\"\n\
+                 command = [\"sh\", \"-c\", \"echo starting up; exec sleep 60\"]\n\
+                 ready_port = 8766\nready_timeout = \"2s\"\n";
+    std::fs::write(dir.path().join("airlock.toml"), config(never)).unwrap();
+    let doctor = airlock(
+        dir.path(),
+        &["doctor", "--config", "airlock.toml", "--repo", "repo"],
+    );
+    let out = text(&doctor);
+    assert!(!doctor.status.success(), "{out}");
+    assert!(out.contains("service \"mute\""), "{out}");
+    assert!(
+        out.contains("was not ready within 2 s (waiting for a connection to 127.0.0.1:8766)"),
+        "{out}"
+    );
+    assert!(out.contains("starting up"), "{out}");
+
+    // A readiness port with no network is refused at load, naming the key.
+    let mut none = config(never);
+    none = none.replace(
+        "runner = \"unittest\"\n",
+        "runner = \"unittest\"\nnetwork = \"none\"\n",
+    );
+    std::fs::write(dir.path().join("airlock.toml"), none).unwrap();
+    let doctor = airlock(
+        dir.path(),
+        &["doctor", "--config", "airlock.toml", "--repo", "repo"],
+    );
+    let out = text(&doctor);
+    assert_eq!(doctor.status.code(), Some(2), "{out}");
+    assert!(out.contains("tests.services[0].ready_port"), "{out}");
+}

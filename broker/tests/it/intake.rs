@@ -1084,3 +1084,59 @@ fn a_pinned_binary_file_may_be_deleted_but_not_changed() {
         "deleting a binary file is allowed: {reply:?}"
     );
 }
+
+/// The run's `[[tests.services]]` travel in its registration and the witness starts them
+/// inside each of its sandboxes before the command: a fix is witnessed with a service up, and
+/// a service that never becomes ready fails the witness naming it (nothing is queued).
+#[test]
+fn the_witness_starts_the_runs_services_and_names_one_that_never_becomes_ready() {
+    use airlock_policies::testrun::TestService;
+    let mut fx = Fixture::new();
+    fx.start();
+    let service = |name: &str, command: &[&str], port: u16, timeout: u64| TestService {
+        name: name.into(),
+        command: command.iter().map(|s| s.to_string()).collect(),
+        env: [("SERVICE_PORT".to_string(), port.to_string())].into(),
+        ready_port: Some(port),
+        ready_command: Vec::new(),
+        ready_timeout_secs: timeout,
+    };
+    let wt = fx.worktree("run-svc");
+    let mut reg = fx.registration("run-svc", &wt);
+    reg.test_env.services = vec![service(
+        "files",
+        &[
+            "python3",
+            "-m",
+            "http.server",
+            "8767",
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+            "/tmp",
+        ],
+        8767,
+        30,
+    )];
+    let reply = fx.client().register_run(&reg).unwrap();
+    assert!(matches!(reply, BrokerReply::Registered { .. }), "{reply:?}");
+    apply_fix(&wt);
+    let args = honest_args(&fx, &wt);
+    let reply = fx.client().open_pr("run-svc", args).unwrap();
+    assert!(matches!(reply, BrokerReply::Queued { .. }), "{reply:?}");
+
+    let wt = fx.worktree("run-mute");
+    let mut reg = fx.registration("run-mute", &wt);
+    reg.test_env.services = vec![service("mute", &["sleep", "60"], 8768, 1)];
+    let reply = fx.client().register_run(&reg).unwrap();
+    assert!(matches!(reply, BrokerReply::Registered { .. }), "{reply:?}");
+    apply_fix(&wt);
+    let args = honest_args(&fx, &wt);
+    let reply = fx.client().open_pr("run-mute", args).unwrap();
+    let text = format!("{reply:?}");
+    assert!(!matches!(reply, BrokerReply::Queued { .. }), "{text}");
+    assert!(
+        text.contains("mute") && text.contains("was not ready within 1 s"),
+        "{text}"
+    );
+}

@@ -65,6 +65,33 @@ pub struct TestEnvironment {
         skip_serializing_if = "crate::network::TestNetwork::is_default"
     )]
     pub network: crate::network::TestNetwork,
+    /// Services started inside the sandbox before every test command (`[[tests.services]]`),
+    /// on both sides.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<TestService>,
+}
+
+/// A service a suite needs (a database server, a cache), started inside the test command's
+/// own sandbox, behind its layers and on its private loopback, before the command, and
+/// stopped after it: the same on the supervisor's runs and the broker's witness.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestService {
+    /// Its name, in errors.
+    pub name: String,
+    /// The argv that runs it in the foreground.
+    pub command: Vec<String>,
+    /// Variables for it and for the test command.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Ready when a TCP connection to `127.0.0.1:PORT` succeeds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_port: Option<u16>,
+    /// Ready when this command exits 0 (instead of a port).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ready_command: Vec<String>,
+    /// How long it may take to become ready, in seconds.
+    pub ready_timeout_secs: u64,
 }
 
 impl TestEnvironment {
@@ -119,6 +146,35 @@ impl TestEnvironment {
                 return Err(format!(
                     "{name} is set by airlock in every test run and cannot be configured"
                 ));
+            }
+        }
+        for service in &self.services {
+            if service.command.first().is_none_or(|p| p.is_empty()) {
+                return Err(format!("service {:?} has no command", service.name));
+            }
+            if service.ready_port.is_some() != service.ready_command.is_empty() {
+                return Err(format!(
+                    "service {:?} needs exactly one readiness check: ready_port or \
+                     ready_command",
+                    service.name
+                ));
+            }
+            if service.ready_port.is_some()
+                && self.network.mode == crate::network::NetworkMode::None
+            {
+                return Err(format!(
+                    "service {:?} is checked on a loopback port, but the tests' network is \
+                     none: set network = \"loopback\" (the default) or \"proxy\"",
+                    service.name
+                ));
+            }
+            for name in service.env.keys() {
+                if !valid_env_name(name) || is_fixed(name) {
+                    return Err(format!(
+                        "service {:?}: {name:?} is not a variable name that can be set",
+                        service.name
+                    ));
+                }
             }
         }
         for link in &self.links {

@@ -14,8 +14,8 @@ mod runner;
 
 pub use collect::parse_collection;
 pub use env::{
-    FIXED_TEST_ENV, NO_BYTECODE_DIR, SANDBOX_TREE, TestEnvironment, TreeLink, is_fixed,
-    valid_env_name,
+    FIXED_TEST_ENV, NO_BYTECODE_DIR, SANDBOX_TREE, TestEnvironment, TestService, TreeLink,
+    is_fixed, valid_env_name,
 };
 pub use inventory::{
     FullRunVerdict, InventoryError, TestInventory, grade_full_run, new_test_files_required,
