@@ -309,8 +309,17 @@ fn tests_doctor(
         outln!("    failing at base: {}", name.escape_debug());
         if let Some(reason) = b.inventory.reasons.get(name) {
             let reason: String = reason.chars().take(200).collect();
-            outln!("      why: {}", reason.escape_debug());
+            outln!(
+                "      why: {}",
+                airlock_policies::terminal::escaped_line(&reason)
+            );
         }
+    }
+    for hint in &b.hints {
+        outln!(
+            "  diagnosis     {}",
+            airlock_policies::terminal::escaped_line(hint)
+        );
     }
     outln!(
         "  time          {:.1} s for the base full run",

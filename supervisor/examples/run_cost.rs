@@ -53,6 +53,7 @@ impl TestRunner for NoTests {
             prepare: None,
             base_seconds: 0.0,
             blocked: Vec::new(),
+            hints: Vec::new(),
         })
     }
 

@@ -442,10 +442,19 @@ impl TestRunner for SandboxTestRunner {
             TestInventory::from_base_run(runner, &parsed, exit, collected).map_err(|error| {
                 BaselineError::Inventory {
                     error,
-                    network: network_hint(&resolved.environment.network, &output, &blocked),
+                    network: network_hint(&resolved.environment.network, &output, &blocked)
+                        + &diagnosis_text(&output, exit.is_none(), self.tests.timeout_secs),
                     output: shown_escaped(&tail(&output, 4000)),
                 }
             })?;
+        let mut hints = Vec::new();
+        if !inventory.failing().is_empty() {
+            let network = network_hint(&resolved.environment.network, &output, &blocked);
+            if let Some(sentence) = network.strip_prefix("; ") {
+                hints.push(sentence.to_string());
+            }
+            hints.extend(testrun::hints(&output));
+        }
         Ok(Baseline {
             environment: resolved.environment.clone(),
             command: resolved.command.clone(),
@@ -453,6 +462,7 @@ impl TestRunner for SandboxTestRunner {
             prepare,
             base_seconds,
             blocked,
+            hints,
         })
     }
 
@@ -475,6 +485,23 @@ impl TestRunner for SandboxTestRunner {
             blocked,
         })
     }
+}
+
+/// What an output says went wrong besides the network ([`testrun::hints`]), and a timeout, as
+/// `; sentence` parts to append to an error.
+fn diagnosis_text(output: &str, timed_out: bool, timeout_secs: u64) -> String {
+    let mut out = String::new();
+    if timed_out {
+        out.push_str(&format!(
+            "; it did not finish within [tests] timeout_secs = {timeout_secs}: raise it, or leave \
+             the slowest tests out of tests.command"
+        ));
+    }
+    for hint in testrun::hints(output) {
+        out.push_str("; ");
+        out.push_str(&hint);
+    }
+    out
 }
 
 /// What a base run's output says of its network, as a sentence naming the key to change:

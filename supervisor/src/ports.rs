@@ -123,6 +123,10 @@ pub struct Baseline {
     /// What the egress proxy refused the base full run, once per host and port.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocked: Vec<airlock_policies::network::BlockedAttempt>,
+    /// When tests fail at base: what the output says went wrong, each naming the key to change
+    /// (sockets refused, a host the proxy refused, a missing module or generated file, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hints: Vec<String>,
 }
 
 impl Baseline {
@@ -142,6 +146,7 @@ impl Baseline {
             prepare: None,
             base_seconds: 0.0,
             blocked: Vec::new(),
+            hints: Vec::new(),
         }
     }
 }

@@ -310,6 +310,9 @@ pub fn prepare(
             Some(code) => format!("exited with {code}"),
         };
         let mut output = record.output;
+        for hint in airlock_policies::testrun::hints(&output) {
+            output.push_str(&format!("\nairlock: {hint}"));
+        }
         for attempt in &record.blocked {
             output.push_str(&format!(
                 "\nairlock: the prepare command tried {}, which the egress proxy refused ({}); \

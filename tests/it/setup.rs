@@ -327,3 +327,46 @@ fn services_start_inside_the_sandbox_before_the_tests_and_one_never_ready_is_nam
     assert_eq!(doctor.status.code(), Some(2), "{out}");
     assert!(out.contains("tests.services[0].ready_port"), "{out}");
 }
+
+/// Doctor says why tests fail at base: the runner's own counts, each failing test's reason,
+/// and a diagnosis naming the key to change (here a module the environment lacks).
+#[test]
+fn doctor_says_why_tests_fail_at_base_and_which_key_to_change() {
+    let dir = tempfile::tempdir().unwrap();
+    repo_with(
+        dir.path(),
+        &[
+            ("tests/__init__.py", ""),
+            (
+                "tests/test_x.py",
+                "import unittest\n\n\nclass T(unittest.TestCase):\n    def test_ok(self):\n        pass\n\n    \
+                 def test_needs_a_module(self):\n        import airlock_absent_module  # noqa: F401\n\n    \
+                 @unittest.skip('later')\n    def test_later(self):\n        pass\n",
+            ),
+        ],
+    );
+    std::fs::write(
+        dir.path().join("airlock.toml"),
+        "[tests]\ncommand = [\"python3\", \"-m\", \"unittest\", \"-v\"]\nrunner = \"unittest\"\n",
+    )
+    .unwrap();
+    let doctor = airlock(
+        dir.path(),
+        &["doctor", "--config", "airlock.toml", "--repo", "repo"],
+    );
+    let out = text(&doctor);
+    assert!(doctor.status.success(), "{out}");
+    assert!(
+        out.contains("runner says   passed 1, failed 0, errors 1, skipped 1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("why: ModuleNotFoundError: No module named 'airlock_absent_module'"),
+        "{out}"
+    );
+    assert!(
+        out.contains("diagnosis     the tests import airlock_absent_module")
+            && out.contains("tests.prepare.python"),
+        "{out}"
+    );
+}

@@ -58,9 +58,14 @@ impl TestInventory {
         if parsed.tests.is_empty() {
             let hint = match (collected, exit_code) {
                 (Some(0), _) => " (the listing found no test either)".to_string(),
+                (Some(n), _) if parsed.summary_seen => format!(
+                    " although the listing found {n} and the runner's summary shows results: \
+                     the command lacks the flag that names each test's result (pytest -rA, \
+                     unittest -v, jest --verbose, vitest --reporter=verbose, go test -v)"
+                ),
                 (Some(n), _) => format!(
-                    " although the listing found {n}: the output names no test, so the command \
-                     lacks its verbose flag or the runner is wrong"
+                    " although the listing found {n}: the output shows no result of the runner \
+                     (see what it printed, below)"
                 ),
                 (None, Some(code)) if code != 0 => format!(" (exit code {code})"),
                 _ => String::new(),

@@ -6,6 +6,7 @@
 //! test that passed at base ran and passed again.
 
 mod collect;
+mod diagnose;
 mod env;
 mod inventory;
 mod parsers;
@@ -13,6 +14,7 @@ mod report;
 mod runner;
 
 pub use collect::parse_collection;
+pub use diagnose::hints;
 pub use env::{
     FIXED_TEST_ENV, NO_BYTECODE_DIR, SANDBOX_TREE, TestEnvironment, TestService, TreeLink,
     is_fixed, valid_env_name,

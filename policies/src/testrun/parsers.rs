@@ -30,8 +30,26 @@ pub(super) fn unittest(output: &str) -> ParsedRun {
     let mut pending: Option<String> = None;
     // A `FAIL:` / `ERROR:` header whose description line (if any) comes next.
     let mut header: Option<(String, TestStatus)> = None;
+    // The traceback of a `FAIL:` / `ERROR:` block: its test, whether the `----` line under the
+    // header was seen, and its last line so far (the exception: the reason).
+    let mut traceback: Option<(String, bool, Option<String>)> = None;
     for line in output.lines() {
         let line = line.trim_end();
+        if let Some((name, started, last)) = &mut traceback {
+            let ends = line.starts_with("====")
+                || line.starts_with("Ran ")
+                || (*started && line.starts_with("----"));
+            if ends {
+                if let Some(reason) = last.take() {
+                    run.reasons.entry(name.clone()).or_insert(reason);
+                }
+                traceback = None;
+            } else if line.starts_with("----") {
+                *started = true;
+            } else if *started && !line.trim().is_empty() {
+                *last = Some(line.trim().to_string());
+            }
+        }
         if line.starts_with("Ran ") && (line.contains(" test in ") || line.contains(" tests in ")) {
             run.summary_seen = true;
             pending = None;
@@ -55,6 +73,7 @@ pub(super) fn unittest(output: &str) -> ParsedRun {
             Some((name, status))
         });
         if let Some(failure) = failure {
+            traceback = Some((failure.0.clone(), false, None));
             header = Some(failure);
             pending = None;
             continue;

@@ -259,6 +259,50 @@ SKIPPED [15] tests/test_b.py:3: needs a GPU
 }
 
 #[test]
+fn unittest_reasons_are_the_last_line_of_each_traceback() {
+    let out = "\
+test_a (pkg.t.T.test_a) ... FAIL
+test_b (pkg.t.T.test_b) ... ERROR
+test_c (pkg.t.T.test_c) ... ok
+
+======================================================================
+FAIL: test_a (pkg.t.T.test_a)
+----------------------------------------------------------------------
+Traceback (most recent call last):
+  File \"/airlock/repo/pkg/t.py\", line 5, in test_a
+    self.assertEqual(1, 2)
+AssertionError: 1 != 2
+
+======================================================================
+ERROR: test_b (pkg.t.T.test_b)
+----------------------------------------------------------------------
+Traceback (most recent call last):
+  File \"/airlock/repo/pkg/t.py\", line 8, in test_b
+    import nothere
+ModuleNotFoundError: No module named 'nothere'
+
+----------------------------------------------------------------------
+Ran 3 tests in 0.001s
+
+FAILED (failures=1, errors=1)
+";
+    let run = parse(TestRunner::Unittest, out);
+    assert_eq!(run.reasons["pkg.t.T.test_a"], "AssertionError: 1 != 2");
+    assert_eq!(
+        run.reasons["pkg.t.T.test_b"],
+        "ModuleNotFoundError: No module named 'nothere'"
+    );
+    assert!(!run.reasons.contains_key("pkg.t.T.test_c"));
+    let inventory =
+        TestInventory::from_base_run(TestRunner::Unittest, &run, Some(1), None).unwrap();
+    assert_eq!(
+        inventory.breakdown(),
+        "passed 1, failed 1, errors 1, skipped 0"
+    );
+    assert_eq!(hints(out).len(), 1);
+}
+
+#[test]
 fn pytest_parameter_ids_with_spaces_are_whole() {
     // sqlfluff and astroid parametrise with SQL and source text: ids hold spaces (and `-`).
     let out = "\

@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""Parity of test environments: real projects nobody here tuned for, their suites run directly
+the project's own way and under airlock with the configuration `airlock init` writes, unchanged.
+
+    bench/parity.sh [--projects LIST] [--work DIR] [--bin DIR] [--keep]
+
+Each project is a current release taken from its registry at run time (an sdist, an npm
+tarball or a crate that ships its tests), committed into a scratch git repository. For each:
+
+- directly, the project's own way, in a fresh environment on the host (no sandbox):
+  Python: a fresh venv, then `uv sync --frozen` of its test groups when it keeps a `uv.lock`
+  (its lockfile, as its CI uses it), else `pip install -e ".[test extras]"` with its test
+  dependency groups and requirements files, plus pytest; then `python -m pytest -rA`.
+  JavaScript: `npm install`, then the test command `init` proposes. Rust: `cargo test`.
+- under airlock: `airlock init --repo REPO` into an empty directory, then
+  `airlock doctor --config airlock.toml --repo REPO --json` with that file as written (prepare
+  in the sandbox behind the egress proxy, then the base full run in the sandbox).
+
+The figure is tests passing under airlock divided by tests passing directly (each suite's own
+count: pytest's summary line, jest's `Tests:` line, cargo's `test result:` lines; airlock's
+base inventory). The time columns are the direct suite run against the base full run in the
+sandbox (prepare excluded on both sides). A fix a user has to find by hand is not applied: the
+configuration is used exactly as `init` writes it.
+
+Prints progress on stderr and the markdown table on stdout (also WORK/table.md, per-project JSON
+in WORK/results.jsonl). Needs git, python3 with pip and venv, node and npm, cargo, the package
+registries, and the release binary (target/release/airlock, built when missing; or --bin DIR).
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Real projects at their current releases: (ecosystem, name, what the suite exercises). No
+# setting per project: each is taken as its registry serves it.
+PROJECTS = [
+    ("python", "flask", "web framework; a dependency group and a uv.lock pin of pytest"),
+    ("python", "attrs", "dependency groups, uv.lock, a version from hatch-vcs"),
+    ("python", "waitress", "an HTTP server whose tests start live servers on loopback"),
+    ("python", "httplib2", "an HTTP client whose tests start fixture servers on loopback"),
+    ("python", "iniconfig", "a small library with a hatch-vcs version"),
+    ("python", "more-itertools", "a pure library with a large suite"),
+    ("javascript", "remeda", "jest with TypeScript from devDependencies"),
+    ("rust", "either", "a crate with dependencies for its tests"),
+]
+
+TEST_NAMES = re.compile(r"^(test|tests|testing|test-.*|tests-.*)$", re.I)
+
+
+def log(*parts):
+    print(*parts, file=sys.stderr, flush=True)
+
+
+def run(cmd, cwd=None, env=None, timeout=3600, check=True):
+    started = time.monotonic()
+    p = subprocess.run(
+        cmd, cwd=cwd, env=env, timeout=timeout, capture_output=True, text=True, errors="replace"
+    )
+    took = time.monotonic() - started
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, cmd))} exited {p.returncode}:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
+    return p, took
+
+
+def only(directory, suffix):
+    found = [p for p in Path(directory).iterdir() if p.name.endswith(suffix)]
+    if len(found) != 1:
+        raise RuntimeError(f"expected one {suffix} in {directory}, found {found}")
+    return found[0]
+
+
+def untar(archive, into):
+    into.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive) as t:
+        t.extractall(into, filter="data")
+    entries = list(into.iterdir())
+    return entries[0] if len(entries) == 1 and entries[0].is_dir() else into
+
+
+def fetch(ecosystem, name, work):
+    dl = work / "dl" / name
+    shutil.rmtree(dl, ignore_errors=True)
+    dl.mkdir(parents=True)
+    if ecosystem == "python":
+        run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:", "-d", dl, name])
+        archive = only(dl, ".tar.gz")
+    elif ecosystem == "javascript":
+        run(["npm", "pack", "--silent", name], cwd=dl)
+        archive = only(dl, ".tgz")
+    else:
+        p = dl / "fetch"
+        (p / "src").mkdir(parents=True)
+        (p / "Cargo.toml").write_text(
+            f'[package]\nname = "fetch-{name}"\nversion = "0.0.0"\nedition = "2021"\n\n[dependencies]\n{name} = "*"\n'
+        )
+        (p / "src/main.rs").write_text("fn main() {}\n")
+        env = dict(os.environ, CARGO_HOME=str(p / "home"))
+        env.pop("CARGO_TARGET_DIR", None)
+        run(["cargo", "fetch", "--quiet"], cwd=p, env=env)
+        cache = next((p / "home/registry/cache").iterdir())
+        archive = next(c for c in cache.iterdir() if re.fullmatch(rf"{re.escape(name)}-\d.*\.crate", c.name))
+    src = untar(archive, dl / "src")
+    repo = work / "repos" / name
+    shutil.rmtree(repo, ignore_errors=True)
+    shutil.copytree(src, repo, symlinks=True)
+    git = ["git", "-c", "user.name=parity", "-c", "user.email=parity@example.invalid"]
+    run(git + ["init", "-q", "-b", "main"], cwd=repo)
+    run(git + ["add", "-A", "-f"], cwd=repo)
+    run(git + ["commit", "-q", "-m", f"{archive.name} as the registry serves it"], cwd=repo)
+    return repo, archive.name
+
+
+def counts_pytest(output):
+    for line in reversed(output.splitlines()):
+        if line.startswith("=") and " in " in line and ("passed" in line or "failed" in line):
+            return {w: int(n) for n, w in re.findall(r"(\d+) (\w+)", line)}
+    return {}
+
+
+def direct_python(repo, work):
+    venv = work / "venvs" / repo.name
+    shutil.rmtree(venv, ignore_errors=True)
+    run([sys.executable, "-m", "venv", venv])
+    py = str(venv / "bin/python")
+    run([py, "-m", "pip", "install", "--quiet", "pip>=26"])
+    try:
+        import tomllib
+
+        project = tomllib.loads((repo / "pyproject.toml").read_text()) if (repo / "pyproject.toml").exists() else {}
+    except Exception:  # noqa: BLE001 - a pyproject that does not parse counts as none
+        project = {}
+    groups = [g for g in project.get("dependency-groups", {}) if TEST_NAMES.match(g)]
+    extras = [e for e in project.get("project", {}).get("optional-dependencies", {}) if TEST_NAMES.match(e)]
+    how = []
+    if (repo / "uv.lock").exists():
+        run([py, "-m", "pip", "install", "--quiet", "uv"])
+        env = dict(os.environ, UV_PROJECT_ENVIRONMENT=str(venv), VIRTUAL_ENV=str(venv))
+        cmd = [str(venv / "bin/uv"), "sync", "--frozen", "--no-dev", "--python", py]
+        for g in groups:
+            cmd += ["--group", g]
+        for e in extras:
+            cmd += ["--extra", e]
+        run(cmd, cwd=repo, env=env)
+        how.append("uv sync --frozen " + " ".join(f"--group {g}" for g in groups))
+    else:
+        spec = "." + (f"[{','.join(extras)}]" if extras else "")
+        cmd = [py, "-m", "pip", "install", "--quiet", "-e", spec]
+        for g in groups:
+            cmd += ["--group", g]
+        reqs = sorted(
+            str(p.relative_to(repo))
+            for p in list(repo.glob("*requirements*.txt")) + list(repo.glob("requirements/*.txt"))
+            if re.search(r"test|dev", p.name) and not re.search(r"doc|lint|typing|mypy", p.name)
+        )
+        for r in reqs:
+            cmd += ["-r", r]
+        run(cmd, cwd=repo)
+        how.append(" ".join(cmd[4:]))
+    run([py, "-m", "pip", "install", "--quiet", "pytest"])
+    p, took = run([py, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "-q"], cwd=repo, check=False)
+    c = counts_pytest(p.stdout)
+    return c.get("passed", 0), took, "; ".join(how), p.stdout[-1500:]
+
+
+def direct_javascript(repo, command):
+    run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=repo)
+    p, took = run(command, cwd=repo, check=False)
+    text = p.stdout + p.stderr
+    m = re.search(r"^Tests:.*?(\d+) passed", text, re.M)
+    return (int(m.group(1)) if m else 0), took, "npm install; " + " ".join(command), text[-1500:]
+
+
+def direct_rust(repo):
+    env = dict(os.environ)
+    env.pop("CARGO_TARGET_DIR", None)
+    run(["cargo", "test", "--no-run", "--quiet"], cwd=repo, env=env)
+    p, took = run(["cargo", "test"], cwd=repo, env=env, check=False)
+    text = p.stdout + p.stderr
+    passed = sum(int(n) for n in re.findall(r"test result: \w+\. (\d+) passed", text))
+    return passed, took, "cargo test", text[-1500:]
+
+
+def under_airlock(airlock, repo, work):
+    cfg = work / "configs" / repo.name
+    shutil.rmtree(cfg, ignore_errors=True)
+    cfg.mkdir(parents=True)
+    env = dict(os.environ, AIRLOCK_HOME=str(work / "airlock-home"))
+    run([airlock, "init", "--repo", repo], cwd=cfg, env=env)
+    p, _ = run([airlock, "doctor", "--config", "airlock.toml", "--repo", repo, "--json"], cwd=cfg, env=env, check=False)
+    if p.returncode != 0:
+        return None, None, (p.stdout + p.stderr)[-3000:], (cfg / "airlock.toml").read_text()
+    report = json.loads(p.stdout)
+    tests = report["baseline"]["inventory"]["tests"]
+    passed = sum(1 for s in tests.values() if s == "passed")
+    return passed, report["baseline"]["base_seconds"], "", (cfg / "airlock.toml").read_text()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--projects", default=",".join(p[1] for p in PROJECTS))
+    ap.add_argument("--work", type=Path)
+    ap.add_argument("--bin", type=Path, default=ROOT / "target/release")
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    airlock = args.bin / "airlock"
+    if not airlock.exists():
+        log("building target/release/airlock")
+        run(["cargo", "build", "--release", "--quiet", "-p", "airlock"], cwd=ROOT)
+    work = args.work or Path(tempfile.mkdtemp(prefix="airlock-parity-"))
+    work.mkdir(parents=True, exist_ok=True)
+    wanted = args.projects.split(",")
+    rows = []
+    for ecosystem, name, what in PROJECTS:
+        if name not in wanted:
+            continue
+        log(f"== {name} ({ecosystem})")
+        row = {"project": name, "ecosystem": ecosystem, "what": what}
+        try:
+            repo, artefact = fetch(ecosystem, name, work)
+            row["artefact"] = artefact
+            a_passed, a_secs, a_error, toml = under_airlock(str(airlock), repo, work)
+            row.update(airlock_passed=a_passed, airlock_secs=a_secs, airlock_error=a_error)
+            if ecosystem == "python":
+                d = direct_python(repo, work)
+            elif ecosystem == "javascript":
+                command = json.loads(re.search(r"^command = (\[.*\])$", toml, re.M).group(1))
+                d = direct_javascript(repo, command)
+            else:
+                d = direct_rust(repo)
+            row.update(direct_passed=d[0], direct_secs=d[1], direct_how=d[2], direct_tail=d[3])
+        except Exception as e:  # noqa: BLE001 - one project's failure is its row
+            row["error"] = str(e)[-2000:]
+        rows.append(row)
+        log(json.dumps({k: v for k, v in row.items() if not k.endswith("tail")})[:600])
+    with open(work / "results.jsonl", "w") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    lines = [
+        "| project | artefact | passing directly | passing under airlock | parity | direct run s | sandboxed base run s |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        if "error" in r or r.get("airlock_passed") is None:
+            why = (r.get("error") or r.get("airlock_error") or "").strip().splitlines()
+            lines.append(f"| {r['project']} | {r.get('artefact', '')} | {r.get('direct_passed', '')} | failed: {why[-1][:120] if why else ''} | | | |")
+            continue
+        parity = 100.0 * r["airlock_passed"] / r["direct_passed"] if r["direct_passed"] else float("nan")
+        lines.append(
+            f"| {r['project']} | {r['artefact']} | {r['direct_passed']} | {r['airlock_passed']} | {parity:.1f}% "
+            f"| {r['direct_secs']:.1f} | {r['airlock_secs']:.1f} |"
+        )
+    table = "\n".join(lines) + "\n"
+    (work / "table.md").write_text(table)
+    print(table)
+    log(f"work directory: {work}")
+    if not args.keep and not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
