@@ -343,7 +343,7 @@ impl SandboxBuilder {
                 && self.network == NetworkAccess::None
             {
                 return Err(Error::Config(format!(
-                    "service {:?} is checked on a loopback port, but the network is none: give                      the command a loopback (network loopback or proxy)",
+                    "service {:?} is checked on a loopback port, but the network is none: give the command a loopback (network loopback or proxy)",
                     service.name
                 )));
             }

@@ -273,10 +273,18 @@ fn tests_doctor(
             for step in steps {
                 outln!("    $ {}", step.join(" ").escape_debug());
             }
-            if let Ok(why) =
-                std::fs::read_to_string(p.env_dir.join(airlock_supervisor::recipe::RESOLUTION_FILE))
-            {
-                outln!("    resolved against {}", why.trim().escape_debug());
+            use airlock_supervisor::recipe::{INTERPRETER_FILE, RESOLUTION_FILE};
+            if let Ok(chosen) = std::fs::read_to_string(p.env_dir.join(INTERPRETER_FILE)) {
+                outln!(
+                    "    interpreter {}",
+                    airlock_policies::terminal::escaped_line(chosen.trim())
+                );
+            }
+            if let Ok(why) = std::fs::read_to_string(p.env_dir.join(RESOLUTION_FILE)) {
+                outln!(
+                    "    resolved against {}",
+                    airlock_policies::terminal::escaped_line(why.trim())
+                );
             }
             if !p.generated.is_empty() {
                 outln!(

@@ -227,10 +227,21 @@ impl SandboxTestRunner {
                         )
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                let (mut steps, files) = match &prepare_cfg.python {
+                let (mut steps, files, grant) = match &prepare_cfg.python {
                     Some(recipe) => recipe_steps(recipe, &host, &env_dir, key, &self.worktree)?,
-                    None => (Vec::new(), Vec::new()),
+                    None => (Vec::new(), Vec::new(), None),
                 };
+                // The interpreter chosen for this pin is visible to prepare and every test run
+                // (its venv's python is a link to it).
+                if let Some(prefix) = grant
+                    && !resolved
+                        .environment
+                        .ro
+                        .iter()
+                        .any(|r| prefix.starts_with(r))
+                {
+                    resolved.environment.ro.push(prefix);
+                }
                 if !command.is_empty() {
                     steps.push(command);
                 }
@@ -341,7 +352,12 @@ impl SandboxTestRunner {
 }
 
 /// Argvs run in turn, and files written into `{env}` first (name, content).
-type StepsAndFiles = (Vec<Vec<String>>, Vec<(String, String)>);
+/// With the installation a chosen interpreter needs granted (outside the system directories).
+type StepsAndFiles = (
+    Vec<Vec<String>>,
+    Vec<(String, String)>,
+    Option<std::path::PathBuf>,
+);
 
 /// The steps of a `[tests.prepare.python]` recipe for this run, and the files prepare writes
 /// into `{env}` first (the lockfile's constraints, the releases it resolved against).
@@ -352,13 +368,53 @@ fn recipe_steps(
     key: &PrepareKey,
     tree: &Path,
 ) -> Result<StepsAndFiles, BaselineError> {
-    let interpreter = testenv::expand(
-        &recipe.interpreter,
-        "tests.prepare.python.interpreter",
-        host,
-        Some(env_dir),
-    )?;
     let mut files = Vec::new();
+    let mut grant = None;
+    let mut chosen_version = None;
+    let interpreter = if recipe.interpreter == recipe::AUTO_INTERPRETER {
+        let candidates = recipe::host_interpreters(host.home.as_deref());
+        let requires = recipe::requires_python(tree);
+        let (chosen, why) =
+            recipe::choose_interpreter(&candidates, requires.as_deref(), key.commit_time).map_err(
+                |problem| testenv::TestEnvError {
+                    key: "tests.prepare.python.interpreter".into(),
+                    problem,
+                },
+            )?;
+        files.push((
+            recipe::INTERPRETER_FILE.to_string(),
+            format!("{why}: {}\n", chosen.executable.display()),
+        ));
+        let system = ["/usr", "/bin", "/lib"];
+        if !system.iter().any(|d| chosen.base_prefix.starts_with(d)) {
+            grant = Some(chosen.base_prefix.clone());
+        }
+        chosen_version = Some(chosen.version);
+        chosen.executable.display().to_string()
+    } else {
+        testenv::expand(
+            &recipe.interpreter,
+            "tests.prepare.python.interpreter",
+            host,
+            Some(env_dir),
+        )?
+    };
+    // The interpreter's version, asked on the host (isolated, no site), dates the releases.
+    let version = chosen_version.or_else(|| {
+        std::process::Command::new(&interpreter)
+            .args([
+                "-I",
+                "-S",
+                "-c",
+                "import sys; print('%d.%d' % sys.version_info[:2])",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| recipe::parse_version(&String::from_utf8_lossy(&o.stdout)))
+    });
     let mut constraints = None;
     if let Some(lock) = &recipe.lockfile {
         let problem = |p: String| testenv::TestEnvError {
@@ -371,39 +427,54 @@ fn recipe_steps(
             ))
         })?;
         let name = lock.rsplit('/').next().unwrap_or(lock);
-        let pins = recipe::lock_constraints(name, &text)
+        let pins = recipe::lock_constraints(name, &text, version)
             .map_err(|e| problem(format!("{e}; fix the lockfile or remove the key")))?;
         files.push((recipe::CONSTRAINTS_FILE.to_string(), pins));
         constraints = Some(env_dir.join(recipe::CONSTRAINTS_FILE));
     }
-    // The interpreter's version, asked on the host (isolated, no site), dates the releases.
-    let version = std::process::Command::new(&interpreter)
-        .args([
-            "-I",
-            "-S",
-            "-c",
-            "import sys; print('%d.%d' % sys.version_info[:2])",
-        ])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| recipe::parse_version(&String::from_utf8_lossy(&o.stdout)));
-    let resolution = recipe::resolution(recipe, key.commit_time, version);
+    let mut resolution = recipe::resolution(recipe, key.commit_time, version);
+    // An interpreter older than the newest pip runs on: its pip reads no group and no date.
+    let legacy = match version {
+        Some(v) if v < recipe::MODERN_PIP_PYTHON => {
+            resolution.as_of = None;
+            resolution.why = format!(
+                "today's releases: the pip Python {}.{} runs cannot resolve as of a date (Python \
+                 {}.{} or newer can)",
+                v.0,
+                v.1,
+                recipe::MODERN_PIP_PYTHON.0,
+                recipe::MODERN_PIP_PYTHON.1
+            );
+            let groups = if recipe.groups.is_empty() {
+                Vec::new()
+            } else {
+                let text = std::fs::read_to_string(tree.join("pyproject.toml")).unwrap_or_default();
+                recipe::group_requirements(&text, &recipe.groups).map_err(|problem| {
+                    testenv::TestEnvError {
+                        key: "tests.prepare.python.groups".into(),
+                        problem: format!("{problem} at the pinned commit"),
+                    }
+                })?
+            };
+            Some(groups)
+        }
+        _ => None,
+    };
     files.push((
         recipe::RESOLUTION_FILE.to_string(),
         resolution.why.clone() + "\n",
     ));
     Ok((
-        recipe::steps(
+        recipe::steps_with(
             recipe,
             &interpreter,
             env_dir,
             resolution.as_of.as_deref(),
             constraints.as_deref(),
+            legacy.as_deref(),
         ),
         files,
+        grant,
     ))
 }
 

@@ -110,6 +110,9 @@ pub struct HostFacts {
     pub node: Option<PathBuf>,
     /// `go` on the operator's `PATH`.
     pub go: Option<GoFacts>,
+    /// Every CPython on the host (`python3.N` on `PATH`, in `/usr/bin`, under pyenv): with two
+    /// or more, a Python recipe chooses among them per pin (`interpreter = "auto"`).
+    pub pythons: Vec<crate::recipe::HostPython>,
     /// The absolute directory the generated `airlock.toml` is written to: its relative `[paths]`
     /// resolve against it.
     pub config_dir: PathBuf,
@@ -145,10 +148,12 @@ impl HostFacts {
                 goroot,
             })
         });
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from);
         HostFacts {
-            home: std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .map(PathBuf::from),
+            pythons: crate::recipe::host_interpreters(home.as_deref()),
+            home,
             python,
             node,
             go,
@@ -607,8 +612,35 @@ fn configure_python(tree: &Tree, host: &HostFacts, runner: TestRunner, d: &mut D
     if runner == TestRunner::Pytest && !declares_pytest {
         packages.push("pytest".to_string());
     }
+    // With several interpreters on the host (and no venv of the repository's own), the one a
+    // pin gets is chosen when prepare runs, from what the pinned tree declares.
+    let in_repo_venv = VENV_DIRS
+        .iter()
+        .any(|dir| py.program.starts_with(&path_text(&tree.root.join(dir))));
+    let interpreter = if host.pythons.len() >= 2 && !in_repo_venv {
+        let mut ro: BTreeSet<String> = d.tests.ro.iter().cloned().collect();
+        for p in &host.pythons {
+            if !under_system_dirs(&p.base_prefix) {
+                ro.insert(path_text(&p.base_prefix));
+            }
+        }
+        d.tests.ro = ro.into_iter().collect();
+        let versions: Vec<String> = host
+            .pythons
+            .iter()
+            .map(|p| format!("{}.{}", p.version.0, p.version.1))
+            .collect();
+        d.findings.push(format!(
+            "Interpreters on this host: Python {}; each pin gets the newest released before it \
+             that fits the project's requires-python (interpreter = \"auto\")",
+            versions.join(", ")
+        ));
+        crate::recipe::AUTO_INTERPRETER.to_string()
+    } else {
+        py.program.clone()
+    };
     let recipe = PythonRecipe {
-        interpreter: py.program.clone(),
+        interpreter,
         editable: installable,
         extras: if installable {
             extras.clone()
@@ -1695,6 +1727,7 @@ mod tests {
                     goroot: "/opt/go".into(),
                 }),
                 config_dir: "/etc/airlock-test".into(),
+                pythons: Vec::new(),
             }
         }
 
@@ -1861,6 +1894,46 @@ mod tests {
         assert!(r.packages.is_empty() && r.requirements.is_empty() && r.groups.is_empty());
         assert_eq!(d.tests.env["PYTHONPATH"], "src");
         assert_eq!(d.allowlist, strings(&["src/**", "tests/**"]));
+        assert_parses(&d);
+    }
+
+    #[test]
+    fn several_interpreters_on_the_host_are_chosen_among_per_pin() {
+        let f = Fixture::new(&[
+            (
+                "pyproject.toml",
+                "[project]\nname = \"p\"\nrequires-python = \">=3.8\"\n",
+            ),
+            ("tests/test_p.py", "def test_a():\n    pass\n"),
+            ("conftest.py", ""),
+        ]);
+        let mut host = f.host();
+        host.pythons = [(3, 9), (3, 12)]
+            .map(|v: (u32, u32)| crate::recipe::HostPython {
+                executable: format!("/opt/py/{}.{}/bin/python{}.{}", v.0, v.1, v.0, v.1).into(),
+                base_prefix: format!("/opt/py/{}.{}", v.0, v.1).into(),
+                version: v,
+            })
+            .to_vec();
+        host.pythons.push(crate::recipe::HostPython {
+            executable: "/usr/bin/python3.11".into(),
+            base_prefix: "/usr".into(),
+            version: (3, 11),
+        });
+        let d = detect(f.repo.path(), &host);
+        let r = d.tests.prepare.as_ref().unwrap().python.clone().unwrap();
+        assert_eq!(r.interpreter, crate::recipe::AUTO_INTERPRETER);
+        for prefix in ["/opt/py/3.9", "/opt/py/3.12"] {
+            assert!(d.tests.ro.contains(&prefix.to_string()), "{:?}", d.tests.ro);
+        }
+        assert!(!d.tests.ro.contains(&"/usr".to_string()));
+        assert!(
+            d.findings
+                .iter()
+                .any(|l| l.contains("Python 3.9, 3.12, 3.11")),
+            "{:?}",
+            d.findings
+        );
         assert_parses(&d);
     }
 

@@ -30,6 +30,10 @@ pub const CONSTRAINTS_FILE: &str = "lock-constraints.txt";
 /// The file prepare writes into `{env}` saying which releases the recipe resolved against.
 pub const RESOLUTION_FILE: &str = "resolved-as-of.txt";
 
+/// The file prepare writes into `{env}` saying which interpreter `interpreter = "auto"` chose
+/// and why.
+pub const INTERPRETER_FILE: &str = "interpreter.txt";
+
 /// Where the recipe's venv lives inside the environment directory.
 pub fn venv_dir(env_dir: &Path) -> std::path::PathBuf {
     env_dir.join("venv")
@@ -135,6 +139,25 @@ pub fn steps(
     as_of: Option<&str>,
     constraints: Option<&Path>,
 ) -> Vec<Vec<String>> {
+    steps_with(recipe, interpreter, env_dir, as_of, constraints, None)
+}
+
+/// The first interpreter the newest pip runs on: an older one gets the newest pip it can run,
+/// which reads no dependency group and resolves no date.
+pub const MODERN_PIP_PYTHON: (u32, u32) = (3, 9);
+
+/// [`steps`], for an interpreter older than [`MODERN_PIP_PYTHON`] when `legacy_groups` is
+/// given: its pip is brought up to the newest it runs, and the groups are passed as the
+/// requirements they hold (read by airlock from the pinned `pyproject.toml`, see
+/// [`group_requirements`]); `as_of` must then be `None`.
+pub fn steps_with(
+    recipe: &PythonRecipe,
+    interpreter: &str,
+    env_dir: &Path,
+    as_of: Option<&str>,
+    constraints: Option<&Path>,
+    legacy_groups: Option<&[String]>,
+) -> Vec<Vec<String>> {
     let venv = venv_dir(env_dir);
     let python = venv.join("bin/python").display().to_string();
     let pip = |more: &[&str]| -> Vec<String> {
@@ -155,9 +178,14 @@ pub fn steps(
             install.push(format!(".[{}]", recipe.extras.join(",")));
         }
     }
-    for group in &recipe.groups {
-        install.push("--group".into());
-        install.push(group.clone());
+    match legacy_groups {
+        Some(requirements) => install.extend(requirements.iter().cloned()),
+        None => {
+            for group in &recipe.groups {
+                install.push("--group".into());
+                install.push(group.clone());
+            }
+        }
     }
     for file in &recipe.requirements {
         install.push("-r".into());
@@ -172,7 +200,11 @@ pub fn steps(
     venv_step.push(venv.display().to_string());
     let mut out = vec![venv_step];
     if install.len() > before {
-        out.push(pip(&[PIP_REQUIREMENT]));
+        out.push(pip(&[if legacy_groups.is_some() {
+            "pip"
+        } else {
+            PIP_REQUIREMENT
+        }]));
         let mut options = Vec::new();
         if let Some(date) = as_of {
             options.push("--uploaded-prior-to".to_string());
@@ -186,6 +218,42 @@ pub fn steps(
         out.push(install);
     }
     out
+}
+
+/// The requirements PEP 735 dependency groups of `pyproject.toml` hold, `include-group`s
+/// followed (each group once); the error names a group that is not there.
+pub fn group_requirements(pyproject: &str, groups: &[String]) -> Result<Vec<String>, String> {
+    let doc: toml::Table = pyproject
+        .parse()
+        .map_err(|e| format!("pyproject.toml is not TOML: {e}"))?;
+    let table = doc
+        .get("dependency-groups")
+        .and_then(|g| g.as_table())
+        .ok_or("pyproject.toml has no [dependency-groups] table")?;
+    let mut out = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut todo: Vec<String> = groups.iter().rev().cloned().collect();
+    while let Some(group) = todo.pop() {
+        if !seen.insert(group.clone()) {
+            continue;
+        }
+        let items = table
+            .get(&group)
+            .and_then(|g| g.as_array())
+            .ok_or_else(|| format!("pyproject.toml has no dependency group {group:?}"))?;
+        for item in items {
+            if let Some(requirement) = item.as_str() {
+                out.push(requirement.to_string());
+            } else if let Some(included) = item
+                .as_table()
+                .and_then(|t| t.get("include-group"))
+                .and_then(|g| g.as_str())
+            {
+                todo.push(included.to_string());
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// When each CPython minor version was first released (its `.0`), seconds since the epoch: a
@@ -256,6 +324,247 @@ pub fn resolution(
     }
 }
 
+/// `interpreter = "auto"`: the interpreter is chosen at prepare time among the host's
+/// ([`choose_interpreter`]).
+pub const AUTO_INTERPRETER: &str = "auto";
+
+/// A Python interpreter found on the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPython {
+    /// Its real executable.
+    pub executable: std::path::PathBuf,
+    /// `sys.base_prefix`: what a sandbox must be granted for it (and a venv made from it).
+    pub base_prefix: std::path::PathBuf,
+    /// `major.minor`.
+    pub version: (u32, u32),
+}
+
+/// The CPython interpreters on this host: every `python3.N` in the directories of `PATH`, in
+/// `/usr/bin` and `/usr/local/bin`, and in pyenv's versions under `home`, each asked for its
+/// version and prefix (isolated, without site), one per real executable, oldest first.
+pub fn host_interpreters(home: Option<&Path>) -> Vec<HostPython> {
+    let mut dirs: Vec<std::path::PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    dirs.push("/usr/bin".into());
+    dirs.push("/usr/local/bin".into());
+    let pyenv = std::env::var_os("PYENV_ROOT")
+        .map(std::path::PathBuf::from)
+        .or_else(|| home.map(|h| h.join(".pyenv")));
+    if let Some(versions) = pyenv.map(|r| r.join("versions"))
+        && let Ok(entries) = std::fs::read_dir(versions)
+    {
+        dirs.extend(entries.flatten().map(|e| e.path().join("bin")));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| {
+                n.strip_prefix("python3.")
+                    .is_some_and(|m| !m.is_empty() && m.chars().all(|c| c.is_ascii_digit()))
+            })
+            .collect();
+        names.sort();
+        for name in names {
+            let Ok(real) = std::fs::canonicalize(dir.join(&name)) else {
+                continue;
+            };
+            if !seen.insert(real.clone()) {
+                continue;
+            }
+            let Ok(output) = std::process::Command::new(&real)
+                .args([
+                    "-I",
+                    "-S",
+                    "-c",
+                    "import sys; print('%d.%d' % sys.version_info[:2]); print(sys.base_prefix)",
+                ])
+                .stdin(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .output()
+            else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&output.stdout).into_owned();
+            let mut lines = text.lines();
+            if let (true, Some(version), Some(prefix)) = (
+                output.status.success(),
+                lines.next().and_then(parse_version),
+                lines.next(),
+            ) {
+                out.push(HostPython {
+                    executable: real,
+                    base_prefix: prefix.into(),
+                    version,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| {
+        a.version
+            .cmp(&b.version)
+            .then(a.executable.cmp(&b.executable))
+    });
+    out.dedup_by(|a, b| a.version == b.version);
+    out
+}
+
+/// What the tree at the pin declares of its interpreter: `[project] requires-python` of
+/// `pyproject.toml`, else `python_requires` of `setup.cfg` or `setup.py`.
+pub fn requires_python(tree: &Path) -> Option<String> {
+    if let Ok(text) = std::fs::read_to_string(tree.join("pyproject.toml"))
+        && let Ok(doc) = text.parse::<toml::Table>()
+        && let Some(spec) = doc
+            .get("project")
+            .and_then(|p| p.get("requires-python"))
+            .and_then(|v| v.as_str())
+    {
+        return Some(spec.to_string());
+    }
+    for file in ["setup.cfg", "setup.py"] {
+        let Ok(text) = std::fs::read_to_string(tree.join(file)) else {
+            continue;
+        };
+        for line in text.lines() {
+            let line = line.trim();
+            let Some(rest) = line.strip_prefix("python_requires") else {
+                continue;
+            };
+            let value = rest
+                .trim_start()
+                .trim_start_matches(['=', ':'])
+                .trim()
+                .trim_end_matches(',')
+                .trim_matches(|c| c == '"' || c == '\'');
+            if !value.is_empty() {
+                return Some(value.to_string());
+            }
+        }
+    }
+    None
+}
+
+/// Whether `major.minor` satisfies a PEP 440 specifier set as written for `requires-python`,
+/// judged at minor-version granularity (`>=3.8.1` admits 3.8); `None` when a clause does not
+/// parse.
+pub fn satisfies(spec: &str, v: (u32, u32)) -> Option<bool> {
+    let mut all = true;
+    for clause in spec.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+        let op_len = clause
+            .find(|c: char| c.is_ascii_digit())
+            .filter(|i| *i <= 3)?;
+        let (op, version) = clause.split_at(op_len);
+        let op = op.trim();
+        let version = version.trim();
+        let wildcard = version.ends_with(".*");
+        let parts: Vec<u32> = version
+            .trim_end_matches(".*")
+            .split('.')
+            .map(|p| p.parse().ok())
+            .collect::<Option<_>>()?;
+        let major = *parts.first()?;
+        let minor = parts.get(1).copied();
+        let want = (major, minor.unwrap_or(0));
+        let ok = match op {
+            ">=" => v >= want,
+            ">" if minor.is_none() => v.0 > major,
+            ">" if parts.len() > 2 => v >= want,
+            ">" => v > want,
+            "<=" => v <= (major, minor.unwrap_or(u32::MAX)),
+            "<" if minor.is_none() => v.0 < major,
+            "<" => v < want,
+            "==" | "===" if minor.is_none() => v.0 == major,
+            "==" | "===" => v == want,
+            "!=" if wildcard || parts.len() == 2 => v != want,
+            "!=" => true,
+            "~=" => v >= want && v.0 == major,
+            _ => return None,
+        };
+        all &= ok;
+    }
+    Some(all)
+}
+
+/// When Python `major.minor` was first released, where airlock knows it.
+pub fn python_release(v: (u32, u32)) -> Option<i64> {
+    PYTHON_RELEASES
+        .iter()
+        .find(|(m, _)| *m == v)
+        .map(|(_, at)| *at)
+}
+
+/// The interpreter a pin gets: among `candidates` that satisfy `requires` (all of them when the
+/// tree declares nothing, or the declaration does not parse), the newest released before the
+/// pinned commit, else the oldest; with the reason, for the record. `Err` says that none
+/// satisfies, naming what the host has.
+pub fn choose_interpreter(
+    candidates: &[HostPython],
+    requires: Option<&str>,
+    commit_time: Option<i64>,
+) -> Result<(HostPython, String), String> {
+    let fits: Vec<&HostPython> = candidates
+        .iter()
+        .filter(|c| requires.and_then(|r| satisfies(r, c.version)) != Some(false))
+        .collect();
+    let have = || {
+        candidates
+            .iter()
+            .map(|c| format!("{}.{}", c.version.0, c.version.1))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if fits.is_empty() {
+        return Err(match requires {
+            Some(r) => format!(
+                "no Python on this host satisfies the project's requires-python {r:?} (the host has {}): install one, or set tests.prepare.python.interpreter to a path",
+                have()
+            ),
+            None => "no Python interpreter was found on this host (python3.N on PATH or under pyenv): install one, or set tests.prepare.python.interpreter to a path"
+                .into(),
+        });
+    };
+    let declared = requires
+        .map(|r| format!("requires-python {r:?}"))
+        .unwrap_or_else(|| "no requires-python".into());
+    let released_before = |c: &&&HostPython| match (commit_time, python_release(c.version)) {
+        (Some(pin), Some(at)) => at <= pin,
+        (None, _) => true,
+        (Some(_), None) => c.version < PYTHON_RELEASES[0].0,
+    };
+    // Interpreters the newest pip runs on come first: only they resolve as of a date and read
+    // dependency groups; an older one is chosen only when nothing newer fits.
+    let modern: Vec<&HostPython> = fits
+        .iter()
+        .copied()
+        .filter(|c| c.version >= MODERN_PIP_PYTHON)
+        .collect();
+    let fits = if modern.is_empty() { fits } else { modern };
+    let oldest = fits[0];
+    let chosen = match fits.iter().rev().find(released_before) {
+        Some(c) => (
+            (*c).clone(),
+            format!(
+                "Python {}.{}, the newest on this host released before the pin that fits {declared}",
+                c.version.0, c.version.1
+            ),
+        ),
+        None => (
+            (*oldest).clone(),
+            format!(
+                "Python {}.{}, the oldest on this host that fits {declared} (none was released before the pin)",
+                oldest.version.0, oldest.version.1
+            ),
+        ),
+    };
+    Ok(chosen)
+}
+
 /// The `major.minor` of a `sys.version_info[:2]` printed as `3.11`.
 pub fn parse_version(text: &str) -> Option<(u32, u32)> {
     let (major, minor) = text.trim().split_once('.')?;
@@ -263,14 +572,19 @@ pub fn parse_version(text: &str) -> Option<(u32, u32)> {
 }
 
 /// The pins of a lockfile as a pip constraints file (`name==version`, one per line, sorted):
-/// the packages it takes from a registry. A name pinned to two versions (a lockfile resolved
-/// for several interpreters or platforms) is left unconstrained; the project itself and
+/// the packages it takes from a registry. An entry whose markers (`resolution-markers` of
+/// `uv.lock`, `marker` of `pylock.toml`) do not hold for this interpreter (`python`, and a
+/// Linux CPython) is left out; a name still pinned to two versions is left unconstrained; the project itself and
 /// packages from a path, a URL or git are never constrained. The error says what is wrong
 /// with the file.
-pub fn lock_constraints(file_name: &str, text: &str) -> Result<String, String> {
+pub fn lock_constraints(
+    file_name: &str,
+    text: &str,
+    python: Option<(u32, u32)>,
+) -> Result<String, String> {
     let pins: Vec<(String, String)> = match file_name {
         "Pipfile.lock" => pipfile_pins(text)?,
-        "uv.lock" | "poetry.lock" | "pylock.toml" => toml_pins(file_name, text)?,
+        "uv.lock" | "poetry.lock" | "pylock.toml" => toml_pins(file_name, text, python)?,
         other => return Err(format!("{other} is not a lockfile airlock reads")),
     };
     let mut by_name: BTreeMap<String, Option<String>> = BTreeMap::new();
@@ -292,6 +606,160 @@ pub fn lock_constraints(file_name: &str, text: &str) -> Result<String, String> {
         }
     }
     Ok(out)
+}
+
+/// Whether a PEP 508 environment marker holds for a Linux CPython `major.minor` (versions
+/// judged at minor granularity); `None` when it cannot be told (an unknown variable, a syntax
+/// this reader does not know).
+pub fn marker_holds(marker: &str, python: (u32, u32)) -> Option<bool> {
+    let tokens = marker_tokens(marker)?;
+    let mut at = 0;
+    let value = marker_or(&tokens, &mut at, python)?;
+    (at == tokens.len()).then_some(value)?
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum MarkerToken {
+    Word(String),
+    Text(String),
+    Op(String),
+    Open,
+    Close,
+}
+
+fn marker_tokens(text: &str) -> Option<Vec<MarkerToken>> {
+    let mut out = Vec::new();
+    let chars: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+        } else if c == '(' || c == ')' {
+            out.push(if c == '(' {
+                MarkerToken::Open
+            } else {
+                MarkerToken::Close
+            });
+            i += 1;
+        } else if c == '\'' || c == '"' {
+            let end = chars[i + 1..].iter().position(|d| *d == c)? + i + 1;
+            out.push(MarkerToken::Text(chars[i + 1..end].iter().collect()));
+            i = end + 1;
+        } else if "<>=!~".contains(c) {
+            let mut op = String::new();
+            while i < chars.len() && "<>=!~".contains(chars[i]) {
+                op.push(chars[i]);
+                i += 1;
+            }
+            out.push(MarkerToken::Op(op));
+        } else if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
+            let mut word = String::new();
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || "_.".contains(chars[i])) {
+                word.push(chars[i]);
+                i += 1;
+            }
+            out.push(MarkerToken::Word(word));
+        } else {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+fn marker_or(t: &[MarkerToken], at: &mut usize, v: (u32, u32)) -> Option<Option<bool>> {
+    let mut value = marker_and(t, at, v)?;
+    while t.get(*at) == Some(&MarkerToken::Word("or".into())) {
+        *at += 1;
+        let right = marker_and(t, at, v)?;
+        value = match (value, right) {
+            (Some(true), _) | (_, Some(true)) => Some(true),
+            (Some(false), Some(false)) => Some(false),
+            _ => None,
+        };
+    }
+    Some(value)
+}
+
+fn marker_and(t: &[MarkerToken], at: &mut usize, v: (u32, u32)) -> Option<Option<bool>> {
+    let mut value = marker_atom(t, at, v)?;
+    while t.get(*at) == Some(&MarkerToken::Word("and".into())) {
+        *at += 1;
+        let right = marker_atom(t, at, v)?;
+        value = match (value, right) {
+            (Some(false), _) | (_, Some(false)) => Some(false),
+            (Some(true), Some(true)) => Some(true),
+            _ => None,
+        };
+    }
+    Some(value)
+}
+
+fn marker_atom(t: &[MarkerToken], at: &mut usize, v: (u32, u32)) -> Option<Option<bool>> {
+    if t.get(*at) == Some(&MarkerToken::Open) {
+        *at += 1;
+        let value = marker_or(t, at, v)?;
+        if t.get(*at) != Some(&MarkerToken::Close) {
+            return None;
+        }
+        *at += 1;
+        return Some(value);
+    }
+    let operand = |tok: Option<&MarkerToken>| match tok {
+        Some(MarkerToken::Word(w)) => Some((true, w.clone())),
+        Some(MarkerToken::Text(s)) => Some((false, s.clone())),
+        _ => None,
+    };
+    let left = operand(t.get(*at))?;
+    *at += 1;
+    let op = match t.get(*at)? {
+        MarkerToken::Op(op) => op.clone(),
+        MarkerToken::Word(w) if w == "in" => "in".into(),
+        MarkerToken::Word(w) if w == "not" => {
+            *at += 1;
+            match t.get(*at)? {
+                MarkerToken::Word(w) if w == "in" => "not in".into(),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    *at += 1;
+    let right = operand(t.get(*at))?;
+    *at += 1;
+    let (variable, literal, flipped) = match (left, right) {
+        ((true, var), (false, lit)) => (var, lit, false),
+        ((false, lit), (true, var)) => (var, lit, true),
+        _ => return None,
+    };
+    let known = |name: &str| -> Option<&'static str> {
+        match name {
+            "sys_platform" => Some("linux"),
+            "platform_system" => Some("Linux"),
+            "os_name" => Some("posix"),
+            "implementation_name" => Some("cpython"),
+            "platform_python_implementation" => Some("CPython"),
+            _ => None,
+        }
+    };
+    let holds = match variable.as_str() {
+        "python_version" | "python_full_version" if !flipped && op != "in" && op != "not in" => {
+            satisfies(&format!("{op}{literal}"), v)
+        }
+        name => match known(name) {
+            Some(actual) => match (op.as_str(), flipped) {
+                ("==", _) => Some(actual == literal),
+                ("!=", _) => Some(actual != literal),
+                ("in", false) => Some(literal.contains(actual)),
+                ("not in", false) => Some(!literal.contains(actual)),
+                ("in", true) => Some(actual.contains(literal.as_str())),
+                ("not in", true) => Some(!actual.contains(literal.as_str())),
+                _ => None,
+            },
+            None => None,
+        },
+    };
+    Some(holds)
 }
 
 /// PEP 503's normalised name.
@@ -318,7 +786,11 @@ fn is_version(v: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '+' | '!' | '-' | '_'))
 }
 
-fn toml_pins(file_name: &str, text: &str) -> Result<Vec<(String, String)>, String> {
+fn toml_pins(
+    file_name: &str,
+    text: &str,
+    python: Option<(u32, u32)>,
+) -> Result<Vec<(String, String)>, String> {
     let doc: toml::Table = text
         .parse()
         .map_err(|e| format!("{file_name} is not TOML: {e}"))?;
@@ -347,6 +819,21 @@ fn toml_pins(file_name: &str, text: &str) -> Result<Vec<(String, String)>, Strin
             continue;
         };
         if !is_version(version) || !from_registry(file_name, table) {
+            continue;
+        }
+        // Markers that are known not to hold for this interpreter leave the entry out.
+        let markers: Vec<&str> = match (table.get("resolution-markers"), table.get("marker")) {
+            (Some(list), _) => list
+                .as_array()
+                .map(|l| l.iter().filter_map(|m| m.as_str()).collect())
+                .unwrap_or_default(),
+            (None, Some(one)) => one.as_str().into_iter().collect(),
+            (None, None) => Vec::new(),
+        };
+        if let Some(v) = python
+            && !markers.is_empty()
+            && markers.iter().all(|m| marker_holds(m, v) == Some(false))
+        {
             continue;
         }
         out.push((name.to_string(), version.to_string()));
@@ -467,6 +954,106 @@ mod tests {
         assert_eq!(parse_version("x"), None);
     }
 
+    fn host(v: (u32, u32)) -> HostPython {
+        HostPython {
+            executable: format!("/py/{}.{}/bin/python{}.{}", v.0, v.1, v.0, v.1).into(),
+            base_prefix: format!("/py/{}.{}", v.0, v.1).into(),
+            version: v,
+        }
+    }
+
+    #[test]
+    fn requires_python_is_read_at_minor_granularity() {
+        assert_eq!(satisfies(">=3.8", (3, 11)), Some(true));
+        assert_eq!(satisfies(">=3.8", (3, 7)), Some(false));
+        assert_eq!(satisfies(">=3.6, <3.10", (3, 10)), Some(false));
+        assert_eq!(satisfies(">=3.6, <3.10", (3, 9)), Some(true));
+        assert_eq!(satisfies(">=3.8.1", (3, 8)), Some(true));
+        assert_eq!(satisfies("~=3.9", (3, 12)), Some(true));
+        assert_eq!(satisfies("!=3.7.*, >=3.6", (3, 7)), Some(false));
+        assert_eq!(satisfies("==3.*", (3, 13)), Some(true));
+        assert_eq!(satisfies(">3.9", (3, 9)), Some(false));
+        assert_eq!(satisfies("<=3.11", (3, 11)), Some(true));
+        assert_eq!(satisfies("python3", (3, 11)), None);
+    }
+
+    #[test]
+    fn the_interpreter_is_the_newest_released_before_the_pin_that_fits() {
+        let hosts: Vec<HostPython> = [(3, 8), (3, 9), (3, 11), (3, 13)].map(host).to_vec();
+        // A 2021-03 pin: 3.9 is the newest released before it.
+        let (c, why) = choose_interpreter(&hosts, Some(">=3.6"), Some(1_614_834_367)).unwrap();
+        assert_eq!(c.version, (3, 9));
+        assert!(
+            why.contains("newest on this host released before the pin"),
+            "{why}"
+        );
+        // Today: the newest that fits.
+        let (c, _) = choose_interpreter(&hosts, Some(">=3.8, <3.12"), Some(1_800_000_000)).unwrap();
+        assert_eq!(c.version, (3, 11));
+        // A pin older than every interpreter that fits: the oldest of them.
+        let (c, why) = choose_interpreter(&hosts, Some(">=3.11"), Some(1_614_834_367)).unwrap();
+        assert_eq!(c.version, (3, 11));
+        assert!(why.contains("oldest"), "{why}");
+        let err = choose_interpreter(&hosts, Some(">=3.14"), None).unwrap_err();
+        assert!(
+            err.contains("3.8, 3.9, 3.11, 3.13") && err.contains("interpreter"),
+            "{err}"
+        );
+        assert!(choose_interpreter(&[], None, None).is_err());
+    }
+
+    #[test]
+    fn requires_python_comes_from_pyproject_or_setup() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(requires_python(dir.path()), None);
+        std::fs::write(
+            dir.path().join("setup.py"),
+            "setup(\n    name='x',\n    python_requires='>=3.6',\n)\n",
+        )
+        .unwrap();
+        assert_eq!(requires_python(dir.path()).as_deref(), Some(">=3.6"));
+        std::fs::write(
+            dir.path().join("pyproject.toml"),
+            "[project]\nname = \"x\"\nrequires-python = \">=3.9\"\n",
+        )
+        .unwrap();
+        assert_eq!(requires_python(dir.path()).as_deref(), Some(">=3.9"));
+    }
+
+    #[test]
+    fn an_interpreter_older_than_the_newest_pip_gets_groups_as_requirements() {
+        let pyproject = "[dependency-groups]\ntests = [\"pytest\", {include-group = \"base\"}]\n\
+                         base = [\"iniconfig\", {include-group = \"tests\"}]\n";
+        let reqs = group_requirements(pyproject, &["tests".into()]).unwrap();
+        assert_eq!(reqs, ["pytest", "iniconfig"]);
+        assert!(
+            group_requirements(pyproject, &["docs".into()])
+                .unwrap_err()
+                .contains("\"docs\"")
+        );
+        let steps = steps_with(
+            &recipe(),
+            "/py3.8",
+            Path::new("/e"),
+            None,
+            None,
+            Some(&reqs),
+        );
+        assert_eq!(steps[1].last().map(String::as_str), Some("pip"));
+        let install = steps[2].join(" ");
+        assert!(!install.contains("--group") && !install.contains("--uploaded-prior-to"));
+        assert!(
+            install.ends_with("-e .[test] pytest iniconfig -r requirements/ci.txt pytest"),
+            "{install}"
+        );
+        // Where a 3.9 or newer fits, an older interpreter is not chosen even for an old pin.
+        let hosts: Vec<HostPython> = [(3, 7), (3, 8), (3, 11)].map(host).to_vec();
+        let (c, _) = choose_interpreter(&hosts, None, Some(1_570_000_000)).unwrap();
+        assert_eq!(c.version, (3, 11));
+        let (c, _) = choose_interpreter(&hosts, Some("<3.9"), Some(1_570_000_000)).unwrap();
+        assert_eq!(c.version, (3, 7));
+    }
+
     #[test]
     fn bad_recipes_name_their_key() {
         let mut r = recipe();
@@ -520,9 +1107,52 @@ version = "4.12.2"
 source = { registry = "https://example.invalid/simple" }
 "#;
         assert_eq!(
-            lock_constraints("uv.lock", text).unwrap(),
+            lock_constraints("uv.lock", text, None).unwrap(),
             "pytest==8.3.4\ntyping-extensions==4.12.2\n"
         );
+    }
+
+    #[test]
+    fn a_lock_forked_by_interpreter_pins_the_version_of_this_one() {
+        let text = r#"
+[[package]]
+name = "pytest"
+version = "8.4.2"
+source = { registry = "https://example.invalid/simple" }
+resolution-markers = ["python_full_version < '3.10'"]
+[[package]]
+name = "pytest"
+version = "9.0.2"
+source = { registry = "https://example.invalid/simple" }
+resolution-markers = ["python_full_version >= '3.12'", "python_full_version == '3.11.*'", "python_full_version == '3.10.*'"]
+[[package]]
+name = "colorama"
+version = "0.4.6"
+source = { registry = "https://example.invalid/simple" }
+resolution-markers = ["sys_platform == 'win32'"]
+"#;
+        assert_eq!(
+            lock_constraints("uv.lock", text, Some((3, 11))).unwrap(),
+            "pytest==9.0.2\n"
+        );
+        assert_eq!(
+            lock_constraints("uv.lock", text, Some((3, 9))).unwrap(),
+            "pytest==8.4.2\n"
+        );
+        assert_eq!(
+            lock_constraints("uv.lock", text, None).unwrap(),
+            "colorama==0.4.6\n"
+        );
+        assert_eq!(
+            marker_holds(
+                "python_version >= '3.8' and (sys_platform == 'linux' or os_name == 'nt')",
+                (3, 9)
+            ),
+            Some(true)
+        );
+        assert_eq!(marker_holds("'linux' in sys_platform", (3, 9)), Some(true));
+        assert_eq!(marker_holds("extra == 'x'", (3, 9)), None);
+        assert_eq!(marker_holds("python_version <", (3, 9)), None);
     }
 
     #[test]
@@ -531,28 +1161,28 @@ source = { registry = "https://example.invalid/simple" }
                       [[package]]\nname = \"mine\"\nversion = \"0.1\"\n[package.source]\n\
                       type = \"git\"\nurl = \"x\"\n";
         assert_eq!(
-            lock_constraints("poetry.lock", poetry).unwrap(),
+            lock_constraints("poetry.lock", poetry, None).unwrap(),
             "attrs==21.2.0\n"
         );
         let pipfile = r#"{"default": {"requests": {"version": "==2.25.1"}},
                           "develop": {"pytest": {"version": "==6.2.2"}, "x": {"git": "y"}}}"#;
         assert_eq!(
-            lock_constraints("Pipfile.lock", pipfile).unwrap(),
+            lock_constraints("Pipfile.lock", pipfile, None).unwrap(),
             "pytest==6.2.2\nrequests==2.25.1\n"
         );
         let pylock = "lock-version = \"1.0\"\n[[packages]]\nname = \"idna\"\nversion = \"3.10\"\n\
                       [[packages.wheels]]\nurl = \"u\"\n";
         assert_eq!(
-            lock_constraints("pylock.toml", pylock).unwrap(),
+            lock_constraints("pylock.toml", pylock, None).unwrap(),
             "idna==3.10\n"
         );
         assert!(
-            lock_constraints("uv.lock", "[[package]\n")
+            lock_constraints("uv.lock", "[[package]\n", None)
                 .unwrap_err()
                 .starts_with("uv.lock is not TOML")
         );
         assert!(
-            lock_constraints("Pipfile.lock", "{")
+            lock_constraints("Pipfile.lock", "{", None)
                 .unwrap_err()
                 .contains("not JSON")
         );

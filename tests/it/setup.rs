@@ -179,6 +179,28 @@ fn init_then_doctor_builds_the_project_its_own_way_with_a_group_and_a_generated_
             ),
         ],
     );
+    // Committed in 2025, as a project requiring setuptools 64 (2022) would be: the releases
+    // are resolved as of the commit.
+    let amend = Command::new("git")
+        .args([
+            "commit",
+            "-q",
+            "--amend",
+            "--no-edit",
+            "--date",
+            "2025-06-02T00:00:00Z",
+        ])
+        .current_dir(dir.path().join("repo"))
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_DATE", "2025-06-02T00:00:00Z")
+        .output()
+        .unwrap();
+    assert!(amend.status.success(), "{}", text(&amend));
     let init = airlock(dir.path(), &["init", "--repo", "repo"]);
     assert!(init.status.success(), "{}", text(&init));
     let config = std::fs::read_to_string(dir.path().join("airlock.toml")).unwrap();
@@ -197,9 +219,9 @@ fn init_then_doctor_builds_the_project_its_own_way_with_a_group_and_a_generated_
         out.contains("5 tests at base (the listing found 5): 5 pass"),
         "{out}"
     );
-    // The fixture's commit (2020) is older than the interpreter: its releases are dated by it.
     assert!(
-        out.contains("resolved against releases up to Python "),
+        out.contains("resolved against releases up to the pinned commit, 2025-06-02T00:00:00Z")
+            || out.contains("resolved against releases up to Python "),
         "{out}"
     );
     assert!(

@@ -15,6 +15,7 @@ pub fn hints(output: &str) -> Vec<String> {
     let mut newer: BTreeSet<String> = BTreeSet::new();
     let mut collection: BTreeSet<String> = BTreeSet::new();
     let mut native = false;
+    let mut unresolved: BTreeSet<String> = BTreeSet::new();
     for line in output.lines() {
         let line = line.trim();
         if let Some(module) = quoted_after(line, "No module named ") {
@@ -43,13 +44,18 @@ pub fn hints(output: &str) -> Vec<String> {
         {
             collection.insert(path.to_string());
         }
-        if line.contains("Failed building wheel")
-            || line.contains("Failed to build")
-            || line.contains("error: command 'gcc' failed")
-            || line.contains("error: command 'cc' failed")
+        if line.contains("Failed building wheel for")
+            || line.contains("error: command '")
+            || line.contains("gcc: error")
             || line.contains("fatal error: ") && line.contains(".h: No such file")
         {
             native = true;
+        }
+        if let Some(rest) = line.split("No matching distribution found for ").nth(1) {
+            let name = rest.split_whitespace().next().unwrap_or(rest);
+            if !name.is_empty() {
+                unresolved.insert(name.to_string());
+            }
         }
     }
     let list = |set: &BTreeSet<String>| {
@@ -89,6 +95,14 @@ pub fn hints(output: &str) -> Vec<String> {
             list(&collection)
         ));
     }
+    if !unresolved.is_empty() {
+        out.push(format!(
+            "no release fits {} (the date resolved against, the interpreter, or a pin): \
+             tests.prepare.python.as_of = \"latest\" takes today's releases, \
+             tests.prepare.python.interpreter another interpreter",
+            list(&unresolved)
+        ));
+    }
     if native {
         out.push(
             "a native build failed (a C compiler or header is missing, or no wheel fits this \
@@ -126,9 +140,10 @@ E   ModuleNotFoundError: No module named '_pytest._version'
 E   ImportError: cannot import name 'url_quote' from 'werkzeug.urls' (/env/werkzeug/urls.py)
 _____________ ERROR collecting tests/test_app.py _____________
   error: command 'gcc' failed: No such file or directory
+ERROR: No matching distribution found for setuptools>=64
 ";
         let h = hints(out);
-        assert_eq!(h.len(), 5, "{h:#?}");
+        assert_eq!(h.len(), 6, "{h:#?}");
         assert!(
             h[0].contains("_pytest._version") && h[0].contains("editable"),
             "{}",
@@ -145,7 +160,8 @@ _____________ ERROR collecting tests/test_app.py _____________
             h[2]
         );
         assert!(h[3].contains("collect tests/test_app.py"), "{}", h[3]);
-        assert!(h[4].contains("native build"), "{}", h[4]);
+        assert!(h[4].contains("no release fits setuptools>=64"), "{}", h[4]);
+        assert!(h[5].contains("native build"), "{}", h[5]);
         assert!(hints("5 passed in 0.1s\n").is_empty());
         assert_eq!(
             hints("ImportError: cannot import name 'version' from 'pkg' (x)").len(),

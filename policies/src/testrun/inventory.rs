@@ -58,7 +58,7 @@ impl TestInventory {
         if parsed.tests.is_empty() {
             let hint = match (collected, exit_code) {
                 (Some(0), _) => " (the listing found no test either)".to_string(),
-                (Some(n), _) if parsed.summary_seen => format!(
+                (Some(n), _) if shows_results(parsed) => format!(
                     " although the listing found {n} and the runner's summary shows results: \
                      the command lacks the flag that names each test's result (pytest -rA, \
                      unittest -v, jest --verbose, vitest --reporter=verbose, go test -v)"
@@ -106,15 +106,15 @@ impl TestInventory {
     /// of: pytest's `-rA` names no skipped test), else from the tests named.
     pub fn breakdown(&self) -> String {
         let named = |status| self.with_status(status).count() as u64;
+        // The runner's summary counts by outcome (pytest's line), or only names tests.
+        let counted = ["passed", "failed", "errors", "skipped"]
+            .iter()
+            .any(|w| self.runner_counts.contains_key(*w));
         let count = |word: &str, fallback: u64| {
             self.runner_counts
                 .get(word)
                 .copied()
-                .unwrap_or(if self.runner_counts.is_empty() {
-                    fallback
-                } else {
-                    0
-                })
+                .unwrap_or(if counted { 0 } else { fallback })
         };
         let mut out = format!(
             "passed {}, failed {}, errors {}, skipped {}",
@@ -157,6 +157,18 @@ impl TestInventory {
             self.skipped()
         )
     }
+}
+
+/// Whether the runner's own summary counts tests that ran (pytest's `3 passed`, unittest's
+/// `Ran 3 tests`), as opposed to none or only collection errors.
+fn shows_results(parsed: &ParsedRun) -> bool {
+    parsed.counts.iter().any(|(word, n)| {
+        *n > 0
+            && matches!(
+                word.as_str(),
+                "passed" | "failed" | "skipped" | "xfailed" | "xpassed" | "ran"
+            )
+    })
 }
 
 /// How a full run compares with the base inventory.

@@ -52,6 +52,13 @@ pub(super) fn unittest(output: &str) -> ParsedRun {
         }
         if line.starts_with("Ran ") && (line.contains(" test in ") || line.contains(" tests in ")) {
             run.summary_seen = true;
+            if let Some(n) = line
+                .split_whitespace()
+                .nth(1)
+                .and_then(|n| n.parse::<u64>().ok())
+            {
+                run.counts.insert("ran".into(), n);
+            }
             pending = None;
             continue;
         }
