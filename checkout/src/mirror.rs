@@ -296,6 +296,32 @@ impl Mirror {
         Ok(found.committer().when().seconds())
     }
 
+    /// The newest tag reachable from `commit` and how many commits lie between them
+    /// (`git describe --tags`), what a version computed from git (`setuptools_scm`,
+    /// versioneer) reads; `None` without a reachable tag. A worktree holds the pinned commit
+    /// alone, so only the mirror can tell.
+    pub fn describe(&self, commit: &CommitId) -> Option<(String, usize)> {
+        let oid = git2::Oid::from_str(commit.as_str()).ok()?;
+        let object = self.repo.find_object(oid, None).ok()?;
+        let mut options = git2::DescribeOptions::new();
+        options.describe_tags();
+        let described = object.describe(&options).ok()?;
+        let mut format = git2::DescribeFormatOptions::new();
+        format.abbreviated_size(0);
+        let tag = described.format(Some(&format)).ok()?;
+        let tag_oid = self
+            .repo
+            .revparse_single(&tag)
+            .ok()?
+            .peel_to_commit()
+            .ok()?
+            .id();
+        let mut walk = self.repo.revwalk().ok()?;
+        walk.push(oid).ok()?;
+        walk.hide(tag_oid).ok()?;
+        Some((tag, walk.count()))
+    }
+
     /// Every tracked file path of `commit`, `/`-separated, sorted bytewise. Submodules are
     /// listed as their path (they have no content here).
     pub fn tracked_files(&self, commit: &CommitId) -> Result<Vec<String>> {

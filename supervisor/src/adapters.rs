@@ -174,6 +174,9 @@ pub struct PrepareKey {
     /// When the pinned commit was committed (seconds since the epoch): what a recipe resolves
     /// "as of the pin" against.
     pub commit_time: Option<i64>,
+    /// The newest tag reachable from the pin and the commits since (the mirror's `git
+    /// describe --tags`): the version a build computed from git gives the pin.
+    pub describe: Option<(String, usize)>,
 }
 
 impl SandboxTestRunner {
@@ -248,6 +251,20 @@ impl SandboxTestRunner {
                 let mut for_prepare = resolved.environment.clone();
                 for_prepare.links.clear();
                 for_prepare.services.clear();
+                if prepare_cfg.python.is_some()
+                    && let Some((tag, distance)) = &key.describe
+                    && let Some(version) = recipe::scm_version(tag, *distance)
+                {
+                    // The worktree holds the pin alone: a version computed from git would be
+                    // `0.1.dev1` there, and a test dependency that requires the project itself
+                    // (pytest of iniconfig) would not install.
+                    for name in ["SETUPTOOLS_SCM_PRETEND_VERSION", "PDM_BUILD_SCM_VERSION"] {
+                        for_prepare
+                            .env
+                            .entry(name.to_string())
+                            .or_insert_with(|| version.clone());
+                    }
+                }
                 if prepare_cfg.python.is_some() {
                     // The venv's own pip reaches the index the way the host's pip is
                     // configured to (its index URLs and certificate bundle), unless set here.

@@ -519,13 +519,23 @@ fn configure_python(tree: &Tree, host: &HostFacts, runner: TestRunner, d: &mut D
         }
         at.map(|t| t.keys().cloned().collect()).unwrap_or_default()
     };
-    let (extras_declared, groups_declared) = match &pyproject {
+    let (mut extras_declared, groups_declared) = match &pyproject {
         Some(doc) => (
             table(doc, &["project", "optional-dependencies"]),
             table(doc, &["dependency-groups"]),
         ),
         None => (Vec::new(), Vec::new()),
     };
+    // Extras declared the setuptools way: `[options.extras_require]` of setup.cfg, the keys of
+    // `extras_require` in setup.py.
+    if let Some(text) = tree.read("setup.cfg") {
+        extras_declared.extend(setup_cfg_extras(&text));
+    }
+    if let Some(text) = tree.read("setup.py") {
+        extras_declared.extend(setup_py_extras(&text));
+    }
+    extras_declared.sort();
+    extras_declared.dedup();
     let extras = test_names(&extras_declared);
     let groups = test_names(&groups_declared);
     let requirements: Vec<String> = tree
@@ -750,6 +760,79 @@ fn configure_python(tree: &Tree, host: &HostFacts, runner: TestRunner, d: &mut D
             "The packages live under src/ (a src layout) and the project is not installed.",
         );
     }
+}
+
+/// The keys of `[options.extras_require]` in a `setup.cfg`.
+fn setup_cfg_extras(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') {
+            inside = trimmed == "[options.extras_require]";
+            continue;
+        }
+        // A key starts at the first column; indented lines continue its value.
+        if inside
+            && !line.starts_with(char::is_whitespace)
+            && let Some((key, _)) = trimmed.split_once(['=', ':'])
+        {
+            let key = key.trim();
+            if !key.is_empty() && !key.starts_with(['#', ';']) {
+                out.push(key.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The keys of the `extras_require` mapping a `setup.py` writes literally
+/// (`extras_require={"tests": [...]}`): quoted names followed by `:` up to the mapping's end.
+fn setup_py_extras(text: &str) -> Vec<String> {
+    let Some(at) = text.find("extras_require") else {
+        return Vec::new();
+    };
+    let rest = &text[at..];
+    let Some(open) = rest.find('{') else {
+        return Vec::new();
+    };
+    let mut depth = 0usize;
+    let mut out = Vec::new();
+    let chars: Vec<char> = rest[open..].chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '{' | '[' | '(' => depth += 1,
+            '}' | ']' | ')' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    break;
+                }
+            }
+            q @ ('"' | '\'') => {
+                let start = i + 1;
+                let Some(len) = chars[start..].iter().position(|c| *c == q) else {
+                    break;
+                };
+                let word: String = chars[start..start + len].iter().collect();
+                i = start + len;
+                let after = chars[i + 1..].iter().find(|c| !c.is_whitespace());
+                if depth == 1 && after == Some(&':') && is_extra_name(&word) {
+                    out.push(word);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+fn is_extra_name(word: &str) -> bool {
+    !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// Names of requirements files that hold no test dependencies.
@@ -1894,6 +1977,35 @@ mod tests {
         assert!(r.packages.is_empty() && r.requirements.is_empty() && r.groups.is_empty());
         assert_eq!(d.tests.env["PYTHONPATH"], "src");
         assert_eq!(d.allowlist, strings(&["src/**", "tests/**"]));
+        assert_parses(&d);
+    }
+
+    #[test]
+    fn extras_declared_in_setup_cfg_or_setup_py_are_found() {
+        assert_eq!(
+            setup_cfg_extras(
+                "[metadata]\nname = w\n\n[options.extras_require]\ntesting =\n    pytest\n    pytest-cov\ndocs =\n    sphinx\n\n[tool:pytest]\naddopts = --cov\n"
+            ),
+            strings(&["testing", "docs"])
+        );
+        assert_eq!(
+            setup_py_extras(
+                "setup(\n    extras_require={\n        'security': [],\n        \"socks\": ['PySocks>=1.5.6, !=1.5.7'],\n        'tests': {'a': 1},\n    },\n    name='x',\n)\n"
+            ),
+            strings(&["security", "socks", "tests"])
+        );
+        let f = Fixture::new(&[
+            (
+                "setup.py",
+                "from setuptools import setup\nsetup(name='w', extras_require={'testing': ['pytest-cov']})\n",
+            ),
+            ("setup.cfg", "[tool:pytest]\naddopts = --cov\n"),
+            ("w/__init__.py", ""),
+            ("tests/test_w.py", "def test_a():\n    pass\n"),
+        ]);
+        let d = f.detect();
+        let r = d.tests.prepare.as_ref().unwrap().python.clone().unwrap();
+        assert_eq!(r.extras, strings(&["testing"]));
         assert_parses(&d);
     }
 

@@ -220,6 +220,33 @@ pub fn steps_with(
     out
 }
 
+/// The version a build computed from git would give the pin (`setuptools_scm`, `hatch-vcs`),
+/// from the newest tag reachable from it and the commits since: `v1.2.3` at the tag is `1.2.3`,
+/// three commits later `1.2.3.post3`. A worktree holds the pinned commit alone (no tag, no
+/// history), where such a build would say `0.1.dev1`; prepare passes this as
+/// `SETUPTOOLS_SCM_PRETEND_VERSION`. `None` when the tag is not a version.
+pub fn scm_version(tag: &str, distance: usize) -> Option<String> {
+    let version = tag
+        .rsplit('/')
+        .next()
+        .unwrap_or(tag)
+        .trim_start_matches(|c: char| c.is_ascii_alphabetic() || c == '-' || c == '_');
+    let valid = !version.is_empty()
+        && version.starts_with(|c: char| c.is_ascii_digit())
+        && version
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.')
+        && !version.contains("..");
+    if !valid {
+        return None;
+    }
+    Some(if distance == 0 {
+        version.to_string()
+    } else {
+        format!("{version}.post{distance}")
+    })
+}
+
 /// The requirements PEP 735 dependency groups of `pyproject.toml` hold, `include-group`s
 /// followed (each group once); the error names a group that is not there.
 pub fn group_requirements(pyproject: &str, groups: &[String]) -> Result<Vec<String>, String> {
@@ -1052,6 +1079,19 @@ mod tests {
         assert_eq!(c.version, (3, 11));
         let (c, _) = choose_interpreter(&hosts, Some("<3.9"), Some(1_570_000_000)).unwrap();
         assert_eq!(c.version, (3, 7));
+    }
+
+    #[test]
+    fn a_version_from_git_is_the_tag_and_the_commits_since() {
+        assert_eq!(scm_version("v1.2.3", 0).as_deref(), Some("1.2.3"));
+        assert_eq!(scm_version("1.2.3", 3).as_deref(), Some("1.2.3.post3"));
+        assert_eq!(scm_version("release-2.0rc1", 0).as_deref(), Some("2.0rc1"));
+        assert_eq!(
+            scm_version("refs/tags/v4.0", 1).as_deref(),
+            Some("4.0.post1")
+        );
+        assert_eq!(scm_version("nightly", 0), None);
+        assert_eq!(scm_version("v1.2 beta", 0), None);
     }
 
     #[test]

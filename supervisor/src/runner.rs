@@ -658,6 +658,7 @@ fn execute(
                 tracked: tracked_for_prepare,
                 envs_dir: config.paths.envs_dir.clone(),
                 commit_time: mirror.commit_time(&commit).ok(),
+                describe: mirror.describe(&commit),
             },
         )),
     };
@@ -1269,6 +1270,7 @@ pub fn doctor_tests(args: &TestsDoctorArgs) -> Result<TestsDoctorReport, RunErro
             tracked,
             envs_dir: config.paths.envs_dir.clone(),
             commit_time: mirror.commit_time(&commit).ok(),
+            describe: mirror.describe(&commit),
         },
     );
     let baseline = tests.baseline().map_err(|e| RunError::Setup {

@@ -16,6 +16,7 @@ pub fn hints(output: &str) -> Vec<String> {
     let mut collection: BTreeSet<String> = BTreeSet::new();
     let mut native = false;
     let mut unresolved: BTreeSet<String> = BTreeSet::new();
+    let mut unrecognized: BTreeSet<String> = BTreeSet::new();
     for line in output.lines() {
         let line = line.trim();
         if let Some(module) = quoted_after(line, "No module named ") {
@@ -50,6 +51,9 @@ pub fn hints(output: &str) -> Vec<String> {
             || line.contains("fatal error: ") && line.contains(".h: No such file")
         {
             native = true;
+        }
+        if let Some(rest) = line.split("error: unrecognized arguments: ").nth(1) {
+            unrecognized.insert(rest.trim().to_string());
         }
         if let Some(rest) = line.split("No matching distribution found for ").nth(1) {
             let name = rest.split_whitespace().next().unwrap_or(rest);
@@ -93,6 +97,14 @@ pub fn hints(output: &str) -> Vec<String> {
             "pytest could not collect {} (the error is in the output): its tests are not in the \
              inventory; fix the environment, or leave them out in tests.command (--ignore=PATH)",
             list(&collection)
+        ));
+    }
+    if !unrecognized.is_empty() {
+        out.push(format!(
+            "the runner does not know the options {} (the project's configuration adds them for \
+             a plugin, as --cov for pytest-cov): install the project's test extra or group, or \
+             the plugin in tests.prepare.python.packages",
+            list(&unrecognized)
         ));
     }
     if !unresolved.is_empty() {
@@ -141,9 +153,10 @@ E   ImportError: cannot import name 'url_quote' from 'werkzeug.urls' (/env/werkz
 _____________ ERROR collecting tests/test_app.py _____________
   error: command 'gcc' failed: No such file or directory
 ERROR: No matching distribution found for setuptools>=64
+python -m pytest: error: unrecognized arguments: --cov
 ";
         let h = hints(out);
-        assert_eq!(h.len(), 6, "{h:#?}");
+        assert_eq!(h.len(), 7, "{h:#?}");
         assert!(
             h[0].contains("_pytest._version") && h[0].contains("editable"),
             "{}",
@@ -160,8 +173,9 @@ ERROR: No matching distribution found for setuptools>=64
             h[2]
         );
         assert!(h[3].contains("collect tests/test_app.py"), "{}", h[3]);
-        assert!(h[4].contains("no release fits setuptools>=64"), "{}", h[4]);
-        assert!(h[5].contains("native build"), "{}", h[5]);
+        assert!(h[4].contains("options --cov"), "{}", h[4]);
+        assert!(h[5].contains("no release fits setuptools>=64"), "{}", h[5]);
+        assert!(h[6].contains("native build"), "{}", h[6]);
         assert!(hints("5 passed in 0.1s\n").is_empty());
         assert_eq!(
             hints("ImportError: cannot import name 'version' from 'pkg' (x)").len(),
