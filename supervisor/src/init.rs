@@ -113,6 +113,11 @@ pub struct HostFacts {
     /// Every CPython on the host (`python3.N` on `PATH`, in `/usr/bin`, under pyenv): with two
     /// or more, a Python recipe chooses among them per pin (`interpreter = "auto"`).
     pub pythons: Vec<crate::recipe::HostPython>,
+    /// The directory of the host's PostgreSQL server binaries (`initdb`, `postgres`), for a
+    /// service the project's CI starts.
+    pub postgres_bin: Option<PathBuf>,
+    /// The host's `redis-server`.
+    pub redis_server: Option<PathBuf>,
     /// The absolute directory the generated `airlock.toml` is written to: its relative `[paths]`
     /// resolve against it.
     pub config_dir: PathBuf,
@@ -152,6 +157,8 @@ impl HostFacts {
             .filter(|h| !h.is_empty())
             .map(PathBuf::from);
         HostFacts {
+            postgres_bin: crate::ci_files::postgres_bin(),
+            redis_server: find_on_path("redis-server").map(|p| real_path(&p)),
             pythons: crate::recipe::host_interpreters(home.as_deref()),
             home,
             python,
@@ -347,6 +354,7 @@ pub fn detect(repo: &Path, host: &HostFacts) -> Detected {
         }
     }
     d.allowlist = allowlist(&tree, ecosystem);
+    from_ci(&tree, host, &mut d);
     d
 }
 
@@ -835,6 +843,105 @@ fn is_extra_name(word: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
+/// What the project's own CI files say: the commands and Python versions it tests with (as
+/// findings), the services its jobs start (as `[[tests.services]]` from the host's binaries,
+/// with the job's variables that point at them), and files that could not be read (warnings).
+fn from_ci(tree: &Tree, host: &HostFacts, d: &mut Detected) {
+    // A tree that is not a git work tree is walked without its dot-directories: the workflows
+    // are looked for where they live.
+    let mut names: BTreeSet<String> = tree.files.clone();
+    if let Ok(entries) = std::fs::read_dir(tree.root.join(".github/workflows")) {
+        names.extend(
+            entries
+                .flatten()
+                .filter(|e| e.path().is_file())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .map(|n| format!(".github/workflows/{n}")),
+        );
+    }
+    let files: Vec<(String, String)> = names
+        .iter()
+        .filter(|f| {
+            (f.starts_with(".github/workflows/") && (f.ends_with(".yml") || f.ends_with(".yaml")))
+                || matches!(f.as_str(), ".gitlab-ci.yml" | "tox.ini" | "noxfile.py")
+        })
+        .filter_map(|f| Some((f.clone(), tree.read(f)?)))
+        .collect();
+    let facts = crate::ci_files::read(&files);
+    d.warnings.extend(facts.problems.iter().cloned());
+    let mut commands: Vec<String> = Vec::new();
+    for (file, command) in &facts.test_commands {
+        let line = format!("`{command}` ({file})");
+        if !commands.contains(&line) {
+            commands.push(line);
+        }
+    }
+    if !commands.is_empty() {
+        commands.truncate(4);
+        d.findings.push(format!(
+            "The project's CI runs its tests with {}",
+            commands.join(", ")
+        ));
+    }
+    if !facts.pythons.is_empty() {
+        d.findings.push(format!(
+            "The project's CI tests on Python {}",
+            facts.pythons.join(", ")
+        ));
+    }
+    let mut proposed = Vec::new();
+    for service in &facts.services {
+        let kind = service.kind();
+        let made = match kind.as_str() {
+            "postgres" | "postgis" => host
+                .postgres_bin
+                .as_deref()
+                .map(|bin| crate::ci_files::postgres_service(service, bin)),
+            "redis" | "valkey" => host
+                .redis_server
+                .as_deref()
+                .map(|exe| crate::ci_files::redis_service(service, exe)),
+            _ => None,
+        };
+        match made {
+            Some(config) if !d.tests.services.iter().any(|s| s.name == config.name) => {
+                d.comment(
+                    &format!("tests.services.{}", config.name),
+                    format!(
+                        "{} starts {} ({}); here it runs from the host's binaries inside each \
+                         test run's sandbox.",
+                        service.file, service.image, kind
+                    ),
+                );
+                proposed.push(kind.clone());
+                d.tests.services.push(config);
+            }
+            Some(_) => {}
+            None => d.warnings.push(format!(
+                "{} starts the service {}: airlock runs services from the host's binaries, and \
+                 none was found for it; install it and add a [[tests.services]] table",
+                service.file, service.image
+            )),
+        }
+    }
+    if !proposed.is_empty() {
+        for (name, (value, file)) in &facts.env {
+            let points_here = value.contains("localhost") || value.contains("127.0.0.1");
+            let named = ["PG", "POSTGRES", "REDIS", "DATABASE", "DB_"]
+                .iter()
+                .any(|p| name.starts_with(p));
+            if (points_here || named)
+                && airlock_policies::testrun::valid_env_name(name)
+                && !airlock_policies::testrun::is_fixed(name)
+                && !name.starts_with("POSTGRES_")
+            {
+                d.tests.env.insert(name.clone(), value.clone());
+                d.comment(&format!("tests.env.{name}"), format!("From {file}."));
+            }
+        }
+    }
+}
+
 /// Names of requirements files that hold no test dependencies.
 const NOT_TEST_REQUIREMENTS: [&str; 4] = ["doc", "lint", "typing", "mypy"];
 
@@ -1217,6 +1324,36 @@ pub fn render_airlock_toml(d: &Detected) -> String {
     o.line("[tests.env]");
     o.comment("Variables of every test run; {env} is the prepared environment directory. CI, PYTHONDONTWRITEBYTECODE, PYTHONPYCACHEPREFIX and CARGO_TARGET_DIR are fixed by airlock.");
     o.vars(d, "tests.env", &t.env);
+    for service in &t.services {
+        o.blank();
+        o.line("[[tests.services]]");
+        o.comment(
+            "A service started inside each test run's sandbox before the tests, stopped after.",
+        );
+        o.extra(d, &format!("tests.services.{}", service.name));
+        o.key("name", &quote(&service.name));
+        o.key("command", &array(&service.command));
+        if let Some(port) = service.ready_port {
+            o.comment("Ready when 127.0.0.1:PORT accepts a connection.");
+            o.key("ready_port", &port.to_string());
+        } else {
+            o.comment("Ready when this command exits 0.");
+            o.key("ready_command", &array(&service.ready_command));
+        }
+        o.key(
+            "ready_timeout_secs",
+            &service.ready_timeout_secs().to_string(),
+        );
+        o.line(&format!(
+            "env = {{ {} }}",
+            service
+                .env
+                .iter()
+                .map(|(k, v)| format!("{} = {}", quote_key(k), quote(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     if let Some(p) = &t.prepare {
         o.blank();
         o.line("[tests.prepare]");
@@ -1811,6 +1948,8 @@ mod tests {
                 }),
                 config_dir: "/etc/airlock-test".into(),
                 pythons: Vec::new(),
+                postgres_bin: Some("/usr/lib/postgresql/15/bin".into()),
+                redis_server: None,
             }
         }
 
@@ -1845,6 +1984,7 @@ mod tests {
                 assert_eq!(a.env, b.env);
                 assert_eq!(a.timeout_secs, b.timeout_secs);
                 assert_eq!(a.python, b.python);
+                assert_eq!(d.tests.services, config.tests.services);
             }
             (a, b) => panic!("prepare {a:?} != {b:?}\n{text}"),
         }
@@ -2006,6 +2146,58 @@ mod tests {
         let d = f.detect();
         let r = d.tests.prepare.as_ref().unwrap().python.clone().unwrap();
         assert_eq!(r.extras, strings(&["testing"]));
+        assert_parses(&d);
+    }
+
+    #[test]
+    fn the_projects_ci_gives_its_commands_pythons_and_services() {
+        let f = Fixture::new(&[
+            ("conftest.py", ""),
+            ("tests/test_db.py", "def test_a():\n    pass\n"),
+            (
+                ".github/workflows/ci.yml",
+                "jobs:\n  test:\n    strategy:\n      matrix:\n        python-version: ['3.10', '3.12']\n    \
+                 env:\n      DATABASE_URL: postgres://app@localhost:5433/shop\n      SECRET: ${{ secrets.S }}\n    \
+                 services:\n      db:\n        image: postgres:16\n        env:\n          POSTGRES_USER: app\n          \
+                 POSTGRES_DB: shop\n        ports: ['5433:5432']\n      cache:\n        image: redis:7\n    \
+                 steps:\n      - run: pytest -x tests\n",
+            ),
+        ]);
+        let d = f.detect();
+        assert!(
+            d.findings
+                .iter()
+                .any(|l| l.contains("`pytest -x tests` (.github/workflows/ci.yml)")),
+            "{:?}",
+            d.findings
+        );
+        assert!(d.findings.iter().any(|l| l.contains("Python 3.10, 3.12")));
+        assert_eq!(
+            d.tests.services.len(),
+            1,
+            "redis has no binary on this host"
+        );
+        let pg = &d.tests.services[0];
+        assert_eq!(pg.name, "postgres");
+        assert!(
+            pg.command[2].contains("/usr/lib/postgresql/15/bin/initdb"),
+            "{:?}",
+            pg.command
+        );
+        assert!(pg.command[2].contains("-U app") && pg.command[2].contains("-p 5433"));
+        assert_eq!(pg.env["PGDATABASE"], "shop");
+        assert_eq!(
+            d.tests.env["DATABASE_URL"],
+            "postgres://app@localhost:5433/shop"
+        );
+        assert!(!d.tests.env.contains_key("SECRET"));
+        assert!(
+            d.warnings.iter().any(|w| w.contains("redis:7")),
+            "{:?}",
+            d.warnings
+        );
+        let text = render_airlock_toml(&d);
+        assert!(text.contains("[[tests.services]]"), "{text}");
         assert_parses(&d);
     }
 

@@ -13,6 +13,7 @@
 
 pub mod adapters;
 pub mod agents;
+pub mod ci_files;
 pub mod condense;
 pub mod config;
 pub mod delegate;

@@ -392,3 +392,52 @@ fn doctor_says_why_tests_fail_at_base_and_which_key_to_change() {
         "{out}"
     );
 }
+
+/// `init` reads the project's CI: a workflow whose job starts a PostgreSQL image becomes a
+/// `[[tests.services]]` run from the host's binaries, with the job's database URL; `doctor`
+/// runs the suite against it unchanged (the database the image names is created).
+#[test]
+fn init_turns_the_ci_database_service_into_a_service_the_suite_reaches() {
+    let dir = tempfile::tempdir().unwrap();
+    repo_with(
+        dir.path(),
+        &[
+            (
+                ".github/workflows/ci.yml",
+                "on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    env:\n      \
+                 DATABASE_URL: postgresql://app@localhost:5433/shop\n    services:\n      db:\n        \
+                 image: postgres:16\n        env:\n          POSTGRES_USER: app\n          POSTGRES_DB: shop\n        \
+                 ports: ['5433:5432']\n    steps:\n      - run: python -m unittest -v\n",
+            ),
+            ("tests/__init__.py", ""),
+            (
+                "tests/test_db.py",
+                "import glob\nimport os\nimport subprocess\nimport unittest\n\n\n\
+                 class Db(unittest.TestCase):\n    def test_the_database_of_the_url_answers(self):\n        \
+                 psql = sorted(glob.glob('/usr/lib/postgresql/*/bin/psql'))[-1]\n        \
+                 url = os.environ['DATABASE_URL']\n        \
+                 out = subprocess.run([psql, url, '-tAc', 'select current_database()'],\n            \
+                 capture_output=True, text=True, check=True).stdout\n        \
+                 self.assertEqual(out.strip(), 'shop')\n",
+            ),
+        ],
+    );
+    let init = airlock(dir.path(), &["init", "--repo", "repo"]);
+    assert!(init.status.success(), "{}", text(&init));
+    let config = std::fs::read_to_string(dir.path().join("airlock.toml")).unwrap();
+    assert!(config.contains("[[tests.services]]"), "{config}");
+    assert!(
+        config.contains("The project's CI runs its tests with `python -m unittest -v`"),
+        "{config}"
+    );
+    let doctor = airlock(
+        dir.path(),
+        &["doctor", "--config", "airlock.toml", "--repo", "repo"],
+    );
+    let out = text(&doctor);
+    assert!(doctor.status.success(), "{out}\n{config}");
+    assert!(
+        out.contains("1 tests at base: 1 pass, 0 fail"),
+        "{out}\n{config}"
+    );
+}

@@ -1,0 +1,555 @@
+//! What a project's own CI configuration says of its tests, for `airlock init`: the services
+//! its jobs start (a PostgreSQL or Redis image), the variables they set, the Python versions
+//! of their matrix, and the commands that run the tests. Read from GitHub Actions workflows
+//! (`.github/workflows/*.yml`), `.gitlab-ci.yml`, `tox.ini` and `noxfile.py`; never run.
+//!
+//! Values that are expressions (`${{ secrets.X }}`, `$CI_JOB_TOKEN`) are left out: they hold
+//! what only the CI has. A file that does not parse is a warning naming it, never an error.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A service image a CI job starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CiService {
+    /// The file that names it.
+    pub file: String,
+    /// The image (`postgres:16`), as written.
+    pub image: String,
+    /// The port the job's steps reach it on (the host's side of `5433:5432`), as published.
+    pub port: Option<u16>,
+    /// The variables the job gives the image (`POSTGRES_USER`), expressions left out.
+    pub env: BTreeMap<String, String>,
+}
+
+impl CiService {
+    /// `postgres`, `redis`, `mysql`: the image's name without registry, path or tag.
+    pub fn kind(&self) -> String {
+        let name = self.image.rsplit('/').next().unwrap_or(&self.image);
+        name.split([':', '@'])
+            .next()
+            .unwrap_or(name)
+            .to_ascii_lowercase()
+    }
+}
+
+/// What the CI files say.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CiFacts {
+    /// Services, in file order.
+    pub services: Vec<CiService>,
+    /// Variables the jobs set (literal values only), with the file that sets each.
+    pub env: BTreeMap<String, (String, String)>,
+    /// Python versions of the matrices and envlists (`3.11`), sorted, once each.
+    pub pythons: Vec<String>,
+    /// Commands that run the tests (`pytest -m "not slow"`), with their file.
+    pub test_commands: Vec<(String, String)>,
+    /// Files that could not be read, with why.
+    pub problems: Vec<String>,
+}
+
+/// Read the CI files among `files` (path, text).
+pub fn read(files: &[(String, String)]) -> CiFacts {
+    let mut facts = CiFacts::default();
+    for (path, text) in files {
+        let is_workflow = path.starts_with(".github/workflows/")
+            && (path.ends_with(".yml") || path.ends_with(".yaml"));
+        if is_workflow || path == ".gitlab-ci.yml" {
+            match serde_saphyr::from_str::<Value>(text) {
+                Ok(doc) if is_workflow => github(path, &doc, &mut facts),
+                Ok(doc) => gitlab(path, &doc, &mut facts),
+                Err(e) => facts.problems.push(format!(
+                    "{path} is not YAML airlock can read ({e}); it was skipped"
+                )),
+            }
+        } else if path == "tox.ini" {
+            tox(path, text, &mut facts);
+        } else if path == "noxfile.py" {
+            nox(path, text, &mut facts);
+        }
+    }
+    facts.pythons.sort_by_key(|v| {
+        v.split('.')
+            .map(|p| p.parse::<u32>().unwrap_or(0))
+            .collect::<Vec<_>>()
+    });
+    facts.pythons.dedup();
+    facts
+}
+
+fn literal(value: &Value) -> Option<String> {
+    let text = match value {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        _ => return None,
+    };
+    (!text.contains("${{") && !text.contains('$')).then_some(text)
+}
+
+fn env_of(value: Option<&Value>) -> BTreeMap<String, String> {
+    value
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), literal(v)?)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn port_of(ports: Option<&Value>) -> Option<u16> {
+    let first = ports?.as_array()?.first()?;
+    let text = match first {
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        _ => return None,
+    };
+    // `HOST:CONTAINER`: the tests on the runner connect to the host's side.
+    let parts: Vec<&str> = text.split(':').collect();
+    let host = if parts.len() >= 2 {
+        parts[parts.len() - 2]
+    } else {
+        parts[0]
+    };
+    host.split('/').next()?.parse().ok()
+}
+
+fn add_python(facts: &mut CiFacts, value: &Value) {
+    let versions: Vec<&Value> = match value {
+        Value::Array(items) => items.iter().collect(),
+        other => vec![other],
+    };
+    for v in versions {
+        if let Some(text) = literal(v) {
+            let text = text.trim().to_string();
+            if text.starts_with("3.") && text[2..].chars().all(|c| c.is_ascii_digit()) {
+                facts.pythons.push(text);
+            }
+        }
+    }
+}
+
+fn add_commands(facts: &mut CiFacts, file: &str, script: &str) {
+    for line in script.lines() {
+        let line = line.trim();
+        let runs_tests = line.split_whitespace().any(|w| {
+            matches!(w, "pytest" | "tox" | "nox" | "unittest")
+                || w.ends_with("/pytest")
+                || w == "test" && line.starts_with("npm")
+                || w == "test" && line.starts_with("cargo")
+                || w == "test" && line.starts_with("go ")
+        });
+        let installs = [
+            "pip ",
+            "pip3 ",
+            "python -m pip",
+            "python3 -m pip",
+            "uv pip",
+            "uv tool",
+            "pipx ",
+            "apt",
+            "npm install",
+            "npm ci",
+            "brew ",
+        ]
+        .iter()
+        .any(|p| line.starts_with(p));
+        if runs_tests && !installs && !line.starts_with('#') {
+            facts
+                .test_commands
+                .push((file.to_string(), line.to_string()));
+        }
+    }
+}
+
+fn github(path: &str, doc: &Value, facts: &mut CiFacts) {
+    for (k, v) in env_of(doc.get("env")) {
+        facts.env.insert(k, (v, path.to_string()));
+    }
+    let Some(jobs) = doc.get("jobs").and_then(Value::as_object) else {
+        return;
+    };
+    for job in jobs.values() {
+        for (k, v) in env_of(job.get("env")) {
+            facts.env.insert(k, (v, path.to_string()));
+        }
+        if let Some(matrix) = job.get("strategy").and_then(|s| s.get("matrix")) {
+            for key in ["python-version", "python", "python_version"] {
+                if let Some(v) = matrix.get(key) {
+                    add_python(facts, v);
+                }
+            }
+        }
+        if let Some(services) = job.get("services").and_then(Value::as_object) {
+            for service in services.values() {
+                let image = match service {
+                    Value::String(s) => Some(s.clone()),
+                    other => other.get("image").and_then(literal),
+                };
+                if let Some(image) = image {
+                    facts.services.push(CiService {
+                        file: path.to_string(),
+                        image,
+                        port: port_of(service.get("ports")),
+                        env: env_of(service.get("env")),
+                    });
+                }
+            }
+        }
+        for step in job
+            .get("steps")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            for (k, v) in env_of(step.get("env")) {
+                facts.env.insert(k, (v, path.to_string()));
+            }
+            if let Some(v) = step.get("with").and_then(|w| w.get("python-version")) {
+                add_python(facts, v);
+            }
+            if let Some(run) = step.get("run").and_then(Value::as_str) {
+                add_commands(facts, path, run);
+            }
+        }
+    }
+}
+
+fn gitlab(path: &str, doc: &Value, facts: &mut CiFacts) {
+    let Some(top) = doc.as_object() else {
+        return;
+    };
+    fn add_services(
+        facts: &mut CiFacts,
+        path: &str,
+        value: Option<&Value>,
+        env: &BTreeMap<String, String>,
+    ) {
+        for service in value.and_then(Value::as_array).into_iter().flatten() {
+            let image = match service {
+                Value::String(s) => Some(s.clone()),
+                other => other.get("name").and_then(literal),
+            };
+            if let Some(image) = image {
+                facts.services.push(CiService {
+                    file: path.to_string(),
+                    image,
+                    port: None,
+                    env: env.clone(),
+                });
+            }
+        }
+    }
+    let global_env = env_of(top.get("variables"));
+    add_services(facts, path, top.get("services"), &global_env);
+    let mut jobs_env = Vec::new();
+    for (name, job) in top {
+        if name.starts_with('.') || !job.is_object() || name == "variables" {
+            continue;
+        }
+        let mut env = global_env.clone();
+        env.extend(env_of(job.get("variables")));
+        add_services(facts, path, job.get("services"), &env);
+        jobs_env.push(env_of(job.get("variables")));
+        if let Some(v) = job.get("image").and_then(Value::as_str)
+            && let Some(version) = v.strip_prefix("python:")
+        {
+            let minor: String = version
+                .split('-')
+                .next()
+                .unwrap_or(version)
+                .split('.')
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(".");
+            add_python(facts, &Value::String(minor));
+        }
+        for key in ["script", "before_script"] {
+            for line in job.get(key).and_then(Value::as_array).into_iter().flatten() {
+                if let Some(text) = line.as_str() {
+                    add_commands(facts, path, text);
+                }
+            }
+        }
+    }
+    for (k, v) in global_env.into_iter().chain(jobs_env.into_iter().flatten()) {
+        facts.env.insert(k, (v, path.to_string()));
+    }
+}
+
+fn tox(path: &str, text: &str, facts: &mut CiFacts) {
+    let mut section = String::new();
+    let mut key = String::new();
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') && trimmed.ends_with(']') {
+            section = trimmed[1..trimmed.len() - 1].to_string();
+            key.clear();
+            continue;
+        }
+        if trimmed.is_empty() || trimmed.starts_with(['#', ';']) {
+            continue;
+        }
+        let continued = line.starts_with(char::is_whitespace);
+        let value = if continued {
+            trimmed.to_string()
+        } else if let Some((k, v)) = trimmed.split_once('=') {
+            key = k.trim().to_string();
+            v.trim().to_string()
+        } else {
+            continue;
+        };
+        if (section == "tox" || section == "tox:tox") && key == "envlist" {
+            for env in value.split([',', ' ']) {
+                let env = env.trim();
+                // py38, py3.11, py311-django42
+                if let Some(digits) = env
+                    .strip_prefix("py")
+                    .map(|d| d.split('-').next().unwrap_or(d))
+                {
+                    let digits = digits.replace('.', "");
+                    if digits.len() >= 2
+                        && digits.starts_with('3')
+                        && digits.chars().all(|c| c.is_ascii_digit())
+                    {
+                        add_python(facts, &Value::String(format!("3.{}", &digits[1..])));
+                    }
+                }
+            }
+        }
+        if section.starts_with("testenv") && key == "commands" && !value.is_empty() {
+            add_commands(facts, path, &value);
+        }
+    }
+}
+
+fn nox(path: &str, text: &str, facts: &mut CiFacts) {
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.split("session.run(").nth(1) {
+            let words: Vec<String> = rest
+                .split(',')
+                .map_while(|w| {
+                    let w = w.trim().trim_end_matches(')');
+                    (w.starts_with('"') || w.starts_with('\''))
+                        .then(|| w.trim_matches(|c| c == '"' || c == '\'').to_string())
+                })
+                .collect();
+            if !words.is_empty() {
+                add_commands(facts, path, &words.join(" "));
+            }
+        }
+        if let Some(rest) = line.split("python=").nth(1) {
+            for quoted in rest.split(['"', '\'']).skip(1).step_by(2) {
+                add_python(facts, &Value::String(quoted.to_string()));
+            }
+        }
+    }
+}
+
+/// The directory of the host's PostgreSQL server binaries: beside the `initdb` on `PATH`
+/// (through its link, as Debian's), else the newest `/usr/lib/postgresql/*/bin`.
+pub fn postgres_bin() -> Option<std::path::PathBuf> {
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|d| d.join("initdb"))
+        .find(|p| p.is_file())
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .and_then(|p| p.parent().map(std::path::Path::to_path_buf))
+        .filter(|d| d.join("postgres").is_file());
+    if on_path.is_some() {
+        return on_path;
+    }
+    let mut versions: Vec<(u32, std::path::PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let v = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            (bin.join("initdb").is_file() && bin.join("postgres").is_file()).then_some((v, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin)
+}
+
+fn sql_name(value: Option<&String>, default: &str) -> String {
+    value
+        .filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .cloned()
+        .unwrap_or_else(|| default.to_string())
+}
+
+/// A `[[tests.services]]` for a PostgreSQL image of the CI, run from the host's binaries in
+/// `bin`: a cluster in the sandbox's `/tmp` owned by the image's `POSTGRES_USER` (trust
+/// authentication: the sandbox's loopback is its own), on the port the tests expect, and the
+/// image's `POSTGRES_DB` created once the server answers.
+pub fn postgres_service(
+    service: &CiService,
+    bin: &std::path::Path,
+) -> crate::config::ServiceConfig {
+    let user = sql_name(service.env.get("POSTGRES_USER"), "postgres");
+    let db = sql_name(service.env.get("POSTGRES_DB"), &user);
+    let port = service.port.unwrap_or(5432);
+    let bin = bin.display();
+    crate::config::ServiceConfig {
+        name: "postgres".into(),
+        command: vec![
+            "sh".into(),
+            "-c".into(),
+            format!(
+                "{bin}/initdb -D /tmp/airlock-pg -A trust -U {user} >/dev/null && exec \
+                 {bin}/postgres -D /tmp/airlock-pg -k /tmp -c listen_addresses=127.0.0.1 -p {port}"
+            ),
+        ],
+        env: [
+            ("PGHOST", "127.0.0.1".to_string()),
+            ("PGPORT", port.to_string()),
+            ("PGUSER", user.clone()),
+            ("PGDATABASE", db.clone()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+        ready_port: None,
+        ready_command: vec![
+            "sh".into(),
+            "-c".into(),
+            format!(
+                "{bin}/pg_isready -q -h 127.0.0.1 -p {port} && ({bin}/psql -h 127.0.0.1 -p {port} \
+                 -U {user} -d postgres -tAc \"select 1 from pg_database where datname = '{db}'\" \
+                 | grep -q 1 || {bin}/createdb -h 127.0.0.1 -p {port} -U {user} {db})"
+            ),
+        ],
+        ready_timeout_secs: 60,
+    }
+}
+
+/// A `[[tests.services]]` for a Redis image of the CI, run from the host's `redis-server`
+/// without persistence, on the port the tests expect.
+pub fn redis_service(service: &CiService, exe: &std::path::Path) -> crate::config::ServiceConfig {
+    let port = service.port.unwrap_or(6379);
+    crate::config::ServiceConfig {
+        name: "redis".into(),
+        command: vec![
+            exe.display().to_string(),
+            "--port".into(),
+            port.to_string(),
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--save".into(),
+            String::new(),
+            "--appendonly".into(),
+            "no".into(),
+            "--dir".into(),
+            "/tmp".into(),
+        ],
+        env: BTreeMap::new(),
+        ready_port: Some(port),
+        ready_command: Vec::new(),
+        ready_timeout_secs: 30,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(items: &[(&str, &str)]) -> Vec<(String, String)> {
+        items
+            .iter()
+            .map(|(p, t)| (p.to_string(), t.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_github_workflow_gives_services_variables_pythons_and_commands() {
+        let workflow = r#"
+name: tests
+env:
+  FORCE_COLOR: "1"
+jobs:
+  test:
+    runs-on: ubuntu-latest
+    strategy:
+      matrix:
+        python-version: ["3.9", "3.12", "3.10"]
+    env:
+      DATABASE_URL: postgres://app:app@localhost:5432/app_test
+      TOKEN: ${{ secrets.TOKEN }}
+    services:
+      postgres:
+        image: postgres:16
+        env:
+          POSTGRES_USER: app
+          POSTGRES_PASSWORD: app
+          POSTGRES_DB: app_test
+        ports: ["5432:5432"]
+      cache:
+        image: redis:7-alpine
+        ports:
+          - 6380:6379
+    steps:
+      - uses: actions/setup-python@v5
+        with:
+          python-version: ${{ matrix.python-version }}
+      - run: |
+          pip install -e .[test]
+          pytest -m "not slow" tests/
+"#;
+        let facts = read(&files(&[(".github/workflows/ci.yml", workflow)]));
+        assert_eq!(facts.pythons, ["3.9", "3.10", "3.12"]);
+        assert_eq!(facts.services.len(), 2);
+        let of = |kind: &str| facts.services.iter().find(|s| s.kind() == kind).unwrap();
+        assert_eq!(of("postgres").port, Some(5432));
+        assert_eq!(of("postgres").env["POSTGRES_DB"], "app_test");
+        assert_eq!(of("redis").port, Some(6380));
+        assert_eq!(
+            facts.env["DATABASE_URL"].0,
+            "postgres://app:app@localhost:5432/app_test"
+        );
+        assert!(
+            !facts.env.contains_key("TOKEN"),
+            "an expression is the CI's"
+        );
+        assert_eq!(
+            facts.test_commands,
+            [(
+                ".github/workflows/ci.yml".to_string(),
+                "pytest -m \"not slow\" tests/".to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn gitlab_tox_and_nox_are_read_and_a_broken_file_is_named() {
+        let gitlab = "variables:\n  PGHOST: postgres\nimage: python:3.11-slim\n\
+                      test:\n  image: python:3.12\n  services:\n    - postgres:15\n    - name: redis:7\n  \
+                      script:\n    - pip install tox\n    - tox -e py312\n";
+        let tox = "[tox]\nenvlist = py38, py311-django42, lint\n\n[testenv]\ndeps = pytest\n\
+                   commands =\n    pytest {posargs}\n";
+        let nox = "@nox.session(python=[\"3.10\", \"3.13\"])\ndef tests(session):\n    \
+                   session.run(\"pytest\", \"-x\", *session.posargs)\n";
+        let facts = read(&files(&[
+            (".gitlab-ci.yml", gitlab),
+            ("tox.ini", tox),
+            ("noxfile.py", nox),
+            (".github/workflows/bad.yml", "jobs: [unclosed\n"),
+        ]));
+        assert_eq!(facts.pythons, ["3.8", "3.10", "3.11", "3.12", "3.13"]);
+        let kinds: Vec<String> = facts.services.iter().map(CiService::kind).collect();
+        assert_eq!(kinds, ["postgres", "redis"]);
+        assert_eq!(facts.env["PGHOST"].0, "postgres");
+        let commands: Vec<&str> = facts
+            .test_commands
+            .iter()
+            .map(|(_, c)| c.as_str())
+            .collect();
+        assert_eq!(commands, ["tox -e py312", "pytest {posargs}", "pytest -x"]);
+        assert_eq!(facts.problems.len(), 1);
+        assert!(facts.problems[0].starts_with(".github/workflows/bad.yml"));
+    }
+}
