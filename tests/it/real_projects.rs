@@ -1229,3 +1229,197 @@ fn waitress_live_server_suite_passes_the_same_tests_as_directly() {
         timing_tests: &[],
     });
 }
+
+/// A release's repository as the project has it: the sdist's files committed at the release's
+/// date (its `PKG-INFO`'s time, or today for a reproducible sdist that dates it 1970), tagged
+/// `vVERSION`.
+fn release_repo(name: &str, version: &str) -> (PathBuf, String) {
+    let source = sdist(name, version);
+    let repo = once(&format!("releases/{name}-{version}"), |dir| {
+        output_of(
+            Command::new("cp")
+                .arg("-a")
+                .arg(format!("{}/.", source.display()))
+                .arg(dir),
+            "cp",
+        );
+        // A reproducible sdist dates its files 1970: then the release is taken as today's.
+        let secs = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0)
+        };
+        let built = std::fs::metadata(dir.join("PKG-INFO"))
+            .and_then(|m| m.modified())
+            .map(secs)
+            .unwrap_or(0);
+        let released = if built > 946_684_800 {
+            built
+        } else {
+            secs(std::time::SystemTime::now())
+        };
+        let date = format!("@{released} +0000");
+        let at = |args: &[&str]| {
+            let out = git::command(dir)
+                .args(args)
+                .env("GIT_AUTHOR_DATE", &date)
+                .env("GIT_COMMITTER_DATE", &date)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "git {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        at(&["init", "-q", "-b", "main"]);
+        at(&["add", "-A", "-f", "."]);
+        at(&["commit", "-q", "-m", &format!("{name} {version}")]);
+        at(&["tag", &format!("v{version}")]);
+    });
+    let commit = git(&repo, &["rev-parse", "HEAD"]);
+    (repo, commit)
+}
+
+/// `airlock init` into a directory of its own, then `doctor --json` with the file unchanged:
+/// the tests that pass at base.
+fn init_then_doctor(repo: &Path, commit: &str) -> std::collections::BTreeSet<String> {
+    let w = tempfile::tempdir().unwrap();
+    let home = w.path().join("home");
+    let run = |args: &[&str]| {
+        Command::new(airlock())
+            .args(args)
+            .current_dir(w.path())
+            .env("AIRLOCK_HOME", &home)
+            .env_remove("AIRLOCK_CONFIG")
+            .output()
+            .unwrap()
+    };
+    let init = run(&["init", "--repo", repo.to_str().unwrap()]);
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let doctor = run(&[
+        "doctor",
+        "--json",
+        "--config",
+        "airlock.toml",
+        "--repo",
+        repo.to_str().unwrap(),
+        "--commit",
+        commit,
+    ]);
+    assert!(
+        doctor.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&doctor.stderr),
+        std::fs::read_to_string(w.path().join("airlock.toml")).unwrap_or_default()
+    );
+    let report: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    passed_in(&report["baseline"]["inventory"]["tests"])
+}
+
+/// The project's own way, outside any sandbox: a fresh venv, `uv sync --frozen` of the test
+/// group from its lockfile (as its CI does), `pytest -rA`; the passing tests by airlock's own
+/// pytest parser.
+fn uv_sync_then_pytest(repo: &Path, group: &str) -> std::collections::BTreeSet<String> {
+    let copy = tempfile::tempdir().unwrap();
+    output_of(
+        Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", repo.display()))
+            .arg(copy.path()),
+        "cp",
+    );
+    let venv = copy.path().join(".direct-venv");
+    output_of(
+        Command::new(python().exe).args(["-m", "venv"]).arg(&venv),
+        "python -m venv",
+    );
+    let py = venv.join("bin/python");
+    output_of(
+        Command::new(&py).args(["-m", "pip", "install", "--quiet", "uv"]),
+        "pip install uv",
+    );
+    output_of(
+        Command::new(venv.join("bin/uv"))
+            .args([
+                "sync",
+                "--frozen",
+                "--no-default-groups",
+                "--group",
+                group,
+                "--python",
+            ])
+            .arg(&py)
+            .current_dir(copy.path())
+            .env("UV_PROJECT_ENVIRONMENT", &venv)
+            .env("VIRTUAL_ENV", &venv),
+        "uv sync",
+    );
+    let out = Command::new(&py)
+        .args(["-m", "pytest", "-rA", "-p", "no:cacheprovider"])
+        .current_dir(copy.path())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    airlock_policies::testrun::parse(airlock_policies::testrun::TestRunner::Pytest, &text)
+        .tests
+        .into_iter()
+        .filter(|(_, status)| *status == airlock_policies::testrun::TestStatus::Passed)
+        .map(|(id, _)| id)
+        .collect()
+}
+
+fn assert_same_passing(
+    name: &str,
+    direct: &std::collections::BTreeSet<String>,
+    airlock: &std::collections::BTreeSet<String>,
+    min: usize,
+) {
+    assert!(
+        direct.len() >= min,
+        "{name}: only {} tests pass directly",
+        direct.len()
+    );
+    let lost: Vec<&String> = direct.difference(airlock).collect();
+    let gained: Vec<&String> = airlock.difference(direct).collect();
+    assert!(
+        lost.is_empty() && gained.is_empty(),
+        "{name}: {} pass directly, {} under airlock; lost {lost:?}, gained {gained:?}",
+        direct.len(),
+        airlock.len()
+    );
+    eprintln!(
+        "{name}: {} tests pass directly and the same under airlock, configured by init",
+        direct.len()
+    );
+}
+
+/// flask declares its test dependencies in a PEP 735 group and pins pytest in `uv.lock` (a
+/// newer pytest breaks its CLI tests): with the configuration `airlock init` writes, unchanged,
+/// the same tests pass as with `uv sync` of that group.
+#[test]
+fn flask_with_a_dependency_group_and_a_locked_pytest_passes_the_same_tests_as_its_own_way() {
+    let (repo, commit) = release_repo("flask", "3.1.3");
+    let airlock = init_then_doctor(&repo, &commit);
+    let direct = uv_sync_then_pytest(&repo, "tests");
+    assert_same_passing("flask", &direct, &airlock, 400);
+}
+
+/// iniconfig's version comes from git (hatch-vcs), and its own test runner requires it
+/// (pytest depends on iniconfig>=1): the editable install gets the version of the release's
+/// tag, not the `0.1.dev1` a lone commit would give, so the environment installs at all.
+#[test]
+fn iniconfig_whose_version_comes_from_its_tag_passes_the_same_tests_as_its_own_way() {
+    let (repo, commit) = release_repo("iniconfig", "2.3.1");
+    let airlock = init_then_doctor(&repo, &commit);
+    let direct = uv_sync_then_pytest(&repo, "dev");
+    assert_same_passing("iniconfig", &direct, &airlock, 40);
+}
