@@ -8,7 +8,8 @@ Each project is a release (pinned below, so the figures can be repeated) taken f
 tarball or a crate that ships its tests), committed into a scratch git repository. For each:
 
 - directly, the project's own way, in a fresh environment on the host (no sandbox):
-  Python: a fresh venv, then `uv sync --frozen` of its test groups when it keeps a `uv.lock`
+  Python: a fresh venv of the interpreter airlock chose for the pin, then `uv sync --frozen` of
+  its test groups when it keeps a `uv.lock`
   (its lockfile, as its CI uses it), else `pip install -e ".[test extras]"` with its test
   dependency groups and requirements files, plus pytest; then `python -m pytest -rA`.
   JavaScript: `npm install`, then the test command `init` proposes. Rust: `cargo test`.
@@ -55,6 +56,10 @@ PROJECTS = [
     ("javascript", "remeda", "2.30.0", "vitest with TypeScript from devDependencies"),
     ("rust", "either", "1.19.0", "a crate with dependencies for its tests"),
 ]
+
+# The interpreter `airlock init`'s configuration chose for the last project (its
+# `{env}/interpreter.txt`); the direct run uses the same one, so both sides run one Python.
+CHOSEN_PYTHON = None
 
 TEST_NAMES = re.compile(r"^(test|tests|testing|test-.*|tests-.*)$", re.I)
 
@@ -138,7 +143,8 @@ def counts_pytest(output):
 def direct_python(repo, work):
     venv = work / "venvs" / repo.name
     shutil.rmtree(venv, ignore_errors=True)
-    run([sys.executable, "-m", "venv", venv])
+    base = CHOSEN_PYTHON if CHOSEN_PYTHON and Path(CHOSEN_PYTHON).exists() else sys.executable
+    run([base, "-m", "venv", venv])
     py = str(venv / "bin/python")
     run([py, "-m", "pip", "install", "--quiet", "pip>=26"])
     try:
@@ -148,7 +154,18 @@ def direct_python(repo, work):
     except Exception:  # noqa: BLE001 - a pyproject that does not parse counts as none
         project = {}
     groups = [g for g in project.get("dependency-groups", {}) if TEST_NAMES.match(g)]
-    extras = [e for e in project.get("project", {}).get("optional-dependencies", {}) if TEST_NAMES.match(e)]
+    declared = list(project.get("project", {}).get("optional-dependencies", {}))
+    if (repo / "setup.cfg").exists():
+        import configparser
+
+        cfg = configparser.ConfigParser()
+        try:
+            cfg.read(repo / "setup.cfg")
+            if cfg.has_section("options.extras_require"):
+                declared += list(cfg["options.extras_require"])
+        except configparser.Error:
+            pass
+    extras = [e for e in declared if TEST_NAMES.match(e)]
     how = []
     if (repo / "uv.lock").exists():
         run([py, "-m", "pip", "install", "--quiet", "uv"])
@@ -176,8 +193,10 @@ def direct_python(repo, work):
         how.append(" ".join(cmd[4:]))
     run([py, "-m", "pip", "install", "--quiet", "pytest"])
     p, took = run([py, "-m", "pytest", "-rA", "-p", "no:cacheprovider"], cwd=repo, check=False)
-    c = counts_pytest(p.stdout)
-    return c.get("passed", 0), took, "; ".join(how), p.stdout[-1500:]
+    # Counted as airlock counts them: the tests `-rA` names PASSED (the summary line's count can
+    # differ, e.g. with subtests).
+    passed = {l.split(" ", 1)[1].split(" - ")[0] for l in p.stdout.splitlines() if l.startswith("PASSED ")}
+    return len(passed), took, "; ".join(how), p.stdout[-1500:]
 
 
 def direct_javascript(repo, command):
@@ -191,14 +210,14 @@ def direct_javascript(repo, command):
 def direct_rust(repo):
     env = dict(os.environ)
     env.pop("CARGO_TARGET_DIR", None)
-    run(["cargo", "test", "--no-run", "--quiet"], cwd=repo, env=env)
-    p, took = run(["cargo", "test"], cwd=repo, env=env, check=False)
-    text = p.stdout + p.stderr
     # Doctests are left out on both sides: airlock counts them through the exit code, not by
     # name (their names are line numbers, which any edit above them shifts).
-    named = text.split("Doc-tests")[0]
-    passed = sum(int(n) for n in re.findall(r"test result: \w+\. (\d+) passed", named))
-    return passed, took, "cargo test (doctests not counted)", text[-1500:]
+    cmd = ["cargo", "test", "--lib", "--bins", "--tests"]
+    run(cmd + ["--no-run", "--quiet"], cwd=repo, env=env)
+    p, took = run(cmd, cwd=repo, env=env, check=False)
+    text = p.stdout + p.stderr
+    passed = sum(int(n) for n in re.findall(r"test result: \w+\. (\d+) passed", text))
+    return passed, took, " ".join(cmd) + " (doctests not counted)", text[-1500:]
 
 
 def under_airlock(airlock, repo, work):
@@ -213,6 +232,12 @@ def under_airlock(airlock, repo, work):
     report = json.loads(p.stdout)
     tests = report["baseline"]["inventory"]["tests"]
     passed = sum(1 for s in tests.values() if s == "passed")
+    # The interpreter airlock chose for the pin: the direct run uses the same one.
+    global CHOSEN_PYTHON
+    CHOSEN_PYTHON = None
+    env_dir = (report["baseline"].get("prepare") or {}).get("env_dir")
+    if env_dir and (Path(env_dir) / "interpreter.txt").exists():
+        CHOSEN_PYTHON = (Path(env_dir) / "interpreter.txt").read_text().strip().rsplit(": ", 1)[-1]
     return passed, report["baseline"]["base_seconds"], "", (cfg / "airlock.toml").read_text()
 
 

@@ -236,7 +236,8 @@ impl SandboxBuilder {
         self
     }
 
-    /// Memory limit in MB (cgroup memory controller, else the address-space rlimit).
+    /// Memory limit in MB (the cgroup memory controller; the address-space rlimit only where
+    /// that controller is missing, since it breaks runtimes that reserve address space).
     pub fn memory_mb(mut self, mb: u64) -> Self {
         self.memory_mb = mb;
         self

@@ -242,8 +242,8 @@ fn supervise() -> ! {
     let mut cgroups = Cgroups::create(&spec.limits, &spec.pretend_missing);
     // Enter the cgroups so that init is born in them (see `cgroup` for why not move it).
     cgroups.enter_self();
-    // Decided before the clone, so init inherits it: with the memory controller in force the
-    // address-space rlimit is only a backstop.
+    // Decided before the clone, so init inherits it: with the memory controller in force no
+    // address-space rlimit is set (it is the only memory limit without it).
     let cgroup_memory = cgroups.applied().contains(&Layer::CgroupMemory);
     let (sync_r, sync_w) = match sys::pipe() {
         Ok(p) => p,

@@ -136,21 +136,21 @@ pub(crate) fn drop_capabilities() -> Result<(), Failure> {
 fn apply_rlimits(spec: &Spec, cgroup_memory: bool) -> Result<(), Failure> {
     let l = &spec.limits;
     let mb = 1024 * 1024;
-    // With the memory cgroup in force the address-space limit is only a backstop: runtimes
-    // reserve far more virtual memory than they touch.
-    let address_space = if cgroup_memory {
-        l.memory_mb.saturating_mul(4).max(l.memory_mb + 4096)
-    } else {
-        l.memory_mb
-    };
-    let limits = [
+    // With the memory cgroup in force it is the limit, and no address-space limit is set:
+    // runtimes reserve far more virtual memory than they touch (a WebAssembly instance in
+    // Node.js reserves about 10 GB, Go and the JVM their heaps' arenas), and an address-space
+    // limit breaks them whatever they use. Without the cgroup it is the only memory limit.
+    let address_space = (!cgroup_memory).then_some(l.memory_mb);
+    let mut limits = vec![
         (Resource::RLIMIT_CPU, l.cpu_secs),
-        (Resource::RLIMIT_AS, address_space.saturating_mul(mb)),
         (Resource::RLIMIT_NOFILE, l.open_files),
         (Resource::RLIMIT_FSIZE, l.file_size_mb.saturating_mul(mb)),
         (Resource::RLIMIT_NPROC, u64::from(l.max_procs)),
         (Resource::RLIMIT_CORE, 0),
     ];
+    if let Some(address_space) = address_space {
+        limits.push((Resource::RLIMIT_AS, address_space.saturating_mul(mb)));
+    }
     for (resource, value) in limits {
         sys::setrlimit(resource, value).map_err(io_missing(Layer::Rlimits, "setrlimit"))?;
     }

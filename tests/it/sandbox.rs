@@ -1913,6 +1913,23 @@ fn a_memory_bomb_is_stopped() {
     );
 }
 
+/// Runtimes reserve far more address space than they touch (a WebAssembly instance in Node.js
+/// about 10 GB): with the memory cgroup as the limit, a 16 GB reservation under a 512 MB limit
+/// works, and touching past the limit is still stopped.
+#[test]
+fn address_space_reserved_but_not_touched_is_not_a_memory_limit() {
+    let r = py(
+        &["--memory", "512"],
+        "import mmap
+m = mmap.mmap(-1, 16 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, 'MAP_NORESERVE', 0))
+m[0] = 1
+m[(16 << 30) - 1] = 1
+print('RESERVED', len(m))",
+    );
+    assert_eq!(r.exit_code(), Some(0), "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("RESERVED 17179869184"), "{}", r.stdout);
+}
+
 #[test]
 fn a_busy_loop_is_killed_at_the_timeout() {
     let r = sh(&["--timeout", "1"], "while :; do :; done");
