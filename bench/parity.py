@@ -11,7 +11,8 @@ tarball or a crate that ships its tests), committed into a scratch git repositor
   Python: a fresh venv of the interpreter airlock chose for the pin, then `uv sync --frozen` of
   its test groups when it keeps a `uv.lock`
   (its lockfile, as its CI uses it), else `pip install -e ".[test extras]"` with its test
-  dependency groups and requirements files, plus pytest; then `python -m pytest -rA`.
+  dependency groups and requirements files, plus pytest; then the test command `init` wrote
+  (`pytest -rA`, or `unittest -v` where the project uses unittest) with that venv's python.
   JavaScript: `npm install`, then the test command `init` proposes. Rust: `cargo test`.
 - under airlock: `airlock init --repo REPO` into an empty directory, then
   `airlock doctor --config airlock.toml --repo REPO --json` with that file as written (prepare
@@ -53,7 +54,7 @@ PROJECTS = [
     ("python", "httplib2", "0.32.1", "an HTTP client whose tests start fixture servers on loopback"),
     ("python", "iniconfig", "2.3.1", "a version from git that its own test runner requires"),
     ("python", "more-itertools", "11.2.1", "a pure library with a large suite"),
-    ("javascript", "remeda", "2.30.0", "vitest with TypeScript from devDependencies"),
+    ("javascript", "remeda", "1.0.0", "jest with TypeScript from devDependencies"),
     ("rust", "either", "1.19.0", "a crate with dependencies for its tests"),
 ]
 
@@ -140,7 +141,7 @@ def counts_pytest(output):
     return {}
 
 
-def direct_python(repo, work):
+def direct_python(repo, work, toml):
     venv = work / "venvs" / repo.name
     shutil.rmtree(venv, ignore_errors=True)
     base = CHOSEN_PYTHON if CHOSEN_PYTHON and Path(CHOSEN_PYTHON).exists() else sys.executable
@@ -192,11 +193,32 @@ def direct_python(repo, work):
         run(cmd, cwd=repo)
         how.append(" ".join(cmd[4:]))
     run([py, "-m", "pip", "install", "--quiet", "pytest"])
-    p, took = run([py, "-m", "pytest", "-rA", "-p", "no:cacheprovider"], cwd=repo, check=False)
-    # Counted as airlock counts them: the tests `-rA` names PASSED (the summary line's count can
-    # differ, e.g. with subtests).
-    passed = {l.split(" ", 1)[1].split(" - ")[0] for l in p.stdout.splitlines() if l.startswith("PASSED ")}
-    return len(passed), took, "; ".join(how), p.stdout[-1500:]
+    # The same test command as under airlock (the runner init chose: pytest, or unittest where
+    # the project uses it), with this venv's python.
+    command = json.loads(re.search(r"^command = (\[.*\])$", toml, re.M).group(1))
+    command = [py] + command[1:]
+    if "pytest" not in command:
+        run([py, "-m", "pip", "uninstall", "--quiet", "-y", "pytest"], check=False)
+    p, took = run(command, cwd=repo, check=False)
+    text = p.stdout + p.stderr
+    # Counted as airlock counts them: the tests pytest's `-rA` names PASSED, unittest's `-v`
+    # names `... ok` (a summary line's count can differ, e.g. with subtests).
+    if "unittest" in command:
+        # unittest's own count: run, less what did not pass (names can repeat across
+        # descriptions, so lines are not counted).
+        ran = re.search(r"^Ran (\d+) tests?", text, re.M)
+        if not ran:
+            return 0, took, "; ".join(how), text[-1500:]
+        not_passed = sum(
+            int(n)
+            for n in re.findall(
+                r"(?:failures|errors|skipped|expected failures|unexpected successes)=(\d+)", text
+            )
+        )
+        return int(ran.group(1)) - not_passed, took, "; ".join(how) + "; " + " ".join(command[1:]), text[-1500:]
+    else:
+        passed = {l.split(" ", 1)[1].split(" - ")[0] for l in text.splitlines() if l.startswith("PASSED ")}
+    return len(passed), took, "; ".join(how) + "; " + " ".join(command[1:]), text[-1500:]
 
 
 def direct_javascript(repo, command):
@@ -267,7 +289,7 @@ def main():
             a_passed, a_secs, a_error, toml = under_airlock(str(airlock), repo, work)
             row.update(airlock_passed=a_passed, airlock_secs=a_secs, airlock_error=a_error)
             if ecosystem == "python":
-                d = direct_python(repo, work)
+                d = direct_python(repo, work, toml)
             elif ecosystem == "javascript":
                 command = json.loads(re.search(r"^command = (\[.*\])$", toml, re.M).group(1))
                 d = direct_javascript(repo, command)
