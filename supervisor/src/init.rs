@@ -1320,6 +1320,8 @@ pub fn render_airlock_toml(d: &Detected) -> String {
     o.key("ro", &array(&t.ro));
     o.comment("Your variables passed through when set, e.g. [\"LANG\"].");
     o.key("pass_env", &array(&t.pass_env));
+    o.comment("The network of every test run and of the broker's witness: none | loopback (a private loopback, for the suite's own servers) | proxy (also the hosts in `allow`, through the egress proxy) | host.");
+    o.key("network", &quote(&t.network.to_string()));
     o.blank();
     o.line("[tests.env]");
     o.comment("Variables of every test run; {env} is the prepared environment directory. CI, PYTHONDONTWRITEBYTECODE, PYTHONPYCACHEPREFIX and CARGO_TARGET_DIR are fixed by airlock.");
@@ -2040,6 +2042,7 @@ mod tests {
         assert_eq!(d.allowlist, strings(&["*.py", "calc/**", "tests/**"]));
         let text = render_airlock_toml(&d);
         assert!(text.contains("[tests.prepare.python]"), "{text}");
+        assert!(text.contains("\nnetwork = \"loopback\"\n"), "{text}");
         assert!(text.contains("conftest.py"), "{text}");
         assert!(d.warnings.is_empty(), "{:?}", d.warnings);
         assert_parses(&d);
