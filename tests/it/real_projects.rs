@@ -1423,3 +1423,65 @@ fn iniconfig_whose_version_comes_from_its_tag_passes_the_same_tests_as_its_own_w
     let direct = uv_sync_then_pytest(&repo, "dev");
     assert_same_passing("iniconfig", &direct, &airlock, 40);
 }
+
+/// iniconfig as `airlock init` configures it, unchanged: the Python recipe (a venv of the
+/// interpreter chosen for the pin, the project editable with its version from the release's
+/// tag, its `dev` group, `uv.lock`'s pins), every test command at `/airlock/repo`. A real fix
+/// goes through the supervisor's runs and the broker's witness, which builds its trees afresh
+/// and runs them in the same prepared environment.
+#[test]
+fn iniconfig_configured_by_init_is_fixed_and_queued_with_a_green_witness() {
+    let (repo, commit) = release_repo("iniconfig", "2.3.1");
+    let w = tempfile::tempdir().unwrap();
+    let init = Command::new(airlock())
+        .args(["init", "--repo", repo.to_str().unwrap()])
+        .current_dir(w.path())
+        .env("AIRLOCK_HOME", w.path().join("home"))
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let written = std::fs::read_to_string(w.path().join("airlock.toml")).unwrap();
+    let tests_toml =
+        written[written.find("[tests]").unwrap()..written.find("\n[write]").unwrap()].to_string();
+    assert!(
+        tests_toml.contains("[tests.prepare.python]"),
+        "{tests_toml}"
+    );
+    // The broker lets this repository's runs grant what the file grants (init prints it).
+    let ro_line = tests_toml.lines().find(|l| l.starts_with("ro = ")).unwrap();
+    let allow_ro: Vec<String> = serde_json::from_str(&ro_line["ro = ".len()..]).unwrap();
+    let p = Project {
+        name: "iniconfig",
+        repo,
+        commit,
+        tests_toml,
+        allow_ro,
+        min_tests: 40,
+    };
+    queue_a_real_fix(
+        &p,
+        &Fix {
+            issue_id: "INI-1",
+            issue: "---\nid: INI-1\ntitle: len() of a section fails\nlabels: [bug]\n---\n\
+                    `len(IniConfig('x.ini', data='[s]\\na=1\\nb=2\\n')['s'])` raises `TypeError: object of \
+                    type 'SectionWrapper' has no len()`; expected 2, the number of keys of the section. \
+                    `SectionWrapper` in `src/iniconfig/__init__.py` is iterable but has no `__len__`.\n",
+            test_edits: &[],
+            edits: &[(
+                "src/iniconfig/__init__.py",
+                "    def items(self) -> Iterator[tuple[str, str]]:\n        for name in self:\n            yield name, self[name]\n",
+                "    def items(self) -> Iterator[tuple[str, str]]:\n        for name in self:\n            yield name, self[name]\n\n    def __len__(self) -> int:\n        return len(self.config.sections.get(self.name, {}))\n",
+            )],
+            test_path: "testing/test_section_len.py",
+            test_text: "from iniconfig import IniConfig\n\n\ndef test_len_of_a_section_is_its_number_of_keys():\n    ini = IniConfig(\"x.ini\", data=\"[s]\\na=1\\nb=2\\n\")\n    assert len(ini[\"s\"]) == 2\n",
+            selector: "testing/test_section_len.py::test_len_of_a_section_is_its_number_of_keys",
+            fails_with: "TypeError",
+            failing_test: "testing/test_section_len.py::test_len_of_a_section_is_its_number_of_keys",
+            title: "fix: len() of an iniconfig section",
+        },
+    );
+}
