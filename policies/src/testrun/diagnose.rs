@@ -17,6 +17,7 @@ pub fn hints(output: &str) -> Vec<String> {
     let mut native = false;
     let mut unresolved: BTreeSet<String> = BTreeSet::new();
     let mut unrecognized: BTreeSet<String> = BTreeSet::new();
+    let mut conflict = false;
     for line in output.lines() {
         let line = line.trim();
         if let Some(module) = quoted_after(line, "No module named ") {
@@ -54,6 +55,9 @@ pub fn hints(output: &str) -> Vec<String> {
         }
         if let Some(rest) = line.split("error: unrecognized arguments: ").nth(1) {
             unrecognized.insert(rest.trim().to_string());
+        }
+        if line.contains("ResolutionImpossible") || line.contains("conflicting dependencies") {
+            conflict = true;
         }
         if let Some(rest) = line.split("No matching distribution found for ").nth(1) {
             let name = rest.split_whitespace().next().unwrap_or(rest);
@@ -114,6 +118,15 @@ pub fn hints(output: &str) -> Vec<String> {
              tests.prepare.python.interpreter another interpreter",
             list(&unresolved)
         ));
+    }
+    if conflict {
+        out.push(
+            "the requirements conflict (a lockfile's pin against the manifest, a pin against the \
+             date resolved against, or a version computed from git that a requirement excludes; \
+             pip's reasons are above): update or remove tests.prepare.python.lockfile, or set \
+             tests.prepare.python.as_of = \"latest\""
+                .into(),
+        );
     }
     if native {
         out.push(
@@ -177,6 +190,15 @@ python -m pytest: error: unrecognized arguments: --cov
         assert!(h[5].contains("no release fits setuptools>=64"), "{}", h[5]);
         assert!(h[6].contains("native build"), "{}", h[6]);
         assert!(hints("5 passed in 0.1s\n").is_empty());
+        let conflict = hints(
+            "ERROR: Cannot install x and pytest==8.4.2 because these package versions have conflicting dependencies.\nERROR: ResolutionImpossible: for help visit ...\n",
+        );
+        assert_eq!(conflict.len(), 1, "{conflict:?}");
+        assert!(
+            conflict[0].contains("tests.prepare.python.lockfile"),
+            "{}",
+            conflict[0]
+        );
         assert_eq!(
             hints("ImportError: cannot import name 'version' from 'pkg' (x)").len(),
             1
