@@ -171,7 +171,7 @@ def direct_python(repo, work, toml):
     if (repo / "uv.lock").exists():
         run([py, "-m", "pip", "install", "--quiet", "uv"])
         env = dict(os.environ, UV_PROJECT_ENVIRONMENT=str(venv), VIRTUAL_ENV=str(venv))
-        cmd = [str(venv / "bin/uv"), "sync", "--frozen", "--no-default-groups", "--python", py]
+        cmd = [str(venv / "bin/uv"), "sync", "--native-tls", "--frozen", "--no-default-groups", "--python", py]
         for g in groups:
             cmd += ["--group", g]
         for e in extras:

@@ -1347,6 +1347,8 @@ fn uv_sync_then_pytest(repo: &Path, group: &str) -> std::collections::BTreeSet<S
         Command::new(venv.join("bin/uv"))
             .args([
                 "sync",
+                // The host's certificate store, as pip's and git's configuration use it.
+                "--native-tls",
                 "--frozen",
                 "--no-default-groups",
                 "--group",
