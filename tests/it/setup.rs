@@ -18,6 +18,14 @@ fn airlock(cwd: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `airlock doctor --config airlock.toml --repo repo` in `dir`.
+fn run_doctor(dir: &Path) -> Output {
+    airlock(
+        dir,
+        &["doctor", "--config", "airlock.toml", "--repo", "repo"],
+    )
+}
+
 fn repo_with(dir: &Path, files: &[(&str, &str)]) {
     airlock_testkit::git::repo_with(&dir.join("repo"), files);
 }
@@ -56,10 +64,7 @@ fn init_then_doctor_on_a_pytest_project_builds_its_environment_and_takes_the_inv
     assert!(config.contains("runner = \"pytest\""), "{config}");
     assert!(config.contains("[tests.prepare]"), "{config}");
 
-    let doctor = airlock(
-        dir.path(),
-        &["doctor", "--config", "airlock.toml", "--repo", "repo"],
-    );
+    let doctor = run_doctor(dir.path());
     let out = text(&doctor);
     assert!(doctor.status.success(), "{out}");
     assert!(
@@ -104,10 +109,7 @@ fn init_then_doctor_on_a_pytest_project_builds_its_environment_and_takes_the_inv
     }
     assert!(files > 10, "{} holds {files} entries", envs.display());
     // The environment is kept: a second check reuses it.
-    let again = airlock(
-        dir.path(),
-        &["doctor", "--config", "airlock.toml", "--repo", "repo"],
-    );
+    let again = run_doctor(dir.path());
     assert!(
         text(&again).contains("prepare       reused"),
         "{}",
@@ -127,10 +129,7 @@ fn doctor_names_the_key_when_the_runner_does_not_match_the_command() {
         "[tests]\ncommand = [\"python3\", \"-m\", \"pytest\", \"-rA\"]\nrunner = \"unittest\"\n",
     )
     .unwrap();
-    let doctor = airlock(
-        dir.path(),
-        &["doctor", "--config", "airlock.toml", "--repo", "repo"],
-    );
+    let doctor = run_doctor(dir.path());
     let out = text(&doctor);
     assert_eq!(doctor.status.code(), Some(2), "{out}");
     assert!(out.contains("tests.runner"), "{out}");
@@ -208,10 +207,7 @@ fn init_then_doctor_builds_the_project_its_own_way_with_a_group_and_a_generated_
     assert!(config.contains("groups = [\"tests\"]"), "{config}");
     assert!(config.contains("editable = true"), "{config}");
 
-    let doctor = airlock(
-        dir.path(),
-        &["doctor", "--config", "airlock.toml", "--repo", "repo"],
-    );
+    let doctor = run_doctor(dir.path());
     let out = text(&doctor);
     assert!(doctor.status.success(), "{out}\n{config}");
     assert!(out.contains("prepare       built"), "{out}");
@@ -308,10 +304,7 @@ fn services_start_inside_the_sandbox_before_the_tests_and_one_never_ready_is_nam
         py = python.display(),
     );
     std::fs::write(dir.path().join("airlock.toml"), config(&services)).unwrap();
-    let doctor = airlock(
-        dir.path(),
-        &["doctor", "--config", "airlock.toml", "--repo", "repo"],
-    );
+    let doctor = run_doctor(dir.path());
     let out = text(&doctor);
     assert!(doctor.status.success(), "{out}");
     assert!(out.contains("2 tests at base: 2 pass, 0 fail"), "{out}");
@@ -321,10 +314,7 @@ fn services_start_inside_the_sandbox_before_the_tests_and_one_never_ready_is_nam
                  command = [\"sh\", \"-c\", \"echo starting up; exec sleep 60\"]\n\
                  ready_port = 8766\nready_timeout = \"2s\"\n";
     std::fs::write(dir.path().join("airlock.toml"), config(never)).unwrap();
-    let doctor = airlock(
-        dir.path(),
-        &["doctor", "--config", "airlock.toml", "--repo", "repo"],
-    );
+    let doctor = run_doctor(dir.path());
     let out = text(&doctor);
     assert!(!doctor.status.success(), "{out}");
     assert!(out.contains("service \"mute\""), "{out}");
@@ -341,10 +331,7 @@ fn services_start_inside_the_sandbox_before_the_tests_and_one_never_ready_is_nam
         "runner = \"unittest\"\nnetwork = \"none\"\n",
     );
     std::fs::write(dir.path().join("airlock.toml"), none).unwrap();
-    let doctor = airlock(
-        dir.path(),
-        &["doctor", "--config", "airlock.toml", "--repo", "repo"],
-    );
+    let doctor = run_doctor(dir.path());
     let out = text(&doctor);
     assert_eq!(doctor.status.code(), Some(2), "{out}");
     assert!(out.contains("tests.services[0].ready_port"), "{out}");
@@ -372,10 +359,7 @@ fn doctor_says_why_tests_fail_at_base_and_which_key_to_change() {
         "[tests]\ncommand = [\"python3\", \"-m\", \"unittest\", \"-v\"]\nrunner = \"unittest\"\n",
     )
     .unwrap();
-    let doctor = airlock(
-        dir.path(),
-        &["doctor", "--config", "airlock.toml", "--repo", "repo"],
-    );
+    let doctor = run_doctor(dir.path());
     let out = text(&doctor);
     assert!(doctor.status.success(), "{out}");
     assert!(
@@ -430,10 +414,7 @@ fn init_turns_the_ci_database_service_into_a_service_the_suite_reaches() {
         config.contains("The project's CI runs its tests with `python -m unittest -v`"),
         "{config}"
     );
-    let doctor = airlock(
-        dir.path(),
-        &["doctor", "--config", "airlock.toml", "--repo", "repo"],
-    );
+    let doctor = run_doctor(dir.path());
     let out = text(&doctor);
     assert!(doctor.status.success(), "{out}\n{config}");
     assert!(
