@@ -43,7 +43,11 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
     let text = init::render_airlock_toml(&detected);
     init::write_config(&output, &text, args.force)?;
     for warning in &detected.warnings {
-        eprintln!("airlock init: warning: {warning}");
+        // Warnings quote the repository's files (CI images, paths): escaped for the terminal.
+        eprintln!(
+            "airlock init: warning: {}",
+            airlock_policies::terminal::escaped_line(warning)
+        );
     }
     let what = detected
         .ecosystem

@@ -363,7 +363,8 @@ impl SandboxTestRunner {
             .cwd(at)
             .timeout(self.timeout)
             .run_captured(argv)
-            .map_err(|e| ToolFailure::new("sandbox", e.to_string()))?;
+            // A service's failure quotes its output: escaped like every test output shown.
+            .map_err(|e| ToolFailure::new("sandbox", shown_escaped(&e.to_string())))?;
         Ok((captured, proxy.map(|p| p.blocked()).unwrap_or_default()))
     }
 }

@@ -321,10 +321,11 @@ pub fn prepare(
                 attempt.reason
             ));
         }
+        // Repository and registry text, shown to the operator: escaped by the shared rule.
         return Err(PrepareError::Failed {
-            command: command.join(" "),
+            command: airlock_policies::terminal::escaped_line(&command.join(" ")).into_owned(),
             how,
-            output,
+            output: airlock_policies::terminal::escaped(&output).into_owned(),
         });
     }
     let upper = scratch.join("upper");
