@@ -403,8 +403,7 @@ fn recipe_steps(
             recipe::INTERPRETER_FILE.to_string(),
             format!("{why}: {}\n", chosen.executable.display()),
         ));
-        let system = ["/usr", "/bin", "/lib"];
-        if !system.iter().any(|d| chosen.base_prefix.starts_with(d)) {
+        if !recipe::in_system_dirs(&chosen.base_prefix) {
             grant = Some(chosen.base_prefix.clone());
         }
         chosen_version = Some(chosen.version);
@@ -418,21 +417,8 @@ fn recipe_steps(
         )?
     };
     // The interpreter's version, asked on the host (isolated, no site), dates the releases.
-    let version = chosen_version.or_else(|| {
-        std::process::Command::new(&interpreter)
-            .args([
-                "-I",
-                "-S",
-                "-c",
-                "import sys; print('%d.%d' % sys.version_info[:2])",
-            ])
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .and_then(|o| recipe::parse_version(&String::from_utf8_lossy(&o.stdout)))
-    });
+    let version = chosen_version
+        .or_else(|| recipe::ask_interpreter(Path::new(&interpreter)).map(|p| p.version));
     let mut constraints = None;
     if let Some(lock) = &recipe.lockfile {
         let problem = |p: String| testenv::TestEnvError {

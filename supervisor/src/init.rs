@@ -1728,9 +1728,7 @@ fn read_pyvenv_home(cfg: &Path) -> Option<PathBuf> {
 
 /// Whether the sandbox shows `path` without a grant.
 fn under_system_dirs(path: &Path) -> bool {
-    airlock_sandbox::SYSTEM_RO
-        .iter()
-        .any(|dir| path.starts_with(dir))
+    crate::recipe::in_system_dirs(path)
 }
 
 /// Whether looking `name` up on the sandbox's default `PATH` finds the executable `real`.

@@ -405,31 +405,8 @@ pub fn host_interpreters(home: Option<&Path>) -> Vec<HostPython> {
             if !seen.insert(real.clone()) {
                 continue;
             }
-            let Ok(output) = std::process::Command::new(&real)
-                .args([
-                    "-I",
-                    "-S",
-                    "-c",
-                    "import sys; print('%d.%d' % sys.version_info[:2]); print(sys.base_prefix)",
-                ])
-                .stdin(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .output()
-            else {
-                continue;
-            };
-            let text = String::from_utf8_lossy(&output.stdout).into_owned();
-            let mut lines = text.lines();
-            if let (true, Some(version), Some(prefix)) = (
-                output.status.success(),
-                lines.next().and_then(parse_version),
-                lines.next(),
-            ) {
-                out.push(HostPython {
-                    executable: real,
-                    base_prefix: prefix.into(),
-                    version,
-                });
+            if let Some(python) = ask_interpreter(&real) {
+                out.push(python);
             }
         }
     }
@@ -440,6 +417,39 @@ pub fn host_interpreters(home: Option<&Path>) -> Vec<HostPython> {
     });
     out.dedup_by(|a, b| a.version == b.version);
     out
+}
+
+/// Ask the interpreter at `path` (isolated, without site) its version and base prefix; `None`
+/// when it does not answer.
+pub fn ask_interpreter(path: &Path) -> Option<HostPython> {
+    let output = std::process::Command::new(path)
+        .args([
+            "-I",
+            "-S",
+            "-c",
+            "import sys; print('%d.%d' % sys.version_info[:2]); print(sys.base_prefix)",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let mut lines = text.lines();
+    let version = lines.next().and_then(parse_version)?;
+    let prefix = lines.next()?;
+    Some(HostPython {
+        executable: path.to_path_buf(),
+        base_prefix: prefix.into(),
+        version,
+    })
+}
+
+/// Whether the sandbox sees `path` without a grant (it lies in its system directories).
+pub fn in_system_dirs(path: &Path) -> bool {
+    airlock_sandbox::SYSTEM_RO
+        .iter()
+        .any(|dir| path.starts_with(dir))
 }
 
 /// What the tree at the pin declares of its interpreter: `[project] requires-python` of
