@@ -47,7 +47,7 @@ How `airlock init` recognises a project (the first rule that matches wins):
   when test files (test_*.py, *_test.py, tests.py) exist.
 A Python environment is a venv prepare builds from what the project declares (extras, dependency
 groups, requirements files, a lockfile), from a venv in the repository (.venv, venv), else the
-interpreter each pin gets among the host's ("auto") or the host's python3. A toolchain
+interpreter each pin gets among the host's (auto) or the host's python3. A toolchain
 outside the sandbox's system directories (/usr, /bin, /lib, ...) is granted read-only in `ro`,
 since a test run sees nothing else of the host.";
 
