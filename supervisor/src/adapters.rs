@@ -230,7 +230,18 @@ impl SandboxTestRunner {
                         )
                     })
                     .collect::<Result<Vec<_>, _>>()?;
+                // An environment built earlier is reused as it is: the recipe's steps (which
+                // ask the host's interpreters and pip) are worked out only to build one.
+                let reuse = prepare_cfg.python.is_some() && prepare::built(&plan);
                 let (mut steps, files, grant) = match &prepare_cfg.python {
+                    Some(_) if reuse => {
+                        let grant =
+                            std::fs::read_to_string(env_dir.join(recipe::INTERPRETER_GRANT_FILE))
+                                .ok()
+                                .map(|t| PathBuf::from(t.trim()))
+                                .filter(|p| p.is_absolute());
+                        (Vec::new(), Vec::new(), grant)
+                    }
                     Some(recipe) => recipe_steps(recipe, &host, &env_dir, key, &self.worktree)?,
                     None => (Vec::new(), Vec::new(), None),
                 };
@@ -252,6 +263,7 @@ impl SandboxTestRunner {
                 for_prepare.links.clear();
                 for_prepare.services.clear();
                 if prepare_cfg.python.is_some()
+                    && !reuse
                     && let Some((tag, distance)) = &key.describe
                     && let Some(version) = recipe::scm_version(tag, *distance)
                 {
@@ -265,7 +277,7 @@ impl SandboxTestRunner {
                             .or_insert_with(|| version.clone());
                     }
                 }
-                if prepare_cfg.python.is_some() {
+                if prepare_cfg.python.is_some() && !reuse {
                     // The venv's own pip reaches the index the way the host's pip is
                     // configured to (its index URLs and certificate bundle), unless set here.
                     for (name, value) in airlock_egress::presets::pip_settings() {
@@ -308,6 +320,14 @@ impl SandboxTestRunner {
                     &network,
                     &self.worktree,
                 )?;
+                if reuse && !done.reused {
+                    // Removed between the look and the lock: built from no recipe steps.
+                    return Err(BaselineError::Sandbox(format!(
+                        "the prepared environment {} was removed while this run started; run \
+                         again to build it",
+                        env_dir.display()
+                    )));
+                }
                 // What the steps generated in the tree is shown where they made it.
                 for path in &done.generated {
                     resolved.environment.links.push(TreeLink {
@@ -405,6 +425,10 @@ fn recipe_steps(
         ));
         if !recipe::in_system_dirs(&chosen.base_prefix) {
             grant = Some(chosen.base_prefix.clone());
+            files.push((
+                recipe::INTERPRETER_GRANT_FILE.to_string(),
+                format!("{}\n", chosen.base_prefix.display()),
+            ));
         }
         chosen_version = Some(chosen.version);
         chosen.executable.display().to_string()

@@ -165,6 +165,15 @@ pub fn plan(
     })
 }
 
+/// Whether the environment of `plan` was built already (a successful `prepare.json`): then
+/// [`prepare`] reuses it without running anything, and the steps need not be worked out.
+pub fn built(plan: &PreparePlan) -> bool {
+    std::fs::read_to_string(plan.root.join("prepare.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<PrepareRecord>(&text).ok())
+        .is_some_and(|record| record.exit_code == Some(0))
+}
+
 /// Most paths kept of what the steps created in the tree ([`PrepareRecord::generated`]); the
 /// rest are dropped with the scratch copy (an install does not scatter more).
 pub const MAX_GENERATED: usize = 256;

@@ -37,6 +37,11 @@ mod lock;
 
 pub use lock::{lock_constraints, marker_holds};
 
+/// The file prepare writes into `{env}` naming the installation of the interpreter
+/// `interpreter = "auto"` chose, which every test run is granted; read back when the
+/// environment is reused.
+pub const INTERPRETER_GRANT_FILE: &str = "interpreter-grant.txt";
+
 /// Where the recipe's venv lives inside the environment directory.
 pub fn venv_dir(env_dir: &Path) -> std::path::PathBuf {
     env_dir.join("venv")

@@ -115,6 +115,13 @@ fn init_then_doctor_on_a_pytest_project_builds_its_environment_and_takes_the_inv
         "{}",
         text(&again)
     );
+    // Reused without working the recipe out again, it still grants what the environment needs.
+    assert!(again.status.success(), "{}", text(&again));
+    assert!(
+        text(&again).contains("2 tests at base (the listing found 2): 1 pass, 1 fail"),
+        "{}",
+        text(&again)
+    );
 }
 
 #[test]
