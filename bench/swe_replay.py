@@ -1,54 +1,60 @@
 #!/usr/bin/env python3
-"""Replay the gold patches of a SWE-bench Lite file through `airlock run`, one instance at a time.
+"""Replay the gold patches of a SWE-bench-format file through `airlock run`, one instance at a time.
 
     bench/swe_replay.py --mirrors DIR [--instances FILE] [--only ID,ID] [--work DIR]
-                        [--bin DIR] [--scope auto|file|dir] [--instance-timeout S]
+                        [--bin DIR] [--scope file|dir] [--instance-timeout S]
                         [--deadline-min M] [--table FILE]
+    bench/swe_replay.py --mirrors DIR --self-test
+
+Nothing in this script knows a project: the configuration of every instance is what
+`airlock init` writes for the tree at base_commit, and the environment is what that
+configuration's prepare builds (the Python recipe resolving releases as of the pinned commit).
 
 For each instance of FILE (default ../shared/bench/swe-bench-lite-dev.jsonl, relative to the
-repository root):
+repository root; any file in SWE-bench's format, FAIL_TO_PASS as a list or a JSON string):
 
 1. A scratch source repository holding the project's base commits (fetched from the mirror in
    DIR; a mirror is found as DIR/owner+name/repo, as the `fetch` tool leaves it, or DIR/owner+name,
    DIR/owner/name, DIR/name, with or without .git). The broker gets its own bare clone of it.
-2. The replay is built outside airlock, in a scratch checkout at base_commit: the gold `patch`
+   Blobs a mirror lacks (a snapshot leaves out large files) are taken from the project's own
+   releases on the package index (its distribution name read at the commit; the newest release
+   within 90 days, a year, two years of the commit; wheel, then sdist), when the blob id matches.
+2. The test ids, in every form SWE-bench uses, become pytest node ids: `path::Class::name[param]`
+   as given; bare names (sympy's `test_foo`) looked up in the modules test_patch touches;
+   unittest's `test_foo (pkg.mod.Class)`, `test_foo (pkg.mod.Class.test_foo)` and
+   `pkg.mod.Class.test_foo` with the module found from the tree's root or its test directories.
+3. The replay is built outside airlock, in a scratch checkout at base_commit: the gold `patch`
    and the `test_patch` applied with git; the test file holding the FAIL_TO_PASS tests, as patched,
    becomes a NEW test file beside it (`airlock_` inserted after the first `_` of the stem, e.g.
    test_fields.py -> test_airlock_fields.py, commands_test.py -> commands_airlock_test.py),
    pruned to the FAIL_TO_PASS tests and what they use (the fixtures, helpers and constants they
    reference, every import): the broker accepts at most 400 inserted lines. The FAIL_TO_PASS ids
    are remapped to the new file. The diff digest is computed with `git diff --numstat`.
-3. The environment is built by the run's own prepare (`pip install --target {env}/site` of the
-   project's requirements files and of the project with its test extras, in the sandbox with
-   network; the test runs get the interpreter's prefix and {env} read-only). When prepare fails,
-   or the run ends without the FAIL_TO_PASS test passing patched (a dependency too new for the
-   code shows as that), the instance is run again with the next environment: py3.11 as declared
-   -> py3.11 with era caps (numpy<2, pandas<2.2, scipy<1.12, pytest<8, click<8.2) -> py3.9 with
-   the caps (the SWE-bench harness's interpreter for these projects). `airlock doctor --config`
-   runs first only where a FAIL_TO_PASS id must be completed (SWE-bench cuts ids at a space) from
-   the new module's collection, which needs the environment (of several parametrisations matching
-   a cut id, one that fails at base, run directly in a base checkout, is claimed).
-4. `airlock run --model scripted:script.json --json` with a scripted agent that replays the fix:
+4. `airlock init --repo <that checkout>` writes the configuration. The replay changes only what
+   is its own: the work directory's paths and broker, the scripted agent's budgets, the test
+   timeout, and the scope of the full run (pytest only): --scope file (default) runs the test
+   module and the new one (`-o testpaths=DIR -o python_files=A B`; where the FAIL_TO_PASS module
+   is itself new in test_patch, the smallest test module beside it stands in for it at base);
+   --scope dir their directory. A narrow run appends one node id to the same command.
+   `airlock doctor --config` runs first only where a FAIL_TO_PASS id must be completed (SWE-bench
+   cuts ids at a space) from the new module's collection, which needs the environment (of
+   several parametrisations matching a cut id, one that fails at base, run directly in a base
+   checkout, is claimed).
+5. `airlock run --model scripted:script.json --json` with a scripted agent that replays the fix:
    write_file of the new test file; run_tests on one FAIL_TO_PASS test (must fail); edit_file of
    each hunk of the gold patch (write_file of the whole file when a hunk is not unique); run_tests
    on that test again (must pass); a full run; open_pr with the digest; the final outcome (pr,
    then an escalation the supervisor asks for when no open_pr was accepted).
-5. The result is read from the run's trajectory and the broker's decision: environment built (and
-   how), base inventory (tests, failing), the FAIL_TO_PASS test failed at base / passed patched
-   (the supervisor's narrow runs), PR queued (or the refusal, verbatim and short), wall time.
-
-The test command is `python -m pytest -rA -p no:cacheprovider -o testpaths=...`: the "full" run
-is scoped with pytest's testpaths (so that a narrow run, which appends one node id to the same
-command, still runs one test). --scope file (default for sqlfluff and pvlib, whose directories
-hold most of a slow suite): the original test module and the new one; --scope dir: the directory
-holding them. Where the FAIL_TO_PASS module is itself new in test_patch, file scope takes the
-smallest test module beside it instead of the original (a scope with no test at base gives no
-base inventory).
+6. The result is read from the run's trajectory and the broker's decision: environment built (and
+   what init chose), base inventory (tests, failing), the FAIL_TO_PASS test failed at base /
+   passed patched (the supervisor's narrow runs), PR queued (or the refusal, verbatim and short),
+   wall time.
 
 Prints progress on stderr and, at the end, the markdown table on stdout (also written to
 WORK/table.md, and per-instance JSON to WORK/results.jsonl). Needs git, the release binaries
 (cargo build --release -p airlock -p airlock-broker; --bin DIR to use copies elsewhere), the
-interpreters under ~/.pyenv/versions (3.11.7, 3.9.18) and PyPI (prepare's network).
+host's interpreters (airlock chooses among them per pin) and the package index (prepare's
+network).
 """
 
 import argparse
@@ -66,38 +72,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_INSTANCES = ROOT.parent / "shared" / "bench" / "swe-bench-lite-dev.jsonl"
 
-PYTHONS = {
-    "3.11": "/root/.pyenv/versions/3.11.7/bin/python3.11",
-    "3.9": "/root/.pyenv/versions/3.9.18/bin/python3.9",
-}
-# Upper bounds of the era of these commits (2019-2023), for the fallback environments.
-ERA_CAPS = ["numpy<2", "pandas<2.2", "scipy<1.12", "pytest<8", "click<8.2"]
+BINS = None  # the directory of the airlock binaries (--bin)
 
-# Per project: issue-id prefix (open_pr wants [A-Z]{2,6}-N), PYTHONPATH entries before the
-# environment, what prepare installs besides requirements files, and the default scope.
-PROJECTS = {
-    "sqlfluff/sqlfluff": {
-        "prefix": "SQLF", "src": ["src"], "reqs": ["requirements.txt"], "extras": "",
-        "extra_pkgs": ["hypothesis"], "scope": "file",
-    },
-    "marshmallow-code/marshmallow": {
-        "prefix": "MARSH", "src": ["src"], "reqs": [], "extras": "tests",
-        # 2.x's tests import simplejson, which its setup.py lists under the "reco" extra.
-        "extra_pkgs": ["simplejson"], "scope": "dir",
-    },
-    "pvlib/pvlib-python": {
-        "prefix": "PVLIB", "src": [], "reqs": [], "extras": "test",
-        "extra_pkgs": [], "scope": "file",
-    },
-    "pylint-dev/astroid": {
-        "prefix": "ASTRO", "src": [], "reqs": ["requirements_test_min.txt"], "extras": "",
-        "extra_pkgs": ["pytest"], "scope": "dir",
-    },
-    "pydicom/pydicom": {
-        "prefix": "DICOM", "src": [], "reqs": [], "extras": "",
-        "extra_pkgs": ["pytest"], "scope": "dir",
-    },
-}
+
+def issue_prefix(repo):
+    """The issue-id prefix (open_pr wants [A-Z]{2,6}-N), from the repository's name alone."""
+    letters = re.sub(r"[^A-Za-z]", "", repo.split("/")[1]).upper()
+    return (letters or "SWE")[:6].ljust(2, "X")
+
 
 SKIP_RE = re.compile(
     r"@pytest\.mark\.(skip|skipif|xfail)\b|\bpytest\.(skip|xfail|importorskip)\s*\(|"
@@ -332,6 +314,59 @@ def edits_for(path, base_text, patched_text, hunks):
     return calls
 
 
+def test_defs(text):
+    """{name: [class path]} of the test functions a module defines (methods under their classes)."""
+    out = {}
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return out
+
+    def walk(body, classes):
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                walk(node.body, classes + [node.name])
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.setdefault(node.name, []).append(classes)
+    walk(tree.body, [])
+    return out
+
+
+def normalize_id(test_id, tree, test_files):
+    """A SWE-bench test id as a pytest node id (path::Class::name[param]). SWE-bench writes
+    `path::name` (pytest), bare names (`test_foo`, sympy's runner), and unittest's forms
+    (`test_foo (pkg.module.Class)`, `test_foo (pkg.module.Class.test_foo)`, `pkg.module.Class.test_foo`);
+    a module given dotted is looked for from the tree's root and its test directories."""
+    t = test_id.strip().splitlines()[0] if test_id.strip() else test_id
+    if "::" in t:
+        return t
+    m = re.match(r"^([A-Za-z_][\w]*(?:\[.*\])?) \(([\w.]+)\)", t)
+    if m or re.match(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*){2,}$", t):
+        name, dotted = (m.group(1), m.group(2)) if m else (t.rsplit(".", 1)[1], t.rsplit(".", 1)[0])
+        parts = dotted.split(".")
+        if parts[-1] == name.split("[")[0]:
+            parts = parts[:-1]
+        roots = [""] + sorted({f.split("/")[0] + "/" for f in test_files if "/" in f})
+        for k in range(len(parts), 0, -1):
+            for root in roots:
+                path = root + "/".join(parts[:k]) + ".py"
+                if (tree / path).is_file():
+                    return "::".join([path] + parts[k:] + [name])
+        return t
+    # A bare name: the test module of test_patch that defines it.
+    bare = t.split("[")[0]
+    for f in test_files:
+        if f.endswith(".py") and (tree / f).is_file():
+            defs = test_defs((tree / f).read_text(errors="replace"))
+            if bare in defs:
+                return "::".join([f] + defs[bare][0] + [t])
+    return t
+
+
+def patched_files(patch):
+    return [m.group(1) for m in re.finditer(r"^diff --git a/(\S+) b/", patch, re.M)]
+
+
 def build_replay(inst, src, scratch):
     """The scripted agent's edits, the new test file, the remapped ids and the digest."""
     tree = scratch / "tree"
@@ -342,7 +377,16 @@ def build_replay(inst, src, scratch):
     git(tree, "checkout", "-q", "--detach", inst["base_commit"])
     git(tree, "config", "user.email", "bench@localhost")
     git(tree, "config", "user.name", "bench")
-    f2p = inst["FAIL_TO_PASS"]
+    given = inst["FAIL_TO_PASS"]
+    if isinstance(given, str):
+        given = json.loads(given)
+    (scratch / "test.patch").write_text(inst["test_patch"])
+    git(tree, "apply", "--whitespace=nowarn", str(scratch / "test.patch"))
+    f2p = [normalize_id(t, tree, patched_files(inst["test_patch"])) for t in given]
+    git(tree, "checkout", "-q", "--", ".")
+    git(tree, "clean", "-fdq")
+    if not all("::" in t for t in f2p):
+        raise RuntimeError(f"test ids not understood: {[t for t in f2p if '::' not in t]}")
     test_path = split_id(f2p[0])[0]
     existed_at_base = (tree / test_path).is_file()
     sibling = None
@@ -393,7 +437,11 @@ def build_replay(inst, src, scratch):
               "test_files_added": [new_path], "test_files_modified": [],
               "assertions_removed": 0, "skip_markers_added": skip_markers}
     new_ids = [new_path + t[len(test_path):] for t in f2p if t.startswith(test_path + "::")]
+    module = new_path[:-3].replace("/", ".")
+    new_ids_dotted = [".".join([module] + c + [n]) for t in f2p if t.startswith(test_path + "::")
+                      for _, c, n, _ in [split_id(t)]]
     return {
+        "ids_given": given, "new_ids_dotted": new_ids_dotted,
         "tree": tree, "test_path": test_path, "existed_at_base": existed_at_base, "sibling": sibling,
         "new_path": new_path, "new_content": pruned, "source_calls": calls,
         "digest": digest, "new_ids": new_ids,
@@ -425,77 +473,88 @@ def scope_paths(replay, scope):
     return [d], "dir"
 
 
-def airlock_toml(work, inst, proj, replay, attempt, scope, timeout):
-    py = PYTHONS[attempt["python"]]
-    prefix = str(Path(py).resolve().parent.parent)
+def toml_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {toml_value(x)}" for k, x in v.items()) + " }"
+    raise TypeError(f"no TOML for {type(v)}")
+
+
+def toml_dump(doc, prefix=""):
+    """TOML text of a parsed document (tables, arrays of tables, scalars, arrays, inline maps)."""
+    out = []
+    scalars = {k: v for k, v in doc.items()
+               if not isinstance(v, dict) and not (isinstance(v, list) and v and all(isinstance(x, dict) for x in v))}
+    for k, v in scalars.items():
+        out.append(f"{json.dumps(k)} = {toml_value(v)}")
+    for k, v in doc.items():
+        key = f"{prefix}{json.dumps(k)}"
+        if isinstance(v, dict):
+            out.append(f"\n[{key}]")
+            out.append(toml_dump(v, key + "."))
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            for item in v:
+                out.append(f"\n[[{key}]]")
+                out.append(toml_dump(item, key + "."))
+    return "\n".join(x for x in out if x)
+
+
+def init_config(work, inst, replay, scope, timeout, scratch):
+    """The configuration `airlock init` writes for the base tree, unchanged but for what the
+    replay itself decides: where runs, environments and the broker live, the scope of the full
+    run (pytest's testpaths) and the budgets of the scripted agent."""
+    import tomllib
+    tree = replay["tree"]
+    git(tree, "checkout", "-q", "--", ".")
+    git(tree, "clean", "-fdq")
+    written = scratch / "airlock-init.toml"
+    r = sh([str(BINS / "airlock"), "init", "--repo", str(tree), "--output", str(written), "--force"], check=False)
+    (scratch / "init.out").write_text(r.stdout + "\n--- stderr\n" + r.stderr)
+    if r.returncode != 0:
+        raise RuntimeError("airlock init failed: " + short(r.stderr.strip()[-400:], 300))
+    doc = tomllib.loads(written.read_text())
+    tests = doc.setdefault("tests", {})
     paths, scope_kind = scope_paths(replay, scope)
-    command = [py, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "-p", "no:sugar",
-               "-o", "testpaths=" + " ".join(paths)]
-    pypath = ":".join(proj["src"] + ["{env}/site"])
-    pkgs, pre = [], []
-    for r in proj["reqs"]:
-        if any(l.strip() in ("-e .", "-e.", ".") for l in (replay["tree"] / r).read_text().splitlines()
-               if (replay["tree"] / r).is_file()):
-            # The file installs the project editable, which --target cannot do and which
-            # conflicts with the "." below: prepare installs a copy without that line.
-            copy = "/tmp/airlock-" + r.replace("/", "_")
-            pre.append(f"grep -v -E '^-e ?[.]$|^[.]$' {_q(r)} > {copy}")
-            r = copy
-        pkgs += ["-r", r]
-    target = "." + (f"[{proj['extras']}]" if proj["extras"] else "")
-    pkgs += proj["extra_pkgs"] + [target]
-    pip = [py, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-           "--target", "{env}/site"]
-    if attempt["caps"]:
-        # A constraints file written by prepare itself (its /tmp is its own).
-        caps = "\\n".join(ERA_CAPS)
-        pre.append(f"printf '{caps}\\n' > /tmp/airlock-caps.txt")
-        pip += ["-c", "/tmp/airlock-caps.txt"]
-    if pre:
-        prepare = ["/bin/sh", "-c", " && ".join(pre + [" ".join(_q(a) for a in pip + pkgs)])]
+    if tests.get("runner") == "pytest":
+        if scope_kind.startswith("file"):
+            # The directory, and only these modules' names in it: a module that does not exist
+            # at base (the new one) is no error, where a missing testpaths entry is to pytest 6.
+            tests["command"] = list(tests["command"]) + [
+                "-o", "testpaths=" + (os.path.dirname(paths[0]) or "."),
+                "-o", "python_files=" + " ".join(os.path.basename(p) for p in paths)]
+        else:
+            tests["command"] = list(tests["command"]) + ["-o", "testpaths=" + " ".join(paths)]
     else:
-        prepare = pip + pkgs
-    toml = f"""# generated by bench/swe_replay.py for {inst['instance_id']} (environment {attempt['name']})
-[tests]
-command = {json.dumps(command)}
-runner = "pytest"
-selector_style = "node-id"
-timeout_secs = {timeout}
-ro = [{json.dumps(prefix)}]
-env = {{ PYTHONPATH = {json.dumps(pypath)}, PATH = "/usr/local/bin:/usr/bin:/bin", LANG = "C.UTF-8" }}
-
-[tests.prepare]
-command = {json.dumps(prepare)}
-inputs = ["setup.py", "setup.cfg", "pyproject.toml", "requirements*.txt"]
-timeout_secs = 900
-
-[budgets]
-max_turns = 40
-max_full_runs = 2
-
-[broker]
-socket = {json.dumps(str(work / 'broker.sock'))}
-repository = {json.dumps(inst['repo'])}
-
-[paths]
-runs_root = {json.dumps(str(work / 'runs'))}
-audit_log = {json.dumps(str(work / 'audit.jsonl'))}
-cache_dir = {json.dumps(str(work / 'cache'))}
-index_dir = {json.dumps(str(work / 'index'))}
-envs_dir = {json.dumps(str(work / 'envs'))}
-"""
-    return toml, command, scope_kind, paths
+        scope_kind = "whole suite (runner " + str(tests.get("runner")) + ")"
+        paths = ["."]
+    tests["timeout_secs"] = timeout
+    doc["budgets"] = {"max_turns": 40, "max_full_runs": 2}
+    doc["broker"] = {"socket": str(work / "broker.sock"), "repository": inst["repo"]}
+    doc["paths"] = {"runs_root": str(work / "runs"), "audit_log": str(work / "audit.jsonl"),
+                    "cache_dir": str(work / "cache"), "index_dir": str(work / "index"),
+                    "envs_dir": str(work / "envs")}
+    text = (f"# bench/swe_replay.py for {inst['instance_id']}: what `airlock init` wrote ({written.name}),\n"
+            "# with the replay's paths, broker, budgets and full-run scope.\n" + toml_dump(doc) + "\n")
+    recipe = (tests.get("prepare") or {}).get("python") or {}
+    how = ", ".join(f"{k} {v}" for k, v in (("extras", recipe.get("extras")), ("groups", recipe.get("groups")),
+                                             ("requirements", recipe.get("requirements")),
+                                             ("packages", recipe.get("packages"))) if v)
+    return {"text": text, "runner": tests.get("runner"), "selector_style": tests.get("selector_style"),
+            "ro": tests.get("ro", []), "scope_kind": scope_kind, "paths": paths,
+            "recipe": (f"init: {tests.get('runner')}, interpreter {recipe.get('interpreter')}, as_of "
+                       f"{recipe.get('as_of')}" + (f"; {how}" if how else "")) if recipe else
+                      f"init: {tests.get('runner')}, no Python recipe"}
 
 
 def _q(s):
     return "'" + s.replace("'", "'\\''") + "'"
-
-
-ATTEMPTS = [
-    {"name": "py3.11", "python": "3.11", "caps": False},
-    {"name": "py3.11+caps", "python": "3.11", "caps": True},
-    {"name": "py3.9+caps", "python": "3.9", "caps": True},
-]
 
 
 def module_broken(inventory, test_path):
@@ -515,13 +574,23 @@ def short(text, n=160):
 
 # --- one instance -----------------------------------------------------------------------------
 
-def run_instance(args, work, inst, src, bins, deadline):
+def configure_instance(args, work, inst, src):
+    """The replay (edits, new test file, digest) and the configuration `airlock init` writes,
+    for one instance, before the broker starts (its allow_ro takes every ro path of these)."""
     iid = inst["instance_id"]
-    proj = PROJECTS[inst["repo"]]
     scratch = work / "instances" / iid
     if scratch.exists():
         shutil.rmtree(scratch)
     scratch.mkdir(parents=True)
+    t0 = time.monotonic()
+    replay = build_replay(inst, src, scratch)
+    cfg = init_config(work, inst, replay, args.scope, args.test_timeout, scratch)
+    (scratch / "airlock.toml").write_text(cfg["text"])
+    return {"replay": replay, "cfg": cfg, "scratch": scratch, "seconds": time.monotonic() - t0}
+
+
+def run_instance(args, work, inst, src, bins, deadline, prep):
+    iid = inst["instance_id"]
     t0 = time.monotonic()
     res = {"instance": iid, "env": None, "env_how": None, "inventory": None, "f2p_failed_base": None,
            "f2p_passed_patched": None, "pr": None, "notes": []}
@@ -529,83 +598,56 @@ def run_instance(args, work, inst, src, bins, deadline):
     def remaining():
         return min(args.instance_timeout - (time.monotonic() - t0), deadline - time.monotonic())
 
-    try:
-        replay = build_replay(inst, src, scratch)
-    except Exception as e:  # noqa: BLE001
-        res["pr"] = f"replay not built: {short(e)}"
-        res["seconds"] = time.monotonic() - t0
+    if isinstance(prep, str):
+        res["pr"] = prep
+        res["seconds"] = 0
         return res
+    replay, cfg, scratch = prep["replay"], prep["cfg"], prep["scratch"]
     res["new_test"] = replay["new_path"]
     res["new_test_lines"] = replay["new_test_lines"]
     res["digest"] = replay["digest"]
     res["edits"] = [c["name"] for c in replay["source_calls"]]
-    scope = args.scope if args.scope != "auto" else proj["scope"]
-    issue = {"id": f"{proj['prefix']}-{iid.rsplit('-', 1)[1]}",
+    res["ids_given"] = replay["ids_given"]
+    res["env_how"] = cfg["recipe"]
+    res["scope"] = f"{cfg['scope_kind']}: " + " ".join(cfg["paths"])
+    issue = {"id": f"{issue_prefix(inst['repo'])}-{iid.rsplit('-', 1)[1]}",
              "title": short(inst["problem_statement"].strip().splitlines()[0], 120) if inst["problem_statement"].strip() else iid,
              "body": inst["problem_statement"], "labels": ["bug", "ready-for-agent"]}
     (scratch / "issue.json").write_text(json.dumps(issue, indent=1))
     res["issue_id"] = issue["id"]
-    tried = []
-    for attempt in ATTEMPTS:
-        if remaining() < 90:
-            res["notes"].append("instance time limit reached")
-            break
-        toml, command, scope_kind, paths = airlock_toml(work, inst, proj, replay, attempt, scope, args.test_timeout)
-        cfg = scratch / f"airlock-{attempt['name']}.toml"
-        cfg.write_text(toml)
-        res["scope"] = f"{scope_kind}: " + " ".join(paths)
-        claim, selector, doctor_err = choose_claim(res, replay, attempt, proj, cfg, src, inst, bins, scratch, remaining)
-        if doctor_err:
-            tried.append(f"{attempt['name']}: {doctor_err}")
-            continue
-        script = make_script(inst, issue, replay, claim, selector)
-        (scratch / f"script-{attempt['name']}.json").write_text(json.dumps(script, indent=1))
-        one = {"notes": []}
-        before_runs = set(os.listdir(work / "runs"))
-        try:
-            r = sh([str(bins / "airlock"), "run", "--repo", str(src), "--commit", inst["base_commit"],
-                    "--issue", str(scratch / "issue.json"),
-                    "--model", "scripted:" + str(scratch / ('script-' + attempt['name'] + '.json')),
-                    "--config", str(cfg), "--json"], check=False, timeout=max(30, remaining()))
-            out, err, code = r.stdout, r.stderr, r.returncode
-        except subprocess.TimeoutExpired as e:
-            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-            err, code = "killed at the instance time limit", None
-            one["notes"].append(f"airlock run killed at the instance time limit ({args.instance_timeout:.0f} s)")
-        (scratch / f"run-{attempt['name']}.json").write_text(out or "")
-        (scratch / f"run-{attempt['name']}.stderr").write_text(err or "")
-        one["exit_code"] = code
-        fresh = sorted(d for d in set(os.listdir(work / "runs")) - before_runs if d.startswith(issue["id"] + "-"))
-        one["run_dir_hint"] = fresh[-1] if fresh else None
-        read_run(work, one, out, err, replay)
-        if one.get("setup_failed") and "prepare" in one["setup_failed"]:
-            tried.append(f"{attempt['name']}: prepare failed: {prepare_reason(err or one['setup_failed'])}")
-            continue
-        if one.get("setup_failed") and not one.get("inventory"):
-            # Prepare succeeded; the base run did not give an inventory.
-            tried.append(f"{attempt['name']}: base run failed: {short(one['setup_failed'], 160)}")
-            res.update({k: v for k, v in one.items() if k != "notes"})
-            res["env"] = "built, base run failed"
-            res["env_how"] = "; ".join(tried)
-            continue
-        broken = one.get("module_broken")
-        res.update({k: v for k, v in one.items() if k != "notes"})
-        res["notes"] += one["notes"]
-        res["env"] = "yes" if one.get("inventory") else ("no" if one.get("setup_failed") else "?")
-        res["env_how"] = attempt["name"] + (" (after " + "; ".join(tried) + ")" if tried else "")
-        res["env_attempt"] = attempt["name"]
-        res["claim"], res["selector"] = claim, selector
-        if not one.get("f2p_passed_patched") and attempt is not ATTEMPTS[-1] and remaining() > 150:
-            why = f"base run shows {replay['test_path']} broken as a whole" if broken else \
-                "the F2P test did not pass patched"
-            tried.append(f"{attempt['name']}: {why}")
-            res["notes"].append(f"retrying: {tried[-1]}")
-            continue
-        break
-    if res["env"] is None:
+    config = scratch / "airlock.toml"
+    claim, selector, doctor_err = choose_claim(res, replay, cfg, config, src, inst, bins, scratch, remaining)
+    if doctor_err:
         res["env"] = "no"
-        res["env_how"] = "; ".join(tried)
-    res["env_tried"] = tried
+        res["pr"] = "set-up failed: " + doctor_err
+        res["seconds"] = time.monotonic() - t0
+        return res
+    script = make_script(inst, issue, replay, claim, selector)
+    (scratch / "script.json").write_text(json.dumps(script, indent=1))
+    before_runs = set(os.listdir(work / "runs"))
+    try:
+        r = sh([str(bins / "airlock"), "run", "--repo", str(src), "--commit", inst["base_commit"],
+                "--issue", str(scratch / "issue.json"), "--model", "scripted:" + str(scratch / "script.json"),
+                "--config", str(config), "--json"], check=False, timeout=max(30, remaining()))
+        out, err, code = r.stdout, r.stderr, r.returncode
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err, code = "killed at the instance time limit", None
+        res["notes"].append(f"airlock run killed at the instance time limit ({args.instance_timeout:.0f} s)")
+    (scratch / "run.json").write_text(out or "")
+    (scratch / "run.stderr").write_text(err or "")
+    res["exit_code"] = code
+    fresh = sorted(d for d in set(os.listdir(work / "runs")) - before_runs if d.startswith(issue["id"] + "-"))
+    res["run_dir_hint"] = fresh[-1] if fresh else None
+    read_run(work, res, out, err, replay)
+    if res.get("setup_failed") and "prepare" in res["setup_failed"]:
+        res["env"] = "no"
+        res["pr"] = "prepare failed: " + prepare_reason(err or res["setup_failed"])
+    elif res.get("setup_failed") and not res.get("inventory"):
+        res["env"] = "built, base run failed"
+    else:
+        res["env"] = "yes" if res.get("inventory") else "?"
+    res["claim"], res["selector"] = claim, selector
     res["seconds"] = time.monotonic() - t0
     return res
 
@@ -624,11 +666,14 @@ def prepare_reason(text):
     return short((f"{what}: " if what else "") + why, 200)
 
 
-def choose_claim(res, replay, attempt, proj, cfg, src, inst, bins, scratch, remaining):
+def choose_claim(res, replay, cfg, config, src, inst, bins, scratch, remaining):
     """The claimed test: a complete id usable as one selector. SWE-bench cuts an id at its first
     space; such an id is completed from the new module's collection, which needs the environment
     (built by `airlock doctor`, reused by the run)."""
     new_ids = replay["new_ids"]
+    if cfg["selector_style"] != "node-id":
+        dotted = replay["new_ids_dotted"]
+        return dotted[0], dotted[0], None
     claim = next((t for t in new_ids if balanced(t) and valid_node_id(t)), None)
     if claim is not None:
         return claim, claim, None
@@ -640,18 +685,18 @@ def choose_claim(res, replay, attempt, proj, cfg, src, inst, bins, scratch, rema
         selector = claim.split("[")[0]
         res["notes"].append(f"{claim} is not a valid node-id selector; narrow runs use {selector}")
         return claim, selector, None
-    r = sh([str(bins / "airlock"), "doctor", "--config", str(cfg), "--repo", str(src),
+    r = sh([str(bins / "airlock"), "doctor", "--config", str(config), "--repo", str(src),
             "--commit", inst["base_commit"], "--json"], check=False, timeout=max(60, remaining()))
-    (scratch / f"doctor-{attempt['name']}.out").write_text(r.stdout + "\n--- stderr\n" + r.stderr)
+    (scratch / "doctor.out").write_text(r.stdout + "\n--- stderr\n" + r.stderr)
     if r.returncode != 0:
         return None, None, "doctor: " + short(r.stderr.strip()[-400:], 220)
     rep = json.loads(r.stdout)
-    full = collect_ids(rep, attempt, proj, replay, scratch)
+    full = collect_ids(rep, replay, scratch)
     pref = [t for t in full if any(t.startswith(p) for p in new_ids)]
     if len(pref) > 1:
         # A cut id can match several parametrisations, some of which pass at base (sqlfluff-1517:
         # `[select` matches `[select id from tbl;-]`, which passes): those failing at base first.
-        failing = failing_at_base(rep, attempt, proj, replay, inst, src, scratch, pref)
+        failing = failing_at_base(rep, replay, inst, src, scratch, pref)
         pref = [t for t in pref if t in failing] + [t for t in pref if t not in failing]
         res["notes"].append(f"{len(failing)} of the {len(pref)} parametrisations matching "
                             f"{new_ids[0]!r} fail at base (run outside airlock)")
@@ -667,37 +712,42 @@ def choose_claim(res, replay, attempt, proj, cfg, src, inst, bins, scratch, rema
     return claim, selector, None
 
 
-def failing_at_base(rep, attempt, proj, replay, inst, src, scratch, ids):
+def direct_env(rep, tree, scratch):
+    """The prepared venv's python and the variables to run it directly on `tree` (outside the
+    sandbox): the tree first on the path, since an editable install points at the sandbox's
+    tree path."""
+    env_dir = rep["baseline"]["prepare"]["env_dir"]
+    pypath = [str(tree / "src")] if (tree / "src").is_dir() else []
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": ":".join(pypath + [str(tree)]),
+           "HOME": str(scratch), "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
+    return env_dir + "/venv/bin/python", env
+
+
+def failing_at_base(rep, replay, inst, src, scratch, ids):
     """Which of ids (of the new module) fail at base_commit: the module run directly (not in the
     sandbox) in a base checkout holding the new test file, with the environment."""
-    env_dir = rep["baseline"]["prepare"]["env_dir"]
     base = scratch / "base-tree"
     if base.exists():
         shutil.rmtree(base)
     sh(["git", "clone", "-q", "--shared", "--no-checkout", str(src), str(base)])
     git(base, "checkout", "-q", "--detach", inst["base_commit"])
     (base / replay["new_path"]).write_text(replay["new_content"])
-    pypath = ":".join([str(base / s) for s in proj["src"]] + [env_dir + "/site"])
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": pypath, "HOME": str(scratch),
-           "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
-    r = sh([PYTHONS[attempt["python"]], "-m", "pytest", "-rA", "-p", "no:cacheprovider", "-p", "no:sugar",
-            replay["new_path"]], cwd=base, check=False, env=env, timeout=300)
-    (scratch / f"base-run-{attempt['name']}.out").write_text(r.stdout + "\n--- stderr\n" + r.stderr)
+    python, env = direct_env(rep, base, scratch)
+    r = sh([python, "-m", "pytest", "-rA", "-p", "no:cacheprovider", replay["new_path"]],
+           cwd=base, check=False, env=env, timeout=300)
+    (scratch / "base-run.out").write_text(r.stdout + "\n--- stderr\n" + r.stderr)
     lines = [l for l in r.stdout.splitlines() if l.startswith(("FAILED ", "ERROR "))]
     return {t for t in ids for l in lines
             if l.split(" ", 1)[1] == t or l.split(" ", 1)[1].startswith(t + " - ")}
 
 
-def collect_ids(rep, attempt, proj, replay, scratch):
+def collect_ids(rep, replay, scratch):
     """The new module's test ids, collected directly (not in the sandbox) with the environment."""
-    env_dir = rep["baseline"]["prepare"]["env_dir"]
     tree = replay["tree"]
     git(tree, "checkout", "-q", "--", ".")
     (tree / replay["new_path"]).write_text(replay["new_content"])
-    pypath = ":".join([str(tree / s) for s in proj["src"]] + [env_dir + "/site"])
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": pypath, "HOME": str(scratch),
-           "PYTHONDONTWRITEBYTECODE": "1"}
-    r = sh([PYTHONS[attempt["python"]], "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+    python, env = direct_env(rep, tree, scratch)
+    r = sh([python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
             replay["new_path"]], cwd=tree, check=False, env=env, timeout=300)
     return [l.strip() for l in r.stdout.splitlines() if "::" in l]
 
@@ -847,9 +897,6 @@ def table(results):
         inv_s = f"{inv['tests']}, {inv['failing']}" if inv else "—"
         env = r.get("env") or "—"
         how = r.get("env_how") or ""
-        if r.get("env_attempt"):
-            # Condensed: the environment used, then why the earlier ones were not.
-            how = r["env_attempt"] + "".join(f"; {short(t, 90)}" for t in r.get("env_tried", []))
         if r.get("prepare_seconds") is not None:
             how += f", prepare {r['prepare_seconds']:.0f} s"
         env_s = f"{env} ({how})" if how else env
@@ -860,41 +907,93 @@ def table(results):
     return "\n".join(rows)
 
 
-# Releases on PyPI that ship the data files a snapshot may lack (checked by blob id).
-RELEASES = {"pvlib/pvlib-python": ["pvlib==0.9.5"], "pydicom/pydicom": ["pydicom==1.3.0"]}
+def dist_name(src, commit):
+    """The project's distribution name at a commit, from pyproject.toml, setup.cfg or setup.py."""
+    import tomllib
+    def show(path):
+        r = git(src, "show", f"{commit}:{path}", check=False)
+        return r.stdout if r.returncode == 0 else ""
+    try:
+        name = tomllib.loads(show("pyproject.toml") or "").get("project", {}).get("name")
+    except tomllib.TOMLDecodeError:
+        name = None
+    if name:
+        return name
+    m = re.search(r"^\[metadata\][^\[]*?^name\s*=\s*(\S+)", show("setup.cfg"), re.M | re.S)
+    if m:
+        return m.group(1)
+    setup_py = show("setup.py")
+    m = re.search(r"\bname\s*=\s*['\"]([A-Za-z0-9_.-]+)['\"]", setup_py)
+    if m:
+        return m.group(1)
+    # name=DISTNAME, with DISTNAME = "..." at module level.
+    m = re.search(r"\bname\s*=\s*([A-Za-z_]\w*)\s*[,)\n]", setup_py)
+    if m:
+        v = re.search(r"^" + m.group(1) + r"\s*=\s*['\"]([A-Za-z0-9_.-]+)['\"]", setup_py, re.M)
+        if v:
+            return v.group(1)
+    return None
 
 
-def restore_blobs(work, src, repo, commits):
-    """Write into src the blobs of the base trees the mirror lacks, from PyPI releases."""
+def restore_blobs(work, src, commits):
+    """Write into src the blobs of the base trees the mirror lacks, from the project's own
+    releases on the package index: the newest release uploaded within 90 days, a year, two years
+    of the commit (wheel, then sdist), each file taken only when its blob id matches."""
     import hashlib
+    import tarfile
     import zipfile
+    import datetime
     missing = {}
     for c in commits:
         for line in git(src, "ls-tree", "-r", "-l", c).stdout.splitlines():
             meta, path = line.split("\t", 1)
             parts = meta.split()
-            if parts[1] == "blob" and parts[3] == "BAD":
+            if parts[1] == "blob" and (parts[3] == "BAD" or
+                                       git(src, "cat-file", "-e", parts[2], check=False).returncode != 0):
                 missing[parts[2]] = path
     if not missing:
         return 0, []
     dl = work / "dl"
     dl.mkdir(exist_ok=True)
+    pipenv = work / "pip-venv"
+    if not (pipenv / "bin" / "pip").is_file():
+        sh([sys.executable, "-m", "venv", str(pipenv)])
+        sh([str(pipenv / "bin" / "pip"), "install", "--quiet", "pip>=26"])
     restored = 0
-    for spec in RELEASES.get(repo, []):
-        sh([PYTHONS["3.11"], "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
-            "-d", str(dl), spec], check=False)
-    for whl in dl.glob("*.whl"):
-        with zipfile.ZipFile(whl) as z:
-            for name in z.namelist():
-                if not any(name.endswith("/" + os.path.basename(p)) for p in missing.values()):
-                    continue
-                data = z.read(name)
-                oid = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-                if oid in missing:
-                    got = sh(["git", "-C", str(src), "hash-object", "-w", "--stdin"], input_bytes=data).stdout.strip()
-                    if got == oid:
-                        missing.pop(oid)
-                        restored += 1
+
+    def take(name, data):
+        nonlocal restored
+        if not any(name.endswith("/" + os.path.basename(p)) for p in missing.values()):
+            return
+        oid = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        if oid in missing:
+            got = sh(["git", "-C", str(src), "hash-object", "-w", "--stdin"], input_bytes=data).stdout.strip()
+            if got == oid:
+                missing.pop(oid)
+                restored += 1
+
+    for c in commits:
+        name = dist_name(src, c)
+        when = datetime.datetime.fromisoformat(git(src, "log", "-1", "--format=%cI", c).stdout.strip())
+        for days in (90, 365, 730):
+            for only in (["--only-binary", ":all:"], ["--no-binary", ":all:"]):
+                if not missing or not name:
+                    break
+                before = set(dl.iterdir())
+                until = (when + datetime.timedelta(days=days)).astimezone(datetime.timezone.utc)
+                sh([str(pipenv / "bin" / "pip"), "download", "--quiet", "--no-deps", *only,
+                    "--uploaded-prior-to", until.strftime("%Y-%m-%dT%H:%M:%SZ"), "-d", str(dl), name], check=False)
+                for arc in set(dl.iterdir()) - before:
+                    if arc.suffix == ".whl" or arc.suffix == ".zip":
+                        with zipfile.ZipFile(arc) as z:
+                            for n in z.namelist():
+                                take(n, z.read(n) if any(n.endswith("/" + os.path.basename(p))
+                                                         for p in missing.values()) else b"")
+                    elif arc.name.endswith((".tar.gz", ".tgz")):
+                        with tarfile.open(arc) as t:
+                            for m in t.getmembers():
+                                if m.isfile() and any(m.name.endswith("/" + os.path.basename(p)) for p in missing.values()):
+                                    take(m.name, t.extractfile(m).read())
     return restored, sorted(missing.values())
 
 
@@ -909,6 +1008,36 @@ def queue_entries(bins, work):
     return queued
 
 
+def self_test():
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        tree = Path(d)
+        (tree / "tests" / "admin_views").mkdir(parents=True)
+        (tree / "tests" / "admin_views" / "tests.py").write_text("class AdminViewBasicTest:\n    def test_x(self): pass\n")
+        (tree / "sympy" / "core" / "tests").mkdir(parents=True)
+        (tree / "sympy" / "core" / "tests" / "test_basic.py").write_text(
+            "def test_subs():\n    pass\nclass TestK:\n    def test_k(self):\n        pass\n")
+        files = ["tests/admin_views/tests.py", "sympy/core/tests/test_basic.py"]
+        cases = {
+            "a/b.py::C::t[x y]": "a/b.py::C::t[x y]",
+            "test_x (admin_views.tests.AdminViewBasicTest)": "tests/admin_views/tests.py::AdminViewBasicTest::test_x",
+            "test_x (admin_views.tests.AdminViewBasicTest.test_x)\nDocstring.":
+                "tests/admin_views/tests.py::AdminViewBasicTest::test_x",
+            "admin_views.tests.AdminViewBasicTest.test_x": "tests/admin_views/tests.py::AdminViewBasicTest::test_x",
+            "test_subs": "sympy/core/tests/test_basic.py::test_subs",
+            "test_k": "sympy/core/tests/test_basic.py::TestK::test_k",
+            "sympy.core.tests.test_basic.test_subs": "sympy/core/tests/test_basic.py::test_subs",
+        }
+        for given, want in cases.items():
+            got = normalize_id(given, tree, files)
+            assert got == want, (given, got, want)
+    assert issue_prefix("pvlib/pvlib-python") == "PVLIBP" and issue_prefix("a/x") == "XX"
+    doc = {"tests": {"command": ["a", "b"], "env": {"A": "1"}, "services": [{"name": "pg", "env": {"X": "y"}}]}}
+    import tomllib
+    assert tomllib.loads(toml_dump(doc)) == doc, toml_dump(doc)
+    print("swe_replay self-test: ok")
+
+
 # --- main -------------------------------------------------------------------------------------
 
 def main():
@@ -919,20 +1048,23 @@ def main():
     ap.add_argument("--work", default="", help="work directory (default: a new /tmp/airlock-swe-replay.*)")
     ap.add_argument("--bin", default=str(ROOT / "target" / "release"),
                     help="directory of airlock, airlock-broker, airlock-sandbox-helper")
-    ap.add_argument("--scope", choices=["auto", "file", "dir"], default="auto")
+    ap.add_argument("--scope", choices=["file", "dir"], default="file",
+                    help="the full run: the F2P module and the new one (file), or their directory (dir)")
+    ap.add_argument("--self-test", action="store_true", help="check the test-id conversions and exit")
     ap.add_argument("--instance-timeout", type=float, default=900, help="seconds per instance (default 900)")
     ap.add_argument("--test-timeout", type=int, default=600, help="[tests] timeout_secs (default 600)")
     ap.add_argument("--deadline-min", type=float, default=0, help="stop starting instances after M minutes")
     ap.add_argument("--table", default="", help="also write the markdown table to this file")
     args = ap.parse_args()
+    if args.self_test:
+        self_test()
+        return
 
-    bins = Path(args.bin).resolve()
+    global BINS
+    bins = BINS = Path(args.bin).resolve()
     for b in ("airlock", "airlock-broker", "airlock-sandbox-helper"):
         if not (bins / b).is_file():
             sys.exit(f"swe_replay: {bins / b} is missing (cargo build --release -p airlock -p airlock-broker)")
-    for v, py in PYTHONS.items():
-        if not Path(py).is_file():
-            log(f"warning: no Python {v} at {py} (fallback environments using it will fail)")
     instances = [json.loads(l) for l in open(args.instances) if l.strip()]
     if args.only:
         want = set(args.only.split(","))
@@ -964,16 +1096,29 @@ def main():
             (repo_dir / "objects" / "info" / "alternates").write_text(str(lower) + "\n")
             for i in mine:
                 git(repo_dir, "update-ref", f"refs/heads/swe/{i['instance_id']}", i["base_commit"])
-        restored, lacking = restore_blobs(work, src, repo, [i["base_commit"] for i in mine])
+        restored, lacking = restore_blobs(work, src, [i["base_commit"] for i in mine])
         srcs[repo] = src
         log(f"{repo}: mirror {mirror}, {len(mine)} base commit(s) in {src}"
-            + (f"; {restored} missing blob(s) restored from PyPI" if restored else "")
+            + (f"; {restored} missing blob(s) restored from the project's releases" if restored else "")
             + (f"; STILL MISSING: {', '.join(lacking)}" if lacking else ""))
 
-    prefixes = sorted({str(Path(p).resolve().parent.parent) for p in PYTHONS.values()})
+    # Each instance's replay and configuration (airlock init), before the broker starts: its
+    # allow_ro holds every read-only path those configurations grant.
+    preps = {}
+    for inst in instances:
+        try:
+            preps[inst["instance_id"]] = configure_instance(args, work, inst, srcs[inst["repo"]])
+        except Exception as e:  # noqa: BLE001
+            preps[inst["instance_id"]] = f"replay not built: {short(e, 300)}"
+            log(f"{inst['instance_id']}: {preps[inst['instance_id']]}")
+    ro_of = {}
+    for inst in instances:
+        p = preps[inst["instance_id"]]
+        if not isinstance(p, str):
+            ro_of.setdefault(inst["repo"], set()).update(p["cfg"]["ro"])
     repos_toml = "".join(
         f'\n[repositories."{repo}"]\nclone = {json.dumps(str(work / "clones" / (repo.replace("/", "+") + ".git")))}\n'
-        f'remote = "origin"\nallow_ro = {json.dumps([str(work / "envs")] + prefixes)}\n'
+        f'remote = "origin"\nallow_ro = {json.dumps([str(work / "envs")] + sorted(ro_of.get(repo, ())))}\n'
         for repo in srcs)
     (work / "broker.toml").write_text(f"""socket = {json.dumps(str(work / 'broker.sock'))}
 state_db = {json.dumps(str(work / 'broker.db'))}
@@ -1008,7 +1153,7 @@ witness_timeout = "900s"
             log(f"[{n}/{len(instances)}] {inst['instance_id']}")
             queue_before = sorted(queue_entries(bins, work))
             try:
-                res = run_instance(args, work, inst, srcs[inst["repo"]], bins, deadline)
+                res = run_instance(args, work, inst, srcs[inst["repo"]], bins, deadline, preps[inst["instance_id"]])
             except Exception as e:  # noqa: BLE001
                 import traceback
                 traceback.print_exc()
@@ -1042,7 +1187,7 @@ witness_timeout = "900s"
     results = [latest[i] for i in order if i in latest]
     for r in results:
         inst = next((i for i in instances_all if i["instance_id"] == r["instance"]), None)
-        issue_id = r.get("issue_id") or (inst and f"{PROJECTS[inst['repo']]['prefix']}-{r['instance'].rsplit('-', 1)[1]}")
+        issue_id = r.get("issue_id") or (inst and f"{issue_prefix(inst['repo'])}-{r['instance'].rsplit('-', 1)[1]}")
         before = set(r.get("queue_before") or [])
         mine = [q for q, i in queued.items() if i == issue_id and q not in before]
         if mine and not str(r.get("pr", "")).startswith("queued"):

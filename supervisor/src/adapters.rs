@@ -465,6 +465,7 @@ fn recipe_steps(
     let legacy = match version {
         Some(v) if v < recipe::MODERN_PIP_PYTHON => {
             resolution.as_of = None;
+            resolution.editable_as_of = None;
             resolution.why = format!(
                 "today's releases: the pip Python {}.{} runs cannot resolve as of a date (Python \
                  {}.{} or newer can)",
@@ -497,7 +498,7 @@ fn recipe_steps(
             recipe,
             &interpreter,
             env_dir,
-            resolution.as_of.as_deref(),
+            &resolution,
             constraints.as_deref(),
             legacy.as_deref(),
         ),

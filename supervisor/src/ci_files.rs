@@ -44,8 +44,215 @@ pub struct CiFacts {
     pub pythons: Vec<String>,
     /// Commands that run the tests (`pytest -m "not slow"`), with their file.
     pub test_commands: Vec<(String, String)>,
+    /// What the test jobs install (not those of lint, docs, typing or release jobs).
+    pub installs: Installs,
     /// Files that could not be read, with why.
     pub problems: Vec<String>,
+}
+
+/// What a project's CI installs before its tests, each name with the file that says it (the
+/// first file wins).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Installs {
+    /// Extras of the project itself (`pip install -e ".[tests]"`, tox's `extras`).
+    pub extras: BTreeMap<String, String>,
+    /// Requirements files (`pip install -r requirements/test.txt`, tox's `deps = -r...`), as
+    /// paths from the tree's root.
+    pub requirements: BTreeMap<String, String>,
+    /// Packages named directly (`pip install pytest-mock`, tox's `deps`), as written
+    /// (`pytest>=7`); the installers and CI tools themselves (pip, tox, codecov) left out.
+    pub packages: BTreeMap<String, String>,
+}
+
+/// Jobs, tox environments and nox sessions whose name says they do not run the tests.
+const NOT_TEST_JOBS: [&str; 14] = [
+    "lint",
+    "doc",
+    "mypy",
+    "typing",
+    "typecheck",
+    "format",
+    "style",
+    "release",
+    "publish",
+    "deploy",
+    "pre-commit",
+    "precommit",
+    "benchmark",
+    "spell",
+];
+
+/// Whether a job, tox environment or nox session of this name runs the tests.
+pub fn is_test_job(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    !NOT_TEST_JOBS.iter().any(|w| name.contains(w))
+}
+
+/// Packages a CI installs to run its tooling rather than the tests.
+const CI_TOOLS: [&str; 16] = [
+    "pip",
+    "setuptools",
+    "wheel",
+    "tox",
+    "nox",
+    "build",
+    "twine",
+    "virtualenv",
+    "uv",
+    "codecov",
+    "coveralls",
+    "pre-commit",
+    "tox-gh-actions",
+    "tox-gh",
+    "tox-uv",
+    "nox-uv",
+];
+
+/// The distribution name at the start of a requirement (`pytest-mock>=3` -> `pytest-mock`),
+/// when the text is one.
+pub fn requirement_name(spec: &str) -> Option<&str> {
+    let end = spec
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+        .unwrap_or(spec.len());
+    let name = &spec[..end];
+    let rest = spec[end..].trim_start();
+    let ok = !name.is_empty()
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && (rest.is_empty() || rest.starts_with(['<', '>', '=', '!', '~', '[', ';', '(']));
+    ok.then_some(name)
+}
+
+impl Installs {
+    fn extra(&mut self, name: &str, file: &str) {
+        let name = name.trim();
+        if !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        {
+            self.extras
+                .entry(name.to_string())
+                .or_insert_with(|| file.to_string());
+        }
+    }
+
+    fn requirement_file(&mut self, path: &str, file: &str) {
+        let path = path
+            .trim()
+            .trim_start_matches("{toxinidir}/")
+            .trim_start_matches("./");
+        let safe = !path.is_empty()
+            && !path.starts_with('/')
+            && !path.contains(['$', '{', '}'])
+            && !path.split('/').any(|p| p == "..");
+        if safe {
+            self.requirements
+                .entry(path.to_string())
+                .or_insert_with(|| file.to_string());
+        }
+    }
+
+    /// One installed thing as pip takes it: the project (`.`, `.[tests]`), or a requirement.
+    fn target(&mut self, word: &str, file: &str) {
+        let word = word.trim();
+        let local = word
+            .strip_prefix("./")
+            .or_else(|| word.strip_prefix('.'))
+            .or_else(|| word.strip_prefix("{toxinidir}"));
+        if let Some(rest) = local {
+            if let Some(extras) = rest.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+                for e in extras.split(',') {
+                    self.extra(e, file);
+                }
+            }
+            return;
+        }
+        if word.contains(['$', '{', '/', '@']) || word.contains("://") {
+            return;
+        }
+        if let Some(name) = requirement_name(word)
+            && !CI_TOOLS.iter().any(|t| t.eq_ignore_ascii_case(name))
+        {
+            self.packages
+                .entry(word.to_string())
+                .or_insert_with(|| file.to_string());
+        }
+    }
+
+    /// The arguments of one `pip install` (after `install`).
+    fn pip_args(&mut self, args: &[String], file: &str) {
+        let mut i = 0;
+        while i < args.len() {
+            let a = args[i].as_str();
+            let next = args.get(i + 1).map(String::as_str);
+            match a {
+                "-r" | "--requirement" => {
+                    if let Some(n) = next {
+                        self.requirement_file(n, file);
+                    }
+                    i += 2;
+                    continue;
+                }
+                "-e" | "--editable" => {
+                    if let Some(n) = next {
+                        self.target(n, file);
+                    }
+                    i += 2;
+                    continue;
+                }
+                "-c" | "--constraint" | "-i" | "--index-url" | "--extra-index-url" | "-f"
+                | "--find-links" | "--python" | "-p" | "--target" | "-t" | "--prefix" => {
+                    i += 2;
+                    continue;
+                }
+                _ => {}
+            }
+            if let Some(path) = a.strip_prefix("--requirement=") {
+                self.requirement_file(path, file);
+            } else if let Some(path) = a.strip_prefix("--editable=") {
+                self.target(path, file);
+            } else if let Some(cluster) = a.strip_prefix('-').filter(|c| !c.starts_with('-')) {
+                // Short options, possibly together (`-Ur FILE`, `-Urrequirements.txt`): the
+                // first that takes a value takes the rest of the word, else the next word.
+                if let Some(at) = cluster.find(['r', 'e', 'c', 'i', 'f', 't', 'd']) {
+                    let value = &cluster[at + 1..];
+                    let value = if value.is_empty() {
+                        i += 1;
+                        args.get(i).map(String::as_str).unwrap_or("")
+                    } else {
+                        value
+                    };
+                    match &cluster[at..at + 1] {
+                        "r" => self.requirement_file(value, file),
+                        "e" => self.target(value, file),
+                        _ => {}
+                    }
+                }
+            } else if !a.starts_with('-') {
+                self.target(a, file);
+            }
+            i += 1;
+        }
+    }
+
+    /// The `pip install` commands of a script (lines, `&&` and `;` chains).
+    fn script(&mut self, script: &str, file: &str) {
+        for line in script.lines() {
+            for part in line.split("&&").flat_map(|p| p.split(';')) {
+                let Some(words) = shlex::split(part.trim()) else {
+                    continue;
+                };
+                let at = words.iter().position(|w| w == "install");
+                let Some(at) = at else { continue };
+                let before: Vec<&str> = words[..at].iter().map(String::as_str).collect();
+                let is_pip = matches!(before.as_slice(), [.., "pip"] | [.., "pip3"])
+                    || before.last().is_some_and(|w| w.ends_with("/pip"));
+                if is_pip {
+                    self.pip_args(&words[at + 1..], file);
+                }
+            }
+        }
+    }
 }
 
 /// Read the CI files among `files` (path, text).
@@ -170,7 +377,8 @@ fn github(path: &str, doc: &Value, facts: &mut CiFacts) {
     let Some(jobs) = doc.get("jobs").and_then(Value::as_object) else {
         return;
     };
-    for job in jobs.values() {
+    for (job_name, job) in jobs {
+        let tests_job = is_test_job(job_name);
         for (k, v) in env_of(job.get("env")) {
             facts.env.insert(k, (v, path.to_string()));
         }
@@ -211,6 +419,9 @@ fn github(path: &str, doc: &Value, facts: &mut CiFacts) {
             }
             if let Some(run) = step.get("run").and_then(Value::as_str) {
                 add_commands(facts, path, run);
+                if tests_job {
+                    facts.installs.script(run, path);
+                }
             }
         }
     }
@@ -269,6 +480,9 @@ fn gitlab(path: &str, doc: &Value, facts: &mut CiFacts) {
             for line in job.get(key).and_then(Value::as_array).into_iter().flatten() {
                 if let Some(text) = line.as_str() {
                     add_commands(facts, path, text);
+                    if is_test_job(name) {
+                        facts.installs.script(text, path);
+                    }
                 }
             }
         }
@@ -279,6 +493,42 @@ fn gitlab(path: &str, doc: &Value, facts: &mut CiFacts) {
 }
 
 fn tox(path: &str, text: &str, facts: &mut CiFacts) {
+    // The environments `tox` runs by default: what a named `[testenv:NAME]` installs counts
+    // when NAME is one of them (or a `py*`/`test*` environment), not a helper task's.
+    let envlist: Vec<String> = {
+        let mut inside = false;
+        let mut out = Vec::new();
+        let mut in_envlist = false;
+        for line in text.lines() {
+            let trimmed = line.trim();
+            if trimmed.starts_with('[') {
+                inside = trimmed == "[tox]" || trimmed == "[tox:tox]";
+                in_envlist = false;
+                continue;
+            }
+            if !inside {
+                continue;
+            }
+            let value = if line.starts_with(char::is_whitespace) && in_envlist {
+                trimmed
+            } else if let Some((k, v)) = trimmed.split_once('=') {
+                in_envlist = k.trim() == "envlist" || k.trim() == "env_list";
+                v.trim()
+            } else {
+                continue;
+            };
+            if in_envlist {
+                out.extend(value.split([',', ' ']).map(|e| e.trim().to_string()));
+            }
+        }
+        out
+    };
+    let default_env = |name: &str| {
+        name.is_empty()
+            || name.starts_with("py")
+            || name.starts_with("test")
+            || envlist.iter().any(|e| e == name)
+    };
     let mut section = String::new();
     let mut key = String::new();
     for line in text.lines() {
@@ -318,15 +568,66 @@ fn tox(path: &str, text: &str, facts: &mut CiFacts) {
                 }
             }
         }
-        if section.starts_with("testenv") && key == "commands" && !value.is_empty() {
+        let env_name = section
+            .strip_prefix("testenv")
+            .map(|n| n.trim_start_matches(':'));
+        if env_name.is_some() && key == "commands" && !value.is_empty() {
             add_commands(facts, path, &value);
+        }
+        if env_name.is_some_and(|n| is_test_job(n) && default_env(n)) {
+            match key.as_str() {
+                "extras" => {
+                    for e in value.split([',', ' ']) {
+                        facts.installs.extra(e, path);
+                    }
+                }
+                "deps" => tox_dep(&value, path, &mut facts.installs),
+                "commands_pre" => facts.installs.script(&value, path),
+                _ => {}
+            }
         }
     }
 }
 
+/// One line of a tox `deps`: a requirement, `-r FILE`, or the project; lines conditional on
+/// factors (`py27: mock`) and references to other sections (`{[base]deps}`) are left out.
+fn tox_dep(value: &str, path: &str, installs: &mut Installs) {
+    let value = value.split(" #").next().unwrap_or(value).trim();
+    if let Some((factors, _)) = value.split_once(": ")
+        && factors
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, ',' | '-' | '.' | '!' | '_'))
+    {
+        return;
+    }
+    if value.starts_with("{[") {
+        return;
+    }
+    if let Some(words) = shlex::split(value) {
+        installs.pip_args(&words, path);
+    }
+}
+
 fn nox(path: &str, text: &str, facts: &mut CiFacts) {
+    let mut session = String::new();
     for line in text.lines() {
         let line = line.trim();
+        if let Some(name) = line.strip_prefix("def ") {
+            session = name.split('(').next().unwrap_or(name).to_string();
+        }
+        if let Some(rest) = line.split("session.install(").nth(1)
+            && is_test_job(&session)
+        {
+            let words: Vec<String> = rest
+                .split(',')
+                .map_while(|w| {
+                    let w = w.trim().trim_end_matches(')');
+                    (w.starts_with('"') || w.starts_with('\''))
+                        .then(|| w.trim_matches(|c| c == '"' || c == '\'').to_string())
+                })
+                .collect();
+            facts.installs.pip_args(&words, path);
+        }
         if let Some(rest) = line.split("session.run(").nth(1) {
             let words: Vec<String> = rest
                 .split(',')
@@ -551,5 +852,41 @@ jobs:
         assert_eq!(commands, ["tox -e py312", "pytest {posargs}", "pytest -x"]);
         assert_eq!(facts.problems.len(), 1);
         assert!(facts.problems[0].starts_with(".github/workflows/bad.yml"));
+    }
+
+    #[test]
+    fn what_the_test_jobs_install_is_read_and_the_tooling_jobs_are_not() {
+        let workflow = "jobs:\n  lint:\n    steps:\n      - run: pip install flake8 -r requirements/lint.txt\n  \
+                        tests:\n    steps:\n      - run: |\n          python -m pip install --upgrade pip setuptools\n          \
+                        python -m pip install -e \".[tests,socks]\" -Ur requirements/test.txt pytest-xdist>=3 && pytest\n      \
+                        - run: pip install -c constraints.txt --index-url https://example.invalid/simple ./[speedups] $EXTRA\n";
+        let tox = "[tox]\nenvlist = py38, docs\n\n[testenv]\nextras = tests, reco\ndeps =\n    mock>=2\n    \
+                   py27: unittest2\n    -Ur{toxinidir}/requirements-dev.txt\n    {[base]deps}\n\n[testenv:docs]\n\
+                   extras = docs\ndeps = sphinx\n\n[testenv:watch-readme]\ndeps = restview\n";
+        let nox = "@nox.session\ndef lint(session):\n    session.install(\"ruff\")\n\n@nox.session\n\
+                   def tests(session):\n    session.install(\"-e\", \".[testing]\")\n    session.install(\"hypothesis\")\n";
+        let facts = read(&files(&[
+            (".github/workflows/ci.yml", workflow),
+            ("tox.ini", tox),
+            ("noxfile.py", nox),
+        ]));
+        let keys = |m: &BTreeMap<String, String>| m.keys().cloned().collect::<Vec<_>>();
+        assert_eq!(
+            keys(&facts.installs.extras),
+            ["reco", "socks", "speedups", "testing", "tests"]
+        );
+        assert_eq!(
+            keys(&facts.installs.requirements),
+            ["requirements-dev.txt", "requirements/test.txt"]
+        );
+        assert_eq!(
+            keys(&facts.installs.packages),
+            ["hypothesis", "mock>=2", "pytest-xdist>=3"],
+            "linters, docs tools, installers and helper tasks are left out"
+        );
+        assert_eq!(facts.installs.extras["tests"], ".github/workflows/ci.yml");
+        assert_eq!(facts.installs.packages["mock>=2"], "tox.ini");
+        assert_eq!(requirement_name("pytest-mock >= 3"), Some("pytest-mock"));
+        assert_eq!(requirement_name("not a requirement"), None);
     }
 }

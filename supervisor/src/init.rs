@@ -30,7 +30,7 @@ use std::process::{Command, Stdio};
 mod ci;
 mod python;
 
-use ci::from_ci;
+use ci::{from_ci, read_ci};
 use python::{configure_python, python_runner};
 #[cfg(test)]
 use python::{setup_cfg_extras, setup_py_extras};
@@ -351,6 +351,7 @@ pub fn detect(repo: &Path, host: &HostFacts) -> Detected {
             other.name()
         ));
     }
+    let ci = read_ci(&tree);
     match ecosystem {
         Ecosystem::Rust => configure_rust(&tree, host, &mut d),
         Ecosystem::Go => configure_go(host, &mut d),
@@ -361,12 +362,12 @@ pub fn detect(repo: &Path, host: &HostFacts) -> Detected {
         }
         Ecosystem::Python => {
             if let Some((runner, _)) = python {
-                configure_python(&tree, host, runner, &mut d);
+                configure_python(&tree, host, runner, &ci.installs, &mut d);
             }
         }
     }
     d.allowlist = allowlist(&tree, ecosystem);
-    from_ci(&tree, host, &mut d);
+    from_ci(&ci, host, &mut d);
     d
 }
 
@@ -1536,6 +1537,13 @@ mod tests {
             ),
             strings(&["security", "socks", "tests"])
         );
+        // Through a module-level name, with keys added after the mapping.
+        assert_eq!(
+            setup_py_extras(
+                "EXTRAS_REQUIRE = {\n    'reco': ['simplejson'],\n    \"tests\": ['pytest'],\n}\nEXTRAS_REQUIRE['dev'] = EXTRAS_REQUIRE['tests'] + ['tox']\nsetup(name='m', project_urls={'Funding': 'x'}, extras_require=EXTRAS_REQUIRE)\n"
+            ),
+            strings(&["dev", "reco", "tests"])
+        );
         let f = Fixture::new(&[
             (
                 "setup.py",
@@ -1548,6 +1556,54 @@ mod tests {
         let d = f.detect();
         let r = d.tests.prepare.as_ref().unwrap().python.clone().unwrap();
         assert_eq!(r.extras, strings(&["testing"]));
+        assert_parses(&d);
+    }
+
+    #[test]
+    fn the_environment_is_what_the_projects_ci_installs_for_its_tests() {
+        let f = Fixture::new(&[
+            (
+                "setup.py",
+                "EXTRAS = {'reco': ['simplejson'], 'tests': ['pytest'], 'lint': ['flake8']}\nsetup(name='w', extras_require=EXTRAS)\n",
+            ),
+            ("w/__init__.py", ""),
+            (
+                "tests/test_w.py",
+                "import pytest\ndef test_a():\n    pass\n",
+            ),
+            ("requirements-test.txt", "pytest\n"),
+            ("requirements-ci.txt", "pytest\nhypothesis\n"),
+            (
+                "tox.ini",
+                "[tox]\nenvlist = py38, lint\n[testenv]\nextras = tests,reco\ndeps =\n    mock\n    -rrequirements-ci.txt\n    \
+                 -rrequirements-missing.txt\ncommands = pytest {posargs}\n[testenv:lint]\nextras = lint\n",
+            ),
+        ]);
+        let d = f.detect();
+        let r = d.tests.prepare.as_ref().unwrap().python.clone().unwrap();
+        assert_eq!(
+            r.extras,
+            strings(&["reco", "tests"]),
+            "the lint job's extra is not the tests'"
+        );
+        assert_eq!(
+            r.requirements,
+            strings(&["requirements-ci.txt"]),
+            "the CI's own file, not the name heuristic; a missing file is left out"
+        );
+        assert_eq!(
+            r.packages,
+            strings(&["mock"]),
+            "pytest comes with the requirements file"
+        );
+        assert!(
+            d.findings
+                .iter()
+                .any(|l| l
+                    .starts_with("The project's CI installs for its tests: extras reco, tests")),
+            "{:?}",
+            d.findings
+        );
         assert_parses(&d);
     }
 

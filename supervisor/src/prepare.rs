@@ -178,6 +178,35 @@ pub fn built(plan: &PreparePlan) -> bool {
 /// rest are dropped with the scratch copy (an install does not scatter more).
 pub const MAX_GENERATED: usize = 256;
 
+/// The pins of yanked releases a pip install needed, in `{env}`.
+pub const YANKED_FILE: &str = "yanked-pins.txt";
+
+/// Most yanked releases pinned for one environment.
+const MAX_YANKED_PINS: usize = 8;
+
+fn is_pip_install(step: &[String]) -> bool {
+    step.windows(2).any(|w| w[0] == "pip" && w[1] == "install")
+}
+
+/// `step`, when it is a pip install and there are pins of yanked releases, with `-c` of them.
+fn with_constraints(step: &[String], yanked: &[String], env_dir: &Path) -> Vec<String> {
+    let mut step = step.to_vec();
+    if !yanked.is_empty()
+        && let Some(at) = step
+            .windows(2)
+            .position(|w| w[0] == "pip" && w[1] == "install")
+    {
+        step.splice(
+            at + 2..at + 2,
+            [
+                "-c".to_string(),
+                env_dir.join(YANKED_FILE).display().to_string(),
+            ],
+        );
+    }
+    step
+}
+
 /// Build (or reuse) the environment of `plan` by running `steps` (already expanded) in turn over
 /// `tree` (seen at [`SANDBOX_TREE`]) in the sandbox with the prepare network, granted
 /// `environment`'s read-only paths and variables. `files` are written into `{env}` first
@@ -246,7 +275,11 @@ pub fn prepare(
     let mut blocked: Vec<BlockedAttempt> = Vec::new();
     let mut exit_code = Some(0);
     let mut failed_step = None;
-    for (i, step) in steps.iter().enumerate() {
+    let mut yanked: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < steps.len() {
+        // A pip install runs with the pins of yanked releases found so far (see below).
+        let step = &with_constraints(&steps[i], &yanked, &env_dir);
         let (mut builder, proxy) = airlock_egress::with_network(SandboxBuilder::new(), network);
         builder = builder
             .system_ro()
@@ -282,9 +315,27 @@ pub fn prepare(
             captured.summary.exit_code
         };
         if exit_code != Some(0) {
+            // A release yanked after the date resolved against is the only one that fits:
+            // pip takes a yanked release only when pinned, so the step runs again with it
+            // pinned (a few times at most).
+            if let Some(pin) = crate::recipe::yanked_pin(&String::from_utf8_lossy(&captured.stderr))
+                && is_pip_install(&steps[i])
+                && yanked.len() < MAX_YANKED_PINS
+                && !yanked.contains(&pin)
+            {
+                output.push_str(&format!(
+                    "airlock: only yanked releases fit; running the install again with {pin} \
+                     pinned (pip takes a yanked release only when pinned)\n"
+                ));
+                yanked.push(pin);
+                let path = env_dir.join(YANKED_FILE);
+                std::fs::write(&path, yanked.join("\n") + "\n").map_err(io(&path))?;
+                continue;
+            }
             failed_step = Some(i);
             break;
         }
+        i += 1;
     }
     let _ = std::fs::remove_dir_all(&tmp);
     let seconds = started.elapsed().as_secs_f64();

@@ -147,7 +147,12 @@ pub fn steps(
     as_of: Option<&str>,
     constraints: Option<&Path>,
 ) -> Vec<Vec<String>> {
-    steps_with(recipe, interpreter, env_dir, as_of, constraints, None)
+    let resolution = Resolution {
+        as_of: as_of.map(str::to_string),
+        why: String::new(),
+        editable_as_of: None,
+    };
+    steps_with(recipe, interpreter, env_dir, &resolution, constraints, None)
 }
 
 /// The first interpreter the newest pip runs on: an older one gets the newest pip it can run,
@@ -157,12 +162,17 @@ pub const MODERN_PIP_PYTHON: (u32, u32) = (3, 9);
 /// [`steps`], for an interpreter older than [`MODERN_PIP_PYTHON`] when `legacy_groups` is
 /// given: its pip is brought up to the newest it runs, and the groups are passed as the
 /// requirements they hold (read by airlock from the pinned `pyproject.toml`, see
-/// [`group_requirements`]); `as_of` must then be `None`.
+/// [`group_requirements`]); `resolution.as_of` must then be `None`.
+///
+/// With `resolution.editable_as_of` (a pin older than [`EDITABLE_BUILDS_SINCE`]) an editable
+/// project is installed in two steps: the project (not editable) with everything it needs, as
+/// of the pin; then the project alone, editable (`--no-deps`), its build environment resolved as
+/// of that later date, so that its backend builds editable wheels.
 pub fn steps_with(
     recipe: &PythonRecipe,
     interpreter: &str,
     env_dir: &Path,
-    as_of: Option<&str>,
+    resolution: &Resolution,
     constraints: Option<&Path>,
     legacy_groups: Option<&[String]>,
 ) -> Vec<Vec<String>> {
@@ -176,10 +186,14 @@ pub fn steps_with(
             .map(|s| s.to_string())
             .collect()
     };
+    let as_of = resolution.as_of.as_deref();
+    let split_editable = recipe.editable && resolution.editable_as_of.is_some();
     let mut install = pip(&[]);
     let before = install.len();
     if recipe.editable {
-        install.push("-e".into());
+        if !split_editable {
+            install.push("-e".into());
+        }
         if recipe.extras.is_empty() {
             install.push(".".into());
         } else {
@@ -224,6 +238,16 @@ pub fn steps_with(
         }
         install.splice(before..before, options);
         out.push(install);
+        if let (true, Some(date)) = (split_editable, &resolution.editable_as_of) {
+            out.push(pip(&[
+                "--uploaded-prior-to",
+                date,
+                "--no-deps",
+                "--force-reinstall",
+                "-e",
+                ".",
+            ]));
+        }
     }
     out
 }
@@ -313,6 +337,34 @@ pub struct Resolution {
     pub as_of: Option<String>,
     /// Why, for the record (`as of the pin, 2021-03-04T05:06:07Z`).
     pub why: String,
+    /// When `as_of` is older than [`EDITABLE_BUILDS_SINCE`]: the date the editable install of
+    /// the project itself resolves its build backend as of (see [`steps_with`]).
+    pub editable_as_of: Option<String>,
+}
+
+/// 2022-09-01: from here on, the build backends a project of the time declares build editable
+/// wheels (PEP 660; setuptools 64.0 of 2022-08-11 and its first fixes, flit_core 3.4, poetry-core
+/// 1.0.8). pip installs an editable project only through that hook, and the build environment
+/// of a project pinned earlier would resolve a backend without it.
+pub const EDITABLE_BUILDS_SINCE: i64 = 1_661_990_400;
+
+impl Resolution {
+    fn at(date: i64, why: String) -> Resolution {
+        let editable_as_of =
+            (date < EDITABLE_BUILDS_SINCE).then(|| as_of_text(EDITABLE_BUILDS_SINCE));
+        let why = match &editable_as_of {
+            Some(later) => format!(
+                "{why}; an editable install of the project resolves its build backend as of \
+                 {later} (older backends build no editable wheel)"
+            ),
+            None => why,
+        };
+        Resolution {
+            as_of: Some(as_of_text(date)),
+            why,
+            editable_as_of,
+        }
+    }
 }
 
 /// The releases a recipe installs: `as_of = "latest"` is today's; `"pin"` those uploaded before
@@ -327,6 +379,7 @@ pub fn resolution(
     let latest = |why: &str| Resolution {
         as_of: None,
         why: why.to_string(),
+        editable_as_of: None,
     };
     if recipe.as_of == AsOf::Latest {
         return latest("today's releases (as_of = \"latest\")");
@@ -341,9 +394,9 @@ pub fn resolution(
             "today's releases (Python {}.{} is newer than the releases airlock dates)",
             v.0, v.1
         )),
-        (Some(v), Some((_, at))) if *at > pin => Resolution {
-            as_of: Some(as_of_text(*at)),
-            why: format!(
+        (Some(v), Some((_, at))) if *at > pin => Resolution::at(
+            *at,
+            format!(
                 "releases up to Python {}.{}'s release, {} (the pin, {}, is older than the \
                  interpreter)",
                 v.0,
@@ -351,12 +404,41 @@ pub fn resolution(
                 as_of_text(*at),
                 as_of_text(pin)
             ),
-        },
-        _ => Resolution {
-            as_of: Some(as_of_text(pin)),
-            why: format!("releases up to the pinned commit, {}", as_of_text(pin)),
-        },
+        ),
+        _ => Resolution::at(
+            pin,
+            format!("releases up to the pinned commit, {}", as_of_text(pin)),
+        ),
     }
+}
+
+/// `NAME==VERSION` when pip's output says that the only releases of NAME that fit were yanked
+/// (`Ignored the following yanked versions: 0.1.0, 0.1.3` then `No matching distribution found
+/// for NAME`): the newest of them. Releases yanked after the date resolved against were what the
+/// project installed then.
+pub fn yanked_pin(pip_output: &str) -> Option<String> {
+    let versions = pip_output
+        .lines()
+        .filter_map(|l| l.split("Ignored the following yanked versions:").nth(1))
+        .next_back()?;
+    let name = pip_output
+        .lines()
+        .filter_map(|l| l.split("No matching distribution found for ").nth(1))
+        .next_back()?
+        .trim();
+    let name = crate::ci_files::requirement_name(name)?;
+    let key = |v: &str| -> Vec<u64> {
+        v.split(|c: char| !c.is_ascii_digit())
+            .filter(|p| !p.is_empty())
+            .map(|p| p.parse().unwrap_or(0))
+            .collect()
+    };
+    let newest = versions
+        .split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '.'))
+        .max_by_key(|v| key(v))?;
+    Some(format!("{name}=={newest}"))
 }
 
 /// `interpreter = "auto"`: the interpreter is chosen at prepare time among the host's
@@ -663,6 +745,56 @@ mod tests {
     }
 
     #[test]
+    fn a_release_yanked_since_is_pinned() {
+        let out = "Collecting types-toml\nERROR: Ignored the following yanked versions: 0.1.0, 0.1.10, 0.1.3\n\
+                   ERROR: Could not find a version that satisfies the requirement types-pkg_resources (from versions: none)\n\
+                   ERROR: No matching distribution found for types-pkg_resources\n";
+        assert_eq!(
+            yanked_pin(out).as_deref(),
+            Some("types-pkg_resources==0.1.10")
+        );
+        assert_eq!(
+            yanked_pin("ERROR: No matching distribution found for x\n"),
+            None,
+            "nothing yanked: nothing to pin"
+        );
+    }
+
+    #[test]
+    fn a_pin_older_than_editable_builds_installs_the_project_editable_in_a_second_step() {
+        let r = recipe();
+        let old = resolution(&r, Some(1_614_834_367), Some((3, 9)));
+        assert_eq!(
+            old.editable_as_of.as_deref(),
+            Some("2022-09-01T00:00:00Z"),
+            "{old:?}"
+        );
+        assert!(old.why.contains("build backend"), "{}", old.why);
+        let steps = steps_with(&r, "python3", Path::new("/e"), &old, None, None);
+        let install = &steps[2];
+        assert!(!install.contains(&"-e".to_string()), "{install:?}");
+        assert!(install.contains(&"2021-03-04T05:06:07Z".to_string()));
+        assert!(install.iter().any(|a| a.starts_with(".[")), "{install:?}");
+        assert_eq!(
+            steps[3][steps[3].len() - 6..],
+            [
+                "--uploaded-prior-to",
+                "2022-09-01T00:00:00Z",
+                "--no-deps",
+                "--force-reinstall",
+                "-e",
+                "."
+            ]
+        );
+        // A later pin: one editable install.
+        let new = resolution(&r, Some(1_700_000_000), Some((3, 11)));
+        assert_eq!(new.editable_as_of, None);
+        let steps = steps_with(&r, "python3", Path::new("/e"), &new, None, None);
+        assert_eq!(steps.len(), 3);
+        assert!(steps[2].contains(&"-e".to_string()));
+    }
+
+    #[test]
     fn nothing_to_install_is_a_venv_without_pip_and_latest_has_no_date() {
         let r = PythonRecipe {
             editable: false,
@@ -769,7 +901,11 @@ mod tests {
             &recipe(),
             "/py3.8",
             Path::new("/e"),
-            None,
+            &Resolution {
+                as_of: None,
+                why: String::new(),
+                editable_as_of: None,
+            },
             None,
             Some(&reqs),
         );

@@ -3,12 +3,9 @@
 
 use super::*;
 
-/// What the project's own CI files say: the commands and Python versions it tests with (as
-/// findings), the services its jobs start (as `[[tests.services]]` from the host's binaries,
-/// with the job's variables that point at them), and files that could not be read (warnings).
-pub(super) fn from_ci(tree: &Tree, host: &HostFacts, d: &mut Detected) {
-    // A tree that is not a git work tree is walked without its dot-directories: the workflows
-    // are looked for where they live.
+/// The project's CI files among the tree's (a tree that is not a git work tree is walked
+/// without its dot-directories: the workflows are looked for where they live), read.
+pub(super) fn read_ci(tree: &Tree) -> crate::ci_files::CiFacts {
     let mut names: BTreeSet<String> = tree.files.clone();
     if let Ok(entries) = std::fs::read_dir(tree.root.join(".github/workflows")) {
         names.extend(
@@ -27,7 +24,13 @@ pub(super) fn from_ci(tree: &Tree, host: &HostFacts, d: &mut Detected) {
         })
         .filter_map(|f| Some((f.clone(), tree.read(f)?)))
         .collect();
-    let facts = crate::ci_files::read(&files);
+    crate::ci_files::read(&files)
+}
+
+/// What the project's own CI files say: the commands and Python versions it tests with (as
+/// findings), the services its jobs start (as `[[tests.services]]` from the host's binaries,
+/// with the job's variables that point at them), and files that could not be read (warnings).
+pub(super) fn from_ci(facts: &crate::ci_files::CiFacts, host: &HostFacts, d: &mut Detected) {
     d.warnings.extend(facts.problems.iter().cloned());
     let mut commands: Vec<String> = Vec::new();
     for (file, command) in &facts.test_commands {

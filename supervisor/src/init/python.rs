@@ -142,6 +142,7 @@ pub(super) fn configure_python(
     tree: &Tree,
     host: &HostFacts,
     runner: TestRunner,
+    ci: &crate::ci_files::Installs,
     d: &mut Detected,
 ) {
     let py = python_interpreter(tree, host, &mut d.warnings);
@@ -199,8 +200,26 @@ pub(super) fn configure_python(
     }
     extras_declared.sort();
     extras_declared.dedup();
-    let extras = test_names(&extras_declared);
+    // The extras the project's CI installs for its tests (those the project declares, when its
+    // declaration could be read), then those named for tests.
+    let mut extras: Vec<String> = ci
+        .extras
+        .keys()
+        .filter(|e| extras_declared.is_empty() || extras_declared.contains(e))
+        .cloned()
+        .collect();
+    for e in test_names(&extras_declared) {
+        if !extras.contains(&e) {
+            extras.push(e);
+        }
+    }
     let groups = test_names(&groups_declared);
+    let ci_requirements: Vec<String> = ci
+        .requirements
+        .keys()
+        .filter(|f| tree.has(f))
+        .cloned()
+        .collect();
     let requirements: Vec<String> = tree
         .files
         .iter()
@@ -220,11 +239,16 @@ pub(super) fn configure_python(
         .filter(|f| f.contains("test") || f.contains("dev"))
         .cloned()
         .collect();
-    let requirements = if testish.is_empty() {
+    // The CI's own requirements files when it names some; else the test ones; else all.
+    let requirements = if !ci_requirements.is_empty() {
+        ci_requirements
+    } else if testish.is_empty() {
         requirements
     } else {
         testish
     };
+    // Packages the CI installs by name (tox's deps, `pip install pytest-mock`).
+    let ci_packages: Vec<String> = ci.packages.keys().cloned().collect();
     let manifests: Vec<String> = ["pyproject.toml", "setup.cfg", "setup.py"]
         .into_iter()
         .filter(|f| tree.has(f))
@@ -267,6 +291,8 @@ pub(super) fn configure_python(
                     name.eq_ignore_ascii_case("pytest")
                 })
             })
+    }) || ci_packages.iter().any(|p| {
+        crate::ci_files::requirement_name(p).is_some_and(|n| n.eq_ignore_ascii_case("pytest"))
     }) || requirements.iter().any(|f| {
         tree.read(f).is_some_and(|text| {
             text.lines().any(|l| {
@@ -281,8 +307,9 @@ pub(super) fn configure_python(
             })
         })
     });
-    let mut packages = Vec::new();
-    if runner == TestRunner::Pytest && !declares_pytest {
+    let mut packages = ci_packages.clone();
+    let adds_pytest = runner == TestRunner::Pytest && !declares_pytest;
+    if adds_pytest {
         packages.push("pytest".to_string());
     }
     // With several interpreters on the host (and no venv of the repository's own), the one a
@@ -358,8 +385,49 @@ pub(super) fn configure_python(
             requirements.join(", ")
         ));
     }
-    if !recipe.packages.is_empty() {
+    if !ci_packages.is_empty() {
+        said.push(format!(
+            "{} (the project's CI installs {})",
+            ci_packages.join(", "),
+            if ci_packages.len() == 1 { "it" } else { "them" }
+        ));
+    }
+    if adds_pytest {
         said.push("pytest (no declaration of the project names it)".into());
+    }
+    let ci_files: BTreeSet<&String> = ci
+        .extras
+        .values()
+        .chain(ci.requirements.values())
+        .chain(ci.packages.values())
+        .collect();
+    if !ci_files.is_empty() {
+        d.findings.push(format!(
+            "The project's CI installs for its tests: {} ({})",
+            [
+                (!ci.extras.is_empty()).then(|| format!(
+                    "extras {}",
+                    ci.extras.keys().cloned().collect::<Vec<_>>().join(", ")
+                )),
+                (!ci.requirements.is_empty()).then(|| format!(
+                    "requirements files {}",
+                    ci.requirements
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+                (!ci.packages.is_empty()).then(|| format!(
+                    "packages {}",
+                    ci.packages.keys().cloned().collect::<Vec<_>>().join(", ")
+                )),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("; "),
+            ci_files.into_iter().cloned().collect::<Vec<_>>().join(", ")
+        ));
     }
     if said.is_empty() {
         d.comment(
@@ -449,19 +517,62 @@ pub(super) fn setup_cfg_extras(text: &str) -> Vec<String> {
     out
 }
 
-/// The keys of the `extras_require` mapping a `setup.py` writes literally
-/// (`extras_require={"tests": [...]}`): quoted names followed by `:` up to the mapping's end.
+/// The keys of the `extras_require` mapping of a `setup.py`: written literally
+/// (`extras_require={"tests": [...]}`), or through a module-level name
+/// (`extras_require=EXTRAS`, with `EXTRAS = {...}` and `EXTRAS["dev"] = ...` above).
 pub(super) fn setup_py_extras(text: &str) -> Vec<String> {
     let Some(at) = text.find("extras_require") else {
         return Vec::new();
     };
-    let rest = &text[at..];
-    let Some(open) = rest.find('{') else {
+    let rest = text[at + "extras_require".len()..].trim_start();
+    let Some(value) = rest.strip_prefix('=').map(str::trim_start) else {
         return Vec::new();
     };
+    if value.starts_with('{') {
+        return dict_keys(value);
+    }
+    let name: String = value
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let line_start = offset;
+        offset += line.len();
+        let Some(after) = line.strip_prefix(name.as_str()) else {
+            continue;
+        };
+        let after = after.trim_start();
+        if let Some(v) = after.strip_prefix('=').filter(|v| !v.starts_with('=')) {
+            let v = v.trim_start();
+            if v.starts_with('{') {
+                // The mapping may span lines: read from its `{` to its end.
+                out.extend(dict_keys(&text[line_start + line.len() - v.len()..]));
+            }
+        } else if let Some(key) = after
+            .strip_prefix("[\"")
+            .and_then(|k| k.split_once("\"]"))
+            .or_else(|| after.strip_prefix("['").and_then(|k| k.split_once("']")))
+            .map(|(k, _)| k)
+            .filter(|k| is_extra_name(k))
+        {
+            out.push(key.to_string());
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The quoted keys of the mapping that `text` opens with `{`, up to the mapping's end.
+fn dict_keys(text: &str) -> Vec<String> {
     let mut depth = 0usize;
     let mut out = Vec::new();
-    let chars: Vec<char> = rest[open..].chars().collect();
+    let chars: Vec<char> = text.chars().collect();
     let mut i = 0;
     while i < chars.len() {
         match chars[i] {
