@@ -11,7 +11,8 @@ tarball or a crate that ships its tests), committed into a scratch git repositor
   Python: a fresh venv of the interpreter airlock chose for the pin, then `uv sync --frozen` of
   its test groups when it keeps a `uv.lock`
   (its lockfile, as its CI uses it), else `pip install -e ".[test extras]"` with its test
-  dependency groups and requirements files, plus pytest; then the test command `init` wrote
+  dependency groups and requirements files, plus its tox environment's deps, plus pytest; the
+  services `init` proposed started on the host the same way; then the test command `init` wrote
   (`pytest -rA`, or `unittest -v` where the project uses unittest) with that venv's python.
   JavaScript: `npm install`, then the test command `init` proposes. Rust: `cargo test`.
 - under airlock: `airlock init --repo REPO` into an empty directory, then
@@ -28,7 +29,7 @@ configuration is used exactly as `init` writes it.
 
 Prints progress on stderr and the markdown table on stdout (also WORK/table.md, per-project JSON
 in WORK/results.jsonl). Needs git, python3 with pip and venv, node and npm, cargo, the package
-registries, and the release binary (target/release/airlock, built when missing; or --bin DIR).
+registries, go and setpriv for those projects, PostgreSQL's server binaries, and the release binary (target/release/airlock, built when missing; or --bin DIR).
 """
 
 import argparse
@@ -56,6 +57,8 @@ PROJECTS = [
     ("python", "more-itertools", "11.2.1", "a pure library with a large suite"),
     ("javascript", "remeda", "1.0.0", "jest with TypeScript from devDependencies"),
     ("rust", "either", "1.19.0", "a crate with dependencies for its tests"),
+    ("python", "pg8000", "1.31.6", "a PostgreSQL driver whose tests connect to a server (the libpq variables)"),
+    ("go", "golang-github-google-go-cmp-dev", "0.5.9-1", "a Go module (Debian ships Go sources with their tests)"),
 ]
 
 # The interpreter `airlock init`'s configuration chose for the last project (its
@@ -105,6 +108,16 @@ def fetch(ecosystem, name, version, work):
     elif ecosystem == "javascript":
         run(["npm", "pack", "--silent", f"{name}@{version}"], cwd=dl)
         archive = only(dl, ".tgz")
+    elif ecosystem == "go":
+        # Debian's archive is this machine's registry of Go sources: a -dev package holds the
+        # module's tree (tests included) under /usr/share/gocode/src.
+        run(["apt-get", "download", "-q", f"{name}={version}"], cwd=dl)
+        archive = only(dl, ".deb")
+        run(["dpkg-deb", "-x", archive, dl / "deb"])
+        mods = sorted((dl / "deb" / "usr/share/gocode/src").rglob("go.mod"), key=lambda p: len(p.parts))
+        if not mods:
+            raise RuntimeError(f"{archive.name} holds no go.mod")
+        src = mods[0].parent
     else:
         p = dl / "fetch"
         (p / "src").mkdir(parents=True)
@@ -117,7 +130,8 @@ def fetch(ecosystem, name, version, work):
         run(["cargo", "fetch", "--quiet"], cwd=p, env=env)
         cache = next((p / "home/registry/cache").iterdir())
         archive = next(c for c in cache.iterdir() if re.fullmatch(rf"{re.escape(name)}-\d.*\.crate", c.name))
-    src = untar(archive, dl / "src")
+    if ecosystem != "go":
+        src = untar(archive, dl / "src")
     repo = work / "repos" / name
     shutil.rmtree(repo, ignore_errors=True)
     shutil.copytree(src, repo, symlinks=True)
@@ -127,7 +141,7 @@ def fetch(ecosystem, name, version, work):
     run(git + ["commit", "-q", "-m", f"{archive.name} as the registry serves it"], cwd=repo)
     # The release's tag, as the project's own repository has it (a version computed from git
     # reads it, on both sides).
-    version = re.search(r"-(\d[^-]*?)(\.tar\.gz|\.tgz|\.crate)$", archive.name)
+    version = re.search(r"[-_](\d[^-_]*?)(-\d+)?(_\w+)?(\.tar\.gz|\.tgz|\.crate|\.deb)$", archive.name)
     if version:
         run(git + ["tag", "v" + version.group(1)], cwd=repo)
     return repo, archive.name
@@ -192,6 +206,23 @@ def direct_python(repo, work, toml):
             cmd += ["-r", r]
         run(cmd, cwd=repo)
         how.append(" ".join(cmd[4:]))
+    # What the project's tox environment installs besides (its own way of running the suite):
+    # `[testenv] deps` of tox.ini, or `deps` of `[tool.tox.env_run_base]` in pyproject.toml.
+    tox_deps = list(project.get("tool", {}).get("tox", {}).get("env_run_base", {}).get("deps", []))
+    if (repo / "tox.ini").exists():
+        import configparser
+
+        ini = configparser.ConfigParser(interpolation=None)
+        try:
+            ini.read(repo / "tox.ini")
+            if ini.has_option("testenv", "deps"):
+                tox_deps += [l.strip() for l in ini["testenv"]["deps"].splitlines()
+                             if l.strip() and ":" not in l.split()[0] and "{" not in l]
+        except configparser.Error:
+            pass
+    if tox_deps:
+        run([py, "-m", "pip", "install", "--quiet", *tox_deps], cwd=repo)
+        how.append("tox deps: " + " ".join(tox_deps))
     run([py, "-m", "pip", "install", "--quiet", "pytest"])
     # The same test command as under airlock (the runner init chose: pytest, or unittest where
     # the project uses it), with this venv's python.
@@ -199,7 +230,11 @@ def direct_python(repo, work, toml):
     command = [py] + command[1:]
     if "pytest" not in command:
         run([py, "-m", "pip", "uninstall", "--quiet", "-y", "pytest"], check=False)
-    p, took = run(command, cwd=repo, check=False)
+    procs, service_env = start_services(toml, work)
+    try:
+        p, took = run(command, cwd=repo, check=False, env=dict(os.environ, **service_env))
+    finally:
+        stop_services(procs)
     text = p.stdout + p.stderr
     # Counted as airlock counts them: the tests pytest's `-rA` names PASSED, unittest's `-v`
     # names `... ok` (a summary line's count can differ, e.g. with subtests).
@@ -218,7 +253,66 @@ def direct_python(repo, work, toml):
         return int(ran.group(1)) - not_passed, took, "; ".join(how) + "; " + " ".join(command[1:]), text[-1500:]
     else:
         passed = {l.split(" ", 1)[1].split(" - ")[0] for l in text.splitlines() if l.startswith("PASSED ")}
+    names = work / "names"
+    names.mkdir(exist_ok=True)
+    (names / f"{repo.name}.direct.txt").write_text("".join(f"{t}\n" for t in sorted(passed)))
     return len(passed), took, "; ".join(how) + "; " + " ".join(command[1:]), text[-1500:]
+
+
+def start_services(toml, work):
+    """The `[[tests.services]]` init wrote, started on the host for the direct run as the sandbox
+    starts them: each as an unprivileged user (PostgreSQL refuses root), its /tmp a directory of
+    its own, then its readiness check. Returns (processes, variables for the tests)."""
+    import tomllib
+
+    services = tomllib.loads(toml).get("tests", {}).get("services", [])
+    procs, env = [], {}
+    for svc in services:
+        tmp = Path(tempfile.mkdtemp(prefix=f"parity-{svc['name']}-"))
+        os.chmod(tmp, 0o777)
+        def local(argv):
+            return [a.replace("/tmp/", f"{tmp}/").replace("-k /tmp", f"-k {tmp}") for a in argv]
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        senv = dict(os.environ, HOME=str(tmp), TMPDIR=str(tmp), **svc.get("env", {}))
+        procs.append(subprocess.Popen(as_nobody + local(svc["command"]), env=senv, cwd=tmp,
+                                      stdout=subprocess.DEVNULL, stderr=open(tmp / "log", "w")))
+        ready = svc.get("ready_command") or []
+        port = svc.get("ready_port")
+        deadline = time.monotonic() + svc.get("ready_timeout_secs", 60)
+        while time.monotonic() < deadline:
+            if ready:
+                if subprocess.run(as_nobody + local(ready), env=senv, cwd=tmp, capture_output=True).returncode == 0:
+                    break
+            elif port:
+                import socket
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    pass
+            time.sleep(0.5)
+        else:
+            raise RuntimeError(f"service {svc['name']} never became ready: {(tmp / 'log').read_text()[-800:]}")
+        env.update(svc.get("env", {}))
+    return procs, env
+
+
+def stop_services(procs):
+    for p in procs:
+        p.terminate()
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def direct_go(repo, command):
+    env = dict(os.environ, GOFLAGS="-mod=mod", GOPROXY="off", GOCACHE=str(repo.parent / ".gocache"))
+    cmd = ["go"] + command[1:]
+    p, took = run(cmd, cwd=repo, env=env, check=False)
+    text = p.stdout + p.stderr
+    passed = {l.strip().split()[2] for l in text.splitlines() if l.strip().startswith("--- PASS: ")}
+    return len(passed), took, " ".join(cmd) + " (names counted once, as airlock counts them)", text[-1500:]
 
 
 def direct_javascript(repo, command):
@@ -254,6 +348,10 @@ def under_airlock(airlock, repo, work):
     report = json.loads(p.stdout)
     tests = report["baseline"]["inventory"]["tests"]
     passed = sum(1 for s in tests.values() if s == "passed")
+    names = work / "names"
+    names.mkdir(exist_ok=True)
+    (names / f"{repo.name}.airlock.txt").write_text(
+        "".join(f"{t}\t{s}\n" for t, s in sorted(tests.items())))
     # The interpreter airlock chose for the pin: the direct run uses the same one.
     global CHOSEN_PYTHON
     CHOSEN_PYTHON = None
@@ -293,6 +391,9 @@ def main():
             elif ecosystem == "javascript":
                 command = json.loads(re.search(r"^command = (\[.*\])$", toml, re.M).group(1))
                 d = direct_javascript(repo, command)
+            elif ecosystem == "go":
+                command = json.loads(re.search(r"^command = (\[.*\])$", toml, re.M).group(1))
+                d = direct_go(repo, command)
             else:
                 d = direct_rust(repo)
             row.update(direct_passed=d[0], direct_secs=d[1], direct_how=d[2], direct_tail=d[3])

@@ -1,7 +1,8 @@
 //! What a project's own CI configuration says of its tests, for `airlock init`: the services
 //! its jobs start (a PostgreSQL or Redis image), the variables they set, the Python versions
 //! of their matrix, and the commands that run the tests. Read from GitHub Actions workflows
-//! (`.github/workflows/*.yml`), `.gitlab-ci.yml`, `tox.ini` and `noxfile.py`; never run.
+//! (`.github/workflows/*.yml`), `.gitlab-ci.yml`, `tox.ini`, `tox.toml`, `[tool.tox]` of
+//! `pyproject.toml` and `noxfile.py`; never run.
 //!
 //! Values that are expressions (`${{ secrets.X }}`, `$CI_JOB_TOKEN`) are left out: they hold
 //! what only the CI has. A file that does not parse is a warning naming it, never an error.
@@ -271,6 +272,23 @@ pub fn read(files: &[(String, String)]) -> CiFacts {
             }
         } else if path == "tox.ini" {
             tox(path, text, &mut facts);
+        } else if path == "tox.toml" || path == "pyproject.toml" {
+            match text.parse::<toml::Table>() {
+                Ok(doc) if path == "tox.toml" => tox_toml(path, &doc, &mut facts),
+                Ok(doc) => {
+                    if let Some(tox) = doc
+                        .get("tool")
+                        .and_then(|t| t.get("tox"))
+                        .and_then(toml::Value::as_table)
+                    {
+                        tox_toml(path, tox, &mut facts);
+                    }
+                }
+                Err(_) if path == "tox.toml" => facts.problems.push(format!(
+                    "{path} is not TOML airlock can read; it was skipped"
+                )),
+                Err(_) => {}
+            }
         } else if path == "noxfile.py" {
             nox(path, text, &mut facts);
         }
@@ -589,6 +607,68 @@ fn tox(path: &str, text: &str, facts: &mut CiFacts) {
     }
 }
 
+/// tox 4's TOML configuration (`tox.toml`, or `[tool.tox]` of `pyproject.toml`): a
+/// `legacy_tox_ini` string is read as `tox.ini`; else `env_list`, `env_run_base` and `env.NAME`
+/// tables with `deps`, `extras` and `commands` (argv arrays).
+fn tox_toml(path: &str, tox_doc: &toml::Table, facts: &mut CiFacts) {
+    if let Some(ini) = tox_doc.get("legacy_tox_ini").and_then(toml::Value::as_str) {
+        tox(path, ini, facts);
+        return;
+    }
+    let strings = |v: Option<&toml::Value>| -> Vec<String> {
+        v.and_then(toml::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|x| x.as_str().map(str::to_string))
+            .collect()
+    };
+    let envlist = {
+        let mut l = strings(tox_doc.get("env_list"));
+        l.extend(strings(tox_doc.get("envlist")));
+        l
+    };
+    let mut envs: Vec<(String, &toml::Table)> = Vec::new();
+    if let Some(base) = tox_doc.get("env_run_base").and_then(toml::Value::as_table) {
+        envs.push((String::new(), base));
+    }
+    for (name, env) in tox_doc
+        .get("env")
+        .and_then(toml::Value::as_table)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(env) = env.as_table() {
+            envs.push((name.clone(), env));
+        }
+    }
+    for (name, env) in envs {
+        let default_env = name.is_empty()
+            || name.starts_with("py")
+            || name.starts_with("test")
+            || envlist.contains(&name);
+        for command in env
+            .get("commands")
+            .and_then(toml::Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let argv = strings(Some(command));
+            if !argv.is_empty() {
+                add_commands(facts, path, &argv.join(" "));
+            }
+        }
+        if !(default_env && is_test_job(&name)) {
+            continue;
+        }
+        for e in strings(env.get("extras")) {
+            facts.installs.extra(&e, path);
+        }
+        for dep in strings(env.get("deps")) {
+            tox_dep(&dep, path, &mut facts.installs);
+        }
+    }
+}
+
 /// One line of a tox `deps`: a requirement, `-r FILE`, or the project; lines conditional on
 /// factors (`py27: mock`) and references to other sections (`{[base]deps}`) are left out.
 fn tox_dep(value: &str, path: &str, installs: &mut Installs) {
@@ -702,7 +782,7 @@ pub fn postgres_service(
             "sh".into(),
             "-c".into(),
             format!(
-                "{bin}/initdb -D /tmp/airlock-pg -A trust -U {user} >/dev/null && exec \
+                "{bin}/initdb -D /tmp/airlock-pg -A trust -E UTF8 --locale=C -U {user} >/dev/null && exec \
                  {bin}/postgres -D /tmp/airlock-pg -k /tmp -c listen_addresses=127.0.0.1 -p {port}"
             ),
         ],
@@ -852,6 +932,29 @@ jobs:
         assert_eq!(commands, ["tox -e py312", "pytest {posargs}", "pytest -x"]);
         assert_eq!(facts.problems.len(), 1);
         assert!(facts.problems[0].starts_with(".github/workflows/bad.yml"));
+    }
+
+    #[test]
+    fn tox_in_toml_is_read_from_pyproject_or_tox_toml() {
+        let pyproject = "[project]\nname = 'd'\n[tool.tox]\nenv_list = ['py', 'docs']\n\
+                         [tool.tox.env_run_base]\ndeps = ['pytest', 'pytz', 'twine']\nextras = ['speed']\n\
+                         commands = [['python', '-m', 'pytest', '-v', 'test']]\n\
+                         [tool.tox.env.docs]\ndeps = ['sphinx']\n";
+        let facts = read(&files(&[("pyproject.toml", pyproject)]));
+        let keys = |m: &BTreeMap<String, String>| m.keys().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(&facts.installs.packages), ["pytest", "pytz"]);
+        assert_eq!(keys(&facts.installs.extras), ["speed"]);
+        assert_eq!(facts.test_commands[0].1, "python -m pytest -v test");
+        let legacy = "[tool.tox]\nlegacy_tox_ini = \"\"\"\n[testenv]\ndeps = mock\n\"\"\"\n";
+        let facts = read(&files(&[("pyproject.toml", legacy)]));
+        assert_eq!(keys(&facts.installs.packages), ["mock"]);
+        let facts = read(&files(&[("tox.toml", "env_list = [")]));
+        assert_eq!(facts.problems.len(), 1, "a broken tox.toml is named");
+        assert!(
+            read(&files(&[("pyproject.toml", "[project")]))
+                .problems
+                .is_empty()
+        );
     }
 
     #[test]

@@ -367,7 +367,7 @@ pub fn detect(repo: &Path, host: &HostFacts) -> Detected {
         }
     }
     d.allowlist = allowlist(&tree, ecosystem);
-    from_ci(&ci, host, &mut d);
+    from_ci(&tree, &ci, host, &mut d);
     d
 }
 
@@ -1601,6 +1601,43 @@ mod tests {
                 .iter()
                 .any(|l| l
                     .starts_with("The project's CI installs for its tests: extras reco, tests")),
+            "{:?}",
+            d.findings
+        );
+        assert_parses(&d);
+    }
+
+    #[test]
+    fn a_server_the_tests_expect_is_proposed_without_ci_files() {
+        assert_eq!(
+            ci::service_signs(
+                "import os\nhost = os.environ.get('PGHOST')\nURL = 'redis://localhost:6379/0'\n"
+            ),
+            [("postgres", 2), ("redis", 3)]
+        );
+        assert!(
+            ci::service_signs("assert parse('postgres://user@db.example.com/x')\n").is_empty(),
+            "a URL to another host is a parsing test, not a server"
+        );
+        let f = Fixture::new(&[
+            (
+                "pyproject.toml",
+                "[project]\nname = 'drv'\n[build-system]\nrequires = ['hatchling']\n",
+            ),
+            ("src/drv/__init__.py", ""),
+            (
+                "test/conftest.py",
+                "import os\nimport pytest\n\n@pytest.fixture\ndef kw():\n    return {'host': os.environ.get('PGHOST', 'localhost')}\n",
+            ),
+            ("test/test_q.py", "def test_a(kw):\n    pass\n"),
+        ]);
+        let d = f.detect();
+        let names: Vec<&str> = d.tests.services.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["postgres"]);
+        assert!(
+            d.findings
+                .iter()
+                .any(|l| l == "The tests expect a postgres server (test/conftest.py:6)"),
             "{:?}",
             d.findings
         );
