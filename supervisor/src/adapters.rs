@@ -493,6 +493,14 @@ fn recipe_steps(
         recipe::RESOLUTION_FILE.to_string(),
         resolution.why.clone() + "\n",
     ));
+    // Requirements files that install the project itself are passed as copies without it.
+    let mut recipe = recipe.clone();
+    if recipe.editable {
+        let (passed, copies) = recipe::without_the_project(tree, &recipe.requirements, env_dir);
+        recipe.requirements = passed;
+        files.extend(copies);
+    }
+    let recipe = &recipe;
     Ok((
         recipe::steps_with(
             recipe,

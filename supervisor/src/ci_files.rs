@@ -124,6 +124,18 @@ pub fn requirement_name(spec: &str) -> Option<&str> {
 }
 
 impl Installs {
+    fn merge(&mut self, other: Installs) {
+        for (mine, theirs) in [
+            (&mut self.extras, other.extras),
+            (&mut self.requirements, other.requirements),
+            (&mut self.packages, other.packages),
+        ] {
+            for (k, v) in theirs {
+                mine.entry(k).or_insert(v);
+            }
+        }
+    }
+
     fn extra(&mut self, name: &str, file: &str) {
         let name = name.trim();
         if !name.is_empty()
@@ -356,7 +368,7 @@ fn add_python(facts: &mut CiFacts, value: &Value) {
 }
 
 fn add_commands(facts: &mut CiFacts, file: &str, script: &str) {
-    for line in script.lines() {
+    for line in script.lines().flat_map(|l| l.split("&&")) {
         let line = line.trim();
         let runs_tests = line.split_whitespace().any(|w| {
             matches!(w, "pytest" | "tox" | "nox" | "unittest")
@@ -397,6 +409,9 @@ fn github(path: &str, doc: &Value, facts: &mut CiFacts) {
     };
     for (job_name, job) in jobs {
         let tests_job = is_test_job(job_name);
+        // What this job installs counts when the job runs the tests.
+        let commands_before = facts.test_commands.len();
+        let mut installs = Installs::default();
         for (k, v) in env_of(job.get("env")) {
             facts.env.insert(k, (v, path.to_string()));
         }
@@ -438,9 +453,12 @@ fn github(path: &str, doc: &Value, facts: &mut CiFacts) {
             if let Some(run) = step.get("run").and_then(Value::as_str) {
                 add_commands(facts, path, run);
                 if tests_job {
-                    facts.installs.script(run, path);
+                    installs.script(run, path);
                 }
             }
+        }
+        if facts.test_commands.len() > commands_before {
+            facts.installs.merge(installs);
         }
     }
 }
@@ -494,15 +512,20 @@ fn gitlab(path: &str, doc: &Value, facts: &mut CiFacts) {
                 .join(".");
             add_python(facts, &Value::String(minor));
         }
+        let commands_before = facts.test_commands.len();
+        let mut installs = Installs::default();
         for key in ["script", "before_script"] {
             for line in job.get(key).and_then(Value::as_array).into_iter().flatten() {
                 if let Some(text) = line.as_str() {
                     add_commands(facts, path, text);
                     if is_test_job(name) {
-                        facts.installs.script(text, path);
+                        installs.script(text, path);
                     }
                 }
             }
+        }
+        if facts.test_commands.len() > commands_before {
+            facts.installs.merge(installs);
         }
     }
     for (k, v) in global_env.into_iter().chain(jobs_env.into_iter().flatten()) {
@@ -962,7 +985,8 @@ jobs:
         let workflow = "jobs:\n  lint:\n    steps:\n      - run: pip install flake8 -r requirements/lint.txt\n  \
                         tests:\n    steps:\n      - run: |\n          python -m pip install --upgrade pip setuptools\n          \
                         python -m pip install -e \".[tests,socks]\" -Ur requirements/test.txt pytest-xdist>=3 && pytest\n      \
-                        - run: pip install -c constraints.txt --index-url https://example.invalid/simple ./[speedups] $EXTRA\n";
+                        - run: pip install -c constraints.txt --index-url https://example.invalid/simple ./[speedups] $EXTRA\n  \
+                        integration:\n    steps:\n      - run: pip install huge-downstream\n      - run: downstream selftest\n";
         let tox = "[tox]\nenvlist = py38, docs\n\n[testenv]\nextras = tests, reco\ndeps =\n    mock>=2\n    \
                    py27: unittest2\n    -Ur{toxinidir}/requirements-dev.txt\n    {[base]deps}\n\n[testenv:docs]\n\
                    extras = docs\ndeps = sphinx\n\n[testenv:watch-readme]\ndeps = restview\n";

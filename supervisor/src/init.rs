@@ -1572,10 +1572,14 @@ mod tests {
                 "import pytest\ndef test_a():\n    pass\n",
             ),
             ("requirements-test.txt", "pytest\n"),
-            ("requirements-ci.txt", "pytest\nhypothesis\n"),
+            (
+                "requirements-ci.txt",
+                "pytest\nhypothesis\n-r requirements-cov.txt\n",
+            ),
+            ("requirements-cov.txt", "coverage~=6.4\n"),
             (
                 "tox.ini",
-                "[tox]\nenvlist = py38, lint\n[testenv]\nextras = tests,reco\ndeps =\n    mock\n    -rrequirements-ci.txt\n    \
+                "[tox]\nenvlist = py38, lint\n[testenv]\nextras = tests,reco\ndeps =\n    mock\n    coverage<5\n    -rrequirements-ci.txt\n    \
                  -rrequirements-missing.txt\ncommands = pytest {posargs}\n[testenv:lint]\nextras = lint\n",
             ),
         ]);

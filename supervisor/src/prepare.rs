@@ -276,6 +276,8 @@ pub fn prepare(
     let mut exit_code = Some(0);
     let mut failed_step = None;
     let mut yanked: Vec<String> = Vec::new();
+    let mut steps: Vec<Vec<String>> = steps.to_vec();
+    let mut legacy_editable = false;
     let mut i = 0;
     while i < steps.len() {
         // A pip install runs with the pins of yanked releases found so far (see below).
@@ -330,6 +332,25 @@ pub fn prepare(
                 yanked.push(pin);
                 let path = env_dir.join(YANKED_FILE);
                 std::fs::write(&path, yanked.join("\n") + "\n").map_err(io(&path))?;
+                continue;
+            }
+            // The project's build backend cannot build an editable wheel (one the project
+            // pins): the legacy editable install, once.
+            let stderr = String::from_utf8_lossy(&captured.stderr);
+            if !legacy_editable
+                && stderr.contains(crate::recipe::NO_EDITABLE_HOOK)
+                && let Some(fallback) = crate::recipe::legacy_editable_steps(
+                    &steps[i],
+                    &crate::recipe::build_requires(tree),
+                )
+            {
+                legacy_editable = true;
+                output.push_str(&format!(
+                    "airlock: the project's build backend builds no editable wheel; installing \
+                     it the legacy way instead ({} and `setup.py develop`)\n",
+                    crate::recipe::LEGACY_EDITABLE_PIP
+                ));
+                steps.splice(i..i + 1, fallback);
                 continue;
             }
             failed_step = Some(i);

@@ -34,8 +34,10 @@ pub const RESOLUTION_FILE: &str = "resolved-as-of.txt";
 pub const INTERPRETER_FILE: &str = "interpreter.txt";
 
 mod lock;
+mod requirements;
 
 pub use lock::{lock_constraints, marker_holds};
+pub use requirements::without_the_project;
 
 /// The file prepare writes into `{env}` naming the installation of the interpreter
 /// `interpreter = "auto"` chose, which every test run is granted; read back when the
@@ -412,6 +414,89 @@ pub fn resolution(
     }
 }
 
+/// The last pip that installs a project editable the legacy way (`setup.py develop`) when its
+/// build backend has no `build_editable` hook: 25.3 removed that way.
+pub const LEGACY_EDITABLE_PIP: &str = "pip<25.3";
+
+/// What pip says when a project's build backend cannot build an editable wheel.
+pub const NO_EDITABLE_HOOK: &str = "missing the 'build_editable' hook";
+
+/// In place of a pip install `failed` because the project's build backend has no
+/// `build_editable` hook (one the project pins, `setuptools~=62.6`): the same install with the
+/// project not editable (unless `failed` installed the project alone, `--no-deps`); the
+/// project's build requirements (`build_requires`) in the venv, as of the same date; the last
+/// pip with the legacy editable install; the project alone, editable, with that pip and the
+/// venv's backend. `None` when `failed` is no editable pip install.
+pub fn legacy_editable_steps(
+    failed: &[String],
+    build_requires: &[String],
+) -> Option<Vec<Vec<String>>> {
+    let at = failed
+        .windows(2)
+        .position(|w| w[0] == "pip" && w[1] == "install")?;
+    let e = failed.iter().position(|a| a == "-e")?;
+    let head: Vec<String> = failed[..at + 2].to_vec();
+    let common: Vec<String> = [
+        "--no-input",
+        "--disable-pip-version-check",
+        "--no-cache-dir",
+    ]
+    .map(String::from)
+    .to_vec();
+    let date: Vec<String> = failed
+        .iter()
+        .position(|a| a == "--uploaded-prior-to")
+        .and_then(|i| failed.get(i..i + 2))
+        .map(<[String]>::to_vec)
+        .unwrap_or_default();
+    let mut steps = Vec::new();
+    if !failed.iter().any(|a| a == "--no-deps") {
+        let mut not_editable = failed.to_vec();
+        not_editable.remove(e);
+        steps.push(not_editable);
+    }
+    let mut requires = [head.clone(), common.clone(), date].concat();
+    requires.extend(build_requires.iter().cloned());
+    steps.push(requires);
+    steps.push(
+        [
+            head.clone(),
+            common.clone(),
+            vec![LEGACY_EDITABLE_PIP.to_string()],
+        ]
+        .concat(),
+    );
+    steps.push(
+        [
+            head,
+            common,
+            ["--no-deps", "--no-build-isolation", "-e", "."]
+                .map(String::from)
+                .to_vec(),
+        ]
+        .concat(),
+    );
+    Some(steps)
+}
+
+/// `[build-system] requires` of the tree's `pyproject.toml`, else what pip assumes without one.
+pub fn build_requires(tree: &Path) -> Vec<String> {
+    let declared = std::fs::read_to_string(tree.join("pyproject.toml"))
+        .ok()
+        .and_then(|t| t.parse::<toml::Table>().ok())
+        .and_then(|doc| {
+            doc.get("build-system")?
+                .get("requires")?
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect::<Vec<_>>()
+                })
+        });
+    declared.unwrap_or_else(|| vec!["setuptools>=40.8.0".into(), "wheel".into()])
+}
+
 /// `NAME==VERSION` when pip's output says that the only releases of NAME that fit were yanked
 /// (`Ignored the following yanked versions: 0.1.0, 0.1.3` then `No matching distribution found
 /// for NAME`): the newest of them. Releases yanked after the date resolved against were what the
@@ -495,7 +580,9 @@ pub fn host_interpreters(home: Option<&Path>) -> Vec<HostPython> {
             if !seen.insert(real.clone()) {
                 continue;
             }
-            if let Some(python) = ask_interpreter(&real) {
+            if let Some(python) = ask_interpreter(&real)
+                && seen.insert(python.executable.clone())
+            {
                 out.push(python);
             }
         }
@@ -517,7 +604,8 @@ pub fn ask_interpreter(path: &Path) -> Option<HostPython> {
             "-I",
             "-S",
             "-c",
-            "import sys; print('%d.%d' % sys.version_info[:2]); print(sys.base_prefix)",
+            "import sys; print('%d.%d' % sys.version_info[:2]); print(sys.base_prefix); \
+             print(sys.executable)",
         ])
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -528,8 +616,16 @@ pub fn ask_interpreter(path: &Path) -> Option<HostPython> {
     let mut lines = text.lines();
     let version = lines.next().and_then(parse_version)?;
     let prefix = lines.next()?;
+    // The interpreter itself, not a launcher that runs it (a pyenv shim is a shell script,
+    // which a sandbox that sees only the interpreter's prefix could not run).
+    let executable = lines
+        .next()
+        .map(Path::new)
+        .filter(|p| p.is_absolute() && p.is_file())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| path.to_path_buf());
     Some(HostPython {
-        executable: path.to_path_buf(),
+        executable,
         base_prefix: prefix.into(),
         version,
     })
@@ -742,6 +838,39 @@ mod tests {
             ),
             "{install}"
         );
+    }
+
+    #[test]
+    fn a_backend_without_editable_builds_falls_back_to_the_legacy_install() {
+        let failed: Vec<String> = "/e/venv/bin/python -m pip install --no-input --uploaded-prior-to 2022-11-01T00:00:00Z -c /e/lock.txt -e .[test] -r r.txt"
+            .split(' ')
+            .map(String::from)
+            .collect();
+        let steps = legacy_editable_steps(&failed, &["setuptools~=62.6".into()]).unwrap();
+        let joined: Vec<String> = steps.iter().map(|s| s.join(" ")).collect();
+        assert_eq!(
+            joined,
+            [
+                "/e/venv/bin/python -m pip install --no-input --uploaded-prior-to 2022-11-01T00:00:00Z -c /e/lock.txt .[test] -r r.txt",
+                "/e/venv/bin/python -m pip install --no-input --disable-pip-version-check --no-cache-dir --uploaded-prior-to 2022-11-01T00:00:00Z setuptools~=62.6",
+                "/e/venv/bin/python -m pip install --no-input --disable-pip-version-check --no-cache-dir pip<25.3",
+                "/e/venv/bin/python -m pip install --no-input --disable-pip-version-check --no-cache-dir --no-deps --no-build-isolation -e .",
+            ]
+        );
+        let alone: Vec<String> = "/p -m pip install --no-deps --force-reinstall -e ."
+            .split(' ')
+            .map(String::from)
+            .collect();
+        assert_eq!(legacy_editable_steps(&alone, &[]).unwrap().len(), 3);
+        assert!(legacy_editable_steps(&["/p".into(), "-m".into(), "venv".into()], &[]).is_none());
+        let tree = tempfile::tempdir().unwrap();
+        assert_eq!(build_requires(tree.path()), ["setuptools>=40.8.0", "wheel"]);
+        std::fs::write(
+            tree.path().join("pyproject.toml"),
+            "[build-system]\nrequires = [\"flit_core<3\"]\n",
+        )
+        .unwrap();
+        assert_eq!(build_requires(tree.path()), ["flit_core<3"]);
     }
 
     #[test]

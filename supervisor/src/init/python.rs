@@ -247,8 +247,38 @@ pub(super) fn configure_python(
     } else {
         testish
     };
-    // Packages the CI installs by name (tox's deps, `pip install pytest-mock`).
-    let ci_packages: Vec<String> = ci.packages.keys().cloned().collect();
+    // Packages the CI installs by name (tox's deps, `pip install pytest-mock`), but those the
+    // chosen requirements files name already (their pin is the project's; another job's pin of
+    // the same name would conflict with it).
+    let mut named: BTreeSet<String> = BTreeSet::new();
+    let mut queue: Vec<String> = requirements.clone();
+    let mut read = BTreeSet::new();
+    while let Some(f) = queue.pop() {
+        if !read.insert(f.clone()) || read.len() > 64 {
+            continue;
+        }
+        let dir = f
+            .rsplit_once('/')
+            .map(|(d, _)| format!("{d}/"))
+            .unwrap_or_default();
+        for line in tree.read(&f).unwrap_or_default().lines() {
+            let line = line.trim();
+            if let Some(inc) = line.strip_prefix("-r") {
+                queue.push(format!("{dir}{}", inc.trim()));
+            } else if let Some(name) = crate::ci_files::requirement_name(line) {
+                named.insert(name.to_ascii_lowercase().replace('_', "-"));
+            }
+        }
+    }
+    let ci_packages: Vec<String> = ci
+        .packages
+        .keys()
+        .filter(|p| {
+            crate::ci_files::requirement_name(p)
+                .is_none_or(|n| !named.contains(&n.to_ascii_lowercase().replace('_', "-")))
+        })
+        .cloned()
+        .collect();
     let manifests: Vec<String> = ["pyproject.toml", "setup.cfg", "setup.py"]
         .into_iter()
         .filter(|f| tree.has(f))
