@@ -252,6 +252,69 @@ fn init_then_doctor_builds_the_project_its_own_way_with_a_group_and_a_generated_
     assert!(!dir.path().join("repo/calc/_version.py").exists());
 }
 
+/// A project that pins a build backend older than editable builds (setuptools < 64, as
+/// projects of 2022 did), whose requirements file installs the project itself (`-e .`) and whose
+/// tox environment names a test dependency: `init` takes the tox deps, prepare passes the
+/// requirements file without the project and installs the project the legacy way (pip < 25.3,
+/// `setup.py develop`) once the modern install says the backend has no `build_editable`; the
+/// tests import the tree at the fixed path.
+#[test]
+fn a_project_whose_backend_builds_no_editable_wheel_is_installed_the_legacy_way() {
+    let dir = tempfile::tempdir().unwrap();
+    repo_with(
+        dir.path(),
+        &[
+            (
+                "pyproject.toml",
+                "[build-system]\nrequires = [\"setuptools>=61,<64\", \"wheel\"]\nbuild-backend = \"setuptools.build_meta\"\n\n\
+                 [project]\nname = \"oldcalc\"\nversion = \"0.1\"\n\n[tool.setuptools]\npackages = [\"oldcalc\"]\n",
+            ),
+            ("setup.cfg", "[tool:pytest]\ntestpaths = tests\n"),
+            ("requirements_test.txt", "-e .\npytest\n"),
+            (
+                "tox.ini",
+                "[tox]\nenvlist = py3\n[testenv]\ndeps =\n    -rrequirements_test.txt\n    iniconfig\ncommands = pytest\n",
+            ),
+            ("oldcalc/__init__.py", "def add(a, b):\n    return a + b\n"),
+            (
+                "tests/test_oldcalc.py",
+                "import iniconfig\n\nimport oldcalc\n\n\n\
+                 def test_add():\n    assert oldcalc.add(1, 2) == 3\n\n\n\
+                 def test_the_tree_is_imported_in_place():\n    assert oldcalc.__file__ == '/airlock/repo/oldcalc/__init__.py', oldcalc.__file__\n\n\n\
+                 def test_the_tox_dependency_is_installed():\n    assert iniconfig.IniConfig\n",
+            ),
+        ],
+    );
+    let init = airlock(dir.path(), &["init", "--repo", "repo"]);
+    assert!(init.status.success(), "{}", text(&init));
+    let config = std::fs::read_to_string(dir.path().join("airlock.toml")).unwrap();
+    assert!(config.contains("packages = [\"iniconfig\"]"), "{config}");
+    assert!(
+        config.contains("requirements = [\"requirements_test.txt\"]"),
+        "{config}"
+    );
+    let doctor = run_doctor(dir.path());
+    let out = text(&doctor);
+    assert!(doctor.status.success(), "{out}\n{config}");
+    assert!(
+        out.contains("3 tests at base (the listing found 3): 3 pass"),
+        "{out}"
+    );
+    let envs = dir.path().join("airlock/envs");
+    let record = std::fs::read_dir(&envs)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("prepare.json"))
+        .find(|p| p.exists())
+        .unwrap();
+    let record = std::fs::read_to_string(record).unwrap();
+    assert!(
+        record.contains("builds no editable wheel; installing it the legacy way"),
+        "{record}"
+    );
+    assert!(record.contains("pip<25.3"), "{record}");
+}
+
 /// `[[tests.services]]`: a real PostgreSQL server from the host's binaries and a Python HTTP
 /// server, each started inside the test run's own sandbox on its private loopback, waited for
 /// (a port, a command), their variables given to the tests; the suite reaches both. A service
