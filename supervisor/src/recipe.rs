@@ -581,7 +581,7 @@ pub fn host_interpreters(home: Option<&Path>) -> Vec<HostPython> {
                 continue;
             }
             if let Some(python) = ask_interpreter(&real)
-                && seen.insert(python.executable.clone())
+                && (python.executable == real || seen.insert(python.executable.clone()))
             {
                 out.push(python);
             }
