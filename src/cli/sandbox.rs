@@ -273,7 +273,9 @@ fn tests_doctor(
             for step in steps {
                 outln!("    $ {}", step.join(" ").escape_debug());
             }
-            use airlock_supervisor::recipe::{INTERPRETER_FILE, RESOLUTION_FILE};
+            use airlock_supervisor::recipe::{
+                INTERPRETER_FILE, OPTIONAL_LEFT_OUT_FILE, RESOLUTION_FILE,
+            };
             if let Ok(chosen) = std::fs::read_to_string(p.env_dir.join(INTERPRETER_FILE)) {
                 outln!(
                     "    interpreter {}",
@@ -284,6 +286,16 @@ fn tests_doctor(
                 outln!(
                     "    resolved against {}",
                     airlock_policies::terminal::escaped_line(why.trim())
+                );
+            }
+            if let Ok(left) = std::fs::read_to_string(p.env_dir.join(OPTIONAL_LEFT_OUT_FILE))
+                && !left.trim().is_empty()
+            {
+                outln!(
+                    "    optional packages that did not install, left out: {}",
+                    airlock_policies::terminal::escaped_line(
+                        &left.split_whitespace().collect::<Vec<_>>().join(", ")
+                    )
                 );
             }
             if !p.generated.is_empty() {

@@ -286,6 +286,10 @@ pub struct PythonRecipe {
     pub requirements: Vec<String>,
     /// More packages (`pytest`), as requirement specifiers.
     pub packages: Vec<String>,
+    /// Packages some of the project's test runs add (its CI installs them, job by job), each
+    /// installed on its own after the rest; one that does not install is left out and said in
+    /// `{env}/optional-left-out.txt` (and by `doctor`), the environment kept.
+    pub optional: Vec<String>,
     /// `pin` (the default): only releases uploaded before the pinned commit; `latest`: today's.
     pub as_of: AsOf,
     /// A lockfile of the tree whose pins constrain every install (`uv.lock`, `poetry.lock`,
@@ -303,6 +307,7 @@ impl Default for PythonRecipe {
             groups: Vec::new(),
             requirements: Vec::new(),
             packages: Vec::new(),
+            optional: Vec::new(),
             as_of: AsOf::Pin,
             lockfile: None,
         }

@@ -791,6 +791,8 @@ pub fn render_airlock_toml(d: &Detected) -> String {
             o.key("groups", &array(&r.groups));
             o.key("requirements", &array(&r.requirements));
             o.key("packages", &array(&r.packages));
+            o.comment("Packages installed each on its own after the rest; one that does not install is left out (said by doctor).");
+            o.key("optional", &array(&r.optional));
             o.comment(
                 "\"pin\": releases uploaded before the pinned commit only; \"latest\": today's.",
             );
@@ -1596,10 +1598,12 @@ mod tests {
             "the CI's own file, not the name heuristic; a missing file is left out"
         );
         assert_eq!(
-            r.packages,
+            r.optional,
             strings(&["mock"]),
-            "pytest comes with the requirements file"
+            "pytest comes with the requirements file, and coverage is pinned by the file it \
+             includes: the CI's own pins of them are left out"
         );
+        assert!(r.packages.is_empty());
         assert!(
             d.findings
                 .iter()

@@ -87,12 +87,17 @@ pub fn check(recipe: &PythonRecipe) -> Result<(), (String, String)> {
             );
         }
     }
-    for (i, spec) in recipe.packages.iter().enumerate() {
-        if spec.trim().is_empty() || spec.starts_with('-') {
-            return bad(
-                &format!("packages[{i}]"),
-                format!("{spec:?} is not a requirement specifier (options are not accepted)"),
-            );
+    for (key, specs) in [
+        ("packages", &recipe.packages),
+        ("optional", &recipe.optional),
+    ] {
+        for (i, spec) in specs.iter().enumerate() {
+            if spec.trim().is_empty() || spec.starts_with('-') || spec.contains(['\'', '\n']) {
+                return bad(
+                    &format!("{key}[{i}]"),
+                    format!("{spec:?} is not a requirement specifier (options are not accepted)"),
+                );
+            }
         }
     }
     if let Some(lock) = &recipe.lockfile {
@@ -217,13 +222,14 @@ pub fn steps_with(
     }
     install.extend(recipe.packages.iter().cloned());
     let mut venv_step = vec![interpreter.to_string(), "-m".into(), "venv".into()];
-    if install.len() == before {
+    if install.len() == before && recipe.optional.is_empty() {
         // Nothing to install: the standard library alone, and no network needed.
         venv_step.push("--without-pip".into());
     }
     venv_step.push(venv.display().to_string());
     let mut out = vec![venv_step];
-    if install.len() > before {
+    let has_install = install.len() > before;
+    if has_install || !recipe.optional.is_empty() {
         out.push(pip(&[if legacy_groups.is_some() {
             "pip"
         } else {
@@ -238,8 +244,10 @@ pub fn steps_with(
             options.push("-c".to_string());
             options.push(file.display().to_string());
         }
-        install.splice(before..before, options);
-        out.push(install);
+        install.splice(before..before, options.clone());
+        if has_install {
+            out.push(install);
+        }
         if let (true, Some(date)) = (split_editable, &resolution.editable_as_of) {
             out.push(pip(&[
                 "--uploaded-prior-to",
@@ -250,8 +258,31 @@ pub fn steps_with(
                 ".",
             ]));
         }
+        if !recipe.optional.is_empty() {
+            // Each on its own, as of the same date and pins; one that does not install is
+            // left out and named in {env}/optional-left-out.txt.
+            let one = pip(&options.iter().map(String::as_str).collect::<Vec<_>>());
+            let quoted: Vec<String> = one.iter().map(|a| shell_quoted(a)).collect();
+            let left_out = env_dir.join(OPTIONAL_LEFT_OUT_FILE);
+            let script = format!(
+                ": > {out}; for p in \"$@\"; do {pip} \"$p\" || {{ echo \"airlock: $p did not \
+                 install; left out\"; echo \"$p\" >> {out}; }}; done",
+                out = shell_quoted(&left_out.display().to_string()),
+                pip = quoted.join(" ")
+            );
+            let mut step = vec!["/bin/sh".to_string(), "-c".into(), script, "sh".into()];
+            step.extend(recipe.optional.iter().cloned());
+            out.push(step);
+        }
     }
     out
+}
+
+/// The file naming the optional packages that did not install.
+pub const OPTIONAL_LEFT_OUT_FILE: &str = "optional-left-out.txt";
+
+fn shell_quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
 }
 
 /// The version a build computed from git would give the pin (`setuptools_scm`, `hatch-vcs`),
@@ -871,6 +902,48 @@ mod tests {
         )
         .unwrap();
         assert_eq!(build_requires(tree.path()), ["flit_core<3"]);
+    }
+
+    #[test]
+    fn optional_packages_install_each_on_its_own_after_the_rest() {
+        let r = PythonRecipe {
+            editable: false,
+            optional: vec!["numpy".into(), "it's".into()],
+            ..PythonRecipe::default()
+        };
+        let steps = steps(
+            &r,
+            "python3",
+            Path::new("/e"),
+            Some("2021-03-04T05:06:07Z"),
+            None,
+        );
+        assert_eq!(
+            steps.len(),
+            3,
+            "venv (with pip), pip, the optional loop: {steps:?}"
+        );
+        assert!(!steps[0].contains(&"--without-pip".to_string()));
+        let last = &steps[2];
+        assert_eq!(last[..2], ["/bin/sh", "-c"]);
+        assert!(
+            last[2].contains("'--uploaded-prior-to' '2021-03-04T05:06:07Z' \"$p\""),
+            "{}",
+            last[2]
+        );
+        assert!(
+            last[2].contains("'/e/optional-left-out.txt'"),
+            "{}",
+            last[2]
+        );
+        assert_eq!(last[3..], ["sh", "numpy", "it's"]);
+        assert!(
+            check(&PythonRecipe {
+                optional: vec!["-r x".into()],
+                ..PythonRecipe::default()
+            })
+            .is_err()
+        );
     }
 
     #[test]

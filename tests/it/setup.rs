@@ -30,6 +30,23 @@ fn repo_with(dir: &Path, files: &[(&str, &str)]) {
     airlock_testkit::git::repo_with(&dir.join("repo"), files);
 }
 
+/// Re-date the fixture's one commit (author and committer), as a project of that day.
+fn commit_dated(repo: &Path, date: &str) {
+    let amend = Command::new("git")
+        .args(["commit", "-q", "--amend", "--no-edit", "--date", date])
+        .current_dir(repo)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_DATE", date)
+        .output()
+        .unwrap();
+    assert!(amend.status.success(), "{}", text(&amend));
+}
+
 fn text(out: &Output) -> String {
     format!(
         "{}{}",
@@ -187,26 +204,7 @@ fn init_then_doctor_builds_the_project_its_own_way_with_a_group_and_a_generated_
     );
     // Committed in 2025, as a project requiring setuptools 64 (2022) would be: the releases
     // are resolved as of the commit.
-    let amend = Command::new("git")
-        .args([
-            "commit",
-            "-q",
-            "--amend",
-            "--no-edit",
-            "--date",
-            "2025-06-02T00:00:00Z",
-        ])
-        .current_dir(dir.path().join("repo"))
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_DATE", "2025-06-02T00:00:00Z")
-        .output()
-        .unwrap();
-    assert!(amend.status.success(), "{}", text(&amend));
+    commit_dated(&dir.path().join("repo"), "2025-06-02T00:00:00Z");
     let init = airlock(dir.path(), &["init", "--repo", "repo"]);
     assert!(init.status.success(), "{}", text(&init));
     let config = std::fs::read_to_string(dir.path().join("airlock.toml")).unwrap();
@@ -273,7 +271,7 @@ fn a_project_whose_backend_builds_no_editable_wheel_is_installed_the_legacy_way(
             ("requirements_test.txt", "-e .\npytest\n"),
             (
                 "tox.ini",
-                "[tox]\nenvlist = py3\n[testenv]\ndeps =\n    -rrequirements_test.txt\n    iniconfig\ncommands = pytest\n",
+                "[tox]\nenvlist = py3\n[testenv]\ndeps =\n    -rrequirements_test.txt\n    iniconfig\n    airlock-no-such-distribution-for-tests\ncommands = pytest\n",
             ),
             ("oldcalc/__init__.py", "def add(a, b):\n    return a + b\n"),
             (
@@ -285,10 +283,15 @@ fn a_project_whose_backend_builds_no_editable_wheel_is_installed_the_legacy_way(
             ),
         ],
     );
+    // Committed in November 2022, when setuptools 63 was what such a pin resolved to.
+    commit_dated(&dir.path().join("repo"), "2022-11-15T00:00:00Z");
     let init = airlock(dir.path(), &["init", "--repo", "repo"]);
     assert!(init.status.success(), "{}", text(&init));
     let config = std::fs::read_to_string(dir.path().join("airlock.toml")).unwrap();
-    assert!(config.contains("packages = [\"iniconfig\"]"), "{config}");
+    assert!(
+        config.contains("optional = [\"airlock-no-such-distribution-for-tests\", \"iniconfig\"]"),
+        "{config}"
+    );
     assert!(
         config.contains("requirements = [\"requirements_test.txt\"]"),
         "{config}"
@@ -298,6 +301,10 @@ fn a_project_whose_backend_builds_no_editable_wheel_is_installed_the_legacy_way(
     assert!(doctor.status.success(), "{out}\n{config}");
     assert!(
         out.contains("3 tests at base (the listing found 3): 3 pass"),
+        "{out}"
+    );
+    assert!(
+        out.contains("optional packages that did not install, left out: airlock-no-such-distribution-for-tests"),
         "{out}"
     );
     let envs = dir.path().join("airlock/envs");

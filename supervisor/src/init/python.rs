@@ -337,7 +337,21 @@ pub(super) fn configure_python(
             })
         })
     });
-    let mut packages = ci_packages.clone();
+    // The runner the CI names is required; the rest of what it installs is optional (its jobs
+    // add packages one at a time, some of which may not install for this interpreter).
+    let is_pytest = |p: &String| {
+        crate::ci_files::requirement_name(p).is_some_and(|n| n.eq_ignore_ascii_case("pytest"))
+    };
+    let mut packages: Vec<String> = ci_packages
+        .iter()
+        .filter(|p| is_pytest(p))
+        .cloned()
+        .collect();
+    let optional: Vec<String> = ci_packages
+        .iter()
+        .filter(|p| !is_pytest(p))
+        .cloned()
+        .collect();
     let adds_pytest = runner == TestRunner::Pytest && !declares_pytest;
     if adds_pytest {
         packages.push("pytest".to_string());
@@ -380,6 +394,7 @@ pub(super) fn configure_python(
         groups: groups.clone(),
         requirements: requirements.clone(),
         packages,
+        optional: optional.clone(),
         as_of: AsOf::Pin,
         lockfile: lockfile.clone(),
     };
@@ -415,11 +430,12 @@ pub(super) fn configure_python(
             requirements.join(", ")
         ));
     }
-    if !ci_packages.is_empty() {
+    if !optional.is_empty() {
         said.push(format!(
-            "{} (the project's CI installs {})",
-            ci_packages.join(", "),
-            if ci_packages.len() == 1 { "it" } else { "them" }
+            "then, each on its own and left out if it does not install, {} (the project's CI \
+             installs {})",
+            optional.join(", "),
+            if optional.len() == 1 { "it" } else { "them" }
         ));
     }
     if adds_pytest {
