@@ -451,10 +451,12 @@ fn github(path: &str, doc: &Value, facts: &mut CiFacts) {
                 add_python(facts, v);
             }
             if let Some(run) = step.get("run").and_then(Value::as_str) {
-                add_commands(facts, path, run);
-                if tests_job {
+                // The environment of the job's first test run: what later steps add is for
+                // later, narrower runs (one module with an optional dependency).
+                if tests_job && facts.test_commands.len() == commands_before {
                     installs.script(run, path);
                 }
+                add_commands(facts, path, run);
             }
         }
         if facts.test_commands.len() > commands_before {
@@ -517,10 +519,10 @@ fn gitlab(path: &str, doc: &Value, facts: &mut CiFacts) {
         for key in ["script", "before_script"] {
             for line in job.get(key).and_then(Value::as_array).into_iter().flatten() {
                 if let Some(text) = line.as_str() {
-                    add_commands(facts, path, text);
-                    if is_test_job(name) {
+                    if is_test_job(name) && facts.test_commands.len() == commands_before {
                         installs.script(text, path);
                     }
+                    add_commands(facts, path, text);
                 }
             }
         }
@@ -985,7 +987,8 @@ jobs:
         let workflow = "jobs:\n  lint:\n    steps:\n      - run: pip install flake8 -r requirements/lint.txt\n  \
                         tests:\n    steps:\n      - run: |\n          python -m pip install --upgrade pip setuptools\n          \
                         python -m pip install -e \".[tests,socks]\" -Ur requirements/test.txt pytest-xdist>=3 && pytest\n      \
-                        - run: pip install -c constraints.txt --index-url https://example.invalid/simple ./[speedups] $EXTRA\n  \
+                        - run: pip install -c constraints.txt --index-url https://example.invalid/simple ./[speedups] $EXTRA\n      \
+                        - run: pytest tests/test_speedups.py\n  \
                         integration:\n    steps:\n      - run: pip install huge-downstream\n      - run: downstream selftest\n";
         let tox = "[tox]\nenvlist = py38, docs\n\n[testenv]\nextras = tests, reco\ndeps =\n    mock>=2\n    \
                    py27: unittest2\n    -Ur{toxinidir}/requirements-dev.txt\n    {[base]deps}\n\n[testenv:docs]\n\
@@ -997,10 +1000,12 @@ jobs:
             ("tox.ini", tox),
             ("noxfile.py", nox),
         ]));
+        assert!(facts.problems.is_empty(), "{:?}", facts.problems);
         let keys = |m: &BTreeMap<String, String>| m.keys().cloned().collect::<Vec<_>>();
         assert_eq!(
             keys(&facts.installs.extras),
-            ["reco", "socks", "speedups", "testing", "tests"]
+            ["reco", "socks", "testing", "tests"],
+            "what a job installs after its first test run is for a later, narrower run"
         );
         assert_eq!(
             keys(&facts.installs.requirements),
