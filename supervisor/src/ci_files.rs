@@ -713,6 +713,17 @@ fn tox_dep(value: &str, path: &str, installs: &mut Installs) {
     }
 }
 
+/// The leading string literals of a Python call's arguments (`"pytest", "-x", *posargs)`).
+fn quoted_args(rest: &str) -> Vec<String> {
+    rest.split(',')
+        .map_while(|w| {
+            let w = w.trim().trim_end_matches(')');
+            (w.starts_with('"') || w.starts_with('\''))
+                .then(|| w.trim_matches(|c| c == '"' || c == '\'').to_string())
+        })
+        .collect()
+}
+
 fn nox(path: &str, text: &str, facts: &mut CiFacts) {
     let mut session = String::new();
     for line in text.lines() {
@@ -723,25 +734,11 @@ fn nox(path: &str, text: &str, facts: &mut CiFacts) {
         if let Some(rest) = line.split("session.install(").nth(1)
             && is_test_job(&session)
         {
-            let words: Vec<String> = rest
-                .split(',')
-                .map_while(|w| {
-                    let w = w.trim().trim_end_matches(')');
-                    (w.starts_with('"') || w.starts_with('\''))
-                        .then(|| w.trim_matches(|c| c == '"' || c == '\'').to_string())
-                })
-                .collect();
+            let words = quoted_args(rest);
             facts.installs.pip_args(&words, path);
         }
         if let Some(rest) = line.split("session.run(").nth(1) {
-            let words: Vec<String> = rest
-                .split(',')
-                .map_while(|w| {
-                    let w = w.trim().trim_end_matches(')');
-                    (w.starts_with('"') || w.starts_with('\''))
-                        .then(|| w.trim_matches(|c| c == '"' || c == '\'').to_string())
-                })
-                .collect();
+            let words = quoted_args(rest);
             if !words.is_empty() {
                 add_commands(facts, path, &words.join(" "));
             }
