@@ -47,6 +47,21 @@ fn commit_dated(repo: &Path, date: &str) {
     assert!(amend.status.success(), "{}", text(&amend));
 }
 
+/// `airlock init --repo repo` in `dir`, which must succeed; the airlock.toml it wrote.
+fn init_config(dir: &Path) -> String {
+    let init = airlock(dir, &["init", "--repo", "repo"]);
+    assert!(init.status.success(), "{}", text(&init));
+    std::fs::read_to_string(dir.join("airlock.toml")).unwrap()
+}
+
+/// [`run_doctor`], which must succeed; its output.
+fn doctor_succeeds(dir: &Path, config: &str) -> String {
+    let doctor = run_doctor(dir);
+    let out = text(&doctor);
+    assert!(doctor.status.success(), "{out}\n{config}");
+    out
+}
+
 fn text(out: &Output) -> String {
     format!(
         "{}{}",
@@ -205,16 +220,12 @@ fn init_then_doctor_builds_the_project_its_own_way_with_a_group_and_a_generated_
     // Committed in 2025, as a project requiring setuptools 64 (2022) would be: the releases
     // are resolved as of the commit.
     commit_dated(&dir.path().join("repo"), "2025-06-02T00:00:00Z");
-    let init = airlock(dir.path(), &["init", "--repo", "repo"]);
-    assert!(init.status.success(), "{}", text(&init));
-    let config = std::fs::read_to_string(dir.path().join("airlock.toml")).unwrap();
+    let config = init_config(dir.path());
     assert!(config.contains("[tests.prepare.python]"), "{config}");
     assert!(config.contains("groups = [\"tests\"]"), "{config}");
     assert!(config.contains("editable = true"), "{config}");
 
-    let doctor = run_doctor(dir.path());
-    let out = text(&doctor);
-    assert!(doctor.status.success(), "{out}\n{config}");
+    let out = doctor_succeeds(dir.path(), &config);
     assert!(out.contains("prepare       built"), "{out}");
     assert!(
         out.contains("5 tests at base (the listing found 5): 5 pass"),
@@ -285,9 +296,7 @@ fn a_project_whose_backend_builds_no_editable_wheel_is_installed_the_legacy_way(
     );
     // Committed in November 2022, when setuptools 63 was what such a pin resolved to.
     commit_dated(&dir.path().join("repo"), "2022-11-15T00:00:00Z");
-    let init = airlock(dir.path(), &["init", "--repo", "repo"]);
-    assert!(init.status.success(), "{}", text(&init));
-    let config = std::fs::read_to_string(dir.path().join("airlock.toml")).unwrap();
+    let config = init_config(dir.path());
     assert!(
         config.contains("optional = [\"airlock-no-such-distribution-for-tests\", \"iniconfig\"]"),
         "{config}"
@@ -296,9 +305,7 @@ fn a_project_whose_backend_builds_no_editable_wheel_is_installed_the_legacy_way(
         config.contains("requirements = [\"requirements_test.txt\"]"),
         "{config}"
     );
-    let doctor = run_doctor(dir.path());
-    let out = text(&doctor);
-    assert!(doctor.status.success(), "{out}\n{config}");
+    let out = doctor_succeeds(dir.path(), &config);
     assert!(
         out.contains("3 tests at base (the listing found 3): 3 pass"),
         "{out}"
@@ -483,17 +490,13 @@ fn init_turns_the_ci_database_service_into_a_service_the_suite_reaches() {
             ),
         ],
     );
-    let init = airlock(dir.path(), &["init", "--repo", "repo"]);
-    assert!(init.status.success(), "{}", text(&init));
-    let config = std::fs::read_to_string(dir.path().join("airlock.toml")).unwrap();
+    let config = init_config(dir.path());
     assert!(config.contains("[[tests.services]]"), "{config}");
     assert!(
         config.contains("The project's CI runs its tests with `python -m unittest -v`"),
         "{config}"
     );
-    let doctor = run_doctor(dir.path());
-    let out = text(&doctor);
-    assert!(doctor.status.success(), "{out}\n{config}");
+    let out = doctor_succeeds(dir.path(), &config);
     assert!(
         out.contains("1 tests at base: 1 pass, 0 fail"),
         "{out}\n{config}"
