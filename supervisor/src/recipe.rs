@@ -37,7 +37,7 @@ mod lock;
 mod requirements;
 
 pub use lock::{lock_constraints, marker_holds};
-pub use requirements::without_the_project;
+pub use requirements::{closure as requirements_closure, without_the_project};
 
 /// The file prepare writes into `{env}` naming the installation of the interpreter
 /// `interpreter = "auto"` chose, which every test run is granted; read back when the

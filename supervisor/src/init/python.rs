@@ -250,26 +250,13 @@ pub(super) fn configure_python(
     // Packages the CI installs by name (tox's deps, `pip install pytest-mock`), but those the
     // chosen requirements files name already (their pin is the project's; another job's pin of
     // the same name would conflict with it).
-    let mut named: BTreeSet<String> = BTreeSet::new();
-    let mut queue: Vec<String> = requirements.clone();
-    let mut read = BTreeSet::new();
-    while let Some(f) = queue.pop() {
-        if !read.insert(f.clone()) || read.len() > 64 {
-            continue;
-        }
-        let dir = f
-            .rsplit_once('/')
-            .map(|(d, _)| format!("{d}/"))
-            .unwrap_or_default();
-        for line in tree.read(&f).unwrap_or_default().lines() {
-            let line = line.trim();
-            if let Some(inc) = line.strip_prefix("-r") {
-                queue.push(format!("{dir}{}", inc.trim()));
-            } else if let Some(name) = crate::ci_files::requirement_name(line) {
-                named.insert(name.to_ascii_lowercase().replace('_', "-"));
-            }
-        }
-    }
+    let named: BTreeSet<String> =
+        crate::recipe::requirements_closure(&requirements, |f| tree.read(f))
+            .values()
+            .flat_map(|text| text.lines())
+            .filter_map(|line| crate::ci_files::requirement_name(line.trim()))
+            .map(|name| name.to_ascii_lowercase().replace('_', "-"))
+            .collect();
     let ci_packages: Vec<String> = ci
         .packages
         .keys()

@@ -102,27 +102,34 @@ fn marker_tokens(text: &str) -> Option<Vec<MarkerToken>> {
 }
 
 fn marker_or(t: &[MarkerToken], at: &mut usize, v: (u32, u32)) -> Option<Option<bool>> {
-    let mut value = marker_and(t, at, v)?;
-    while t.get(*at) == Some(&MarkerToken::Word("or".into())) {
-        *at += 1;
-        let right = marker_and(t, at, v)?;
-        value = match (value, right) {
-            (Some(true), _) | (_, Some(true)) => Some(true),
-            (Some(false), Some(false)) => Some(false),
-            _ => None,
-        };
-    }
-    Some(value)
+    marker_chain(t, at, v, "or", marker_and, true)
 }
 
 fn marker_and(t: &[MarkerToken], at: &mut usize, v: (u32, u32)) -> Option<Option<bool>> {
-    let mut value = marker_atom(t, at, v)?;
-    while t.get(*at) == Some(&MarkerToken::Word("and".into())) {
+    marker_chain(t, at, v, "and", marker_atom, false)
+}
+
+/// A rule of the marker grammar: the tokens, the position (advanced past what it read), the
+/// interpreter; `None` when the text does not parse, else the (three-valued) value.
+type MarkerRule = fn(&[MarkerToken], &mut usize, (u32, u32)) -> Option<Option<bool>>;
+
+/// `operand (op operand)*` in three-valued logic: `decides` (true for `or`, false for `and`)
+/// from any operand decides the whole; an unknown operand otherwise leaves it unknown.
+fn marker_chain(
+    t: &[MarkerToken],
+    at: &mut usize,
+    v: (u32, u32),
+    op: &str,
+    operand: MarkerRule,
+    decides: bool,
+) -> Option<Option<bool>> {
+    let mut value = operand(t, at, v)?;
+    while t.get(*at) == Some(&MarkerToken::Word(op.into())) {
         *at += 1;
-        let right = marker_atom(t, at, v)?;
+        let right = operand(t, at, v)?;
         value = match (value, right) {
-            (Some(false), _) | (_, Some(false)) => Some(false),
-            (Some(true), Some(true)) => Some(true),
+            (Some(a), _) | (_, Some(a)) if a == decides => Some(decides),
+            (Some(_), Some(_)) => Some(!decides),
             _ => None,
         };
     }

@@ -55,23 +55,20 @@ fn normal(path: &Path) -> Option<String> {
     Some(parts.join("/"))
 }
 
-/// The requirements files to pass for `files` (paths from the tree's root): each file as it
-/// is, unless it or a file it includes installs the project itself; then copies without those
-/// lines, for every file of its includes, written into `{env}` (name, content) and passed by
-/// their path there. Returns (paths to pass, files to write).
-pub fn without_the_project(
-    tree: &Path,
+/// `files` and every requirements or constraints file they include (`-r`, `-c`, relative to
+/// the including file), by path from the tree's root, with their text as `read` gives it (at
+/// most [`MAX_FILES`]; a file `read` cannot give is left out).
+pub fn closure(
     files: &[String],
-    env_dir: &Path,
-) -> (Vec<String>, Vec<(String, String)>) {
-    // Every file reachable from the recipe's, by path from the tree's root.
+    read: impl Fn(&str) -> Option<String>,
+) -> BTreeMap<String, String> {
     let mut texts: BTreeMap<String, String> = BTreeMap::new();
     let mut queue: Vec<String> = files.to_vec();
     while let Some(path) = queue.pop() {
         if texts.contains_key(&path) || texts.len() >= MAX_FILES {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(tree.join(&path)) else {
+        let Some(text) = read(&path) else {
             continue;
         };
         let dir = Path::new(&path).parent().unwrap_or(Path::new(""));
@@ -84,6 +81,19 @@ pub fn without_the_project(
         }
         texts.insert(path, text);
     }
+    texts
+}
+
+/// The requirements files to pass for `files` (paths from the tree's root): each file as it
+/// is, unless it or a file it includes installs the project itself; then copies without those
+/// lines, for every file of its includes, written into `{env}` (name, content) and passed by
+/// their path there. Returns (paths to pass, files to write).
+pub fn without_the_project(
+    tree: &Path,
+    files: &[String],
+    env_dir: &Path,
+) -> (Vec<String>, Vec<(String, String)>) {
+    let texts = closure(files, |p| std::fs::read_to_string(tree.join(p)).ok());
     if !texts.values().any(|t| t.lines().any(installs_the_project)) {
         return (files.to_vec(), Vec::new());
     }
