@@ -457,8 +457,9 @@ impl Default for Budgets {
 pub struct ModelConfig {
     /// Model spec (e.g. `scripted:/path/turns.jsonl`); `--model` overrides it.
     pub spec: Option<String>,
-    /// Model-specific settings, passed to `airlock-model` as JSON.
-    pub config: toml::Table,
+    /// Model-specific settings (`[model.config]`), typed when the file is read, so a typo in
+    /// them is an error naming the file and line before anything is pinned.
+    pub config: airlock_model::ModelConfig,
 }
 
 /// `[security_model]`: an optional second opinion on injection findings. An OpenAI-compatible
@@ -1082,11 +1083,6 @@ impl Config {
         }
     }
 
-    /// The model settings as JSON, as `airlock-model` takes them.
-    pub fn model_config_json(&self) -> serde_json::Value {
-        serde_json::to_value(&self.model.config).unwrap_or(serde_json::Value::Null)
-    }
-
     fn validate(&self, origin: &Path) -> Result<()> {
         let invalid = |key: &str, problem: &str| ConfigError::Invalid {
             path: origin.to_path_buf(),
@@ -1476,7 +1472,17 @@ socket = "broker.sock"
             c.broker.socket.clone().unwrap(),
             PathBuf::from("/etc/airlock/broker.sock")
         );
-        assert_eq!(c.model_config_json()["temperature"], 0);
+        assert_eq!(c.model.config.temperature, Some(0.0));
+    }
+
+    #[test]
+    fn a_typo_in_the_model_settings_is_refused_at_load_naming_file_and_line() {
+        let text = "[tests]\ncommand = [\"pytest\"]\n\n[model.config]\ntemprature = 0\n";
+        let err = Config::parse(text, Path::new("/etc/airlock/airlock.toml")).unwrap_err();
+        let said = err.to_string();
+        assert!(said.contains("/etc/airlock/airlock.toml"), "{said}");
+        assert!(said.contains("line 5"), "{said}");
+        assert!(said.contains("temprature"), "{said}");
     }
 
     #[test]

@@ -108,8 +108,7 @@ pub fn review_pull_request(
         .clone()
         .or_else(|| config.model.spec.clone())
         .ok_or_else(|| RunError::Model("no model: pass --model or set [model] spec".into()))?;
-    let model_config: ModelConfig = serde_json::from_value(config.model_config_json())
-        .map_err(|e| RunError::Model(format!("[model.config] in {config_origin}: {e}")))?;
+    let model_config: ModelConfig = config.model.config.clone();
 
     // The mirror takes every ref of the remote (GitHub's `refs/pull/N/head` among them), so
     // the head is there after a fetch; both commits are resolved before anything else.

@@ -277,8 +277,7 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
         .clone()
         .or_else(|| config.model.spec.clone())
         .ok_or_else(|| RunError::Model("no model: pass --model or set [model] spec".into()))?;
-    let model_config: ModelConfig = serde_json::from_value(config.model_config_json())
-        .map_err(|e| RunError::Model(format!("[model.config] in {config_origin}: {e}")))?;
+    let model_config: ModelConfig = config.model.config.clone();
     // A learnings file the policy refuses is the operator's mistake: said before anything runs.
     agent_policy(&agent, &config, &config_origin, &repo)?;
 
@@ -419,8 +418,7 @@ pub fn resume_run(args: &ResumeArgs, overrides: Overrides) -> Result<RunReport, 
     let mirror = airlock_checkout::Mirror::open(&mirror)?;
     let commit = mirror.resolve(&base_commit)?;
     let spec_text = args.model.clone().unwrap_or(model_spec);
-    let mut model_config: ModelConfig = serde_json::from_value(config.model_config_json())
-        .map_err(|e| RunError::Model(format!("[model.config] in {config_origin}: {e}")))?;
+    let mut model_config: ModelConfig = config.model.config.clone();
     model_config.budget = model_limits;
     let started = Started {
         run_id: run_id.clone(),
