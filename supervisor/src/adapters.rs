@@ -8,7 +8,7 @@ use crate::ports::{
     Baseline, BaselineError, BrokerReply, Hit, PortResult, PrSink, ReadOutcome, Retrieval,
     RunRegistration, TestReport, TestRunner, ToolFailure, Worktree,
 };
-use crate::prepare::{self, PrepareRecord};
+use crate::prepare::{self, PrepareRecord, tail};
 use crate::recipe;
 use crate::testenv::{self, Host, ResolvedTests};
 use crate::transport::{BrokerEndpoint, ConnectError, is_tls_refusal};
@@ -653,18 +653,6 @@ pub fn network_hint(net: &TestNetwork, output: &str, blocked: &[BlockedAttempt])
 /// newline and tab (escape sequences, carriage returns, bidi overrides) are shown as `\u{..}`.
 fn shown_escaped(text: &str) -> String {
     airlock_policies::terminal::escaped(text).into_owned()
-}
-
-/// The last `max` bytes of `text` (on a character boundary), saying how much was cut.
-pub(crate) fn tail(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("[... {} earlier bytes cut]\n{}", start, &text[start..])
 }
 
 /// The broker client: one JSON request line per connection to the broker (its Unix socket, or

@@ -8,7 +8,7 @@
 //! refused, and every error names the file, the key and how to fix it.
 
 use crate::config::DocsConfig;
-use crate::tools::Tool;
+use crate::tool_name::Tool;
 use airlock_protocol::ChangeKind;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -312,11 +312,9 @@ pub fn builtins() -> Result<Vec<Agent>> {
     BUILTINS.iter().map(|b| builtin(b.name)).collect()
 }
 
-/// Whether `spec` names a definition file rather than a built-in agent: it has a path
-/// separator or ends in `.toml`.
-pub fn is_path(spec: &str) -> bool {
-    spec.contains('/') || spec.ends_with(".toml")
-}
+/// Whether `spec` names a definition file rather than a built-in agent (the configuration
+/// resolves such paths against its file, so the rule lives there).
+pub use crate::config::is_definition_path as is_path;
 
 /// The agent `spec` names: a built-in name, or the path of a definition file.
 pub fn resolve(spec: &str) -> Result<Agent> {

@@ -28,7 +28,7 @@ use airlock_reader::tools::{ReadArgs, SearchArgs, decode_args};
 use serde::Serialize;
 
 use crate::config::ContextConfig;
-use crate::tools::Tool;
+use crate::tool_name::Tool;
 
 /// How the agent gets an elided result back.
 #[derive(Debug, Clone, PartialEq, Eq)]

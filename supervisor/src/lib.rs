@@ -34,6 +34,7 @@ pub mod runner;
 pub mod second_opinion;
 pub mod session;
 pub mod testenv;
+pub mod tool_name;
 pub mod tools;
 pub mod trajectory;
 pub mod transport;

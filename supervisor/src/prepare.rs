@@ -11,7 +11,6 @@
 //! recorded in `prepare.json` beside the environment; a later run with the same key reuses the
 //! environment without running anything. A lock serialises runs that prepare the same key.
 
-use crate::adapters::tail;
 use crate::config::PrepareConfig;
 use crate::testenv::links_dir;
 use airlock_policies::network::{BlockedAttempt, TestNetwork};
@@ -486,4 +485,17 @@ pub fn created_paths(upper: &Path, tree: &Path, max: usize) -> Vec<String> {
     let mut out = Vec::new();
     walk(upper, tree, Path::new(""), max, &mut out);
     out
+}
+
+/// The last `max` bytes of `text` (on a character boundary), saying how much was cut: how
+/// prepare's output is kept, and test output too (`crate::adapters`).
+pub(crate) fn tail(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("[... {} earlier bytes cut]\n{}", start, &text[start..])
 }

@@ -93,10 +93,12 @@ pub fn agent_prompt(template: &str, v: &SystemVars<'_>) -> String {
     )
 }
 
-/// The system prompt of `agent`'s run on `repo` at `base_commit` for `issue_id`, under
-/// `policy` and `config`'s budgets, test command and learnings file.
+/// The system prompt of a run on `repo` at `base_commit` for `issue_id` from its agent's
+/// prompt `template`, under `policy` and `config`'s budgets, test command and learnings file.
+/// (The template, not the agent: the agents embed this module's templates, so this module
+/// does not import them back.)
 pub fn system_prompt_for(
-    agent: &crate::agents::Agent,
+    template: &str,
     repo: &str,
     base_commit: &str,
     issue_id: &str,
@@ -109,7 +111,7 @@ pub fn system_prompt_for(
         None => "(none: the operator named no learnings file, so keep none)".to_string(),
     };
     agent_prompt(
-        &agent.prompt,
+        template,
         &SystemVars {
             repo,
             base_commit,

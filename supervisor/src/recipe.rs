@@ -20,8 +20,9 @@ use std::path::Path;
 /// (`--uploaded-prior-to`, 26.0).
 pub const PIP_REQUIREMENT: &str = "pip>=26";
 
-/// The lockfiles whose pins the recipe reads, by file name.
-pub const LOCKFILES: [&str; 4] = ["uv.lock", "poetry.lock", "Pipfile.lock", "pylock.toml"];
+/// The lockfiles whose pins the recipe reads, by file name; the recipe as written, `LOCKFILES`
+/// and its check belong to the configuration, which reads them when the file loads.
+pub use crate::config::{LOCKFILES, check_python_recipe as check};
 
 /// The name of the constraints file prepare writes into `{env}` from the lockfile.
 pub const CONSTRAINTS_FILE: &str = "lock-constraints.txt";
@@ -47,88 +48,6 @@ pub const INTERPRETER_GRANT_FILE: &str = "interpreter-grant.txt";
 /// Where the recipe's venv lives inside the environment directory.
 pub fn venv_dir(env_dir: &Path) -> std::path::PathBuf {
     env_dir.join("venv")
-}
-
-/// Check a recipe as written; the error is `(key under tests.prepare.python, problem)`.
-pub fn check(recipe: &PythonRecipe) -> Result<(), (String, String)> {
-    let bad = |key: &str, problem: String| Err((key.to_string(), problem));
-    if recipe.interpreter.trim().is_empty() {
-        return bad(
-            "interpreter",
-            "is empty: name the venv's base interpreter (\"python3\" or an absolute path)".into(),
-        );
-    }
-    if !recipe.editable && !recipe.extras.is_empty() {
-        return bad(
-            "extras",
-            "are installed with the project, but editable = false does not install it: set \
-             editable = true or move the extras' packages to `packages`"
-                .into(),
-        );
-    }
-    for (key, names) in [("extras", &recipe.extras), ("groups", &recipe.groups)] {
-        for name in names {
-            if !is_name(name) {
-                return bad(
-                    key,
-                    format!(
-                        "{name:?} is not a name (letters, digits, `.`, `_` and `-`, starting with \
-                         a letter or digit)"
-                    ),
-                );
-            }
-        }
-    }
-    for (i, path) in recipe.requirements.iter().enumerate() {
-        if !is_tree_path(path) {
-            return bad(
-                &format!("requirements[{i}]"),
-                format!("{path:?} must be a file of the tree, relative, without `..`"),
-            );
-        }
-    }
-    for (key, specs) in [
-        ("packages", &recipe.packages),
-        ("optional", &recipe.optional),
-    ] {
-        for (i, spec) in specs.iter().enumerate() {
-            if spec.trim().is_empty() || spec.starts_with('-') || spec.contains(['\'', '\n']) {
-                return bad(
-                    &format!("{key}[{i}]"),
-                    format!("{spec:?} is not a requirement specifier (options are not accepted)"),
-                );
-            }
-        }
-    }
-    if let Some(lock) = &recipe.lockfile {
-        let name = lock.rsplit('/').next().unwrap_or(lock);
-        if !is_tree_path(lock) || !LOCKFILES.contains(&name) {
-            return bad(
-                "lockfile",
-                format!(
-                    "{lock:?} is not a lockfile airlock reads: a path of the tree ending in {}",
-                    LOCKFILES.join(", ")
-                ),
-            );
-        }
-    }
-    Ok(())
-}
-
-fn is_name(name: &str) -> bool {
-    name.chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-}
-
-fn is_tree_path(path: &str) -> bool {
-    let p = Path::new(path);
-    !path.is_empty()
-        && p.components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)))
 }
 
 /// `2021-03-04T05:06:07Z`: the pinned commit's time as pip's `--uploaded-prior-to` takes it.

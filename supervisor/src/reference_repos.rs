@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 /// The skill name in the `skill_call` audit event.
 pub const SKILL: &str = "knowledge-reference-repos";
 /// The directory of the project that lists reference repositories, when none is named.
-pub const DEFAULT_DIR: &str = ".airlock/reference-repos";
+pub const DEFAULT_DIR: &str = crate::config::DEFAULT_REFERENCE_REPOS_DIR;
 /// The `mode` of every answer.
 pub const MODE: &str = "reference";
 /// The reason of an answer with no repository configured.

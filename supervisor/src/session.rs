@@ -566,7 +566,7 @@ impl<'s> Session<'s> {
 
     fn drive(&mut self) -> Result<RunEnd> {
         let system = prompts::system_prompt_for(
-            &self.spec.agent,
+            &self.spec.agent.prompt,
             &self.spec.repo,
             &self.spec.base_commit,
             &self.spec.issue.id,

@@ -1,11 +1,10 @@
-//! The supervisor's tools: one [`Tool`] enum (each tool's name, spec and how its result is
-//! screened) and one handler module per family (`files`, `tests`, `delegate`, `history`,
-//! `open_pr`), each
+//! The supervisor's tools: each [`Tool`]'s spec and how its result is screened, and one
+//! handler module per family (`files`, `tests`, `delegate`, `history`, `open_pr`), each
 //! returning a [`ToolReply`]. Handlers reach the run through a [`Toolbox`]: its settings, its
 //! capabilities and its [`Ledger`]; they never see the loop.
 //!
-//! A tool's name is spelled once: the read tools' in `airlock-reader` (the reader offers exactly
-//! those), `open_pr`'s in `airlock-schemas`, the rest here.
+//! A tool's name is spelled once, in `crate::tool_name` (the read tools' in `airlock-reader`,
+//! `open_pr`'s in `airlock-schemas`), below both this module and `agents`.
 
 mod delegate;
 mod files;
@@ -14,6 +13,7 @@ mod open_pr;
 mod submit_review;
 mod tests;
 
+pub use crate::tool_name::Tool;
 pub use submit_review::ReviewTarget;
 
 use crate::config::Config;
@@ -21,35 +21,12 @@ use crate::delegate::ReaderLauncher;
 use crate::ledger::{Ledger, Result};
 use crate::ports::{Baseline, History, PrSink, Retrieval, TestRunner, Worktree};
 use crate::reference_repos::ReferenceRepos;
+use crate::tool_name::tool_list;
 use airlock_audit::{Event, SourceKind, sha256_hex};
 use airlock_model::{ChatModel, ToolCall, ToolSpec};
 use airlock_policies::Policy;
-use airlock_reader::ReadTool;
 use airlock_reader::tools::{ReadArgs, decode_args};
 use serde::Deserialize;
-
-/// A tool the supervisor's model may call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Tool {
-    /// Zero-LLM retrieval over the checkout.
-    SearchRepo,
-    /// A bounded read of a line range.
-    ReadFile,
-    /// Create or replace one file.
-    WriteFile,
-    /// Replace exactly one occurrence of a text in one file.
-    EditFile,
-    /// The test command in the sandbox, narrow or full.
-    RunTests,
-    /// A read-only reader answering one question.
-    DelegateRead,
-    /// The merged pull requests before the pin that match a query.
-    SearchHistory,
-    /// The gated pull request, forwarded to the broker.
-    OpenPr,
-    /// The reviewer's review of a pull request, forwarded to the broker (its terminal tool).
-    SubmitReview,
-}
 
 /// Where a tool result came from, for the injection detector.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,49 +44,6 @@ struct PathArg {
 }
 
 impl Tool {
-    /// Every tool, in the order the model is offered them.
-    pub const ALL: [Tool; 8] = [
-        Tool::SearchRepo,
-        Tool::ReadFile,
-        Tool::WriteFile,
-        Tool::EditFile,
-        Tool::RunTests,
-        Tool::DelegateRead,
-        Tool::SearchHistory,
-        Tool::OpenPr,
-    ];
-
-    /// The reviewer's tools: read-only ones and its terminal `submit_review`.
-    pub const REVIEWER: [Tool; 4] = [
-        Tool::SearchRepo,
-        Tool::ReadFile,
-        Tool::DelegateRead,
-        Tool::SubmitReview,
-    ];
-
-    /// The name the model calls the tool by.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Tool::SearchRepo => ReadTool::SearchRepo.name(),
-            Tool::ReadFile => ReadTool::ReadFile.name(),
-            Tool::WriteFile => "write_file",
-            Tool::EditFile => "edit_file",
-            Tool::RunTests => "run_tests",
-            Tool::DelegateRead => "delegate_read",
-            Tool::SearchHistory => "search_history",
-            Tool::OpenPr => airlock_schemas::OPEN_PR_TOOL_NAME,
-            Tool::SubmitReview => "submit_review",
-        }
-    }
-
-    /// The tool called `name`, if there is one.
-    pub fn from_name(name: &str) -> Option<Tool> {
-        Tool::ALL
-            .into_iter()
-            .chain(Tool::REVIEWER)
-            .find(|t| t.name() == name)
-    }
-
     /// The tool's spec as sent to the model; `Err` when an embedded contract is broken.
     pub fn spec(self) -> std::result::Result<ToolSpec, String> {
         Ok(match self {
@@ -161,17 +95,6 @@ impl Tool {
         }
     }
 
-    /// Whether calling the tool ends the run's work (an agent definition's `output.tool`).
-    pub const fn is_terminal(self) -> bool {
-        matches!(self, Tool::OpenPr | Tool::SubmitReview)
-    }
-
-    /// Whether the tool changes the worktree or submits it: an agent of the `read-only` tier
-    /// may not be offered it.
-    pub const fn needs_draft_pr(self) -> bool {
-        matches!(self, Tool::WriteFile | Tool::EditFile | Tool::OpenPr)
-    }
-
     /// The file `call` touches, for the audit event: reads, writes and edits name one.
     fn touched_path(self, call: &ToolCall) -> Option<String> {
         match self {
@@ -182,25 +105,6 @@ impl Tool {
             }
             _ => None,
         }
-    }
-}
-
-/// A tool is written as its name (in agent definitions and parked runs).
-impl serde::Serialize for Tool {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
-impl<'de> Deserialize<'de> for Tool {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let name = String::deserialize(d)?;
-        Tool::from_name(&name).ok_or_else(|| {
-            serde::de::Error::custom(format!(
-                "no such tool `{name}`; the tools are {}",
-                tool_list(&Tool::ALL)
-            ))
-        })
     }
 }
 
@@ -381,15 +285,6 @@ impl Toolbox<'_> {
             Tool::OpenPr => open_pr::open_pr(self, call),
             Tool::SubmitReview => submit_review::submit_review(self, call),
         }
-    }
-}
-
-/// `a, b, ... and z`: the tools' names for a message.
-fn tool_list(tools: &[Tool]) -> String {
-    let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
-    match names.split_last() {
-        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
-        _ => names.join(""),
     }
 }
 
