@@ -1,7 +1,10 @@
 //! `airlock init` reads the project's own CI ([`crate::ci_files`]): its test commands and Python
 //! versions as findings, its database services as `[[tests.services]]`.
 
-use super::*;
+use super::host::HostFacts;
+use super::proposal::Detected;
+use super::tree::Tree;
+use std::collections::BTreeSet;
 
 /// The project's CI files among the tree's (a tree that is not a git work tree is walked
 /// without its dot-directories: the workflows are looked for where they live), read.

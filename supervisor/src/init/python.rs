@@ -2,7 +2,17 @@
 //! `[tests.prepare.python]` recipe from what the project declares (extras in `pyproject.toml`,
 //! `setup.cfg` or `setup.py`, dependency groups, requirements files, a lockfile).
 
-use super::*;
+use super::host::{HostFacts, under_system_dirs};
+use super::proposal::{Detected, path_text};
+use super::toolchains::prepare_timeout_secs;
+use super::tree::{
+    MAX_SCANNED_TEST_FILES, Tree, VENV_DIRS, file_name, glob_literal, read_pyvenv_home,
+};
+use crate::config::{AsOf, ENV_DIR_PLACEHOLDER, PrepareConfig, PythonRecipe, SelectorStyle};
+use airlock_policies::testrun::TestRunner;
+use airlock_policies::{Language, is_test_path};
+use std::collections::BTreeSet;
+use std::path::Path;
 
 /// pytest or unittest, and why; `None` when the tree shows no Python tests.
 pub(super) fn python_runner(tree: &Tree) -> Option<(TestRunner, String)> {

@@ -1,0 +1,221 @@
+//! The repository as `airlock init` sees it: its files ([`Tree`], git's tracked files or a walk
+//! of the directory), its name (`owner/name` of a GitHub `origin`), and the small path rules the
+//! detection shares (file names, globs, a venv's `pyvenv.cfg`). It never runs the repository's
+//! code; `git` is asked with `core.fsmonitor` off.
+
+use super::host::command_lines;
+use airlock_policies::{Language, language_of};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Most files listed from a tree that is not a git work tree (the rest are not looked at).
+const MAX_WALK_FILES: usize = 100_000;
+/// Most bytes of one file read for a detection rule.
+const MAX_READ_BYTES: u64 = 256 * 1024;
+/// Most Python test files scanned for `import pytest`.
+pub(super) const MAX_SCANNED_TEST_FILES: usize = 200;
+/// Directories never listed when walking a tree: dependencies and build output.
+pub(super) const SKIPPED_DIRS: [&str; 4] = ["node_modules", "target", "__pycache__", "vendor"];
+/// Venv directories looked for at the top of the repository, in order.
+pub(super) const VENV_DIRS: [&str; 2] = [".venv", "venv"];
+
+/// The files of a tree, as `/`-separated paths relative to its root.
+pub(super) struct Tree {
+    pub(super) root: PathBuf,
+    pub(super) files: BTreeSet<String>,
+}
+
+impl Tree {
+    /// The tracked files of a git work tree, else every file found by walking it (dot-directories,
+    /// venvs, dependencies and build output left out).
+    pub(super) fn list(root: &Path, warnings: &mut Vec<String>) -> Tree {
+        let files = git_tracked_files(root).unwrap_or_else(|| walk(root, warnings));
+        Tree {
+            root: root.to_path_buf(),
+            files,
+        }
+    }
+
+    pub(super) fn has(&self, path: &str) -> bool {
+        self.files.contains(path)
+    }
+
+    /// The text of a listed file (its first [`MAX_READ_BYTES`]), if it reads as UTF-8.
+    pub(super) fn read(&self, path: &str) -> Option<String> {
+        use std::io::Read;
+        let file = std::fs::File::open(self.root.join(path)).ok()?;
+        let mut bytes = Vec::new();
+        file.take(MAX_READ_BYTES).read_to_end(&mut bytes).ok()?;
+        String::from_utf8(bytes).ok()
+    }
+
+    pub(super) fn contains(&self, path: &str, needle: &str) -> bool {
+        self.has(path) && self.read(path).is_some_and(|t| t.contains(needle))
+    }
+
+    /// Files of `languages`.
+    pub(super) fn sources<'a>(
+        &'a self,
+        languages: &'a [Language],
+    ) -> impl Iterator<Item = &'a String> + 'a {
+        self.files
+            .iter()
+            .filter(move |f| language_of(f).is_some_and(|l| languages.contains(&l)))
+    }
+}
+
+/// `owner/name` of a GitHub remote URL (`https://github.com/o/n.git`, `git@github.com:o/n`,
+/// `ssh://git@github.com/o/n`), `None` for any other URL.
+pub fn github_slug(url: &str) -> Option<String> {
+    let url = url.trim();
+    let path = if let Some(rest) = url.strip_prefix("git@github.com:") {
+        rest
+    } else {
+        let (_, rest) = url.split_once("://")?;
+        let (authority, path) = rest.split_once('/')?;
+        let host = authority.rsplit('@').next().unwrap_or(authority);
+        let host = host.split(':').next().unwrap_or(host);
+        if !(host.eq_ignore_ascii_case("github.com") || host.eq_ignore_ascii_case("www.github.com"))
+        {
+            return None;
+        }
+        path
+    };
+    let path = path.trim_matches('/');
+    let path = path.strip_suffix(".git").unwrap_or(path);
+    let parts: Vec<&str> = path.split('/').collect();
+    let valid = |p: &str| {
+        !p.is_empty()
+            && p != "."
+            && p != ".."
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
+    match parts.as_slice() {
+        [owner, name] if valid(owner) && valid(name) => Some(format!("{owner}/{name}")),
+        _ => None,
+    }
+}
+
+/// `owner/name` of the GitHub `origin` of the git work tree at `repo`, else its directory's name.
+pub(super) fn repository_name(repo: &Path) -> String {
+    if repo.join(".git").exists()
+        && let Some(lines) = command_lines(
+            Command::new("git")
+                .arg("-C")
+                .arg(repo)
+                .args(["remote", "get-url", "origin"]),
+        )
+        && let Some(slug) = lines.first().and_then(|url| github_slug(url))
+    {
+        return slug;
+    }
+    let real = repo.canonicalize().unwrap_or_else(|_| repo.to_path_buf());
+    real.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "repository".into())
+}
+
+/// The tracked files of the git work tree whose top is `root`; `None` when it is not one.
+fn git_tracked_files(root: &Path) -> Option<BTreeSet<String>> {
+    if !root.join(".git").exists() {
+        return None;
+    }
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["-c", "core.fsmonitor=false", "ls-files", "-z"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    Some(
+        output
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .filter_map(|p| std::str::from_utf8(p).ok())
+            .map(String::from)
+            .collect(),
+    )
+}
+
+/// Every file under `root`, without following symlinks, leaving out dot-directories, venvs,
+/// [`SKIPPED_DIRS`] and names that are not UTF-8; at most [`MAX_WALK_FILES`].
+fn walk(root: &Path, warnings: &mut Vec<String>) -> BTreeSet<String> {
+    let mut files = BTreeSet::new();
+    let mut pending = vec![String::new()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(root.join(&dir)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Some(name) = entry.file_name().to_str().map(String::from) else {
+                continue;
+            };
+            let rel = if dir.is_empty() {
+                name.clone()
+            } else {
+                format!("{dir}/{name}")
+            };
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                if name.starts_with('.')
+                    || SKIPPED_DIRS.contains(&name.as_str())
+                    || entry.path().join("pyvenv.cfg").exists()
+                {
+                    continue;
+                }
+                pending.push(rel);
+            } else {
+                if files.len() >= MAX_WALK_FILES {
+                    warnings.push(format!(
+                        "the tree has more than {MAX_WALK_FILES} files; only the first were \
+                         looked at"
+                    ));
+                    return files;
+                }
+                files.insert(rel);
+            }
+        }
+    }
+    files
+}
+
+/// `home = ...` of a venv's `pyvenv.cfg`.
+pub(super) fn read_pyvenv_home(cfg: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(cfg).ok()?;
+    text.lines().find_map(|line| {
+        let (key, value) = line.split_once('=')?;
+        (key.trim() == "home")
+            .then(|| PathBuf::from(value.trim()))
+            .filter(|p| p.is_absolute())
+    })
+}
+
+pub(super) fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+pub(super) fn has_glob_meta(text: &str) -> bool {
+    text.contains(['*', '?', '[', ']', '{', '}', '\\', '!'])
+}
+
+/// A file name as a glob matching only itself.
+pub(super) fn glob_literal(path: &str) -> String {
+    path.chars()
+        .map(|c| {
+            if "*?[]{}".contains(c) {
+                format!("[{c}]")
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
