@@ -1,6 +1,7 @@
 //! How the store's types are kept as text and numbers, the same for every backend: JSON columns,
 //! the queue row, run and claim states, issue numbers and leases.
 
+use super::sql::Row;
 use super::{NewQueueItem, QueueItem, QueueStatus, RunState};
 use crate::error::{Error, Result};
 use crate::protocol::{ClaimState, IssueKey};
@@ -56,6 +57,40 @@ pub(super) struct RawQueueRow {
 }
 
 impl RawQueueRow {
+    /// The row a `SELECT {QUEUE_COLUMNS}` returned.
+    pub(super) fn read(mut r: Row) -> Result<Self> {
+        Ok(RawQueueRow {
+            id: r.int(0)?,
+            run_id: r.text(1)?,
+            request_id: r.text(2)?,
+            repository: r.text(3)?,
+            base_commit: r.text(4)?,
+            issue_id: r.text(5)?,
+            title: r.text(6)?,
+            args: r.text(7)?,
+            diff: r.text(8)?,
+            digest: r.text(9)?,
+            evidence: r.text(10)?,
+            flags: r.text(11)?,
+            status: r.text(12)?,
+            queued_at: r.int(13)?,
+            decided_at: r.opt_int(14)?,
+            decided_by: r.opt_text(15)?,
+            reason: r.opt_text(16)?,
+            branch: r.opt_text(17)?,
+            commit: r.opt_text(18)?,
+            pr_url: r.opt_text(19)?,
+            publish_error: r.opt_text(20)?,
+            abandoned_by: r.opt_text(21)?,
+            abandon_reason: r.opt_text(22)?,
+            abandoned_at: r.opt_int(23)?,
+            issue_number: r.opt_int(24)?,
+            review: r.opt_text(25)?,
+            gates: r.opt_text(26)?,
+            network_blocked: r.opt_text(27)?,
+        })
+    }
+
     /// The stored row as the store's type; a malformed column is [`Error::StoreCorrupt`].
     pub(super) fn into_item(self) -> Result<QueueItem> {
         let status = QueueStatus::parse(&self.status).ok_or_else(|| Error::StoreCorrupt {

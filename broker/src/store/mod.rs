@@ -11,10 +11,21 @@
 //! holds across brokers sharing one PostgreSQL database. Each backend's schema is a list of
 //! versioned migrations, recorded in `schema_migrations` and applied on open; the same version
 //! means the same tables on both. `broker/tests/it/store_suite.rs` runs one suite on both.
+//!
+//! The rules are written once: `query` (runs, submissions, the queue) and `claims` (claims and
+//! the work queue) implement [`Store`] for any `sql::Backend`, a connection that runs a
+//! statement with typed parameters and returns typed rows; what SQLite and PostgreSQL spell
+//! differently (placeholders, row locks, `SKIP LOCKED`, advisory locks, integer types) is one
+//! `sql::Dialect` table per backend, and the tables one DDL template (`schema`). The backend
+//! files hold a connection, its migrations and its dialect. A store records outcomes and
+//! answers queries; what to answer a run is the caller's ([`Store::record_intake`] takes it).
 
 mod claims;
 mod codec;
 mod postgres;
+mod query;
+mod schema;
+mod sql;
 mod sqlite;
 
 pub use postgres::PostgresStore;
@@ -73,8 +84,52 @@ pub enum IntakeStart {
         /// Whether it arrived before (its intake was cut short by a crash or failed).
         resumed: bool,
     },
-    /// This request already has a reply: return it, do nothing else.
-    Completed(BrokerReply),
+    /// This request already has an answer: return it, do nothing else.
+    Completed(IntakeReply),
+}
+
+/// An intake's answer as the store records it (per (run id, request id), so that a resent
+/// request gets the same answer). Kept as JSON in the shape of the protocol's
+/// [`BrokerReply`] of the same name — tag `status`, the same fields — which is what the
+/// databases already hold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum IntakeReply {
+    /// Queued for a human as queue item `queue_id`.
+    Queued {
+        /// The queue item.
+        queue_id: i64,
+    },
+    /// Refused under the error contract.
+    Refused {
+        /// The refusal.
+        error: BrokerError,
+    },
+}
+
+impl From<IntakeReply> for BrokerReply {
+    fn from(reply: IntakeReply) -> Self {
+        match reply {
+            IntakeReply::Queued { queue_id } => BrokerReply::Queued { queue_id },
+            IntakeReply::Refused { error } => BrokerReply::Refused { error },
+        }
+    }
+}
+
+/// What queueing an accepted intake found, inside the transaction that records its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueInsert {
+    /// The item is queued as `queue_id` and its run is now queued.
+    Inserted {
+        /// The new queue item.
+        queue_id: i64,
+    },
+    /// The run already had queue item `queue_id` (an earlier or concurrent submission was
+    /// queued first): nothing was inserted.
+    RunAlreadyQueued {
+        /// The run's queue item.
+        queue_id: i64,
+    },
 }
 
 /// Status of a queue item.
@@ -340,16 +395,38 @@ pub trait Store: Send {
         args: &str,
         now: i64,
     ) -> Result<IntakeStart>;
-    /// Record an intake's outcome and the reply, and move the run and queue accordingly, in one
-    /// transaction. Returns the reply to send (a concurrent accepted open_pr turns a queue
-    /// outcome into a POLICY_VIOLATION).
+    /// Record an intake's outcome and its answer, and move the run and queue accordingly, in
+    /// one transaction. A queue outcome is inserted unless the run already has a queue item;
+    /// `answer` turns what the insert found into the answer recorded and returned (the policy
+    /// is the caller's). A refusal is recorded as it is; a final one ends a run that has no
+    /// queue item. When the request already has an answer (a concurrent attempt finished
+    /// first), that answer stands and is returned.
+    fn record_intake(
+        &mut self,
+        run_id: &str,
+        request_id: &str,
+        outcome: IntakeOutcome,
+        answer: &dyn Fn(QueueInsert) -> IntakeReply,
+        now: i64,
+    ) -> Result<IntakeReply>;
+    /// [`Store::record_intake`] answered under the broker's rule, the intake's
+    /// (`intake::queue::answer`): of the accepted open_pr calls of a run, the first is
+    /// queued and the others are refused.
     fn finish_intake(
         &mut self,
         run_id: &str,
         request_id: &str,
         outcome: IntakeOutcome,
         now: i64,
-    ) -> Result<BrokerReply>;
+    ) -> Result<IntakeReply> {
+        self.record_intake(
+            run_id,
+            request_id,
+            outcome,
+            &crate::intake::queue::answer,
+            now,
+        )
+    }
     /// Queue a review, in one transaction: one per run id (a run that has a queue item gets
     /// that item back), and one per head commit while it stands (of concurrent reviews of one
     /// head, from any number of brokers, exactly one is queued; the others get
@@ -495,5 +572,27 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("state_db_password_env"), "{err}");
+    }
+
+    #[test]
+    fn an_intake_reply_is_kept_in_the_shape_of_the_broker_reply() {
+        let refusal = BrokerError::policy_violation("x", "y", "z");
+        for (stored, wire) in [
+            (
+                IntakeReply::Queued { queue_id: 7 },
+                BrokerReply::Queued { queue_id: 7 },
+            ),
+            (
+                IntakeReply::Refused {
+                    error: refusal.clone(),
+                },
+                BrokerReply::Refused { error: refusal },
+            ),
+        ] {
+            let old = serde_json::to_string(&wire).unwrap();
+            assert_eq!(serde_json::to_string(&stored).unwrap(), old);
+            assert_eq!(serde_json::from_str::<IntakeReply>(&old).unwrap(), stored);
+            assert_eq!(BrokerReply::from(stored), wire);
+        }
     }
 }

@@ -12,10 +12,10 @@ use airlock_broker::protocol::{
     ClaimEnd, ClaimRelease, ClaimRequest, ClaimState, IssueKey, PullRequestKey, TestRunner,
 };
 use airlock_broker::store::{
-    self, ClaimAttempt, Decision, IntakeOutcome, IntakeStart, ItemKind, NewQueueItem, QueueStatus,
-    ReviewItem, ReviewQueueing, RunState, Store,
+    self, ClaimAttempt, Decision, IntakeOutcome, IntakeReply as BrokerReply, IntakeStart, ItemKind,
+    NewQueueItem, QueueStatus, ReviewItem, ReviewQueueing, RunState, Store,
 };
-use airlock_broker::{BrokerReply, Error, RunRegistration};
+use airlock_broker::{Error, RunRegistration};
 use airlock_schemas::{BrokerError, Review, ReviewVerdict};
 use airlock_testkit::PgServer;
 
