@@ -3,7 +3,7 @@
 //! gate is shown from the broker's own change set (never from the run's claims), and what a
 //! queue item keeps of their verdicts ([`GateNote`]: the flags and routes). Running a gate is
 //! `airlock-gates`' job; deciding what a deny means (POLICY_VIOLATION) and recording every
-//! verdict in the audit log is the intake's (`service`).
+//! verdict in the audit log is the intake's (`intake::gates`).
 
 use std::collections::BTreeMap;
 

@@ -1,11 +1,12 @@
 //! The broker's view of the shared rules in `airlock-policies`: which paths are tests, which
 //! writes the run's allowlist and the always-refused classes permit, the recomputed diff digest
-//! and the detectors' flags. The broker never decides these itself; [`Rules`] is the seam.
+//! and the detectors' findings. The broker never decides these itself; [`Rules`] is the seam.
+//! Findings stay typed ([`airlock_policies::Finding`]) through the intake; [`finding_flag`] is
+//! the one place they become the text an approver or a model reads.
 
 use std::path::Path;
 
-use airlock_policies::{Policy, TestCodeFinding, WriteDecision};
-use airlock_schemas::DiffDigest;
+use airlock_policies::{DigestReport, Finding, Policy, TestCodeFinding, WriteDecision};
 
 use crate::changes::ChangeSet;
 use crate::error::{Error, Result};
@@ -33,9 +34,9 @@ pub trait Rules: Send + Sync {
         allowlist: &[String],
         changes: &ChangeSet,
     ) -> Result<Option<PathRefusal>>;
-    /// Every diff_digest field recomputed from the worktree against the pin, and the
-    /// detectors' flags (sorted).
-    fn digest(&self, worktree: &Path, base_commit: &str) -> Result<(DiffDigest, Vec<String>)>;
+    /// Every diff_digest field recomputed from the worktree against the pin, with the
+    /// detectors' findings.
+    fn digest(&self, worktree: &Path, base_commit: &str) -> Result<DigestReport>;
     /// The test-code rules that fire on the lines a change adds to the test file `path`
     /// (`old`: its text at the pin, `None` when new): refusals and flags, sorted.
     fn check_test_code(&self, path: &str, old: Option<&str>, new: &str) -> Vec<TestCodeFinding>;
@@ -109,32 +110,34 @@ impl Rules for PolicyRules {
         Ok(None)
     }
 
-    fn digest(&self, worktree: &Path, base_commit: &str) -> Result<(DiffDigest, Vec<String>)> {
-        let report = self
-            .policy
+    fn digest(&self, worktree: &Path, base_commit: &str) -> Result<DigestReport> {
+        self.policy
             .compute_digest(worktree, base_commit)
-            .map_err(|e| Error::Dependency(format!("recomputing the diff digest: {e}")))?;
-        let mut flags: Vec<String> = report
-            .findings
-            .iter()
-            .map(|f| {
-                format!(
-                    "{} {}:{} ({}): {}",
-                    f.kind.as_str(),
-                    f.file,
-                    f.line,
-                    f.rule,
-                    f.excerpt
-                )
-            })
-            .collect();
-        flags.sort();
-        Ok((report.to_diff_digest(), flags))
+            .map_err(|e| Error::Dependency(format!("recomputing the diff digest: {e}")))
     }
 
     fn check_test_code(&self, path: &str, old: Option<&str>, new: &str) -> Vec<TestCodeFinding> {
         self.policy.check_test_code(path, old, new)
     }
+}
+
+/// A detector finding as the approver and the model read it: `kind file:line (rule): excerpt`.
+pub fn finding_flag(finding: &Finding) -> String {
+    format!(
+        "{} {}:{} ({}): {}",
+        finding.kind.as_str(),
+        finding.file,
+        finding.line,
+        finding.rule,
+        finding.excerpt
+    )
+}
+
+/// Findings as flags, sorted as text (the order the queue item and the refusals show).
+pub fn finding_flags<'f>(findings: impl IntoIterator<Item = &'f Finding>) -> Vec<String> {
+    let mut flags: Vec<String> = findings.into_iter().map(finding_flag).collect();
+    flags.sort();
+    flags
 }
 
 /// The URLs in a pull request body (`scheme://...` for web and file schemes, and bare `www.`

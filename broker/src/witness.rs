@@ -32,6 +32,12 @@ use airlock_policies::testrun::{
 
 use airlock_policies::network::BlockedAttempt;
 
+mod slots;
+mod steps;
+
+pub use slots::{SlotCounts, WitnessSlot, WitnessSlots};
+pub use steps::{Expectation, StepRecord, WitnessStep};
+
 /// Bytes of stdout and of stderr kept per witness command in replies and the queue.
 pub const OUTPUT_KEEP_BYTES: usize = 64 * 1024;
 
@@ -85,10 +91,11 @@ pub trait TestExecutor: Send + Sync {
 /// One witness step as recorded in the queue and attached to refusals.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WitnessOutput {
-    /// `pinned_selected`, `patched_selected`, `base_full` or `patched_full`.
+    /// `pinned_selected`, `patched_selected`, `base_full` or `patched_full`: the recorded name
+    /// of a [`WitnessStep`].
     pub step: String,
     /// What the step must show: `fail`, `pass`, `inventory` (the base run: it must report
-    /// tests) or `green`.
+    /// tests) or `green`: the recorded word of an [`Expectation`].
     pub expect: String,
     /// The command line (with the report option; airlock's unittest reporter named, its
     /// source not repeated).
@@ -117,12 +124,19 @@ pub struct WitnessOutput {
 /// The outcome of the whole witness.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WitnessReport {
-    /// Every step that ran, in order.
-    pub outputs: Vec<WitnessOutput>,
+    /// Every step that ran, in order, with its output.
+    pub steps: Vec<StepRecord>,
     /// Whether every step met its requirement.
     pub green: bool,
     /// The first unmet requirement, for the refusal message.
     pub failure: Option<String>,
+}
+
+impl WitnessReport {
+    /// The recorded outputs, in order: the queue item's evidence and a refusal's details.
+    pub fn outputs(&self) -> Vec<WitnessOutput> {
+        self.steps.iter().map(|s| s.output.clone()).collect()
+    }
 }
 
 /// The test set-up a witness needs from the run registration.
@@ -515,15 +529,14 @@ fn step(
     executor: &dyn TestExecutor,
     plan: &WitnessPlan<'_>,
     tree: &Path,
-    name: &str,
-    expect: &str,
+    witness_step: WitnessStep,
     argv: Vec<String>,
     guard: &CommandGuard,
     scratch: &Path,
 ) -> Result<StepRun> {
     // A fresh directory per command, named with a random nonce, outside the tree.
     let report_dir = tempfile::Builder::new()
-        .prefix(&format!("report-{name}-"))
+        .prefix(&format!("report-{witness_step}-"))
         .tempdir_in(scratch)
         .map_err(Error::io(format!(
             "creating a report directory in {}",
@@ -554,20 +567,20 @@ fn step(
     } else {
         None
     };
-    let mut grade = match expect {
+    let mut grade = match witness_step.expectation() {
         // Only a fix's witness has these steps, so the claimed test is there.
-        "fail" => results::grade_must_fail(
+        Expectation::Fail => results::grade_must_fail(
             &parsed,
             run.exit_code,
             plan.before_failing_test.unwrap_or_default(),
         ),
-        "pass" => results::grade_must_pass(
+        Expectation::Pass => results::grade_must_pass(
             &parsed,
             run.exit_code,
             plan.before_failing_test.unwrap_or_default(),
         ),
         // Graded by the caller against the inventory.
-        _ => Grade::Ok,
+        Expectation::Inventory | Expectation::Green => Grade::Ok,
     };
     if let Some(why) = &report_problem
         && !matches!(grade, Grade::Invalid(_))
@@ -587,8 +600,8 @@ fn step(
         })
         .collect();
     let out = WitnessOutput {
-        step: name.to_owned(),
-        expect: expect.to_owned(),
+        step: witness_step.name().to_owned(),
+        expect: witness_step.expectation().as_str().to_owned(),
         argv,
         exit_code: run.exit_code,
         stdout: keep(run.stdout),
@@ -619,84 +632,6 @@ fn required_tests<'c>(plan: &WitnessPlan<'c>, changes: &'c ChangeSet) -> Vec<&'c
             .map(|c| c.path.as_str()),
     ));
     required
-}
-
-/// How many witness runs may go at once (`broker.toml`'s `witness_concurrency`): a counting
-/// semaphore. Each witness runs a project's whole test suite, several times; N runs submitting
-/// at once would otherwise start N suites together and oversubscribe the machine, so the ones
-/// past the limit queue here, in no particular order, until a run finishes.
-#[derive(Debug)]
-pub struct WitnessSlots {
-    limit: usize,
-    state: std::sync::Mutex<SlotCounts>,
-    freed: std::sync::Condvar,
-}
-
-/// Runs holding a slot and runs waiting for one.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SlotCounts {
-    /// Witness runs going now.
-    pub running: usize,
-    /// Witness runs queued for a slot.
-    pub waiting: usize,
-}
-
-/// A held slot; dropping it frees the slot.
-#[derive(Debug)]
-pub struct WitnessSlot<'a> {
-    slots: &'a WitnessSlots,
-}
-
-impl WitnessSlots {
-    /// At most `limit` witness runs at once (at least one).
-    pub fn new(limit: usize) -> Self {
-        WitnessSlots {
-            limit: limit.max(1),
-            state: std::sync::Mutex::new(SlotCounts::default()),
-            freed: std::sync::Condvar::new(),
-        }
-    }
-
-    fn counts(&self) -> std::sync::MutexGuard<'_, SlotCounts> {
-        // Counts are updated in one step each; a poisoned lock still holds consistent ones.
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Wait for a free slot and take it.
-    pub fn acquire(&self) -> WitnessSlot<'_> {
-        let mut counts = self.counts();
-        counts.waiting += 1;
-        while counts.running >= self.limit {
-            counts = self
-                .freed
-                .wait(counts)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-        }
-        counts.waiting -= 1;
-        counts.running += 1;
-        WitnessSlot { slots: self }
-    }
-
-    /// How many runs hold a slot and how many wait, now.
-    pub fn counts_now(&self) -> SlotCounts {
-        *self.counts()
-    }
-
-    /// The configured limit.
-    pub fn limit(&self) -> usize {
-        self.limit
-    }
-}
-
-impl Drop for WitnessSlot<'_> {
-    fn drop(&mut self) {
-        let mut counts = self.slots.counts();
-        counts.running = counts.running.saturating_sub(1);
-        drop(counts);
-        self.slots.freed.notify_one();
-    }
 }
 
 /// Run the witness: build both trees under `work_dir` and run the three steps, stopping at the
@@ -747,22 +682,29 @@ pub fn run_witness(
     std::fs::create_dir(&empty).map_err(Error::io(format!("creating {}", empty.display())))?;
 
     let full = plan.test_command.to_vec();
-    let mut steps: Vec<(&str, &str, &Path, Vec<String>)> = Vec::with_capacity(4);
+    // Each step with its command line: the claimed test alone, or the full suite.
+    let mut steps: Vec<(WitnessStep, Vec<String>)> = Vec::with_capacity(4);
     if let Some(claimed) = plan.before_failing_test {
         let one = plan.runner.select_one(plan.test_command, claimed);
-        steps.push(("pinned_selected", "fail", &pinned, one.clone()));
-        steps.push(("patched_selected", "pass", &patched, one));
+        steps.push((WitnessStep::PinnedSelected, one.clone()));
+        steps.push((WitnessStep::PatchedSelected, one));
     }
-    steps.push(("base_full", "inventory", &base, full.clone()));
-    steps.push(("patched_full", "green", &patched, full));
+    steps.push((WitnessStep::BaseFull, full.clone()));
+    steps.push((WitnessStep::PatchedFull, full));
     let required = required_tests(plan, changes);
-    let mut outputs = Vec::new();
+    let mut records = Vec::new();
     let mut failure = None;
     let mut inventory: Option<TestInventory> = None;
     // Every step runs at one path, so a test id that holds its tree's path (a fixture's
     // tmp path, a data file's location) is the same in the base and the patched runs.
     let at = scratch.path().join("tree");
-    for (name, expect, tree, argv) in steps {
+    for (witness_step, argv) in steps {
+        let tree: &Path = match witness_step {
+            WitnessStep::PinnedSelected => &pinned,
+            WitnessStep::PatchedSelected | WitnessStep::PatchedFull => &patched,
+            WitnessStep::BaseFull => &base,
+        };
+        let (name, expect) = (witness_step.name(), witness_step.expectation());
         std::fs::rename(tree, &at).map_err(Error::io(format!(
             "moving the {name} tree to {}",
             at.display()
@@ -773,8 +715,7 @@ pub fn run_witness(
             executor,
             plan,
             &at,
-            name,
-            expect,
+            witness_step,
             argv,
             &guard,
             scratch.path(),
@@ -789,7 +730,7 @@ pub fn run_witness(
             report_problem,
         } = ran?;
         match expect {
-            "inventory" => {
+            Expectation::Inventory => {
                 let taken = TestInventory::from_base_run(plan.runner, &parsed, out.exit_code, None)
                     .map_err(|e| {
                         Error::Witness(format!(
@@ -799,7 +740,7 @@ pub fn run_witness(
                 out.inventory = Some(taken.clone());
                 inventory = Some(taken);
             }
-            "green" => {
+            Expectation::Green => {
                 let Some(inventory) = &inventory else {
                     return Err(Error::Witness(
                         "the patched full run came before the base inventory".to_owned(),
@@ -813,10 +754,13 @@ pub fn run_witness(
                 };
                 out.full_run = Some(verdict);
             }
-            _ => {}
+            Expectation::Fail | Expectation::Pass => {}
         }
         let grade = out.grade.clone();
-        outputs.push(out);
+        records.push(StepRecord {
+            step: witness_step,
+            output: out,
+        });
         match grade {
             Grade::Ok => {}
             Grade::NotOk(why) => {
@@ -832,7 +776,7 @@ pub fn run_witness(
     restore_writable(scratch.path());
     Ok(WitnessReport {
         green: failure.is_none(),
-        outputs,
+        steps: records,
         failure,
     })
 }
@@ -877,56 +821,6 @@ fn restore_writable(root: &Path) {
                     std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(mode));
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod slot_tests {
-    use super::*;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-
-    /// Six runs against a limit of two: two run, four queue, and no more than two are ever
-    /// inside at once. Observed by counting, never by timing.
-    #[test]
-    fn runs_past_the_limit_queue_until_a_slot_is_freed() {
-        let slots = WitnessSlots::new(2);
-        let inside = AtomicUsize::new(0);
-        let most = AtomicUsize::new(0);
-        let done = AtomicUsize::new(0);
-        let open = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            for _ in 0..6 {
-                s.spawn(|| {
-                    let _slot = slots.acquire();
-                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
-                    most.fetch_max(now, Ordering::SeqCst);
-                    while !open.load(Ordering::SeqCst) {
-                        std::thread::yield_now();
-                    }
-                    inside.fetch_sub(1, Ordering::SeqCst);
-                    done.fetch_add(1, Ordering::SeqCst);
-                });
-            }
-            // Every run has arrived: two hold a slot, four wait for one.
-            while slots.counts_now()
-                != (SlotCounts {
-                    running: 2,
-                    waiting: 4,
-                })
-            {
-                std::thread::yield_now();
-            }
-            assert_eq!(inside.load(Ordering::SeqCst), 2);
-            open.store(true, Ordering::SeqCst);
-        });
-        assert_eq!(done.load(Ordering::SeqCst), 6);
-        assert_eq!(most.load(Ordering::SeqCst), 2);
-        assert_eq!(slots.counts_now(), SlotCounts::default());
-    }
-
-    #[test]
-    fn a_limit_of_zero_is_one() {
-        assert_eq!(WitnessSlots::new(0).limit(), 1);
     }
 }
 

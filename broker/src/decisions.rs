@@ -1,0 +1,407 @@
+//! Decisions and publication: a run's decision (`decision`, its reply from `reply_for`), the
+//! queue's expiry, the approver's actions (`approve`, `deny`, `abandon`) each audited, and
+//! publication (`publish`: a review posted, a pull request's commit pushed and its draft pull
+//! request opened, a follow-up's commit pushed onto its lineage's branch), resumed at start
+//! when a crash cut it short.
+
+use std::path::Path;
+
+use airlock_audit::Event;
+
+use crate::error::{Error, Result};
+use crate::protocol::BrokerReply;
+use crate::publish;
+use crate::service::{Broker, open_clone, unix_now};
+use crate::store::{Decision, JudgeScore, QueueItem, QueueStatus, RunRecord};
+use airlock_schemas::BrokerError;
+
+impl Broker {
+    /// The state of a run's pull request: pending, approved (with branch and draft PR), or the
+    /// refusal that ended it (APPROVAL_DENIED with the reason, APPROVAL_TIMEOUT with the age).
+    pub fn decision(&self, run_id: &str) -> Result<BrokerReply> {
+        self.expire()?;
+        let item = self.store().queue_item_for_run(run_id)?;
+        let Some(item) = item else {
+            if self.store().run(run_id)?.is_none() {
+                return Err(Error::UnknownRun(run_id.to_owned()));
+            }
+            return Err(Error::Protocol(format!(
+                "run {run_id:?} has no queued pull request"
+            )));
+        };
+        Ok(reply_for(&item))
+    }
+
+    /// Expire queued items older than the configured age; each expiry is audited.
+    pub fn expire(&self) -> Result<Vec<QueueItem>> {
+        let now = unix_now();
+        let max_age = i64::try_from(self.config.queue_max_age.as_secs()).unwrap_or(i64::MAX);
+        let expired = self
+            .store()
+            .expire_queued_before(now.saturating_sub(max_age), now)?;
+        for item in &expired {
+            self.journal.record(
+                &item.run_id,
+                Event::BrokerDecision {
+                    code: "APPROVAL_TIMEOUT".to_owned(),
+                    detail: Some(format!(
+                        "queue item {} expired after {} s",
+                        item.id,
+                        now - item.queued_at
+                    )),
+                },
+            )?;
+        }
+        Ok(expired)
+    }
+
+    /// Every queue item (after expiring the overdue ones), oldest first.
+    pub fn queue(&self) -> Result<Vec<QueueItem>> {
+        self.expire()?;
+        self.store().queue()
+    }
+
+    /// One queue item.
+    pub fn queue_item(&self, id: i64) -> Result<QueueItem> {
+        self.expire()?;
+        self.store()
+            .queue_item(id)?
+            .ok_or(Error::UnknownQueueItem(id))
+    }
+
+    /// The judge's score attached to queue item `id` (by `airlock judge`), if any.
+    pub fn judge_score(&self, id: i64) -> Result<Option<JudgeScore>> {
+        self.store().judge_score(id)
+    }
+
+    /// A registered run, as stored.
+    pub fn registered_run(&self, run_id: &str) -> Result<Option<RunRecord>> {
+        self.store().run(run_id)
+    }
+
+    /// Approve a queued item and publish it. When the repository's `forge_token_env` is
+    /// configured but unset or empty in this process, the approval is refused before anything
+    /// is recorded or pushed: the item stays queued.
+    pub fn approve(&self, id: i64, by: &str) -> Result<QueueItem> {
+        self.expire()?;
+        let current = self
+            .store()
+            .queue_item(id)?
+            .ok_or(Error::UnknownQueueItem(id))?;
+        // Approved before, publication cut short (a crash): finish it rather than refuse.
+        if current.status == QueueStatus::Approved {
+            return self.publish(id);
+        }
+        if current.status == QueueStatus::Queued {
+            publish::forge_token(&current.item.repository, self.repo_cfg(&current)?)?;
+        }
+        let item = self
+            .store()
+            .decide(id, &Decision::Approve { by: by.to_owned() }, unix_now())?;
+        self.journal.record(
+            &item.run_id,
+            Event::Approval {
+                reviewer: Some(by.to_owned()),
+                reason: None,
+            },
+        )?;
+        self.publish(id)
+    }
+
+    fn repo_cfg(&self, item: &QueueItem) -> Result<&crate::config::RepositoryConfig> {
+        self.config
+            .repositories
+            .get(&item.item.repository)
+            .ok_or_else(|| {
+                Error::Registration(format!(
+                    "repository {:?} is no longer configured",
+                    item.item.repository
+                ))
+            })
+    }
+
+    /// Give up a queue item whose publication failed (`publish_failed`): a final state, with
+    /// who and why, audited; the run's decision becomes APPROVAL_DENIED with the reason.
+    pub fn abandon(&self, id: i64, by: &str, reason: &str) -> Result<QueueItem> {
+        let reason = reason.trim();
+        if reason.is_empty() || reason.contains(['\n', '\r']) {
+            return Err(Error::BadReason);
+        }
+        let item = self.store().abandon(id, by, reason, unix_now())?;
+        self.journal.record(
+            &item.run_id,
+            Event::Denial {
+                reviewer: Some(by.to_owned()),
+                reason: format!("abandoned queue item {id} after a failed publication: {reason}"),
+            },
+        )?;
+        Ok(item)
+    }
+
+    /// Deny a queued item with a one-line reason, which goes back to the run.
+    pub fn deny(&self, id: i64, by: &str, reason: &str) -> Result<QueueItem> {
+        let reason = reason.trim();
+        if reason.is_empty() || reason.contains(['\n', '\r']) {
+            return Err(Error::BadReason);
+        }
+        self.expire()?;
+        let item = self.store().decide(
+            id,
+            &Decision::Deny {
+                by: by.to_owned(),
+                reason: reason.to_owned(),
+            },
+            unix_now(),
+        )?;
+        self.journal.record(
+            &item.run_id,
+            Event::Denial {
+                reviewer: Some(by.to_owned()),
+                reason: reason.to_owned(),
+            },
+        )?;
+        Ok(item)
+    }
+
+    /// Publish an approved item, or retry one whose publication failed (idempotent: a
+    /// publication cut short by a crash resumes). A failure fails only this item: it is left
+    /// `publish_failed` with the error (audited), and the error is returned. A missing forge
+    /// token is refused before anything is pushed.
+    pub fn publish(&self, id: i64) -> Result<QueueItem> {
+        let item = self
+            .store()
+            .queue_item(id)?
+            .ok_or(Error::UnknownQueueItem(id))?;
+        match item.status {
+            QueueStatus::Published => return Ok(item),
+            QueueStatus::Approved | QueueStatus::PublishFailed => {}
+            _ => {
+                return Err(Error::WrongState {
+                    id,
+                    status: item.status.as_str().to_owned(),
+                    action: "publish".to_owned(),
+                });
+            }
+        }
+        let outcome = self
+            .repo_cfg(&item)
+            .map(|cfg| (item.item.repository.clone(), cfg.clone()))
+            .and_then(|(repository, cfg)| {
+                // Checked before the item moves: a retry without the token stays as it was.
+                publish::forge_token(&repository, &cfg)?;
+                let item = self.store().retry_publication(id)?;
+                self.publish_approved(&repository, &cfg, &item)
+            });
+        match outcome {
+            Ok(()) => {}
+            Err(e) => {
+                let message = e.to_string();
+                if self
+                    .store()
+                    .queue_item(id)?
+                    .is_some_and(|i| i.status == QueueStatus::Approved)
+                {
+                    self.store().record_publish_failed(id, &message)?;
+                    self.journal.record(
+                        &item.run_id,
+                        Event::BrokerDecision {
+                            code: "PUBLISH_FAILED".to_owned(),
+                            detail: Some(format!("queue item {id}: {message}")),
+                        },
+                    )?;
+                    return Err(Error::PublishFailed { id, message });
+                }
+                return Err(e);
+            }
+        }
+        self.store()
+            .queue_item(id)?
+            .ok_or(Error::UnknownQueueItem(id))
+    }
+
+    fn publish_approved(
+        &self,
+        repository: &str,
+        repo_cfg: &crate::config::RepositoryConfig,
+        item: &QueueItem,
+    ) -> Result<()> {
+        let id = item.id;
+        if let Some(review) = &item.review {
+            // A review is posted, never pushed: one call, by the broker, with its token.
+            let url = self.forge.post_review(repo_cfg, repository, review)?;
+            self.store().record_published(id, Some(&url))?;
+            self.journal.record(
+                &item.run_id,
+                Event::BrokerDecision {
+                    code: "PUBLISHED".to_owned(),
+                    detail: Some(format!(
+                        "review of {} posted ({}): {url}",
+                        review.pull,
+                        review.review.verdict.github_event()
+                    )),
+                },
+            )?;
+            return Ok(());
+        }
+        // A follow-up's commit goes on top of the branch its lineage was pushed to, as a
+        // fast-forward, and the pull request that branch belongs to shows it: no new one.
+        let lineage = self.follow_up_lineage(item)?;
+        if let Some(l) = &lineage {
+            let head = self.branch_head(repository, &l.branch)?.unwrap_or_default();
+            if head != item.item.base_commit {
+                return Err(Error::FollowUpStale {
+                    id,
+                    branch: l.branch.clone(),
+                    base: item.item.base_commit.clone(),
+                    head,
+                });
+            }
+        }
+        let branch = lineage.as_ref().map(|l| l.branch.as_str());
+        let pushed = publish::commit_and_push(repository, repo_cfg, item, branch)?;
+        self.store()
+            .record_push(id, &pushed.branch, &pushed.commit)?;
+        let pr_url = match &lineage {
+            Some(l) => l.pr_url.clone(),
+            None => self.forge.open_draft(repository, repo_cfg, item, &pushed)?,
+        };
+        self.store().record_published(id, pr_url.as_deref())?;
+        let pull = match (&lineage, &pr_url) {
+            (Some(_), Some(url)) => format!("; pull request {url} updated"),
+            (None, Some(url)) => format!("; draft pull request {url}"),
+            _ => String::new(),
+        };
+        self.journal.record(
+            &item.run_id,
+            Event::BrokerDecision {
+                code: "PUBLISHED".to_owned(),
+                detail: Some(format!(
+                    "pushed {} at {}{}{pull}",
+                    pushed.branch,
+                    pushed.commit,
+                    if lineage.is_some() {
+                        " (a follow-up commit)"
+                    } else {
+                        ""
+                    }
+                )),
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Finish every publication a crash interrupted. Never fails: an item whose publication
+    /// fails again is left `publish_failed` and reported on stderr. Returns the ids published.
+    pub fn resume_publications(&self) -> Vec<i64> {
+        let pending: Vec<i64> = match self.store().queue() {
+            Ok(items) => items
+                .into_iter()
+                .filter(|i| i.status == QueueStatus::Approved)
+                .map(|i| i.id)
+                .collect(),
+            Err(e) => {
+                eprintln!("airlock-broker: listing interrupted publications: {e}");
+                return Vec::new();
+            }
+        };
+        let mut published = Vec::new();
+        for id in pending {
+            match self.publish(id) {
+                Ok(_) => published.push(id),
+                Err(e) => eprintln!("airlock-broker: resuming publications: {e}"),
+            }
+        }
+        published
+    }
+
+    /// What is wrong with each configured repository, for `serve` to report at start: the
+    /// clone does not open, a pinned commit of an undecided or unpublished item is missing,
+    /// or the remote is neither a remote of the clone nor a URL or existing path. Empty when
+    /// all is well.
+    pub fn check_repositories(&self) -> Vec<(String, String)> {
+        let items = self.store().queue().unwrap_or_default();
+        let mut problems = Vec::new();
+        for (name, cfg) in &self.config.repositories {
+            let repo = match open_clone(&cfg.clone) {
+                Ok(r) => r,
+                Err(e) => {
+                    problems.push((name.clone(), e.to_string()));
+                    continue;
+                }
+            };
+            for item in items.iter().filter(|i| {
+                &i.item.repository == name
+                    && matches!(
+                        i.status,
+                        QueueStatus::Queued | QueueStatus::Approved | QueueStatus::PublishFailed
+                    )
+            }) {
+                let found = git2::Oid::from_str(&item.item.base_commit)
+                    .and_then(|oid| repo.find_commit(oid))
+                    .is_ok();
+                if !found {
+                    problems.push((
+                        name.clone(),
+                        format!(
+                            "queue item {}: pinned commit {} is not in the clone {}",
+                            item.id,
+                            item.item.base_commit,
+                            cfg.clone.display()
+                        ),
+                    ));
+                }
+            }
+            let remote = &cfg.remote;
+            let known = repo.find_remote(remote).is_ok()
+                || remote.contains("://")
+                || (remote.contains(':') && !remote.starts_with('/'))
+                || Path::new(remote).exists()
+                || cfg.clone.join(remote).exists();
+            if !known {
+                problems.push((
+                    name.clone(),
+                    format!(
+                        "remote {remote:?} is neither a remote of the clone {} nor a URL or an existing path",
+                        cfg.clone.display()
+                    ),
+                ));
+            }
+        }
+        problems
+    }
+}
+
+/// The reply a run gets for its queue item.
+pub fn reply_for(item: &QueueItem) -> BrokerReply {
+    match item.status {
+        // A failed publication still waits for a human: `publish N` retries, `abandon N` ends.
+        QueueStatus::Queued | QueueStatus::Approved | QueueStatus::PublishFailed => {
+            BrokerReply::Pending { queue_id: item.id }
+        }
+        // APPROVAL_DENIED: a human decided the approved change is not to be published, with a
+        // reason the run should see; it is final like a denial. APPROVAL_TIMEOUT would claim
+        // nobody decided, and no other code of the contract is about a human's decision.
+        QueueStatus::Abandoned => BrokerReply::Refused {
+            error: BrokerError::approval_denied(&format!(
+                "approved, but its publication failed and {} abandoned it: {}",
+                item.abandoned_by.as_deref().unwrap_or("the approver"),
+                item.abandon_reason.as_deref().unwrap_or("")
+            )),
+        },
+        QueueStatus::Published => BrokerReply::Approved {
+            queue_id: item.id,
+            branch: item.branch.clone().unwrap_or_default(),
+            commit: item.commit.clone().unwrap_or_default(),
+            pr_url: item.pr_url.clone(),
+        },
+        QueueStatus::Denied => BrokerReply::Refused {
+            error: BrokerError::approval_denied(item.reason.as_deref().unwrap_or("")),
+        },
+        QueueStatus::Expired => BrokerReply::Refused {
+            error: BrokerError::approval_timeout(
+                u64::try_from(item.decided_at.unwrap_or(item.queued_at) - item.queued_at)
+                    .unwrap_or(0),
+            ),
+        },
+    }
+}

@@ -1,0 +1,119 @@
+//! The queue: what the approver is shown (the broker's diff, digest, witness outputs, the
+//! detectors', test-code and gates' flags, the run's reported network refusals), and the rule
+//! that a run gets one accepted open_pr. The rule is decided here only: asked before the
+//! pipeline, from the run's state, so a second call costs no witness run, and asked again
+//! of the store's answer when the item is recorded, inside its transaction, so two concurrent
+//! calls of one run cannot both be accepted. The stores only say whether the run has an item.
+
+use super::refusal::Refusal;
+use super::witness::Witnessed;
+use crate::protocol::{BrokerReply, RunRegistration};
+use crate::rules::finding_flag;
+use crate::store::{IntakeOutcome, IntakeReply, NewQueueItem, QueueInsert, Store};
+
+/// The rule: one accepted open_pr per run, whatever its arguments. `accepted_before`: the
+/// run already has an accepted open_pr (its state, or the store's queue).
+pub fn one_open_pr_per_run(accepted_before: bool) -> Result<(), Refusal> {
+    if accepted_before {
+        return Err(Refusal::policy(
+            "second_open_pr",
+            "one_open_pr_per_run",
+            "this run already has an accepted open_pr",
+        ));
+    }
+    Ok(())
+}
+
+/// The queue item a green intake assembles: the broker's own findings as the approver reads
+/// them, sorted.
+pub fn assemble(
+    run: &RunRegistration,
+    args: &str,
+    network_blocked: &[airlock_policies::network::BlockedAttempt],
+    witnessed: Witnessed,
+) -> NewQueueItem {
+    let Witnessed { gated, report } = witnessed;
+    let evidence = report.outputs();
+    let notes = gated.notes;
+    let digested = gated.digested;
+    let (call, changes, test_code) = (
+        digested.allowed.checkout.call,
+        digested.allowed.changes,
+        digested.allowed.test_code,
+    );
+    let mut flags: Vec<String> = digested.findings.iter().map(finding_flag).collect();
+    flags.extend(test_code_flags(&test_code));
+    for url in crate::rules::body_urls(&call.body) {
+        flags.push(format!(
+            "body-url: the body links to {url:?}; open_pr allows no URL other than the issue \
+             link"
+        ));
+    }
+    if call.test_change_reason != airlock_schemas::TestChangeReason::None {
+        flags.push(format!(
+            "senior-review: test_change_reason is {}",
+            serde_json::to_value(call.test_change_reason).unwrap_or_default()
+        ));
+    }
+    flags.sort();
+    NewQueueItem {
+        repository: run.repository.clone(),
+        base_commit: run.base_commit.clone(),
+        issue_id: call.issue_id,
+        title: call.title,
+        args: args.to_owned(),
+        diff: changes.diff,
+        digest: serde_json::to_value(&digested.computed).unwrap_or_default(),
+        evidence,
+        flags,
+        gates: notes,
+        network_blocked: network_blocked
+            .iter()
+            .take(airlock_policies::network::MAX_BLOCKED_ATTEMPTS)
+            .cloned()
+            .collect(),
+    }
+}
+
+/// Record the intake's outcome and answer the run: queued, or refused.
+pub fn record(
+    store: &mut dyn Store,
+    run_id: &str,
+    request_id: &str,
+    outcome: IntakeOutcome,
+    now: i64,
+) -> crate::error::Result<BrokerReply> {
+    store
+        .record_intake(run_id, request_id, outcome, &answer, now)
+        .map(BrokerReply::from)
+}
+
+/// The answer to what the store found when it queued an accepted intake, under
+/// [`one_open_pr_per_run`]; the store records it in the same transaction.
+pub fn answer(found: QueueInsert) -> IntakeReply {
+    let (accepted_before, queue_id) = match found {
+        QueueInsert::Inserted { queue_id } => (false, queue_id),
+        QueueInsert::RunAlreadyQueued { queue_id } => (true, queue_id),
+    };
+    match one_open_pr_per_run(accepted_before) {
+        Ok(()) => IntakeReply::Queued { queue_id },
+        Err(refusal) => IntakeReply::Refused {
+            error: refusal.into_broker_error(),
+        },
+    }
+}
+
+/// The flagging test-code findings, as the approver reads them: `rule: file:line: excerpt
+/// (reason)`.
+fn test_code_flags(findings: &[airlock_policies::TestCodeFinding]) -> Vec<String> {
+    findings
+        .iter()
+        .filter(|f| f.action == airlock_policies::TestCodeAction::Flag)
+        .map(|f| {
+            format!(
+                "{}: {}:{}: `{}` ({})",
+                f.rule, f.file, f.line, f.excerpt, f.reason
+            )
+        })
+        .collect()
+}
