@@ -13,8 +13,6 @@ mod bind_at;
 mod grants;
 mod report;
 mod run;
-#[cfg(test)]
-mod tests;
 
 pub use run::{Captured, Sandbox};
 
@@ -578,3 +576,6 @@ pub fn valid_env_name(name: &str) -> bool {
         && !name.starts_with(|c: char| c.is_ascii_digit())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
+
+#[cfg(test)]
+mod tests;

@@ -37,8 +37,6 @@ mod etc_files;
 mod idmap;
 mod paths;
 mod plan;
-#[cfg(test)]
-mod tests;
 
 pub(crate) use build::{DEVICES, build_root};
 pub(crate) use idmap::idmapped_copy;
@@ -78,3 +76,6 @@ pub(crate) fn landlock_roots(spec: &Spec, with_ns: bool) -> Vec<(PathBuf, bool)>
     }
     roots
 }
+
+#[cfg(test)]
+mod tests;
