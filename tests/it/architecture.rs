@@ -279,20 +279,25 @@ fn module_imports(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
 }
 
 /// `text` with its comment lines emptied (so line numbers still hold) and without everything
-/// from a `#[cfg(test)]` that opens a module (the inline unit tests, which the codebase keeps
+/// from a `#[cfg(test)]` that opens an inline module (the unit tests, which the codebase keeps
 /// at the end of a file).
 fn without_comments_and_tests(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
     let mut kept = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let trimmed = line.trim_start();
+        // `#[cfg(test)]`, maybe more attributes, then `mod NAME {`: an inline test module. A
+        // declaration (`mod tests;`) names a file of its own and is read like any line.
         let opens_test_module = trimmed.starts_with("#[cfg(test)]")
             && lines[i + 1..]
                 .iter()
-                .find(|l| !l.trim().is_empty())
+                .map(|l| l.trim())
+                .find(|l| !l.is_empty() && !l.starts_with("#["))
                 .is_some_and(|l| {
-                    let l = l.trim_start();
-                    l.starts_with("mod ") || l.starts_with("pub mod ")
+                    let l = l
+                        .trim_start_matches("pub(crate) ")
+                        .trim_start_matches("pub ");
+                    l.starts_with("mod ") && l.ends_with('{')
                 });
         if opens_test_module {
             break;
@@ -793,4 +798,11 @@ fn the_public_line_reader_sees_signatures_fields_and_variants() {
             "V(toml::Table),"
         ]
     );
+}
+
+#[test]
+fn the_module_import_reader_reads_past_a_test_module_declaration() {
+    let code = "#[cfg(test)]\nmod tests;\nuse crate::k;\n#[cfg(test)]\n#[allow(clippy::unwrap_used)]\n\
+                mod inline {\n    use crate::j;\n}\n";
+    assert_eq!(crate_paths(&without_comments_and_tests(code)), ["k"]);
 }
