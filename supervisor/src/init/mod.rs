@@ -36,8 +36,6 @@ mod host;
 mod proposal;
 mod python;
 mod render;
-#[cfg(test)]
-mod tests;
 mod toolchains;
 mod tree;
 
@@ -186,3 +184,6 @@ pub fn write_config(path: &Path, text: &str, force: bool) -> Result<()> {
             source,
         })
 }
+
+#[cfg(test)]
+mod tests;
