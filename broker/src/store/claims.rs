@@ -144,15 +144,12 @@ pub(super) fn renew<B: Backend>(
             Ok(ClaimAttempt::Renewed(renewed))
         }
         Some(c) if c.holder != request.holder => Ok(ClaimAttempt::Taken(c)),
-        Some(c) => Err(Error::ClaimNotHeld {
+        other => Err(Error::ClaimNotHeld {
             issue: request.issue.clone(),
             holder: request.holder.clone(),
-            state: claim_state_str(c.state).to_owned(),
-        }),
-        None => Err(Error::ClaimNotHeld {
-            issue: request.issue.clone(),
-            holder: request.holder.clone(),
-            state: "unclaimed".to_owned(),
+            state: other
+                .map_or("unclaimed", |c| claim_state_str(c.state))
+                .to_owned(),
         }),
     })
 }

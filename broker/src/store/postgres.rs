@@ -201,7 +201,7 @@ impl Backend for PostgresStore {
     fn begin(&mut self, ctx: &str) -> Result<()> {
         // A transaction left open (a panic between begin and commit) is abandoned.
         if self.in_transaction {
-            self.rollback(ctx)?;
+            let _ = self.rollback(ctx);
         }
         self.batch(ctx, Self::DIALECT.begin)?;
         self.in_transaction = true;

@@ -187,7 +187,7 @@ impl Backend for SqliteStore {
     fn begin(&mut self, ctx: &str) -> Result<()> {
         if !self.conn.is_autocommit() {
             // A transaction left open (a panic between begin and commit) is abandoned.
-            self.rollback(ctx)?;
+            let _ = self.rollback(ctx);
         }
         self.batch(ctx, Self::DIALECT.begin)
     }
