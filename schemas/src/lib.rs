@@ -1,6 +1,7 @@
 //! airlock-schemas owns the contracts that cross a trust boundary: the `open_pr` tool
 //! arguments a model emits and the broker checks, the supervisor's final `Outcome`, a reader's
-//! `ReaderDigest`, the judge's `JudgeVerdict`, the reviewer agent's `Review`, and the broker's error contract (`BrokerError`).
+//! `ReaderDigest`, the judge's `JudgeVerdict`, the reviewer agent's `Review`, the broker's error contract (`BrokerError`),
+//! and the shape of one line of a run's trajectory (`Schema::TrajectoryEvent`).
 //!
 //! The JSON Schema 2020-12 files in `schemas/` are the source of truth; they are embedded with
 //! `include_str!` so binaries need no files at run time, and the serde types here mirror them

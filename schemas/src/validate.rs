@@ -28,6 +28,9 @@ pub enum Schema {
     BrokerError,
     /// `review.json`: the reviewer agent's pull request review.
     Review,
+    /// `trajectory_event.json`: one line of a run's `trajectory.jsonl`. The supervisor owns
+    /// the type that writes it; no crate reads a trajectory back, so there is no serde mirror.
+    TrajectoryEvent,
 }
 
 struct Compiled {
@@ -37,13 +40,14 @@ struct Compiled {
 
 impl Schema {
     /// Every schema, in a fixed order.
-    pub const ALL: [Schema; 6] = [
+    pub const ALL: [Schema; 7] = [
         Schema::OpenPr,
         Schema::Outcome,
         Schema::ReaderDigest,
         Schema::JudgeVerdict,
         Schema::BrokerError,
         Schema::Review,
+        Schema::TrajectoryEvent,
     ];
 
     /// Short name, e.g. `open_pr`.
@@ -55,6 +59,7 @@ impl Schema {
             Schema::JudgeVerdict => "judge_verdict",
             Schema::BrokerError => "error",
             Schema::Review => "review",
+            Schema::TrajectoryEvent => "trajectory_event",
         }
     }
 
@@ -67,6 +72,7 @@ impl Schema {
             Schema::JudgeVerdict => "judge_verdict.json",
             Schema::BrokerError => "error.json",
             Schema::Review => "review.json",
+            Schema::TrajectoryEvent => "trajectory_event.json",
         }
     }
 
@@ -79,12 +85,13 @@ impl Schema {
             Schema::JudgeVerdict => include_str!("../judge_verdict.json"),
             Schema::BrokerError => include_str!("../error.json"),
             Schema::Review => include_str!("../review.json"),
+            Schema::TrajectoryEvent => include_str!("../trajectory_event.json"),
         }
     }
 
     fn cell(self) -> &'static OnceLock<std::result::Result<Compiled, String>> {
-        static CELLS: [OnceLock<std::result::Result<Compiled, String>>; 6] =
-            [const { OnceLock::new() }; 6];
+        static CELLS: [OnceLock<std::result::Result<Compiled, String>>; Schema::ALL.len()] =
+            [const { OnceLock::new() }; Schema::ALL.len()];
         let index = match self {
             Schema::OpenPr => 0,
             Schema::Outcome => 1,
@@ -92,6 +99,7 @@ impl Schema {
             Schema::JudgeVerdict => 3,
             Schema::BrokerError => 4,
             Schema::Review => 5,
+            Schema::TrajectoryEvent => 6,
         };
         &CELLS[index]
     }

@@ -20,7 +20,6 @@ use airlock_reader::{
     Brief, FromSupervisor, FromWorker, MAX_QUOTED_LINES, ReadReport, ReadTool, tool_specs,
 };
 use airlock_schemas::ReaderDigest;
-use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A two-way channel to one running reader worker.
@@ -509,18 +508,21 @@ pub fn render_for_model(d: &Delegation) -> RenderedDelegation {
 }
 
 /// The trajectory entry recording a delegation (the audit log gets the typed event).
-pub fn trajectory_entry(brief: &Brief, d: &Delegation) -> Value {
-    json!({
-            "question": brief.question,
-            "max_reads": brief.max_reads,
-            "max_turns": brief.max_turns,
-            "reads_made": d.reads_made,
-            "model_calls": d.model_calls,
-            "repaired": d.repaired,
-            "accepted": d.digest.is_some(),
-            "dropped_reason": d.dropped,
-            "digest": d.digest,
-    })
+pub fn trajectory_entry<'a>(
+    brief: &'a Brief,
+    d: &'a Delegation,
+) -> crate::trajectory::ReaderDigestEntry<'a> {
+    crate::trajectory::ReaderDigestEntry::Finished {
+        question: &brief.question,
+        max_reads: brief.max_reads,
+        max_turns: brief.max_turns,
+        reads_made: d.reads_made,
+        model_calls: d.model_calls,
+        repaired: d.repaired,
+        accepted: d.digest.is_some(),
+        dropped_reason: d.dropped.as_deref(),
+        digest: d.digest.as_ref(),
+    }
 }
 
 impl From<std::io::Error> for ToolFailure {

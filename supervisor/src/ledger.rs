@@ -6,12 +6,11 @@ use crate::outcome::RunFacts;
 use crate::ports::ReadOutcome;
 use crate::progress::{Progress, ProgressEvent, UsageSoFar};
 use crate::second_opinion::SecondOpinion;
-use crate::trajectory::{Trajectory, TrajectoryError};
+use crate::trajectory::{DismissedFinding, Trajectory, TrajectoryError, TrajectoryEvent};
 use airlock_audit::{
     AuditLog, Event, ReadBy, ScreenContext, Screened, ScreenedFinding, SourceKind,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
 /// What a ledger knows of its run beyond the records it wrote: what a parked run keeps so that
@@ -171,14 +170,14 @@ impl<'a> Ledger<'a> {
     }
 
     /// Append one trajectory entry.
-    pub fn record(&mut self, kind: &str, data: Value) -> Result<()> {
-        self.trajectory.record(kind, data)?;
+    pub fn record(&mut self, event: &TrajectoryEvent<'_>) -> Result<()> {
+        self.trajectory.record(event)?;
         Ok(())
     }
 
     /// Record a message of the conversation.
     pub fn record_message(&mut self, message: &airlock_model::Message) -> Result<()> {
-        self.record("message", json!({ "message": message }))
+        self.record(&TrajectoryEvent::Message { message })
     }
 
     /// Run the injection detector over a text about to be handed to the model; every finding
@@ -252,17 +251,22 @@ impl<'a> Ledger<'a> {
             .filter(|f| f.is_new())
             .map(|f| f.finding.rule.as_str())
             .collect();
-        let dismissed: Vec<Value> = found
+        let already_dismissed: Vec<DismissedFinding<'_>> = found
             .iter()
             .filter_map(|f| {
-                let by = f.dismissed_by?;
-                Some(json!({"rule": f.finding.rule.as_str(), "line": f.finding.line, "dismissed_by": by}))
+                Some(DismissedFinding {
+                    rule: f.finding.rule.as_str(),
+                    line: f.finding.line,
+                    dismissed_by: f.dismissed_by?,
+                })
             })
             .collect();
-        self.record(
-            "injection_suspected",
-            json!({"path": path, "rules": rules, "already_dismissed": dismissed}),
-        )?;
+        self.trajectory
+            .record(&TrajectoryEvent::InjectionSuspected {
+                path,
+                rules: rules.clone(),
+                already_dismissed,
+            })?;
         let in_tree = kind == SourceKind::File && self.screen.blobs.contains_key(path);
         if in_tree && !rules.is_empty() && !self.facts.injection_observed.iter().any(|p| p == path)
         {

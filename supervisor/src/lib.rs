@@ -13,12 +13,14 @@
 
 pub mod adapters;
 pub mod agents;
+pub mod budget;
 pub mod ci_files;
 pub mod condense;
 pub mod config;
 pub mod delegate;
 pub mod github;
 pub mod init;
+pub mod intake;
 pub mod issue;
 pub mod ledger;
 pub mod outcome;
@@ -30,9 +32,11 @@ pub mod prompts;
 pub mod recipe;
 pub mod reference_repos;
 pub mod review;
+pub mod run_error;
 pub mod runner;
 pub mod second_opinion;
 pub mod session;
+pub mod setup;
 pub mod testenv;
 pub mod tool_name;
 pub mod tools;
@@ -40,6 +44,7 @@ pub mod trajectory;
 pub mod transport;
 pub mod triage;
 pub mod triggers;
+pub mod usage;
 pub mod warm_start;
 
 pub use config::Config;

@@ -78,63 +78,7 @@ pub enum ParkError {
 /// Result alias for parked runs.
 pub type Result<T> = std::result::Result<T, ParkError>;
 
-/// The budget that stopped a parked run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ParkedOn {
-    /// `[budgets] max_turns`.
-    MaxTurns,
-    /// `[budgets] max_full_runs`.
-    MaxFullRuns,
-    /// The model's `max_calls`.
-    ModelCalls,
-    /// The model's `max_tokens`.
-    ModelTokens,
-    /// The model's `max_cost_usd`.
-    ModelCost,
-}
-
-impl ParkedOn {
-    /// The model budget's resource (`calls`, `tokens`, `cost_usd`, as
-    /// [`airlock_model::Error::BudgetExhausted`] names it).
-    pub fn from_model_resource(resource: &str) -> ParkedOn {
-        match resource {
-            "calls" => ParkedOn::ModelCalls,
-            "tokens" => ParkedOn::ModelTokens,
-            _ => ParkedOn::ModelCost,
-        }
-    }
-
-    /// Whether the model's own budget stopped the run (no closing call is possible then).
-    pub fn is_model_budget(self) -> bool {
-        matches!(
-            self,
-            ParkedOn::ModelCalls | ParkedOn::ModelTokens | ParkedOn::ModelCost
-        )
-    }
-
-    /// The budget's name, as `airlock.toml` spells it.
-    pub fn label(self) -> &'static str {
-        match self {
-            ParkedOn::MaxTurns => "max_turns",
-            ParkedOn::MaxFullRuns => "max_full_runs",
-            ParkedOn::ModelCalls => "the model's max_calls",
-            ParkedOn::ModelTokens => "the model's max_tokens",
-            ParkedOn::ModelCost => "the model's max_cost_usd",
-        }
-    }
-
-    /// The `airlock resume` flag that raises it.
-    pub fn flag(self) -> &'static str {
-        match self {
-            ParkedOn::MaxTurns => "--add-turns N",
-            ParkedOn::MaxFullRuns => "--add-full-runs N",
-            ParkedOn::ModelCalls => "--add-calls N",
-            ParkedOn::ModelTokens => "--add-tokens N",
-            ParkedOn::ModelCost => "--add-usd X",
-        }
-    }
-}
+pub use crate::budget::ParkedOn;
 
 /// What the loop hands back when it parks: enough to continue the conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -217,7 +161,7 @@ pub struct ParkedRun {
     /// The issue.
     pub issue: Issue,
     /// The intake record (`outcome.json`'s `intake`).
-    pub intake: Value,
+    pub intake: crate::intake::IntakeRecord,
     /// The run's configuration, budgets as raised by earlier resumes.
     pub config: Config,
     /// Where the configuration came from, for error messages.

@@ -4,22 +4,19 @@
 //! reviewer's tools. The review goes to the broker, which queues it for an approver; nothing is
 //! posted from here.
 
-use crate::adapters::{BrokerSocket, CheckoutWorktree, CodegraphRetrieval, SandboxReaderLauncher};
-use crate::delegate::ReaderLauncher;
 use crate::github::{GithubClient, GithubIssueRef};
+use crate::intake::{IntakeRecord, IntakeSource};
 use crate::issue::Issue;
-use crate::ports::{PortResult, PrSink, Retrieval, TestReport, TestRunner, ToolFailure};
+use crate::ports::{PortResult, TestReport, TestRunner, ToolFailure};
 use crate::runner::{ModelUsage, Overrides, RunError, load_config, next_run_id};
-use crate::session::{self, Env, ReviewTask, RunEnd, RunSpec};
-use crate::trajectory::Trajectory;
-use airlock_audit::AuditLog;
+use crate::session::{self, ReviewTask, RunEnd, RunSpec};
+use crate::setup::{self, OUTCOME_FILE, RunSetup, SetupRequest, WorktreeStart};
 use airlock_checkout::MirrorCache;
-use airlock_model::{Budget, ChatModel, Metered, ModelConfig};
+use airlock_model::ModelConfig;
 use airlock_policies::Policy;
 use airlock_protocol::PullRequestKey;
 use serde_json::json;
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// What `airlock review` was asked.
 #[derive(Debug, Clone)]
@@ -144,17 +141,20 @@ pub fn review_pull_request(
         state: None,
         url: fetched.url.clone(),
     };
-    let intake = json!({
-        "source": "github_pull_request",
-        "reference": reference.to_string(),
-        "api_url": config.github.api_url,
-        "url": fetched.url,
-        "author": fetched.author,
-        "base_sha": fetched.base_sha,
-        "head_sha": fetched.head_sha,
-        "merge_base": diff.merge_base,
-        "files": fetched.files,
-    });
+    let intake = IntakeRecord {
+        source: IntakeSource::GithubPullRequest {
+            reference: reference.to_string(),
+            api_url: config.github.api_url.clone(),
+            url: fetched.url.clone(),
+            author: fetched.author.clone(),
+            base_sha: fetched.base_sha.clone(),
+            head_sha: fetched.head_sha.clone(),
+            merge_base: diff.merge_base.clone(),
+            files: fetched.files.clone(),
+        },
+        pin: None,
+        history_forge: None,
+    };
 
     let run_id = next_run_id(
         &config.paths.runs_root,
@@ -162,64 +162,29 @@ pub fn review_pull_request(
         head.as_str(),
     );
     let run_dir = config.paths.runs_root.join(&run_id);
-    let worktree_dir = run_dir.join("worktree");
     std::fs::create_dir_all(&run_dir).map_err(|source| RunError::Write {
         path: run_dir.clone(),
         source,
     })?;
-    mirror.materialize(&head, &worktree_dir)?;
-    let tracked = airlock_checkout::tracked_files(&worktree_dir, &head)?;
-    let policy = Policy::default()?;
-    let audit = AuditLog::open(&config.paths.audit_log)?;
-    let screen = airlock_audit::ScreenContext {
-        repository: repo.clone(),
-        blobs: airlock_checkout::tracked_blobs(&worktree_dir, &head)?,
-        dismissed: airlock_audit::load_dismissed_keys(&config.paths.audit_log)?,
-    };
-    let trajectory_path = run_dir.join("trajectory.jsonl");
-    let mut trajectory = Trajectory::create(&trajectory_path)?;
-    let inner = airlock_model::from_spec(&spec_text, &model_config)
-        .map_err(|e| RunError::Model(e.to_string()))?;
-    let model = Metered::new(inner, Budget::new(model_config.budget.clone()));
-    let wt = CheckoutWorktree::open(&worktree_dir, tracked).map_err(|e| RunError::Setup {
-        what: "the worktree",
-        message: e.to_string(),
+    let mut run = RunSetup::open(SetupRequest {
+        config: &config,
+        config_origin: &config_origin,
+        repo: &repo,
+        mirror: &mirror,
+        commit: &head,
+        run_dir: &run_dir,
+        start: WorktreeStart::Materialise,
+        policy: Policy::default()?,
+        spec_text: &spec_text,
+        model_config: &model_config,
+        spent: None,
+        second_opinion: false,
+        readers: overrides.readers,
+        exe: &args.exe,
+        progress: args.progress,
     })?;
-    let index_dir = config.paths.index_dir.clone();
-    let index_key = airlock_codegraph::store::repo_key(mirror.path());
-    let retrieval: Box<dyn Retrieval> = Box::new(
-        CodegraphRetrieval::open(&worktree_dir, &index_dir, &index_key, head.as_str()).map_err(
-            |e| RunError::Setup {
-                what: "the retrieval index",
-                message: e.to_string(),
-            },
-        )?,
-    );
-    let readers: Box<dyn ReaderLauncher> = match overrides.readers {
-        Some(r) => r,
-        None => Box::new(SandboxReaderLauncher {
-            exe: args.exe.clone(),
-            worktree: worktree_dir.clone(),
-            index_dir: index_dir.clone(),
-            index_key: index_key.clone(),
-            commit: head.as_str().to_string(),
-            scratch: run_dir.join("readers"),
-            timeout: Duration::from_secs(config.tests.timeout_secs),
-        }),
-    };
-    let mut pr_sink: Box<dyn PrSink> = match overrides.pr_sink {
-        Some(p) => p,
-        None => {
-            let endpoint = crate::runner::broker_endpoint(&config, &config_origin)?;
-            Box::new(
-                BrokerSocket::new(
-                    endpoint,
-                    config.broker.reply_timeout(config.tests.timeout_secs),
-                )
-                .reconnecting_for(Duration::from_secs(config.broker.reconnect_secs())),
-            )
-        }
-    };
+    // A review sends no change: the broker reads the pull request's head itself.
+    let mut pr_sink = setup::broker_sink(&config, &config_origin, overrides.pr_sink, None)?;
     let spec = RunSpec {
         run_id: run_id.clone(),
         repo: repo.clone(),
@@ -235,59 +200,26 @@ pub fn review_pull_request(
         base_sha: base.as_str().to_owned(),
         diff,
     };
-    // The memory of merged pull requests up to the reviewed head (for `search_history`, should
-    // an operator's reviewer definition offer it).
-    let history = crate::adapters::CodegraphHistory::open(
-        mirror.path(),
-        &index_dir,
-        &index_key,
-        head.as_str(),
-    );
-    let mut progress = crate::progress::Progress::stderr(args.progress);
-    let mut second_opinion = None;
-    let mut env = Env {
-        model: &model,
-        retrieval: retrieval.as_ref(),
-        history: &history,
-        worktree: &wt,
-        policy: &policy,
-        tests: &NoTests,
-        readers: readers.as_ref(),
-        broker: pr_sink.as_mut(),
-        references: &crate::reference_repos::ReferenceRepos::none(),
-        audit: &audit,
-        screen: &screen,
-        second_opinion: second_opinion.as_mut(),
-        trajectory: &mut trajectory,
-        progress: &mut progress,
-    };
+    let references = crate::reference_repos::ReferenceRepos::none();
+    let mut env = run.env(&NoTests, pr_sink.as_mut(), &references);
     let end = session::review(&spec, &mut env, &task)?;
-    let model_finish_problem = model.finish().err().map(|e| e.to_string());
-    if let Some(problem) = &model_finish_problem {
-        trajectory.record("model_finish_problem", json!({"problem": problem}))?;
-    }
-    let outcome_path = run_dir.join("outcome.json");
+    let closed = run.close_model()?;
+    let outcome_path = run_dir.join(OUTCOME_FILE);
     let mut document =
         crate::runner::outcome_document(&run_id, head.as_str(), &spec.issue.id, &end);
     document["pull"] = json!(pull);
-    document["intake"] = intake;
-    let usage = ModelUsage::from(&model.budget().totals());
-    document["model_usage"] = serde_json::to_value(usage).unwrap_or_default();
-    trajectory.record("model_usage", document["model_usage"].clone())?;
-    let text = serde_json::to_string_pretty(&document).unwrap_or_default() + "\n";
-    std::fs::write(&outcome_path, text).map_err(|source| RunError::Write {
-        path: outcome_path.clone(),
-        source,
-    })?;
+    document["intake"] = intake.to_json();
+    document["model_usage"] = serde_json::to_value(closed.usage).unwrap_or_default();
+    setup::write_outcome(&outcome_path, &document)?;
     Ok(ReviewReport {
         run_id,
         run_dir,
         pull,
         end,
         outcome_path,
-        trajectory_path,
-        model_finish_problem,
-        usage,
+        trajectory_path: run.trajectory_path,
+        model_finish_problem: closed.finish_problem,
+        usage: closed.usage,
     })
 }
 

@@ -6,6 +6,7 @@ use crate::agents::Agent;
 use crate::condense::Condenser;
 use crate::config::Config;
 use crate::delegate::ReaderLauncher;
+use crate::intake::IntakeRecord;
 use crate::issue::Issue;
 use crate::ledger::{Ledger, LedgerError, file_read_event};
 use crate::outcome::{self, Judged};
@@ -19,7 +20,9 @@ use crate::prompts;
 use crate::reference_repos::ReferenceRepos;
 use crate::second_opinion::SecondOpinion;
 use crate::tools::{self, Flow, RunSettings, Toolbox};
-use crate::trajectory::{Trajectory, TrajectoryError};
+use crate::trajectory::{
+    RunStarted, SkillCallPayload, Trajectory, TrajectoryError, TrajectoryEvent,
+};
 use crate::triage::{self, Triage, TriageState};
 use crate::warm_start::{self, WarmInputs};
 use airlock_audit::{
@@ -29,7 +32,6 @@ use airlock_model::{ChatModel, ChatOptions, ChatRequest, ChatResponse, Message, 
 use airlock_policies::Policy;
 use airlock_protocol::FollowUpBrief;
 use airlock_schemas::{Outcome, OutcomeKind};
-use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
 /// The messages every request of a run begins with, unchanged from the first turn to the last:
@@ -139,7 +141,7 @@ pub struct RunSpec {
     pub issue: Issue,
     /// Where the issue, the repository and the pin came from (the runner's intake record),
     /// recorded in the trajectory's `run_started` event.
-    pub intake: Value,
+    pub intake: IntakeRecord,
     /// The configuration.
     pub config: Config,
     /// For a follow-up run: the change request it answers (from the broker's `follow_up`).
@@ -222,15 +224,12 @@ pub fn resume(spec: &RunSpec, env: &mut Env<'_>, resumed: Resumed) -> Result<Run
             added: added.clone(),
         },
     )?;
-    env.trajectory.record(
-        "run_resumed",
-        json!({
-            "added": added,
-            "parked_on": parked.budget,
-            "max_turns": spec.config.budgets.max_turns,
-            "max_full_runs": spec.config.budgets.max_full_runs,
-        }),
-    )?;
+    env.trajectory.record(&TrajectoryEvent::RunResumed {
+        added: &added,
+        parked_on: parked.budget,
+        max_turns: spec.config.budgets.max_turns,
+        max_full_runs: spec.config.budgets.max_full_runs,
+    })?;
     record_skill_call(spec, env)?;
     // Registered already when the run started: the broker takes identical details as a no-op,
     // and a broker that lost its state learns the run again.
@@ -280,21 +279,19 @@ pub fn review(spec: &RunSpec, env: &mut Env<'_>, task: &ReviewTask) -> Result<Ru
             config_digest: sha256_hex(config_json.as_bytes()),
         },
     )?;
-    env.trajectory.record(
-        "run_started",
-        json!({
-            "run_id": spec.run_id,
-            "agent": spec.agent.name,
-            "repo": spec.repo,
-            "base_commit": spec.base_commit,
-            "pull": task.pull,
-            "pull_base": task.base_sha,
-            "merge_base": task.diff.merge_base,
-            "model": env.model.name(),
-            "system_prompt": prompts::version_of(&spec.agent.prompt),
-            "intake": spec.intake,
-        }),
-    )?;
+    env.trajectory
+        .record(&TrajectoryEvent::RunStarted(RunStarted::Review {
+            run_id: &spec.run_id,
+            agent: &spec.agent.name,
+            repo: &spec.repo,
+            base_commit: &spec.base_commit,
+            pull: &task.pull,
+            pull_base: &task.base_sha,
+            merge_base: &task.diff.merge_base,
+            model: env.model.name(),
+            system_prompt: prompts::version_of(&spec.agent.prompt),
+            intake: &spec.intake,
+        }))?;
     let pr_text = issue_text(spec);
     let source = format!("pr:{}", task.pull);
     let findings = airlock_audit::record_screening(
@@ -435,22 +432,21 @@ fn start(spec: &RunSpec, env: &mut Env<'_>) -> Result<Start> {
             config_digest: sha256_hex(config_json.as_bytes()),
         },
     )?;
-    env.trajectory.record(
-        "run_started",
-        json!({
-            "run_id": spec.run_id,
-            "repo": spec.repo,
-            "base_commit": spec.base_commit,
-            "issue_id": spec.issue.id,
-            "model": env.model.name(),
-            "agent": spec.agent.name,
-            "system_prompt": prompts::version_of(&spec.agent.prompt),
-            "reader_brief": airlock_reader::brief_version(),
-            "intake": spec.intake,
-        }),
-    )?;
+    env.trajectory
+        .record(&TrajectoryEvent::RunStarted(RunStarted::Issue {
+            run_id: &spec.run_id,
+            repo: &spec.repo,
+            base_commit: &spec.base_commit,
+            issue_id: &spec.issue.id,
+            model: env.model.name(),
+            agent: &spec.agent.name,
+            system_prompt: prompts::version_of(&spec.agent.prompt),
+            reader_brief: airlock_reader::brief_version(),
+            intake: &spec.intake,
+        }))?;
     record_skill_call(spec, env)?;
-    env.trajectory.record("triage", json!({"triage": triage}))?;
+    env.trajectory
+        .record(&TrajectoryEvent::Triage { triage: &triage })?;
     let issue_text = issue_text(spec);
     let issue_findings = airlock_audit::record_screening(
         env.audit,
@@ -470,23 +466,22 @@ fn start(spec: &RunSpec, env: &mut Env<'_>) -> Result<Start> {
         Ok(b) => b,
         Err(e) => {
             env.trajectory
-                .record("test_baseline_failed", json!({"error": e.to_string()}))?;
+                .record(&TrajectoryEvent::TestBaselineFailed {
+                    error: e.to_string(),
+                })?;
             let reason = format!("test set-up failed: {e}");
             run_finished(env.audit, &spec.run_id, RunOutcome::Escalate, Some(reason))?;
             return Err(e.into());
         }
     };
-    env.trajectory.record(
-        "test_baseline",
-        json!({
-            "command": baseline.command,
-            "environment": baseline.environment,
-            "prepare": baseline.prepare,
-            "inventory": baseline.inventory,
-            "summary": baseline.inventory.summary(),
-            "base_seconds": baseline.base_seconds,
-        }),
-    )?;
+    env.trajectory.record(&TrajectoryEvent::TestBaseline {
+        command: &baseline.command,
+        environment: &baseline.environment,
+        prepare: baseline.prepare.as_ref(),
+        inventory: &baseline.inventory,
+        summary: baseline.inventory.summary(),
+        base_seconds: baseline.base_seconds,
+    })?;
     env.broker
         .register_run(&registration(spec, env, &baseline))
         .map_err(|e| SessionError::Register(e.to_string()))?;
@@ -500,10 +495,10 @@ fn record_skill_call(spec: &RunSpec, env: &mut Env<'_>) -> Result<()> {
         return Ok(());
     };
     env.audit.append(&spec.run_id, event.clone())?;
-    env.trajectory.record(
-        "skill_call",
-        serde_json::to_value(event).unwrap_or_default(),
-    )?;
+    if let Some(payload) = SkillCallPayload::of(event) {
+        env.trajectory
+            .record(&TrajectoryEvent::SkillCall { payload })?;
+    }
     Ok(())
 }
 
@@ -640,7 +635,7 @@ impl<'s> Session<'s> {
                 .cloned()
                 .collect();
             if let Some(done) = condenser.condense(&mut messages, &written) {
-                self.ledger().record("condensed", json!(done))?;
+                self.ledger().record(&TrajectoryEvent::Condensed(&done))?;
             }
             let turn = self.ledger().next_turn();
             let request = ChatRequest {
@@ -687,10 +682,9 @@ impl<'s> Session<'s> {
                 }
                 repairs_left -= 1;
                 let repair = Message::user(prompts::review_repair());
-                self.ledger().record(
-                    "repair_prompt",
-                    json!({"problems": ["no submit_review call"]}),
-                )?;
+                self.ledger().record(&TrajectoryEvent::RepairPrompt {
+                    problems: &["no submit_review call".to_owned()],
+                })?;
                 self.ledger().record_message(&repair)?;
                 messages.push(repair);
                 continue;
@@ -715,8 +709,9 @@ impl<'s> Session<'s> {
                              JSON object that satisfies the output contract, nothing else.",
                             problems.join("\n- ")
                         ));
-                        self.ledger()
-                            .record("repair_prompt", json!({"problems": problems}))?;
+                        self.ledger().record(&TrajectoryEvent::RepairPrompt {
+                            problems: &problems,
+                        })?;
                         self.ledger().record_message(&repair)?;
                         messages.push(repair);
                         continue;
@@ -737,7 +732,7 @@ impl<'s> Session<'s> {
                     Message::tool_result(&call.id, reply.text, reply.is_error)
                 };
                 self.ledger()
-                    .record("tool_result", json!({"message": result}))?;
+                    .record(&TrajectoryEvent::ToolResult { message: &result })?;
                 if let Message::Tool(r) = &result {
                     condenser.note_result(messages.len(), call, r.is_error);
                 }
@@ -782,7 +777,7 @@ impl<'s> Session<'s> {
         let mut stop = stop.to_string();
         if let Some(reason) = floored.or_else(|| outcome::apply_confidence_floor(&mut outcome)) {
             self.ledger()
-                .record("forced_escalation", json!({"reason": reason}))?;
+                .record(&TrajectoryEvent::ForcedEscalation { reason: &reason })?;
             stop = format!("{stop}; forced escalate: {reason}");
         }
         let pr_queued = self.tools.ledger.facts.pr_accepted && outcome.outcome == OutcomeKind::Pr;
@@ -807,10 +802,10 @@ impl<'s> Session<'s> {
             // A reviewer has no outcome to write and nothing to park: its review is queued
             // or it is not.
             let queue_id = target.queued;
-            self.ledger().record(
-                "review_end",
-                json!({"reason": reason, "queue_id": queue_id}),
-            )?;
+            self.ledger().record(&TrajectoryEvent::ReviewEnd {
+                reason: &reason,
+                queue_id,
+            })?;
             return Ok(RunEnd::Reviewed {
                 queue_id,
                 stop: reason,
@@ -821,8 +816,10 @@ impl<'s> Session<'s> {
         {
             return self.park(messages, reason, on);
         }
-        self.ledger()
-            .record("budget_exhausted", json!({"reason": reason}))?;
+        self.ledger().record(&TrajectoryEvent::BudgetExhausted {
+            reason: &reason,
+            parked_on: None,
+        })?;
         let ask = Message::user(format!(
             "The run is over: {reason}. Reply now with the final JSON object only, outcome \
              \"escalate\": say what you established, what you ruled out, and what you would read next."
@@ -852,8 +849,9 @@ impl<'s> Session<'s> {
                 }
             }
             Err(e) => {
-                self.ledger()
-                    .record("closing_turn_failed", json!({"error": e.to_string()}))?;
+                self.ledger().record(&TrajectoryEvent::ClosingTurnFailed {
+                    error: e.to_string(),
+                })?;
                 None
             }
         };
@@ -878,10 +876,10 @@ impl<'s> Session<'s> {
     /// not a valid outcome, the supervisor writes it from the record. The conversation kept is
     /// the one before the closing request, with the request and the answer when there was one.
     fn park(&mut self, messages: &[Message], reason: String, on: ParkedOn) -> Result<RunEnd> {
-        self.ledger().record(
-            "budget_exhausted",
-            json!({"reason": reason, "parked_on": on}),
-        )?;
+        self.ledger().record(&TrajectoryEvent::BudgetExhausted {
+            reason: &reason,
+            parked_on: Some(on),
+        })?;
         let mut kept = messages.to_vec();
         let mut summary = None;
         if !on.is_model_budget() {
@@ -911,8 +909,9 @@ impl<'s> Session<'s> {
                     }
                 }
                 Err(e) => {
-                    self.ledger()
-                        .record("closing_turn_failed", json!({"error": e.to_string()}))?;
+                    self.ledger().record(&TrajectoryEvent::ClosingTurnFailed {
+                        error: e.to_string(),
+                    })?;
                 }
             }
         }
@@ -979,19 +978,16 @@ impl<'s> Session<'s> {
             }
         }
         let counts = ledger.counts;
-        ledger.record(
-            "outcome",
-            json!({
-                "outcome": outcome,
-                "stop": stop,
-                "pr_queued": pr_queued,
-                "parked": parked,
-                "turns": counts.turns,
-                "reads": counts.reads,
-                "full_runs": counts.full_runs,
-                "refusals": counts.refusals,
-            }),
-        )?;
+        ledger.record(&TrajectoryEvent::Outcome {
+            outcome,
+            stop,
+            pr_queued,
+            parked,
+            turns: counts.turns,
+            reads: counts.reads,
+            full_runs: counts.full_runs,
+            refusals: counts.refusals,
+        })?;
         let (kind, reason) = if pr_queued {
             (RunOutcome::Pr, None)
         } else if parked {

@@ -7,6 +7,7 @@ use super::{Tool, ToolReply, Toolbox, args};
 use crate::delegate::{self, DelegateCtx};
 use crate::ledger::Result;
 use crate::reference_repos::WithReferences;
+use crate::trajectory::{ReaderDigestEntry, TrajectoryEvent};
 use airlock_audit::{Event, SourceKind, sha256_hex};
 use airlock_model::{ToolCall, ToolSpec};
 use airlock_reader::Brief;
@@ -85,13 +86,13 @@ pub(super) fn delegate_read(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<Too
     let d = match delegate::delegate(&ctx, &brief) {
         Ok(d) => d,
         Err(e) => {
-            ledger.record(
-                "reader_digest",
-                json!({
-                    "question": brief.question, "accepted": false,
-                    "dropped_reason": format!("the reader could not start: {e}"),
-                }),
-            )?;
+            ledger.record(&TrajectoryEvent::ReaderDigest(
+                ReaderDigestEntry::NotStarted {
+                    question: &brief.question,
+                    accepted: false,
+                    dropped_reason: format!("the reader could not start: {e}"),
+                },
+            ))?;
             ledger.append(Event::PolicyRefusal {
                 path: Tool::DelegateRead.name().into(),
                 rule: "reader-not-started".into(),
@@ -122,7 +123,9 @@ pub(super) fn delegate_read(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<Too
     for call in &d.calls {
         ledger.model_call(&call.usage, call.latency_ms, call.cost_usd)?;
     }
-    ledger.record("reader_digest", delegate::trajectory_entry(&brief, &d))?;
+    ledger.record(&TrajectoryEvent::ReaderDigest(delegate::trajectory_entry(
+        &brief, &d,
+    )))?;
     match &d.digest {
         Some(digest) => {
             let brief_json = serde_json::to_string(&brief).unwrap_or_default();

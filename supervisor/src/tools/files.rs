@@ -7,6 +7,7 @@ use crate::ledger::{Result, file_read_event};
 use crate::reference_repos::{
     EDIT_TARGET_CODE, READ_PREFIX, edit_target_refusal, is_reference_path,
 };
+use crate::trajectory::TrajectoryEvent;
 use airlock_audit::{Event, ReadBy};
 use airlock_model::{ToolCall, ToolSpec};
 use airlock_policies::WriteDecision;
@@ -293,13 +294,13 @@ fn refuse_on(
         path: path.to_string(),
         rule: rule.clone(),
     })?;
-    ledger.record(
-        "policy_refusal",
-        json!({
-            "path": path, "rule": rule, "class": class, "retry_of_refused_class": retry,
-            "refusals": refusals,
-        }),
-    )?;
+    ledger.record(&TrajectoryEvent::PolicyRefusal {
+        path,
+        rule: &rule,
+        class: Some(&class),
+        retry_of_refused_class: Some(retry),
+        refusals,
+    })?;
     let mut message = format!(
         "write refused by policy: `{path}` (rule `{rule}`: {reason}). Nothing was written."
     );
@@ -343,10 +344,13 @@ pub(super) fn refuse_reference_edit(tb: &mut Toolbox<'_>, path: &str) -> Result<
         path: path.to_string(),
         rule: EDIT_TARGET_CODE.to_string(),
     })?;
-    ledger.record(
-        "policy_refusal",
-        json!({"path": path, "rule": EDIT_TARGET_CODE, "refusals": refusals}),
-    )?;
+    ledger.record(&TrajectoryEvent::PolicyRefusal {
+        path,
+        rule: EDIT_TARGET_CODE,
+        class: None,
+        retry_of_refused_class: None,
+        refusals,
+    })?;
     let max_refusals = tb.run.config.budgets.max_refusals;
     let flow = if refusals > max_refusals {
         Flow::End(format!(

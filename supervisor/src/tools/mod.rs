@@ -241,7 +241,7 @@ impl Toolbox<'_> {
     /// of its result, the audit event, the progress line. The reply goes back to the model.
     pub fn call(&mut self, call: &ToolCall) -> Result<ToolReply> {
         self.ledger
-            .record("tool_call", serde_json::json!({ "call": call }))?;
+            .record(&crate::trajectory::TrajectoryEvent::ToolCall { call })?;
         let tool = Tool::from_name(&call.name).filter(|t| self.offered.contains(t));
         let reply = match tool {
             Some(tool) => self.dispatch(tool, call)?,

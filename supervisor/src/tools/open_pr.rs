@@ -5,11 +5,11 @@
 use super::{Tool, ToolReply, Toolbox};
 use crate::ledger::Result;
 use crate::ports::BrokerReply;
+use crate::trajectory::TrajectoryEvent;
 use airlock_audit::{Event, sha256_hex};
 use airlock_model::{ToolCall, ToolSpec};
 use airlock_schemas::{OPEN_PR_TOOL_DESCRIPTION, Schema};
 use serde::Deserialize;
-use serde_json::json;
 
 /// `open_pr`'s spec: its schema and description come from `airlock-schemas`.
 pub(super) fn spec() -> std::result::Result<ToolSpec, String> {
@@ -136,14 +136,11 @@ pub(super) fn open_pr(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<ToolReply
         title: claimed.title,
         files_changed: claimed.diff_digest.files_changed,
     })?;
-    tb.ledger.record(
-        "open_pr_reply",
-        json!({
-            "accepted": answered.as_ref().is_some_and(|a| a.accepted),
-            "code": answered.as_ref().and_then(|a| a.code.clone()),
-            "reply": reply.as_ref().ok(),
-            "error": reply.as_ref().err().map(ToString::to_string),
-        }),
-    )?;
+    tb.ledger.record(&TrajectoryEvent::OpenPrReply {
+        accepted: answered.as_ref().is_some_and(|a| a.accepted),
+        code: answered.as_ref().and_then(|a| a.code.clone()),
+        reply: reply.as_ref().ok().cloned(),
+        error: reply.as_ref().err().map(ToString::to_string),
+    })?;
     Ok(result)
 }

@@ -7,11 +7,11 @@
 use super::{Tool, ToolReply, Toolbox};
 use crate::ledger::Result;
 use crate::ports::BrokerReply;
+use crate::trajectory::TrajectoryEvent;
 use airlock_model::{ToolCall, ToolSpec};
 use airlock_policies::diffmap::DiffLineMap;
 use airlock_protocol::{PullRequestKey, ReviewSubmission};
 use airlock_schemas::{Review, Schema};
-use serde_json::json;
 
 /// What the reviewer reviews: the pull request at its head, and the lines of its diff.
 #[derive(Debug, Clone)]
@@ -73,7 +73,7 @@ pub(super) fn submit_review(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<Too
     if !off.is_empty() {
         let named: Vec<String> = off.iter().map(ToString::to_string).collect();
         tb.ledger
-            .record("review_refused", json!({"off_diff": named}))?;
+            .record(&TrajectoryEvent::ReviewRefused { off_diff: &named })?;
         return Ok(ToolReply::error(format!(
             "{name} refused by the supervisor: a comment must sit on a line of the diff; {}. \
              Move each to a line the diff shows, or put it in the summary, and call {name} again",
@@ -89,13 +89,10 @@ pub(super) fn submit_review(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<Too
         },
     };
     let reply = tb.broker.submit_review(&submission);
-    tb.ledger.record(
-        "submit_review_reply",
-        json!({
-            "reply": reply.as_ref().ok(),
-            "error": reply.as_ref().err().map(ToString::to_string),
-        }),
-    )?;
+    tb.ledger.record(&TrajectoryEvent::SubmitReviewReply {
+        reply: reply.as_ref().ok().cloned(),
+        error: reply.as_ref().err().map(ToString::to_string),
+    })?;
     Ok(match reply {
         Ok(BrokerReply::Queued { queue_id }) => {
             if let Some(t) = tb.review.as_mut() {

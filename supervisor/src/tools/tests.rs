@@ -6,6 +6,7 @@
 use super::{Flow, Tool, ToolReply, Toolbox, args};
 use crate::ledger::Result;
 use crate::ports::TestReport;
+use crate::trajectory::TrajectoryEvent;
 use airlock_audit::{BlockedNetwork, Event, TestResult, TestScope};
 use airlock_model::{ToolCall, ToolSpec};
 use airlock_policies::testrun::{FullRunVerdict, grade_full_run, new_test_files_required};
@@ -107,10 +108,10 @@ pub(super) fn run_tests(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<ToolRep
                 .as_ref()
                 .map(|v| format!("\nAgainst the base inventory: {}", v.summary()))
                 .unwrap_or_default();
-            tb.ledger.record(
-                "full_run_verdict",
-                json!({"selector": r.selector, "verdict": verdict}),
-            )?;
+            tb.ledger.record(&TrajectoryEvent::FullRunVerdict {
+                selector: r.selector.as_deref(),
+                verdict: verdict.as_ref(),
+            })?;
             let budget_used = if selector.is_none() {
                 format!(
                     "; full runs used {}/{max_full_runs}",
@@ -122,10 +123,10 @@ pub(super) fn run_tests(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<ToolRep
             let network = if r.blocked.is_empty() {
                 String::new()
             } else {
-                tb.ledger.record(
-                    "network_blocked",
-                    json!({"selector": r.selector, "blocked": r.blocked}),
-                )?;
+                tb.ledger.record(&TrajectoryEvent::NetworkBlocked {
+                    selector: r.selector.as_deref(),
+                    blocked: &r.blocked,
+                })?;
                 tb.ledger.append(Event::NetworkBlocked {
                     command: if r.selector.is_some() {
                         "narrow"

@@ -17,10 +17,15 @@ mod records;
 mod reference_repos;
 mod run_loop;
 mod second_opinion;
+mod trajectory_schema;
 
 fn main() -> std::process::ExitCode {
     airlock_sandbox::helper::run_if_requested();
     let tests: &[(&str, fn())] = &[
+        (
+            "trajectory_schema::every_line_of_real_runs_satisfies_the_trajectory_schema",
+            trajectory_schema::every_line_of_real_runs_satisfies_the_trajectory_schema,
+        ),
         (
             "reference_repos::each_status_is_reported_on_its_own_and_the_others_still_answer",
             reference_repos::each_status_is_reported_on_its_own_and_the_others_still_answer,
