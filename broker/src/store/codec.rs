@@ -20,129 +20,63 @@ pub(super) fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<Stri
     })
 }
 
-/// The columns a [`RawQueueRow`] is read from, in its field order (the issue number comes from
-/// the run's registration).
+/// The columns [`queue_item`] reads, in its order (the issue number comes from the run's
+/// registration).
 pub(super) const QUEUE_COLUMNS: &str = "id, run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, reason, branch, commit_oid, pr_url, publish_error, abandoned_by, abandon_reason, abandoned_at, (SELECT issue_number FROM runs WHERE runs.run_id = queue.run_id), review, gates, network_blocked";
 
-/// A queue row as stored, before its JSON columns are parsed.
-pub(super) struct RawQueueRow {
-    pub(super) id: i64,
-    pub(super) run_id: String,
-    pub(super) request_id: String,
-    pub(super) repository: String,
-    pub(super) base_commit: String,
-    pub(super) issue_id: String,
-    pub(super) title: String,
-    pub(super) args: String,
-    pub(super) diff: String,
-    pub(super) digest: String,
-    pub(super) evidence: String,
-    pub(super) flags: String,
-    pub(super) status: String,
-    pub(super) queued_at: i64,
-    pub(super) decided_at: Option<i64>,
-    pub(super) decided_by: Option<String>,
-    pub(super) reason: Option<String>,
-    pub(super) branch: Option<String>,
-    pub(super) commit: Option<String>,
-    pub(super) pr_url: Option<String>,
-    pub(super) publish_error: Option<String>,
-    pub(super) abandoned_by: Option<String>,
-    pub(super) abandon_reason: Option<String>,
-    pub(super) abandoned_at: Option<i64>,
-    pub(super) issue_number: Option<i64>,
-    pub(super) review: Option<String>,
-    pub(super) gates: Option<String>,
-    pub(super) network_blocked: Option<String>,
-}
-
-impl RawQueueRow {
-    /// The row a `SELECT {QUEUE_COLUMNS}` returned.
-    pub(super) fn read(mut r: Row) -> Result<Self> {
-        Ok(RawQueueRow {
-            id: r.int(0)?,
-            run_id: r.text(1)?,
-            request_id: r.text(2)?,
+/// A stored queue row (`SELECT {QUEUE_COLUMNS}`) as the store's type; a malformed column is
+/// [`Error::StoreCorrupt`].
+pub(super) fn queue_item(mut r: Row) -> Result<QueueItem> {
+    let status = r.text(12)?;
+    let status = QueueStatus::parse(&status).ok_or_else(|| Error::StoreCorrupt {
+        what: "queue status".to_owned(),
+        message: format!("{status:?}"),
+    })?;
+    Ok(QueueItem {
+        id: r.int(0)?,
+        run_id: r.text(1)?,
+        request_id: r.text(2)?,
+        item: NewQueueItem {
             repository: r.text(3)?,
             base_commit: r.text(4)?,
             issue_id: r.text(5)?,
             title: r.text(6)?,
             args: r.text(7)?,
             diff: r.text(8)?,
-            digest: r.text(9)?,
-            evidence: r.text(10)?,
-            flags: r.text(11)?,
-            status: r.text(12)?,
-            queued_at: r.int(13)?,
-            decided_at: r.opt_int(14)?,
-            decided_by: r.opt_text(15)?,
-            reason: r.opt_text(16)?,
-            branch: r.opt_text(17)?,
-            commit: r.opt_text(18)?,
-            pr_url: r.opt_text(19)?,
-            publish_error: r.opt_text(20)?,
-            abandoned_by: r.opt_text(21)?,
-            abandon_reason: r.opt_text(22)?,
-            abandoned_at: r.opt_int(23)?,
-            issue_number: r.opt_int(24)?,
-            review: r.opt_text(25)?,
-            gates: r.opt_text(26)?,
-            network_blocked: r.opt_text(27)?,
-        })
-    }
-
-    /// The stored row as the store's type; a malformed column is [`Error::StoreCorrupt`].
-    pub(super) fn into_item(self) -> Result<QueueItem> {
-        let status = QueueStatus::parse(&self.status).ok_or_else(|| Error::StoreCorrupt {
-            what: "queue status".to_owned(),
-            message: format!("{:?}", self.status),
-        })?;
-        Ok(QueueItem {
-            id: self.id,
-            run_id: self.run_id,
-            request_id: self.request_id,
-            item: NewQueueItem {
-                repository: self.repository,
-                base_commit: self.base_commit,
-                issue_id: self.issue_id,
-                title: self.title,
-                args: self.args,
-                diff: self.diff,
-                digest: from_json("queue digest", &self.digest)?,
-                evidence: from_json("queue evidence", &self.evidence)?,
-                flags: from_json("queue flags", &self.flags)?,
-                // Items queued before the gates existed have none.
-                gates: self
-                    .gates
-                    .map(|text| from_json("queue gates", &text))
-                    .transpose()?
-                    .unwrap_or_default(),
-                // Items queued before runs reported it have none.
-                network_blocked: self
-                    .network_blocked
-                    .map(|text| from_json("queue network_blocked", &text))
-                    .transpose()?
-                    .unwrap_or_default(),
-            },
-            status,
-            queued_at: self.queued_at,
-            decided_at: self.decided_at,
-            decided_by: self.decided_by,
-            reason: self.reason,
-            branch: self.branch,
-            commit: self.commit,
-            pr_url: self.pr_url,
-            publish_error: self.publish_error,
-            abandoned_by: self.abandoned_by,
-            abandon_reason: self.abandon_reason,
-            abandoned_at: self.abandoned_at,
-            issue_number: self.issue_number.and_then(|n| u64::try_from(n).ok()),
-            review: self
-                .review
-                .map(|text| from_json("queued review", &text))
-                .transpose()?,
-        })
-    }
+            digest: from_json("queue digest", &r.text(9)?)?,
+            evidence: from_json("queue evidence", &r.text(10)?)?,
+            flags: from_json("queue flags", &r.text(11)?)?,
+            // Items queued before the gates existed have none.
+            gates: r
+                .opt_text(26)?
+                .map(|text| from_json("queue gates", &text))
+                .transpose()?
+                .unwrap_or_default(),
+            // Items queued before runs reported it have none.
+            network_blocked: r
+                .opt_text(27)?
+                .map(|text| from_json("queue network_blocked", &text))
+                .transpose()?
+                .unwrap_or_default(),
+        },
+        status,
+        queued_at: r.int(13)?,
+        decided_at: r.opt_int(14)?,
+        decided_by: r.opt_text(15)?,
+        reason: r.opt_text(16)?,
+        branch: r.opt_text(17)?,
+        commit: r.opt_text(18)?,
+        pr_url: r.opt_text(19)?,
+        publish_error: r.opt_text(20)?,
+        abandoned_by: r.opt_text(21)?,
+        abandon_reason: r.opt_text(22)?,
+        abandoned_at: r.opt_int(23)?,
+        issue_number: r.opt_int(24)?.and_then(|n| u64::try_from(n).ok()),
+        review: r
+            .opt_text(25)?
+            .map(|text| from_json("queued review", &text))
+            .transpose()?,
+    })
 }
 
 /// A stored run state.

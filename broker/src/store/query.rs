@@ -4,7 +4,7 @@
 //! database's write lock instead) and inserts a row that may already exist with
 //! `ON CONFLICT DO NOTHING`, so the races the broker cares about are decided inside it.
 
-use super::codec::{QUEUE_COLUMNS, RawQueueRow, from_json, parse_run_state, to_json};
+use super::codec::{QUEUE_COLUMNS, from_json, parse_run_state, queue_item, to_json};
 use super::sql::{Backend, Param, advisory_lock, atomically, head_lock_key};
 use super::{
     ChangeRequest, ClaimAttempt, Decision, IntakeOutcome, IntakeReply, IntakeStart, JudgeScore,
@@ -23,7 +23,7 @@ fn query_items<B: Backend>(
     let sql = format!("SELECT {QUEUE_COLUMNS} FROM queue {where_clause} ORDER BY id");
     b.query("reading the queue", &sql, param.as_slice())?
         .into_iter()
-        .map(|row| RawQueueRow::read(row)?.into_item())
+        .map(queue_item)
         .collect()
 }
 
