@@ -11,9 +11,8 @@ use airlock_audit::Event;
 use crate::error::{Error, Result};
 use crate::protocol::BrokerReply;
 use crate::publish;
-use crate::service::{Broker, open_clone, unix_now};
+use crate::service::{Broker, open_clone, reply_for, unix_now};
 use crate::store::{Decision, JudgeScore, QueueItem, QueueStatus, RunRecord};
-use airlock_schemas::BrokerError;
 
 impl Broker {
     /// The state of a run's pull request: pending, approved (with branch and draft PR), or the
@@ -368,40 +367,5 @@ impl Broker {
             }
         }
         problems
-    }
-}
-
-/// The reply a run gets for its queue item.
-pub fn reply_for(item: &QueueItem) -> BrokerReply {
-    match item.status {
-        // A failed publication still waits for a human: `publish N` retries, `abandon N` ends.
-        QueueStatus::Queued | QueueStatus::Approved | QueueStatus::PublishFailed => {
-            BrokerReply::Pending { queue_id: item.id }
-        }
-        // APPROVAL_DENIED: a human decided the approved change is not to be published, with a
-        // reason the run should see; it is final like a denial. APPROVAL_TIMEOUT would claim
-        // nobody decided, and no other code of the contract is about a human's decision.
-        QueueStatus::Abandoned => BrokerReply::Refused {
-            error: BrokerError::approval_denied(&format!(
-                "approved, but its publication failed and {} abandoned it: {}",
-                item.abandoned_by.as_deref().unwrap_or("the approver"),
-                item.abandon_reason.as_deref().unwrap_or("")
-            )),
-        },
-        QueueStatus::Published => BrokerReply::Approved {
-            queue_id: item.id,
-            branch: item.branch.clone().unwrap_or_default(),
-            commit: item.commit.clone().unwrap_or_default(),
-            pr_url: item.pr_url.clone(),
-        },
-        QueueStatus::Denied => BrokerReply::Refused {
-            error: BrokerError::approval_denied(item.reason.as_deref().unwrap_or("")),
-        },
-        QueueStatus::Expired => BrokerReply::Refused {
-            error: BrokerError::approval_timeout(
-                u64::try_from(item.decided_at.unwrap_or(item.queued_at) - item.queued_at)
-                    .unwrap_or(0),
-            ),
-        },
     }
 }

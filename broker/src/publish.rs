@@ -98,7 +98,7 @@ fn push_with(
     branch: Option<&str>,
     token: Option<&str>,
 ) -> Result<Pushed> {
-    let repo = crate::service::open_clone(&cfg.clone)?;
+    let repo = open_clone(&cfg.clone)?;
     let pin = git2::Oid::from_str(&item.item.base_commit).map_err(Error::git("parsing the pin"))?;
     let base = repo
         .find_commit(pin)
@@ -992,6 +992,14 @@ impl GitHubForge {
         });
         self.post_for_html_url(&url, &auth, &request).map(Some)
     }
+}
+
+/// Open the broker's own clone.
+pub fn open_clone(path: &std::path::Path) -> Result<git2::Repository> {
+    git2::Repository::open(path).map_err(Error::git(format!(
+        "opening the broker's clone {}",
+        path.display()
+    )))
 }
 
 #[cfg(test)]

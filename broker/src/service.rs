@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use airlock_audit::Event;
+use airlock_schemas::BrokerError;
 
 use crate::config::BrokerConfig;
 use crate::error::{Error, Result};
@@ -17,12 +18,8 @@ use crate::gates::Gates;
 use crate::protocol::{BrokerReply, Request};
 use crate::publish::Forge;
 use crate::rules::Rules;
-use crate::store::Store;
+use crate::store::{QueueItem, QueueStatus, Store};
 use crate::witness::{self, TestExecutor};
-
-pub use crate::claims::MAX_ENQUEUE;
-pub use crate::decisions::reply_for;
-pub use crate::followups::{MAX_FEEDBACK_CHARS, change_request_reason};
 
 /// Where audit events go. Production: the tamper-evident log of `airlock-audit`.
 pub trait Journal: Send + Sync {
@@ -189,10 +186,39 @@ impl Broker {
     }
 }
 
-/// Open the broker's own clone.
-pub fn open_clone(path: &Path) -> Result<git2::Repository> {
-    git2::Repository::open(path).map_err(Error::git(format!(
-        "opening the broker's clone {}",
-        path.display()
-    )))
+pub use crate::publish::open_clone;
+
+/// The reply a run gets for its queue item.
+pub fn reply_for(item: &QueueItem) -> BrokerReply {
+    match item.status {
+        // A failed publication still waits for a human: `publish N` retries, `abandon N` ends.
+        QueueStatus::Queued | QueueStatus::Approved | QueueStatus::PublishFailed => {
+            BrokerReply::Pending { queue_id: item.id }
+        }
+        // APPROVAL_DENIED: a human decided the approved change is not to be published, with a
+        // reason the run should see; it is final like a denial. APPROVAL_TIMEOUT would claim
+        // nobody decided, and no other code of the contract is about a human's decision.
+        QueueStatus::Abandoned => BrokerReply::Refused {
+            error: BrokerError::approval_denied(&format!(
+                "approved, but its publication failed and {} abandoned it: {}",
+                item.abandoned_by.as_deref().unwrap_or("the approver"),
+                item.abandon_reason.as_deref().unwrap_or("")
+            )),
+        },
+        QueueStatus::Published => BrokerReply::Approved {
+            queue_id: item.id,
+            branch: item.branch.clone().unwrap_or_default(),
+            commit: item.commit.clone().unwrap_or_default(),
+            pr_url: item.pr_url.clone(),
+        },
+        QueueStatus::Denied => BrokerReply::Refused {
+            error: BrokerError::approval_denied(item.reason.as_deref().unwrap_or("")),
+        },
+        QueueStatus::Expired => BrokerReply::Refused {
+            error: BrokerError::approval_timeout(
+                u64::try_from(item.decided_at.unwrap_or(item.queued_at) - item.queued_at)
+                    .unwrap_or(0),
+            ),
+        },
+    }
 }

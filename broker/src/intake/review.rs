@@ -31,7 +31,7 @@ impl Broker {
         let text = submission.review.get();
         let request_id = request_id_for(run_id, text);
         if let Some(item) = self.store().queue_item_for_run(run_id)? {
-            return Ok(match crate::decisions::reply_for(&item) {
+            return Ok(match crate::service::reply_for(&item) {
                 BrokerReply::Pending { queue_id } => BrokerReply::Queued { queue_id },
                 other => other,
             });

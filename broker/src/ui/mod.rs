@@ -441,7 +441,7 @@ struct ChangesForm {
     feedback: String,
 }
 
-pub use crate::service::change_request_reason;
+pub use crate::followups::change_request_reason;
 
 async fn request_changes(
     State(ui): State<Arc<Ui>>,
