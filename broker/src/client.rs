@@ -52,6 +52,16 @@ impl BrokerClient {
             .map_err(|e| Error::Protocol(format!("bad reply {reply:?}: {e}")))
     }
 
+    /// Send one request and read its reply as the operation's own reply type
+    /// ([`airlock_protocol::OpenPrReply`], ...): a status the operation never gets is an error.
+    pub fn call<R>(&mut self, request: &Request) -> Result<R>
+    where
+        R: TryFrom<BrokerReply, Error = airlock_protocol::UnexpectedReply>,
+    {
+        let reply = self.request(request)?;
+        R::try_from(reply).map_err(|e| Error::Protocol(e.to_string()))
+    }
+
     /// Register a run (idempotent for identical details).
     pub fn register_run(&mut self, run: &RunRegistration) -> Result<BrokerReply> {
         self.request(&Request::RegisterRun(Box::new(run.clone())))

@@ -26,6 +26,7 @@ pub mod error;
 pub mod followups;
 pub mod gates;
 pub mod intake;
+pub mod judging;
 pub mod protocol;
 pub mod publish;
 pub mod registration;

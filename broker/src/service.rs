@@ -179,6 +179,12 @@ impl Broker {
             Request::EnqueueWork(enqueue) => self
                 .enqueue_work(&enqueue.issues, &enqueue.by)
                 .map(|added| BrokerReply::Enqueued { added }),
+            Request::JudgeSubjects(select) => self
+                .judge_subjects(&select)
+                .map(|subjects| BrokerReply::Subjects { subjects }),
+            Request::JudgeScore(score) => self
+                .record_judge_score(&score)
+                .map(|queue_id| BrokerReply::ScoreRecorded { queue_id }),
         };
         result.unwrap_or_else(|e| BrokerReply::Failed {
             message: e.to_string(),

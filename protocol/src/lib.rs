@@ -4,6 +4,7 @@
 //! replies with these types; the broker parses and answers with them.
 
 mod claims;
+mod judge;
 mod reply;
 mod request;
 mod review;
@@ -12,6 +13,7 @@ pub mod tls;
 
 pub use airlock_policies::testrun::{TestEnvironment, TestRunner};
 pub use claims::*;
+pub use judge::*;
 pub use reply::*;
 pub use request::*;
 pub use review::*;
@@ -51,6 +53,11 @@ mod tests {
                 "enqueue_work needs \"enqueue\"",
             ),
             (r#"{"op": "pr_feedback"}"#, "pr_feedback needs \"feedback\""),
+            (
+                r#"{"op": "judge_subjects"}"#,
+                "judge_subjects needs \"select\"",
+            ),
+            (r#"{"op": "judge_score"}"#, "judge_score needs \"score\""),
             (
                 r#"{"op": "submit_review"}"#,
                 "submit_review needs \"submission\"",

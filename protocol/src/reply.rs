@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use airlock_schemas::BrokerError;
 
-use crate::{ClaimStatus, FollowUpBrief, ForgeMark};
+use crate::{ClaimStatus, FollowUpBrief, ForgeMark, JudgeSubject};
 
 /// One reply line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,6 +76,16 @@ pub enum BrokerReply {
         /// How many were not on the queue already.
         added: usize,
     },
+    /// The queue items the judge asked for.
+    Subjects {
+        /// In queue order.
+        subjects: Vec<JudgeSubject>,
+    },
+    /// The judge's score is stored with the item and recorded in the audit log.
+    ScoreRecorded {
+        /// The queue item.
+        queue_id: i64,
+    },
     /// The broker could not do its job (not a verdict on the submission).
     Failed {
         /// What went wrong.
@@ -98,6 +108,8 @@ impl BrokerReply {
             BrokerReply::FollowUp { .. } => "follow_up",
             BrokerReply::NoWork => "no_work",
             BrokerReply::Enqueued { .. } => "enqueued",
+            BrokerReply::Subjects { .. } => "subjects",
+            BrokerReply::ScoreRecorded { .. } => "score_recorded",
             BrokerReply::Failed { .. } => "failed",
         }
     }
@@ -308,6 +320,25 @@ replies! {
             error: BrokerError,
         },
     }
+
+    /// What `judge_subjects` gets.
+    JudgeSubjectsReply for "judge_subjects" {
+        /// The items, in queue order.
+        Subjects {
+            /// The items.
+            subjects: Vec<JudgeSubject>,
+        },
+    }
+
+    /// What `judge_score` gets.
+    JudgeScoreReply for "judge_score" {
+        /// Stored and audited.
+        ScoreRecorded {
+            /// The queue item.
+            queue_id: i64,
+        },
+    }
+
 }
 
 #[cfg(test)]

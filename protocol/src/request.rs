@@ -6,8 +6,9 @@ use serde_json::value::RawValue;
 use airlock_policies::network::BlockedAttempt;
 
 use crate::{
-    ClaimRelease, ClaimRequest, EnqueueWork, PrFeedback, ReviewSubmission, RunRegistration,
-    SubmittedChange, TakeWork, request_id_for, request_id_for_change,
+    ClaimRelease, ClaimRequest, EnqueueWork, JudgeScoreSubmission, JudgeSelection, PrFeedback,
+    ReviewSubmission, RunRegistration, SubmittedChange, TakeWork, request_id_for,
+    request_id_for_change,
 };
 
 /// One request, by operation: what a supervisor (or the CLI's client) asks the broker.
@@ -75,6 +76,12 @@ pub enum Request {
     /// the pull request's latest published queue item, and answers [`crate::FollowUpReply`].
     /// Nothing of the reviewer's text travels in the request: the asker is not believed.
     PrFeedback(PrFeedback),
+    /// `judge_subjects`: the queue items the judge scores, as their artefacts. Answered
+    /// [`crate::JudgeSubjectsReply`].
+    JudgeSubjects(JudgeSelection),
+    /// `judge_score`: attach the judge's score to a queue item; the broker stores it and
+    /// records it in its audit log. Answered [`crate::JudgeScoreReply`].
+    JudgeScore(Box<JudgeScoreSubmission>),
 }
 
 impl Request {
@@ -142,13 +149,16 @@ impl Request {
             Request::SubmitReview(_) => "submit_review",
             Request::TakeWork(_) => "take_work",
             Request::EnqueueWork(_) => "enqueue_work",
+            Request::JudgeSubjects(_) => "judge_subjects",
+            Request::JudgeScore(_) => "judge_score",
         }
     }
 }
 
 /// One request line as it travels: `op` is `register_run`, `open_pr`, `decision`, `claim`,
-/// `renew_claim`, `release_claim`, `enqueue_work`, `take_work`, `follow_up`, `pr_feedback` or `submit_review`, with that operation's fields. [`Request`] is
-/// what both sides handle.
+/// `renew_claim`, `release_claim`, `enqueue_work`, `take_work`, `follow_up`, `pr_feedback`,
+/// `submit_review`, `judge_subjects` or `judge_score`, with that operation's fields.
+/// [`Request`] is what both sides handle.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct WireRequest {
     /// The operation.
@@ -192,6 +202,12 @@ pub struct WireRequest {
     /// For `submit_review`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submission: Option<ReviewSubmission>,
+    /// For `judge_subjects`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select: Option<JudgeSelection>,
+    /// For `judge_score`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<JudgeScoreSubmission>,
 }
 
 impl TryFrom<WireRequest> for Request {
@@ -261,10 +277,20 @@ impl TryFrom<WireRequest> for Request {
                         .to_owned(),
                 ),
             },
+            "judge_subjects" => match w.select {
+                Some(select) => Ok(Request::JudgeSubjects(select)),
+                None => Err("judge_subjects needs \"select\" (id, or from and to)".to_owned()),
+            },
+            "judge_score" => match w.score {
+                Some(score) => Ok(Request::JudgeScore(Box::new(score))),
+                None => Err(
+                    "judge_score needs \"score\" (queue_id, judgement, verdict, detail)".to_owned(),
+                ),
+            },
             other => Err(format!(
                 "unknown op {other:?} (expected register_run, open_pr, decision, claim, \
-                 renew_claim, release_claim, enqueue_work, take_work, follow_up, pr_feedback or \
-                 submit_review)"
+                 renew_claim, release_claim, enqueue_work, take_work, follow_up, pr_feedback, \
+                 submit_review, judge_subjects or judge_score)"
             )),
         }
     }
@@ -332,6 +358,16 @@ impl From<Request> for WireRequest {
             Request::SubmitReview(submission) => WireRequest {
                 op,
                 submission: Some(*submission),
+                ..WireRequest::default()
+            },
+            Request::JudgeSubjects(select) => WireRequest {
+                op,
+                select: Some(select),
+                ..WireRequest::default()
+            },
+            Request::JudgeScore(score) => WireRequest {
+                op,
+                score: Some(*score),
                 ..WireRequest::default()
             },
         }

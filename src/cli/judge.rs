@@ -1,5 +1,6 @@
-//! `airlock judge`: score queued (or decided) pull requests with the judge, attach the score to
-//! the broker's queue entry and record it in the audit log; `airlock judge calibrate` re-runs
+//! `airlock judge`: score queued (or decided) pull requests with the judge and hand the score to
+//! the broker (`judge_score`), which attaches it to the queue entry and records it in its audit
+//! log; `airlock judge calibrate` re-runs
 //! the hand-scored set and reports agreement.
 //!
 //! Exit codes: 0 done; 1 at least one judgement failed (the model's answer broke the contract
@@ -12,12 +13,15 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
-use airlock_broker::BrokerConfig;
-use airlock_broker::store::QueueItem;
+use airlock_broker::{BrokerClient, BrokerConfig};
 use airlock_judge::{
     CodebaseContext, DEFAULT_ACCEPT_RATE_CEILING, Evidence, Judgement, Submission,
 };
 use airlock_model::{ChatModel, ModelConfig};
+use airlock_protocol::{
+    JudgeScoreReply, JudgeScoreSubmission, JudgeSelection, JudgeSubject, JudgeSubjectsReply,
+    Request,
+};
 
 /// Arguments of `airlock judge`.
 #[derive(Debug, Args)]
@@ -122,36 +126,50 @@ pub fn run(args: JudgeArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| PathBuf::from("/etc/airlock/broker.toml"));
     let config = BrokerConfig::load(&config_path)
         .with_context(|| format!("loading {}", config_path.display()))?;
-    let mut store = airlock_broker::store::open(&config)?;
-    let items: Vec<QueueItem> = match args.id {
-        Some(id) => vec![
-            store
-                .queue_item(id)?
-                .with_context(|| format!("no queue item {id}"))?,
-        ],
-        None => store
-            .queue()?
-            .into_iter()
-            .filter(|i| args.from.is_none_or(|f| i.id >= f) && args.to.is_none_or(|t| i.id <= t))
-            .collect(),
+    // The broker stores the scores and audits them: the judge reaches the queue only through
+    // the broker's protocol, never its database or its log.
+    let mut broker = BrokerClient::connect(&config.socket).with_context(|| {
+        format!(
+            "the judge talks to the broker: is `airlock-broker --config {} serve` running?",
+            config_path.display()
+        )
+    })?;
+    let select = JudgeSelection {
+        id: args.id,
+        from: args.from,
+        to: args.to,
+    };
+    let items = match broker.call(&Request::JudgeSubjects(select))? {
+        JudgeSubjectsReply::Subjects { subjects } => subjects,
+        JudgeSubjectsReply::Failed { message } => bail!("the broker: {message}"),
     };
     let model = judge_model(&args.common)?;
-    let audit = airlock_audit::AuditLog::open(&config.audit_log)
-        .with_context(|| format!("opening the audit log {}", config.audit_log.display()))?;
     let mut out = std::io::stdout().lock();
     let mut verdicts = Vec::new();
     let mut failed = 0usize;
     for item in &items {
-        let issue_text = issue_text(&args, &item.item.issue_id)?;
+        let issue_text = issue_text(&args, &item.issue_id)?;
         let context = codebase_context(&config, item, &issue_text);
         let input = airlock_judge::judge_input(&submission(item), issue_text, context);
         let judgement = airlock_judge::judge(model.as_ref(), &input, args.common.accept_ceiling)
-            .with_context(|| format!("judging queue item {}", item.id))?;
+            .with_context(|| format!("judging queue item {}", item.queue_id))?;
         let value = serde_json::to_value(&judgement)?;
-        store.attach_judge_score(item.id, &value, unix_now())?;
-        audit
-            .append(&item.run_id, audit_event(item.id, &judgement, &value))
-            .context("recording the score in the audit log")?;
+        let (verdict, detail) = audit_summary(&judgement);
+        let score = JudgeScoreSubmission {
+            queue_id: item.queue_id,
+            judgement: value.clone(),
+            verdict,
+            detail,
+        };
+        match broker.call(&Request::JudgeScore(Box::new(score)))? {
+            JudgeScoreReply::ScoreRecorded { .. } => {}
+            JudgeScoreReply::Failed { message } => {
+                bail!(
+                    "the broker did not record the score of item {}: {message}",
+                    item.queue_id
+                )
+            }
+        }
         match judgement.verdict() {
             Some(v) => verdicts.push(v.verdict),
             None => failed += 1,
@@ -160,10 +178,10 @@ pub fn run(args: JudgeArgs) -> anyhow::Result<ExitCode> {
             writeln!(
                 out,
                 "{}",
-                serde_json::json!({"id": item.id, "judgement": value})
+                serde_json::json!({"id": item.queue_id, "judgement": value})
             )?;
         } else {
-            writeln!(out, "{}", summary_line(item.id, &judgement))?;
+            writeln!(out, "{}", summary_line(item.queue_id, &judgement))?;
         }
     }
     model.finish().context("finishing the judge model")?;
@@ -186,10 +204,6 @@ pub fn run(args: JudgeArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-fn unix_now() -> i64 {
-    airlock_broker::service::unix_now()
 }
 
 fn summary_line(id: i64, judgement: &Judgement) -> String {
@@ -232,15 +246,10 @@ fn verdict_name(v: airlock_schemas::Verdict) -> &'static str {
     }
 }
 
-/// The audit record of a score: the verdict, a one-line summary and the hash of the full
-/// judgement stored with the queue entry (so the two can be checked against each other).
-fn audit_event(
-    queue_id: i64,
-    judgement: &Judgement,
-    value: &serde_json::Value,
-) -> airlock_audit::Event {
-    let judgement_sha256 = airlock_audit::sha256_hex(value.to_string().as_bytes());
-    let (verdict, detail) = match judgement {
+/// What the broker's audit record of a score says: the verdict and a one-line summary (the
+/// broker adds the digest of the full judgement it stores).
+fn audit_summary(judgement: &Judgement) -> (String, String) {
+    match judgement {
         Judgement::Scored { verdict, model, .. } => {
             let s = verdict.scores;
             (
@@ -263,12 +272,6 @@ fn audit_event(
                 violations.len()
             ),
         ),
-    };
-    airlock_audit::Event::JudgeScore {
-        queue_id,
-        verdict,
-        detail,
-        judgement_sha256,
     }
 }
 
@@ -292,22 +295,18 @@ fn issue_text(args: &JudgeArgs, issue_id: &str) -> anyhow::Result<String> {
     Ok(format!("(issue {issue_id}: text not available)"))
 }
 
-/// The codebase context of a queue item, from the clone the broker configuration names; each
-/// piece that could not be built is a warning on stderr.
-fn codebase_context(config: &BrokerConfig, item: &QueueItem, issue: &str) -> CodebaseContext {
-    let Some(repo) = config.repositories.get(&item.item.repository) else {
+/// The codebase context of a queue item, read (git objects only) from the clone the broker
+/// configuration names; each piece that could not be built is a warning on stderr.
+fn codebase_context(config: &BrokerConfig, item: &JudgeSubject, issue: &str) -> CodebaseContext {
+    let Some(repo) = config.repositories.get(&item.repository) else {
         eprintln!(
             "airlock judge: warning: repository {} is not in the broker configuration; no codebase context",
-            item.item.repository
+            airlock_policies::terminal::escaped_line(&item.repository)
         );
         return CodebaseContext::default();
     };
-    let (context, warnings) = airlock_judge::codebase_context(
-        &repo.clone,
-        &item.item.base_commit,
-        &item.item.diff,
-        issue,
-    );
+    let (context, warnings) =
+        airlock_judge::codebase_context(&repo.clone, &item.base_commit, &item.diff, issue);
     for warning in warnings {
         eprintln!(
             "airlock judge: warning: {}",
@@ -318,13 +317,12 @@ fn codebase_context(config: &BrokerConfig, item: &QueueItem, issue: &str) -> Cod
 }
 
 /// What the judge may see of a queue item: its artefacts.
-fn submission(item: &QueueItem) -> Submission<'_> {
+fn submission(item: &JudgeSubject) -> Submission<'_> {
     Submission {
-        issue_id: &item.item.issue_id,
-        diff: &item.item.diff,
-        open_pr_args: &item.item.args,
+        issue_id: &item.issue_id,
+        diff: &item.diff,
+        open_pr_args: &item.args,
         evidence: item
-            .item
             .evidence
             .iter()
             .map(|step| Evidence {
@@ -337,7 +335,7 @@ fn submission(item: &QueueItem) -> Submission<'_> {
                 grade: &step.grade,
             })
             .collect(),
-        flags: &item.item.flags,
+        flags: &item.flags,
     }
 }
 

@@ -15,7 +15,7 @@
 
 use airlock_policies::testrun::{ParsedRun, TestInventory, TestRunner as Runner};
 use airlock_supervisor::ports::{
-    Baseline, BaselineError, BrokerReply, PortResult, PrSink, RunRegistration, TestReport,
+    Baseline, BaselineError, OpenPrReply, PortResult, PrSink, RunRegistration, TestReport,
     TestRunner,
 };
 use airlock_supervisor::runner::{Overrides, RunArgs, run_issue};
@@ -83,8 +83,8 @@ impl PrSink for NoBroker {
         _run_id: &str,
         _arguments: &Value,
         _network_blocked: &[airlock_policies::network::BlockedAttempt],
-    ) -> PortResult<BrokerReply> {
-        Ok(BrokerReply::Queued { queue_id: 1 })
+    ) -> PortResult<OpenPrReply> {
+        Ok(OpenPrReply::Queued { queue_id: 1 })
     }
 }
 

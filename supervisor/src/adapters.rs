@@ -5,8 +5,8 @@
 use crate::config::{PythonRecipe, TestsConfig};
 use crate::delegate::{ReaderChannel, ReaderLauncher};
 use crate::ports::{
-    Baseline, BaselineError, BrokerReply, Hit, PortResult, PrSink, ReadOutcome, Retrieval,
-    RunRegistration, TestReport, TestRunner, ToolFailure, Worktree,
+    Baseline, BaselineError, BrokerReply, Hit, OpenPrReply, PortResult, PrSink, ReadOutcome,
+    Retrieval, RunRegistration, SubmitReviewReply, TestReport, TestRunner, ToolFailure, Worktree,
 };
 use crate::prepare::{self, PrepareRecord, tail};
 use crate::recipe;
@@ -15,6 +15,7 @@ use crate::transport::{BrokerEndpoint, ConnectError, is_tls_refusal};
 use airlock_checkout::BoundedReader;
 use airlock_policies::network::{BlockedAttempt, NetworkMode, TestNetwork};
 use airlock_policies::testrun::{self, SANDBOX_TREE, TestInventory, TreeLink};
+use airlock_protocol::{FollowUpReply, RegisterRunReply, UnexpectedReply};
 use airlock_reader::repo_tools::{CodegraphSearch, read_window};
 use airlock_reader::{FromSupervisor, FromWorker};
 use airlock_sandbox::{Captured, SandboxBuilder};
@@ -858,17 +859,12 @@ impl BrokerSocket {
         &self,
         request: &airlock_protocol::Request,
     ) -> PortResult<airlock_protocol::FollowUpBrief> {
-        match self.exchange(&wire(request)?)? {
-            BrokerReply::FollowUp { brief } => Ok(*brief),
-            BrokerReply::Failed { message } => Err(ToolFailure::new("broker_refused", message)),
-            other => Err(ToolFailure::new(
-                "broker_protocol",
-                format!(
-                    "the broker answered {} with {}",
-                    request.op(),
-                    serde_json::to_string(&other).unwrap_or_default()
-                ),
-            )),
+        match self
+            .exchange(&wire(request)?)
+            .and_then(typed::<FollowUpReply>)?
+        {
+            FollowUpReply::FollowUp { brief } => Ok(*brief),
+            FollowUpReply::Failed { message } => Err(ToolFailure::new("broker_refused", message)),
         }
     }
 }
@@ -878,11 +874,14 @@ impl PrSink for BrokerSocket {
         // The typed registration: optional fields (the GitHub number, the reconnect window)
         // are left out when absent, so an older broker still takes the runs of issue files.
         let request = airlock_protocol::Request::RegisterRun(Box::new(run.clone()));
-        match self.exchange(&wire(&request)?)? {
-            BrokerReply::Registered { .. } => Ok(()),
-            other => Err(ToolFailure::new(
+        match self
+            .exchange(&wire(&request)?)
+            .and_then(typed::<RegisterRunReply>)?
+        {
+            RegisterRunReply::Registered { .. } => Ok(()),
+            failed @ RegisterRunReply::Failed { .. } => Err(ToolFailure::new(
                 "broker_refused",
-                serde_json::to_string(&other).unwrap_or_default(),
+                serde_json::to_string(&failed).unwrap_or_default(),
             )),
         }
     }
@@ -892,7 +891,7 @@ impl PrSink for BrokerSocket {
         run_id: &str,
         arguments: &Value,
         network_blocked: &[BlockedAttempt],
-    ) -> PortResult<BrokerReply> {
+    ) -> PortResult<OpenPrReply> {
         self.requests += 1;
         // The broker's idempotency key over the argument text sent, so a resend after a
         // broker restart is answered once, not queued twice.
@@ -922,17 +921,17 @@ impl PrSink for BrokerSocket {
         }
         .map_err(|e| ToolFailure::new("broker_protocol", e.to_string()))?
         .with_network_blocked(network_blocked.to_vec());
-        self.exchange_reconnecting(&wire(&request)?)
+        self.exchange_reconnecting(&wire(&request)?).and_then(typed)
     }
 
     fn submit_review(
         &mut self,
         submission: &airlock_protocol::ReviewSubmission,
-    ) -> PortResult<BrokerReply> {
+    ) -> PortResult<SubmitReviewReply> {
         self.requests += 1;
         // A resend is answered with the item the first one queued (one review per run).
         let request = airlock_protocol::Request::SubmitReview(Box::new(submission.clone()));
-        self.exchange_reconnecting(&wire(&request)?)
+        self.exchange_reconnecting(&wire(&request)?).and_then(typed)
     }
 }
 
@@ -945,6 +944,14 @@ fn typed_reply(reply: Value) -> PortResult<BrokerReply> {
             format!("the broker's reply is not a protocol reply ({e}): {reply}"),
         )
     })
+}
+
+/// The reply as its operation's own type: a status the operation never gets is the broker's
+/// failure to keep the protocol.
+pub fn typed<R: TryFrom<BrokerReply, Error = UnexpectedReply>>(
+    reply: BrokerReply,
+) -> PortResult<R> {
+    R::try_from(reply).map_err(|e| ToolFailure::new("broker_protocol", e.to_string()))
 }
 
 /// A protocol request as the JSON object sent on the socket.

@@ -17,7 +17,7 @@ pub use airlock_codegraph::Hit;
 /// it. Rendered for a model only where it is shown to one (`tools::history`).
 pub use airlock_codegraph::history::HistoryHit;
 /// The broker's reply to a request, its own wire type.
-pub use airlock_protocol::BrokerReply;
+pub use airlock_protocol::{BrokerReply, OpenPrReply, SubmitReviewReply};
 
 /// A refusal or failure a tool hands back to the model as an error result (never a crash).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,20 +192,20 @@ pub use airlock_protocol::{IssueText, RunRegistration};
 pub trait PrSink {
     /// Register the run before the loop starts.
     fn register_run(&mut self, run: &RunRegistration) -> PortResult<()>;
-    /// Forward one `open_pr` call; the broker's typed reply (a reply line that is not a
-    /// [`BrokerReply`] is a failure).
+    /// Forward one `open_pr` call; the broker's typed reply (a reply line that is not one an
+    /// `open_pr` gets is a failure).
     fn open_pr(
         &mut self,
         run_id: &str,
         arguments: &Value,
         network_blocked: &[airlock_policies::network::BlockedAttempt],
-    ) -> PortResult<BrokerReply>;
+    ) -> PortResult<OpenPrReply>;
     /// Forward a reviewer's review (`submit_review`); the broker's typed reply. A sink that
     /// does not speak to a broker refuses it.
     fn submit_review(
         &mut self,
         submission: &airlock_protocol::ReviewSubmission,
-    ) -> PortResult<BrokerReply> {
+    ) -> PortResult<SubmitReviewReply> {
         Err(ToolFailure::new(
             "broker_protocol",
             format!(

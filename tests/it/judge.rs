@@ -121,7 +121,40 @@ impl Fixture {
         format!("scripted:{}", path.display())
     }
 
+    /// `airlock-broker serve` on the fixture's configuration, until the guard drops: the judge
+    /// reads items and hands scores over through the broker's protocol.
+    fn serve(&self) -> Served {
+        let log = std::fs::File::create(self.dir.path().join("broker.log")).unwrap();
+        let child = Command::new(crate::e2e::broker())
+            .arg("--config")
+            .arg(&self.config)
+            .arg("serve")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut served = Served(child);
+        let socket = self.dir.path().join("broker.sock");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !socket.exists() {
+            if let Some(status) = served.0.try_wait().unwrap() {
+                panic!(
+                    "the broker exited with {status}: {}",
+                    std::fs::read_to_string(self.dir.path().join("broker.log")).unwrap_or_default()
+                );
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the broker did not listen"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        served
+    }
+
     fn judge(&self, args: &[&str]) -> Output {
+        let _broker = self.serve();
         Command::new(env!("CARGO_BIN_EXE_airlock"))
             .arg("judge")
             .args(args)
@@ -133,6 +166,15 @@ impl Fixture {
             .env_remove("AIRLOCK_JUDGE_MODEL")
             .output()
             .unwrap()
+    }
+}
+
+struct Served(std::process::Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::{Tool, ToolReply, Toolbox};
 use crate::ledger::Result;
-use crate::ports::BrokerReply;
+use crate::ports::OpenPrReply;
 use crate::trajectory::TrajectoryEvent;
 use airlock_audit::{Event, sha256_hex};
 use airlock_model::{ToolCall, ToolSpec};
@@ -43,29 +43,19 @@ struct Answer {
     retryable: bool,
 }
 
-fn answer(reply: &BrokerReply) -> Answer {
+fn answer(reply: &OpenPrReply) -> Answer {
     match reply {
-        BrokerReply::Queued { .. } | BrokerReply::Pending { .. } | BrokerReply::Approved { .. } => {
-            Answer {
-                accepted: true,
-                code: None,
-                retryable: false,
-            }
-        }
-        BrokerReply::Refused { error } => Answer {
+        OpenPrReply::Queued { .. } => Answer {
+            accepted: true,
+            code: None,
+            retryable: false,
+        },
+        OpenPrReply::Refused { error } => Answer {
             accepted: false,
             code: Some(error.code.as_str().to_string()),
             retryable: error.retryable,
         },
-        // A reply of another operation (registration, claims, follow-up) to an open_pr is out of contract.
-        BrokerReply::Failed { .. }
-        | BrokerReply::Registered { .. }
-        | BrokerReply::Claimed { .. }
-        | BrokerReply::ClaimTaken { .. }
-        | BrokerReply::Released { .. }
-        | BrokerReply::FollowUp { .. }
-        | BrokerReply::NoWork
-        | BrokerReply::Enqueued { .. } => Answer {
+        OpenPrReply::Failed { .. } => Answer {
             accepted: false,
             code: Some("BROKER_FAILED".into()),
             retryable: false,
@@ -139,7 +129,11 @@ pub(super) fn open_pr(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<ToolReply
     tb.ledger.record(&TrajectoryEvent::OpenPrReply {
         accepted: answered.as_ref().is_some_and(|a| a.accepted),
         code: answered.as_ref().and_then(|a| a.code.clone()),
-        reply: reply.as_ref().ok().cloned(),
+        reply: reply
+            .as_ref()
+            .ok()
+            .cloned()
+            .map(airlock_protocol::BrokerReply::from),
         error: reply.as_ref().err().map(ToString::to_string),
     })?;
     Ok(result)

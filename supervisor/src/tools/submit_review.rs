@@ -6,7 +6,7 @@
 
 use super::{Tool, ToolReply, Toolbox};
 use crate::ledger::Result;
-use crate::ports::BrokerReply;
+use crate::ports::{BrokerReply, SubmitReviewReply};
 use crate::trajectory::TrajectoryEvent;
 use airlock_model::{ToolCall, ToolSpec};
 use airlock_policies::diffmap::DiffLineMap;
@@ -90,11 +90,11 @@ pub(super) fn submit_review(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<Too
     };
     let reply = tb.broker.submit_review(&submission);
     tb.ledger.record(&TrajectoryEvent::SubmitReviewReply {
-        reply: reply.as_ref().ok().cloned(),
+        reply: reply.as_ref().ok().cloned().map(BrokerReply::from),
         error: reply.as_ref().err().map(ToString::to_string),
     })?;
     Ok(match reply {
-        Ok(BrokerReply::Queued { queue_id }) => {
+        Ok(SubmitReviewReply::Queued { queue_id }) => {
             if let Some(t) = tb.review.as_mut() {
                 t.queued = Some(queue_id);
             }
@@ -106,8 +106,8 @@ pub(super) fn submit_review(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<Too
                 ..ToolReply::ending(text, format!("review queued as item {queue_id}"))
             }
         }
-        Ok(BrokerReply::Refused { error }) if error.retryable => ToolReply::error(
-            serde_json::to_string(&BrokerReply::Refused { error }).unwrap_or_default(),
+        Ok(SubmitReviewReply::Refused { error }) if error.retryable => ToolReply::error(
+            serde_json::to_string(&SubmitReviewReply::Refused { error }).unwrap_or_default(),
         ),
         Ok(other) => {
             let text = serde_json::to_string(&other).unwrap_or_default();

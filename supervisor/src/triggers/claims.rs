@@ -6,7 +6,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use airlock_protocol::{
-    BrokerReply, ClaimEnd, ClaimRelease, ClaimRequest, ClaimStatus, ForgeMark, IssueKey, Request,
+    BrokerReply, ClaimEnd, ClaimRelease, ClaimReply, ClaimRequest, ClaimStatus, ForgeMark,
+    IssueKey, ReleaseReply, Request, UnexpectedReply,
 };
 
 use super::{Result, TriggerError};
@@ -51,9 +52,13 @@ impl ClaimClient {
         &self.holder
     }
 
-    fn ask(&self, request: &Request) -> Result<BrokerReply> {
+    fn ask<R: TryFrom<BrokerReply, Error = UnexpectedReply>>(
+        &self,
+        request: &Request,
+    ) -> Result<R> {
         self.socket
             .request(request)
+            .and_then(crate::adapters::typed)
             .map_err(|f| TriggerError::Broker(f.to_string()))
     }
 
@@ -67,20 +72,18 @@ impl ClaimClient {
 
     /// Claim `issue` for `lease`.
     pub fn claim(&self, issue: &IssueKey, lease: Duration) -> Result<ClaimOutcome> {
-        match self.ask(&Request::Claim(self.request(issue, lease)))? {
-            BrokerReply::Claimed { claim, forge, .. } => Ok(ClaimOutcome::Claimed { claim, forge }),
-            BrokerReply::ClaimTaken { claim } => Ok(ClaimOutcome::Taken(claim)),
-            other => Err(unexpected("claim", &other)),
-        }
+        claim_outcome(
+            "claim",
+            self.ask(&Request::Claim(self.request(issue, lease)))?,
+        )
     }
 
     /// Extend the lease; `Taken` when another worker took the issue meanwhile.
     pub fn renew(&self, issue: &IssueKey, lease: Duration) -> Result<ClaimOutcome> {
-        match self.ask(&Request::RenewClaim(self.request(issue, lease)))? {
-            BrokerReply::Claimed { claim, forge, .. } => Ok(ClaimOutcome::Claimed { claim, forge }),
-            BrokerReply::ClaimTaken { claim } => Ok(ClaimOutcome::Taken(claim)),
-            other => Err(unexpected("renew_claim", &other)),
-        }
+        claim_outcome(
+            "renew_claim",
+            self.ask(&Request::RenewClaim(self.request(issue, lease)))?,
+        )
     }
 
     /// End the claim.
@@ -91,8 +94,8 @@ impl ClaimClient {
             end,
         });
         match self.ask(&request)? {
-            BrokerReply::Released { claim, .. } => Ok(claim),
-            other => Err(unexpected("release_claim", &other)),
+            ReleaseReply::Released { claim, .. } => Ok(claim),
+            ReleaseReply::Failed { message } => Err(failed("release_claim", &message)),
         }
     }
 }
@@ -117,8 +120,15 @@ impl ClaimClient {
         let mut pause = Duration::from_millis(200);
         loop {
             match self.socket.request(&request) {
-                Ok(BrokerReply::Released { claim, .. }) => return Ok(claim),
-                Ok(other) => return Err(unexpected("release_claim", &other)),
+                Ok(reply) => {
+                    return match crate::adapters::typed(reply) {
+                        Ok(ReleaseReply::Released { claim, .. }) => Ok(claim),
+                        Ok(ReleaseReply::Failed { message }) => {
+                            Err(failed("release_claim", &message))
+                        }
+                        Err(e) => Err(TriggerError::Broker(e.to_string())),
+                    };
+                }
                 Err(failure) if std::time::Instant::now() >= deadline => {
                     return Err(TriggerError::Broker(failure.to_string()));
                 }
@@ -131,14 +141,16 @@ impl ClaimClient {
     }
 }
 
-fn unexpected(op: &str, reply: &BrokerReply) -> TriggerError {
+fn claim_outcome(op: &str, reply: ClaimReply) -> Result<ClaimOutcome> {
     match reply {
-        BrokerReply::Failed { message } => TriggerError::Broker(format!("{op}: {message}")),
-        other => TriggerError::Broker(format!(
-            "{op}: unexpected reply {}",
-            serde_json::to_string(other).unwrap_or_default()
-        )),
+        ClaimReply::Claimed { claim, forge, .. } => Ok(ClaimOutcome::Claimed { claim, forge }),
+        ClaimReply::ClaimTaken { claim } => Ok(ClaimOutcome::Taken(claim)),
+        ClaimReply::Failed { message } => Err(failed(op, &message)),
     }
+}
+
+fn failed(op: &str, message: &str) -> TriggerError {
+    TriggerError::Broker(format!("{op}: {message}"))
 }
 
 /// A held claim renewed every third of its lease on a thread of its own until it is ended.

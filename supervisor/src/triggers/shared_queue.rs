@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use airlock_protocol::{BrokerReply, ClaimEnd, ClaimStatus, Request, TakeWork};
+use airlock_protocol::{ClaimEnd, ClaimStatus, Request, TakeWork, TakeWorkReply};
 
 use super::claims::ClaimClient;
 use super::worker::{Job, WorkOutcome, Worker, read_and_triage};
@@ -71,21 +71,17 @@ pub fn drain(
         repository: Some(repository),
     });
     loop {
-        let claim = match broker.request(&take) {
-            Ok(BrokerReply::Claimed { claim, forge, .. }) => Some((claim, forge)),
-            Ok(BrokerReply::NoWork) => None,
-            Ok(BrokerReply::Failed { message }) if options.once => {
+        let claim = match broker
+            .request(&take)
+            .and_then(crate::adapters::typed::<TakeWorkReply>)
+        {
+            Ok(TakeWorkReply::Claimed { claim, forge, .. }) => Some((claim, forge)),
+            Ok(TakeWorkReply::NoWork) => None,
+            Ok(TakeWorkReply::Failed { message }) if options.once => {
                 return Err(TriggerError::Broker(format!("take_work: {message}")));
             }
-            Ok(other) => {
-                let what = format!(
-                    "take_work: unexpected reply {}",
-                    serde_json::to_string(&other).unwrap_or_default()
-                );
-                if options.once {
-                    return Err(TriggerError::Broker(what));
-                }
-                report(QueueLine::BrokerFailed(what));
+            Ok(TakeWorkReply::Failed { message }) => {
+                report(QueueLine::BrokerFailed(format!("take_work: {message}")));
                 std::thread::sleep(options.interval);
                 continue;
             }

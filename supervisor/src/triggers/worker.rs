@@ -252,16 +252,13 @@ impl Worker {
         });
         match crate::adapters::BrokerSocket::new(&endpoint, Duration::from_secs(60))
             .request(&request)
+            .and_then(crate::adapters::typed)
             .map_err(|e| TriggerError::Broker(e.to_string()))?
         {
-            airlock_protocol::BrokerReply::Enqueued { added } => Ok(added),
-            airlock_protocol::BrokerReply::Failed { message } => {
+            airlock_protocol::EnqueueReply::Enqueued { added } => Ok(added),
+            airlock_protocol::EnqueueReply::Failed { message } => {
                 Err(TriggerError::Broker(format!("enqueue_work: {message}")))
             }
-            other => Err(TriggerError::Broker(format!(
-                "enqueue_work: unexpected reply {}",
-                serde_json::to_string(&other).unwrap_or_default()
-            ))),
         }
     }
 

@@ -4,7 +4,7 @@
 use airlock_reader::repo_tools::CheckoutTools;
 use airlock_reader::{FromSupervisor, FromWorker};
 use airlock_supervisor::delegate::{ReaderChannel, ReaderLauncher, ReferenceMount};
-use airlock_supervisor::ports::{BrokerReply, PortResult, PrSink, RunRegistration, ToolFailure};
+use airlock_supervisor::ports::{OpenPrReply, PortResult, PrSink, RunRegistration, ToolFailure};
 use airlock_supervisor::runner::{self, Overrides, RunArgs, RunReport};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
@@ -226,12 +226,12 @@ impl PrSink for BrokerStub {
         _run_id: &str,
         arguments: &Value,
         _network_blocked: &[airlock_policies::network::BlockedAttempt],
-    ) -> PortResult<BrokerReply> {
+    ) -> PortResult<OpenPrReply> {
         self.submitted.lock().unwrap().push(arguments.clone());
         Ok(
             match airlock_schemas::from_value::<airlock_schemas::OpenPr>(arguments) {
-                Ok(_) => BrokerReply::Queued { queue_id: 1 },
-                Err(e) => BrokerReply::Refused {
+                Ok(_) => OpenPrReply::Queued { queue_id: 1 },
+                Err(e) => OpenPrReply::Refused {
                     error: airlock_schemas::BrokerError::schema_invalid(&e.violations()),
                 },
             },
