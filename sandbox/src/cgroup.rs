@@ -11,7 +11,8 @@
 //! set-up time. A thread that moves only *itself* (`0` written to the `tasks` file) is exempt
 //! from that lock (`cgroup_procs_write_start`: no pid and no threadgroup), so entering and
 //! leaving costs tens of microseconds. Removed once the sandbox is gone.
-use crate::spec::{Layer, Limits};
+use crate::spec::Limits;
+use crate::types::Layer;
 use std::fs;
 use std::path::{Path, PathBuf};
 

@@ -5,11 +5,16 @@
 
 use crate::error::{Error, Result};
 use crate::identity::{HostIdentity, SubordinateIds};
-use crate::spec::Layer;
+use crate::report::Failure;
 use crate::sys;
+use crate::types::{Layer, NetworkAccess, SANDBOX_ID};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+/// First argument that makes the binary act as the capability probe of `airlock doctor`
+/// ([`crate::helper::run_if_requested`] dispatches it to [`probe_main`]).
+pub(crate) const PROBE_MARKER: &str = "__airlock-sandbox-probe";
 
 /// Environment variable naming layers (comma-separated snake_case names) to treat as missing.
 /// It can only take protection away, which makes runs refused; it exists so the refusal paths
@@ -92,7 +97,7 @@ pub fn probe(helper_exe: Option<&Path>) -> Result<DoctorReport> {
         })?,
     };
     let output = Command::new(&exe)
-        .arg(crate::helper::PROBE_MARKER)
+        .arg(PROBE_MARKER)
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
         .output()
@@ -145,7 +150,7 @@ fn probe_unshare(flags: libc::c_int) -> (bool, String) {
 /// the command's id to `host`): `step` is the step under test.
 fn probe_privilege_drop(
     host: &HostIdentity,
-    step: &dyn Fn() -> std::result::Result<(), crate::layers::Failure>,
+    step: &dyn Fn() -> std::result::Result<(), Failure>,
     ok: &str,
 ) -> (bool, String) {
     let (uid, gid) = sys::ids();
@@ -173,7 +178,7 @@ fn probe_privilege_drop(
     let mut byte = [0u8; 1];
     if matches!(sys::read(&ready_r, &mut byte), Ok(1))
         && byte[0] == b'1'
-        && crate::helper::write_outer_maps(child, uid, gid, host).is_ok()
+        && crate::identity::write_outer_maps(child, uid, gid, host).is_ok()
     {
         let _ = sys::write_all(&go_w, b"1");
     }
@@ -334,7 +339,7 @@ fn probe_idmapped_mount(host: &HostIdentity) -> Option<bool> {
 }
 
 fn probe_seccomp() -> (bool, String) {
-    let programs = match crate::layers::seccomp_programs(crate::spec::NetworkAccess::None) {
+    let programs = match crate::layers::seccomp_programs(NetworkAccess::None) {
         Ok(p) => p,
         Err(f) => return (false, f.detail),
     };
@@ -427,7 +432,7 @@ pub(crate) fn probe_main() -> ! {
                 &|| crate::target::become_unprivileged(true, &host),
                 &format!(
                     "uid and gid {} in a nested user namespace; on the host {}",
-                    crate::target::SANDBOX_ID,
+                    SANDBOX_ID,
                     host.describe()
                 ),
             ),

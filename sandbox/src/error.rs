@@ -1,6 +1,6 @@
 //! The crate's error type.
 
-use crate::spec::Layer;
+use crate::types::Layer;
 use std::path::PathBuf;
 
 /// Why a sandboxed run was refused or could not be set up. A child that runs and exits

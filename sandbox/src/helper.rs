@@ -12,11 +12,12 @@
 //! privileges, applies landlock and seccomp, and execs the command.
 
 use crate::cgroup::Cgroups;
-use crate::identity::HostIdentity;
-use crate::layers::Failure;
-use crate::spec::{Layer, NetworkAccess, REPORT_FD, Report, Spec};
+use crate::identity::{HostIdentity, write_outer_maps};
+use crate::report::{Failure, Report, report};
+use crate::spec::Spec;
 use crate::sys::Signal;
-use crate::{mounts, sys, target};
+use crate::types::{Layer, NetworkAccess, REPORT_FD};
+use crate::{doctor, mounts, sys, target};
 use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
@@ -34,8 +35,6 @@ pub(crate) const PROTOCOL: &str = concat!(
 );
 /// Exit code of a helper that refused the caller's protocol (before it wrote anything).
 pub(crate) const PROTOCOL_MISMATCH: i32 = 126;
-/// First argument that makes the binary act as the capability probe of `airlock doctor`.
-pub(crate) const PROBE_MARKER: &str = "__airlock-sandbox-probe";
 /// File name of the dedicated helper binary built from this crate.
 pub const HELPER_BIN: &str = "airlock-sandbox-helper";
 
@@ -55,8 +54,8 @@ pub fn run_if_requested() {
             sys::exit_now(PROTOCOL_MISMATCH)
         }
         supervise()
-    } else if first == PROBE_MARKER {
-        crate::doctor::probe_main()
+    } else if first == doctor::PROBE_MARKER {
+        doctor::probe_main()
     }
 }
 
@@ -78,16 +77,6 @@ pub(crate) fn find_dedicated(exe: &std::path::Path) -> Option<std::path::PathBuf
             && std::fs::metadata(c)
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     })
-}
-
-/// Write one report line on the report descriptor. Lines stay below `PIPE_BUF`, so concurrent
-/// writers (supervisor, init, target) never interleave.
-pub(crate) fn report(msg: &Report) {
-    if let Ok(mut line) = serde_json::to_vec(msg) {
-        line.truncate(4000);
-        line.push(b'\n');
-        let _ = sys::write_all(sys::report_fd(), &line);
-    }
 }
 
 fn abort(failure: Failure) -> ! {
@@ -152,35 +141,6 @@ fn namespaces(network: NetworkAccess) -> Vec<Layer> {
         .into_iter()
         .filter(|l| !network.waives(*l))
         .collect()
-}
-
-/// Write the outer uid/gid maps of a freshly cloned process: its root is the caller, and for a
-/// root caller (one whose command is not the caller itself) the command's id,
-/// [`target::SANDBOX_ID`], is `host`'s. Only root in the host's user namespace may map an id
-/// other than its own, which is why this is written from outside.
-pub(crate) fn write_outer_maps(
-    pid: libc::pid_t,
-    uid: u32,
-    gid: u32,
-    host: &HostIdentity,
-) -> std::io::Result<()> {
-    let (uid_map, gid_map) = outer_maps(uid, gid, host);
-    std::fs::write(format!("/proc/{pid}/setgroups"), "deny")?;
-    std::fs::write(format!("/proc/{pid}/uid_map"), uid_map)?;
-    std::fs::write(format!("/proc/{pid}/gid_map"), gid_map)
-}
-
-/// The text of the outer `uid_map` and `gid_map` (see [`write_outer_maps`]).
-fn outer_maps(uid: u32, gid: u32, host: &HostIdentity) -> (String, String) {
-    let id = target::SANDBOX_ID;
-    if host.is_caller() {
-        (format!("0 {uid} 1\n"), format!("0 {gid} 1\n"))
-    } else {
-        (
-            format!("0 {uid} 1\n{id} {} 1\n", host.uid),
-            format!("0 {gid} 1\n{id} {} 1\n", host.gid),
-        )
-    }
 }
 
 /// Refuse a specification whose host identity this process cannot give: never the host's
@@ -613,20 +573,6 @@ mod tests {
 
     fn identity(uid: u32, gid: u32, source: crate::identity::IdentitySource) -> HostIdentity {
         HostIdentity { uid, gid, source }
-    }
-
-    #[test]
-    fn a_root_callers_outer_maps_give_the_command_its_host_identity() {
-        use crate::identity::IdentitySource::{Caller, Nobody};
-        let (uid_map, gid_map) = outer_maps(0, 0, &identity(65534, 65533, Nobody));
-        assert_eq!(uid_map, "0 0 1\n1000 65534 1\n");
-        assert_eq!(gid_map, "0 0 1\n1000 65533 1\n");
-        // A non-root caller maps only itself.
-        let (uid_map, gid_map) = outer_maps(1234, 100, &identity(1234, 100, Caller));
-        assert_eq!(
-            (uid_map.as_str(), gid_map.as_str()),
-            ("0 1234 1\n", "0 100 1\n")
-        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Who the sandboxed command is on the host, and the id maps that follow from it.
 //!
-//! Inside, the command is always uid and gid [`crate::target::SANDBOX_ID`]. On the host, a
+//! Inside, the command is always uid and gid [`SANDBOX_ID`]. On the host, a
 //! non-root caller's command runs as the caller itself (the only id an unprivileged process
 //! may map). A root caller's command never runs as root: its uid and gid map to a
 //! [`HostIdentity`] of their own, taken from [`HOST_ID_ENV`], else the first id of root's
@@ -15,6 +15,7 @@
 //! command's, so it reads what the caller could, while nothing it writes lands as root.
 
 use crate::error::{Error, Result};
+use crate::types::SANDBOX_ID;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -303,6 +304,35 @@ pub(crate) fn caller_to_sandbox_map(caller: u32, sandbox: u32) -> String {
         .collect()
 }
 
+/// Write the outer uid/gid maps of a freshly cloned process: its root is the caller, and for a
+/// root caller (one whose command is not the caller itself) the command's id,
+/// [`SANDBOX_ID`], is `host`'s. Only root in the host's user namespace may map an id
+/// other than its own, which is why this is written from outside.
+pub(crate) fn write_outer_maps(
+    pid: libc::pid_t,
+    uid: u32,
+    gid: u32,
+    host: &HostIdentity,
+) -> std::io::Result<()> {
+    let (uid_map, gid_map) = outer_maps(uid, gid, host);
+    std::fs::write(format!("/proc/{pid}/setgroups"), "deny")?;
+    std::fs::write(format!("/proc/{pid}/uid_map"), uid_map)?;
+    std::fs::write(format!("/proc/{pid}/gid_map"), gid_map)
+}
+
+/// The text of the outer `uid_map` and `gid_map` (see [`write_outer_maps`]).
+fn outer_maps(uid: u32, gid: u32, host: &HostIdentity) -> (String, String) {
+    let id = SANDBOX_ID;
+    if host.is_caller() {
+        (format!("0 {uid} 1\n"), format!("0 {gid} 1\n"))
+    } else {
+        (
+            format!("0 {uid} 1\n{id} {} 1\n", host.uid),
+            format!("0 {gid} 1\n{id} {} 1\n", host.gid),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,5 +432,23 @@ mod tests {
             assert!(extents.contains(&(u64::from(caller), u64::from(sandbox), 1)));
             assert!(extents.len() <= 4);
         }
+    }
+
+    fn identity(uid: u32, gid: u32, source: IdentitySource) -> HostIdentity {
+        HostIdentity { uid, gid, source }
+    }
+
+    #[test]
+    fn a_root_callers_outer_maps_give_the_command_its_host_identity() {
+        use crate::identity::IdentitySource::{Caller, Nobody};
+        let (uid_map, gid_map) = outer_maps(0, 0, &identity(65534, 65533, Nobody));
+        assert_eq!(uid_map, "0 0 1\n1000 65534 1\n");
+        assert_eq!(gid_map, "0 0 1\n1000 65533 1\n");
+        // A non-root caller maps only itself.
+        let (uid_map, gid_map) = outer_maps(1234, 100, &identity(1234, 100, Caller));
+        assert_eq!(
+            (uid_map.as_str(), gid_map.as_str()),
+            ("0 1234 1\n", "0 100 1\n")
+        );
     }
 }

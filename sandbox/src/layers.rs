@@ -1,6 +1,7 @@
-//! The landlock and seccomp layers, and the failure type every set-up step reports.
+//! The landlock and seccomp layers.
 
-use crate::spec::{Layer, NetworkAccess, Report};
+use crate::report::Failure;
+use crate::types::{DEVICES, Layer, NetworkAccess};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
     RulesetCreatedAttr, RulesetStatus, Scope,
@@ -11,41 +12,6 @@ use seccompiler::{
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// A set-up step that failed inside the helper.
-#[derive(Debug)]
-pub(crate) struct Failure {
-    /// Set when the failure means a kernel feature is missing (a refusal).
-    pub feature: Option<Layer>,
-    pub stage: String,
-    pub detail: String,
-}
-
-impl Failure {
-    pub(crate) fn setup(stage: impl Into<String>, err: std::io::Error) -> Failure {
-        Failure {
-            feature: None,
-            stage: stage.into(),
-            detail: err.to_string(),
-        }
-    }
-
-    pub(crate) fn missing(feature: Layer, stage: impl Into<String>, detail: String) -> Failure {
-        Failure {
-            feature: Some(feature),
-            stage: stage.into(),
-            detail,
-        }
-    }
-
-    pub(crate) fn into_report(self) -> Report {
-        Report::Failed {
-            feature: self.feature,
-            stage: self.stage,
-            detail: self.detail,
-        }
-    }
-}
 
 /// What the landlock layer managed to apply.
 pub(crate) struct LandlockOutcome {
@@ -114,7 +80,7 @@ pub(crate) fn apply_landlock(
         // Our own /proc, of the sandbox's PID namespace; the host's is never granted.
         rules.push((PathBuf::from("/proc"), read & !AccessFs::Execute));
     }
-    for dev in crate::mounts::DEVICES {
+    for dev in DEVICES {
         rules.push((Path::new("/dev").join(dev), file_only & !AccessFs::Execute));
     }
     rules.push((PathBuf::from("/dev"), AccessFs::ReadDir.into()));

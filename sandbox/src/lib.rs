@@ -62,6 +62,19 @@
 //!
 //! A non-zero exit of the child is not an error: it is in the [`RunSummary`]. Errors are
 //! refusals ([`Error::Refused`], a missing kernel feature) and set-up failures.
+//!
+//! # Layering
+//!
+//! Modules, lowest first; a module imports only from those listed before it:
+//! - facts: `types` (the layers, the network grants, `REPORT_FD`, `SANDBOX_ID`, `DEVICES`;
+//!   it imports nothing of the crate), `error`.
+//! - system calls: `sys`, the only `unsafe`.
+//! - the helper's vocabulary: `report` (report lines, set-up failures), `identity`, `program`,
+//!   `services`, `spec` (what the caller sends), `summary`.
+//! - mechanisms: `cgroup`, `egress`, `mounts`, `layers` (landlock, seccomp), then `target`
+//!   (the last process before the command).
+//! - on top: `doctor` (the probes), `helper` (the supervisor and init), `builder` (the
+//!   caller's side).
 mod builder;
 mod cgroup;
 mod doctor;
@@ -71,12 +84,15 @@ pub mod helper;
 mod identity;
 mod layers;
 mod mounts;
+mod program;
+mod report;
 mod services;
 mod spec;
 mod summary;
 #[allow(unsafe_code)]
 mod sys;
 mod target;
+mod types;
 
 pub use builder::{Captured, Sandbox, SandboxBuilder};
 pub use builder::{
@@ -90,5 +106,5 @@ pub use identity::{
     subordinate_ids,
 };
 pub use services::{Readiness, Service};
-pub use spec::{Layer, NetworkAccess};
 pub use summary::RunSummary;
+pub use types::{Layer, NetworkAccess};

@@ -11,7 +11,8 @@
 //! command then starts with the services' variables; when it exits, the sandbox's init kills
 //! every process left, the services among them.
 
-use crate::layers::Failure;
+use crate::program::resolve_program;
+use crate::report::Failure;
 use crate::sys;
 use serde::{Deserialize, Serialize};
 use std::ffi::CString;
@@ -102,7 +103,7 @@ fn spawn(argv: &[String], vars: &[(String, String)], log: &PathBuf) -> Result<i3
     let Some(first) = argv.first() else {
         return Err("its command is empty".into());
     };
-    let program = crate::target::resolve_program(first, vars).map_err(|f| f.detail)?;
+    let program = resolve_program(first, vars).map_err(|f| f.detail)?;
     let path = CString::new(program.as_os_str().as_encoded_bytes())
         .map_err(|_| "its program path holds a NUL byte".to_string())?;
     let to_c = |items: Vec<String>| -> Result<Vec<CString>, String> {

@@ -1,6 +1,6 @@
 //! The summary of one sandboxed run: exactly what `airlock sandbox run --json` prints.
 
-use crate::spec::{Layer, NetworkAccess};
+use crate::types::{Layer, NetworkAccess};
 use serde::{Deserialize, Serialize};
 
 /// What happened in one sandboxed run. A child that exits non-zero, is killed by a signal or

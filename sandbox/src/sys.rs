@@ -634,7 +634,7 @@ pub(crate) fn dup_stdin_to(to: RawFd) -> io::Result<()> {
     cvt(unsafe { libc::dup2(libc::STDIN_FILENO, to) }).map(|_| ())
 }
 
-/// The helper's report descriptor, [`crate::spec::REPORT_FD`], borrowed.
+/// The helper's report descriptor, [`crate::types::REPORT_FD`], borrowed.
 ///
 /// Only called in the helper and its children, after [`dup_stdin_to`] opened it.
 pub(crate) fn report_fd() -> BorrowedFd<'static> {
@@ -642,7 +642,7 @@ pub(crate) fn report_fd() -> BorrowedFd<'static> {
     // `helper::supervise`) and nothing closes it while the process image lives: no Rust
     // object owns the number, `close_from` closes only the descriptors above it, and
     // close-on-exec takes it away only with the image.
-    unsafe { BorrowedFd::borrow_raw(crate::spec::REPORT_FD) }
+    unsafe { BorrowedFd::borrow_raw(crate::types::REPORT_FD) }
 }
 
 /// Set or clear `FD_CLOEXEC`.

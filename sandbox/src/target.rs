@@ -1,18 +1,16 @@
 //! The last process before the target: drops to an unprivileged uid, drops every capability,
 //! applies rlimits, `no_new_privs`, landlock and seccomp, then execs the command.
 
-use crate::helper::report;
 use crate::identity::HostIdentity;
-use crate::layers::{self, Failure};
-use crate::spec::{Layer, Report, Spec};
+use crate::layers;
+use crate::program::resolve_program;
+use crate::report::{Failure, Report, report};
+use crate::spec::Spec;
 use crate::sys::{self, Resource};
+use crate::types::{Layer, SANDBOX_ID};
 use std::ffi::CString;
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-
-/// The uid and gid the command runs as inside the sandbox.
-pub(crate) const SANDBOX_ID: u32 = 1000;
+use std::path::Path;
 
 struct Progress {
     applied: Vec<Layer>,
@@ -155,32 +153,6 @@ fn apply_rlimits(spec: &Spec, cgroup_memory: bool) -> Result<(), Failure> {
         sys::setrlimit(resource, value).map_err(io_missing(Layer::Rlimits, "setrlimit"))?;
     }
     Ok(())
-}
-
-/// Find the program the way `execvp` would, using the child's own `PATH`.
-pub(crate) fn resolve_program(program: &str, env: &[(String, String)]) -> Result<PathBuf, Failure> {
-    if program.contains('/') {
-        return Ok(PathBuf::from(program));
-    }
-    let path = env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.as_str())
-        .unwrap_or("/usr/bin:/bin");
-    for dir in path.split(':').filter(|d| !d.is_empty()) {
-        let candidate = Path::new(dir).join(program);
-        if let Ok(meta) = fs::metadata(&candidate)
-            && meta.is_file()
-            && meta.permissions().mode() & 0o111 != 0
-        {
-            return Ok(candidate);
-        }
-    }
-    Err(Failure {
-        feature: None,
-        stage: "exec".into(),
-        detail: format!("{program}: command not found in the sandbox's PATH ({path})"),
-    })
 }
 
 fn cstrings(items: impl Iterator<Item = String>) -> Result<Vec<CString>, Failure> {

@@ -18,8 +18,9 @@ pub use run::{Captured, Sandbox};
 
 use crate::egress::EgressServe;
 use crate::error::{Error, Result};
-use crate::spec::{BindAtSpec, Limits, NetworkAccess};
+use crate::spec::{BindAtSpec, Limits};
 use crate::summary::RunSummary;
+use crate::types::NetworkAccess;
 use bind_at::{bind_at_source, bind_at_target, check_bind_at};
 use grants::{
     absolute_inside, check_granted_once, check_handed_over, check_overlay_chars,

@@ -4,8 +4,10 @@
 
 use crate::egress::EgressRun;
 use crate::error::{Error, Result};
-use crate::spec::{Layer, Report, Spec};
+use crate::report::Report;
+use crate::spec::Spec;
 use crate::summary::RunSummary;
+use crate::types::Layer;
 use std::time::Duration;
 
 #[derive(Default)]

@@ -3,7 +3,9 @@
 
 use super::report::{Collected, summarize};
 use super::*;
-use crate::spec::{Layer, Report, Spec};
+use crate::report::Report;
+use crate::spec::Spec;
+use crate::types::Layer;
 
 fn spec() -> Spec {
     Spec {

@@ -6,17 +6,14 @@
 use super::etc_files::identity_files;
 use super::paths::{BASE, EMPTY_LAYER, LOWERS, NEW_ROOT, OLD_ROOT, fail, under};
 use super::plan::{Entry, MountPlan};
-use crate::layers::Failure;
-use crate::spec::{BindAtSpec, Layer, OverlaySpec, Spec};
+use crate::report::Failure;
+use crate::spec::{BindAtSpec, OverlaySpec, Spec};
 use crate::sys;
+use crate::types::{DEVICES, Layer};
 use std::ffi::OsStr;
 use std::fs;
 use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
-
-/// Device nodes bind-mounted (read-only: writable as devices, but no chmod or chown reaches
-/// the host's inode) from the host into the child's `/dev`.
-pub(crate) const DEVICES: [&str; 5] = ["null", "zero", "full", "random", "urandom"];
 
 /// Create a mount point for `src` at `dst`: a directory for a directory, an empty file otherwise.
 fn make_mountpoint(src: &Path, dst: &Path) -> Result<(), Failure> {

@@ -3,20 +3,20 @@
 //! them.
 
 use super::paths::fail;
-use crate::layers::Failure;
-use crate::spec::NetworkAccess;
+use crate::report::Failure;
+use crate::types::NetworkAccess;
 use std::fs;
 use std::path::Path;
 
 /// The files that name the sandbox's user and group, as the child sees them.
 pub(crate) const IDENTITY_FILES: [&str; 3] = ["/etc/passwd", "/etc/group", "/etc/hosts"];
 /// The sandbox's `/etc/passwd` and `/etc/group`: its user and group `airlock` (id
-/// [`crate::target::SANDBOX_ID`], home `/tmp`, the default `HOME`), plus root and nobody, which
+/// [`crate::types::SANDBOX_ID`], home `/tmp`, the default `HOME`), plus root and nobody, which
 /// owners outside the sandbox's id map show as; and, when the command has a loopback of its
 /// own with inet sockets, its `/etc/hosts`, which names loopback `localhost` (a test suite's
 /// own server is reached by that name, and there is no resolver).
 fn identity_texts(network: NetworkAccess) -> Vec<(&'static str, String)> {
-    let id = crate::target::SANDBOX_ID;
+    let id = crate::types::SANDBOX_ID;
     let mut texts = vec![
         (
             "passwd",

@@ -38,7 +38,7 @@ mod idmap;
 mod paths;
 mod plan;
 
-pub(crate) use build::{DEVICES, build_root};
+pub(crate) use build::build_root;
 pub(crate) use idmap::idmapped_copy;
 pub(crate) use plan::{MountPlan, plan};
 

@@ -2,7 +2,7 @@
 //! layers are mounted while the new root is built), mapping a path inside to where it lives
 //! there, and the set-up failure that names such a path as the caller knows it.
 
-use crate::layers::Failure;
+use crate::report::Failure;
 use std::path::{Component, Path, PathBuf};
 
 pub(super) const BASE: &str = "/tmp";

@@ -6,9 +6,10 @@
 use super::idmap::{caller_to_sandbox_userns, idmap_userns, idmapped_with};
 use super::paths::depth;
 use crate::identity::HostIdentity;
-use crate::layers::Failure;
-use crate::spec::{BindAtSpec, Layer, OverlaySpec, Spec};
+use crate::report::Failure;
+use crate::spec::{BindAtSpec, OverlaySpec, Spec};
 use crate::sys;
+use crate::types::Layer;
 use std::fs;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
