@@ -105,13 +105,13 @@ pub enum Error {
     #[error("the note is empty: say in --note why the finding is {status}")]
     BlankNote {
         /// The verdict it was given with.
-        status: crate::triage::TriageStatus,
+        status: crate::verdict::TriageStatus,
     },
     /// A verdict that must say why was given without a note.
     #[error("a {status} verdict needs a reason: pass --note TEXT saying why")]
     MissingNote {
         /// The verdict.
-        status: crate::triage::TriageStatus,
+        status: crate::verdict::TriageStatus,
     },
     /// No one to record as the triager.
     #[error("no name to record as the triager: pass --by NAME, or set $USER or $LOGNAME")]

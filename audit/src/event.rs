@@ -3,7 +3,7 @@
 
 use crate::detect::{Borderline, HiddenKind, SourceKind};
 use crate::error::{Error, Result};
-use crate::triage::{FindingKey, TriageStatus};
+use crate::verdict::{FindingKey, TriageStatus};
 use serde::{Deserialize, Serialize};
 
 /// Whether a test run used a narrow selector or the whole suite.

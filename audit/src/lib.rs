@@ -38,6 +38,7 @@ mod query;
 mod record;
 mod time;
 mod triage;
+mod verdict;
 mod verify;
 
 pub use corpus::{ClassCount, CorpusReport, FlaggedFile, scan_corpus};
@@ -61,11 +62,11 @@ pub use query::{
 pub use record::{GENESIS, Record, sha256_hex};
 pub use time::{Timestamp, parse_duration};
 pub use triage::{
-    ConfirmedFinding, DismissedKeys, FindingKey, FindingStatus, ScreenContext, Screened,
-    ScreenedFinding, TriageEntry, TriageRequest, TriageStatus, confirmed_by_run,
-    confirmed_findings, dismissed_keys, load_dismissed_keys, record_screened_injections,
-    record_screening, triage,
+    ConfirmedFinding, DismissedKeys, ScreenContext, Screened, ScreenedFinding, TriageRequest,
+    confirmed_by_run, confirmed_findings, dismissed_keys, load_dismissed_keys,
+    record_screened_injections, record_screening, triage,
 };
+pub use verdict::{FindingKey, FindingStatus, TriageEntry, TriageStatus};
 pub use verify::{Problem, ProblemKind, RepairedTail, VerifyReport, verify};
 
 /// Run the detector over `text` and append one `injection_suspected` event per finding to

@@ -8,7 +8,7 @@ use crate::error::{Result, io};
 use crate::event::{Event, SecondVerdict};
 use crate::record::{self, Record};
 use crate::time::Timestamp;
-use crate::triage::{self, FindingKey, FindingStatus, TriageEntry, TriageStatus};
+use crate::verdict::{FindingKey, FindingStatus, TriageEntry, TriageStatus};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -188,10 +188,10 @@ pub fn injections(scan: &Scan, since: Option<Timestamp>) -> Vec<Injection> {
             );
         }
     }
-    let repositories = triage::repositories(scan);
+    let repositories = repositories(scan);
     let mut history: BTreeMap<u64, Vec<TriageEntry>> = BTreeMap::new();
     let mut by_key: BTreeMap<FindingKey, (TriageStatus, u64)> = BTreeMap::new();
-    for (finding, key, entry) in triage::triage_records(scan) {
+    for (finding, key, entry) in triage_records(scan) {
         if let Some(key) = key {
             by_key.insert(key, (entry.status, entry.seq));
         }
@@ -235,7 +235,7 @@ pub fn injections(scan: &Scan, since: Option<Timestamp>) -> Vec<Injection> {
                 .map(str::to_string)
         };
         let run = runs.get(r.run_id.as_str());
-        let key = triage::finding_key(r, &repositories);
+        let key = finding_key(r, &repositories);
         let own = history.remove(&r.seq).unwrap_or_default();
         let recorded_dismissal = r
             .payload
@@ -366,6 +366,63 @@ pub fn file_reads(scan: &Scan, run_id: &str) -> Vec<FileReadEntry> {
                 total_bytes,
                 truncated,
             }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The repository of each run, from its `run_started` record.
+pub(crate) fn repositories(scan: &Scan) -> BTreeMap<&str, &str> {
+    scan.records
+        .iter()
+        .filter(|(_, r)| r.kind == "run_started")
+        .filter_map(|(_, r)| {
+            let repo = r.payload.get("repository")?.as_str()?;
+            Some((r.run_id.as_str(), repo))
+        })
+        .collect()
+}
+
+/// The key of a detector finding that records a blob id in a run whose repository is known.
+pub(crate) fn finding_key(
+    record: &Record,
+    repositories: &BTreeMap<&str, &str>,
+) -> Option<FindingKey> {
+    if record.kind != "injection_suspected" {
+        return None;
+    }
+    let text = |k: &str| record.payload.get(k)?.as_str().map(str::to_string);
+    Some(FindingKey {
+        repository: repositories.get(record.run_id.as_str())?.to_string(),
+        path: text("path")?,
+        blob: text("blob")?,
+        rule: text("rule")?,
+    })
+}
+
+/// Every `injection_triaged` record of a scan as (finding seq, key, entry), in log order.
+pub(crate) fn triage_records(scan: &Scan) -> Vec<(u64, Option<FindingKey>, TriageEntry)> {
+    scan.records
+        .iter()
+        .filter(|(_, r)| r.kind == "injection_triaged")
+        .filter_map(|(_, r)| match r.event().ok()? {
+            Event::InjectionTriaged {
+                finding,
+                status,
+                note,
+                by,
+                key,
+            } => Some((
+                finding,
+                key,
+                TriageEntry {
+                    seq: r.seq,
+                    ts: r.ts.clone(),
+                    status,
+                    by,
+                    note,
+                },
+            )),
             _ => None,
         })
         .collect()

@@ -1,6 +1,6 @@
-//! The security team's triage of injection findings: the verdicts (`injection_triaged`
-//! records), the key a dismissal applies to, and the typed queries over them that the CLI, the
-//! supervisor's screening and the broker's view read.
+//! The security team's triage of injection findings: recording a verdict (an
+//! `injection_triaged` record; the verdict and key types are `verdict`'s), and the typed
+//! queries over them that the CLI, the supervisor's screening and the broker's view read.
 //!
 //! A detector finding's key is (repository, path, blob id, rule): dismissing one finding
 //! dismisses every later finding of an unchanged line (same blob), while a changed file (a new
@@ -11,54 +11,16 @@ use crate::detect::{Borderline, Finding, SourceKind, screen};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::log::AuditLog;
-use crate::query::{Scan, scan};
-use crate::record::{Record, sha256_hex};
-use serde::{Deserialize, Serialize};
+use crate::query::{Scan, finding_key, repositories, scan, triage_records};
+use crate::record::sha256_hex;
+use crate::verdict::{FindingKey, FindingStatus, TriageEntry, TriageStatus};
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::str::FromStr;
 
-/// A verdict the security team records on a finding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TriageStatus {
-    /// A real injection attempt.
-    Confirmed,
-    /// Benign: the same key is not raised as new again.
-    Dismissed,
-    /// Someone must look again.
-    NeedsReview,
-}
-
-impl TriageStatus {
-    /// Every verdict, in the order the CLI lists them.
-    pub const ALL: [TriageStatus; 3] = [
-        TriageStatus::Confirmed,
-        TriageStatus::Dismissed,
-        TriageStatus::NeedsReview,
-    ];
-
-    /// The name on the command line and on disk.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TriageStatus::Confirmed => "confirmed",
-            TriageStatus::Dismissed => "dismissed",
-            TriageStatus::NeedsReview => "needs-review",
-        }
-    }
-
-    /// Whether the verdict must say why.
-    pub fn needs_note(self) -> bool {
-        matches!(self, TriageStatus::Confirmed | TriageStatus::Dismissed)
-    }
-}
-
-impl std::fmt::Display for TriageStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
+// Parsing a verdict's name is here, not beside the type in `verdict`, because it fails with the
+// crate's `Error`, which itself names `TriageStatus` (`BlankNote`, `MissingNote`).
 impl FromStr for TriageStatus {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
@@ -69,48 +31,6 @@ impl FromStr for TriageStatus {
                 input: s.to_string(),
                 expected: "confirmed, dismissed or needs-review",
             })
-    }
-}
-
-/// Where a finding stands: never triaged (`new`), or its current verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FindingStatus {
-    /// Not triaged, and its key was never dismissed.
-    New,
-    /// Confirmed.
-    Confirmed,
-    /// Dismissed, by its own triage or by its key's.
-    Dismissed,
-    /// Needs another look.
-    NeedsReview,
-}
-
-impl FindingStatus {
-    /// The name on the command line and in `--json`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FindingStatus::New => "new",
-            FindingStatus::Confirmed => "confirmed",
-            FindingStatus::Dismissed => "dismissed",
-            FindingStatus::NeedsReview => "needs-review",
-        }
-    }
-}
-
-impl From<TriageStatus> for FindingStatus {
-    fn from(t: TriageStatus) -> Self {
-        match t {
-            TriageStatus::Confirmed => FindingStatus::Confirmed,
-            TriageStatus::Dismissed => FindingStatus::Dismissed,
-            TriageStatus::NeedsReview => FindingStatus::NeedsReview,
-        }
-    }
-}
-
-impl std::fmt::Display for FindingStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -130,34 +50,6 @@ impl FromStr for FindingStatus {
             expected: "new, confirmed, dismissed or needs-review",
         })
     }
-}
-
-/// What a dismissal applies to: one rule on one version (blob) of one text of one repository.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct FindingKey {
-    /// The run's repository, as its `run_started` record names it.
-    pub repository: String,
-    /// The finding's path (a file, or `issue:<id>`, `search:<query>`, ...).
-    pub path: String,
-    /// The `blob` of the `injection_suspected` record.
-    pub blob: String,
-    /// The detector rule.
-    pub rule: String,
-}
-
-/// One verdict in a finding's history.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TriageEntry {
-    /// Seq of the `injection_triaged` record.
-    pub seq: u64,
-    /// When it was recorded.
-    pub ts: String,
-    /// The verdict.
-    pub status: TriageStatus,
-    /// Who.
-    pub by: String,
-    /// Why.
-    pub note: Option<String>,
 }
 
 /// A verdict to record.
@@ -232,63 +124,6 @@ pub fn triage(log: &AuditLog, request: &TriageRequest) -> Result<TriageEntry> {
         by: by.to_string(),
         note,
     })
-}
-
-/// The repository of each run, from its `run_started` record.
-pub(crate) fn repositories(scan: &Scan) -> BTreeMap<&str, &str> {
-    scan.records
-        .iter()
-        .filter(|(_, r)| r.kind == "run_started")
-        .filter_map(|(_, r)| {
-            let repo = r.payload.get("repository")?.as_str()?;
-            Some((r.run_id.as_str(), repo))
-        })
-        .collect()
-}
-
-/// The key of a detector finding that records a blob id in a run whose repository is known.
-pub(crate) fn finding_key(
-    record: &Record,
-    repositories: &BTreeMap<&str, &str>,
-) -> Option<FindingKey> {
-    if record.kind != "injection_suspected" {
-        return None;
-    }
-    let text = |k: &str| record.payload.get(k)?.as_str().map(str::to_string);
-    Some(FindingKey {
-        repository: repositories.get(record.run_id.as_str())?.to_string(),
-        path: text("path")?,
-        blob: text("blob")?,
-        rule: text("rule")?,
-    })
-}
-
-/// Every `injection_triaged` record of a scan as (finding seq, key, entry), in log order.
-pub(crate) fn triage_records(scan: &Scan) -> Vec<(u64, Option<FindingKey>, TriageEntry)> {
-    scan.records
-        .iter()
-        .filter(|(_, r)| r.kind == "injection_triaged")
-        .filter_map(|(_, r)| match r.event().ok()? {
-            Event::InjectionTriaged {
-                finding,
-                status,
-                note,
-                by,
-                key,
-            } => Some((
-                finding,
-                key,
-                TriageEntry {
-                    seq: r.seq,
-                    ts: r.ts.clone(),
-                    status,
-                    by,
-                    note,
-                },
-            )),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The keys whose latest triage is a dismissal, each with the seq of that triage record: what
