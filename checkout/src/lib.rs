@@ -38,13 +38,14 @@ use std::path::PathBuf;
 
 pub use commit::CommitId;
 pub use mirror::{
-    Mirror, MirrorCache, MirrorOptions, MirrorOrigin, Worktree, tracked_blobs, tracked_files,
+    Mirror, MirrorCache, MirrorOptions, MirrorOrigin, Worktree, file_tree, tracked_blobs,
+    tracked_files,
 };
 pub use read::{
     BINARY_SNIFF_BYTES, BoundedReader, READ_CAP_BYTES, ReadOutcome, ReadRefusal, RefusalCode,
     WriteOutcome,
 };
-pub use tree::{FileTreeOptions, file_tree, render_file_tree};
+pub use tree::{FileTreeOptions, render_file_tree};
 
 /// Everything that can go wrong in this crate outside a bounded read (reads and writes refuse
 /// with [`ReadRefusal`] instead, which the agent sees).

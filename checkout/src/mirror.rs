@@ -473,6 +473,17 @@ fn tracked_files_in(
     Ok(files)
 }
 
+/// Renders the tracked files of `commit` in the repository at `repo_path` (bare, or a work
+/// tree: the commit's tree is listed, not the working files).
+pub fn file_tree(
+    repo_path: &Path,
+    commit: &CommitId,
+    options: &FileTreeOptions<'_>,
+) -> Result<String> {
+    let files = tracked_files(repo_path, commit)?;
+    Ok(render_file_tree(&files, options))
+}
+
 /// Every tracked path of `commit` in the repository at `repo_path` with its git blob id (40
 /// hex), sorted by path: what keys a triaged injection finding to one version of a file.
 pub fn tracked_blobs(

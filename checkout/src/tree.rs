@@ -10,9 +10,6 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
-use std::path::Path;
-
-use crate::{CommitId, Result};
 
 /// A directory with more direct entries than this opens partially first.
 pub const CROWDED_ENTRIES: usize = 30;
@@ -38,17 +35,6 @@ impl Default for FileTreeOptions<'_> {
             query: None,
         }
     }
-}
-
-/// Renders the tracked files of `commit` in the repository at `repo_path` (bare, or a work
-/// tree: the commit's tree is listed, not the working files).
-pub fn file_tree(
-    repo_path: &Path,
-    commit: &CommitId,
-    options: &FileTreeOptions<'_>,
-) -> Result<String> {
-    let files = crate::mirror::tracked_files(repo_path, commit)?;
-    Ok(render_file_tree(&files, options))
 }
 
 /// Renders `/`-separated file paths as an indented tree (two spaces per level, directories
