@@ -5,7 +5,7 @@
 //! usual rule of thumb for code and English with current tokenizers; the rendering is the
 //! longest prefix of the ranked definitions whose outline fits the budget.
 
-use crate::engine::{Snapshot, rank, symbol_scores};
+use crate::engine::{Engine, Snapshot, rank, symbol_scores};
 use crate::query::QueryAnalysis;
 use crate::rank::pagerank;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -39,6 +39,31 @@ struct RankedDef {
     file: u32,
     def: usize,
     score: f64,
+}
+
+impl Engine {
+    /// Render the repository map of a commit within `token_budget` tokens (see
+    /// [`crate::map`]), personalised by the identifiers and paths in `query`.
+    pub fn repo_map(
+        &mut self,
+        commit: &str,
+        query: &str,
+        token_budget: usize,
+    ) -> crate::Result<String> {
+        let snap = self.snapshot(commit)?;
+        render(&snap, &QueryAnalysis::new(query), token_budget)
+    }
+
+    /// The files [`Engine::repo_map`] shows for the same arguments, in its order.
+    pub fn repo_map_files(
+        &mut self,
+        commit: &str,
+        query: &str,
+        token_budget: usize,
+    ) -> crate::Result<Vec<String>> {
+        let snap = self.snapshot(commit)?;
+        files(&snap, &QueryAnalysis::new(query), token_budget)
+    }
 }
 
 pub(crate) fn render(

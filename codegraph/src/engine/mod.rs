@@ -9,8 +9,9 @@
 //! - `handle`: the [`Engine`] value and opening it.
 //! - `indexing`: extracting blob records, writing a commit's manifest, loading its snapshot.
 //! - `proximity`: the proximity stage over the top fused files' blobs.
-//! - this file: the query API ([`Engine::search`], [`Engine::channel_rankings`], the repo
-//!   map) and its result types.
+//! - this file: the query API ([`Engine::search`], [`Engine::channel_rankings`]) and its
+//!   result types. The repo map ([`Engine::repo_map`]) is `crate::map`'s, which reads the
+//!   snapshots this module hands out; nothing here calls the map.
 
 mod git;
 mod handle;
@@ -149,23 +150,5 @@ impl Engine {
             proximity: paths(&ranked.proximity),
             fused: paths(&fused),
         })
-    }
-
-    /// Render the repository map of a commit within `token_budget` tokens (see
-    /// [`crate::map`]), personalised by the identifiers and paths in `query`.
-    pub fn repo_map(&mut self, commit: &str, query: &str, token_budget: usize) -> Result<String> {
-        let snap = self.snapshot(commit)?;
-        crate::map::render(&snap, &QueryAnalysis::new(query), token_budget)
-    }
-
-    /// The files [`Engine::repo_map`] shows for the same arguments, in its order.
-    pub fn repo_map_files(
-        &mut self,
-        commit: &str,
-        query: &str,
-        token_budget: usize,
-    ) -> Result<Vec<String>> {
-        let snap = self.snapshot(commit)?;
-        crate::map::files(&snap, &QueryAnalysis::new(query), token_budget)
     }
 }
