@@ -126,7 +126,7 @@ pub(crate) fn encode(model: &str, req: &ChatRequest, prompt_cache: bool) -> Valu
         .collect();
     body.insert("messages".into(), Value::Array(messages));
     if let Some(t) = req.options.temperature {
-        body.insert("temperature".into(), crate::wire::temperature_value(t));
+        body.insert("temperature".into(), crate::json::temperature_value(t));
     }
     if !req.options.stop.is_empty() {
         body.insert("stop_sequences".into(), json!(req.options.stop));

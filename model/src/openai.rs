@@ -20,7 +20,7 @@ pub(crate) fn encode(model: &str, req: &ChatRequest, max_tokens_field: &str) -> 
     body.insert("messages".into(), Value::Array(messages));
     body.insert(max_tokens_field.into(), json!(req.options.max_tokens));
     if let Some(t) = req.options.temperature {
-        body.insert("temperature".into(), crate::wire::temperature_value(t));
+        body.insert("temperature".into(), crate::json::temperature_value(t));
     }
     if !req.options.stop.is_empty() {
         body.insert("stop".into(), json!(req.options.stop));

@@ -1,9 +1,9 @@
-//! Model spec strings (`openai:gpt-4o`, `scripted:demo.jsonl`, ...) and the factory that turns
-//! one into a [`ChatModel`].
+//! Model spec strings (`openai:gpt-4o`, `scripted:demo.jsonl`, ...) parsed into a
+//! [`ModelSpec`]; `factory` turns one into a [`crate::ChatModel`].
 
 use std::path::PathBuf;
 
-use crate::{ChatModel, Error, HttpModel, ModelConfig, ReplayModel, Result, ScriptedModel};
+use crate::{Error, Result};
 
 /// The forms [`ModelSpec::parse`] accepts, quoted in its errors.
 pub const ACCEPTED_SPECS: &str = "openai:MODEL, anthropic:MODEL, ollama:MODEL, \
@@ -102,25 +102,4 @@ impl std::str::FromStr for ModelSpec {
     fn from_str(s: &str) -> Result<Self> {
         ModelSpec::parse(s)
     }
-}
-
-/// Builds the model a spec names. HTTP adapters read their API key now (failing early if the
-/// variable is missing) and record to `config.record_cassette` when it is set. The result is
-/// not metered: wrap it in [`crate::Metered`] with the run's [`crate::Budget`].
-pub fn from_spec(spec: &str, config: &ModelConfig) -> Result<Box<dyn ChatModel>> {
-    from_spec_with_env(spec, config, &|var| std::env::var(var).ok())
-}
-
-/// As [`from_spec`], looking environment variables (the API key) up with `env`.
-pub fn from_spec_with_env(
-    spec: &str,
-    config: &ModelConfig,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Box<dyn ChatModel>> {
-    let parsed = ModelSpec::parse(spec)?;
-    Ok(match &parsed {
-        ModelSpec::Scripted { path } => Box::new(ScriptedModel::open(path, config)?),
-        ModelSpec::Replay { path } => Box::new(ReplayModel::open(path, config)?),
-        _ => Box::new(HttpModel::with_env(&parsed, config, env)?),
-    })
 }

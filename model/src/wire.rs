@@ -122,13 +122,6 @@ pub(crate) fn body_value(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
 }
 
-/// A temperature as the JSON number a person would write: `0.2f32` is sent as `0.2`, not as
-/// its widened `0.20000000298023224`.
-pub(crate) fn temperature_value(t: f32) -> Value {
-    let shortest = format!("{t}").parse::<f64>().unwrap_or(f64::from(t));
-    serde_json::Number::from_f64(shortest).map_or(Value::Null, Value::Number)
-}
-
 /// The request with the configuration's defaults filled in where the caller left them unset.
 pub(crate) fn with_defaults<'a>(
     req: &'a ChatRequest,

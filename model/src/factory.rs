@@ -1,0 +1,29 @@
+//! The factory that turns a model spec string into a [`ChatModel`]: the top of the crate, the
+//! one place that knows every kind of model (`http`, `cassette`'s replay, `scripted`).
+
+use crate::cassette::ReplayModel;
+use crate::http::HttpModel;
+use crate::scripted::ScriptedModel;
+use crate::spec::ModelSpec;
+use crate::{ChatModel, ModelConfig, Result};
+
+/// Builds the model a spec names. HTTP adapters read their API key now (failing early if the
+/// variable is missing) and record to `config.record_cassette` when it is set. The result is
+/// not metered: wrap it in [`crate::Metered`] with the run's [`crate::Budget`].
+pub fn from_spec(spec: &str, config: &ModelConfig) -> Result<Box<dyn ChatModel>> {
+    from_spec_with_env(spec, config, &|var| std::env::var(var).ok())
+}
+
+/// As [`from_spec`], looking environment variables (the API key) up with `env`.
+pub fn from_spec_with_env(
+    spec: &str,
+    config: &ModelConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Box<dyn ChatModel>> {
+    let parsed = ModelSpec::parse(spec)?;
+    Ok(match &parsed {
+        ModelSpec::Scripted { path } => Box::new(ScriptedModel::open(path, config)?),
+        ModelSpec::Replay { path } => Box::new(ReplayModel::open(path, config)?),
+        _ => Box::new(HttpModel::with_env(&parsed, config, env)?),
+    })
+}
