@@ -12,12 +12,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use airlock_broker::config::BrokerConfig;
-use airlock_broker::protocol::{SubmittedChange, TestEnvironment, TreeTransfer};
 use airlock_broker::rules::PolicyRules;
 use airlock_broker::sandboxed::SandboxExecutor;
 use airlock_broker::service::{AuditJournal, Broker};
 use airlock_broker::witness::{CapturedRun, CommandGuard, TestExecutor};
 use airlock_broker::{BrokerReply, RunRegistration, TestRunner};
+use airlock_protocol::{SubmittedChange, TestEnvironment, TreeTransfer};
 use airlock_testkit::{git, write};
 
 #[path = "common/calc.rs"]

@@ -7,11 +7,11 @@ use airlock_audit::Event;
 
 use crate::claims::{check_holder, check_request};
 use crate::error::{Error, Result};
-use crate::protocol::{
-    BrokerReply, ClaimEnd, ClaimRelease, ClaimRequest, ClaimStatus, ForgeMark, IssueKey, TakeWork,
-};
 use crate::service::{Broker, unix_now};
 use crate::store::ClaimAttempt;
+use airlock_protocol::{
+    BrokerReply, ClaimEnd, ClaimRelease, ClaimRequest, ClaimStatus, ForgeMark, IssueKey, TakeWork,
+};
 
 impl Broker {
     /// Claim an issue (`renewal`: only extend a lease the holder has). A newly acquired claim

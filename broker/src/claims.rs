@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::BrokerConfig;
 use crate::error::{Error, Result};
-use crate::protocol::IssueKey;
+use airlock_protocol::IssueKey;
 
 /// The label the broker puts on a claimed issue (and takes off when a claim is abandoned).
 pub const CLAIM_LABEL: &str = "airlock-claimed";

@@ -370,9 +370,9 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
         Command::Work {
             command: WorkCommand::Add { repository, issues },
         } => {
-            let keys: Vec<crate::protocol::IssueKey> = issues
+            let keys: Vec<airlock_protocol::IssueKey> = issues
                 .iter()
-                .map(|&issue_number| crate::protocol::IssueKey {
+                .map(|&issue_number| airlock_protocol::IssueKey {
                     repository: repository.clone(),
                     issue_number,
                 })
@@ -409,12 +409,12 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
                     .iter()
                     .map(|c| {
                         let state = match c.state {
-                            crate::protocol::ClaimState::Held if c.lease_expires_at <= now => {
+                            airlock_protocol::ClaimState::Held if c.lease_expires_at <= now => {
                                 "lapsed"
                             }
-                            crate::protocol::ClaimState::Held => "held",
-                            crate::protocol::ClaimState::Done => "done",
-                            crate::protocol::ClaimState::Released => "released",
+                            airlock_protocol::ClaimState::Held => "held",
+                            airlock_protocol::ClaimState::Done => "done",
+                            airlock_protocol::ClaimState::Released => "released",
                         };
                         format!(
                             "{}#{} {state} by {} (lease to {})\n",

@@ -5,8 +5,8 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::protocol::{BrokerReply, Request, RunRegistration};
 use crate::service::request_id_for;
+use airlock_protocol::{BrokerReply, Request, RunRegistration};
 
 /// A connection to the broker.
 pub struct BrokerClient {

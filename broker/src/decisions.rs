@@ -9,10 +9,10 @@ use std::path::Path;
 use airlock_audit::Event;
 
 use crate::error::{Error, Result};
-use crate::protocol::BrokerReply;
 use crate::publish;
 use crate::service::{Broker, open_clone, reply_for, unix_now};
 use crate::store::{Decision, JudgeScore, QueueItem, QueueStatus, RunRecord};
+use airlock_protocol::BrokerReply;
 
 impl Broker {
     /// The state of a run's pull request: pending, approved (with branch and draft PR), or the

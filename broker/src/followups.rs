@@ -8,10 +8,10 @@
 use airlock_audit::Event;
 
 use crate::error::{Error, Result};
-use crate::protocol::RunRegistration;
 use crate::publish;
 use crate::service::{Broker, unix_now};
 use crate::store::{QueueItem, QueueStatus};
+use airlock_protocol::RunRegistration;
 
 impl Broker {
     /// What a follow-up run on queue item `queue_id` starts from: the change request a

@@ -56,9 +56,7 @@ impl Broker {
                 queue_id: item.id,
                 verdict: score.verdict.clone(),
                 detail: score.detail.clone(),
-                judgement_sha256: airlock_audit::sha256_hex(
-                    score.judgement.to_string().as_bytes(),
-                ),
+                judgement_sha256: airlock_audit::sha256_hex(score.judgement.to_string().as_bytes()),
             },
         )?;
         Ok(item.id)

@@ -27,7 +27,6 @@ pub mod followups;
 pub mod gates;
 pub mod intake;
 pub mod judging;
-pub mod protocol;
 pub mod publish;
 pub mod registration;
 pub mod rules;
@@ -40,8 +39,8 @@ pub mod ui;
 pub mod view;
 pub mod witness;
 
+pub use airlock_protocol::{BrokerReply, RunRegistration, TestRunner};
 pub use airlock_schemas::{BrokerError, ErrorCode};
 pub use client::BrokerClient;
 pub use config::BrokerConfig;
 pub use error::{Error, Result};
-pub use protocol::{BrokerReply, RunRegistration, TestRunner};

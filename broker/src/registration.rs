@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use crate::config::{BrokerConfig, RepositoryConfig};
 use crate::error::{Error, Result};
-use crate::protocol::{RunRegistration, TreeTransfer};
 use crate::publish;
 use crate::service::{Broker, open_clone, unix_now};
+use airlock_protocol::{RunRegistration, TreeTransfer};
 
 impl Broker {
     /// Register a run after checking it against the configuration.

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::protocol::{BrokerReply, Request};
 use crate::service::Broker;
+use airlock_protocol::{BrokerReply, Request};
 
 /// Longest request line accepted: an `open_pr` that carries its change (a patch of at most
 /// [`airlock_protocol::MAX_PATCH_BYTES`], base64) with its arguments fits.

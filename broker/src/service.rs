@@ -15,11 +15,11 @@ use airlock_schemas::BrokerError;
 use crate::config::BrokerConfig;
 use crate::error::{Error, Result};
 use crate::gates::Gates;
-use crate::protocol::{BrokerReply, Request};
 use crate::publish::Forge;
 use crate::rules::Rules;
 use crate::store::{QueueItem, QueueStatus, Store};
 use crate::witness::{self, TestExecutor};
+use airlock_protocol::{BrokerReply, Request};
 
 /// Where audit events go. Production: the tamper-evident log of `airlock-audit`.
 pub trait Journal: Send + Sync {

@@ -14,9 +14,9 @@ use airlock_policies::testrun::{Grade, TestStatus};
 use airlock_schemas::{DiffDigest, OpenPr};
 use serde::Serialize;
 
-use crate::protocol::IssueText;
 use crate::store::{QueueItem, ReviewItem};
 use crate::witness::WitnessOutput;
+use airlock_protocol::IssueText;
 
 /// One row of `airlock-broker queue`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -477,7 +477,7 @@ pub fn render_queue(rows: &[QueueRow], now: i64) -> String {
 /// The shared work queue as a table (repository, issue, age, attempts, state, holder),
 /// every cell one escaped line.
 pub fn render_work(entries: &[crate::store::WorkEntry], now: i64) -> String {
-    use crate::protocol::ClaimState;
+    use airlock_protocol::ClaimState;
     use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets};
     let mut table = Table::new();
     table

@@ -4,8 +4,8 @@
 //! the logs would skip a damaged line; the checks then report what is missing.
 
 use airlock_audit::Event;
-use airlock_broker::protocol::BrokerReply;
 use airlock_model::{Message, ToolCall};
+use airlock_protocol::BrokerReply;
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::Path;

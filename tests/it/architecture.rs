@@ -544,6 +544,41 @@ fn no_source_file_exceeds_1200_lines() {
     );
 }
 
+#[test]
+fn the_architecture_document_is_a_short_read_that_names_what_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let lines = text.lines().count();
+    assert!(
+        lines < 250,
+        "ARCHITECTURE.md has {lines} lines: a newcomer reads it in ten minutes; keep it under 250"
+    );
+    // Every module the broker's reading order names exists.
+    for module in [
+        "server",
+        "service",
+        "intake",
+        "claims",
+        "claim_requests",
+        "followups",
+        "registration",
+        "judging",
+        "decisions",
+        "publish",
+        "store",
+        "approver",
+        "view",
+        "ui",
+    ] {
+        assert!(text.contains(&format!("`{module}`")) || text.contains(&format!("`{module}/`")));
+        let src = root.join("broker/src");
+        assert!(
+            src.join(format!("{module}.rs")).is_file() || src.join(module).is_dir(),
+            "ARCHITECTURE.md names broker module {module}, which does not exist"
+        );
+    }
+}
+
 /// The detector kinds as `policies` spells them (`MoveKind::as_str`). The `match` has no
 /// wildcard, so a new kind does not compile until it is listed here too.
 fn finding_kinds() -> Vec<&'static str> {

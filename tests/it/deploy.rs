@@ -483,7 +483,7 @@ fn the_configuration_files_in_the_config_maps_parse() {
     );
     assert_eq!(
         config.broker.tree_transfer(),
-        airlock_broker::protocol::TreeTransfer::Bytes
+        airlock_protocol::TreeTransfer::Bytes
     );
 }
 

@@ -4,10 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use airlock_broker::protocol::{RunRegistration, TestRunner};
+use airlock_broker::intake::FinishIntake;
 use airlock_broker::store::{IntakeOutcome, NewQueueItem, SqliteStore, Store};
 use airlock_broker::witness::WitnessOutput;
 use airlock_policies::testrun::{Grade, ParsedRun};
+use airlock_protocol::{RunRegistration, TestRunner};
 use airlock_testkit::git;
 use serde_json::json;
 

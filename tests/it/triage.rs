@@ -4,8 +4,9 @@
 //! show` and `queue`, and every refusal with its message.
 
 use airlock_audit::{AuditLog, Event, ScreenContext, SourceKind, record_screened_injections};
-use airlock_broker::protocol::{RunRegistration, TestRunner};
+use airlock_broker::intake::FinishIntake;
 use airlock_broker::store::{IntakeOutcome, NewQueueItem, SqliteStore, Store};
+use airlock_protocol::{RunRegistration, TestRunner};
 use airlock_testkit::git;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

@@ -4,9 +4,9 @@
 
 use super::queue::one_open_pr_per_run;
 use super::refusal::{Refusal, Stage};
-use crate::protocol::RunRegistration;
 use crate::service::Broker;
 use crate::store::RunState;
+use airlock_protocol::RunRegistration;
 
 /// Admit the run in `state` to an intake, whatever its call's arguments.
 pub fn admit(broker: &Broker, run: &RunRegistration, state: RunState) -> Stage<()> {

@@ -12,9 +12,9 @@ use super::refusal::{Refusal, Stage};
 use super::tree::{clone_at_pin, intake_tree};
 use crate::config::BrokerConfig;
 use crate::error::Error;
-use crate::protocol::{RunRegistration, SubmittedChange};
 use crate::rules::Rules;
 use crate::service::Journal;
+use airlock_protocol::{RunRegistration, SubmittedChange};
 
 /// The weakenings the digest counts: its `assertions_removed` and `skip_markers_added`.
 const COUNTED: [MoveKind; 2] = [MoveKind::AssertionRemoved, MoveKind::SkipMarkerAdded];

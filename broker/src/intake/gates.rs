@@ -9,8 +9,8 @@ use airlock_audit::Event;
 use super::digest::Digested;
 use super::refusal::{Refusal, Stage};
 use crate::gates::{GateNote, Gates};
-use crate::protocol::RunRegistration;
 use crate::service::Journal;
+use airlock_protocol::RunRegistration;
 
 /// A digested change set every gate let through, with their flags and routes.
 pub struct Gated {

@@ -4,7 +4,7 @@
 use airlock_schemas::OpenPr;
 
 use super::refusal::Refusal;
-use crate::protocol::RunRegistration;
+use airlock_protocol::RunRegistration;
 
 /// An open_pr call whose issue and pin are the run's own.
 pub struct RunCall {

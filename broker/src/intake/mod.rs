@@ -46,12 +46,13 @@ use airlock_audit::Event;
 use airlock_schemas::OpenPr;
 use sha2::{Digest, Sha256};
 
+pub use queue::FinishIntake;
 pub use refusal::{Halt, Refusal, Stage, Subject};
 
 use crate::error::{Error, Result};
-use crate::protocol::{BrokerReply, RunRegistration, SubmittedChange, TreeTransfer};
 use crate::service::{Broker, lock, unix_now};
-use crate::store::{IntakeOutcome, IntakeStart, NewQueueItem, RunState};
+use crate::store::{IntakeOutcome, IntakeReply, IntakeStart, NewQueueItem, RunState};
+use airlock_protocol::{BrokerReply, RunRegistration, SubmittedChange, TreeTransfer};
 
 impl Broker {
     /// Take in one open_pr call. A request already answered gets its stored reply; a request
@@ -147,17 +148,16 @@ impl Broker {
         };
         let reply = queue::record(&mut **self.store(), run_id, request_id, outcome, unix_now())?;
         let (code, detail) = match &reply {
-            BrokerReply::Queued { queue_id } => {
+            IntakeReply::Queued { queue_id } => {
                 ("QUEUED".to_owned(), Some(format!("queue item {queue_id}")))
             }
-            BrokerReply::Refused { error } => {
+            IntakeReply::Refused { error } => {
                 (error.code.as_str().to_owned(), Some(error.message.clone()))
             }
-            other => ("UNEXPECTED".to_owned(), Some(format!("{other:?}"))),
         };
         self.journal
             .record(run_id, Event::BrokerDecision { code, detail })?;
-        Ok(reply)
+        Ok(reply.into())
     }
 
     /// The stages in order, each on the previous one's output.

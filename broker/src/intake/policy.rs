@@ -12,8 +12,8 @@ use super::refusal::{Refusal, Stage};
 use super::tree::Checkout;
 use crate::changes::{self, ChangeSet};
 use crate::error::{Error, Result};
-use crate::protocol::{ChangeKind, RunRegistration};
 use crate::rules::Rules;
+use airlock_protocol::{ChangeKind, RunRegistration};
 
 /// A change set the policy allows, and the test-code findings that only flag.
 pub struct Allowed {

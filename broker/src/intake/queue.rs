@@ -7,9 +7,9 @@
 
 use super::refusal::Refusal;
 use super::witness::Witnessed;
-use crate::protocol::{BrokerReply, RunRegistration};
 use crate::rules::finding_flag;
 use crate::store::{IntakeOutcome, IntakeReply, NewQueueItem, QueueInsert, Store};
+use airlock_protocol::RunRegistration;
 
 /// The rule: one accepted open_pr per run, whatever its arguments. `accepted_before`: the
 /// run already has an accepted open_pr (its state, or the store's queue).
@@ -82,10 +82,34 @@ pub fn record(
     request_id: &str,
     outcome: IntakeOutcome,
     now: i64,
-) -> crate::error::Result<BrokerReply> {
-    store
-        .record_intake(run_id, request_id, outcome, &answer, now)
-        .map(BrokerReply::from)
+) -> crate::error::Result<IntakeReply> {
+    store.record_intake(run_id, request_id, outcome, &answer, now)
+}
+
+/// A store's [`Store::record_intake`] answered under the broker's rule ([`answer`]): of the
+/// accepted open_pr calls of a run, the first is queued and the others are refused. The rule
+/// lives here, above the stores, which only say what they found.
+pub trait FinishIntake {
+    /// Record the outcome of intake `request_id` of `run_id` and answer it.
+    fn finish_intake(
+        &mut self,
+        run_id: &str,
+        request_id: &str,
+        outcome: IntakeOutcome,
+        now: i64,
+    ) -> crate::error::Result<IntakeReply>;
+}
+
+impl<S: Store + ?Sized> FinishIntake for S {
+    fn finish_intake(
+        &mut self,
+        run_id: &str,
+        request_id: &str,
+        outcome: IntakeOutcome,
+        now: i64,
+    ) -> crate::error::Result<IntakeReply> {
+        self.record_intake(run_id, request_id, outcome, &answer, now)
+    }
 }
 
 /// The answer to what the store found when it queued an accepted intake, under

@@ -10,10 +10,10 @@ use airlock_schemas::Review;
 use super::refusal::{Halt, Refusal, Stage, Subject};
 use crate::error::Error;
 use crate::error::Result;
-use crate::protocol::{BrokerReply, PullRequestKey, ReviewSubmission, request_id_for};
 use crate::publish;
 use crate::service::{Broker, lock, unix_now};
 use crate::store::{NewQueueItem, QueueItem, ReviewItem, ReviewQueueing};
+use airlock_protocol::{BrokerReply, PullRequestKey, ReviewSubmission, request_id_for};
 
 /// A review the intake accepted: the queue item and what it is of.
 struct AcceptedReview {

@@ -12,9 +12,9 @@ use super::refusal::{Refusal, Stage};
 use crate::changes;
 use crate::config::BrokerConfig;
 use crate::error::{Error, Result};
-use crate::protocol::{RunRegistration, SubmittedChange, TreeTransfer};
 use crate::registration::worktree_under_root;
 use crate::service::open_clone;
+use airlock_protocol::{RunRegistration, SubmittedChange, TreeTransfer};
 
 /// At the door, before anything is recorded: a run registered with [`TreeTransfer::Bytes`]
 /// sends its change with every call, a run with a shared worktree never. A call of the wrong

@@ -16,10 +16,10 @@ use super::refusal::{Refusal, Stage};
 use crate::changes::{self, ChangeSet};
 use crate::config::BrokerConfig;
 use crate::error::{Error, Result};
-use crate::protocol::{ChangeKind, RunRegistration};
 use crate::rules::Rules;
 use crate::service::Journal;
 use crate::witness::{TestExecutor, WitnessPlan, WitnessReport, WitnessSlots};
+use airlock_protocol::{ChangeKind, RunRegistration};
 
 /// What the witness stage uses of the broker.
 pub struct WitnessBench<'a> {

@@ -12,7 +12,7 @@ use super::codec::{
 use super::sql::{Backend, Race, Row, atomically, retrying};
 use super::{ClaimAttempt, WorkEntry};
 use crate::error::{Error, Result};
-use crate::protocol::{ClaimEnd, ClaimRelease, ClaimRequest, ClaimState, ClaimStatus, IssueKey};
+use airlock_protocol::{ClaimEnd, ClaimRelease, ClaimRequest, ClaimState, ClaimStatus, IssueKey};
 
 /// The issue's claim, locked until the transaction ends.
 fn read<B: Backend>(b: &mut B, issue: &IssueKey, ctx: &str) -> Result<Option<ClaimStatus>> {

@@ -4,7 +4,7 @@
 use super::sql::Row;
 use super::{NewQueueItem, QueueItem, QueueStatus, RunState};
 use crate::error::{Error, Result};
-use crate::protocol::{ClaimState, IssueKey};
+use airlock_protocol::{ClaimState, IssueKey};
 
 pub(super) fn from_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T> {
     serde_json::from_str(text).map_err(|e| Error::StoreCorrupt {

@@ -35,10 +35,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{BrokerConfig, StateDb};
 use crate::error::{Error, Result};
-use crate::protocol::{
+use crate::witness::WitnessOutput;
+use airlock_protocol::{
     BrokerReply, ClaimRelease, ClaimRequest, ClaimStatus, IssueKey, PullRequestKey, RunRegistration,
 };
-use crate::witness::WitnessOutput;
 use airlock_schemas::{BrokerError, Review};
 
 /// Where a run stands with the broker.
@@ -409,24 +409,6 @@ pub trait Store: Send {
         answer: &dyn Fn(QueueInsert) -> IntakeReply,
         now: i64,
     ) -> Result<IntakeReply>;
-    /// [`Store::record_intake`] answered under the broker's rule, the intake's
-    /// (`intake::queue::answer`): of the accepted open_pr calls of a run, the first is
-    /// queued and the others are refused.
-    fn finish_intake(
-        &mut self,
-        run_id: &str,
-        request_id: &str,
-        outcome: IntakeOutcome,
-        now: i64,
-    ) -> Result<IntakeReply> {
-        self.record_intake(
-            run_id,
-            request_id,
-            outcome,
-            &crate::intake::queue::answer,
-            now,
-        )
-    }
     /// Queue a review, in one transaction: one per run id (a run that has a queue item gets
     /// that item back), and one per head commit while it stands (of concurrent reviews of one
     /// head, from any number of brokers, exactly one is queued; the others get

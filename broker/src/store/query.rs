@@ -12,7 +12,7 @@ use super::{
     RunState, Store, WorkEntry, claims,
 };
 use crate::error::{Error, Result};
-use crate::protocol::{ClaimRelease, ClaimRequest, ClaimStatus, IssueKey, RunRegistration};
+use airlock_protocol::{ClaimRelease, ClaimRequest, ClaimStatus, IssueKey, RunRegistration};
 
 /// Queue items matching `where_clause` (with `?1` bound to `param`, if any), by id.
 fn query_items<B: Backend>(

@@ -7,7 +7,7 @@
 use sha2::Digest;
 
 use crate::error::{Error, Result};
-use crate::protocol::PullRequestKey;
+use airlock_protocol::PullRequestKey;
 
 /// What the two SQL dialects spell differently. Statements are written once with SQLite's
 /// numbered placeholders (`?1`); both databases take `INSERT ... ON CONFLICT`, `RETURNING` and

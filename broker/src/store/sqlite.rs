@@ -234,7 +234,8 @@ mod tests {
         QueueStatus, RunState, Store,
     };
     use super::*;
-    use crate::protocol::{RunRegistration, TestRunner};
+    use crate::intake::FinishIntake;
+    use airlock_protocol::{RunRegistration, TestRunner};
 
     fn reg(run_id: &str) -> RunRegistration {
         RunRegistration {
@@ -553,7 +554,7 @@ mod tests {
                 vec![("w1", 99)]
             );
             // The new tables are there and take rows.
-            let issue = crate::protocol::IssueKey {
+            let issue = airlock_protocol::IssueKey {
                 repository: "acme/calc".to_owned(),
                 issue_number: 78,
             };

@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use airlock_broker::protocol::{
+use airlock_broker::{BrokerClient, BrokerReply};
+use airlock_protocol::{
     ClaimEnd, ClaimRelease, ClaimRequest, ClaimState, ForgeMark, IssueKey, Request,
 };
-use airlock_broker::{BrokerClient, BrokerReply};
 use airlock_testkit::mockgithub::MockForge;
 
 use crate::harness::{Fixture, Options};

@@ -5,7 +5,7 @@
 
 use crate::harness::*;
 use airlock_broker::BrokerReply;
-use airlock_broker::protocol::Request;
+use airlock_protocol::Request;
 
 #[test]
 fn a_follow_up_starts_only_from_the_branch_head_the_broker_pushed() {

@@ -6,10 +6,10 @@
 //! ending the run. And the shared work queue: `work add`, `take_work` handing each issue to
 //! one worker, `work list`.
 
-use airlock_broker::protocol::{
+use airlock_broker::{BrokerReply, RunRegistration};
+use airlock_protocol::{
     ClaimEnd, ClaimRelease, IssueKey, Request, SubmittedChange, TakeWork, TreeTransfer,
 };
-use airlock_broker::{BrokerReply, RunRegistration};
 use serde_json::Value;
 
 use crate::harness::{Fixture, apply_fix, git, honest_args, write};

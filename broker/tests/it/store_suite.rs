@@ -8,14 +8,15 @@ use std::path::Path;
 use std::sync::{Arc, Barrier};
 
 use airlock_broker::config::BrokerConfig;
-use airlock_broker::protocol::{
-    ClaimEnd, ClaimRelease, ClaimRequest, ClaimState, IssueKey, PullRequestKey, TestRunner,
-};
+use airlock_broker::intake::FinishIntake;
 use airlock_broker::store::{
     self, ClaimAttempt, Decision, IntakeOutcome, IntakeReply as BrokerReply, IntakeStart, ItemKind,
     NewQueueItem, QueueStatus, ReviewItem, ReviewQueueing, RunState, Store,
 };
 use airlock_broker::{Error, RunRegistration};
+use airlock_protocol::{
+    ClaimEnd, ClaimRelease, ClaimRequest, ClaimState, IssueKey, PullRequestKey, TestRunner,
+};
 use airlock_schemas::{BrokerError, Review, ReviewVerdict};
 use airlock_testkit::PgServer;
 

@@ -5,7 +5,7 @@
 use std::process::{Command, Stdio};
 
 use airlock_broker::BrokerReply;
-use airlock_broker::protocol::IssueText;
+use airlock_protocol::IssueText;
 use serde_json::Value;
 
 use crate::harness::{BIN, Fixture, apply_fix, honest_args, queue_honest, write};

@@ -12,10 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use airlock_broker::BrokerReply;
-use airlock_broker::protocol::{ClaimRequest, IssueKey, Request};
 use airlock_protocol::tls::{
     PROTOCOL_VERSIONS, provider, read_certificates, read_private_key, read_roots,
 };
+use airlock_protocol::{ClaimRequest, IssueKey, Request};
 use airlock_testkit::tls::Pki;
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, StreamOwned};

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use airlock_broker::BrokerReply;
-use airlock_broker::protocol::IssueText;
 use airlock_broker::store::Store;
 use airlock_broker::ui::{CONTENT_SECURITY_POLICY, SESSION_COOKIE, Ui, router};
+use airlock_protocol::IssueText;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
@@ -1034,7 +1034,7 @@ fn a_published_item_takes_a_request_for_changes_that_a_follow_up_answers() {
     assert_eq!(view["status"], "published");
     let reply = fx
         .client()
-        .request(&airlock_broker::protocol::Request::FollowUp { queue_id: id })
+        .request(&airlock_protocol::Request::FollowUp { queue_id: id })
         .unwrap();
     let airlock_broker::BrokerReply::FollowUp { brief } = reply else {
         panic!("{reply:?}")
