@@ -627,6 +627,18 @@ fn visible_text(text: &str) -> String {
     escaped(&make_visible(text).text).into_owned()
 }
 
+/// The heading of one witness step's evidence, escaped: `--- STEP (must EXPECT): exit CODE,
+/// GRADE`.
+pub fn evidence_heading(step: &WitnessOutput) -> String {
+    format!(
+        "--- {} (must {}): exit {:?}, {}",
+        escaped_line(&step.step),
+        escaped_line(&step.expect),
+        step.exit_code,
+        escaped_line(&format!("{:?}", step.grade))
+    )
+}
+
 /// The note [`make_visible`] gives a one-line text, when it hid something.
 fn hidden_note(text: &str) -> Option<String> {
     make_visible(text).note().map(str::to_owned)
@@ -634,7 +646,7 @@ fn hidden_note(text: &str) -> Option<String> {
 
 /// The diff, one escaped line per line (a carriage return inside a line is shown, not obeyed),
 /// coloured when `colored`; hidden characters made visible, with the note line first.
-fn render_diff(diff: &str, colored: bool) -> String {
+pub fn render_diff(diff: &str, colored: bool) -> String {
     let mut out = String::with_capacity(diff.len());
     let visible = make_visible(diff);
     if let Some(note) = visible.note() {
@@ -928,11 +940,8 @@ pub fn render_item(
             .map(|a| escaped_line(a).into_owned())
             .collect();
         out.push_str(&format!(
-            "--- {} (must {}): exit {:?}, {}\n$ {}\n",
-            escaped_line(&step.step),
-            escaped_line(&step.expect),
-            step.exit_code,
-            escaped_line(&format!("{:?}", step.grade)),
+            "{}\n$ {}\n",
+            evidence_heading(step),
             argv.join(" ")
         ));
         if let Some(inventory) = &step.inventory {

@@ -3,7 +3,6 @@
 //! [`ShownItem`] (the witness steps and the diff), never from the text `show` prints.
 
 use airlock_broker::witness::WitnessOutput;
-use airlock_policies::terminal::escaped_line;
 use anyhow::{Context, bail};
 use serde::Deserialize;
 use std::path::Path;
@@ -76,36 +75,20 @@ pub(super) struct ShownItem {
 
 impl ShownItem {
     /// One line per witness step with what it must show, as `show` heads the step's test
-    /// evidence: `--- STEP (must EXPECT): exit CODE, GRADE`, escaped for the terminal.
+    /// evidence (the broker's own renderer).
     pub(super) fn evidence_lines(&self) -> Vec<String> {
         self.witness
             .iter()
-            .map(|step| {
-                format!(
-                    "--- {} (must {}): exit {:?}, {}",
-                    escaped_line(&step.step),
-                    escaped_line(&step.expect),
-                    step.exit_code,
-                    escaped_line(&format!("{:?}", step.grade))
-                )
-            })
+            .map(airlock_broker::view::evidence_heading)
             .collect()
     }
 
-    /// The diff as `show` prints it without colour: hidden characters made visible (with a
-    /// note line saying so first), every line escaped for the terminal.
+    /// The diff as `show` prints it without colour (the broker's own renderer), line by line.
     pub(super) fn diff_lines(&self) -> Vec<String> {
-        let visible = airlock_audit::make_visible(&self.diff);
-        let mut lines: Vec<String> = visible
-            .note()
-            .map(|note| note.lines().map(str::to_owned).collect())
-            .unwrap_or_default();
-        let body = visible.body();
-        let body = body.strip_suffix('\n').unwrap_or(body);
-        if !body.is_empty() {
-            lines.extend(body.split('\n').map(|l| escaped_line(l).into_owned()));
-        }
-        lines
+        airlock_broker::view::render_diff(&self.diff, false)
+            .lines()
+            .map(str::to_owned)
+            .collect()
     }
 
     /// Whether the diff adds a line containing `text`.
