@@ -228,7 +228,8 @@ fn summary_line(id: i64, judgement: &Judgement) -> String {
                 } else {
                     format!(" [rules: {}]", rules.join(", "))
                 },
-                verdict.one_line_reason
+                // The judge model's words: shown escaped, like every such text.
+                airlock_policies::terminal::escaped_line(&verdict.one_line_reason)
             )
         }
         Judgement::Failed { violations, .. } => format!(
