@@ -260,10 +260,15 @@ pub enum Event {
     },
     /// A tool call refused by policy (write allowlist, bounded read refusal, ...).
     PolicyRefusal {
-        /// The path (or argument) refused.
+        /// The path (or argument) refused; for a read, the path as asked for.
         path: String,
-        /// The rule that refused it.
+        /// The rule that refused it; for a read, `read:` and the refusal's class
+        /// (`read:parent_segment`, `read:read_budget_spent`).
         rule: String,
+        /// For a refused read: who asked for it (a reader worker's refusals are recorded by the
+        /// supervisor, which checks the class itself). Absent for any other refusal.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reader: Option<ReadBy>,
     },
     /// A model reported text that tried to steer it (`injection_observed` in its output).
     InjectionObserved {
@@ -643,6 +648,33 @@ mod tests {
         );
         assert_eq!(Event::from_kind_payload(1, kind, &payload).unwrap(), e);
         assert_eq!(ReadBy::Supervisor.to_string(), "supervisor");
+    }
+
+    #[test]
+    fn a_refused_read_names_its_reader_and_other_refusals_decode_as_before() {
+        let e = Event::PolicyRefusal {
+            path: "../secrets".into(),
+            rule: "read:parent_segment".into(),
+            reader: Some(ReadBy::Reader { delegation: 1 }),
+        };
+        let (kind, payload) = e.to_kind_payload().unwrap();
+        assert_eq!(kind, "policy_refusal");
+        assert_eq!(
+            payload["reader"],
+            serde_json::json!({"by": "reader", "delegation": 1})
+        );
+        assert_eq!(Event::from_kind_payload(1, kind, &payload).unwrap(), e);
+        let old = serde_json::json!({"path": ".github/ci.yml", "rule": "dot-directory"});
+        let decoded = Event::from_kind_payload(1, "policy_refusal", &old).unwrap();
+        assert_eq!(
+            decoded,
+            Event::PolicyRefusal {
+                path: ".github/ci.yml".into(),
+                rule: "dot-directory".into(),
+                reader: None,
+            }
+        );
+        assert_eq!(decoded.to_kind_payload().unwrap().1, old);
     }
 
     #[test]

@@ -56,8 +56,9 @@ pub use event::{
 };
 pub use log::{AuditLog, LogOptions, TornTail, head_path};
 pub use query::{
-    BorderlineOpinion, FileReadEntry, Injection, Scan, SecondOpinion, borderline_opinions,
-    data_dir, default_log_path, file_reads, injections, scan, timeline,
+    BorderlineOpinion, FileReadEntry, Injection, RefusedReadEntry, Scan, SecondOpinion,
+    borderline_opinions, data_dir, default_log_path, file_reads, injections, refused_reads, scan,
+    timeline,
 };
 pub use record::{GENESIS, Record, sha256_hex};
 pub use time::{Timestamp, parse_duration};

@@ -371,6 +371,42 @@ pub fn file_reads(scan: &Scan, run_id: &str) -> Vec<FileReadEntry> {
         .collect()
 }
 
+/// One refused read of a run: a `policy_refusal` record that names who asked for the read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RefusedReadEntry {
+    /// Seq of the record.
+    pub seq: u64,
+    /// The path as asked for.
+    pub path: String,
+    /// Who asked for it.
+    pub reader: crate::event::ReadBy,
+    /// The rule that refused it (`read:` and the refusal's class).
+    pub rule: String,
+}
+
+/// The refused reads of one run, in log order: its `policy_refusal` records that name a reader
+/// (refusals of anything else, and records written before reads named their reader, are not
+/// reads of this list).
+pub fn refused_reads(scan: &Scan, run_id: &str) -> Vec<RefusedReadEntry> {
+    timeline(scan, run_id)
+        .into_iter()
+        .filter(|r| r.kind == "policy_refusal")
+        .filter_map(|r| match r.event().ok()? {
+            crate::event::Event::PolicyRefusal {
+                path,
+                rule,
+                reader: Some(reader),
+            } => Some(RefusedReadEntry {
+                seq: r.seq,
+                path,
+                reader,
+                rule,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The repository of each run, from its `run_started` record.
 pub(crate) fn repositories(scan: &Scan) -> BTreeMap<&str, &str> {
     scan.records

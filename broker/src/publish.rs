@@ -1035,6 +1035,7 @@ mod tests {
                     ),
                 }],
                 network_blocked: Vec::new(),
+                findings: None,
             },
             status: QueueStatus::Approved,
             queued_at: 1,

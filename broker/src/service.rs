@@ -152,12 +152,16 @@ impl Broker {
                 args,
                 change,
                 network_blocked,
+                findings,
             } => self.open_pr_reported(
                 &run_id,
                 &request_id,
                 args.get(),
                 change.as_deref(),
-                &network_blocked,
+                crate::intake::RunReport {
+                    network_blocked: &network_blocked,
+                    findings: &findings,
+                },
             ),
             Request::Decision { run_id } => self.decision(&run_id),
             Request::Claim(claim) => self.claim(&claim, false),

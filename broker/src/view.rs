@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::store::{QueueItem, ReviewItem};
 use crate::witness::WitnessOutput;
-use airlock_protocol::IssueText;
+use airlock_protocol::{IssueText, ItemFinding};
 
 /// One row of `airlock-broker queue`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -33,6 +33,8 @@ pub struct QueueRow {
     pub issue_id: String,
     /// How many detector flags the intake raised.
     pub flags: usize,
+    /// How many findings were screened for the approver (the broker's and the run's).
+    pub findings: usize,
     /// How many of its run's injection findings the security team confirmed (read from the
     /// audit log, [`airlock_audit::confirmed_by_run`]).
     pub confirmed_injections: usize,
@@ -50,6 +52,7 @@ impl QueueRow {
             repository: item.item.repository.clone(),
             issue_id: item.item.issue_id.clone(),
             flags: item.item.flags.len(),
+            findings: item.item.findings.as_ref().map_or(0, Vec::len),
             confirmed_injections: 0,
             title: item.item.title.clone(),
         }
@@ -113,83 +116,6 @@ pub struct StepView {
     pub step: WitnessOutput,
 }
 
-/// One finding of the prompt-injection detector ([`airlock_audit::detect`]) in the text the
-/// approver is asked to accept.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct InjectionFinding {
-    /// Where: `issue`, `title`, `body`, or the file of an added diff line.
-    pub place: String,
-    /// 1-based line: of the issue body or pull-request body, or of the new file.
-    pub line: u64,
-    /// The detector rule's stable id.
-    pub rule: String,
-    /// The detector's excerpt, raw.
-    pub excerpt: String,
-}
-
-/// The detector's findings in the issue, the title, the body and the diff's added lines, in
-/// that order; a diff finding names the added line's number in the new file.
-fn injection_findings(
-    issue: Option<&IssueText>,
-    title: &str,
-    body: Option<&str>,
-    files: &[airlock_policies::FileDiff],
-) -> Vec<InjectionFinding> {
-    use airlock_audit::SourceKind;
-    let found =
-        |place: &str, text: &str, source, path: Option<&str>, line_of: &dyn Fn(u64) -> u64| {
-            airlock_audit::detect(text, source, path)
-                .into_iter()
-                .map(|f| InjectionFinding {
-                    place: place.to_owned(),
-                    line: line_of(f.line),
-                    rule: f.rule.as_str().to_owned(),
-                    excerpt: f.excerpt,
-                })
-                .collect::<Vec<_>>()
-        };
-    let same = |n: u64| n;
-    let mut out = Vec::new();
-    if let Some(issue) = issue {
-        let text = format!("{}\n{}", issue.title, issue.body);
-        // Line 1 is the title; the body's lines follow, numbered from 1.
-        out.extend(found("issue", &text, SourceKind::IssueBody, None, &|n| {
-            n.saturating_sub(1)
-        }));
-    }
-    out.extend(found("title", title, SourceKind::ToolOutput, None, &same));
-    if let Some(body) = body {
-        out.extend(found("body", body, SourceKind::IssueBody, None, &same));
-    }
-    for file in files {
-        let added: Vec<&airlock_policies::DiffLine> = file
-            .hunks
-            .iter()
-            .flat_map(|h| &h.lines)
-            .filter(|l| l.kind == airlock_policies::LineKind::Added)
-            .collect();
-        if added.is_empty() {
-            continue;
-        }
-        let text: Vec<&str> = added.iter().map(|l| l.text.as_str()).collect();
-        let new_line = |n: u64| {
-            usize::try_from(n)
-                .ok()
-                .and_then(|n| added.get(n.checked_sub(1)?))
-                .and_then(|l| l.new_line)
-                .map_or(n, |l| l as u64)
-        };
-        out.extend(found(
-            file.path(),
-            &text.join("\n"),
-            SourceKind::File,
-            Some(file.path()),
-            &new_line,
-        ));
-    }
-    out
-}
-
 /// Everything `airlock-broker show` puts before the approver, in the order they decide on it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ItemView {
@@ -244,9 +170,12 @@ pub struct ItemView {
     /// What the egress proxy refused the run's own test runs, as the run reported it (the
     /// witness's own refusals are in its steps).
     pub network_blocked: Vec<airlock_policies::network::BlockedAttempt>,
-    /// The prompt-injection detector's findings in the issue, the title, the body and the
-    /// diff's added lines.
-    pub injections: Vec<InjectionFinding>,
+    /// Every risk signal screened for the approver, one per place: the broker's own screening
+    /// (the issue, the title and body, the diff's added lines, the touched files at the pin)
+    /// and what the run reported with `open_pr`, each attributed ([`ItemFinding::source`]).
+    pub findings: Vec<ItemFinding>,
+    /// The risk signals counted from the stored record: what a decision on the item needs.
+    pub risk: crate::risk::Risk,
     /// The findings of the item's run that the security team confirmed as injections (from
     /// the audit log's triage records), raw.
     pub confirmed_injections: Vec<airlock_audit::ConfirmedFinding>,
@@ -300,8 +229,17 @@ impl ItemView {
             Some(r) => Some(review_text(&r.review)),
             None => call.as_ref().map(|c| c.body.clone()),
         };
-        let injections =
-            injection_findings(issue.as_ref(), &item.item.title, body.as_deref(), &files);
+        // Items queued before findings were stored: the broker screens their texts again.
+        let findings = item.item.findings.clone().unwrap_or_else(|| {
+            airlock_protocol::merge_by_place(crate::screening::text_findings(
+                &crate::screening::Screened {
+                    issue: issue.as_ref(),
+                    title: &item.item.title,
+                    body: body.as_deref(),
+                    files: &files,
+                },
+            ))
+        });
         ItemView {
             id: item.id,
             status: item.status.as_str().to_owned(),
@@ -328,7 +266,11 @@ impl ItemView {
             flags: item.item.flags.clone(),
             gates: item.item.gates.clone(),
             network_blocked: item.item.network_blocked.clone(),
-            injections,
+            risk: crate::risk::Risk {
+                findings: findings.len(),
+                ..crate::risk::Risk::of(item)
+            },
+            findings,
             confirmed_injections: Vec::new(),
             witness: item
                 .item
@@ -459,7 +401,7 @@ pub fn render_queue(rows: &[QueueRow], now: i64) -> String {
             Cell::new(age(now - r.queued_at)),
             Cell::new(escaped_line(&r.repository)),
             Cell::new(escaped_line(&r.issue_id)),
-            Cell::new(r.flags),
+            Cell::new(r.flags + r.findings),
             Cell::new(visible_line(&r.title)),
         ]);
     }
@@ -515,6 +457,19 @@ pub fn render_work(entries: &[crate::store::WorkEntry], now: i64) -> String {
         out.push('\n');
     }
     out
+}
+
+/// One finding as one escaped line: `[who] place: rules: excerpt`, a pinned file's line
+/// marked `(at the pin)`.
+pub fn finding_line(f: &ItemFinding) -> String {
+    format!(
+        "[{}] {}{}: {}: {}",
+        f.source.label(),
+        escaped_line(&f.place()),
+        if f.at_pin { " (at the pin)" } else { "" },
+        escaped_line(&f.rules.join(", ")),
+        escaped_line(&f.excerpt)
+    )
 }
 
 /// A grade in words: `ok`, or what went wrong.
@@ -790,6 +745,64 @@ pub fn render_item(
         out.push_str(&format!("{label} {}\n", escaped_line(url)));
     }
 
+    out.push_str(&format!("risk:       {}\n", view.risk.summary()));
+    if view.risk.needs_senior() {
+        out.push_str(
+            "            senior route: two approvals by two named approvers, one of them senior\n",
+        );
+    }
+    out.push_str("\n== flags\n");
+    if view.flags.is_empty() {
+        out.push_str("(none)\n");
+    }
+    for flag in &view.flags {
+        out.push_str(&format!("- {}\n", escaped_line(flag)));
+    }
+
+    if !view.gates.is_empty() {
+        out.push_str("\n== gates\n");
+    }
+    for note in &view.gates {
+        out.push_str(&format!("- {}\n", escaped_line(&gate_note_line(note))));
+    }
+
+    if !view.confirmed_injections.is_empty() {
+        out.push_str("\n== confirmed injection findings (security team)\n");
+    }
+    for c in &view.confirmed_injections {
+        let place = match c.line {
+            Some(line) => format!("{}:{line}", c.path),
+            None => c.path.clone(),
+        };
+        out.push_str(&format!(
+            "- #{} {}: {}: confirmed by {} (#{}): {}\n    {}\n",
+            c.finding,
+            escaped_line(&place),
+            escaped_line(c.rule.as_deref().unwrap_or("reported by the model")),
+            escaped_line(&c.by),
+            c.triage,
+            escaped_line(c.note.as_deref().unwrap_or("")),
+            escaped_line(&c.excerpt)
+        ));
+    }
+
+    out.push_str("\n== injection findings\n");
+    if view.findings.is_empty() {
+        out.push_str("(none)\n");
+    }
+    for f in &view.findings {
+        out.push_str(&format!("- {}\n", finding_line(f)));
+    }
+
+    if !view.network_blocked.is_empty() {
+        out.push_str("\n== network refused to the run's tests (reported by the run)\n");
+        for attempt in &view.network_blocked {
+            out.push_str(&escaped_line(&attempt.sentence()));
+            out.push('\n');
+        }
+    }
+
+
     out.push_str("\n== issue\n");
     match &view.issue {
         Some(issue) => {
@@ -841,63 +854,6 @@ pub fn render_item(
 
     out.push_str("\n== digest\n");
     digest_table(view, &mut out);
-
-    out.push_str("\n== flags\n");
-    if view.flags.is_empty() {
-        out.push_str("(none)\n");
-    }
-    for flag in &view.flags {
-        out.push_str(&format!("- {}\n", escaped_line(flag)));
-    }
-
-    if !view.gates.is_empty() {
-        out.push_str("\n== gates\n");
-    }
-    for note in &view.gates {
-        out.push_str(&format!("- {}\n", escaped_line(&gate_note_line(note))));
-    }
-
-    if !view.confirmed_injections.is_empty() {
-        out.push_str("\n== confirmed injection findings (security team)\n");
-    }
-    for c in &view.confirmed_injections {
-        let place = match c.line {
-            Some(line) => format!("{}:{line}", c.path),
-            None => c.path.clone(),
-        };
-        out.push_str(&format!(
-            "- #{} {}: {}: confirmed by {} (#{}): {}\n    {}\n",
-            c.finding,
-            escaped_line(&place),
-            escaped_line(c.rule.as_deref().unwrap_or("reported by the model")),
-            escaped_line(&c.by),
-            c.triage,
-            escaped_line(c.note.as_deref().unwrap_or("")),
-            escaped_line(&c.excerpt)
-        ));
-    }
-
-    out.push_str("\n== injection findings\n");
-    if view.injections.is_empty() {
-        out.push_str("(none)\n");
-    }
-    for f in &view.injections {
-        out.push_str(&format!(
-            "- {}:{}: {}: {}\n",
-            escaped_line(&f.place),
-            f.line,
-            escaped_line(&f.rule),
-            escaped_line(&f.excerpt)
-        ));
-    }
-
-    if !view.network_blocked.is_empty() {
-        out.push_str("\n== network refused to the run's tests (reported by the run)\n");
-        for attempt in &view.network_blocked {
-            out.push_str(&escaped_line(&attempt.sentence()));
-            out.push('\n');
-        }
-    }
 
     out.push_str("\n== witness\n");
     for s in &view.witness {
@@ -1025,6 +981,7 @@ mod tests {
                     },
                 ],
                 network_blocked: Vec::new(),
+                findings: None,
             },
             status: QueueStatus::Queued,
             queued_at: 0,

@@ -4,6 +4,7 @@
 //! replies with these types; the broker parses and answers with them.
 
 mod claims;
+mod findings;
 mod judge;
 mod reply;
 mod request;
@@ -13,6 +14,7 @@ pub mod tls;
 
 pub use airlock_policies::testrun::{TestEnvironment, TestRunner};
 pub use claims::*;
+pub use findings::*;
 pub use judge::*;
 pub use reply::*;
 pub use request::*;

@@ -6,7 +6,7 @@ use serde_json::value::RawValue;
 use airlock_policies::network::BlockedAttempt;
 
 use crate::{
-    ClaimRelease, ClaimRequest, EnqueueWork, JudgeScoreSubmission, JudgeSelection, PrFeedback,
+    ClaimRelease, ItemFinding, ClaimRequest, EnqueueWork, JudgeScoreSubmission, JudgeSelection, PrFeedback,
     ReviewSubmission, RunRegistration, SubmittedChange, TakeWork, request_id_for,
     request_id_for_change,
 };
@@ -37,6 +37,10 @@ pub enum Request {
         /// What the egress proxy refused the run's own test runs, as the run reports it: the
         /// broker stores and shows it, attributed to the run, and acts on none of it.
         network_blocked: Vec<BlockedAttempt>,
+        /// What the run's screening and its model reported seeing on the way, as the run
+        /// reports it: the broker stores and shows it, attributed to the run, and acts on
+        /// none of it.
+        findings: Vec<ItemFinding>,
     },
     /// `decision`: the current decision on the run's queued pull request. Answered
     /// [`crate::DecisionReply`].
@@ -100,6 +104,7 @@ impl Request {
             args: RawValue::from_string(args_text.to_owned())?,
             change: None,
             network_blocked: Vec::new(),
+            findings: Vec::new(),
         })
     }
 
@@ -119,6 +124,7 @@ impl Request {
             args: RawValue::from_string(args_text.to_owned())?,
             change: Some(Box::new(change)),
             network_blocked: Vec::new(),
+            findings: Vec::new(),
         })
     }
 
@@ -131,6 +137,16 @@ impl Request {
         } = &mut self
         {
             *network_blocked = blocked;
+        }
+        self
+    }
+
+    /// The same request carrying what the run's screening and its model reported (only an
+    /// `open_pr` carries it; other requests are returned unchanged). Not part of the
+    /// idempotency key.
+    pub fn with_findings(mut self, reported: Vec<ItemFinding>) -> Request {
+        if let Request::OpenPr { findings, .. } = &mut self {
+            *findings = reported;
         }
         self
     }
@@ -181,6 +197,9 @@ pub struct WireRequest {
     /// For `open_pr`: what the egress proxy refused the run's test runs, as the run reports it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network_blocked: Vec<BlockedAttempt>,
+    /// For `open_pr`: what the run's screening and its model reported, as the run reports it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<ItemFinding>,
     /// For `take_work`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub take: Option<TakeWork>,
@@ -229,6 +248,7 @@ impl TryFrom<WireRequest> for Request {
                     args,
                     change: w.change,
                     network_blocked: w.network_blocked,
+                    findings: w.findings,
                 }),
                 _ => Err("open_pr needs \"run_id\" and \"args\"".to_owned()),
             },
@@ -311,6 +331,7 @@ impl From<Request> for WireRequest {
                 args,
                 change,
                 network_blocked,
+                findings,
             } => WireRequest {
                 op,
                 run_id: Some(run_id),
@@ -318,6 +339,7 @@ impl From<Request> for WireRequest {
                 args: Some(args),
                 change,
                 network_blocked,
+                findings,
                 ..WireRequest::default()
             },
             Request::TakeWork(take) => WireRequest {

@@ -3,11 +3,14 @@
 //! One JSON object per line, tagged by `type`. The supervisor starts the exchange with `start`;
 //! the worker asks for model turns with `chat`, which the supervisor answers with `chat_result`
 //! or `chat_error`; the worker ends with `digest`, after which the supervisor either sends one
-//! `repair` (the worker answers with another `digest`) or `finish`. After each successful
-//! `read_file` the worker reports the read, typed, with `read` (no answer expected), so the
-//! supervisor can record and re-check every read without parsing the rendered text.
+//! `repair` (the worker answers with another `digest`) or `finish`. After each `read_file` call
+//! the worker reports it, typed, before the request that carries its result (no answer
+//! expected): `read` for a read it served, `read_refused` with the refusal's class for one it
+//! refused. So the supervisor records and re-checks every read, refused or not, without parsing
+//! the rendered text, and keeps the reports of a worker that dies mid-way.
 
 use crate::brief::Brief;
+use airlock_checkout::RefusalCode;
 use airlock_model::{ChatRequest, ChatResponse};
 use serde::{Deserialize, Serialize};
 
@@ -46,6 +49,81 @@ impl ReadReport {
     }
 }
 
+/// Why a `read_file` call was refused: the bounded reader's own code, or a check the worker
+/// makes before reading. Serialised externally tagged (`{"bounded": "parent_segment"}`,
+/// `"read_budget_spent"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefusalClass {
+    /// The bounded reader refused the path or the window (absolute path, `..`, a symlink
+    /// escape, not found, a directory, a binary file, an empty window, ...).
+    Bounded(RefusalCode),
+    /// The brief's read budget was spent before this call.
+    ReadBudgetSpent,
+    /// The call's arguments did not decode (a missing path, a wrong type, an unknown field).
+    InvalidArguments,
+    /// `@reference/<slug>/...` named a slug the run has no reference repository for.
+    UnknownReference,
+}
+
+impl RefusalClass {
+    /// The class as the audit log names it: a bounded reader's code as it serialises
+    /// (`parent_segment`), or `read_budget_spent`, `invalid_arguments`, `unknown_reference`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalClass::Bounded(code) => code.as_str(),
+            RefusalClass::ReadBudgetSpent => "read_budget_spent",
+            RefusalClass::InvalidArguments => "invalid_arguments",
+            RefusalClass::UnknownReference => "unknown_reference",
+        }
+    }
+}
+
+impl std::fmt::Display for RefusalClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A refused read: its class, and the text the model is shown (`<class>: <why>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadRefused {
+    /// Why.
+    pub class: RefusalClass,
+    /// The message handed to the model as the call's error result.
+    pub message: String,
+}
+
+impl ReadRefused {
+    /// A refusal of `class` saying `message`.
+    pub fn new(class: RefusalClass, message: impl Into<String>) -> Self {
+        ReadRefused {
+            class,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<airlock_checkout::ReadRefusal> for ReadRefused {
+    fn from(refusal: airlock_checkout::ReadRefusal) -> Self {
+        let class = RefusalClass::Bounded(refusal.code());
+        ReadRefused::new(class, format!("{class}: {refusal}"))
+    }
+}
+
+/// One refused `read_file` call of the worker. The supervisor believes none of it either: it
+/// works the class out again from the call and its own re-read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedReadReport {
+    /// The id of the model's tool call this refusal answered.
+    pub call_id: String,
+    /// The path the call asked for, when its arguments named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Why it was refused.
+    pub class: RefusalClass,
+}
+
 /// Messages the worker writes to stdout.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -59,6 +137,11 @@ pub enum FromWorker {
     Read {
         /// The read.
         read: ReadReport,
+    },
+    /// A `read_file` call was refused; sent before the request that carries its result.
+    ReadRefused {
+        /// The refusal.
+        refused: RefusedReadReport,
     },
     /// The final text of the reader (the digest candidate, not yet validated).
     Digest {

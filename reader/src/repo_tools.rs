@@ -2,8 +2,9 @@
 //! retrieval engine of `airlock-codegraph`, rendered the same way for the supervisor and the
 //! reader so both see identical text for identical calls.
 
+use crate::protocol::{ReadRefused, RefusalClass};
 use crate::tools::ReaderTools;
-use airlock_checkout::{BoundedReader, ReadOutcome};
+use airlock_checkout::{BoundedReader, ReadOutcome, ReadRefusal};
 use airlock_codegraph::files::printable_path;
 use airlock_codegraph::{Engine, Hit};
 use std::path::Path;
@@ -74,11 +75,20 @@ pub fn read_window(
     start: usize,
     end: usize,
 ) -> Result<ReadOutcome, (String, String)> {
+    bounded_window(reader, path, start, end)
+        .map_err(|refusal| (refusal.code().as_str().to_string(), refusal.to_string()))
+}
+
+/// Lines `start..=end` of a file through the bounded reader, its typed refusal on failure.
+fn bounded_window(
+    reader: &BoundedReader,
+    path: &str,
+    start: usize,
+    end: usize,
+) -> Result<ReadOutcome, ReadRefusal> {
     let start = u32::try_from(start).unwrap_or(u32::MAX);
     let end = u32::try_from(end).unwrap_or(u32::MAX);
-    reader
-        .read(path, Some((start, end)))
-        .map_err(|refusal| (refusal.code().as_str().to_string(), refusal.to_string()))
+    reader.read(path, Some((start, end)))
 }
 
 /// Search and map over one pinned commit of a repository.
@@ -211,24 +221,26 @@ impl ReaderTools for CheckoutTools {
             .map(|hits| render_hits(&hits))
     }
 
-    fn read_lines(&self, path: &str, start: usize, end: usize) -> Result<ReadOutcome, String> {
+    fn read_lines(&self, path: &str, start: usize, end: usize) -> Result<ReadOutcome, ReadRefused> {
         let Some((slug, inner)) = split_reference_path(path) else {
-            return read_window(&self.reader, path, start, end)
-                .map_err(|(code, message)| format!("{code}: {message}"));
+            return Ok(bounded_window(&self.reader, path, start, end)?);
         };
         let Some((_, reader)) = self.references.iter().find(|(s, _)| s == slug) else {
             let known: Vec<&str> = self.references.iter().map(|(s, _)| s.as_str()).collect();
-            return Err(format!(
-                "unknown_reference: no reference repository `{slug}`; {}",
-                if known.is_empty() {
-                    "this run has none".to_owned()
-                } else {
-                    format!("this run has {}", known.join(", "))
-                }
+            let class = RefusalClass::UnknownReference;
+            return Err(ReadRefused::new(
+                class,
+                format!(
+                    "{class}: no reference repository `{slug}`; {}",
+                    if known.is_empty() {
+                        "this run has none".to_owned()
+                    } else {
+                        format!("this run has {}", known.join(", "))
+                    }
+                ),
             ));
         };
-        let mut read = read_window(reader, inner, start, end)
-            .map_err(|(code, message)| format!("{code}: {message}"))?;
+        let mut read = bounded_window(reader, inner, start, end)?;
         read.path = format!("{REFERENCE_PREFIX}{slug}/{}", read.path);
         Ok(read)
     }

@@ -88,9 +88,10 @@ pub fn tool_specs() -> Vec<ToolSpec> {
     ReadTool::ALL.into_iter().map(ReadTool::spec).collect()
 }
 
-/// How the worker executes its two tools; `Err` is the refusal text the model sees. Search
-/// results arrive rendered (the worker's edge to its model); a read arrives typed, so that the
-/// worker can report it (`FromWorker::Read`) and render it once.
+/// How the worker executes its two tools. Search results arrive rendered (the worker's edge to
+/// its model), a failed search as the text the model sees; a read arrives typed, served or
+/// refused, so that the worker can report it (`FromWorker::Read`, `FromWorker::ReadRefused`)
+/// and render it once.
 pub trait ReaderTools {
     /// Ranked hits for a query, rendered.
     fn search(&self, query: &str, limit: usize) -> Result<String, String>;
@@ -100,7 +101,7 @@ pub trait ReaderTools {
         path: &str,
         start: usize,
         end: usize,
-    ) -> Result<airlock_checkout::ReadOutcome, String>;
+    ) -> Result<airlock_checkout::ReadOutcome, crate::protocol::ReadRefused>;
 }
 
 /// Arguments of `search_repo`.
@@ -150,6 +151,19 @@ pub fn decode_args<T: serde::de::DeserializeOwned>(
         .map_err(|e| format!("invalid arguments for {}: {e}", call.name))?;
     serde_json::from_value::<T>(value.clone())
         .map_err(|e| format!("invalid arguments for {}: {e}", call.name))
+}
+
+/// The path a `read_file` call asked for, when its arguments name one as a string, whether or
+/// not the rest of them decode (for the record of a refused call).
+pub fn asked_path(call: &airlock_model::ToolCall) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct PathOnly {
+        path: String,
+    }
+    let value = call.checked_arguments().ok()?;
+    serde_json::from_value::<PathOnly>(value.clone())
+        .ok()
+        .map(|p| p.path)
 }
 
 /// Check a read range: 1-based, ordered; the error is the text handed back to the model.

@@ -1,10 +1,12 @@
 //! The worker loop: brief in, digest text out, every model call relayed by the supervisor.
 
 use crate::brief::render_brief;
-use crate::protocol::{FromSupervisor, FromWorker, ReadReport};
+use crate::protocol::{
+    FromSupervisor, FromWorker, ReadRefused, ReadReport, RefusalClass, RefusedReadReport,
+};
 use crate::repo_tools::render_read;
 use crate::tools::{
-    ReadArgs, ReadTool, ReaderTools, SearchArgs, check_range, decode_args, tool_specs,
+    ReadArgs, ReadTool, ReaderTools, SearchArgs, asked_path, check_range, decode_args, tool_specs,
 };
 use airlock_model::{ChatOptions, ChatRequest, ChatResponse, Message, ToolCall, ToolChoice};
 use std::io::{BufRead, Write};
@@ -106,13 +108,12 @@ pub fn run_worker(input: impl BufRead, output: impl Write, tools: &dyn ReaderToo
             break;
         }
         for call in &calls {
-            let (content, is_error) = match execute(call, tools, &mut reads, brief.max_reads) {
-                Ok(Executed { text, read }) => {
-                    if let Some(read) = read {
-                        ch.send(&FromWorker::Read { read })?;
-                    }
-                    (text, false)
-                }
+            let executed = execute(call, tools, &mut reads, brief.max_reads);
+            if let Some(report) = executed.report {
+                ch.send(&report)?;
+            }
+            let (content, is_error) = match executed.result {
+                Ok(text) => (text, false),
                 Err(text) => (text, true),
             };
             messages.push(Message::tool_result(&call.id, content, is_error));
@@ -191,49 +192,81 @@ fn wait_for_finish<R: BufRead, W: Write>(ch: &mut Channel<R, W>) -> Result<()> {
     }
 }
 
-/// A call's result for the model, and the read to report when it was a successful read.
+/// A call's result for the model (`Err`: an error result), and what to report of it when it
+/// was a `read_file` call, served or refused.
 struct Executed {
-    text: String,
-    read: Option<ReadReport>,
+    result: std::result::Result<String, String>,
+    report: Option<FromWorker>,
 }
 
 /// Execute one call. Every `read_file` call counts as a read, refused or not, so the count
-/// the supervisor makes from the relayed calls is the same number.
-fn execute(
-    call: &ToolCall,
-    tools: &dyn ReaderTools,
-    reads: &mut u32,
-    max_reads: u32,
-) -> std::result::Result<Executed, String> {
+/// the supervisor makes from the relayed calls is the same number; and every one is reported.
+fn execute(call: &ToolCall, tools: &dyn ReaderTools, reads: &mut u32, max_reads: u32) -> Executed {
     match ReadTool::from_name(&call.name) {
-        Some(ReadTool::SearchRepo) => {
-            let args: SearchArgs = decode_args(call)?;
-            let text = tools.search(&args.query, args.limit_or_default())?;
-            Ok(Executed { text, read: None })
-        }
+        Some(ReadTool::SearchRepo) => Executed {
+            result: decode_args::<SearchArgs>(call)
+                .and_then(|args| tools.search(&args.query, args.limit_or_default())),
+            report: None,
+        },
         Some(ReadTool::ReadFile) => {
             *reads += 1;
-            if *reads > max_reads {
-                return Err(format!(
-                    "read budget spent ({max_reads} reads): answer with what you have and set \
-                     \"complete\": false"
-                ));
+            match read_file(call, tools, *reads, max_reads) {
+                Ok(out) => Executed {
+                    result: Ok(render_read(&out)),
+                    report: Some(FromWorker::Read {
+                        read: ReadReport::of(&call.id, &out),
+                    }),
+                },
+                Err(refused) => Executed {
+                    result: Err(refused.message),
+                    report: Some(FromWorker::ReadRefused {
+                        refused: RefusedReadReport {
+                            call_id: call.id.clone(),
+                            path: asked_path(call),
+                            class: refused.class,
+                        },
+                    }),
+                },
             }
-            let args: ReadArgs = decode_args(call)?;
-            check_range(&args)?;
-            let out = tools.read_lines(&args.path, args.start_line, args.end_line)?;
-            Ok(Executed {
-                text: render_read(&out),
-                read: Some(ReadReport::of(&call.id, &out)),
-            })
         }
-        None => Err(format!(
-            "no such tool `{}`: a reader has only {} and {}",
-            call.name,
-            ReadTool::SearchRepo.name(),
-            ReadTool::ReadFile.name()
-        )),
+        None => Executed {
+            result: Err(format!(
+                "no such tool `{}`: a reader has only {} and {}",
+                call.name,
+                ReadTool::SearchRepo.name(),
+                ReadTool::ReadFile.name()
+            )),
+            report: None,
+        },
     }
+}
+
+/// The `read_file` call that is the worker's `nth` (1-based): refused when the budget is
+/// spent, its arguments do not decode or its window is empty, else the bounded reader's answer.
+fn read_file(
+    call: &ToolCall,
+    tools: &dyn ReaderTools,
+    nth: u32,
+    max_reads: u32,
+) -> std::result::Result<airlock_checkout::ReadOutcome, ReadRefused> {
+    if nth > max_reads {
+        return Err(ReadRefused::new(
+            RefusalClass::ReadBudgetSpent,
+            format!(
+                "read budget spent ({max_reads} reads): answer with what you have and set \
+                 \"complete\": false"
+            ),
+        ));
+    }
+    let args: ReadArgs =
+        decode_args(call).map_err(|e| ReadRefused::new(RefusalClass::InvalidArguments, e))?;
+    check_range(&args).map_err(|e| {
+        ReadRefused::new(
+            RefusalClass::Bounded(airlock_checkout::RefusalCode::InvalidRange),
+            e,
+        )
+    })?;
+    tools.read_lines(&args.path, args.start_line, args.end_line)
 }
 
 #[cfg(test)]
@@ -254,7 +287,13 @@ mod tests {
             path: &str,
             start: usize,
             end: usize,
-        ) -> std::result::Result<airlock_checkout::ReadOutcome, String> {
+        ) -> std::result::Result<airlock_checkout::ReadOutcome, ReadRefused> {
+            if path.starts_with('/') {
+                return Err(ReadRefused::new(
+                    RefusalClass::Bounded(airlock_checkout::RefusalCode::AbsolutePath),
+                    "absolute_path: use a relative path",
+                ));
+            }
             let content = format!("{path} lines {start}-{end}\n");
             Ok(airlock_checkout::ReadOutcome {
                 path: path.to_string(),
@@ -370,7 +409,18 @@ mod tests {
                 }
             }
         );
-        let results = last_tool_results(&out[3]);
+        // The read over budget is reported too, refused, with its class.
+        assert_eq!(
+            out[3],
+            FromWorker::ReadRefused {
+                refused: RefusedReadReport {
+                    call_id: "r2".into(),
+                    path: Some("calc/ops.py".into()),
+                    class: RefusalClass::ReadBudgetSpent,
+                }
+            }
+        );
+        let results = last_tool_results(&out[4]);
         assert_eq!(
             results[1],
             (
@@ -380,12 +430,81 @@ mod tests {
         );
         assert!(results[2].0.contains("read budget spent") && results[2].1);
         assert_eq!(
-            out[4],
+            out[5],
             FromWorker::Digest {
                 text: "{\"answer\": \"done\"}".into()
             }
         );
-        assert_eq!(out.len(), 5);
+        assert_eq!(out.len(), 6);
+    }
+
+    /// Every refused `read_file` call is reported with its class, before the request that
+    /// carries its error result, in the order the calls were made; a search is not a read.
+    #[test]
+    fn every_refused_read_is_reported_with_its_class() {
+        let read = |id: &str, args: serde_json::Value| ToolCall::new(id, "read_file", args);
+        let out = run(&[
+            start(4, 5),
+            reply(
+                vec![
+                    read(
+                        "abs",
+                        json!({"path": "/etc/passwd", "start_line": 1, "end_line": 2}),
+                    ),
+                    read("args", json!({"path": "calc/ops.py", "start_line": "one"})),
+                    ToolCall::new("s", "search_repo", json!({"query": "add"})),
+                    read(
+                        "range",
+                        json!({"path": "calc/ops.py", "start_line": 5, "end_line": 2}),
+                    ),
+                    read(
+                        "ok",
+                        json!({"path": "calc/ops.py", "start_line": 1, "end_line": 1}),
+                    ),
+                    read("over", json!({"nothing": true})),
+                ],
+                "",
+            ),
+            reply(vec![], "done"),
+            serde_json::to_string(&FromSupervisor::Finish).unwrap(),
+        ]);
+        let reports: Vec<(String, Option<String>, String)> = out
+            .iter()
+            .filter_map(|m| match m {
+                FromWorker::Read { read } => Some((
+                    read.call_id.clone(),
+                    Some(read.path.clone()),
+                    "served".into(),
+                )),
+                FromWorker::ReadRefused { refused } => Some((
+                    refused.call_id.clone(),
+                    refused.path.clone(),
+                    refused.class.to_string(),
+                )),
+                _ => None,
+            })
+            .collect();
+        let ops = Some("calc/ops.py".to_string());
+        assert_eq!(
+            reports,
+            vec![
+                (
+                    "abs".into(),
+                    Some("/etc/passwd".into()),
+                    "absolute_path".into()
+                ),
+                ("args".into(), ops.clone(), "invalid_arguments".into()),
+                ("range".into(), ops.clone(), "invalid_range".into()),
+                ("ok".into(), ops, "served".into()),
+                ("over".into(), None, "read_budget_spent".into()),
+            ]
+        );
+        // All five reports precede the request that carries their results.
+        assert!(matches!(out[6], FromWorker::Chat { .. }));
+        let results = last_tool_results(&out[6]);
+        let errors: Vec<bool> = results.iter().map(|r| r.1).collect();
+        assert_eq!(errors, vec![true, true, false, true, false, true]);
+        assert!(results[0].0.starts_with("absolute_path: "));
     }
 
     #[test]

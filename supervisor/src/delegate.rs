@@ -8,16 +8,19 @@
 //!
 //! It is also the edge where the reader's tool results reach the model: each relayed request
 //! has its tool results' hidden characters made visible (the worker keeps, and the detector
-//! scans, the originals). Every read the worker reports is checked against the supervisor's
-//! own re-read of the same window before it is recorded ([`read_events`]).
+//! scans, the originals). Every read the worker made, served or refused, is recorded, checked
+//! against the supervisor's own re-read of the same window or its own refusal class
+//! ([`read_events`]); a worker that breaks off mid-way keeps the reads it made.
 
 use crate::ledger::file_read_event;
 use crate::ports::{PortResult, ToolFailure, Worktree};
 use airlock_audit::{Event, HiddenKind, ReadBy};
+use airlock_checkout::RefusalCode;
 use airlock_model::{ChatModel, ChatRequest, Message, ToolResult};
-use airlock_reader::tools::{ReadArgs, decode_args};
+use airlock_reader::tools::{ReadArgs, asked_path, check_range, decode_args};
 use airlock_reader::{
-    Brief, FromSupervisor, FromWorker, MAX_QUOTED_LINES, ReadReport, ReadTool, tool_specs,
+    Brief, FromSupervisor, FromWorker, MAX_QUOTED_LINES, ReadReport, ReadTool, RefusalClass,
+    RefusedReadReport, tool_specs,
 };
 use airlock_schemas::ReaderDigest;
 use std::collections::{BTreeMap, BTreeSet};
@@ -65,15 +68,51 @@ pub struct Delegation {
     pub tool_texts: Vec<String>,
     /// Usage of each relayed model call, for the audit log.
     pub calls: Vec<CallUsage>,
-    /// The `read_file` calls the reader's model made, by call id, in the order made.
-    pub read_calls: Vec<(String, ReadArgs)>,
+    /// The brief's read budget: the `read_file` calls past it are refused.
+    pub max_reads: u32,
+    /// The `read_file` calls the reader's model made, in the order made.
+    pub read_calls: Vec<ReadCall>,
     /// Ids of the `read_file` calls whose result the worker handed its model as a success.
     pub reads_served: BTreeSet<String>,
+    /// Ids of the `read_file` calls whose result the worker handed its model as an error.
+    pub reads_refused: BTreeSet<String>,
     /// The reads the worker reported, as it reported them (checked by [`read_events`]).
     pub reported_reads: Vec<ReadReport>,
+    /// The refused reads the worker reported, as it reported them (checked by [`read_events`]).
+    pub reported_refusals: Vec<RefusedReadReport>,
     /// Tool results (by their index in `tool_texts`) shown to the model with hidden
     /// characters made visible: how many characters, of which kinds.
     pub rendered: Vec<RenderedText>,
+}
+
+/// One `read_file` call of a reader's model, as the supervisor relayed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadCall {
+    /// The tool call's id.
+    pub id: String,
+    /// The path asked for, when the arguments name one (even when the rest does not decode).
+    pub path: Option<String>,
+    /// The arguments, or the text of why they do not decode.
+    pub args: std::result::Result<ReadArgs, String>,
+}
+
+impl ReadCall {
+    /// The call `id` with its arguments `call` as relayed.
+    pub fn of(call: &airlock_model::ToolCall) -> Self {
+        ReadCall {
+            id: call.id.clone(),
+            path: asked_path(call),
+            args: decode_args::<ReadArgs>(call),
+        }
+    }
+
+    /// The call as a person reads it in a violation: `path lines a-b`, or the path alone.
+    fn window(&self) -> String {
+        match &self.args {
+            Ok(a) => format!("{} lines {}-{}", a.path, a.start_line, a.end_line),
+            Err(_) => self.path.clone().unwrap_or_default(),
+        }
+    }
 }
 
 /// One reader tool result that reached the model with hidden characters made visible.
@@ -113,22 +152,10 @@ pub struct DelegateCtx<'a> {
 
 /// Run one reader to completion. Errors starting the worker are returned; everything the
 /// reader or its model does wrong ends in a dropped digest instead.
+/// A worker that breaks off once started (it dies, hangs or garbles the protocol) ends in a
+/// dropped digest too, keeping what it did and reported until then.
 pub fn delegate(ctx: &DelegateCtx<'_>, brief: &Brief) -> PortResult<Delegation> {
     let mut channel = ctx.launcher.launch(ctx.references)?;
-    let result = relay(ctx, brief, channel.as_mut());
-    let exit = channel.close();
-    let mut delegation = result?;
-    if delegation.digest.is_none() && delegation.dropped.is_none() {
-        delegation.dropped = Some(format!("the reader ended without a digest ({exit})"));
-    }
-    Ok(delegation)
-}
-
-fn relay(
-    ctx: &DelegateCtx<'_>,
-    brief: &Brief,
-    channel: &mut dyn ReaderChannel,
-) -> PortResult<Delegation> {
     let mut d = Delegation {
         digest: None,
         dropped: None,
@@ -137,11 +164,32 @@ fn relay(
         repaired: false,
         tool_texts: Vec::new(),
         calls: Vec::new(),
+        max_reads: brief.max_reads,
         read_calls: Vec::new(),
         reads_served: BTreeSet::new(),
+        reads_refused: BTreeSet::new(),
         reported_reads: Vec::new(),
+        reported_refusals: Vec::new(),
         rendered: Vec::new(),
     };
+    let result = relay(ctx, brief, channel.as_mut(), &mut d);
+    let exit = channel.close();
+    if let Err(e) = result {
+        d.digest = None;
+        d.dropped = Some(format!("the reader broke off: {e} ({exit})"));
+    }
+    if d.digest.is_none() && d.dropped.is_none() {
+        d.dropped = Some(format!("the reader ended without a digest ({exit})"));
+    }
+    Ok(d)
+}
+
+fn relay(
+    ctx: &DelegateCtx<'_>,
+    brief: &Brief,
+    channel: &mut dyn ReaderChannel,
+    d: &mut Delegation,
+) -> PortResult<()> {
     // Turns, the closing call when the turn budget is spent, and one repair.
     let max_calls = brief.max_turns.saturating_add(2);
     let mut read_call_ids: BTreeSet<String> = BTreeSet::new();
@@ -153,6 +201,7 @@ fn relay(
     loop {
         match channel.recv()? {
             FromWorker::Read { read } => d.reported_reads.push(read),
+            FromWorker::ReadRefused { refused } => d.reported_refusals.push(refused),
             FromWorker::Chat { request } => {
                 for m in &request.messages {
                     if let Message::Tool(r) = m
@@ -167,7 +216,9 @@ fn relay(
                             });
                         }
                         d.tool_texts.push(r.content.clone());
-                        if read_call_ids.contains(&r.tool_call_id) && !r.is_error {
+                        if read_call_ids.contains(&r.tool_call_id) && r.is_error {
+                            d.reads_refused.insert(r.tool_call_id.clone());
+                        } else if read_call_ids.contains(&r.tool_call_id) {
                             d.reads_served.insert(r.tool_call_id.clone());
                             for line in r.content.lines() {
                                 let t = strip_line_number(line).trim();
@@ -204,9 +255,7 @@ fn relay(
                             if ReadTool::from_name(&call.name) == Some(ReadTool::ReadFile) {
                                 d.reads_made += 1;
                                 read_call_ids.insert(call.id.clone());
-                                if let Ok(args) = decode_args::<ReadArgs>(call) {
-                                    d.read_calls.push((call.id.clone(), args));
-                                }
+                                d.read_calls.push(ReadCall::of(call));
                             }
                         }
                         d.calls.push(CallUsage {
@@ -229,7 +278,7 @@ fn relay(
                     Ok(value) => {
                         d.digest = Some(value);
                         channel.send(&FromSupervisor::Finish)?;
-                        return Ok(d);
+                        return Ok(());
                     }
                     Err(problems) if !d.repaired => {
                         d.repaired = true;
@@ -247,14 +296,14 @@ fn relay(
                             problems.join("; ")
                         ));
                         channel.send(&FromSupervisor::Finish)?;
-                        return Ok(d);
+                        return Ok(());
                     }
                 }
             }
             FromWorker::Failed { message } => {
                 d.dropped = Some(format!("the reader failed: {message}"));
                 channel.send(&FromSupervisor::Finish)?;
-                return Ok(d);
+                return Ok(());
             }
         }
     }
@@ -279,38 +328,62 @@ fn made_visible(message: Message) -> Message {
     }
 }
 
-/// The audit events of a delegation's reads, in the order its model asked for them: one
-/// `file_read` per read the reader's model was shown, with the figures of the supervisor's
-/// own re-read of the same window through `worktree` (never the worker's), and an
-/// `integrity_violation` for every figure the worker reported differently, a read it served
-/// and did not report, a read it reported that was refused here, or a report that answers no
-/// relayed `read_file` call.
+/// The audit events of a delegation's reads, in the order its model asked for them: every
+/// `read_file` call the worker made (it reported it, or handed its model a result for it) is
+/// one event. A read the model was shown content of is a `file_read` with the figures of the
+/// supervisor's own re-read of the same window through `worktree` (never the worker's); a
+/// refused one is a `policy_refusal` naming the path asked for and the class the supervisor
+/// works out itself (budget, arguments, window, then its own re-read), both attributed to
+/// `reader#delegation`. Every figure or class the worker reported differently, a read it made
+/// and did not report, a read it served that was refused here (or the reverse), and a report
+/// that answers no relayed `read_file` call is an `integrity_violation`.
 pub fn read_events(worktree: &dyn Worktree, d: &Delegation, delegation: u32) -> Vec<Event> {
     let reader = ReadBy::Reader { delegation };
     let mut reported: BTreeMap<&str, &ReadReport> = BTreeMap::new();
+    let mut refused: BTreeMap<&str, &RefusedReadReport> = BTreeMap::new();
     let mut events = Vec::new();
     let violation = |check: String, claimed: String, computed: String| Event::IntegrityViolation {
         check,
         claimed,
         computed,
     };
-    for r in &d.reported_reads {
-        if reported.insert(r.call_id.as_str(), r).is_some() {
+    let reports = d
+        .reported_reads
+        .iter()
+        .map(|r| (r.call_id.as_str(), Some(r), None))
+        .chain(
+            d.reported_refusals
+                .iter()
+                .map(|r| (r.call_id.as_str(), None, Some(r))),
+        );
+    for (id, served, refusal) in reports {
+        let twice = match (served, refusal) {
+            (Some(r), _) => refused.contains_key(id) || reported.insert(id, r).is_some(),
+            (None, Some(r)) => reported.contains_key(id) || refused.insert(id, r).is_some(),
+            (None, None) => false,
+        };
+        if twice {
             events.push(violation(
                 "reader_read.call_id".into(),
-                format!("{} reported twice", r.call_id),
+                format!("{id} reported twice"),
                 "one read per call".into(),
             ));
         }
     }
-    for (id, args) in &d.read_calls {
-        let report = reported.remove(id.as_str());
-        if report.is_none() && !d.reads_served.contains(id) {
-            continue; // refused or over budget: the model was shown no content
+    for (nth, call) in d.read_calls.iter().enumerate() {
+        let id = call.id.as_str();
+        let report = reported.remove(id);
+        let refusal = refused.remove(id);
+        let shown_content = d.reads_served.contains(id);
+        let shown_error = d.reads_refused.contains(id);
+        if report.is_none() && refusal.is_none() && !shown_content && !shown_error {
+            continue; // the worker never made this read (it broke off, or the call came late)
         }
-        let window = format!("{} lines {}-{}", args.path, args.start_line, args.end_line);
-        match worktree.read_lines(&args.path, args.start_line, args.end_line) {
-            Ok(read) => {
+        let window = call.window();
+        let nth = u32::try_from(nth + 1).unwrap_or(u32::MAX);
+        let worker_served = report.is_some() || shown_content;
+        match own_read(worktree, call, nth, d.max_reads) {
+            Ok(read) if worker_served => {
                 events.push(file_read_event(&read, reader));
                 match report {
                     Some(r) => events.extend(read_mismatches(r, &read).into_iter().map(
@@ -325,11 +398,50 @@ pub fn read_events(worktree: &dyn Worktree, d: &Delegation, delegation: u32) -> 
                     )),
                 }
             }
-            Err(refusal) => events.push(violation(
+            // The worker refused a read the supervisor makes: the model was shown no content.
+            Ok(read) => {
+                let claimed = match refusal {
+                    Some(r) => {
+                        events.push(Event::PolicyRefusal {
+                            path: call.path.clone().unwrap_or_default(),
+                            rule: format!("read:{}", r.class),
+                            reader: Some(reader),
+                        });
+                        format!("refused: {}", r.class)
+                    }
+                    None => "an unreported refusal".into(),
+                };
+                events.push(violation(
+                    format!("reader_read.refused ({window})"),
+                    claimed,
+                    format!("a read of {} bytes of content", read.bytes_returned),
+                ));
+            }
+            Err(class) if worker_served => events.push(violation(
                 format!("reader_read.allowed ({window})"),
                 "a successful read".into(),
-                format!("refused: {refusal}"),
+                format!("refused: {class}"),
             )),
+            Err(class) => {
+                events.push(Event::PolicyRefusal {
+                    path: call.path.clone().unwrap_or_default(),
+                    rule: format!("read:{class}"),
+                    reader: Some(reader),
+                });
+                match refusal {
+                    Some(r) if r.class.as_str() != class => events.push(violation(
+                        format!("reader_read.class ({window})"),
+                        r.class.to_string(),
+                        class,
+                    )),
+                    Some(_) => {}
+                    None => events.push(violation(
+                        format!("reader_read.reported ({window})"),
+                        "no read reported".into(),
+                        format!("refused: {class}"),
+                    )),
+                }
+            }
         }
     }
     for (id, r) in reported {
@@ -339,7 +451,43 @@ pub fn read_events(worktree: &dyn Worktree, d: &Delegation, delegation: u32) -> 
             "no read_file call with this id was relayed".into(),
         ));
     }
+    for (id, r) in refused {
+        events.push(violation(
+            "reader_read.call_id".into(),
+            format!(
+                "{id}: {} refused: {}",
+                r.path.as_deref().unwrap_or_default(),
+                r.class
+            ),
+            "no read_file call with this id was relayed".into(),
+        ));
+    }
     events
+}
+
+/// What the supervisor makes of the `nth` (1-based) `read_file` call of a reader, checked in
+/// the worker's order: over budget, arguments that do not decode, an empty window, then its
+/// own bounded re-read. `Err` is the refusal's class as the audit log names it
+/// ([`RefusalClass::as_str`], a bounded reader's code).
+fn own_read(
+    worktree: &dyn Worktree,
+    call: &ReadCall,
+    nth: u32,
+    max_reads: u32,
+) -> std::result::Result<crate::ports::ReadOutcome, String> {
+    let class = |c: RefusalClass| c.as_str().to_string();
+    if nth > max_reads {
+        return Err(class(RefusalClass::ReadBudgetSpent));
+    }
+    let Ok(args) = &call.args else {
+        return Err(class(RefusalClass::InvalidArguments));
+    };
+    if check_range(args).is_err() {
+        return Err(class(RefusalClass::Bounded(RefusalCode::InvalidRange)));
+    }
+    worktree
+        .read_lines(&args.path, args.start_line, args.end_line)
+        .map_err(|failure| failure.code)
 }
 
 /// The fields of a worker's report that differ from the supervisor's re-read: (field, claimed,

@@ -39,6 +39,7 @@ pub fn sample_events() -> Vec<Event> {
         Event::PolicyRefusal {
             path: ".github/workflows/ci.yml".into(),
             rule: "dot-directory".into(),
+            reader: None,
         },
         Event::BrokerDecision {
             code: "QUEUED".into(),

@@ -47,6 +47,16 @@ use airlock_schemas::OpenPr;
 use sha2::{Digest, Sha256};
 
 pub use queue::FinishIntake;
+
+/// What a run reports with its `open_pr`, as data: stored on the queue item and shown to the
+/// approver attributed to the run; the intake decides nothing on it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunReport<'a> {
+    /// What its egress proxy refused its own test runs.
+    pub network_blocked: &'a [airlock_policies::network::BlockedAttempt],
+    /// What its screening and its model reported seeing.
+    pub findings: &'a [airlock_protocol::ItemFinding],
+}
 pub use refusal::{Halt, Refusal, Stage, Subject};
 
 use crate::error::{Error, Result};
@@ -72,18 +82,19 @@ impl Broker {
         args: &str,
         change: Option<&SubmittedChange>,
     ) -> Result<BrokerReply> {
-        self.open_pr_reported(run_id, request_id, args, change, &[])
+        self.open_pr_reported(run_id, request_id, args, change, RunReport::default())
     }
 
-    /// [`Broker::open_pr_with_change`] with what the run reports its egress proxy refused: it
-    /// is stored on the queue item and shown, attributed to the run; nothing is decided on it.
+    /// [`Broker::open_pr_with_change`] with what the run reports (its egress proxy's refusals,
+    /// its screening's findings): stored on the queue item and shown, attributed to the run;
+    /// nothing is decided on it.
     pub fn open_pr_reported(
         &self,
         run_id: &str,
         request_id: &str,
         args: &str,
         change: Option<&SubmittedChange>,
-        network_blocked: &[airlock_policies::network::BlockedAttempt],
+        report: RunReport<'_>,
     ) -> Result<BrokerReply> {
         let run_lock = self.run_lock(run_id);
         let _serialised = lock(&run_lock);
@@ -140,7 +151,7 @@ impl Broker {
                 .into_broker_error(),
             )
         } else {
-            match self.evaluate(&run.registration, run.state, args, change, network_blocked) {
+            match self.evaluate(&run.registration, run.state, args, change, report) {
                 Ok(item) => IntakeOutcome::Queue(Box::new(item)),
                 Err(Halt::Refused(refusal)) => IntakeOutcome::Refuse(refusal.into_broker_error()),
                 Err(Halt::Failed(e)) => return Err(e),
@@ -167,7 +178,7 @@ impl Broker {
         state: RunState,
         args: &str,
         change: Option<&SubmittedChange>,
-        network_blocked: &[airlock_policies::network::BlockedAttempt],
+        report: RunReport<'_>,
     ) -> Stage<NewQueueItem> {
         admission::admit(self, run, state)?;
         let call = match schema::parse(args) {
@@ -200,7 +211,7 @@ impl Broker {
             journal: &*self.journal,
         };
         let witnessed = witness::run(&bench, run, gated)?;
-        Ok(queue::assemble(run, args, network_blocked, witnessed))
+        Ok(queue::assemble(run, args, report, witnessed))
     }
 
     /// Evaluate again every open_pr request whose intake a crash cut short, so its reply is

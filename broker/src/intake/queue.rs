@@ -7,7 +7,9 @@
 
 use super::refusal::Refusal;
 use super::witness::Witnessed;
+use super::RunReport;
 use crate::rules::finding_flag;
+use crate::screening;
 use crate::store::{IntakeOutcome, IntakeReply, NewQueueItem, QueueInsert, Store};
 use airlock_protocol::RunRegistration;
 
@@ -24,16 +26,18 @@ pub fn one_open_pr_per_run(accepted_before: bool) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// The queue item a green intake assembles: the broker's own findings as the approver reads
-/// them, sorted.
+/// The queue item a green intake assembles: the broker's own flags as the approver reads
+/// them, sorted; its own screening of the texts and files it can see, with what the run
+/// reported, one finding per place.
 pub fn assemble(
     run: &RunRegistration,
     args: &str,
-    network_blocked: &[airlock_policies::network::BlockedAttempt],
+    reported: RunReport<'_>,
     witnessed: Witnessed,
 ) -> NewQueueItem {
     let Witnessed { gated, report } = witnessed;
     let evidence = report.outputs();
+    let findings = screen(run, &gated.digested.allowed, reported.findings);
     let notes = gated.notes;
     let digested = gated.digested;
     let (call, changes, test_code) = (
@@ -67,12 +71,38 @@ pub fn assemble(
         evidence,
         flags,
         gates: notes,
-        network_blocked: network_blocked
+        findings: Some(findings),
+        network_blocked: reported
+            .network_blocked
             .iter()
             .take(airlock_policies::network::MAX_BLOCKED_ATTEMPTS)
             .cloned()
             .collect(),
     }
+}
+
+/// The broker's screening of what it sees without trusting the run (the registered issue, the
+/// call's title and body, the diff's added lines, the touched files at the pin), merged with
+/// what the run reported.
+fn screen(
+    run: &RunRegistration,
+    allowed: &super::policy::Allowed,
+    reported: &[airlock_protocol::ItemFinding],
+) -> Vec<airlock_protocol::ItemFinding> {
+    let files = airlock_policies::parse_unified_diff(&allowed.changes.diff).unwrap_or_default();
+    let call = &allowed.checkout.call;
+    let mut own = screening::text_findings(&screening::Screened {
+        issue: run.issue.as_ref(),
+        title: &call.title,
+        body: Some(&call.body),
+        files: &files,
+    });
+    own.extend(screening::pinned_file_findings(
+        &allowed.checkout.repo,
+        allowed.checkout.pin,
+        &files,
+    ));
+    screening::merged(own, reported)
 }
 
 /// Record the intake's outcome and answer the run: queued, or refused.

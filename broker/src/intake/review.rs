@@ -178,6 +178,16 @@ impl Broker {
             forge_pull.title,
             review.verdict.github_event()
         );
+        // A review's words are screened like a pull request body.
+        let files = airlock_policies::parse_unified_diff(&diff.text).unwrap_or_default();
+        let findings = airlock_protocol::merge_by_place(crate::screening::text_findings(
+            &crate::screening::Screened {
+                issue: None,
+                title: &title,
+                body: Some(&crate::view::review_text(&review)),
+                files: &files,
+            },
+        ));
         Ok(AcceptedReview {
             item: NewQueueItem {
                 repository: repository.clone(),
@@ -191,6 +201,7 @@ impl Broker {
                 flags: Vec::new(),
                 gates: Vec::new(),
                 network_blocked: Vec::new(),
+                findings: Some(findings),
             },
             review: ReviewItem {
                 pull: pull.clone(),

@@ -22,7 +22,7 @@ pub(super) fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<Stri
 
 /// The columns [`queue_item`] reads, in its order (the issue number comes from the run's
 /// registration).
-pub(super) const QUEUE_COLUMNS: &str = "id, run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, reason, branch, commit_oid, pr_url, publish_error, abandoned_by, abandon_reason, abandoned_at, (SELECT issue_number FROM runs WHERE runs.run_id = queue.run_id), review, gates, network_blocked";
+pub(super) const QUEUE_COLUMNS: &str = "id, run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, decided_at, decided_by, reason, branch, commit_oid, pr_url, publish_error, abandoned_by, abandon_reason, abandoned_at, (SELECT issue_number FROM runs WHERE runs.run_id = queue.run_id), review, gates, network_blocked, findings";
 
 /// A stored queue row (`SELECT {QUEUE_COLUMNS}`) as the store's type; a malformed column is
 /// [`Error::StoreCorrupt`].
@@ -58,6 +58,11 @@ pub(super) fn queue_item(mut r: Row) -> Result<QueueItem> {
                 .map(|text| from_json("queue network_blocked", &text))
                 .transpose()?
                 .unwrap_or_default(),
+            // Items queued before findings were stored have none (`show` screens them again).
+            findings: r
+                .opt_text(28)?
+                .map(|text| from_json("queue findings", &text))
+                .transpose()?,
         },
         status,
         queued_at: r.int(13)?,

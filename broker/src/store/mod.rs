@@ -207,6 +207,10 @@ pub struct NewQueueItem {
     /// What the egress proxy refused the run's own test runs, as the run reported it with
     /// `open_pr`: shown to the approver, attributed to the run, never acted on.
     pub network_blocked: Vec<airlock_policies::network::BlockedAttempt>,
+    /// Every risk signal screened for the approver, one per place: the broker's own screening
+    /// and what the run reported with `open_pr` (attributed, never acted on). `None` for items
+    /// queued before findings were stored.
+    pub findings: Option<Vec<airlock_protocol::ItemFinding>>,
 }
 
 /// A queue item as stored.

@@ -49,6 +49,10 @@ const WORK_QUEUE_ORDER: &str =
 const QUEUE_NETWORK_BLOCKED: &str =
     "ALTER TABLE queue ADD COLUMN IF NOT EXISTS network_blocked TEXT;";
 
+/// Migration 4: every finding screened for the approver, per queue item (JSON; NULL for
+/// items queued before).
+const QUEUE_FINDINGS: &str = "ALTER TABLE queue ADD COLUMN IF NOT EXISTS findings TEXT;";
+
 /// Every migration, in order, with the SQLite store's version numbers for the same tables.
 /// Append only: a released step is never edited.
 const MIGRATIONS: &[Migration<PostgresStore>] = &[
@@ -72,6 +76,11 @@ const MIGRATIONS: &[Migration<PostgresStore>] = &[
         version: 3,
         name: "queue_network_blocked",
         apply: |pg, ctx| pg.batch(ctx, QUEUE_NETWORK_BLOCKED),
+    },
+    Migration {
+        version: 4,
+        name: "queue_findings",
+        apply: |pg, ctx| pg.batch(ctx, QUEUE_FINDINGS),
     },
 ];
 

@@ -69,10 +69,15 @@ fn insert_item<B: Backend>(
     let flags = to_json("flags", &item.flags)?;
     let gates = to_json("gates", &item.gates)?;
     let network_blocked = to_json("network_blocked", &item.network_blocked)?;
+    let findings = item
+        .findings
+        .as_ref()
+        .map(|f| to_json("findings", f))
+        .transpose()?;
     b.query_opt(
         ctx,
-        "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, review, gates, network_blocked)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+        "INSERT INTO queue (run_id, request_id, repository, base_commit, issue_id, title, args, diff, digest, evidence, flags, status, queued_at, review, gates, network_blocked, findings)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
          ON CONFLICT (run_id) DO NOTHING RETURNING id",
         &[
             run_id.into(),
@@ -91,6 +96,7 @@ fn insert_item<B: Backend>(
             review.as_deref().into(),
             (&gates).into(),
             (&network_blocked).into(),
+            findings.as_deref().into(),
         ],
     )?
     .map(|mut row| row.int(0))

@@ -86,6 +86,15 @@ fn queue_network_blocked(store: &mut SqliteStore, ctx: &str) -> Result<()> {
     Ok(())
 }
 
+/// Migration 4: every finding screened for the approver, per queue item (JSON; NULL for
+/// items queued before).
+fn queue_findings(store: &mut SqliteStore, ctx: &str) -> Result<()> {
+    if !columns(store, "queue", ctx)?.iter().any(|c| c == "findings") {
+        store.batch(ctx, "ALTER TABLE queue ADD COLUMN findings TEXT")?;
+    }
+    Ok(())
+}
+
 /// Every migration, in order. Append only: a released step is never edited.
 const MIGRATIONS: &[Migration<SqliteStore>] = &[
     Migration {
@@ -102,6 +111,11 @@ const MIGRATIONS: &[Migration<SqliteStore>] = &[
         version: 3,
         name: "queue_network_blocked",
         apply: queue_network_blocked,
+    },
+    Migration {
+        version: 4,
+        name: "queue_findings",
+        apply: queue_findings,
     },
 ];
 
@@ -274,6 +288,7 @@ mod tests {
                 verdict: airlock_gates::Verdict::Route("database".to_owned()),
             }],
             network_blocked: Vec::new(),
+            findings: Some(Vec::new()),
         }
     }
 

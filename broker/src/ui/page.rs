@@ -322,8 +322,11 @@ fn flagged_lines(
         .map(|file| {
             let path = file.path();
             let mut lines = super::diff::FlaggedLines::new();
-            for f in view.injections.iter().filter(|f| f.place == path) {
-                lines.insert(usize::try_from(f.line).unwrap_or(0));
+            // A finding on the changed file (not on its pinned version) marks its line.
+            for f in view.findings.iter().filter(|f| f.path == path && !f.at_pin) {
+                if let Some(line) = f.line_start {
+                    lines.insert(usize::try_from(line).unwrap_or(0));
+                }
             }
             for c in view.confirmed_injections.iter().filter(|c| c.path == path) {
                 if let Some(line) = c.line {
@@ -590,7 +593,7 @@ pub fn item(
     }
 
     b.push_str("<h2>Injection findings</h2><ul id=\"injections\">");
-    if view.injections.is_empty() && view.confirmed_injections.is_empty() {
+    if view.findings.is_empty() && view.confirmed_injections.is_empty() {
         b.push_str("<li>(none)</li>");
     }
     for c in &view.confirmed_injections {
@@ -612,16 +615,19 @@ pub fn item(
             esc(&c.excerpt)
         );
     }
-    for f in &view.injections {
-        let place = format!("{}:{}", f.place, f.line);
-        let place = match line_anchor(&files, &f.place, f.line) {
-            Some(anchor) => format!("<a href=\"{anchor}\">{}</a>", esc(&place)),
-            None => esc(&place),
+    for f in &view.findings {
+        let place = match f.line_start.filter(|_| !f.at_pin) {
+            Some(line) => match line_anchor(&files, &f.path, line) {
+                Some(anchor) => format!("<a href=\"{anchor}\">{}</a>", esc(&f.place())),
+                None => esc(&f.place()),
+            },
+            None => esc(&f.place()),
         };
         let _ = write!(
             b,
-            "<li>{place}: {}: <code>{}</code></li>",
-            esc(&f.rule),
+            "<li>{place}: {}: {}: <code>{}</code></li>",
+            esc(f.source.label()),
+            esc(&f.rules.join(", ")),
             esc(&f.excerpt)
         );
     }
@@ -881,6 +887,7 @@ mod tests {
                     verdict: airlock_gates::Verdict::Flag("<script>alert(1)</script>".to_owned()),
                 }],
                 network_blocked: Vec::new(),
+                findings: None,
             },
             status: QueueStatus::Queued,
             queued_at: 0,

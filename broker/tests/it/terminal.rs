@@ -161,11 +161,11 @@ fn show_and_queue_make_every_hidden_character_visible_and_json_keeps_it_raw() {
     assert_eq!(view["issue"]["title"], ISSUE_TITLE);
     assert_eq!(view["issue"]["body"], ISSUE_BODY);
     assert!(
-        view["injections"]
+        view["findings"]
             .as_array()
             .unwrap()
             .iter()
-            .any(|f| f["place"] == "calc/payload.py" && f["line"] == 3),
+            .any(|f| f["path"] == "calc/payload.py" && f["line_start"] == 3),
         "{view}"
     );
     assert_eq!(view["digest_mismatches"], Value::Array(vec![]));

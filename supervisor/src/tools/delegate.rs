@@ -96,6 +96,7 @@ pub(super) fn delegate_read(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<Too
             ledger.append(Event::PolicyRefusal {
                 path: Tool::DelegateRead.name().into(),
                 rule: "reader-not-started".into(),
+                reader: None,
             })?;
             return Ok(ToolReply::error(format!(
                 "{} failed: the reader could not start: {e}",
@@ -149,6 +150,7 @@ pub(super) fn delegate_read(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<Too
             ledger.append(Event::PolicyRefusal {
                 path: Tool::DelegateRead.name().into(),
                 rule: "reader-digest-dropped".into(),
+                reader: None,
             })?;
         }
     }

@@ -178,6 +178,7 @@ pub(super) fn read_file(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<ToolRep
             tb.ledger.append(Event::PolicyRefusal {
                 path: args.path.clone(),
                 rule: format!("read:{}", refusal.code),
+                reader: Some(ReadBy::Supervisor),
             })?;
             Ok(ToolReply::error(refusal.to_string()))
         }
@@ -293,6 +294,7 @@ fn refuse_on(
     ledger.append(Event::PolicyRefusal {
         path: path.to_string(),
         rule: rule.clone(),
+        reader: None,
     })?;
     ledger.record(&TrajectoryEvent::PolicyRefusal {
         path,
@@ -343,6 +345,7 @@ pub(super) fn refuse_reference_edit(tb: &mut Toolbox<'_>, path: &str) -> Result<
     ledger.append(Event::PolicyRefusal {
         path: path.to_string(),
         rule: EDIT_TARGET_CODE.to_string(),
+        reader: None,
     })?;
     ledger.record(&TrajectoryEvent::PolicyRefusal {
         path,
