@@ -61,9 +61,7 @@ impl Risk {
     /// The signals in words, for a refusal or a page's summary: `2 findings, 1 flag, ...`.
     pub fn summary(&self) -> String {
         let mut parts = Vec::new();
-        let plural = |n: usize, one: &str| {
-            format!("{n} {one}{}", if n == 1 { "" } else { "s" })
-        };
+        let plural = |n: usize, one: &str| format!("{n} {one}{}", if n == 1 { "" } else { "s" });
         if self.findings > 0 {
             parts.push(plural(self.findings, "finding"));
         }

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use airlock_audit::SourceKind;
 use airlock_policies::{FileDiff, LineKind};
-use airlock_protocol::{FindingSource, ItemFinding, IssueText, merge_by_place};
+use airlock_protocol::{FindingSource, IssueText, ItemFinding, merge_by_place};
 
 /// Files larger than this are not screened at the pin (a generated blob is not prose an
 /// agent reads); the diff's added lines of such a file still are.
@@ -31,20 +31,21 @@ pub struct Screened<'a> {
 /// finding of the issue names the body's line (the title is line 0), a diff finding the added
 /// line's number in the new file.
 pub fn text_findings(seen: &Screened<'_>) -> Vec<ItemFinding> {
-    let found = |place: &str, text: &str, source, path: Option<&str>, line_of: &dyn Fn(u64) -> u64| {
-        airlock_audit::detect(text, source, path)
-            .into_iter()
-            .map(|f| {
-                ItemFinding::at(
-                    FindingSource::Broker,
-                    place,
-                    Some(line_of(f.line)),
-                    f.rule.as_str(),
-                    &f.excerpt,
-                )
-            })
-            .collect::<Vec<_>>()
-    };
+    let found =
+        |place: &str, text: &str, source, path: Option<&str>, line_of: &dyn Fn(u64) -> u64| {
+            airlock_audit::detect(text, source, path)
+                .into_iter()
+                .map(|f| {
+                    ItemFinding::at(
+                        FindingSource::Broker,
+                        place,
+                        Some(line_of(f.line)),
+                        f.rule.as_str(),
+                        &f.excerpt,
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
     let same = |n: u64| n;
     let mut out = Vec::new();
     if let Some(issue) = seen.issue {
@@ -54,7 +55,13 @@ pub fn text_findings(seen: &Screened<'_>) -> Vec<ItemFinding> {
             n.saturating_sub(1)
         }));
     }
-    out.extend(found("title", seen.title, SourceKind::ToolOutput, None, &same));
+    out.extend(found(
+        "title",
+        seen.title,
+        SourceKind::ToolOutput,
+        None,
+        &same,
+    ));
     if let Some(body) = seen.body {
         out.extend(found("body", body, SourceKind::IssueBody, None, &same));
     }
@@ -132,10 +139,7 @@ pub fn pinned_file_findings(
 /// One finding per place and source, from the broker's own and the run's reported ones. What
 /// the run reported is kept only in its own attribution: a `source` of `broker` in a run's
 /// report is relabelled `run` (the run cannot speak for the broker).
-pub fn merged(
-    own: Vec<ItemFinding>,
-    reported: &[ItemFinding],
-) -> Vec<ItemFinding> {
+pub fn merged(own: Vec<ItemFinding>, reported: &[ItemFinding]) -> Vec<ItemFinding> {
     let reported = reported.iter().cloned().map(|mut f| {
         if f.source == FindingSource::Broker {
             f.source = FindingSource::Run;

@@ -802,7 +802,6 @@ pub fn render_item(
         }
     }
 
-
     out.push_str("\n== issue\n");
     match &view.issue {
         Some(issue) => {

@@ -6,8 +6,8 @@ use serde_json::value::RawValue;
 use airlock_policies::network::BlockedAttempt;
 
 use crate::{
-    ClaimRelease, ItemFinding, ClaimRequest, EnqueueWork, JudgeScoreSubmission, JudgeSelection, PrFeedback,
-    ReviewSubmission, RunRegistration, SubmittedChange, TakeWork, request_id_for,
+    ClaimRelease, ClaimRequest, EnqueueWork, ItemFinding, JudgeScoreSubmission, JudgeSelection,
+    PrFeedback, ReviewSubmission, RunRegistration, SubmittedChange, TakeWork, request_id_for,
     request_id_for_change,
 };
 

@@ -5,9 +5,9 @@
 //! of the store's answer when the item is recorded, inside its transaction, so two concurrent
 //! calls of one run cannot both be accepted. The stores only say whether the run has an item.
 
+use super::RunReport;
 use super::refusal::Refusal;
 use super::witness::Witnessed;
-use super::RunReport;
 use crate::rules::finding_flag;
 use crate::screening;
 use crate::store::{IntakeOutcome, IntakeReply, NewQueueItem, QueueInsert, Store};
