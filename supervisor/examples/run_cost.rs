@@ -82,7 +82,7 @@ impl PrSink for NoBroker {
         &mut self,
         _run_id: &str,
         _arguments: &Value,
-        _network_blocked: &[airlock_policies::network::BlockedAttempt],
+        _report: &airlock_supervisor::ports::RunReport,
     ) -> PortResult<OpenPrReply> {
         Ok(OpenPrReply::Queued { queue_id: 1 })
     }

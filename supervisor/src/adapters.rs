@@ -890,7 +890,7 @@ impl PrSink for BrokerSocket {
         &mut self,
         run_id: &str,
         arguments: &Value,
-        network_blocked: &[BlockedAttempt],
+        report: &crate::ports::RunReport,
     ) -> PortResult<OpenPrReply> {
         self.requests += 1;
         // The broker's idempotency key over the argument text sent, so a resend after a
@@ -920,7 +920,8 @@ impl PrSink for BrokerSocket {
             }
         }
         .map_err(|e| ToolFailure::new("broker_protocol", e.to_string()))?
-        .with_network_blocked(network_blocked.to_vec());
+        .with_network_blocked(report.network_blocked.clone())
+        .with_findings(report.findings.clone());
         self.exchange_reconnecting(&wire(&request)?).and_then(typed)
     }
 

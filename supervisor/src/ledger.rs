@@ -74,6 +74,10 @@ pub struct WorkState {
     /// What the egress proxy refused the run's tests, sent with `open_pr` for the approver.
     #[serde(default)]
     pub network_blocked: BTreeSet<airlock_policies::network::BlockedAttempt>,
+    /// What the run's screening found new and what its readers reported, sent with `open_pr`
+    /// for the approver (one per place when sent).
+    #[serde(default)]
+    pub findings: Vec<airlock_protocol::ItemFinding>,
 }
 
 /// The ledger of one run.
@@ -267,6 +271,22 @@ impl<'a> Ledger<'a> {
                 rules: rules.clone(),
                 already_dismissed,
             })?;
+        // The approver sees what the run's screening found, attributed to the run.
+        self.work
+            .findings
+            .extend(found.iter().filter(|f| f.is_new()).map(|f| {
+                airlock_protocol::ItemFinding::at(
+                    airlock_protocol::FindingSource::Run,
+                    path,
+                    Some(f.finding.line),
+                    f.finding.rule.as_str(),
+                    &f.finding.excerpt,
+                )
+            }));
+        if self.work.findings.len() > 4 * airlock_protocol::MAX_FINDINGS {
+            self.work.findings =
+                airlock_protocol::merge_by_place(std::mem::take(&mut self.work.findings));
+        }
         let in_tree = kind == SourceKind::File && self.screen.blobs.contains_key(path);
         if in_tree && !rules.is_empty() && !self.facts.injection_observed.iter().any(|p| p == path)
         {

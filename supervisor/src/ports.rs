@@ -188,6 +188,16 @@ pub trait TestRunner {
 /// cannot disagree on a field.
 pub use airlock_protocol::{IssueText, RunRegistration};
 
+/// What a run reports with its `open_pr`, as data for the approver: the broker stores and
+/// shows it, attributed to the run, and decides nothing on it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunReport {
+    /// What the egress proxy refused the run's tests.
+    pub network_blocked: Vec<airlock_policies::network::BlockedAttempt>,
+    /// What the run's screening found and its readers reported, one per place.
+    pub findings: Vec<airlock_protocol::ItemFinding>,
+}
+
 /// Where `open_pr` goes: the broker client in production, a stub in tests.
 pub trait PrSink {
     /// Register the run before the loop starts.
@@ -198,7 +208,7 @@ pub trait PrSink {
         &mut self,
         run_id: &str,
         arguments: &Value,
-        network_blocked: &[airlock_policies::network::BlockedAttempt],
+        report: &RunReport,
     ) -> PortResult<OpenPrReply>;
     /// Forward a reviewer's review (`submit_review`); the broker's typed reply. A sink that
     /// does not speak to a broker refuses it.

@@ -144,6 +144,13 @@ pub(super) fn delegate_read(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<Too
                     excerpt: "reported by a reader worker in its digest".into(),
                     line: None,
                 })?;
+                ledger.work.findings.push(airlock_protocol::ItemFinding::at(
+                    airlock_protocol::FindingSource::Model,
+                    path,
+                    None,
+                    airlock_protocol::MODEL_REPORTED,
+                    "reported by a reader worker in its digest",
+                ));
             }
         }
         None => {

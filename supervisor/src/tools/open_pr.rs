@@ -99,8 +99,11 @@ pub(super) fn open_pr(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<ToolReply
         )));
     }
     let run_id = tb.ledger.run_id().to_string();
-    let blocked: Vec<_> = tb.ledger.work.network_blocked.iter().cloned().collect();
-    let reply = tb.broker.open_pr(&run_id, &args, &blocked);
+    let report = crate::ports::RunReport {
+        network_blocked: tb.ledger.work.network_blocked.iter().cloned().collect(),
+        findings: airlock_protocol::merge_by_place(tb.ledger.work.findings.iter().cloned()),
+    };
+    let reply = tb.broker.open_pr(&run_id, &args, &report);
     let answered = reply.as_ref().ok().map(answer);
     let result = match (&reply, &answered) {
         (Ok(r), Some(a)) => {

@@ -225,7 +225,7 @@ impl PrSink for BrokerStub {
         &mut self,
         _run_id: &str,
         arguments: &Value,
-        _network_blocked: &[airlock_policies::network::BlockedAttempt],
+        _report: &airlock_supervisor::ports::RunReport,
     ) -> PortResult<OpenPrReply> {
         self.submitted.lock().unwrap().push(arguments.clone());
         Ok(
