@@ -227,6 +227,14 @@ fn main() -> std::process::ExitCode {
             readers::a_readers_reported_reads_are_rechecked_against_the_supervisors_own_read,
         ),
         (
+            "readers::every_read_a_reader_makes_is_recorded_refused_or_not",
+            readers::every_read_a_reader_makes_is_recorded_refused_or_not,
+        ),
+        (
+            "readers::a_reader_that_breaks_off_keeps_the_reads_it_reported",
+            readers::a_reader_that_breaks_off_keeps_the_reads_it_reported,
+        ),
+        (
             "readers::quoted_lines_are_counted_from_fences_quotes_and_lines_the_reader_was_shown",
             readers::quoted_lines_are_counted_from_fences_quotes_and_lines_the_reader_was_shown,
         ),

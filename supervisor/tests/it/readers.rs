@@ -231,10 +231,14 @@ pub fn a_readers_reported_reads_are_rechecked_against_the_supervisors_own_read()
     airlock_testkit::write(dir.path(), "calc/ops.py", OPS_PY);
     let worktree =
         airlock_supervisor::adapters::CheckoutWorktree::open(dir.path(), vec![]).unwrap();
-    let args = |start, end| airlock_reader::tools::ReadArgs {
-        path: "calc/ops.py".into(),
-        start_line: start,
-        end_line: end,
+    let args = |id: &str, start, end| delegate::ReadCall {
+        id: id.into(),
+        path: Some("calc/ops.py".into()),
+        args: Ok(airlock_reader::tools::ReadArgs {
+            path: "calc/ops.py".into(),
+            start_line: start,
+            end_line: end,
+        }),
     };
     let lying = airlock_reader::ReadReport {
         call_id: "c1".into(),
@@ -257,13 +261,12 @@ pub fn a_readers_reported_reads_are_rechecked_against_the_supervisors_own_read()
         repaired: false,
         tool_texts: vec![],
         calls: vec![],
-        read_calls: vec![
-            ("c1".into(), args(4, 6)),
-            ("c2".into(), args(1, 2)),
-            ("c3".into(), args(1, 1)),
-        ],
+        max_reads: 3,
+        read_calls: vec![args("c1", 4, 6), args("c2", 1, 2), args("c3", 1, 1)],
         reads_served: ["c1".to_string(), "c2".to_string()].into_iter().collect(),
+        reads_refused: BTreeSet::new(),
         reported_reads: vec![lying, invented],
+        reported_refusals: vec![],
         rendered: vec![],
     };
     let events = delegate::read_events(&worktree, &d, 3);
@@ -313,6 +316,234 @@ pub fn a_readers_reported_reads_are_rechecked_against_the_supervisors_own_read()
             "violation reader_read.call_id: c9: calc/ops.py lines 4-6 vs no read_file call \
              with this id was relayed"
                 .to_string(),
+        ]
+    );
+}
+
+/// The `file_read` and `policy_refusal` records of reader `delegation`, in log order, as
+/// `path rule` (`read` for a read served).
+fn reader_reads(fx: &Fixture, delegation: u32) -> Vec<String> {
+    let text = std::fs::read_to_string(fx.path("audit.jsonl")).unwrap();
+    let by = json!({"by": "reader", "delegation": delegation});
+    text.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["payload"]["reader"] == by)
+        .map(|r| match r["kind"].as_str().unwrap() {
+            "file_read" => format!(
+                "{} read {}-{} {}",
+                r["payload"]["path"].as_str().unwrap(),
+                r["payload"]["line_start"],
+                r["payload"]["line_end"],
+                r["payload"]["content_bytes"],
+            ),
+            "policy_refusal" => format!(
+                "{} {}",
+                r["payload"]["path"].as_str().unwrap(),
+                r["payload"]["rule"].as_str().unwrap()
+            ),
+            other => format!("unexpected {other}"),
+        })
+        .collect()
+}
+
+/// Every `read_file` call a reader worker makes is one audit event, attributed to its
+/// delegation: a refusal of every class with the path asked for and its class, the one read
+/// served with its bytes, the read past the budget refused too; and none is an integrity
+/// violation (the worker's reports agree with the supervisor's own checks).
+pub fn every_read_a_reader_makes_is_recorded_refused_or_not() {
+    let fx = Fixture::with_files(&[("data/blob.bin", "\u{0}\u{1}binary".to_string())]);
+    std::os::unix::fs::symlink("../../etc/passwd", fx.repo.join("calc/link.py")).unwrap();
+    let fx = Fixture {
+        commit: git::commit_all(&fx.repo, "a link out"),
+        ..fx
+    };
+    let config = fx.config("reader_max_reads = 10\nreader_max_turns = 3");
+    let issue = fx.issue(ready_issue());
+    let ask = json!({"question": "What does add return?", "why": "The issue says add is wrong.",
+                     "max_reads": 10, "max_turns": 3});
+    let read = |path: &str, start: u64, end: u64| json!({"name": "read_file", "arguments": {"path": path, "start_line": start, "end_line": end}});
+    let asked = [
+        read("/etc/passwd", 1, 2),
+        read("../outside.txt", 1, 2),
+        read("calc/link.py", 1, 2),
+        read("calc/nope.py", 1, 2),
+        read("calc", 1, 2),
+        read("data/blob.bin", 1, 2),
+        read("calc/ops.py", 5, 2),
+        json!({"name": "read_file", "arguments": {"path": "calc/ops.py", "start_line": 1}}),
+        read("@reference/nope/a.py", 1, 2),
+        read("calc/ops.py", 4, 6),
+        read("calc/ops.py", 1, 1),
+    ];
+    let model = fx.script(&[
+        call("delegate_read", ask),
+        json!({"tool_calls": asked, "expect_tools": ["search_repo", "read_file"]}),
+        json!({"text": digest(11, "calc/ops.py", 4, 6).to_string(),
+               "expect_contains": "read budget spent", "expect_tool_error": true}),
+        json!({"text": outcome("escalate", 0.3).to_string(),
+               "expect_contains": "Reader digest", "expect_tool_error": false}),
+    ]);
+    let report = fx.run(&issue, &model, &config, &BrokerStub::default());
+    assert_eq!(report.model_finish_problem, None);
+    let ops_4_6: usize = OPS_PY
+        .split_inclusive('\n')
+        .skip(3)
+        .take(3)
+        .map(str::len)
+        .sum();
+    assert_eq!(
+        reader_reads(&fx, 1),
+        vec![
+            "/etc/passwd read:absolute_path".to_string(),
+            "../outside.txt read:parent_segment".into(),
+            "calc/link.py read:escapes_root".into(),
+            "calc/nope.py read:not_found".into(),
+            "calc read:is_directory".into(),
+            "data/blob.bin read:binary".into(),
+            "calc/ops.py read:invalid_range".into(),
+            "calc/ops.py read:invalid_arguments".into(),
+            "@reference/nope/a.py read:unknown_reference".into(),
+            format!("calc/ops.py read 4-6 {ops_4_6}"),
+            "calc/ops.py read:read_budget_spent".into(),
+        ]
+    );
+    let audit = fx.audit_kinds();
+    assert!(
+        !audit.iter().any(|k| k == "integrity_violation"),
+        "{audit:?}"
+    );
+    let digests = kinds(&trajectory(&report), "reader_digest");
+    assert_eq!(digests[0]["reads_made"], 11);
+    assert_eq!(digests[0]["accepted"], true);
+}
+
+/// A worker that reports its reads and then dies before its next request: the delegation is
+/// a dropped digest (not a reader that never started), and the reads it reported are
+/// recorded, each class checked against the supervisor's own (a class it got wrong is a
+/// violation).
+struct BreakingWorker {
+    sent: Vec<FromWorker>,
+}
+
+impl ReaderChannel for BreakingWorker {
+    fn send(&mut self, _msg: &FromSupervisor) -> PortResult<()> {
+        Ok(())
+    }
+    fn recv(&mut self) -> PortResult<FromWorker> {
+        if self.sent.is_empty() {
+            return Err(ToolFailure::new("reader_ended", "worker closed its output"));
+        }
+        Ok(self.sent.remove(0))
+    }
+    fn close(&mut self) -> String {
+        "killed by signal 9".into()
+    }
+}
+
+struct BreakingLauncher;
+
+impl ReaderLauncher for BreakingLauncher {
+    fn launch(
+        &self,
+        _: &[airlock_supervisor::delegate::ReferenceMount],
+    ) -> PortResult<Box<dyn ReaderChannel>> {
+        let refused = |id: &str, path: &str, code| FromWorker::ReadRefused {
+            refused: airlock_reader::RefusedReadReport {
+                call_id: id.into(),
+                path: Some(path.into()),
+                class: airlock_reader::RefusalClass::Bounded(code),
+            },
+        };
+        Ok(Box::new(BreakingWorker {
+            sent: vec![
+                FromWorker::Chat {
+                    request: ChatRequest {
+                        messages: vec![Message::user("Begin.")],
+                        tools: airlock_reader::tool_specs(),
+                        options: Default::default(),
+                    },
+                },
+                refused(
+                    "c1",
+                    "calc/gone.py",
+                    airlock_checkout::RefusalCode::NotFound,
+                ),
+                refused("c2", "calc/also.py", airlock_checkout::RefusalCode::Binary),
+            ],
+        }))
+    }
+}
+
+/// A model that asks for two reads.
+struct TwoReads;
+
+impl ChatModel for TwoReads {
+    fn chat(&self, _: &ChatRequest) -> airlock_model::Result<ChatResponse> {
+        let read = |id: &str, path: &str| {
+            airlock_model::ToolCall::new(
+                id,
+                "read_file",
+                json!({"path": path, "start_line": 1, "end_line": 2}),
+            )
+        };
+        Ok(ChatResponse {
+            message: airlock_model::AssistantMessage {
+                text: String::new(),
+                tool_calls: vec![read("c1", "calc/gone.py"), read("c2", "calc/also.py")],
+            },
+            stop_reason: airlock_model::StopReason::ToolUse,
+            usage: Default::default(),
+            cost_usd: None,
+        })
+    }
+    fn name(&self) -> &str {
+        "two-reads"
+    }
+}
+
+pub fn a_reader_that_breaks_off_keeps_the_reads_it_reported() {
+    let ctx = DelegateCtx {
+        model: &TwoReads,
+        worktree: &NoTree,
+        launcher: &BreakingLauncher,
+        references: &[],
+    };
+    let brief = Brief {
+        repo: "r".into(),
+        base_commit: "a".repeat(40),
+        question: "q".into(),
+        why: "w".into(),
+        max_reads: 3,
+        max_turns: 2,
+        references: Vec::new(),
+    };
+    let d = delegate::delegate(&ctx, &brief).unwrap();
+    assert!(d.digest.is_none());
+    let dropped = d.dropped.clone().unwrap();
+    assert!(
+        dropped.contains("broke off") && dropped.contains("killed by signal 9"),
+        "{dropped}"
+    );
+    let events = delegate::read_events(&NoTree, &d, 2);
+    let reader = Some(airlock_audit::ReadBy::Reader { delegation: 2 });
+    assert_eq!(
+        events,
+        vec![
+            airlock_audit::Event::PolicyRefusal {
+                path: "calc/gone.py".into(),
+                rule: "read:not_found".into(),
+                reader,
+            },
+            airlock_audit::Event::PolicyRefusal {
+                path: "calc/also.py".into(),
+                rule: "read:not_found".into(),
+                reader,
+            },
+            airlock_audit::Event::IntegrityViolation {
+                check: "reader_read.class (calc/also.py lines 1-2)".into(),
+                claimed: "binary".into(),
+                computed: "not_found".into(),
+            },
         ]
     );
 }
