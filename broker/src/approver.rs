@@ -1,13 +1,16 @@
-//! The approver's read operations, one code path for every front end: the rows of the queue
-//! and the view of one item, each with what the store and the audit log add to the queued
-//! submission (the judge's score, the registered issue, the security team's confirmed
-//! findings). `airlock-broker queue|show` and the web page (`ui`) both call these.
+//! The approver's side, one code path for every front end: the rows of the queue and the view
+//! of one item, each with what the store and the audit log add to the queued submission (the
+//! judge's score, the registered issue, the security team's confirmed findings, the approvals
+//! so far); and the named approvers (`approver add|list|remove`), their tokens (shown once,
+//! stored as SHA-256, compared in constant time) and who a decision is recorded as.
+//! `airlock-broker queue|show|approve|deny` and the web page (`ui`) all call these.
 
 use std::collections::BTreeMap;
 
 use crate::config::BrokerConfig;
 use crate::error::{Error, Result};
-use crate::service::Broker;
+use crate::service::{Broker, unix_now};
+use crate::store::{Approver, NewApprover};
 use crate::view::{ItemView, QueueRow};
 
 pub use crate::store::JudgeScore;
@@ -58,7 +61,8 @@ pub fn item_view(broker: &Broker, id: i64) -> Result<(ItemView, Option<JudgeScor
         .remove(&item.run_id)
         .unwrap_or_default();
     let view = ItemView::of(&item, issue, score.as_ref().map(|(j, _)| j.clone()), branch)
-        .with_confirmed_injections(confirmed);
+        .with_confirmed_injections(confirmed)
+        .with_approvals(broker.approvals(id)?);
     Ok((view, score))
 }
 
@@ -71,10 +75,129 @@ pub fn confirmed_injections(
     Ok(airlock_audit::confirmed_by_run(&scan))
 }
 
-/// Who decides: `$AIRLOCK_REVIEWER`, else `$USER`, else `unknown`. The CLI and the web page
-/// record the same name for the same operator.
-pub fn reviewer() -> String {
-    std::env::var("AIRLOCK_REVIEWER")
-        .or_else(|_| std::env::var("USER"))
-        .unwrap_or_else(|_| "unknown".to_owned())
+/// Who the command line records as deciding: `--by NAME`, else `$AIRLOCK_REVIEWER`, else
+/// `$USER`; [`Error::NoDecider`] when none is set (never a placeholder name). Whether the name
+/// is a registered approver is the broker's check ([`Broker::check_decider`]).
+pub fn decider(by: Option<&str>) -> Result<String> {
+    let var = |k: &str| std::env::var(k).ok();
+    by.map(str::to_owned)
+        .or_else(|| var("AIRLOCK_REVIEWER"))
+        .or_else(|| var("USER"))
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .ok_or(Error::NoDecider)
+}
+
+/// The SHA-256 of an approver's token, lowercase hex: all the store keeps of it.
+pub fn token_sha256(token: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(token.trim().as_bytes()))
+}
+
+/// Equal without an early exit on the first differing byte.
+pub fn same_secret(a: &str, b: &str) -> bool {
+    use sha2::Digest;
+    let (a, b) = (
+        sha2::Sha256::digest(a.as_bytes()),
+        sha2::Sha256::digest(b.as_bytes()),
+    );
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
+/// The longest approver name taken.
+pub const MAX_APPROVER_NAME: usize = 64;
+
+/// A name that can be recorded and shown as it is: 1 to [`MAX_APPROVER_NAME`] characters, no
+/// whitespace, control or invisible character (what a terminal would have to escape).
+fn check_approver_name(name: &str) -> Result<()> {
+    let count = name.chars().count();
+    if count == 0 || count > MAX_APPROVER_NAME {
+        return Err(Error::BadApproverName(format!(
+            "a name has 1 to {MAX_APPROVER_NAME} characters"
+        )));
+    }
+    if name.chars().any(char::is_whitespace)
+        || airlock_policies::terminal::escaped_line(name) != name
+    {
+        return Err(Error::BadApproverName(format!(
+            "{name:?} holds whitespace, a control or an invisible character"
+        )));
+    }
+    Ok(())
+}
+
+/// A new approver and the token they log in with, shown only this once.
+#[derive(Debug, Clone)]
+pub struct AddedApprover {
+    /// As stored.
+    pub approver: Approver,
+    /// The token (the store keeps only its hash).
+    pub token: String,
+}
+
+impl Broker {
+    /// Add a named approver with a fresh random token (32 bytes, hex), returned once.
+    pub fn add_approver(&self, name: &str, senior: bool) -> Result<AddedApprover> {
+        check_approver_name(name)?;
+        let token = crate::ui::random_token()?;
+        let approver = self.store().add_approver(
+            &NewApprover {
+                name: name.to_owned(),
+                senior,
+                token_sha256: token_sha256(&token),
+            },
+            unix_now(),
+        )?;
+        Ok(AddedApprover { approver, token })
+    }
+
+    /// Every named approver, by name (never a token).
+    pub fn approvers(&self) -> Result<Vec<Approver>> {
+        self.store().approvers()
+    }
+
+    /// Remove a named approver: their token logs in no more and their web sessions end; the
+    /// approvals they gave stay on record.
+    pub fn remove_approver(&self, name: &str) -> Result<Approver> {
+        self.store().remove_approver(name)
+    }
+
+    /// The approver whose token `token` is: every stored hash is compared in constant time,
+    /// with no early exit.
+    pub fn approver_for_token(&self, token: &str) -> Result<Option<Approver>> {
+        let hash = token_sha256(token);
+        let mut found = None;
+        for (approver, stored) in self.store().approver_credentials()? {
+            if same_secret(&hash, &stored) && found.is_none() {
+                found = Some(approver);
+            }
+        }
+        Ok(found)
+    }
+
+    /// The registered approver named `by`, when approvers are registered (`None` when none
+    /// is: then any name is recorded as given). An empty name is [`Error::NoDecider`]; a name
+    /// that is not registered while others are is [`Error::UnknownApprover`].
+    pub fn check_decider(&self, by: &str) -> Result<Option<Approver>> {
+        if by.trim().is_empty() {
+            return Err(Error::NoDecider);
+        }
+        let approvers = self.approvers()?;
+        if approvers.is_empty() {
+            return Ok(None);
+        }
+        approvers
+            .into_iter()
+            .find(|a| a.name == by)
+            .map(Some)
+            .ok_or_else(|| Error::UnknownApprover(by.to_owned()))
+    }
+
+    /// The approvals given on queue item `id`, oldest first.
+    pub fn approvals(&self, id: i64) -> Result<Vec<crate::store::ApprovalRecord>> {
+        self.store().approvals(id)
+    }
 }

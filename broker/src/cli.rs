@@ -87,10 +87,22 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Approve a queued pull request: commit, push, and open the draft pull request.
+    /// Approve a queued pull request: commit, push, and open the draft pull request. A risky
+    /// item (a finding, a flag, a gate note, a test_change_reason) needs --confirm-risk and
+    /// --reason; a senior-route item (a test_change_reason other than none) needs two approvals
+    /// by two registered approvers, one of them senior, and stays queued after the first.
     Approve {
         /// Queue item id.
         id: i64,
+        /// One line saying why (required on a risky item).
+        #[arg(long)]
+        reason: Option<String>,
+        /// Confirm that you saw the item's risk signals (required on a risky item).
+        #[arg(long)]
+        confirm_risk: bool,
+        /// Who approves (default: $USER); a registered approver when any is registered.
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
     },
     /// Deny a queued pull request; the reason goes back to the run.
     Deny {
@@ -99,6 +111,9 @@ enum Command {
         /// One line saying why (required).
         #[arg(long)]
         reason: String,
+        /// Who denies (default: $USER); a registered approver when any is registered.
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
     },
     /// Request changes on a queue item: a queued one is denied with the feedback as the
     /// reason; a published one keeps its branch and pull request, and `airlock run --follow-up
@@ -109,6 +124,9 @@ enum Command {
         /// What the reviewer wants changed (shown to the follow-up's agent as data).
         #[arg(long)]
         feedback: String,
+        /// Who requests them (default: $USER); a registered approver when any is registered.
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
     },
     /// Retry the publication (commit, push, draft pull request) of an approved item whose
     /// publication failed (`publish_failed`).
@@ -124,6 +142,17 @@ enum Command {
         /// One line saying why (required).
         #[arg(long)]
         reason: String,
+        /// Who abandons it (default: $USER); a registered approver when any is registered.
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+    },
+    /// The named approvers: `approver add NAME [--senior]` prints their token once (the
+    /// broker keeps only its hash), `approver list`, `approver remove NAME`. Once any is
+    /// registered, every decision must name one (--by or $USER) and the web page logs in only
+    /// with their tokens.
+    Approver {
+        #[command(subcommand)]
+        command: ApproverCommand,
     },
     /// Expire queued pull requests older than the configured queue age.
     Expire,
@@ -147,8 +176,9 @@ enum Command {
     },
     /// Serve the approver's and the security team's web page: the queue, each item (diff,
     /// witness, digest, findings, judge) with approve, deny and request changes, and the
-    /// injection findings with their triage. Prints the login token at start unless
-    /// `--token-file` names one.
+    /// injection findings with their triage. Each approver logs in with their own token
+    /// (`approver add`). While none is registered, one operator token logs in instead: printed
+    /// at start unless `--token-file` names one, its sessions deciding as `--by` or `$USER`.
     Ui {
         /// Address to listen on (loopback by default; the page is plain HTTP).
         #[arg(long, default_value = "127.0.0.1:8642")]
@@ -157,6 +187,33 @@ enum Command {
         /// instead of generating one.
         #[arg(long, value_name = "PATH")]
         token_file: Option<PathBuf>,
+        /// The name the operator token's sessions decide as, while no approver is registered
+        /// (default: $USER).
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ApproverCommand {
+    /// Add a named approver and print their login token, once.
+    Add {
+        /// The name decisions are recorded as (no whitespace or control characters).
+        name: String,
+        /// A senior approver: one of the two approvals a senior-route item needs.
+        #[arg(long)]
+        senior: bool,
+    },
+    /// List the approvers: name, senior or not, when added (never a token).
+    List {
+        /// Print the approvers as JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove an approver: their token and web sessions stop working; their approvals stay.
+    Remove {
+        /// The approver's name.
+        name: String,
     },
 }
 
@@ -261,7 +318,7 @@ pub fn production_broker(config: BrokerConfig) -> crate::Result<Broker> {
     ))
 }
 
-use crate::approver::reviewer;
+use crate::approver::decider;
 
 /// Parse the process arguments and run; returns the exit code.
 pub fn run() -> ExitCode {
@@ -297,6 +354,13 @@ pub fn run() -> ExitCode {
                     | Error::BadFeedback { .. }
                     | Error::FollowUpStale { .. }
                     | Error::MissingForgeToken { .. }
+                    | Error::BadApprovalReason
+                    | Error::UnknownApprover(_)
+                    | Error::ApproverExists(_)
+                    | Error::BadApproverName(_)
+                    | Error::RiskNotConfirmed { .. }
+                    | Error::SeniorRouteWithoutApprovers { .. }
+                    | Error::AlreadyApproved { .. }
             );
             ExitCode::from(if refused { EXIT_REFUSED } else { EXIT_ERROR })
         }
@@ -377,7 +441,7 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
                     issue_number,
                 })
                 .collect();
-            let added = broker.enqueue_work(&keys, &reviewer())?;
+            let added = broker.enqueue_work(&keys, &decider(None)?)?;
             writeln!(
                 out,
                 "queued {added} new of {} issues of {}",
@@ -452,16 +516,39 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
                 .and_then(|()| out.flush())
                 .map_err(w)
         }
-        Command::Approve { id } => {
-            let item = broker.approve(id, &reviewer())?;
-            write_published(&mut out, "approved", &item).map_err(w)
+        Command::Approve {
+            id,
+            reason,
+            confirm_risk,
+            by,
+        } => {
+            let request = crate::decisions::ApprovalRequest {
+                by: decider(by.as_deref())?,
+                reason,
+                confirm_risk,
+            };
+            match broker.approve(id, &request)? {
+                crate::decisions::Approval::Published(item) => {
+                    write_published(&mut out, "approved", &item).map_err(w)
+                }
+                crate::decisions::Approval::Pending { item, approvals } => writeln!(
+                    out,
+                    "approval recorded on {}, which stays queued: {}",
+                    item.id,
+                    airlock_policies::terminal::escaped_line(&crate::decisions::pending_words(
+                        &approvals
+                    ))
+                )
+                .map_err(w),
+            }
         }
+        Command::Approver { command } => approver_command(&broker, command, &mut out),
         Command::Publish { id } => {
             let item = broker.publish(id)?;
             write_published(&mut out, "published", &item).map_err(w)
         }
-        Command::Abandon { id, reason } => {
-            let item = broker.abandon(id, &reviewer(), &reason)?;
+        Command::Abandon { id, reason, by } => {
+            let item = broker.abandon(id, &decider(by.as_deref())?, &reason)?;
             writeln!(
                 out,
                 "abandoned {}: {}",
@@ -470,8 +557,8 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
             )
             .map_err(w)
         }
-        Command::Deny { id, reason } => {
-            let item = broker.deny(id, &reviewer(), &reason)?;
+        Command::Deny { id, reason, by } => {
+            let item = broker.deny(id, &decider(by.as_deref())?, &reason)?;
             writeln!(
                 out,
                 "denied {}: {}",
@@ -480,8 +567,8 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
             )
             .map_err(w)
         }
-        Command::RequestChanges { id, feedback } => {
-            let item = broker.request_changes(id, &reviewer(), &feedback)?;
+        Command::RequestChanges { id, feedback, by } => {
+            let item = broker.request_changes(id, &decider(by.as_deref())?, &feedback)?;
             writeln!(
                 out,
                 "changes requested on {} ({}); follow it up with: airlock run --follow-up {}",
@@ -491,10 +578,27 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
             )
             .map_err(w)
         }
-        Command::Ui { listen, token_file } => {
-            let (token, generated) = match &token_file {
-                Some(path) => (crate::ui::read_token_file(path)?, false),
-                None => (crate::ui::random_token()?, true),
+        Command::Ui {
+            listen,
+            token_file,
+            by,
+        } => {
+            // Named approvers log in with their own tokens; the operator token only while
+            // there are none.
+            let operator = if broker.approvers()?.is_empty() {
+                let name = decider(by.as_deref())?;
+                let (token, generated) = match &token_file {
+                    Some(path) => (crate::ui::read_token_file(path)?, false),
+                    None => (crate::ui::random_token()?, true),
+                };
+                Some((crate::ui::OperatorLogin { token, name }, generated))
+            } else {
+                if token_file.is_some() {
+                    eprintln!(
+                        "airlock-broker: warning: --token-file is ignored: approvers are registered, and each logs in with their own token"
+                    );
+                }
+                None
             };
             let listener = std::net::TcpListener::bind(listen)
                 .map_err(Error::io(format!("listening on {listen}")))?;
@@ -507,10 +611,22 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
                 );
             }
             eprintln!("airlock-broker: ui at http://{address}/");
-            if generated {
-                eprintln!("airlock-broker: ui login token: {token}");
+            match &operator {
+                Some((login, generated)) => {
+                    if *generated {
+                        eprintln!("airlock-broker: ui login token: {}", login.token);
+                    }
+                    eprintln!(
+                        "airlock-broker: no approver is registered: the login token's sessions decide as {} (add approvers with `airlock-broker approver add NAME`)",
+                        airlock_policies::terminal::escaped_line(&login.name)
+                    );
+                }
+                None => eprintln!(
+                    "airlock-broker: log in with a named approver's token (`airlock-broker approver list`)"
+                ),
             }
-            let ui = crate::ui::Ui::new(Arc::new(broker), token, address);
+            let ui =
+                crate::ui::Ui::new(Arc::new(broker), operator.map(|(login, _)| login), address);
             crate::ui::serve(Arc::new(ui), listener)
         }
         Command::Expire => {
@@ -519,6 +635,65 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
                 writeln!(out, "expired {} (run {})", item.id, item.run_id).map_err(w)?;
             }
             Ok(())
+        }
+    }
+}
+
+/// `approver add|list|remove`.
+fn approver_command(
+    broker: &Broker,
+    command: ApproverCommand,
+    out: &mut impl Write,
+) -> crate::Result<()> {
+    let w = |e: std::io::Error| Error::Io {
+        context: "writing to stdout".to_owned(),
+        source: e,
+    };
+    let escaped = airlock_policies::terminal::escaped_line;
+    match command {
+        ApproverCommand::Add { name, senior } => {
+            let added = broker.add_approver(&name, senior)?;
+            writeln!(
+                out,
+                "added approver {}{}; their login token (shown only now; the broker keeps only its hash):\n{}",
+                escaped(&added.approver.name),
+                if senior { " (senior)" } else { "" },
+                added.token
+            )
+            .map_err(w)
+        }
+        ApproverCommand::List { json } => {
+            let approvers = broker.approvers()?;
+            if json {
+                return writeln!(out, "{}", to_json(&approvers)?).map_err(w);
+            }
+            if approvers.is_empty() {
+                return writeln!(
+                    out,
+                    "no approvers registered (add one with `airlock-broker approver add NAME [--senior]`)"
+                )
+                .map_err(w);
+            }
+            for a in approvers {
+                writeln!(
+                    out,
+                    "{}\t{}\tadded {}",
+                    escaped(&a.name),
+                    if a.senior { "senior" } else { "-" },
+                    a.added_at
+                )
+                .map_err(w)?;
+            }
+            Ok(())
+        }
+        ApproverCommand::Remove { name } => {
+            let removed = broker.remove_approver(&name)?;
+            writeln!(
+                out,
+                "removed approver {}: their token and sessions no longer work",
+                escaped(&removed.name)
+            )
+            .map_err(w)
         }
     }
 }

@@ -10,9 +10,76 @@ use airlock_audit::Event;
 
 use crate::error::{Error, Result};
 use crate::publish;
+use crate::risk::Risk;
 use crate::service::{Broker, open_clone, reply_for, unix_now};
-use crate::store::{Decision, JudgeScore, QueueItem, QueueStatus, RunRecord};
+use crate::store::{
+    ApprovalRecord, Decision, JudgeScore, QueueItem, QueueStatus, RecordedApproval, RunRecord,
+};
 use airlock_protocol::BrokerReply;
+
+/// An approver's approval, as every front end asks for it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ApprovalRequest {
+    /// Who approves: a registered approver's name when any is registered.
+    pub by: String,
+    /// One line saying why; required on a risky item.
+    pub reason: Option<String>,
+    /// The approver confirmed the risk signals (`--confirm-risk`, or the item id typed on
+    /// the page); required on a risky item.
+    pub confirm_risk: bool,
+}
+
+impl ApprovalRequest {
+    /// A plain approval by `by`: no reason, no confirmation.
+    pub fn by(by: &str) -> Self {
+        ApprovalRequest {
+            by: by.to_owned(),
+            ..ApprovalRequest::default()
+        }
+    }
+}
+
+/// What an approval did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Approval {
+    /// The item is approved and published (or its publication resumed).
+    Published(QueueItem),
+    /// A senior-route item: the approval is recorded and the item stays queued for another.
+    Pending {
+        /// The item, still queued.
+        item: QueueItem,
+        /// Every approval so far, oldest first.
+        approvals: Vec<ApprovalRecord>,
+    },
+}
+
+/// Whether a senior-route item's approvals decide it: two different approvers (the store
+/// refuses a second approval by one), at least one of them senior.
+pub fn senior_route_complete(approvals: &[ApprovalRecord]) -> bool {
+    approvals.len() >= 2 && approvals.iter().any(|a| a.senior)
+}
+
+/// Where a senior-route item stands, in words: `1 of 2 approvals; needs another approver, one
+/// of them senior (so far: alice)`. Names raw: escape them where they are shown.
+pub fn pending_words(approvals: &[ApprovalRecord]) -> String {
+    let names: Vec<String> = approvals
+        .iter()
+        .map(|a| {
+            if a.senior {
+                format!("{}, senior", a.approver)
+            } else {
+                a.approver.clone()
+            }
+        })
+        .collect();
+    let so_far = format!(" (so far: {})", names.join("; "));
+    match approvals.len() {
+        0 => "0 of 2 approvals; needs two approvers, one of them senior".to_owned(),
+        1 => format!("1 of 2 approvals; needs another approver, one of them senior{so_far}"),
+        n if senior_route_complete(approvals) => format!("{n} approvals; complete{so_far}"),
+        n => format!("{n} approvals, none senior; needs a senior approver{so_far}"),
+    }
+}
 
 impl Broker {
     /// The state of a run's pull request: pending, approved (with branch and draft PR), or the
@@ -78,10 +145,15 @@ impl Broker {
         self.store().run(run_id)
     }
 
-    /// Approve a queued item and publish it. When the repository's `forge_token_env` is
-    /// configured but unset or empty in this process, the approval is refused before anything
-    /// is recorded or pushed: the item stays queued.
-    pub fn approve(&self, id: i64, by: &str) -> Result<QueueItem> {
+    /// Approve a queued item and publish it, as `request.by`. When the repository's
+    /// `forge_token_env` is configured but unset or empty in this process, the approval is
+    /// refused before anything is recorded or pushed: the item stays queued. Every front end
+    /// comes here, so the rules hold for all of them, each checked before anything is recorded:
+    /// when approvers are registered, `by` is one of them; a risky item ([`Risk::is_risky`])
+    /// needs `confirm_risk` and a one-line reason; a senior-route item ([`Risk::needs_senior`])
+    /// needs two approvals by two registered approvers, one of them senior, and stays queued
+    /// ([`Approval::Pending`]) after the first.
+    pub fn approve(&self, id: i64, request: &ApprovalRequest) -> Result<Approval> {
         self.expire()?;
         let current = self
             .store()
@@ -89,22 +161,84 @@ impl Broker {
             .ok_or(Error::UnknownQueueItem(id))?;
         // Approved before, publication cut short (a crash): finish it rather than refuse.
         if current.status == QueueStatus::Approved {
-            return self.publish(id);
+            return self.publish(id).map(Approval::Published);
         }
-        if current.status == QueueStatus::Queued {
-            publish::forge_token(&current.item.repository, self.repo_cfg(&current)?)?;
+        if current.status != QueueStatus::Queued {
+            return Err(Error::WrongState {
+                id,
+                status: current.status.as_str().to_owned(),
+                action: "approve".to_owned(),
+            });
         }
-        let item = self
-            .store()
-            .decide(id, &Decision::Approve { by: by.to_owned() }, unix_now())?;
+        let by = request.by.trim();
+        let approver = self.check_decider(by)?;
+        let reason = request
+            .reason
+            .as_deref()
+            .map(str::trim)
+            .filter(|r| !r.is_empty());
+        if reason.is_some_and(|r| r.contains(['\n', '\r'])) {
+            return Err(Error::BadApprovalReason);
+        }
+        let risk = Risk::of(&current);
+        if risk.is_risky() {
+            let mut missing = Vec::new();
+            if !request.confirm_risk {
+                missing.push(
+                    "a confirmation of the risk (--confirm-risk; on the page, the item id typed)",
+                );
+            }
+            if reason.is_none() {
+                missing.push("a one-line reason (--reason TEXT)");
+            }
+            if !missing.is_empty() {
+                return Err(Error::RiskNotConfirmed {
+                    id,
+                    summary: risk.summary(),
+                    missing: missing.join(" and "),
+                });
+            }
+        }
+        let senior_route = risk.needs_senior();
+        if senior_route && approver.is_none() {
+            return Err(Error::SeniorRouteWithoutApprovers {
+                id,
+                summary: risk.summary(),
+            });
+        }
+        publish::forge_token(&current.item.repository, self.repo_cfg(&current)?)?;
+        let record = ApprovalRecord {
+            approver: by.to_owned(),
+            senior: approver.as_ref().is_some_and(|a| a.senior),
+            reason: reason.map(str::to_owned),
+            approved_at: unix_now(),
+        };
+        let complete = |so_far: &[ApprovalRecord]| !senior_route || senior_route_complete(so_far);
+        let recorded = self.store().record_approval(id, &record, &complete)?;
         self.journal.record(
-            &item.run_id,
+            &current.run_id,
             Event::Approval {
                 reviewer: Some(by.to_owned()),
-                reason: None,
+                reason: record.reason.clone(),
             },
         )?;
-        self.publish(id)
+        match recorded {
+            RecordedApproval::Approved(_) => self.publish(id).map(Approval::Published),
+            RecordedApproval::Pending(approvals) => {
+                let progress = pending_words(&approvals);
+                self.journal.record(
+                    &current.run_id,
+                    Event::BrokerDecision {
+                        code: "APPROVAL_PENDING".to_owned(),
+                        detail: Some(format!("queue item {id}: {progress}")),
+                    },
+                )?;
+                Ok(Approval::Pending {
+                    item: self.queue_item(id)?,
+                    approvals,
+                })
+            }
+        }
     }
 
     fn repo_cfg(&self, item: &QueueItem) -> Result<&crate::config::RepositoryConfig> {
@@ -126,6 +260,7 @@ impl Broker {
         if reason.is_empty() || reason.contains(['\n', '\r']) {
             return Err(Error::BadReason);
         }
+        self.check_decider(by)?;
         let item = self.store().abandon(id, by, reason, unix_now())?;
         self.journal.record(
             &item.run_id,
@@ -143,6 +278,7 @@ impl Broker {
         if reason.is_empty() || reason.contains(['\n', '\r']) {
             return Err(Error::BadReason);
         }
+        self.check_decider(by)?;
         self.expire()?;
         let item = self.store().decide(
             id,

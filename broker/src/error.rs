@@ -96,6 +96,59 @@ pub enum Error {
     /// A denial needs a one-line, non-empty reason.
     #[error("a denial needs a reason on one line (non-empty, no newline)")]
     BadReason,
+    /// An approval's reason, when given, is one line.
+    #[error("an approval's reason must be one line (no newline)")]
+    BadApprovalReason,
+    /// Nobody to record as the decider: no `--by` and no `$USER`.
+    #[error(
+        "no name to record as the approver: pass --by NAME, or set $USER (or $AIRLOCK_REVIEWER)"
+    )]
+    NoDecider,
+    /// Approvers are registered and the decider is not one of them.
+    #[error(
+        "{0:?} is not a registered approver: pass --by with a name `airlock-broker approver list` shows"
+    )]
+    UnknownApprover(String),
+    /// `approver add` with a name that is taken.
+    #[error(
+        "an approver named {0:?} already exists: remove it first (`airlock-broker approver remove NAME`)"
+    )]
+    ApproverExists(String),
+    /// An approver's name that cannot be recorded.
+    #[error("approver name refused: {0}")]
+    BadApproverName(String),
+    /// A risky item's approval without the confirmation or the reason it needs.
+    #[error(
+        "queue item {id} is risky ({summary}): approving it needs {missing}; nothing was recorded"
+    )]
+    RiskNotConfirmed {
+        /// The queue item.
+        id: i64,
+        /// The risk signals (`Risk::summary`).
+        summary: String,
+        /// What the approval lacked, in words.
+        missing: String,
+    },
+    /// A senior-route item while no approver is registered.
+    #[error(
+        "queue item {id} takes the senior route ({summary}): it needs two approvals by two named approvers, one of them senior, and none is registered: add them with `airlock-broker approver add NAME --senior`"
+    )]
+    SeniorRouteWithoutApprovers {
+        /// The queue item.
+        id: i64,
+        /// The risk signals.
+        summary: String,
+    },
+    /// The same approver approved the item before.
+    #[error(
+        "{by:?} already approved queue item {id}: its senior route needs another approver, one of them senior"
+    )]
+    AlreadyApproved {
+        /// The queue item.
+        id: i64,
+        /// The approver.
+        by: String,
+    },
     /// A reviewer's action on a pull request does not start a follow-up, and why.
     #[error("pull request feedback refused: {0}")]
     FeedbackRefused(String),

@@ -290,6 +290,7 @@ impl Broker {
                 max: MAX_FEEDBACK_CHARS,
             });
         }
+        self.check_decider(by)?;
         self.expire()?;
         let item = self
             .store()

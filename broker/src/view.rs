@@ -176,6 +176,9 @@ pub struct ItemView {
     pub findings: Vec<ItemFinding>,
     /// The risk signals counted from the stored record: what a decision on the item needs.
     pub risk: crate::risk::Risk,
+    /// The approvals given so far (a senior-route item stays queued after its first), oldest
+    /// first.
+    pub approvals: Vec<crate::store::ApprovalRecord>,
     /// The findings of the item's run that the security team confirmed as injections (from
     /// the audit log's triage records), raw.
     pub confirmed_injections: Vec<airlock_audit::ConfirmedFinding>,
@@ -271,6 +274,7 @@ impl ItemView {
                 ..crate::risk::Risk::of(item)
             },
             findings,
+            approvals: Vec::new(),
             confirmed_injections: Vec::new(),
             witness: item
                 .item
@@ -305,6 +309,39 @@ pub fn review_text(review: &airlock_schemas::Review) -> String {
 }
 
 impl ItemView {
+    /// The view with the approvals given on the item so far.
+    pub fn with_approvals(mut self, approvals: Vec<crate::store::ApprovalRecord>) -> Self {
+        self.approvals = approvals;
+        self
+    }
+
+    /// Where the item's approvals stand, in words (raw: escape where shown): the senior
+    /// route's progress while it is queued, else who approved; `None` for a plain item no one
+    /// approved yet.
+    pub fn approvals_line(&self) -> Option<String> {
+        if self.risk.needs_senior() && self.status == "queued" {
+            return Some(format!(
+                "senior route: {}",
+                crate::decisions::pending_words(&self.approvals)
+            ));
+        }
+        if self.approvals.is_empty() {
+            return None;
+        }
+        let names: Vec<String> = self
+            .approvals
+            .iter()
+            .map(|a| {
+                let senior = if a.senior { ", senior" } else { "" };
+                match &a.reason {
+                    Some(r) => format!("{}{senior}: {r}", a.approver),
+                    None => format!("{}{senior}", a.approver),
+                }
+            })
+            .collect();
+        Some(format!("approved by {}", names.join("; ")))
+    }
+
     /// The view with its run's confirmed injection findings.
     pub fn with_confirmed_injections(
         mut self,
@@ -697,6 +734,9 @@ pub fn render_item(
             "SECURITY:   the run met {} confirmed injection finding(s); see below\n",
             view.confirmed_injections.len()
         ));
+    }
+    if let Some(line) = view.approvals_line() {
+        out.push_str(&format!("approvals:  {}\n", escaped_line(&line)));
     }
     if let Some(reason) = &view.reason {
         out.push_str(&format!("reason:     {}\n", escaped_line(reason)));

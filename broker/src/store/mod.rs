@@ -1,7 +1,8 @@
 //! Durable broker state behind the [`Store`] trait: registered runs, open_pr submissions keyed by
 //! (run id, request id), the approval queue and its decisions, the judge's scores, the claims
 //! workers hold on issues (`claims`: one row per issue, a holder and a lease) and the shared
-//! work queue they take issues from (`work_queue`, each taken issue a claim).
+//! work queue they take issues from (`work_queue`, each taken issue a claim), and the named
+//! approvers (`approvers`, tokens kept hashed) with the approvals they gave (`approvals`).
 //!
 //! Two backends keep the same rules: [`SqliteStore`], one file, the default, and
 //! [`PostgresStore`] for a database server (`state_db = "postgres://..."`). [`open`] picks one
@@ -20,6 +21,7 @@
 //! files hold a connection, its migrations and its dialect. A store records outcomes and
 //! answers queries; what to answer a run is the caller's ([`Store::record_intake`] takes it).
 
+mod approvers;
 mod claims;
 mod codec;
 mod postgres;
@@ -359,6 +361,52 @@ pub enum Decision {
     },
 }
 
+/// A named approver as the store keeps them (never the token: only its hash is stored).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Approver {
+    /// The approver's name, recorded as `decided_by` and in the audit log.
+    pub name: String,
+    /// Whether the approver may give the senior approval a senior-route item needs.
+    pub senior: bool,
+    /// Unix seconds the approver was added.
+    pub added_at: i64,
+}
+
+/// An approver to add: the name, seniority and the SHA-256 (hex) of the token they log in
+/// with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewApprover {
+    /// The name.
+    pub name: String,
+    /// Senior or not.
+    pub senior: bool,
+    /// The token's SHA-256, lowercase hex.
+    pub token_sha256: String,
+}
+
+/// One approval given on a queue item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRecord {
+    /// Who approved.
+    pub approver: String,
+    /// Whether they were a senior approver when they approved.
+    pub senior: bool,
+    /// The one-line reason they gave, if any.
+    pub reason: Option<String>,
+    /// Unix seconds of the approval.
+    pub approved_at: i64,
+}
+
+/// What [`Store::record_approval`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RecordedApproval {
+    /// The approvals so far complete the decision: the item is now approved.
+    Approved(Box<QueueItem>),
+    /// The approval is recorded and the item stays queued; every approval so far, oldest
+    /// first.
+    Pending(Vec<ApprovalRecord>),
+}
+
 /// What a `claim` or `renew_claim` found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimAttempt {
@@ -500,6 +548,28 @@ pub trait Store: Send {
     ) -> Result<Option<ClaimStatus>>;
     /// The work queue, oldest first, each issue with its claim.
     fn work(&mut self) -> Result<Vec<WorkEntry>>;
+    /// Add a named approver; a name already taken is [`crate::Error::ApproverExists`].
+    fn add_approver(&mut self, approver: &NewApprover, now: i64) -> Result<Approver>;
+    /// Every named approver, by name.
+    fn approvers(&mut self) -> Result<Vec<Approver>>;
+    /// Every named approver with the SHA-256 of their token, by name (for a login to compare
+    /// against in constant time).
+    fn approver_credentials(&mut self) -> Result<Vec<(Approver, String)>>;
+    /// Remove a named approver (their approvals stay on record); an unknown name is
+    /// [`crate::Error::UnknownApprover`].
+    fn remove_approver(&mut self, name: &str) -> Result<Approver>;
+    /// Record `approval` on queued item `id`, in one transaction: an item that is not queued is
+    /// [`crate::Error::WrongState`], a second approval by the same approver is
+    /// [`crate::Error::AlreadyApproved`]. When `complete` says the approvals so far (this one
+    /// last) decide the item, it is approved by this approver at `approval.approved_at`.
+    fn record_approval(
+        &mut self,
+        id: i64,
+        approval: &ApprovalRecord,
+        complete: &dyn Fn(&[ApprovalRecord]) -> bool,
+    ) -> Result<RecordedApproval>;
+    /// The approvals given on queue item `id`, oldest first.
+    fn approvals(&mut self, id: i64) -> Result<Vec<ApprovalRecord>>;
 }
 
 /// Open the store `config.state_db` names: the SQLite file (created when missing) or the

@@ -23,7 +23,7 @@
 use postgres::types::{ToSql, Type};
 use postgres::{Client, NoTls};
 
-use super::schema::{claims_table, first_release_tables, work_queue_table};
+use super::schema::{approver_tables, claims_table, first_release_tables, work_queue_table};
 use super::sql::{self, Backend, Cell, Dialect, Migration, Param, Row};
 use crate::error::{Error, Result};
 
@@ -53,6 +53,10 @@ const QUEUE_NETWORK_BLOCKED: &str =
 /// items queued before).
 const QUEUE_FINDINGS: &str = "ALTER TABLE queue ADD COLUMN IF NOT EXISTS findings TEXT;";
 
+/// Migration 5: the named approvers (their tokens hashed) and the approvals given on queue
+/// items.
+const APPROVERS: &str = approver_tables!("CREATE TABLE", "BIGINT");
+
 /// Every migration, in order, with the SQLite store's version numbers for the same tables.
 /// Append only: a released step is never edited.
 const MIGRATIONS: &[Migration<PostgresStore>] = &[
@@ -81,6 +85,11 @@ const MIGRATIONS: &[Migration<PostgresStore>] = &[
         version: 4,
         name: "queue_findings",
         apply: |pg, ctx| pg.batch(ctx, QUEUE_FINDINGS),
+    },
+    Migration {
+        version: 5,
+        name: "approvers",
+        apply: |pg, ctx| pg.batch(ctx, APPROVERS),
     },
 ];
 
@@ -285,10 +294,10 @@ mod tests {
                 });
             }
         });
-        assert_eq!(versions(&url), vec![1, 2, 3]);
+        assert_eq!(versions(&url), vec![1, 2, 3, 4, 5]);
         // Opening again applies nothing.
         PostgresStore::connect(&url, None).unwrap();
-        assert_eq!(versions(&url), vec![1, 2, 3]);
+        assert_eq!(versions(&url), vec![1, 2, 3, 4, 5]);
     }
 
     #[test]

@@ -7,9 +7,10 @@
 use super::codec::{QUEUE_COLUMNS, from_json, parse_run_state, queue_item, to_json};
 use super::sql::{Backend, Param, advisory_lock, atomically, head_lock_key};
 use super::{
-    ChangeRequest, ClaimAttempt, Decision, IntakeOutcome, IntakeReply, IntakeStart, JudgeScore,
-    NewQueueItem, QueueInsert, QueueItem, QueueStatus, ReviewItem, ReviewQueueing, RunRecord,
-    RunState, Store, WorkEntry, claims,
+    ApprovalRecord, Approver, ChangeRequest, ClaimAttempt, Decision, IntakeOutcome, IntakeReply,
+    IntakeStart, JudgeScore, NewApprover, NewQueueItem, QueueInsert, QueueItem, QueueStatus,
+    RecordedApproval, ReviewItem, ReviewQueueing, RunRecord, RunState, Store, WorkEntry, approvers,
+    claims,
 };
 use crate::error::{Error, Result};
 use airlock_protocol::{ClaimRelease, ClaimRequest, ClaimStatus, IssueKey, RunRegistration};
@@ -41,7 +42,7 @@ fn item_of_run<B: Backend>(b: &mut B, run_id: &str) -> Result<Option<QueueItem>>
 
 /// The status of queue item `id`, locked until the transaction ends; an unknown id is
 /// [`Error::UnknownQueueItem`].
-fn lock_status<B: Backend>(b: &mut B, id: i64, ctx: &str) -> Result<String> {
+pub(super) fn lock_status<B: Backend>(b: &mut B, id: i64, ctx: &str) -> Result<String> {
     let sql = format!(
         "SELECT status FROM queue WHERE id = ?1{}",
         B::DIALECT.lock_rows
@@ -590,5 +591,37 @@ impl<B: Backend> Store for B {
 
     fn work(&mut self) -> Result<Vec<WorkEntry>> {
         claims::work(self)
+    }
+
+    fn add_approver(&mut self, approver: &NewApprover, now: i64) -> Result<Approver> {
+        approvers::add(self, approver, now)
+    }
+
+    fn approvers(&mut self) -> Result<Vec<Approver>> {
+        Ok(approvers::credentials(self)?
+            .into_iter()
+            .map(|(a, _)| a)
+            .collect())
+    }
+
+    fn approver_credentials(&mut self) -> Result<Vec<(Approver, String)>> {
+        approvers::credentials(self)
+    }
+
+    fn remove_approver(&mut self, name: &str) -> Result<Approver> {
+        approvers::remove(self, name)
+    }
+
+    fn record_approval(
+        &mut self,
+        id: i64,
+        approval: &ApprovalRecord,
+        complete: &dyn Fn(&[ApprovalRecord]) -> bool,
+    ) -> Result<RecordedApproval> {
+        approvers::record(self, id, approval, complete)
+    }
+
+    fn approvals(&mut self, id: i64) -> Result<Vec<ApprovalRecord>> {
+        approvers::approvals(self, id)
     }
 }

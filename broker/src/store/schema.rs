@@ -163,3 +163,45 @@ macro_rules! work_queue_table {
 }
 
 pub(super) use {claims_table, first_release_tables, work_queue_table};
+
+/// The named approvers and the approvals recorded on queue items (migration 5). An approver's
+/// token is kept only as its SHA-256; an approval keeps the approver's name and seniority as
+/// they were when it was given (a removed approver's approvals stay on record).
+macro_rules! approver_tables {
+    ($create:literal, $int:literal) => {
+        concat!(
+            "
+",
+            $create,
+            " approvers (
+    name TEXT PRIMARY KEY,
+    token_sha256 TEXT NOT NULL UNIQUE,
+    senior ",
+            $int,
+            " NOT NULL,
+    added_at ",
+            $int,
+            " NOT NULL
+);
+",
+            $create,
+            " approvals (
+    queue_id ",
+            $int,
+            " NOT NULL REFERENCES queue(id),
+    approver TEXT NOT NULL,
+    senior ",
+            $int,
+            " NOT NULL,
+    reason TEXT,
+    approved_at ",
+            $int,
+            " NOT NULL,
+    PRIMARY KEY (queue_id, approver)
+);
+"
+        )
+    };
+}
+
+pub(super) use approver_tables;

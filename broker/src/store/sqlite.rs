@@ -7,7 +7,7 @@ use rusqlite::Connection;
 use rusqlite::types::{ToSqlOutput, Type, ValueRef};
 use std::path::Path;
 
-use super::schema::{claims_table, first_release_tables, work_queue_table};
+use super::schema::{approver_tables, claims_table, first_release_tables, work_queue_table};
 use super::sql::{self, Backend, Cell, Dialect, Migration, Param, Row};
 use crate::error::{Error, Result};
 
@@ -89,10 +89,22 @@ fn queue_network_blocked(store: &mut SqliteStore, ctx: &str) -> Result<()> {
 /// Migration 4: every finding screened for the approver, per queue item (JSON; NULL for
 /// items queued before).
 fn queue_findings(store: &mut SqliteStore, ctx: &str) -> Result<()> {
-    if !columns(store, "queue", ctx)?.iter().any(|c| c == "findings") {
+    if !columns(store, "queue", ctx)?
+        .iter()
+        .any(|c| c == "findings")
+    {
         store.batch(ctx, "ALTER TABLE queue ADD COLUMN findings TEXT")?;
     }
     Ok(())
+}
+
+/// Migration 5: the named approvers (their tokens hashed) and the approvals given on queue
+/// items.
+fn approvers(store: &mut SqliteStore, ctx: &str) -> Result<()> {
+    store.batch(
+        ctx,
+        approver_tables!("CREATE TABLE IF NOT EXISTS", "INTEGER"),
+    )
 }
 
 /// Every migration, in order. Append only: a released step is never edited.
@@ -116,6 +128,11 @@ const MIGRATIONS: &[Migration<SqliteStore>] = &[
         version: 4,
         name: "queue_findings",
         apply: queue_findings,
+    },
+    Migration {
+        version: 5,
+        name: "approvers",
+        apply: approvers,
     },
 ];
 
@@ -523,7 +540,7 @@ mod tests {
             let path = dir.path().join("today.db");
             unversioned_database(&path, &columns);
             let mut s = SqliteStore::open(&path).unwrap();
-            assert_eq!(versions(&path), vec![1, 2, 3], "{columns:?}");
+            assert_eq!(versions(&path), vec![1, 2, 3, 4, 5], "{columns:?}");
             let run = s.run("r1").unwrap().unwrap();
             assert_eq!(
                 (run.state, run.registration.issue_number),
@@ -578,7 +595,7 @@ mod tests {
             drop(s);
             // Opening again applies nothing and keeps everything.
             let mut s = SqliteStore::open(&path).unwrap();
-            assert_eq!(versions(&path), vec![1, 2, 3]);
+            assert_eq!(versions(&path), vec![1, 2, 3, 4, 5]);
             assert_eq!(s.work().unwrap().len(), 1);
             assert_eq!(
                 s.queue_item(1).unwrap().unwrap().branch.as_deref(),

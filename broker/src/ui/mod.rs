@@ -7,8 +7,13 @@
 //! [`crate::approver`] as `queue` and `show` do, and triage is `airlock_audit::triage`, the
 //! operation of `airlock audit triage`.
 //!
-//! The page defends itself: a login token (printed at start or read from a file the operator
-//! names) buys a session cookie (`HttpOnly`, `SameSite=Strict`); every state-changing request
+//! The page defends itself: a named approver's token (`airlock-broker approver add`, looked up
+//! by its hash, compared in constant time) buys a session cookie (`HttpOnly`,
+//! `SameSite=Strict`) that records the approver's name, and every decision made in it is that
+//! approver's; a session ends as soon as its approver is removed (checked on every request).
+//! While no approver is registered, the one operator token (printed at start or read from a
+//! file the operator names) logs in instead, its sessions recording the name `ui` was started
+//! with. Every state-changing request
 //! carries the session's CSRF token and an `Origin` of this server (and `Sec-Fetch-Site:
 //! same-origin` when the browser sends it); a `Host` other than the listening address is
 //! refused (DNS rebinding); every response carries a strict Content-Security-Policy.
@@ -28,7 +33,6 @@ use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::service::{Broker, unix_now};
@@ -47,32 +51,102 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 const APP_CSS: &str = include_str!("assets/app.css");
 const QUEUE_JS: &str = include_str!("assets/queue.js");
 
+/// Whose session it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Holder {
+    /// A named approver (`airlock-broker approver add`): valid while they are registered.
+    Approver(String),
+    /// The operator token's holder, under the name `ui` was started with: valid while no
+    /// approver is registered.
+    Operator(String),
+}
+
+impl Holder {
+    fn name(&self) -> &str {
+        match self {
+            Holder::Approver(name) | Holder::Operator(name) => name,
+        }
+    }
+}
+
 struct Session {
     csrf: String,
     started: Instant,
+    holder: Holder,
 }
 
-/// The web page's state: the broker, the login token, the sessions and the addresses the
-/// page answers to.
+/// A live session as a handler sees it: its CSRF token and whose it is.
+#[derive(Debug, Clone)]
+struct Live {
+    csrf: String,
+    name: String,
+}
+
+/// The login for a broker with no named approver yet: the operator's token and the name its
+/// sessions decide as (the one `ui` was started with, never looked up per request).
+#[derive(Debug, Clone)]
+pub struct OperatorLogin {
+    /// The token (16 characters or more).
+    pub token: String,
+    /// The name decisions made in its sessions are recorded as.
+    pub name: String,
+}
+
+/// The web page's state: the broker, the operator's login (if any), the sessions and the
+/// addresses the page answers to.
 pub struct Ui {
     broker: Arc<Broker>,
-    login_token: String,
+    operator: Option<OperatorLogin>,
     sessions: Mutex<HashMap<String, Session>>,
     hosts: Vec<String>,
 }
 
 impl Ui {
-    /// The page for `broker`, logged into with `login_token`, answering to `listen`.
-    pub fn new(broker: Arc<Broker>, login_token: String, listen: SocketAddr) -> Self {
+    /// The page for `broker`, logged into with a named approver's token (or, while none is
+    /// registered, `operator`'s), answering to `listen`.
+    pub fn new(broker: Arc<Broker>, operator: Option<OperatorLogin>, listen: SocketAddr) -> Self {
         let mut hosts = vec![listen.to_string()];
         if listen.ip().is_loopback() {
             hosts.push(format!("localhost:{}", listen.port()));
         }
         Ui {
             broker,
-            login_token,
+            operator,
             sessions: Mutex::new(HashMap::new()),
             hosts,
+        }
+    }
+
+    /// The live session of the request: its CSRF token and holder's name.
+    fn session(&self, headers: &HeaderMap) -> Option<Live> {
+        let id = session_cookie(headers)?;
+        let mut sessions = self.sessions();
+        sessions.retain(|_, s| s.started.elapsed() < SESSION_LIFETIME);
+        sessions.get(&id).map(|s| Live {
+            csrf: s.csrf.clone(),
+            name: s.holder.name().to_owned(),
+        })
+    }
+
+    /// End the request's session unless its holder may still log in: an approver who is still
+    /// registered, or the operator while no approver is. Run before every handler, so no page
+    /// and no form serves a removed approver's cookie; a store that cannot say ends it too.
+    async fn revalidate(&self, headers: &HeaderMap) {
+        let Some(id) = session_cookie(headers) else {
+            return;
+        };
+        let Some(holder) = self.sessions().get(&id).map(|s| s.holder.clone()) else {
+            return;
+        };
+        let broker = self.broker.clone();
+        let approvers = blocking(move || broker.approvers()).await;
+        let valid = match (&holder, approvers) {
+            (Holder::Approver(name), Ok(list)) => list.iter().any(|a| &a.name == name),
+            (Holder::Operator(_), Ok(list)) => list.is_empty(),
+            (_, Err(_)) => false,
+        };
+        if !valid {
+            self.sessions().remove(&id);
         }
     }
 
@@ -84,10 +158,7 @@ impl Ui {
 
     /// The CSRF token of the request's live session, if it has one.
     fn session_csrf(&self, headers: &HeaderMap) -> Option<String> {
-        let id = session_cookie(headers)?;
-        let mut sessions = self.sessions();
-        sessions.retain(|_, s| s.started.elapsed() < SESSION_LIFETIME);
-        sessions.get(&id).map(|s| s.csrf.clone())
+        self.session(headers).map(|live| live.csrf)
     }
 }
 
@@ -118,14 +189,7 @@ pub fn read_token_file(path: &std::path::Path) -> Result<String> {
     Ok(token)
 }
 
-/// Equal without an early exit on the first differing byte.
-fn same_secret(a: &str, b: &str) -> bool {
-    let (a, b) = (Sha256::digest(a.as_bytes()), Sha256::digest(b.as_bytes()));
-    a.iter()
-        .zip(b.iter())
-        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-        == 0
-}
+use crate::approver::same_secret;
 
 fn session_cookie(headers: &HeaderMap) -> Option<String> {
     headers
@@ -170,6 +234,7 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 /// Refuse a request for another host name (DNS rebinding) and a POST from another origin;
 /// put the security headers on every response.
 async fn guard(State(ui): State<Arc<Ui>>, request: Request, next: Next) -> Response {
+    ui.revalidate(request.headers()).await;
     let headers = request.headers();
     let host = headers
         .get(header::HOST)
@@ -234,8 +299,14 @@ fn error_response(csrf: Option<&str>, err: &Error) -> Response {
         Error::UnknownQueueItem(_) => StatusCode::NOT_FOUND,
         Error::WrongState { .. }
         | Error::MissingForgeToken { .. }
-        | Error::FollowUpStale { .. } => StatusCode::CONFLICT,
-        Error::BadReason | Error::BadFeedback { .. } => StatusCode::BAD_REQUEST,
+        | Error::FollowUpStale { .. }
+        | Error::RiskNotConfirmed { .. }
+        | Error::SeniorRouteWithoutApprovers { .. }
+        | Error::AlreadyApproved { .. } => StatusCode::CONFLICT,
+        Error::BadReason | Error::BadFeedback { .. } | Error::BadApprovalReason => {
+            StatusCode::BAD_REQUEST
+        }
+        Error::UnknownApprover(_) | Error::NoDecider => StatusCode::FORBIDDEN,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     (status, Html(page::error(csrf, &err.to_string()))).into_response()
@@ -252,13 +323,38 @@ struct LoginForm {
 }
 
 async fn login(State(ui): State<Arc<Ui>>, Form(form): Form<LoginForm>) -> Response {
-    if !same_secret(form.token.trim(), &ui.login_token) {
-        return (
-            StatusCode::FORBIDDEN,
-            Html(page::login(Some("wrong login token"))),
-        )
-            .into_response();
-    }
+    let broker = ui.broker.clone();
+    let token = form.token.trim().to_owned();
+    let found = blocking(move || {
+        let approver = broker.approver_for_token(&token)?;
+        let any = approver.is_some() || !broker.approvers()?.is_empty();
+        Ok((approver, any, token))
+    })
+    .await;
+    let holder = match found {
+        Ok((Some(approver), _, _)) => Holder::Approver(approver.name),
+        // The operator's token logs in only while no approver is registered.
+        Ok((None, false, token)) => match &ui.operator {
+            Some(op) if same_secret(&token, &op.token) => Holder::Operator(op.name.clone()),
+            _ => {
+                return (
+                    StatusCode::FORBIDDEN,
+                    Html(page::login(Some("wrong login token"))),
+                )
+                    .into_response();
+            }
+        },
+        Ok((None, true, _)) => {
+            return (
+                StatusCode::FORBIDDEN,
+                Html(page::login(Some(
+                    "wrong login token: log in with your own approver token (`airlock-broker approver add NAME` printed it)",
+                ))),
+            )
+                .into_response();
+        }
+        Err(e) => return error_response(None, &e),
+    };
     let (Ok(id), Ok(csrf)) = (random_token(), random_token()) else {
         return refused(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -270,6 +366,7 @@ async fn login(State(ui): State<Arc<Ui>>, Form(form): Form<LoginForm>) -> Respon
         Session {
             csrf,
             started: Instant::now(),
+            holder,
         },
     );
     let cookie = format!("{SESSION_COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/");
@@ -285,16 +382,16 @@ struct CsrfForm {
     csrf: String,
 }
 
-/// The session's CSRF token when the request carries a session and that token; else why it
-/// is refused (403).
-fn checked(ui: &Ui, headers: &HeaderMap, csrf: &str) -> std::result::Result<String, &'static str> {
-    let Some(expected) = ui.session_csrf(headers) else {
+/// The live session when the request carries one and its CSRF token; else why it is refused
+/// (403).
+fn checked(ui: &Ui, headers: &HeaderMap, csrf: &str) -> std::result::Result<Live, &'static str> {
+    let Some(live) = ui.session(headers) else {
         return Err("not logged in");
     };
-    if csrf.is_empty() || !same_secret(csrf, &expected) {
+    if csrf.is_empty() || !same_secret(csrf, &live.csrf) {
         return Err("missing or wrong CSRF token");
     }
-    Ok(expected)
+    Ok(live)
 }
 
 async fn logout(
@@ -320,12 +417,12 @@ async fn queue_page(
     headers: HeaderMap,
     Query(filter): Query<page::QueueFilter>,
 ) -> Response {
-    let Some(csrf) = ui.session_csrf(&headers) else {
+    let Some(Live { csrf, name }) = ui.session(&headers) else {
         return to_login();
     };
     let broker = ui.broker.clone();
     match blocking(move || crate::approver::scored_queue_rows(&broker)).await {
-        Ok(rows) => Html(page::queue(&rows, &filter, unix_now(), &csrf)).into_response(),
+        Ok(rows) => Html(page::queue(&rows, &filter, unix_now(), &csrf, &name)).into_response(),
         Err(e) => error_response(Some(&csrf), &e),
     }
 }
@@ -337,7 +434,7 @@ struct QueueStamp {
 }
 
 async fn queue_json(State(ui): State<Arc<Ui>>, headers: HeaderMap) -> Response {
-    if ui.session_csrf(&headers).is_none() {
+    if ui.session(&headers).is_none() {
         return refused(StatusCode::FORBIDDEN, "not logged in");
     }
     let broker = ui.broker.clone();
@@ -365,7 +462,7 @@ async fn item_page(
     Path(id): Path<i64>,
     Query(query): Query<ItemQuery>,
 ) -> Response {
-    let Some(csrf) = ui.session_csrf(&headers) else {
+    let Some(Live { csrf, name }) = ui.session(&headers) else {
         return to_login();
     };
     let broker = ui.broker.clone();
@@ -377,33 +474,64 @@ async fn item_page(
     // The notice is one of the page's own words, never text from the query.
     let notice = match query.done.as_str() {
         "approved" => Some("Approved: pushed and published."),
+        "approval-recorded" => Some(
+            "Approval recorded; the item stays queued: its senior route needs another approver, one of them senior.",
+        ),
         "denied" => Some("Denied; the reason goes back to the run."),
         "changes-requested" => Some("Changes requested; the feedback goes back to the run."),
         _ => None,
     };
     match blocking(move || crate::approver::item_view(&broker, id)).await {
-        Ok((view, score)) => {
-            Html(page::item(&view, score.as_ref(), layout, notice, &csrf)).into_response()
-        }
+        Ok((view, score)) => Html(page::item(
+            &view,
+            score.as_ref(),
+            layout,
+            notice,
+            &csrf,
+            &name,
+        ))
+        .into_response(),
         Err(e) => error_response(Some(&csrf), &e),
     }
+}
+
+#[derive(Deserialize)]
+struct ApproveForm {
+    #[serde(default)]
+    csrf: String,
+    /// A risky item's typed confirmation: its id.
+    #[serde(default)]
+    confirm: String,
+    /// One line saying why (required on a risky item).
+    #[serde(default)]
+    reason: String,
 }
 
 async fn approve(
     State(ui): State<Arc<Ui>>,
     headers: HeaderMap,
     Path(id): Path<i64>,
-    Form(form): Form<CsrfForm>,
+    Form(form): Form<ApproveForm>,
 ) -> Response {
-    let csrf = match checked(&ui, &headers, &form.csrf) {
-        Ok(c) => c,
+    let live = match checked(&ui, &headers, &form.csrf) {
+        Ok(live) => live,
         Err(why) => return refused(StatusCode::FORBIDDEN, why),
     };
     let broker = ui.broker.clone();
-    let by = crate::approver::reviewer();
-    match blocking(move || broker.approve(id, &by)).await {
-        Ok(_) => Redirect::to(&format!("/items/{id}?done=approved")).into_response(),
-        Err(e) => error_response(Some(&csrf), &e),
+    // The broker decides whether the item needs these; the page only carries them.
+    let request = crate::decisions::ApprovalRequest {
+        by: live.name,
+        reason: Some(form.reason).filter(|r| !r.trim().is_empty()),
+        confirm_risk: form.confirm.trim() == id.to_string(),
+    };
+    match blocking(move || broker.approve(id, &request)).await {
+        Ok(crate::decisions::Approval::Published(_)) => {
+            Redirect::to(&format!("/items/{id}?done=approved")).into_response()
+        }
+        Ok(crate::decisions::Approval::Pending { .. }) => {
+            Redirect::to(&format!("/items/{id}?done=approval-recorded")).into_response()
+        }
+        Err(e) => error_response(Some(&live.csrf), &e),
     }
 }
 
@@ -421,12 +549,11 @@ async fn deny(
     Path(id): Path<i64>,
     Form(form): Form<DenyForm>,
 ) -> Response {
-    let csrf = match checked(&ui, &headers, &form.csrf) {
-        Ok(c) => c,
+    let Live { csrf, name: by } = match checked(&ui, &headers, &form.csrf) {
+        Ok(live) => live,
         Err(why) => return refused(StatusCode::FORBIDDEN, why),
     };
     let broker = ui.broker.clone();
-    let by = crate::approver::reviewer();
     match blocking(move || broker.deny(id, &by, &form.reason)).await {
         Ok(_) => Redirect::to(&format!("/items/{id}?done=denied")).into_response(),
         Err(e) => error_response(Some(&csrf), &e),
@@ -449,12 +576,11 @@ async fn request_changes(
     Path(id): Path<i64>,
     Form(form): Form<ChangesForm>,
 ) -> Response {
-    let csrf = match checked(&ui, &headers, &form.csrf) {
-        Ok(c) => c,
+    let Live { csrf, name: by } = match checked(&ui, &headers, &form.csrf) {
+        Ok(live) => live,
         Err(why) => return refused(StatusCode::FORBIDDEN, why),
     };
     let broker = ui.broker.clone();
-    let by = crate::approver::reviewer();
     match blocking(move || broker.request_changes(id, &by, &form.feedback)).await {
         Ok(_) => Redirect::to(&format!("/items/{id}?done=changes-requested")).into_response(),
         Err(e) => error_response(Some(&csrf), &e),
@@ -517,8 +643,8 @@ async fn triage(
     Path(seq): Path<u64>,
     Form(form): Form<TriageForm>,
 ) -> Response {
-    let csrf = match checked(&ui, &headers, &form.csrf) {
-        Ok(c) => c,
+    let Live { csrf, name: by } = match checked(&ui, &headers, &form.csrf) {
+        Ok(live) => live,
         Err(why) => return refused(StatusCode::FORBIDDEN, why),
     };
     let status: airlock_audit::TriageStatus = match form.status.parse() {
@@ -536,7 +662,7 @@ async fn triage(
         finding: seq,
         status,
         note: Some(form.note).filter(|n| !n.trim().is_empty()),
-        by: crate::approver::reviewer(),
+        by,
     };
     let outcome = tokio::task::spawn_blocking(move || {
         let log = airlock_audit::AuditLog::open(&path)?;

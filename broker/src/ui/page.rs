@@ -52,6 +52,18 @@ pub enum Nav {
 
 /// A whole page around `body`; with a session's CSRF token, the navigation and logout form.
 pub fn layout(title: &str, nav: Nav, csrf: Option<&str>, scripts: &[&str], body: &str) -> String {
+    layout_as(title, nav, csrf, None, scripts, body)
+}
+
+/// [`layout`] that names who is logged in (`who`, escaped) beside the logout button.
+pub fn layout_as(
+    title: &str,
+    nav: Nav,
+    csrf: Option<&str>,
+    who: Option<&str>,
+    scripts: &[&str],
+    body: &str,
+) -> String {
     let mut out = String::from("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
     let _ = write!(
         out,
@@ -67,9 +79,14 @@ pub fn layout(title: &str, nav: Nav, csrf: Option<&str>, scripts: &[&str], body:
         let _ = write!(
             out,
             "<header class=\"top\"><span>airlock</span><a href=\"/\"{}>Queue</a><a href=\"/security\"{}>Security</a>\
-             <form method=\"post\" action=\"/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Log out</button></form></header>",
+             <form method=\"post\" action=\"/logout\">{}<input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Log out</button></form></header>",
             class(Nav::Queue),
             class(Nav::Security),
+            who.map(|w| format!(
+                "<span class=\"who\" id=\"who\">logged in as {}</span> ",
+                esc(w)
+            ))
+            .unwrap_or_default(),
             esc_text(csrf)
         );
     }
@@ -86,7 +103,7 @@ pub fn login(message: Option<&str>) -> String {
         let _ = write!(body, "<p class=\"error\">{}</p>", esc(m));
     }
     body.push_str(
-        "<p>Paste the login token <code>airlock-broker ui</code> printed when it started (or the one in the file it was given).</p>\
+        "<p>Paste your approver token (<code>airlock-broker approver add NAME</code> printed it). While no approver is registered, the token <code>airlock-broker ui</code> printed when it started (or the one in the file it was given) logs in instead.</p>\
          <form method=\"post\" action=\"/login\"><input type=\"password\" name=\"token\" autocomplete=\"off\" required autofocus> \
          <button type=\"submit\" id=\"login\">Log in</button></form></div>",
     );
@@ -202,7 +219,7 @@ fn select(name: &str, label: &str, options: &[String], chosen: &str) -> String {
 }
 
 /// The queue page: newest first, filtered, reloaded by `/static/queue.js` when it changes.
-pub fn queue(rows: &[ScoredRow], filter: &QueueFilter, now: i64, csrf: &str) -> String {
+pub fn queue(rows: &[ScoredRow], filter: &QueueFilter, now: i64, csrf: &str, who: &str) -> String {
     let mut body = String::from("<h1>Approval queue</h1>");
     let mut repositories: Vec<String> = rows.iter().map(|r| r.row.repository.clone()).collect();
     repositories.sort();
@@ -252,10 +269,11 @@ pub fn queue(rows: &[ScoredRow], filter: &QueueFilter, now: i64, csrf: &str) -> 
     if shown == 0 {
         body.push_str("<p id=\"empty\">No item matches.</p>");
     }
-    layout(
+    layout_as(
         "queue",
         Nav::Queue,
         Some(csrf),
+        Some(who),
         &["/static/queue.js"],
         &body,
     )
@@ -350,14 +368,194 @@ fn flagged_lines(
         .collect()
 }
 
-/// The item page: what the approver decides on, in the order `show` prints it, with the
-/// approve, deny and request-changes forms while the item is queued.
+/// The warning icon beside every risk signal: seen (colour and a symbol) and read out.
+const WARN_ICON: &str = "<span class=\"warn-icon\" role=\"img\" aria-label=\"warning\">⚠</span>";
+
+/// The CSS class of a finding's source.
+fn source_class(source: airlock_protocol::FindingSource) -> &'static str {
+    match source {
+        airlock_protocol::FindingSource::Broker => "source-broker",
+        airlock_protocol::FindingSource::Run => "source-run",
+        airlock_protocol::FindingSource::Model => "source-model",
+    }
+}
+
+/// The item page's first section: every risk signal the approver decides on, each standing out
+/// (a class with colour and an icon) and linked to its line of the diff when the diff shows
+/// it: the findings with their source, the intake's flags, the gates' notes, the
+/// `test_change_reason` and the senior route with its approvals so far, and what the network
+/// refused the run's tests.
+fn risk_summary(view: &ItemView, files: &[airlock_policies::FileDiff]) -> String {
+    let mut b = String::new();
+    let risky = view.risk.is_risky() || !view.confirmed_injections.is_empty();
+    let _ = write!(
+        b,
+        "<section id=\"risk\" class=\"risk {}\"><h2>Risk summary</h2><p id=\"risk-summary\">{}{}</p>",
+        if risky { "risky" } else { "plain" },
+        if risky {
+            format!("{WARN_ICON} ")
+        } else {
+            String::new()
+        },
+        esc(&view.risk.summary())
+    );
+    if risky && view.status == "queued" {
+        b.push_str("<p class=\"muted\">Approving this item needs its id typed as a confirmation and a one-line reason (the decision form is at the end of the page).</p>");
+    }
+
+    b.push_str("<h3>Injection findings</h3><ul id=\"injections\" class=\"findings\">");
+    if view.findings.is_empty() && view.confirmed_injections.is_empty() {
+        b.push_str("<li class=\"none\">(none)</li>");
+    }
+    for c in &view.confirmed_injections {
+        let place = match c.line {
+            Some(line) => format!("{}:{line}", c.path),
+            None => c.path.clone(),
+        };
+        let place = match c.line.and_then(|l| line_anchor(files, &c.path, l)) {
+            Some(anchor) => format!("<a href=\"{anchor}\">{}</a>", esc(&place)),
+            None => esc(&place),
+        };
+        let _ = write!(
+            b,
+            "<li><span class=\"badge danger\">confirmed</span> #{} {place}: {}: by {}: {}<br><code>{}</code></li>",
+            c.finding,
+            esc(c.rule.as_deref().unwrap_or("reported by the model")),
+            esc(&c.by),
+            esc(c.note.as_deref().unwrap_or("")),
+            esc(&c.excerpt)
+        );
+    }
+    for f in &view.findings {
+        // A finding on the pinned file has the pin's line numbers: linked only when it names
+        // a line of the changed file, which the diff's anchors number.
+        let place = match f.line_start.filter(|_| !f.at_pin) {
+            Some(line) => match line_anchor(files, &f.path, line) {
+                Some(anchor) => format!("<a href=\"{anchor}\">{}</a>", esc(&f.place())),
+                None => esc(&f.place()),
+            },
+            None => esc(&f.place()),
+        };
+        let _ = write!(
+            b,
+            "<li class=\"finding\">{WARN_ICON} <span class=\"badge {}\">{}</span> {place}{}: {}<br><code>{}</code></li>",
+            source_class(f.source),
+            esc(f.source.label()),
+            if f.at_pin {
+                " (the file at the pin)"
+            } else {
+                ""
+            },
+            esc(&f.rules.join(", ")),
+            esc(&f.excerpt)
+        );
+    }
+    b.push_str("</ul>");
+
+    b.push_str("<h3>Flags</h3><ul id=\"flags\" class=\"signals\">");
+    if view.flags.is_empty() {
+        b.push_str("<li class=\"none\">(none)</li>");
+    }
+    for flag in &view.flags {
+        match flag_anchor(files, flag) {
+            Some(anchor) => {
+                let _ = write!(b, "<li><a href=\"{anchor}\">{}</a></li>", esc(flag));
+            }
+            None => {
+                let _ = write!(b, "<li>{}</li>", esc(flag));
+            }
+        }
+    }
+    b.push_str("</ul>");
+
+    if !view.gates.is_empty() {
+        b.push_str("<h3>Gates</h3><ul id=\"gates\" class=\"signals\">");
+        for note in &view.gates {
+            let _ = write!(
+                b,
+                "<li class=\"gate-{}\">{}</li>",
+                note.verdict.kind().as_str(),
+                esc(&crate::view::gate_note_line(note))
+            );
+        }
+        b.push_str("</ul>");
+    }
+
+    if let Some(reason) = &view.risk.test_change_reason {
+        let _ = write!(
+            b,
+            "<h3>Senior route</h3><p id=\"test-change-reason\" class=\"signal\">{WARN_ICON} test_change_reason: <code>{}</code>: two approvals by two named approvers, at least one of them senior.</p>",
+            esc(reason)
+        );
+    }
+    if let Some(line) = view.approvals_line() {
+        let _ = write!(b, "<p id=\"approvals\">{}</p>", esc(&line));
+    }
+
+    if !view.network_blocked.is_empty() {
+        b.push_str("<h3>Network refused to the run's tests (reported by the run)</h3><ul id=\"network-blocked\" class=\"signals\">");
+        for attempt in &view.network_blocked {
+            let _ = write!(b, "<li>{}</li>", esc(&attempt.sentence()));
+        }
+        b.push_str("</ul>");
+    }
+    b.push_str("</section>");
+    b
+}
+
+/// The decision forms, the page's last section: approve (on a risky item with the typed
+/// confirmation and the reason it needs), deny and request changes while the item is queued;
+/// a request for changes once it is published.
+fn decision_forms(view: &ItemView, csrf: &str) -> String {
+    let id = view.id;
+    let c = esc_text(csrf);
+    let mut b = String::new();
+    if view.status == "queued" {
+        let approve = if view.risk.is_risky() {
+            format!(
+                "<form method=\"post\" action=\"/items/{id}/approve\" class=\"risky\"><input type=\"hidden\" name=\"csrf\" value=\"{c}\">\
+                 <p>{WARN_ICON} This item is risky ({}). Read the risk summary at the top first.</p>\
+                 <label>Type the item id <code>{id}</code> to confirm you saw every risk signal<br><input name=\"confirm\" id=\"confirm-risk\" required autocomplete=\"off\" size=\"10\"></label>\
+                 <label>Reason (one line, required)<br><input name=\"reason\" id=\"approve-reason\" required size=\"50\"></label>\
+                 <button class=\"approve\" id=\"approve\" type=\"submit\">Approve: push and open the draft pull request</button></form>",
+                esc(&view.risk.summary())
+            )
+        } else {
+            format!(
+                "<form method=\"post\" action=\"/items/{id}/approve\"><input type=\"hidden\" name=\"csrf\" value=\"{c}\"><label>Reason (one line, optional)<br><input name=\"reason\" id=\"approve-reason\" size=\"50\"></label><button class=\"approve\" id=\"approve\" type=\"submit\">Approve: push and open the draft pull request</button></form>"
+            )
+        };
+        let _ = write!(
+            b,
+            "<h2 id=\"decision\">Decision</h2><div class=\"actions\">{approve}\
+             <form method=\"post\" action=\"/items/{id}/deny\"><input type=\"hidden\" name=\"csrf\" value=\"{c}\"><label>Reason (one line, required)<br><input name=\"reason\" id=\"deny-reason\" required size=\"50\"></label><button class=\"deny\" id=\"deny\" type=\"submit\">Deny</button></form>\
+             <form method=\"post\" action=\"/items/{id}/request-changes\"><input type=\"hidden\" name=\"csrf\" value=\"{c}\"><label>Changes to request (returned to the run as the denial reason)<br><textarea name=\"feedback\" id=\"feedback\" required rows=\"3\" cols=\"50\"></textarea></label><button id=\"request-changes\" type=\"submit\">Request changes</button></form>\
+             </div>"
+        );
+    } else if view.status == "published" {
+        // A published pull request takes a request for changes: the follow-up run's commit
+        // goes to the same branch and pull request.
+        let _ = write!(
+            b,
+            "<h2 id=\"decision\">Decision</h2><div class=\"actions\">\
+             <form method=\"post\" action=\"/items/{id}/request-changes\"><input type=\"hidden\" name=\"csrf\" value=\"{c}\"><label>Changes to request (a follow-up run answers them with a new commit on the same branch and pull request: <code>airlock run --follow-up {id}</code>)<br><textarea name=\"feedback\" id=\"feedback\" required rows=\"3\" cols=\"50\"></textarea></label><button id=\"request-changes\" type=\"submit\">Request changes</button></form>\
+             </div>"
+        );
+    }
+    b
+}
+
+/// The item page: what the approver decides on, in the order they need it: the risk summary
+/// first, then the item, the issue, the pull request's words, the diff, the witness and the
+/// judge; the decision forms last (approve, deny and request changes while the item is
+/// queued), so no decision comes before the evidence.
 pub fn item(
     view: &ItemView,
     judge: Option<&JudgeScore>,
     layout_choice: DiffLayout,
     notice: Option<&str>,
     csrf: &str,
+    who: &str,
 ) -> String {
     let mut b = String::new();
     let id = view.id;
@@ -376,6 +574,8 @@ pub fn item(
             view.confirmed_injections.len()
         );
     }
+    let files = airlock_policies::parse_unified_diff(&view.diff).unwrap_or_default();
+    b.push_str(&risk_summary(view, &files));
     b.push_str("<table class=\"list\">");
     let mut row = |k: &str, v: String| {
         let _ = write!(b, "<tr><th>{k}</th><td>{v}</td></tr>");
@@ -462,28 +662,6 @@ pub fn item(
     }
     b.push_str("</table>");
 
-    if view.status == "queued" {
-        let _ = write!(
-            b,
-            "<h2>Decision</h2><div class=\"actions\">\
-             <form method=\"post\" action=\"/items/{id}/approve\"><input type=\"hidden\" name=\"csrf\" value=\"{c}\"><button class=\"approve\" id=\"approve\" type=\"submit\">Approve: push and open the draft pull request</button></form>\
-             <form method=\"post\" action=\"/items/{id}/deny\"><input type=\"hidden\" name=\"csrf\" value=\"{c}\"><label>Reason (one line, required)<br><input name=\"reason\" id=\"deny-reason\" required size=\"50\"></label><button class=\"deny\" id=\"deny\" type=\"submit\">Deny</button></form>\
-             <form method=\"post\" action=\"/items/{id}/request-changes\"><input type=\"hidden\" name=\"csrf\" value=\"{c}\"><label>Changes to request (returned to the run as the denial reason)<br><textarea name=\"feedback\" id=\"feedback\" required rows=\"3\" cols=\"50\"></textarea></label><button id=\"request-changes\" type=\"submit\">Request changes</button></form>\
-             </div>",
-            c = esc_text(csrf)
-        );
-    } else if view.status == "published" {
-        // A published pull request takes a request for changes: the follow-up run's commit
-        // goes to the same branch and pull request.
-        let _ = write!(
-            b,
-            "<h2>Decision</h2><div class=\"actions\">\
-             <form method=\"post\" action=\"/items/{id}/request-changes\"><input type=\"hidden\" name=\"csrf\" value=\"{c}\"><label>Changes to request (a follow-up run answers them with a new commit on the same branch and pull request: <code>airlock run --follow-up {id}</code>)<br><textarea name=\"feedback\" id=\"feedback\" required rows=\"3\" cols=\"50\"></textarea></label><button id=\"request-changes\" type=\"submit\">Request changes</button></form>\
-             </div>",
-            c = esc_text(csrf)
-        );
-    }
-
     b.push_str("<h2>Issue</h2>");
     match &view.issue {
         Some(issue) => {
@@ -509,7 +687,6 @@ pub fn item(
         None => b.push_str("<p>(the stored arguments do not parse as open_pr)</p>"),
     }
 
-    let files = airlock_policies::parse_unified_diff(&view.diff).unwrap_or_default();
     b.push_str("<h2>Diffstat</h2><table class=\"list\" id=\"diffstat\">");
     let (mut plus, mut minus) = (0, 0);
     for (i, f) in view.diffstat.iter().enumerate() {
@@ -563,75 +740,32 @@ pub fn item(
         }
     }
 
-    b.push_str("<h2>Flags</h2><ul id=\"flags\">");
-    if view.flags.is_empty() {
-        b.push_str("<li>(none)</li>");
-    }
-    for flag in &view.flags {
-        match flag_anchor(&files, flag) {
-            Some(anchor) => {
-                let _ = write!(b, "<li><a href=\"{anchor}\">{}</a></li>", esc(flag));
-            }
-            None => {
-                let _ = write!(b, "<li>{}</li>", esc(flag));
-            }
+    let _ = write!(
+        b,
+        "<h2>Diff</h2><p>{} · {}</p>",
+        if layout_choice == DiffLayout::Unified {
+            "<strong>unified</strong>".to_owned()
+        } else {
+            format!("<a href=\"/items/{id}\" id=\"unified\">unified</a>")
+        },
+        if layout_choice == DiffLayout::SideBySide {
+            "<strong>side by side</strong>".to_owned()
+        } else {
+            format!("<a href=\"/items/{id}?diff=split\" id=\"split\">side by side</a>")
         }
-    }
-    b.push_str("</ul>");
-
-    if !view.gates.is_empty() {
-        b.push_str("<h2>Gates</h2><ul id=\"gates\">");
-        for note in &view.gates {
-            let _ = write!(
-                b,
-                "<li class=\"gate-{}\">{}</li>",
-                note.verdict.kind().as_str(),
-                esc(&crate::view::gate_note_line(note))
-            );
+    );
+    let flagged = flagged_lines(view, &files);
+    for (i, (file, flagged)) in files.iter().zip(&flagged).enumerate() {
+        let _ = write!(b, "<h3 id=\"file-{i}\">{}</h3>", esc(file.path()));
+        if file.binary {
+            b.push_str("<p>(binary)</p>");
+            continue;
         }
-        b.push_str("</ul>");
+        b.push_str(&match layout_choice {
+            DiffLayout::Unified => super::diff::unified(i, file, flagged),
+            DiffLayout::SideBySide => super::diff::side_by_side(i, file, flagged),
+        });
     }
-
-    b.push_str("<h2>Injection findings</h2><ul id=\"injections\">");
-    if view.findings.is_empty() && view.confirmed_injections.is_empty() {
-        b.push_str("<li>(none)</li>");
-    }
-    for c in &view.confirmed_injections {
-        let place = match c.line {
-            Some(line) => format!("{}:{line}", c.path),
-            None => c.path.clone(),
-        };
-        let place = match c.line.and_then(|l| line_anchor(&files, &c.path, l)) {
-            Some(anchor) => format!("<a href=\"{anchor}\">{}</a>", esc(&place)),
-            None => esc(&place),
-        };
-        let _ = write!(
-            b,
-            "<li><span class=\"badge danger\">confirmed</span> #{} {place}: {}: by {}: {}<br><code>{}</code></li>",
-            c.finding,
-            esc(c.rule.as_deref().unwrap_or("reported by the model")),
-            esc(&c.by),
-            esc(c.note.as_deref().unwrap_or("")),
-            esc(&c.excerpt)
-        );
-    }
-    for f in &view.findings {
-        let place = match f.line_start.filter(|_| !f.at_pin) {
-            Some(line) => match line_anchor(&files, &f.path, line) {
-                Some(anchor) => format!("<a href=\"{anchor}\">{}</a>", esc(&f.place())),
-                None => esc(&f.place()),
-            },
-            None => esc(&f.place()),
-        };
-        let _ = write!(
-            b,
-            "<li>{place}: {}: {}: <code>{}</code></li>",
-            esc(f.source.label()),
-            esc(&f.rules.join(", ")),
-            esc(&f.excerpt)
-        );
-    }
-    b.push_str("</ul>");
 
     b.push_str("<h2>Witness</h2><table class=\"list\" id=\"witness\"><tr><th>Step</th><th>Command</th><th>Exit</th><th>Grade</th><th>Tests</th></tr>");
     for s in &view.witness {
@@ -697,33 +831,15 @@ pub fn item(
     }
     b.push_str("</div>");
 
-    let _ = write!(
-        b,
-        "<h2>Diff</h2><p>{} · {}</p>",
-        if layout_choice == DiffLayout::Unified {
-            "<strong>unified</strong>".to_owned()
-        } else {
-            format!("<a href=\"/items/{id}\" id=\"unified\">unified</a>")
-        },
-        if layout_choice == DiffLayout::SideBySide {
-            "<strong>side by side</strong>".to_owned()
-        } else {
-            format!("<a href=\"/items/{id}?diff=split\" id=\"split\">side by side</a>")
-        }
-    );
-    let flagged = flagged_lines(view, &files);
-    for (i, (file, flagged)) in files.iter().zip(&flagged).enumerate() {
-        let _ = write!(b, "<h3 id=\"file-{i}\">{}</h3>", esc(file.path()));
-        if file.binary {
-            b.push_str("<p>(binary)</p>");
-            continue;
-        }
-        b.push_str(&match layout_choice {
-            DiffLayout::Unified => super::diff::unified(i, file, flagged),
-            DiffLayout::SideBySide => super::diff::side_by_side(i, file, flagged),
-        });
-    }
-    layout(&format!("item {id}"), Nav::Queue, Some(csrf), &[], &b)
+    b.push_str(&decision_forms(view, csrf));
+    layout_as(
+        &format!("item {id}"),
+        Nav::Queue,
+        Some(csrf),
+        Some(who),
+        &[],
+        &b,
+    )
 }
 
 /// The security page's filter.
@@ -910,7 +1026,7 @@ mod tests {
     fn a_flag_links_to_the_line_it_names_and_marks_it() {
         let view = ItemView::of(&flagged_item(), None, None, "airlock/CALC-1-7".to_owned());
         for layout_choice in [DiffLayout::Unified, DiffLayout::SideBySide] {
-            let html = item(&view, None, layout_choice, None, "c");
+            let html = item(&view, None, layout_choice, None, "c", "rev");
             assert!(
                 html.contains("<li><a href=\"#f0-n2\">test-code: calc/&lt;b&gt;x&lt;/b&gt;.py:2: a call at import time</a></li>"),
                 "{html}"

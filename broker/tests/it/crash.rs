@@ -189,6 +189,7 @@ fn kill_during_approval_then_restart_publishes_once() {
         .arg(&fx.config)
         .args(["approve", &id.to_string()])
         .env("AIRLOCK_IT_FORGE_TOKEN", "tok")
+        .env("AIRLOCK_REVIEWER", "rev")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

@@ -10,8 +10,9 @@ use std::sync::{Arc, Barrier};
 use airlock_broker::config::BrokerConfig;
 use airlock_broker::intake::FinishIntake;
 use airlock_broker::store::{
-    self, ClaimAttempt, Decision, IntakeOutcome, IntakeReply as BrokerReply, IntakeStart, ItemKind,
-    NewQueueItem, QueueStatus, ReviewItem, ReviewQueueing, RunState, Store,
+    self, ApprovalRecord, ClaimAttempt, Decision, IntakeOutcome, IntakeReply as BrokerReply,
+    IntakeStart, ItemKind, NewApprover, NewQueueItem, QueueStatus, RecordedApproval, ReviewItem,
+    ReviewQueueing, RunState, Store,
 };
 use airlock_broker::{Error, RunRegistration};
 use airlock_protocol::{
@@ -106,6 +107,9 @@ suite!(
     concurrent_enqueuers_of_overlapping_issues_add_each_once,
     of_concurrent_open_pr_calls_of_one_run_exactly_one_is_queued,
     of_concurrent_reviews_of_one_head_exactly_one_is_queued,
+    approvers_are_added_once_listed_by_name_and_removed,
+    approvals_are_recorded_once_per_approver_until_they_complete,
+    of_concurrent_approvals_by_two_approvers_exactly_one_completes,
 );
 
 fn reg(run_id: &str) -> RunRegistration {
@@ -992,4 +996,159 @@ fn concurrent_enqueuers_of_overlapping_issues_add_each_once(db: &Db) {
             .collect::<Vec<_>>(),
         (0..60).collect::<Vec<_>>()
     );
+}
+
+fn new_approver(name: &str, senior: bool) -> NewApprover {
+    NewApprover {
+        name: name.to_owned(),
+        senior,
+        token_sha256: format!("{:0>64}", name.len() * 7 + usize::from(senior)),
+    }
+}
+
+fn approval_by(name: &str, senior: bool, at: i64) -> ApprovalRecord {
+    ApprovalRecord {
+        approver: name.to_owned(),
+        senior,
+        reason: Some(format!("{name} read it")),
+        approved_at: at,
+    }
+}
+
+/// A senior route's rule, as the broker passes it.
+fn two_with_a_senior(so_far: &[ApprovalRecord]) -> bool {
+    so_far.len() >= 2 && so_far.iter().any(|a| a.senior)
+}
+
+fn approvers_are_added_once_listed_by_name_and_removed(db: &Db) {
+    let mut s = db.open();
+    assert!(s.approvers().unwrap().is_empty());
+    let bob = s.add_approver(&new_approver("bob", false), 5).unwrap();
+    assert_eq!(
+        (bob.name.as_str(), bob.senior, bob.added_at),
+        ("bob", false, 5)
+    );
+    s.add_approver(&new_approver("alice", true), 6).unwrap();
+    // A name is taken once, whatever the token.
+    let mut again = new_approver("bob", true);
+    again.token_sha256 = "f".repeat(64);
+    assert!(matches!(
+        s.add_approver(&again, 7),
+        Err(Error::ApproverExists(name)) if name == "bob"
+    ));
+    // Another connection (another broker) sees them, by name, each with its token's hash.
+    let mut other = db.open();
+    let names: Vec<(String, bool)> = other
+        .approvers()
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.name, a.senior))
+        .collect();
+    assert_eq!(
+        names,
+        [("alice".to_owned(), true), ("bob".to_owned(), false)]
+    );
+    let credentials = other.approver_credentials().unwrap();
+    assert_eq!(credentials[1].1, new_approver("bob", false).token_sha256);
+    // Removed: gone from the list; removing again is refused naming it.
+    assert_eq!(s.remove_approver("bob").unwrap().name, "bob");
+    assert!(matches!(
+        s.remove_approver("bob"),
+        Err(Error::UnknownApprover(name)) if name == "bob"
+    ));
+    assert_eq!(other.approvers().unwrap().len(), 1);
+}
+
+fn approvals_are_recorded_once_per_approver_until_they_complete(db: &Db) {
+    let mut s = db.open();
+    let id = queue_one(s.as_mut(), "r1", 1);
+    // The first approval of a senior route leaves the item queued.
+    let first = s
+        .record_approval(id, &approval_by("bob", false, 2), &two_with_a_senior)
+        .unwrap();
+    assert_eq!(
+        first,
+        RecordedApproval::Pending(vec![approval_by("bob", false, 2)])
+    );
+    let item = s.queue_item(id).unwrap().unwrap();
+    assert_eq!((item.status, item.decided_by), (QueueStatus::Queued, None));
+    // The same approver again is refused, and nothing more is recorded.
+    assert!(matches!(
+        s.record_approval(id, &approval_by("bob", true, 3), &two_with_a_senior),
+        Err(Error::AlreadyApproved { id: i, by }) if i == id && by == "bob"
+    ));
+    assert_eq!(s.approvals(id).unwrap(), vec![approval_by("bob", false, 2)]);
+    // A second, senior approver completes it: approved by them, both approvals kept.
+    let second = s
+        .record_approval(id, &approval_by("alice", true, 4), &two_with_a_senior)
+        .unwrap();
+    let RecordedApproval::Approved(item) = second else {
+        panic!("{second:?}")
+    };
+    assert_eq!(item.status, QueueStatus::Approved);
+    assert_eq!(item.decided_by.as_deref(), Some("alice"));
+    assert_eq!(item.decided_at, Some(4));
+    assert_eq!(
+        db.open().approvals(id).unwrap(),
+        vec![approval_by("bob", false, 2), approval_by("alice", true, 4)]
+    );
+    // A decided item takes no more approvals; an unknown one is named.
+    assert!(matches!(
+        s.record_approval(id, &approval_by("carol", true, 5), &|_| true),
+        Err(Error::WrongState { .. })
+    ));
+    assert!(matches!(
+        s.record_approval(id + 100, &approval_by("carol", true, 5), &|_| true),
+        Err(Error::UnknownQueueItem(_))
+    ));
+    // A plain item is approved by its one approval, which is kept with its reason.
+    let plain = queue_one(s.as_mut(), "r2", 6);
+    let done = s
+        .record_approval(plain, &approval_by("carol", false, 7), &|_| true)
+        .unwrap();
+    assert!(
+        matches!(done, RecordedApproval::Approved(ref i) if i.decided_by.as_deref() == Some("carol"))
+    );
+    assert_eq!(
+        s.approvals(plain).unwrap()[0].reason.as_deref(),
+        Some("carol read it")
+    );
+}
+
+fn of_concurrent_approvals_by_two_approvers_exactly_one_completes(db: &Db) {
+    let mut s = db.open();
+    let id = queue_one(s.as_mut(), "r1", 1);
+    s.record_approval(id, &approval_by("bob", false, 2), &two_with_a_senior)
+        .unwrap();
+    let barrier = Barrier::new(4);
+    let outcomes: Vec<Result<RecordedApproval, Error>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ["alice", "carol", "dave", "erin"]
+            .into_iter()
+            .map(|name| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    let mut store = db.open();
+                    barrier.wait();
+                    store.record_approval(id, &approval_by(name, true, 3), &two_with_a_senior)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let approved = outcomes
+        .iter()
+        .filter(|o| matches!(o, Ok(RecordedApproval::Approved(_))))
+        .count();
+    assert_eq!(approved, 1, "{outcomes:?}");
+    for o in &outcomes {
+        assert!(
+            matches!(
+                o,
+                Ok(RecordedApproval::Approved(_)) | Err(Error::WrongState { .. })
+            ),
+            "{o:?}"
+        );
+    }
+    // The item's approvals: bob's and the one that completed it, nothing half-recorded.
+    assert_eq!(s.approvals(id).unwrap().len(), 2);
 }

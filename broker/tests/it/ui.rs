@@ -18,6 +18,8 @@ use tower::ServiceExt;
 use crate::harness::{Fixture, apply_fix, honest_args, queue_honest, write};
 
 pub const TOKEN: &str = "test-login-token-0123456789";
+/// The name the operator token's sessions decide as (no approver is registered).
+pub const OPERATOR: &str = "rev";
 const ADDR: &str = "127.0.0.1:8642";
 const ORIGIN: &str = "http://127.0.0.1:8642";
 
@@ -58,7 +60,11 @@ impl Page {
     pub fn new(fx: &Fixture) -> Page {
         let config = airlock_broker::BrokerConfig::load(&fx.config).unwrap();
         let broker = airlock_broker::cli::production_broker(config).unwrap();
-        let ui = Ui::new(Arc::new(broker), TOKEN.to_owned(), ADDR.parse().unwrap());
+        let operator = airlock_broker::ui::OperatorLogin {
+            token: TOKEN.to_owned(),
+            name: OPERATOR.to_owned(),
+        };
+        let ui = Ui::new(Arc::new(broker), Some(operator), ADDR.parse().unwrap());
         Page {
             runtime: tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -564,7 +570,7 @@ fn approving_and_denying_on_the_page_is_exactly_what_the_cli_does() {
     let by_page = queue_honest(&fx, "run-ui-page");
     let page = Page::new(&fx);
     let (cookie, csrf) = page.login();
-    let reviewer = airlock_broker::approver::reviewer();
+    let reviewer = OPERATOR.to_owned();
 
     let mark = fx.audit_kinds().len();
     let out = fx.cli_env(
@@ -892,7 +898,7 @@ fn the_security_page_lists_findings_newest_first_and_triages_them_in_the_audit_l
     assert_eq!(payload["finding"], seq);
     assert_eq!(payload["status"], "confirmed");
     assert_eq!(payload["note"], "planted <b>instruction</b>");
-    assert_eq!(payload["by"], airlock_broker::approver::reviewer().as_str());
+    assert_eq!(payload["by"], OPERATOR);
     let html = page.get("/security?status=confirmed", Some(&cookie)).body;
     assert!(
         html.contains("planted &lt;b&gt;instruction&lt;/b&gt;"),
@@ -958,6 +964,7 @@ fn the_real_binary_prints_a_fresh_token_listens_on_loopback_and_refuses_a_short_
         .arg("--config")
         .arg(&fx.config)
         .args(["ui", "--listen", "127.0.0.1:0"])
+        .env("AIRLOCK_REVIEWER", "rev")
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
