@@ -132,7 +132,12 @@ impl Page {
 
     /// Log in; the session cookie and the session's CSRF token.
     pub fn login(&self) -> (String, String) {
-        let reply = self.post("/login", None, &[("token", TOKEN)]);
+        self.login_with(TOKEN)
+    }
+
+    /// Log in with `token`; the session cookie and the session's CSRF token.
+    pub fn login_with(&self, token: &str) -> (String, String) {
+        let reply = self.post("/login", None, &[("token", token)]);
         assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
         let set = reply
             .headers
@@ -1051,4 +1056,124 @@ fn a_published_item_takes_a_request_for_changes_that_a_follow_up_answers() {
         brief.branch.as_deref(),
         Some(format!("airlock/CALC-42-{id}").as_str())
     );
+}
+
+/// `airlock-broker approver add NAME [--senior]`; the token it printed once.
+pub fn add_approver(fx: &Fixture, name: &str, senior: bool) -> String {
+    let mut args = vec!["approver", "add", name];
+    if senior {
+        args.push("--senior");
+    }
+    let out = fx.cli(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn a_named_approver_decides_as_themselves_a_risky_item_needs_the_typed_id_and_removal_ends_the_session()
+ {
+    let mut fx = Fixture::new();
+    fx.start();
+    let flagged = queue_xss(&fx, "run-ui-named-flagged");
+    let plain = queue_honest(&fx, "run-ui-named-plain");
+    let token = add_approver(&fx, "alice", false);
+    let page = Page::new(&fx);
+    // Once approvers exist, the operator token logs in no more.
+    let operator = page.post("/login", None, &[("token", TOKEN)]);
+    assert_eq!(operator.status, StatusCode::FORBIDDEN, "{}", operator.body);
+    let (cookie, csrf) = page.login_with(&token);
+
+    // The risk summary leads, each finding marked, and the decision form comes last.
+    let html = page.get(&format!("/items/{flagged}"), Some(&cookie)).body;
+    assert!(html.contains("id=\"who\">logged in as alice<"), "{html}");
+    let at = |needle: &str| {
+        html.find(needle)
+            .unwrap_or_else(|| panic!("{needle} missing: {html}"))
+    };
+    assert!(at("id=\"risk\" class=\"risk risky\"") < at("<h2>Issue</h2>"));
+    assert!(
+        at("<li class=\"finding\"><span class=\"warn-icon\" role=\"img\" aria-label=\"warning\">")
+            < at("id=\"approve\"")
+    );
+    assert!(at("<h2>Witness</h2>") < at("<h2 id=\"decision\">"));
+    assert!(at("id=\"confirm-risk\"") < at("id=\"approve\""));
+    assert_inert(&html);
+
+    // A risky approve without the typed id, or without a reason, is refused; nothing changes.
+    let mark = fx.audit_kinds().len();
+    for form in [
+        vec![("csrf", csrf.as_str()), ("reason", "read it")],
+        vec![
+            ("csrf", csrf.as_str()),
+            ("confirm", "yes"),
+            ("reason", "read it"),
+        ],
+        vec![
+            ("csrf", csrf.as_str()),
+            ("confirm", &flagged.to_string()),
+            ("reason", " "),
+        ],
+    ] {
+        let reply = page.post(&format!("/items/{flagged}/approve"), Some(&cookie), &form);
+        assert_eq!(reply.status, StatusCode::CONFLICT, "{}", reply.body);
+        assert!(
+            reply.body.contains("nothing was recorded"),
+            "{}",
+            reply.body
+        );
+    }
+    assert_eq!(fx.audit_kinds().len(), mark);
+    let id = flagged.to_string();
+    let reply = page.post(
+        &format!("/items/{flagged}/approve"),
+        Some(&cookie),
+        &[
+            ("csrf", &csrf),
+            ("confirm", &id),
+            ("reason", "the note is inert"),
+        ],
+    );
+    assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
+    let view: Value = serde_json::from_slice(&fx.cli(&["show", &id, "--json"]).stdout).unwrap();
+    assert_eq!(view["status"], "published");
+    assert_eq!(view["decided_by"], "alice");
+    let (kind, payload) = appended(&fx, mark)
+        .into_iter()
+        .find(|(k, _)| k == "approval")
+        .unwrap();
+    assert_eq!(kind, "approval");
+    assert_eq!(payload["reviewer"], "alice");
+
+    // alice is removed: her old cookie opens nothing and decides nothing.
+    let out = fx.cli(&["approver", "remove", "alice"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let queue = page.get("/", Some(&cookie));
+    assert_eq!(queue.status, StatusCode::SEE_OTHER);
+    assert_eq!(queue.location(), "/login");
+    let denied = page.post(
+        &format!("/items/{plain}/deny"),
+        Some(&cookie),
+        &[("csrf", &csrf), ("reason", "stale session")],
+    );
+    assert_eq!(denied.status, StatusCode::FORBIDDEN, "{}", denied.body);
+    let view: Value =
+        serde_json::from_slice(&fx.cli(&["show", &plain.to_string(), "--json"]).stdout).unwrap();
+    assert_eq!(view["status"], "queued");
+    // Her token logs in no more either.
+    let again = page.post("/login", None, &[("token", &token)]);
+    assert_eq!(again.status, StatusCode::FORBIDDEN);
 }

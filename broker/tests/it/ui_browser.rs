@@ -17,7 +17,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
 use crate::harness::{BIN, Fixture, queue_honest};
-use crate::ui::{TOKEN, XSS_TITLE, queue_xss, record_finding};
+use crate::ui::{TOKEN, XSS_TITLE, add_approver, queue_xss, record_finding};
 
 /// A child process killed when the test ends.
 struct Killed(Child);
@@ -255,6 +255,72 @@ fn in_chromium_an_approver_logs_in_approves_denies_and_nothing_an_agent_wrote_ru
         wait_for(&c, "#queue").await;
         let new_id = queue_honest(&fx, "run-browser-new");
         wait_for(&c, &format!("#queue tr[data-id=\"{new_id}\"]")).await;
+
+        c.close().await.unwrap();
+    });
+}
+
+#[test]
+fn in_chromium_a_named_approver_sees_the_findings_first_and_must_confirm_a_flagged_item() {
+    let (_driver, driver_url) = start_chromedriver();
+    let mut fx = Fixture::new();
+    fx.start();
+    let flagged = queue_xss(&fx, "run-browser-flagged");
+    let token = add_approver(&fx, "alice", true);
+    // Approvers exist: the operator token start_ui writes is ignored, alice's logs in.
+    let (_ui, base) = start_ui(&fx);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let c = browser(&driver_url).await;
+        c.goto(&format!("{base}/")).await.unwrap();
+        wait_for(&c, "input[name=token]").await.send_keys(&token).await.unwrap();
+        c.find(Locator::Css("#login")).await.unwrap().click().await.unwrap();
+        let who = wait_for(&c, "#who").await.text().await.unwrap();
+        assert_eq!(who, "logged in as alice");
+
+        // The findings, marked with an icon, come before the decision form.
+        c.goto(&format!("{base}/items/{flagged}")).await.unwrap();
+        wait_for(&c, "#approve").await;
+        let order = c
+            .execute(
+                "const f = document.querySelector('#injections li.finding .warn-icon'); const form = document.querySelector('#approve'); return f && form ? Boolean(f.compareDocumentPosition(form) & Node.DOCUMENT_POSITION_FOLLOWING) : null;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(order, json!(true));
+        // The risk summary stands out: its own colour, not only its text.
+        let colours = c
+            .execute(
+                "const s = getComputedStyle(document.querySelector('#risk')); const i = getComputedStyle(document.querySelector('.warn-icon')); return [s.backgroundColor, i.color];",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_ne!(colours[0], json!("rgb(255, 255, 255)"), "{colours}");
+        assert_ne!(colours[1], json!("rgb(27, 31, 36)"), "{colours}");
+
+        // Approve with a reason but without the typed id: refused, the item stays queued.
+        c.find(Locator::Css("#confirm-risk")).await.unwrap().send_keys("yes").await.unwrap();
+        c.find(Locator::Css("#approve-reason")).await.unwrap().send_keys("read every finding").await.unwrap();
+        c.find(Locator::Css("#approve")).await.unwrap().click().await.unwrap();
+        let error = wait_for(&c, "#error").await.text().await.unwrap();
+        assert!(error.contains("risky") && error.contains("nothing was recorded"), "{error}");
+        assert_eq!(show_json(&fx, flagged)["status"], "queued");
+
+        // With the id typed: approved as alice.
+        c.goto(&format!("{base}/items/{flagged}")).await.unwrap();
+        wait_for(&c, "#confirm-risk").await.send_keys(&flagged.to_string()).await.unwrap();
+        c.find(Locator::Css("#approve-reason")).await.unwrap().send_keys("the note is inert").await.unwrap();
+        c.find(Locator::Css("#approve")).await.unwrap().click().await.unwrap();
+        let notice = wait_for(&c, "#notice").await.text().await.unwrap();
+        assert!(notice.starts_with("Approved"), "{notice}");
+        let view = show_json(&fx, flagged);
+        assert_eq!(view["status"], "published");
+        assert_eq!(view["decided_by"], "alice");
 
         c.close().await.unwrap();
     });
