@@ -93,7 +93,10 @@ pub(super) fn print_review_hints(paths: &DemoPaths<'_>, verdicts: &[Verdict], ke
     outln!("  {broker_exe} --config {config} queue");
     if let Some(id) = verdicts.iter().find_map(|v| v.queue_id) {
         outln!("  {broker_exe} --config {config} show {id}");
-        outln!("  {broker_exe} --config {config} approve {id}");
+        outln!("  {broker_exe} --config {config} approve {id} --by NAME");
+        outln!(
+            "  {broker_exe} --config {config} approve {id} --by NAME --confirm-risk --reason \"...\"   # a risky item (findings, flags)"
+        );
         outln!("  {broker_exe} --config {config} deny {id} --reason \"...\"");
     }
     if kept {
