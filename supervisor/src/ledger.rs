@@ -190,6 +190,19 @@ impl<'a> Ledger<'a> {
     /// finding whose key the security team dismissed is recorded as such and is not reported:
     /// only new findings in files of the tree join the outcome's `injection_observed`.
     pub fn screen(&mut self, kind: SourceKind, path: &str, text: &str) -> Result<()> {
+        self.screen_shown(kind, path, text, None)
+    }
+
+    /// [`Ledger::screen`] of a read's reply whose second line shows line `first_line` of the
+    /// file (`None` for any other text): the approver's copy of a finding names the file's line
+    /// and the line's own text; the audit event keeps the reply's line, as screened.
+    pub fn screen_shown(
+        &mut self,
+        kind: SourceKind,
+        path: &str,
+        text: &str,
+        first_line: Option<u64>,
+    ) -> Result<()> {
         // A file the run wrote is no longer the pinned blob: keyed by its line's hash instead,
         // so text the agent wrote cannot inherit the dismissal of the file's pinned version.
         let rewritten;
@@ -205,7 +218,7 @@ impl<'a> Ledger<'a> {
         };
         let screened =
             airlock_audit::record_screening(self.audit, &self.run_id, text, kind, path, context)?;
-        self.note_findings(kind, path, &screened.findings)?;
+        self.note_findings(kind, path, &screened.findings, first_line)?;
         self.ask_second_opinion(kind, path, text, &screened)
     }
 
@@ -240,12 +253,14 @@ impl<'a> Ledger<'a> {
     }
 
     /// Keep what screening found outside the ledger (the issue, screened before the loop): the
-    /// trajectory entry and the outcome's paths.
+    /// trajectory entry, the outcome's paths and the approver's copy ([`Ledger::report_findings`];
+    /// `first_line` as there).
     pub fn note_findings(
         &mut self,
         kind: SourceKind,
         path: &str,
         found: &[ScreenedFinding],
+        first_line: Option<u64>,
     ) -> Result<()> {
         if found.is_empty() {
             return Ok(());
@@ -271,28 +286,52 @@ impl<'a> Ledger<'a> {
                 rules: rules.clone(),
                 already_dismissed,
             })?;
-        // The approver sees what the run's screening found, attributed to the run.
-        self.work
-            .findings
-            .extend(found.iter().filter(|f| f.is_new()).map(|f| {
-                airlock_protocol::ItemFinding::at(
-                    airlock_protocol::FindingSource::Run,
-                    path,
-                    Some(f.finding.line),
-                    f.finding.rule.as_str(),
-                    &f.finding.excerpt,
-                )
-            }));
-        if self.work.findings.len() > 4 * airlock_protocol::MAX_FINDINGS {
-            self.work.findings =
-                airlock_protocol::merge_by_place(std::mem::take(&mut self.work.findings));
-        }
+        self.report_findings(path, found, first_line);
         let in_tree = kind == SourceKind::File && self.screen.blobs.contains_key(path);
         if in_tree && !rules.is_empty() && !self.facts.injection_observed.iter().any(|p| p == path)
         {
             self.facts.injection_observed.push(path.to_string());
         }
         Ok(())
+    }
+
+    /// Keep the new findings for the approver, sent with `open_pr` and attributed to the run.
+    /// For a read's reply (`first_line`), the line is the file's and the excerpt loses the
+    /// reply's `N| ` prefix.
+    pub fn report_findings(
+        &mut self,
+        path: &str,
+        found: &[ScreenedFinding],
+        first_line: Option<u64>,
+    ) {
+        self.work
+            .findings
+            .extend(found.iter().filter(|f| f.is_new()).map(|f| {
+                let (line, excerpt) = match first_line {
+                    Some(first) if f.finding.line >= 2 => {
+                        let line = first + f.finding.line - 2;
+                        let prefix = format!("{line}| ");
+                        let excerpt = f
+                            .finding
+                            .excerpt
+                            .strip_prefix(&prefix)
+                            .map_or_else(|| f.finding.excerpt.clone(), str::to_owned);
+                        (line, excerpt)
+                    }
+                    _ => (f.finding.line, f.finding.excerpt.clone()),
+                };
+                airlock_protocol::ItemFinding::at(
+                    airlock_protocol::FindingSource::Run,
+                    path,
+                    Some(line),
+                    f.finding.rule.as_str(),
+                    &excerpt,
+                )
+            }));
+        if self.work.findings.len() > 4 * airlock_protocol::MAX_FINDINGS {
+            self.work.findings =
+                airlock_protocol::merge_by_place(std::mem::take(&mut self.work.findings));
+        }
     }
 
     /// Record one model call (the supervisor's or a reader's relayed one): the audit event and

@@ -197,6 +197,7 @@ pub fn run(spec: &RunSpec, env: &mut Env<'_>) -> Result<RunEnd> {
         SourceKind::IssueBody,
         &issue_source(spec),
         &issue_findings.findings,
+        None,
     )?;
     session.ledger().ask_second_opinion(
         SourceKind::IssueBody,
@@ -310,7 +311,7 @@ pub fn review(spec: &RunSpec, env: &mut Env<'_>, task: &ReviewTask) -> Result<Ru
     });
     session
         .ledger()
-        .note_findings(SourceKind::IssueBody, &source, &findings.findings)?;
+        .note_findings(SourceKind::IssueBody, &source, &findings.findings, None)?;
     session
         .ledger()
         .ask_second_opinion(SourceKind::IssueBody, &source, &pr_text, &findings)?;

@@ -170,6 +170,7 @@ pub(super) fn read_file(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<ToolRep
                 read: Some(ReadFigures {
                     content_bytes: read.bytes_returned,
                     truncated: read.truncated,
+                    first_line: u64::from(read.line_start),
                 }),
                 ..ToolReply::ok(render_read(&read))
             })

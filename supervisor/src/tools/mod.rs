@@ -145,6 +145,9 @@ pub struct ReadFigures {
     pub content_bytes: u64,
     /// Whether the read cap cut the window short.
     pub truncated: bool,
+    /// The file's line shown on the reply's second line (the first is the read's header): the
+    /// approver is told a finding's line in the file, not in the reply.
+    pub first_line: u64,
 }
 
 /// What a tool hands back: the result text the model sees, whether it is an error result, its
@@ -254,8 +257,12 @@ impl Toolbox<'_> {
         let screening = tool.map_or_else(|| unknown_screening(call), |t| t.screening(call));
         // The detector scans the text as it is; the model is shown it with hidden characters
         // made visible.
-        self.ledger
-            .screen(screening.kind, &screening.source, &reply.text)?;
+        self.ledger.screen_shown(
+            screening.kind,
+            &screening.source,
+            &reply.text,
+            reply.read.map(|r| r.first_line),
+        )?;
         let reply = ToolReply {
             text: self.ledger.shown(&screening.source, &reply.text)?,
             ..reply

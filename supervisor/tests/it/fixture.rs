@@ -213,6 +213,8 @@ pub fn final_turn(value: &Value) -> Value {
 pub struct BrokerStub {
     pub registered: Arc<Mutex<Vec<RunRegistration>>>,
     pub submitted: Arc<Mutex<Vec<Value>>>,
+    /// What each open_pr reported beside its arguments.
+    pub reports: Arc<Mutex<Vec<airlock_supervisor::ports::RunReport>>>,
 }
 
 impl PrSink for BrokerStub {
@@ -225,9 +227,10 @@ impl PrSink for BrokerStub {
         &mut self,
         _run_id: &str,
         arguments: &Value,
-        _report: &airlock_supervisor::ports::RunReport,
+        report: &airlock_supervisor::ports::RunReport,
     ) -> PortResult<OpenPrReply> {
         self.submitted.lock().unwrap().push(arguments.clone());
+        self.reports.lock().unwrap().push(report.clone());
         Ok(
             match airlock_schemas::from_value::<airlock_schemas::OpenPr>(arguments) {
                 Ok(_) => OpenPrReply::Queued { queue_id: 1 },
