@@ -42,6 +42,19 @@ impl SandboxExecutor {
 }
 
 impl TestExecutor for SandboxExecutor {
+    /// The run's variables (fixed ones last), then the broker's own, which win; bytecode is
+    /// neither written nor read from the tree, whatever the operator set.
+    fn variables(&self, test_env: &TestEnvironment) -> std::collections::BTreeMap<String, String> {
+        let mut vars: std::collections::BTreeMap<String, String> = test_env
+            .variables()
+            .into_iter()
+            .chain(self.env.clone())
+            .collect();
+        vars.insert("PYTHONDONTWRITEBYTECODE".to_owned(), "1".to_owned());
+        vars.insert("PYTHONPYCACHEPREFIX".to_owned(), NO_BYTECODE_DIR.to_owned());
+        vars
+    }
+
     fn run(
         &self,
         tree: &Path,
@@ -61,13 +74,9 @@ impl TestExecutor for SandboxExecutor {
             builder = builder.ro(path.clone());
         }
         // The run's variables (fixed ones last), then the broker's own, which win.
-        for (name, value) in test_env.variables().into_iter().chain(self.env.clone()) {
+        for (name, value) in self.variables(test_env) {
             builder = builder.env(name, value);
         }
-        // Bytecode is neither written nor read from the tree, whatever the operator set.
-        builder = builder
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env("PYTHONPYCACHEPREFIX", NO_BYTECODE_DIR);
         // The tree is seen at the one path every test command sees its tree at.
         let at = Path::new(SANDBOX_TREE);
         builder = builder.overlay(tree, at);

@@ -496,17 +496,82 @@ pub fn render_work(entries: &[crate::store::WorkEntry], now: i64) -> String {
     out
 }
 
-/// One finding as one escaped line: `[who] place: rules: excerpt`, a pinned file's line
-/// marked `(at the pin)`.
+/// One finding as one escaped line: `[who] place: rules: excerpt`.
 pub fn finding_line(f: &ItemFinding) -> String {
+    format!("[{}] {}", f.source.label(), finding_place_line(f))
+}
+
+/// A finding's place, rules and excerpt as one escaped line: `place: rules: excerpt`, a
+/// pinned file's line marked `(at the pin)`.
+pub fn finding_place_line(f: &ItemFinding) -> String {
     format!(
-        "[{}] {}{}: {}: {}",
-        f.source.label(),
+        "{}{}: {}: {}",
         escaped_line(&f.place()),
         if f.at_pin { " (at the pin)" } else { "" },
         escaped_line(&f.rules.join(", ")),
         escaped_line(&f.excerpt)
     )
+}
+
+/// A witness step's command quoted as a person types it in a shell: the runner's argv with
+/// the selected test ids, without airlock's report option. Older records kept only the
+/// executed argv, which is shown instead.
+pub fn rerun_command(step: &WitnessOutput) -> String {
+    let words = if step.command.is_empty() {
+        &step.argv
+    } else {
+        &step.command
+    };
+    shlex::try_join(words.iter().map(String::as_str)).unwrap_or_else(|_| format!("{words:?}"))
+}
+
+/// Where a witness step's command runs, in words: the root of which tree.
+pub fn rerun_directory(step: &WitnessOutput, base_commit: &str) -> String {
+    let short = base_commit.get(..12).unwrap_or(base_commit);
+    match step.tree.as_str() {
+        "pinned" => format!("the repository's root at {short}"),
+        "pinned+tests" => {
+            format!("the repository's root at {short} with the change's test files added")
+        }
+        "patched" => format!("the repository's root at {short} with the change applied"),
+        _ => "the repository's root".to_owned(),
+    }
+}
+
+/// A witness step's variables as `NAME=value` words, sorted, each quoted for a shell.
+pub fn rerun_env(step: &WitnessOutput) -> String {
+    step.env
+        .iter()
+        .map(|(k, v)| {
+            let value = shlex::try_quote(v).map_or_else(|_| format!("{v:?}"), |q| q.into_owned());
+            format!("{k}={value}")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The lines `show` prints under a witness step: the command to run again, where, with which
+/// variables, and (apart) what was executed when airlock added its report option. Escaped.
+fn rerun_lines(step: &WitnessOutput, base_commit: &str) -> Vec<String> {
+    let mut lines = vec![
+        format!("command: {}", escaped_line(&rerun_command(step))),
+        format!(
+            "in:      {}",
+            escaped_line(&rerun_directory(step, base_commit))
+        ),
+    ];
+    if !step.env.is_empty() {
+        lines.push(format!("env:     {}", escaped_line(&rerun_env(step))));
+    }
+    if !step.command.is_empty() && step.command != step.argv {
+        lines.push(format!(
+            "(executed with airlock's report option: {})",
+            escaped_line(
+                &shlex::try_join(step.argv.iter().map(String::as_str)).unwrap_or_default()
+            )
+        ));
+    }
+    lines
 }
 
 /// A grade in words: `ok`, or what went wrong.
@@ -830,8 +895,14 @@ pub fn render_item(
     if view.findings.is_empty() {
         out.push_str("(none)\n");
     }
+    // Grouped by who reported them (the heading is the page's own words, never the excerpt's).
+    let mut source = None;
     for f in &view.findings {
-        out.push_str(&format!("- {}\n", finding_line(f)));
+        if source != Some(f.source) {
+            source = Some(f.source);
+            out.push_str(&format!("{}:\n", f.source.label()));
+        }
+        out.push_str(&format!("- {}\n", finding_place_line(f)));
     }
 
     if !view.network_blocked.is_empty() {
@@ -910,6 +981,9 @@ pub fn render_item(
             t.errors,
             t.skipped
         ));
+        for line in rerun_lines(&s.step, &view.base_commit) {
+            out.push_str(&format!("  {line}\n"));
+        }
         for attempt in &s.step.blocked {
             out.push_str(&format!(
                 "  network: {}\n",
@@ -929,15 +1003,12 @@ pub fn render_item(
     out.push_str("\n\n== test evidence\n");
     for s in &view.witness {
         let step = &s.step;
-        let argv: Vec<String> = step
-            .argv
-            .iter()
-            .map(|a| escaped_line(a).into_owned())
-            .collect();
+        // The command as a person reruns it (the reporter airlock adds is in the witness
+        // section above).
         out.push_str(&format!(
             "{}\n$ {}\n",
             evidence_heading(step),
-            argv.join(" ")
+            escaped_line(&rerun_command(step))
         ));
         if let Some(inventory) = &step.inventory {
             out.push_str(&format!(

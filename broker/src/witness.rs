@@ -21,6 +21,7 @@
 //! exit code and parsed output is invalid.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -86,6 +87,12 @@ pub trait TestExecutor: Send + Sync {
         env: &TestEnvironment,
         guard: &CommandGuard,
     ) -> Result<CapturedRun>;
+
+    /// The variables a command run in `env` sees, as recorded for the approver (and a person
+    /// rerunning it): by default the run's test environment's own.
+    fn variables(&self, env: &TestEnvironment) -> BTreeMap<String, String> {
+        env.variables().into_iter().collect()
+    }
 }
 
 /// One witness step as recorded in the queue and attached to refusals.
@@ -97,8 +104,20 @@ pub struct WitnessOutput {
     /// What the step must show: `fail`, `pass`, `inventory` (the base run: it must report
     /// tests) or `green`: the recorded word of an [`Expectation`].
     pub expect: String,
-    /// The command line (with the report option; airlock's unittest reporter named, its
-    /// source not repeated).
+    /// The command as a person types it at the root of the step's tree: the runner's own
+    /// argv with the selected test ids, without the options airlock adds for its report.
+    /// Empty in records written before it was kept (`argv` is all there is).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// The tree the command ran at the root of ([`WitnessStep::tree`]): `pinned`,
+    /// `pinned+tests` or `patched`. Empty in older records.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tree: String,
+    /// The variables the command ran with (the run's test environment and the broker's own).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// The command line as executed: `command` with the report option (airlock's unittest
+    /// reporter named, its source not repeated), an implementation detail shown apart.
     pub argv: Vec<String>,
     /// Exit code, `None` when killed.
     pub exit_code: Option<i32>,
@@ -547,6 +566,7 @@ fn step(
         .to_str()
         .and_then(|path| plan.runner.with_report(&argv, path));
     let mut guard = guard.clone();
+    let command = argv.clone();
     let argv = match with_report {
         Some(argv) => {
             guard.report_dir = Some(report_dir.path().to_path_buf());
@@ -602,6 +622,9 @@ fn step(
     let out = WitnessOutput {
         step: witness_step.name().to_owned(),
         expect: witness_step.expectation().as_str().to_owned(),
+        command,
+        tree: witness_step.tree().to_owned(),
+        env: executor.variables(plan.test_env),
         argv,
         exit_code: run.exit_code,
         stdout: keep(run.stdout),

@@ -71,6 +71,8 @@ pub(super) struct ShownItem {
     witness: Vec<WitnessOutput>,
     /// The full unified diff the broker computed, raw.
     diff: String,
+    /// Every finding the approver is shown, one per place (the broker's and the run's).
+    findings: Vec<airlock_protocol::ItemFinding>,
 }
 
 impl ShownItem {
@@ -89,6 +91,21 @@ impl ShownItem {
             .lines()
             .map(str::to_owned)
             .collect()
+    }
+
+    /// The findings as `show` lists them (the broker's own renderer), one line each.
+    pub(super) fn finding_lines(&self) -> Vec<String> {
+        self.findings
+            .iter()
+            .map(airlock_broker::view::finding_line)
+            .collect()
+    }
+
+    /// Whether the approver is shown a finding on a line of `path`.
+    pub(super) fn has_finding_on_a_line_of(&self, path: &str) -> bool {
+        self.findings
+            .iter()
+            .any(|f| f.path == path && f.line_start.is_some())
     }
 
     /// Whether the diff adds a line containing `text`.

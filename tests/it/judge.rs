@@ -85,6 +85,9 @@ impl Fixture {
         let step = |step: &str, expect: &str, code: i32, out: &str| WitnessOutput {
             step: step.to_owned(),
             expect: expect.to_owned(),
+            command: Vec::new(),
+            tree: String::new(),
+            env: Default::default(),
             argv: vec!["python3".into(), "-m".into(), "unittest".into()],
             exit_code: Some(code),
             stdout: out.to_owned(),
@@ -110,6 +113,7 @@ impl Fixture {
             flags: flags.iter().map(|f| f.to_string()).collect(),
             gates: vec![],
             network_blocked: Vec::new(),
+            findings: None,
         };
         store
             .finish_intake(run_id, "req", IntakeOutcome::Queue(Box::new(item)), 2)

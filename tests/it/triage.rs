@@ -487,6 +487,7 @@ fn a_confirmed_finding_marks_the_item_in_broker_show_and_queue() {
             flags: vec![],
             gates: vec![],
             network_blocked: Vec::new(),
+            findings: None,
         };
         store
             .finish_intake(run, "req", IntakeOutcome::Queue(Box::new(item)), 2)

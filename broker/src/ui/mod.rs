@@ -604,12 +604,16 @@ async fn security_page(
         return to_login();
     };
     let path = ui.broker.config().audit_log.clone();
+    let broker = ui.broker.clone();
     let list = blocking(move || {
+        // The findings of every queue item, from the store `show` reads.
+        let items = broker.queue()?;
         if !path.exists() {
-            return Ok((Vec::new(), Vec::new()));
+            return Ok((items, Vec::new(), Vec::new()));
         }
         let scan = airlock_audit::scan(&path).map_err(|e| Error::Audit(e.to_string()))?;
         Ok((
+            items,
             airlock_audit::injections(&scan, None),
             airlock_audit::borderline_opinions(&scan, None),
         ))
@@ -620,9 +624,15 @@ async fn security_page(
         status: query.status,
     };
     match list {
-        Ok((list, borderline)) => {
-            Html(page::security(&list, &borderline, &filter, notice, &csrf)).into_response()
-        }
+        Ok((items, list, borderline)) => Html(page::security(
+            &items,
+            &list,
+            &borderline,
+            &filter,
+            notice,
+            &csrf,
+        ))
+        .into_response(),
         Err(e) => error_response(Some(&csrf), &e),
     }
 }

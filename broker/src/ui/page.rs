@@ -771,7 +771,21 @@ pub fn item(
     for s in &view.witness {
         let step = &s.step;
         let t = s.tests;
-        let argv: Vec<String> = step.argv.iter().map(|a| esc(a)).collect();
+        // The command a person reruns, where and with what; the executed argv (with airlock's
+        // report option) apart, under the logs.
+        let mut command = format!(
+            "<code class=\"rerun\">{}</code><br><span class=\"muted\">in {}</span>",
+            esc(&crate::view::rerun_command(step)),
+            esc(&crate::view::rerun_directory(step, &view.base_commit))
+        );
+        if !step.env.is_empty() {
+            let _ = write!(
+                command,
+                "<br><span class=\"muted\">env</span> <code>{}</code>",
+                esc(&crate::view::rerun_env(step))
+            );
+        }
+        let executed: Vec<String> = step.argv.iter().map(|a| esc(a)).collect();
         let mut tests = format!(
             "{} passed, {} failed, {} errors, {} skipped",
             t.passed, t.failed, t.errors, t.skipped
@@ -788,10 +802,10 @@ pub fn item(
         }
         let _ = write!(
             b,
-            "<tr><td>{} (must {})</td><td><code>{}</code><details><summary>logs</summary><p>stdout</p><pre>{}</pre><p>stderr</p><pre>{}</pre></details></td><td>{}</td><td>{}</td><td>{tests}</td></tr>",
+            "<tr><td>{} (must {})</td><td>{command}<details><summary>executed command and logs</summary><p>executed (airlock's report option added)</p><pre>{}</pre><p>stdout</p><pre>{}</pre><p>stderr</p><pre>{}</pre></details></td><td>{}</td><td>{}</td><td>{tests}</td></tr>",
             esc(&step.step),
             esc(&step.expect),
-            argv.join(" "),
+            executed.join(" "),
             esc_block(&step.stdout),
             esc_block(&step.stderr),
             step.exit_code
@@ -869,6 +883,7 @@ fn second_opinion_item(o: &SecondOpinion) -> String {
 /// security model's verdicts beside it and the triage controls; then the model's verdicts on
 /// borderline spans (text one signal short of a rule), which are leads, not findings.
 pub fn security(
+    items: &[crate::store::QueueItem],
     list: &[Injection],
     borderline: &[BorderlineOpinion],
     filter: &SecurityFilter,
@@ -879,6 +894,29 @@ pub fn security(
     if let Some(n) = notice {
         let _ = write!(b, "<p class=\"notice\" id=\"notice\">{}</p>", esc(n));
     }
+    // What every queue item's approver is shown, from the same store as `show`.
+    b.push_str("<h2>On queue items</h2><table class=\"list\" id=\"item-findings\"><thead><tr><th>Item</th><th>Status</th><th>Reported by</th><th>Where</th><th>Rules</th><th>Excerpt</th></tr></thead><tbody>");
+    let mut any = false;
+    for item in items {
+        for f in item.item.findings.iter().flatten() {
+            any = true;
+            let _ = write!(
+                b,
+                "<tr class=\"finding\"><td><a href=\"/items/{id}\">#{id}</a></td><td><span class=\"badge status-{status}\">{status}</span></td><td>{}</td><td><span class=\"warn-icon\" role=\"img\" aria-label=\"finding\">\u{26a0}</span> {}{}</td><td>{}</td><td><code>{}</code></td></tr>",
+                esc(f.source.label()),
+                esc(&f.place()),
+                if f.at_pin { " (at the pin)" } else { "" },
+                esc(&f.rules.join(", ")),
+                esc(&f.excerpt),
+                id = item.id,
+                status = esc(item.status.as_str()),
+            );
+        }
+    }
+    if !any {
+        b.push_str("<tr><td colspan=\"6\" id=\"no-item-findings\">no findings</td></tr>");
+    }
+    b.push_str("</tbody></table><h2>In the audit log (triage)</h2>");
     let statuses: Vec<String> = [
         FindingStatus::New,
         FindingStatus::Confirmed,
@@ -894,6 +932,9 @@ pub fn security(
         select("status", "Status", &statuses, &filter.status)
     );
     b.push_str("<table class=\"list\" id=\"findings\"><thead><tr><th>ID</th><th>When</th><th>Status</th><th>Run</th><th>Where</th><th>Rule</th><th>Excerpt</th><th>Triage</th></tr></thead><tbody>");
+    if list.is_empty() {
+        b.push_str("<tr><td colspan=\"8\" id=\"no-log-findings\">no findings</td></tr>");
+    }
     for f in list
         .iter()
         .filter(|f| filter.status.is_empty() || f.status.as_str() == filter.status)

@@ -73,6 +73,17 @@ impl WitnessStep {
         }
     }
 
+    /// The tree the step runs in, as a person would set it up to run the command again (at its
+    /// root): `pinned` (the base commit), `pinned+tests` (the base commit with the change's
+    /// test files) or `patched` (the change applied).
+    pub fn tree(self) -> &'static str {
+        match self {
+            WitnessStep::PinnedSelected => "pinned+tests",
+            WitnessStep::BaseFull => "pinned",
+            WitnessStep::PatchedSelected | WitnessStep::PatchedFull => "patched",
+        }
+    }
+
     /// Whether the step runs the operator's whole suite (else the claimed test alone).
     pub fn runs_full_suite(self) -> bool {
         matches!(self, WitnessStep::BaseFull | WitnessStep::PatchedFull)

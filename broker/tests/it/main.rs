@@ -6,6 +6,7 @@ mod approvers;
 mod attacks;
 mod claims;
 mod crash;
+mod findings;
 mod follow_up;
 mod gates;
 mod harness;

@@ -134,6 +134,33 @@ fn show_and_queue_make_every_hidden_character_visible_and_json_keeps_it_raw() {
         text.contains("pinned_selected must fail: ok; exit 1; tests 0 passed, 1 failed"),
         "{text}"
     );
+    // Each step's command as a person reruns it: the runner's own argv with the selected
+    // test, where, with which variables; the reporter airlock adds is shown apart.
+    let pinned = text
+        .split("pinned_selected must fail")
+        .nth(1)
+        .and_then(|rest| rest.split("\npatched_selected").next())
+        .unwrap();
+    assert!(
+        pinned.contains(&format!(
+            "\n  command: python3 -m unittest -v {}\n",
+            crate::harness::NEW_TEST_NAME
+        )),
+        "{pinned}"
+    );
+    assert!(
+        pinned.contains("\n  in:      the repository's root at ")
+            && pinned.contains(" with the change's test files added\n"),
+        "{pinned}"
+    );
+    assert!(
+        pinned.contains("\n  env:     ") && pinned.contains(" PYTHONDONTWRITEBYTECODE=1 "),
+        "{pinned}"
+    );
+    assert!(
+        pinned.contains("(executed with airlock's report option: python3 -c \"<airlock"),
+        "{pinned}"
+    );
 
     let queue = fx.cli(&["queue"]);
     assert!(queue.status.success());

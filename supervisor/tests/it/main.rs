@@ -151,6 +151,10 @@ fn main() -> std::process::ExitCode {
             run_loop::a_fix_goes_from_search_to_a_queued_pull_request,
         ),
         (
+            "run_loop::open_pr_carries_what_the_run_screened_as_the_files_lines",
+            run_loop::open_pr_carries_what_the_run_screened_as_the_files_lines,
+        ),
+        (
             "run_loop::the_system_prompt_and_the_warm_start_are_pinned",
             run_loop::the_system_prompt_and_the_warm_start_are_pinned,
         ),
