@@ -143,7 +143,17 @@ fn request_changes_leads_to_a_second_commit_on_the_same_branch_and_pull_request(
     let shown = w.broker_cli(&["show", "2", "--json"], None);
     let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
     assert_eq!(shown["branch"], "airlock/CALC-7-1", "{shown}");
-    let approve = w.broker_cli(&["approve", "2"], Some(PUSH_TOKEN));
+    // The follow-up quotes the reviewer's feedback, which holds a finding: a risky item.
+    let approve = w.broker_cli(
+        &[
+            "approve",
+            "2",
+            "--confirm-risk",
+            "--reason",
+            "the finding is the feedback the reviewer wrote",
+        ],
+        Some(PUSH_TOKEN),
+    );
     assert!(approve.status.success(), "{}", text(&approve));
     let second = w
         .served_ref("airlock/CALC-7-1")
@@ -289,7 +299,17 @@ fn a_review_requesting_changes_on_github_starts_the_follow_up_through_the_webhoo
     let line = hook.wait_for("acme/calc pull #1 ", &mut seen);
     assert!(line.contains("waits for a decision"), "{line}");
 
-    let approve = w.broker_cli(&["approve", "2"], Some(PUSH_TOKEN));
+    // The follow-up quotes the reviewer's feedback, which holds a finding: a risky item.
+    let approve = w.broker_cli(
+        &[
+            "approve",
+            "2",
+            "--confirm-risk",
+            "--reason",
+            "the finding is the feedback the reviewer wrote",
+        ],
+        Some(PUSH_TOKEN),
+    );
     assert!(approve.status.success(), "{}", text(&approve));
     let second = w.served_ref("airlock/CALC-7-1").unwrap();
     assert_ne!(second, first, "a second commit on the same branch");
