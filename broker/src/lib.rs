@@ -29,6 +29,7 @@ pub mod intake;
 pub mod judging;
 pub mod publish;
 pub mod registration;
+pub mod reported;
 pub mod risk;
 pub mod rules;
 pub mod sandboxed;

@@ -164,6 +164,9 @@ impl Broker {
                 },
             ),
             Request::Decision { run_id } => self.decision(&run_id),
+            Request::ReportFindings { run_id, findings } => {
+                self.report_findings(&run_id, &findings)
+            }
             Request::Claim(claim) => self.claim(&claim, false),
             Request::RenewClaim(claim) => self.claim(&claim, true),
             Request::ReleaseClaim(release) => self.release_claim(&release),

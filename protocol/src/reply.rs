@@ -86,6 +86,13 @@ pub enum BrokerReply {
         /// The queue item.
         queue_id: i64,
     },
+    /// What the run reported after its `open_pr` is stored with its queued item.
+    FindingsRecorded {
+        /// The queue item.
+        queue_id: i64,
+        /// How many findings the item lists now.
+        findings: usize,
+    },
     /// The broker could not do its job (not a verdict on the submission).
     Failed {
         /// What went wrong.
@@ -110,6 +117,7 @@ impl BrokerReply {
             BrokerReply::Enqueued { .. } => "enqueued",
             BrokerReply::Subjects { .. } => "subjects",
             BrokerReply::ScoreRecorded { .. } => "score_recorded",
+            BrokerReply::FindingsRecorded { .. } => "findings_recorded",
             BrokerReply::Failed { .. } => "failed",
         }
     }
@@ -336,6 +344,18 @@ replies! {
         ScoreRecorded {
             /// The queue item.
             queue_id: i64,
+        },
+    }
+
+    /// What `report_findings` gets: stored with the run's queued item (a run whose item was
+    /// decided already gets `failed`: what the approver decided on is not changed after).
+    ReportFindingsReply for "report_findings" {
+        /// Stored with the item.
+        FindingsRecorded {
+            /// The queue item.
+            queue_id: i64,
+            /// How many findings the item lists now.
+            findings: usize,
         },
     }
 

@@ -86,6 +86,15 @@ pub enum Request {
     /// `judge_score`: attach the judge's score to a queue item; the broker stores it and
     /// records it in its audit log. Answered [`crate::JudgeScoreReply`].
     JudgeScore(Box<JudgeScoreSubmission>),
+    /// `report_findings`: what the run learnt after its accepted `open_pr` (the model's own
+    /// `injection_observed` in its final message), stored with the run's queued item as data,
+    /// attributed to the run. Answered [`crate::ReportFindingsReply`].
+    ReportFindings {
+        /// The registered run.
+        run_id: String,
+        /// The findings, as the run reports them.
+        findings: Vec<ItemFinding>,
+    },
 }
 
 impl Request {
@@ -167,13 +176,15 @@ impl Request {
             Request::EnqueueWork(_) => "enqueue_work",
             Request::JudgeSubjects(_) => "judge_subjects",
             Request::JudgeScore(_) => "judge_score",
+            Request::ReportFindings { .. } => "report_findings",
         }
     }
 }
 
 /// One request line as it travels: `op` is `register_run`, `open_pr`, `decision`, `claim`,
 /// `renew_claim`, `release_claim`, `enqueue_work`, `take_work`, `follow_up`, `pr_feedback`,
-/// `submit_review`, `judge_subjects` or `judge_score`, with that operation's fields.
+/// `submit_review`, `judge_subjects`, `judge_score` or `report_findings`, with that
+/// operation's fields.
 /// [`Request`] is what both sides handle.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct WireRequest {
@@ -197,7 +208,8 @@ pub struct WireRequest {
     /// For `open_pr`: what the egress proxy refused the run's test runs, as the run reports it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network_blocked: Vec<BlockedAttempt>,
-    /// For `open_pr`: what the run's screening and its model reported, as the run reports it.
+    /// For `open_pr` and `report_findings`: what the run's screening and its model reported,
+    /// as the run reports it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<ItemFinding>,
     /// For `take_work`.
@@ -307,10 +319,17 @@ impl TryFrom<WireRequest> for Request {
                     "judge_score needs \"score\" (queue_id, judgement, verdict, detail)".to_owned(),
                 ),
             },
+            "report_findings" => match w.run_id {
+                Some(run_id) => Ok(Request::ReportFindings {
+                    run_id,
+                    findings: w.findings,
+                }),
+                None => Err("report_findings needs \"run_id\" and \"findings\"".to_owned()),
+            },
             other => Err(format!(
                 "unknown op {other:?} (expected register_run, open_pr, decision, claim, \
                  renew_claim, release_claim, enqueue_work, take_work, follow_up, pr_feedback, \
-                 submit_review, judge_subjects or judge_score)"
+                 submit_review, judge_subjects, judge_score or report_findings)"
             )),
         }
     }
@@ -390,6 +409,12 @@ impl From<Request> for WireRequest {
             Request::JudgeScore(score) => WireRequest {
                 op,
                 score: Some(*score),
+                ..WireRequest::default()
+            },
+            Request::ReportFindings { run_id, findings } => WireRequest {
+                op,
+                run_id: Some(run_id),
+                findings,
                 ..WireRequest::default()
             },
         }

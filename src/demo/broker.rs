@@ -108,6 +108,13 @@ impl ShownItem {
             .any(|f| f.path == path && f.line_start.is_some())
     }
 
+    /// Whether the run's model's own report on `path` reached the approver.
+    pub(super) fn model_reported(&self, path: &str) -> bool {
+        self.findings
+            .iter()
+            .any(|f| f.path == path && f.source == airlock_protocol::FindingSource::Model)
+    }
+
     /// Whether the diff adds a line containing `text`.
     pub(super) fn adds_line_containing(&self, text: &str) -> bool {
         self.diff

@@ -925,6 +925,19 @@ impl PrSink for BrokerSocket {
         self.exchange_reconnecting(&wire(&request)?).and_then(typed)
     }
 
+    fn report_findings(
+        &mut self,
+        run_id: &str,
+        findings: &[airlock_protocol::ItemFinding],
+    ) -> PortResult<airlock_protocol::ReportFindingsReply> {
+        self.requests += 1;
+        let request = airlock_protocol::Request::ReportFindings {
+            run_id: run_id.to_owned(),
+            findings: findings.to_vec(),
+        };
+        self.exchange_reconnecting(&wire(&request)?).and_then(typed)
+    }
+
     fn submit_review(
         &mut self,
         submission: &airlock_protocol::ReviewSubmission,

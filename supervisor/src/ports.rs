@@ -210,6 +210,22 @@ pub trait PrSink {
         arguments: &Value,
         report: &RunReport,
     ) -> PortResult<OpenPrReply>;
+    /// Add what the run learnt after its accepted `open_pr` (the model's own
+    /// `injection_observed`) to its queued item (`report_findings`). A sink that does not speak
+    /// to a broker refuses it.
+    fn report_findings(
+        &mut self,
+        run_id: &str,
+        findings: &[airlock_protocol::ItemFinding],
+    ) -> PortResult<airlock_protocol::ReportFindingsReply> {
+        Err(ToolFailure::new(
+            "broker_protocol",
+            format!(
+                "this broker connection cannot take run {run_id}'s {} finding(s)",
+                findings.len()
+            ),
+        ))
+    }
     /// Forward a reviewer's review (`submit_review`); the broker's typed reply. A sink that
     /// does not speak to a broker refuses it.
     fn submit_review(

@@ -971,6 +971,41 @@ impl<'s> Session<'s> {
                 line: None,
             })?;
         }
+        // The model's own report comes after its open_pr: it joins the queued item for the
+        // approver, attributed to the run's model.
+        if pr_queued && !outcome.injection_observed.is_empty() {
+            let findings: Vec<airlock_protocol::ItemFinding> = outcome
+                .injection_observed
+                .iter()
+                .map(|path| {
+                    airlock_protocol::ItemFinding::at(
+                        airlock_protocol::FindingSource::Model,
+                        path,
+                        None,
+                        airlock_protocol::MODEL_REPORTED,
+                        "reported by the supervisor model in its final message",
+                    )
+                })
+                .collect();
+            let run_id = ledger.run_id().to_string();
+            let reply = self.tools.broker.report_findings(&run_id, &findings);
+            let ledger = &mut self.tools.ledger;
+            let (stored, error) = match reply {
+                Ok(airlock_protocol::ReportFindingsReply::FindingsRecorded {
+                    findings, ..
+                }) => (Some(findings), None),
+                Ok(airlock_protocol::ReportFindingsReply::Failed { message }) => {
+                    (None, Some(message))
+                }
+                Err(e) => (None, Some(e.to_string())),
+            };
+            ledger.record(&TrajectoryEvent::FindingsReported {
+                findings: findings.len(),
+                stored,
+                error,
+            })?;
+        }
+        let ledger = &mut self.tools.ledger;
         // The detector's new findings in files of the tree are reported too, whether or not
         // the model noticed them; a finding the security team dismissed is not.
         for path in &ledger.facts.injection_observed {

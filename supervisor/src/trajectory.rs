@@ -130,6 +130,16 @@ pub enum TrajectoryEvent<'a> {
         /// What was refused.
         blocked: &'a [BlockedAttempt],
     },
+    /// The model's own `injection_observed`, sent after an accepted `open_pr`
+    /// (`report_findings`) for the approver.
+    FindingsReported {
+        /// How many were sent.
+        findings: usize,
+        /// How many findings the queued item lists now, when the broker took them.
+        stored: Option<usize>,
+        /// Why the broker did not take them.
+        error: Option<String>,
+    },
     /// A reader delegation ended.
     ReaderDigest(ReaderDigestEntry<'a>),
     /// The broker's answer to `open_pr`.
@@ -452,6 +462,7 @@ mod tests {
             TrajectoryEvent::PolicyRefusal { .. } => "policy_refusal",
             TrajectoryEvent::FullRunVerdict { .. } => "full_run_verdict",
             TrajectoryEvent::NetworkBlocked { .. } => "network_blocked",
+            TrajectoryEvent::FindingsReported { .. } => "findings_reported",
             TrajectoryEvent::ReaderDigest(_) => "reader_digest",
             TrajectoryEvent::OpenPrReply { .. } => "open_pr_reply",
             TrajectoryEvent::ReviewRefused { .. } => "review_refused",
@@ -672,6 +683,11 @@ mod tests {
             TrajectoryEvent::FullRunVerdict {
                 selector: Some("tests.test_add"),
                 verdict: None,
+            },
+            TrajectoryEvent::FindingsReported {
+                findings: 1,
+                stored: Some(3),
+                error: None,
             },
             TrajectoryEvent::NetworkBlocked {
                 selector: None,

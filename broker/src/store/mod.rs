@@ -517,6 +517,13 @@ pub trait Store: Send {
     ) -> Result<()>;
     /// The judge's score attached to queue item `id`, if any.
     fn judge_score(&mut self, id: i64) -> Result<Option<JudgeScore>>;
+    /// Replace the findings of queue item `id` while it is still queued; `false` (nothing
+    /// written) once it was decided or expired.
+    fn set_queued_findings(
+        &mut self,
+        id: i64,
+        findings: &[airlock_protocol::ItemFinding],
+    ) -> Result<bool>;
     /// Claim an issue for `request.holder` until `now + lease_secs`, in one transaction: of
     /// concurrent claimers exactly one acquires it. A lapsed lease or a released claim is
     /// taken over; a done one never.

@@ -549,6 +549,20 @@ impl<B: Backend> Store for B {
         })
     }
 
+    fn set_queued_findings(
+        &mut self,
+        id: i64,
+        findings: &[airlock_protocol::ItemFinding],
+    ) -> Result<bool> {
+        let text = to_json("findings", &findings)?;
+        let changed = self.execute(
+            "recording a queue item's findings",
+            "UPDATE queue SET findings = ?2 WHERE id = ?1 AND status = ?3",
+            &[id.into(), (&text).into(), QueueStatus::Queued.as_str().into()],
+        )?;
+        Ok(changed == 1)
+    }
+
     fn judge_score(&mut self, id: i64) -> Result<Option<JudgeScore>> {
         self.query_opt(
             "reading a judge score",

@@ -172,3 +172,76 @@ fn a_plain_item_has_no_findings_and_says_so() {
         "{html}"
     );
 }
+
+#[test]
+fn what_the_model_reports_after_its_open_pr_joins_the_queued_item_until_it_is_decided() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let id = crate::harness::queue_honest(&fx, "run-late");
+    let late = ItemFinding::at(
+        FindingSource::Model,
+        "calc/ops.py",
+        None,
+        airlock_protocol::MODEL_REPORTED,
+        "reported by the supervisor model in its final message",
+    );
+    let report = |findings: Vec<ItemFinding>| {
+        fx.client()
+            .request(&Request::ReportFindings {
+                run_id: "run-late".to_owned(),
+                findings,
+            })
+            .unwrap()
+    };
+    // Sent twice (a resend): one finding per place.
+    for _ in 0..2 {
+        assert_eq!(
+            report(vec![late.clone()]),
+            BrokerReply::FindingsRecorded {
+                queue_id: id,
+                findings: 1
+            }
+        );
+    }
+    let view = show_json(&fx, id);
+    let findings: Vec<ItemFinding> = serde_json::from_value(view["findings"].clone()).unwrap();
+    assert_eq!(findings, vec![late.clone()]);
+    assert!(
+        fx.audit_kinds()
+            .iter()
+            .any(|(kind, payload)| kind == "injection_observed" && payload["path"] == "calc/ops.py"),
+        "the broker's audit log records the run's report"
+    );
+
+    // Once decided, what the approver decided on does not change.
+    let out = fx.cli(&["deny", &id.to_string(), "--reason", "not this way"]);
+    assert!(out.status.success(), "{out:?}");
+    let other = ItemFinding {
+        path: "README.md".to_owned(),
+        ..late
+    };
+    match report(vec![other]) {
+        BrokerReply::Failed { message } => {
+            assert!(
+                message.contains(&format!("queue item {id} is denied")),
+                "{message}"
+            )
+        }
+        reply => panic!("a decided item took findings: {reply:?}"),
+    }
+    let view = show_json(&fx, id);
+    assert_eq!(view["findings"].as_array().unwrap().len(), 1, "{view}");
+
+    // A run that never queued anything is told so.
+    match fx
+        .client()
+        .request(&Request::ReportFindings {
+            run_id: "run-unknown".to_owned(),
+            findings: vec![],
+        })
+        .unwrap()
+    {
+        BrokerReply::Failed { message } => assert!(message.contains("run-unknown"), "{message}"),
+        reply => panic!("{reply:?}"),
+    }
+}
