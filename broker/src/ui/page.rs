@@ -802,7 +802,7 @@ pub fn item(
         }
         let _ = write!(
             b,
-            "<tr><td>{} (must {})</td><td>{command}<details><summary>executed command and logs</summary><p>executed (airlock's report option added)</p><pre>{}</pre><p>stdout</p><pre>{}</pre><p>stderr</p><pre>{}</pre></details></td><td>{}</td><td>{}</td><td>{tests}</td></tr>",
+            "<tr><td>{} (must {})</td><td>{command}<details><summary>executed command</summary><p>airlock's report option added</p><pre>{}</pre></details><details><summary>logs</summary><p>stdout</p><pre>{}</pre><p>stderr</p><pre>{}</pre></details></td><td>{}</td><td>{}</td><td>{tests}</td></tr>",
             esc(&step.step),
             esc(&step.expect),
             executed.join(" "),

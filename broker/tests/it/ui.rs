@@ -15,7 +15,7 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 use tower::ServiceExt;
 
-use crate::harness::{Fixture, apply_fix, honest_args, queue_honest, write};
+use crate::harness::{Fixture, NEW_TEST_NAME, apply_fix, honest_args, queue_honest, write};
 
 pub const TOKEN: &str = "test-login-token-0123456789";
 /// The name the operator token's sessions decide as (no approver is registered).
@@ -528,6 +528,17 @@ fn the_item_page_shows_what_show_shows_with_the_diff_highlighted_both_ways() {
     assert!(html.contains("<table class=\"diff unified\">"), "{html}");
     assert!(html.contains("<span class=\"hl-k\">def</span>"), "{html}");
     assert!(html.contains("<summary>logs</summary>"), "{html}");
+    // Each witness step's command as a person reruns it; the executed one apart.
+    assert!(
+        html.contains(&format!(
+            "<code class=\"rerun\">python3 -m unittest -v {NEW_TEST_NAME}</code>"
+        )),
+        "{html}"
+    );
+    assert!(
+        html.contains("<summary>executed command</summary>"),
+        "{html}"
+    );
     assert!(html.contains("id=\"approve\""), "{html}");
     assert!(html.contains("id=\"deny-reason\" required"), "{html}");
     assert!(html.contains("(not judged)"), "{html}");
