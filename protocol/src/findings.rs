@@ -96,14 +96,15 @@ impl ItemFinding {
     }
 }
 
+/// What makes two findings one: who reported it, where, and on which version of the file.
+type Place = (FindingSource, String, bool, Option<u64>, Option<u64>);
+
 /// One finding per place and source: findings of the same source on the same path and span
 /// become one listing the union of their rules (the first excerpt kept); sorted by source,
 /// path and line; at most [`MAX_FINDINGS`]. Excerpts longer than [`MAX_EXCERPT_CHARS`] are cut.
 pub fn merge_by_place(findings: impl IntoIterator<Item = ItemFinding>) -> Vec<ItemFinding> {
-    let mut by_place: std::collections::BTreeMap<
-        (FindingSource, String, bool, Option<u64>, Option<u64>),
-        ItemFinding,
-    > = std::collections::BTreeMap::new();
+    let mut by_place: std::collections::BTreeMap<Place, ItemFinding> =
+        std::collections::BTreeMap::new();
     for mut f in findings {
         if f.excerpt.chars().count() > MAX_EXCERPT_CHARS {
             f.excerpt = f.excerpt.chars().take(MAX_EXCERPT_CHARS).collect();

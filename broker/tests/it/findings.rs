@@ -143,6 +143,29 @@ fn every_finding_reaches_the_item_once_per_place_attributed_and_escaped() {
         !text.contains('\u{1b}') && !text.contains('\u{202e}'),
         "{text}"
     );
+
+    // The Security page reads the same store: every item's findings, escaped.
+    let page = Page::new(&fx);
+    let (cookie, _) = page.login();
+    let html = page.get("/security", Some(&cookie)).body;
+    assert_inert(&html);
+    let table = html
+        .split("id=\"item-findings\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</table>").next())
+        .unwrap_or_else(|| panic!("no item findings table: {html}"));
+    assert_eq!(
+        table.matches("<tr class=\"finding\">").count(),
+        findings.len(),
+        "{table}"
+    );
+    assert!(table.contains("calc/notes.md:7"), "{table}");
+    assert!(
+        table.contains("attacker&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{table}"
+    );
+    assert!(table.contains(&format!("href=\"/items/{id}\"")), "{table}");
+    assert!(!table.contains("no findings"), "{table}");
 }
 
 #[test]
