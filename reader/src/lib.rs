@@ -16,10 +16,9 @@ pub mod tools;
 pub mod worker;
 
 pub use brief::{BRIEF_TEMPLATE, Brief, MAX_QUOTED_LINES, brief_version, render_brief};
-pub use protocol::{
-    FromSupervisor, FromWorker, ReadRefused, ReadReport, RefusalClass, RefusedReadReport,
-};
+pub use protocol::{FromSupervisor, FromWorker, ReadReport, RefusedReadReport};
 pub use tools::{
-    READER_TOOL_NAMES, ReadTool, ReaderTools, read_file_spec, search_repo_spec, tool_specs,
+    READER_TOOL_NAMES, ReadRefused, ReadTool, ReaderTools, RefusalClass, read_file_spec,
+    search_repo_spec, tool_specs,
 };
 pub use worker::{WorkerError, run_worker};

@@ -10,7 +10,7 @@
 //! the rendered text, and keeps the reports of a worker that dies mid-way.
 
 use crate::brief::Brief;
-use airlock_checkout::RefusalCode;
+use crate::tools::RefusalClass;
 use airlock_model::{ChatRequest, ChatResponse};
 use serde::{Deserialize, Serialize};
 
@@ -46,68 +46,6 @@ impl ReadReport {
             total_bytes: out.bytes_total,
             truncated: out.truncated,
         }
-    }
-}
-
-/// Why a `read_file` call was refused: the bounded reader's own code, or a check the worker
-/// makes before reading. Serialised externally tagged (`{"bounded": "parent_segment"}`,
-/// `"read_budget_spent"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RefusalClass {
-    /// The bounded reader refused the path or the window (absolute path, `..`, a symlink
-    /// escape, not found, a directory, a binary file, an empty window, ...).
-    Bounded(RefusalCode),
-    /// The brief's read budget was spent before this call.
-    ReadBudgetSpent,
-    /// The call's arguments did not decode (a missing path, a wrong type, an unknown field).
-    InvalidArguments,
-    /// `@reference/<slug>/...` named a slug the run has no reference repository for.
-    UnknownReference,
-}
-
-impl RefusalClass {
-    /// The class as the audit log names it: a bounded reader's code as it serialises
-    /// (`parent_segment`), or `read_budget_spent`, `invalid_arguments`, `unknown_reference`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RefusalClass::Bounded(code) => code.as_str(),
-            RefusalClass::ReadBudgetSpent => "read_budget_spent",
-            RefusalClass::InvalidArguments => "invalid_arguments",
-            RefusalClass::UnknownReference => "unknown_reference",
-        }
-    }
-}
-
-impl std::fmt::Display for RefusalClass {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A refused read: its class, and the text the model is shown (`<class>: <why>`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadRefused {
-    /// Why.
-    pub class: RefusalClass,
-    /// The message handed to the model as the call's error result.
-    pub message: String,
-}
-
-impl ReadRefused {
-    /// A refusal of `class` saying `message`.
-    pub fn new(class: RefusalClass, message: impl Into<String>) -> Self {
-        ReadRefused {
-            class,
-            message: message.into(),
-        }
-    }
-}
-
-impl From<airlock_checkout::ReadRefusal> for ReadRefused {
-    fn from(refusal: airlock_checkout::ReadRefusal) -> Self {
-        let class = RefusalClass::Bounded(refusal.code());
-        ReadRefused::new(class, format!("{class}: {refusal}"))
     }
 }
 

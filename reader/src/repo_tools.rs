@@ -2,8 +2,7 @@
 //! retrieval engine of `airlock-codegraph`, rendered the same way for the supervisor and the
 //! reader so both see identical text for identical calls.
 
-use crate::protocol::{ReadRefused, RefusalClass};
-use crate::tools::ReaderTools;
+use crate::tools::{ReadRefused, ReaderTools, RefusalClass};
 use airlock_checkout::{BoundedReader, ReadOutcome, ReadRefusal};
 use airlock_codegraph::files::printable_path;
 use airlock_codegraph::{Engine, Hit};

@@ -1,5 +1,5 @@
-//! The two read tools, shared by the reader and the supervisor: their specs and the trait the
-//! worker executes them through.
+//! The two read tools, shared by the reader and the supervisor: their specs, the trait the
+//! worker executes them through, and the classes of a refused read (`RefusalClass`).
 
 use airlock_model::ToolSpec;
 use serde_json::json;
@@ -88,6 +88,68 @@ pub fn tool_specs() -> Vec<ToolSpec> {
     ReadTool::ALL.into_iter().map(ReadTool::spec).collect()
 }
 
+/// Why a `read_file` call was refused: the bounded reader's own code, or a check the worker
+/// makes before reading. Serialised externally tagged (`{"bounded": "parent_segment"}`,
+/// `"read_budget_spent"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefusalClass {
+    /// The bounded reader refused the path or the window (absolute path, `..`, a symlink
+    /// escape, not found, a directory, a binary file, an empty window, ...).
+    Bounded(airlock_checkout::RefusalCode),
+    /// The brief's read budget was spent before this call.
+    ReadBudgetSpent,
+    /// The call's arguments did not decode (a missing path, a wrong type, an unknown field).
+    InvalidArguments,
+    /// `@reference/<slug>/...` named a slug the run has no reference repository for.
+    UnknownReference,
+}
+
+impl RefusalClass {
+    /// The class as the audit log names it: a bounded reader's code as it serialises
+    /// (`parent_segment`), or `read_budget_spent`, `invalid_arguments`, `unknown_reference`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalClass::Bounded(code) => code.as_str(),
+            RefusalClass::ReadBudgetSpent => "read_budget_spent",
+            RefusalClass::InvalidArguments => "invalid_arguments",
+            RefusalClass::UnknownReference => "unknown_reference",
+        }
+    }
+}
+
+impl std::fmt::Display for RefusalClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A refused read: its class, and the text the model is shown (`<class>: <why>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadRefused {
+    /// Why.
+    pub class: RefusalClass,
+    /// The message handed to the model as the call's error result.
+    pub message: String,
+}
+
+impl ReadRefused {
+    /// A refusal of `class` saying `message`.
+    pub fn new(class: RefusalClass, message: impl Into<String>) -> Self {
+        ReadRefused {
+            class,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<airlock_checkout::ReadRefusal> for ReadRefused {
+    fn from(refusal: airlock_checkout::ReadRefusal) -> Self {
+        let class = RefusalClass::Bounded(refusal.code());
+        ReadRefused::new(class, format!("{class}: {refusal}"))
+    }
+}
+
 /// How the worker executes its two tools. Search results arrive rendered (the worker's edge to
 /// its model), a failed search as the text the model sees; a read arrives typed, served or
 /// refused, so that the worker can report it (`FromWorker::Read`, `FromWorker::ReadRefused`)
@@ -101,7 +163,7 @@ pub trait ReaderTools {
         path: &str,
         start: usize,
         end: usize,
-    ) -> Result<airlock_checkout::ReadOutcome, crate::protocol::ReadRefused>;
+    ) -> Result<airlock_checkout::ReadOutcome, ReadRefused>;
 }
 
 /// Arguments of `search_repo`.

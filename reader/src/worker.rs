@@ -1,12 +1,11 @@
 //! The worker loop: brief in, digest text out, every model call relayed by the supervisor.
 
 use crate::brief::render_brief;
-use crate::protocol::{
-    FromSupervisor, FromWorker, ReadRefused, ReadReport, RefusalClass, RefusedReadReport,
-};
+use crate::protocol::{FromSupervisor, FromWorker, ReadReport, RefusedReadReport};
 use crate::repo_tools::render_read;
 use crate::tools::{
-    ReadArgs, ReadTool, ReaderTools, SearchArgs, asked_path, check_range, decode_args, tool_specs,
+    ReadArgs, ReadRefused, ReadTool, ReaderTools, RefusalClass, SearchArgs, asked_path,
+    check_range, decode_args, tool_specs,
 };
 use airlock_model::{ChatOptions, ChatRequest, ChatResponse, Message, ToolCall, ToolChoice};
 use std::io::{BufRead, Write};

@@ -126,7 +126,7 @@ pub enum AuditCommand {
         #[command(flatten)]
         log: LogArg,
     },
-    /// One run's timeline, then the files its models read
+    /// One run's timeline, then the files its models read and the reads refused
     Show {
         /// The run id.
         run: String,
@@ -463,7 +463,34 @@ fn show(run: &str, json: bool, log: &LogArg) -> anyhow::Result<ExitCode> {
         outln!();
         out!("{}", render_reads(&reads));
     }
+    let refused = audit::refused_reads(&scan, run);
+    if !json && !refused.is_empty() {
+        outln!();
+        out!("{}", render_refused_reads(&refused));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The reads of a run that were refused, beside the reads served: who asked for which path,
+/// and the rule that refused it (`read:` and the refusal's class).
+fn render_refused_reads(refused: &[audit::RefusedReadEntry]) -> String {
+    let mut out = format!(
+        "reads refused ({}):\n{:>6}  {:<12}  {:<28}  path\n",
+        refused.len(),
+        "seq",
+        "by",
+        "rule"
+    );
+    for r in refused {
+        out.push_str(&format!(
+            "{:>6}  {:<12}  {:<28}  {}\n",
+            r.seq,
+            r.reader.to_string(),
+            escaped_line(&r.rule),
+            escaped_line(&r.path)
+        ));
+    }
+    out
 }
 
 /// The reads of a run as a table a reviewer checks a pull request's claims against: who read

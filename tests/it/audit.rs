@@ -362,6 +362,12 @@ fn show_lists_the_files_a_run_read() {
             total_bytes: bytes.1,
             truncated,
         };
+    let refused = |path: &str, rule: &str, reader| Event::PolicyRefusal {
+        path: path.into(),
+        rule: rule.into(),
+        reader,
+    };
+    let reader1 = ReadBy::Reader { delegation: 1 };
     for event in [
         Event::RunStarted {
             repository: "acme/widgets".into(),
@@ -390,6 +396,14 @@ fn show_lists_the_files_a_run_read() {
             (57, 161),
             false,
         ),
+        refused("../etc/passwd", "read:parent_segment", Some(reader1)),
+        refused(
+            "/etc/shadow",
+            "read:absolute_path",
+            Some(ReadBy::Supervisor),
+        ),
+        refused(".github/workflows/ci.yml", "dot-directory", None),
+        refused("calc/\u{1b}[2Kevil.py", "read:not_found", Some(reader1)),
         Event::RunFinished {
             outcome: RunOutcome::Escalate,
             reason: Some("unclear".into()),
@@ -409,6 +423,15 @@ fn show_lists_the_files_a_run_read() {
          3  supervisor          1-228     10218     20480  yes        src/big.py
          4  reader#1              4-6        57       161  no         docs/evil\u{202e}txt.md
     ");
+    // The refused reads follow, each with its class; a refusal of anything else is no read.
+    let refusals = out.split("\n\n").nth(2).unwrap_or_default();
+    insta::assert_snapshot!(refusals, @r"
+    reads refused (3):
+       seq  by            rule                          path
+         5  reader#1      read:parent_segment           ../etc/passwd
+         6  supervisor    read:absolute_path            /etc/shadow
+         8  reader#1      read:not_found                calc/\u{1b}[2Kevil.py
+    ");
     // The JSON lines stay one record per line, the reads among them.
     let json = stdout(&airlock(
         &[
@@ -421,5 +444,5 @@ fn show_lists_the_files_a_run_read() {
         ],
         &[],
     ));
-    assert_eq!(json.lines().count(), 5);
+    assert_eq!(json.lines().count(), 9);
 }

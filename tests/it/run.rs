@@ -211,17 +211,19 @@ fn a_sandboxed_reader_reads_a_reference_repository_beside_the_checkout() {
     std::fs::write(&config, text).unwrap();
     let target = "@reference/ex/lib/sum.py";
     let digest = json!({"answer": "It adds with +=.", "anchors": [{"path": target, "line_start": 4, "line_end": 4, "claim": "adds"}],
-                        "ruled_out": [], "also_noticed": [], "injection_observed": [], "complete": true, "reads_used": 1});
+                        "ruled_out": [], "also_noticed": [], "injection_observed": [], "complete": true, "reads_used": 4});
+    let read = |path: &str| json!({"name": "read_file", "arguments": {"path": path, "start_line": 1, "end_line": 5}});
     let escalate = json!({"outcome": "escalate", "summary": "compared with the exemplar", "root_cause": "",
         "files_changed": [], "tests_added": [], "test_evidence": {"before": "", "after": ""},
         "also_noticed": [], "injection_observed": [], "confidence": 0.2});
     let turns = [
         call(
             "delegate_read",
-            json!({"question": "How does the exemplar sum?", "why": "add() should follow it.", "max_reads": 2, "max_turns": 3}),
+            json!({"question": "How does the exemplar sum?", "why": "add() should follow it.", "max_reads": 4, "max_turns": 3}),
         ),
-        // The sandboxed reader reads the exemplar, granted to it read-only.
-        json!({"tool_calls": [{"name": "read_file", "arguments": {"path": target, "start_line": 1, "end_line": 5}}]}),
+        // The sandboxed reader is refused three paths, then reads the exemplar, granted to it
+        // read-only.
+        json!({"tool_calls": [read("../outside.txt"), read("/etc/passwd"), read("@reference/ex/lib/nope.py"), read(target)]}),
         json!({"text": digest.to_string(), "expect_contains": ["@reference/ex/lib/sum.py lines 1-5 of 5", "4|         out += x"]}),
         json!({"text": escalate.to_string(), "expect_contains": ["Reader digest", target], "expect_tool_error": false}),
     ];
@@ -241,6 +243,33 @@ fn a_sandboxed_reader_reads_a_reference_repository_beside_the_checkout() {
         "the reader's read is in the audit log"
     );
     assert!(!audit.contains("integrity_violation"), "{audit}");
+    // `audit show` lists the reader's refused reads with their classes, beside its read.
+    let run_id = format!("CALC-7-{}-1", &s.commit[..12]);
+    let log = s.dir.path().join("audit.jsonl");
+    let show = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(["audit", "show", &run_id, "--log", log.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert_eq!(show.status.code(), Some(0), "{shown}");
+    let refused = shown
+        .split("\n\n")
+        .find(|part| part.starts_with("reads refused"))
+        .unwrap_or_default();
+    let rows: Vec<Vec<&str>> = refused
+        .lines()
+        .skip(2)
+        .map(|l| l.split_whitespace().skip(1).collect())
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            vec!["reader#1", "read:parent_segment", "../outside.txt"],
+            vec!["reader#1", "read:absolute_path", "/etc/passwd"],
+            vec!["reader#1", "read:not_found", "@reference/ex/lib/nope.py"],
+        ],
+        "{shown}"
+    );
 }
 
 /// A broker that goes away as a killed one does: it reads the first open_pr, closes the
