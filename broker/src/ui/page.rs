@@ -252,14 +252,21 @@ pub fn queue(rows: &[ScoredRow], filter: &QueueFilter, now: i64, csrf: &str, who
             0 => String::new(),
             n => format!(" <span class=\"badge danger\">INJECTION: {n} confirmed</span>"),
         };
+        // The findings count with the flags, as `queue`'s FLAGS column does; marked when any.
+        let flags = match r.flags + r.findings {
+            0 => "0".to_owned(),
+            n => format!(
+                "<span class=\"warn-icon\" role=\"img\" aria-label=\"risk signals\">\u{26a0}</span> <span class=\"flag-count\" title=\"{} finding(s), {} flag(s)\">{n}</span>",
+                r.findings, r.flags
+            ),
+        };
         let _ = write!(
             body,
-            "<tr data-id=\"{id}\"><td><a href=\"/items/{id}\">{id}</a></td><td><span class=\"badge status-{st}\">{st}</span>{injection}</td><td>{}</td><td>{}</td><td><a href=\"/items/{id}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr data-id=\"{id}\"><td><a href=\"/items/{id}\">{id}</a></td><td><span class=\"badge status-{st}\">{st}</span>{injection}</td><td>{}</td><td>{}</td><td><a href=\"/items/{id}\">{}</a></td><td>{}</td><td>{flags}</td><td>{}</td></tr>",
             esc(&r.repository),
             esc(&r.issue_id),
             esc(&r.title),
             age(now - r.queued_at),
-            r.flags,
             esc(&judge_cell(scored.judge.as_ref())),
             id = r.id,
             st = esc(&r.status),

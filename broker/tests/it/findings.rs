@@ -144,9 +144,26 @@ fn every_finding_reaches_the_item_once_per_place_attributed_and_escaped() {
         "{text}"
     );
 
-    // The Security page reads the same store: every item's findings, escaped.
+    // The web queue counts them with the flags, marked.
     let page = Page::new(&fx);
     let (cookie, _) = page.login();
+    let queue = page.get("/", Some(&cookie)).body;
+    let row = queue
+        .split(&format!("<tr data-id=\"{id}\">"))
+        .nth(1)
+        .and_then(|rest| rest.split("</tr>").next())
+        .unwrap_or_else(|| panic!("no row {id}: {queue}"));
+    assert!(
+        row.contains(&format!(
+            "title=\"{} finding(s), 0 flag(s)\">{}</span>",
+            findings.len(),
+            findings.len()
+        )),
+        "{row}"
+    );
+    assert!(row.contains("class=\"warn-icon\""), "{row}");
+
+    // The Security page reads the same store: every item's findings, escaped.
     let html = page.get("/security", Some(&cookie)).body;
     assert_inert(&html);
     let table = html
