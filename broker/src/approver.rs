@@ -142,7 +142,7 @@ impl Broker {
     /// Add a named approver with a fresh random token (32 bytes, hex), returned once.
     pub fn add_approver(&self, name: &str, senior: bool) -> Result<AddedApprover> {
         check_approver_name(name)?;
-        let token = crate::ui::random_token()?;
+        let token = random_token()?;
         let approver = self.store().add_approver(
             &NewApprover {
                 name: name.to_owned(),
@@ -200,4 +200,18 @@ impl Broker {
     pub fn approvals(&self, id: i64) -> Result<Vec<crate::store::ApprovalRecord>> {
         self.store().approvals(id)
     }
+}
+
+/// Bytes of randomness in a token, a session id and a CSRF token.
+const TOKEN_BYTES: usize = 32;
+
+/// [`TOKEN_BYTES`] random bytes from the kernel, as hex: a login token, a session id or a
+/// CSRF token.
+pub fn random_token() -> Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; TOKEN_BYTES];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(Error::io("reading /dev/urandom for a token"))?;
+    Ok(hex::encode(bytes))
 }

@@ -535,7 +535,7 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
                     out,
                     "approval recorded on {}, which stays queued: {}",
                     item.id,
-                    airlock_policies::terminal::escaped_line(&crate::decisions::pending_words(
+                    airlock_policies::terminal::escaped_line(&crate::risk::pending_words(
                         &approvals
                     ))
                 )

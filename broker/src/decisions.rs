@@ -53,34 +53,6 @@ pub enum Approval {
     },
 }
 
-/// Whether a senior-route item's approvals decide it: two different approvers (the store
-/// refuses a second approval by one), at least one of them senior.
-pub fn senior_route_complete(approvals: &[ApprovalRecord]) -> bool {
-    approvals.len() >= 2 && approvals.iter().any(|a| a.senior)
-}
-
-/// Where a senior-route item stands, in words: `1 of 2 approvals; needs another approver, one
-/// of them senior (so far: alice)`. Names raw: escape them where they are shown.
-pub fn pending_words(approvals: &[ApprovalRecord]) -> String {
-    let names: Vec<String> = approvals
-        .iter()
-        .map(|a| {
-            if a.senior {
-                format!("{}, senior", a.approver)
-            } else {
-                a.approver.clone()
-            }
-        })
-        .collect();
-    let so_far = format!(" (so far: {})", names.join("; "));
-    match approvals.len() {
-        0 => "0 of 2 approvals; needs two approvers, one of them senior".to_owned(),
-        1 => format!("1 of 2 approvals; needs another approver, one of them senior{so_far}"),
-        n if senior_route_complete(approvals) => format!("{n} approvals; complete{so_far}"),
-        n => format!("{n} approvals, none senior; needs a senior approver{so_far}"),
-    }
-}
-
 impl Broker {
     /// The state of a run's pull request: pending, approved (with branch and draft PR), or the
     /// refusal that ended it (APPROVAL_DENIED with the reason, APPROVAL_TIMEOUT with the age).
@@ -213,7 +185,8 @@ impl Broker {
             reason: reason.map(str::to_owned),
             approved_at: unix_now(),
         };
-        let complete = |so_far: &[ApprovalRecord]| !senior_route || senior_route_complete(so_far);
+        let complete =
+            |so_far: &[ApprovalRecord]| !senior_route || crate::risk::senior_route_complete(so_far);
         let recorded = self.store().record_approval(id, &record, &complete)?;
         self.journal.record(
             &current.run_id,
@@ -225,7 +198,7 @@ impl Broker {
         match recorded {
             RecordedApproval::Approved(_) => self.publish(id).map(Approval::Published),
             RecordedApproval::Pending(approvals) => {
-                let progress = pending_words(&approvals);
+                let progress = crate::risk::pending_words(&approvals);
                 self.journal.record(
                     &current.run_id,
                     Event::BrokerDecision {

@@ -81,3 +81,31 @@ impl Risk {
         }
     }
 }
+
+/// Whether a senior-route item's approvals decide it: two different approvers (the store
+/// refuses a second approval by one), at least one of them senior.
+pub fn senior_route_complete(approvals: &[crate::store::ApprovalRecord]) -> bool {
+    approvals.len() >= 2 && approvals.iter().any(|a| a.senior)
+}
+
+/// Where a senior-route item stands, in words: `1 of 2 approvals; needs another approver, one
+/// of them senior (so far: alice)`. Names raw: escape them where they are shown.
+pub fn pending_words(approvals: &[crate::store::ApprovalRecord]) -> String {
+    let names: Vec<String> = approvals
+        .iter()
+        .map(|a| {
+            if a.senior {
+                format!("{}, senior", a.approver)
+            } else {
+                a.approver.clone()
+            }
+        })
+        .collect();
+    let so_far = format!(" (so far: {})", names.join("; "));
+    match approvals.len() {
+        0 => "0 of 2 approvals; needs two approvers, one of them senior".to_owned(),
+        1 => format!("1 of 2 approvals; needs another approver, one of them senior{so_far}"),
+        n if senior_route_complete(approvals) => format!("{n} approvals; complete{so_far}"),
+        n => format!("{n} approvals, none senior; needs a senior approver{so_far}"),
+    }
+}

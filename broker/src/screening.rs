@@ -148,3 +148,18 @@ pub fn merged(own: Vec<ItemFinding>, reported: &[ItemFinding]) -> Vec<ItemFindin
     });
     merge_by_place(own.into_iter().chain(reported))
 }
+
+/// A review's words as one text: the summary, then each comment as `path:line (SIDE): body`.
+pub fn review_text(review: &airlock_schemas::Review) -> String {
+    let mut text = review.summary.clone();
+    for c in &review.comments {
+        text.push_str(&format!(
+            "\n\n{}:{} ({}): {}",
+            c.path,
+            c.line,
+            airlock_policies::diffmap::side_name(c.side),
+            c.body
+        ));
+    }
+    text
+}

@@ -158,10 +158,8 @@ impl Broker {
                 &request_id,
                 args.get(),
                 change.as_deref(),
-                crate::intake::RunReport {
-                    network_blocked: &network_blocked,
-                    findings: &findings,
-                },
+                &network_blocked,
+                &findings,
             ),
             Request::Decision { run_id } => self.decision(&run_id),
             Request::ReportFindings { run_id, findings } => {

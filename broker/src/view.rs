@@ -229,7 +229,7 @@ impl ItemView {
         // A review's words are screened like a pull request body: its summary and every
         // comment, each on a line of its own.
         let body = match &item.review {
-            Some(r) => Some(review_text(&r.review)),
+            Some(r) => Some(crate::screening::review_text(&r.review)),
             None => call.as_ref().map(|c| c.body.clone()),
         };
         // Items queued before findings were stored: the broker screens their texts again.
@@ -293,21 +293,6 @@ impl ItemView {
     }
 }
 
-/// A review's words as one text: the summary, then each comment as `path:line (SIDE): body`.
-pub fn review_text(review: &airlock_schemas::Review) -> String {
-    let mut text = review.summary.clone();
-    for c in &review.comments {
-        text.push_str(&format!(
-            "\n\n{}:{} ({}): {}",
-            c.path,
-            c.line,
-            airlock_policies::diffmap::side_name(c.side),
-            c.body
-        ));
-    }
-    text
-}
-
 impl ItemView {
     /// The view with the approvals given on the item so far.
     pub fn with_approvals(mut self, approvals: Vec<crate::store::ApprovalRecord>) -> Self {
@@ -322,7 +307,7 @@ impl ItemView {
         if self.risk.needs_senior() && self.status == "queued" {
             return Some(format!(
                 "senior route: {}",
-                crate::decisions::pending_words(&self.approvals)
+                crate::risk::pending_words(&self.approvals)
             ));
         }
         if self.approvals.is_empty() {
@@ -511,67 +496,6 @@ pub fn finding_place_line(f: &ItemFinding) -> String {
         escaped_line(&f.rules.join(", ")),
         escaped_line(&f.excerpt)
     )
-}
-
-/// A witness step's command quoted as a person types it in a shell: the runner's argv with
-/// the selected test ids, without airlock's report option. Older records kept only the
-/// executed argv, which is shown instead.
-pub fn rerun_command(step: &WitnessOutput) -> String {
-    let words = if step.command.is_empty() {
-        &step.argv
-    } else {
-        &step.command
-    };
-    shlex::try_join(words.iter().map(String::as_str)).unwrap_or_else(|_| format!("{words:?}"))
-}
-
-/// Where a witness step's command runs, in words: the root of which tree.
-pub fn rerun_directory(step: &WitnessOutput, base_commit: &str) -> String {
-    let short = base_commit.get(..12).unwrap_or(base_commit);
-    match step.tree.as_str() {
-        "pinned" => format!("the repository's root at {short}"),
-        "pinned+tests" => {
-            format!("the repository's root at {short} with the change's test files added")
-        }
-        "patched" => format!("the repository's root at {short} with the change applied"),
-        _ => "the repository's root".to_owned(),
-    }
-}
-
-/// A witness step's variables as `NAME=value` words, sorted, each quoted for a shell.
-pub fn rerun_env(step: &WitnessOutput) -> String {
-    step.env
-        .iter()
-        .map(|(k, v)| {
-            let value = shlex::try_quote(v).map_or_else(|_| format!("{v:?}"), |q| q.into_owned());
-            format!("{k}={value}")
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// The lines `show` prints under a witness step: the command to run again, where, with which
-/// variables, and (apart) what was executed when airlock added its report option. Escaped.
-fn rerun_lines(step: &WitnessOutput, base_commit: &str) -> Vec<String> {
-    let mut lines = vec![
-        format!("command: {}", escaped_line(&rerun_command(step))),
-        format!(
-            "in:      {}",
-            escaped_line(&rerun_directory(step, base_commit))
-        ),
-    ];
-    if !step.env.is_empty() {
-        lines.push(format!("env:     {}", escaped_line(&rerun_env(step))));
-    }
-    if !step.command.is_empty() && step.command != step.argv {
-        lines.push(format!(
-            "(executed with airlock's report option: {})",
-            escaped_line(
-                &shlex::try_join(step.argv.iter().map(String::as_str)).unwrap_or_default()
-            )
-        ));
-    }
-    lines
 }
 
 /// A grade in words: `ok`, or what went wrong.
@@ -981,7 +905,7 @@ pub fn render_item(
             t.errors,
             t.skipped
         ));
-        for line in rerun_lines(&s.step, &view.base_commit) {
+        for line in crate::witness::rerun::lines(&s.step, &view.base_commit) {
             out.push_str(&format!("  {line}\n"));
         }
         for attempt in &s.step.blocked {
@@ -1008,7 +932,7 @@ pub fn render_item(
         out.push_str(&format!(
             "{}\n$ {}\n",
             evidence_heading(step),
-            escaped_line(&rerun_command(step))
+            escaped_line(&crate::witness::rerun::command(step))
         ));
         if let Some(inventory) = &step.inventory {
             out.push_str(&format!(

@@ -33,6 +33,7 @@ use airlock_policies::testrun::{
 
 use airlock_policies::network::BlockedAttempt;
 
+pub mod rerun;
 mod slots;
 mod steps;
 

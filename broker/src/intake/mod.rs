@@ -82,7 +82,7 @@ impl Broker {
         args: &str,
         change: Option<&SubmittedChange>,
     ) -> Result<BrokerReply> {
-        self.open_pr_reported(run_id, request_id, args, change, RunReport::default())
+        self.open_pr_reported(run_id, request_id, args, change, &[], &[])
     }
 
     /// [`Broker::open_pr_with_change`] with what the run reports (its egress proxy's refusals,
@@ -94,8 +94,13 @@ impl Broker {
         request_id: &str,
         args: &str,
         change: Option<&SubmittedChange>,
-        report: RunReport<'_>,
+        network_blocked: &[airlock_policies::network::BlockedAttempt],
+        findings: &[airlock_protocol::ItemFinding],
     ) -> Result<BrokerReply> {
+        let report = RunReport {
+            network_blocked,
+            findings,
+        };
         let run_lock = self.run_lock(run_id);
         let _serialised = lock(&run_lock);
         let run = self

@@ -184,7 +184,7 @@ impl Broker {
             &crate::screening::Screened {
                 issue: None,
                 title: &title,
-                body: Some(&crate::view::review_text(&review)),
+                body: Some(&crate::screening::review_text(&review)),
                 files: &files,
             },
         ));

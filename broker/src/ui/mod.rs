@@ -41,8 +41,6 @@ use crate::service::{Broker, unix_now};
 pub const SESSION_COOKIE: &str = "airlock_session";
 /// How long a session lasts after login.
 const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
-/// Bytes of randomness in a token, a session id and a CSRF token.
-const TOKEN_BYTES: usize = 32;
 
 /// The Content-Security-Policy of every response: nothing but this origin's stylesheet and
 /// script files; no inline script or style, no frames, forms only to this origin.
@@ -162,16 +160,7 @@ impl Ui {
     }
 }
 
-/// [`TOKEN_BYTES`] random bytes from the kernel, as hex: a login token, a session id or a
-/// CSRF token.
-pub fn random_token() -> Result<String> {
-    use std::io::Read;
-    let mut bytes = [0u8; TOKEN_BYTES];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(Error::io("reading /dev/urandom for a token"))?;
-    Ok(hex::encode(bytes))
-}
+pub use crate::approver::random_token;
 
 /// The login token in `path`: its first line, which must be at least 16 characters.
 pub fn read_token_file(path: &std::path::Path) -> Result<String> {

@@ -782,14 +782,14 @@ pub fn item(
         // report option) apart, under the logs.
         let mut command = format!(
             "<code class=\"rerun\">{}</code><br><span class=\"muted\">in {}</span>",
-            esc(&crate::view::rerun_command(step)),
-            esc(&crate::view::rerun_directory(step, &view.base_commit))
+            esc(&crate::witness::rerun::command(step)),
+            esc(&crate::witness::rerun::directory(step, &view.base_commit))
         );
         if !step.env.is_empty() {
             let _ = write!(
                 command,
                 "<br><span class=\"muted\">env</span> <code>{}</code>",
-                esc(&crate::view::rerun_env(step))
+                esc(&crate::witness::rerun::env(step))
             );
         }
         let executed: Vec<String> = step.argv.iter().map(|a| esc(a)).collect();
