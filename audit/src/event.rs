@@ -453,6 +453,16 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// The broker's list of named approvers changed. Recorded under the run id
+    /// `approver:<name>`; never the approver's token or its hash.
+    ApproverChanged {
+        /// The approver's name.
+        name: String,
+        /// Whether they are a senior approver.
+        senior: bool,
+        /// `added` or `removed`.
+        change: String,
+    },
     /// The broker changed a claim on an issue (a worker took it, or ended it). Recorded under
     /// the run id `claim:<repository>#<number>`.
     Claim {
@@ -532,6 +542,7 @@ impl Event {
             Event::RunFinished { .. } => "run_finished",
             Event::RunResumed { .. } => "run_resumed",
             Event::Claim { .. } => "claim",
+            Event::ApproverChanged { .. } => "approver_changed",
             Event::TailRepaired { .. } => "tail_repaired",
         }
     }
@@ -551,6 +562,7 @@ impl Event {
                 | Event::InjectionTriaged { .. }
                 | Event::RunFinished { .. }
                 | Event::Claim { .. }
+                | Event::ApproverChanged { .. }
                 | Event::TailRepaired { .. }
         )
     }

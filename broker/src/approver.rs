@@ -151,7 +151,19 @@ impl Broker {
             },
             unix_now(),
         )?;
+        self.record_approver_change(&approver, "added")?;
         Ok(AddedApprover { approver, token })
+    }
+
+    fn record_approver_change(&self, approver: &Approver, change: &str) -> Result<()> {
+        self.journal.record(
+            &format!("approver:{}", approver.name),
+            airlock_audit::Event::ApproverChanged {
+                name: approver.name.clone(),
+                senior: approver.senior,
+                change: change.to_owned(),
+            },
+        )
     }
 
     /// Every named approver, by name (never a token).
@@ -162,7 +174,9 @@ impl Broker {
     /// Remove a named approver: their token logs in no more and their web sessions end; the
     /// approvals they gave stay on record.
     pub fn remove_approver(&self, name: &str) -> Result<Approver> {
-        self.store().remove_approver(name)
+        let removed = self.store().remove_approver(name)?;
+        self.record_approver_change(&removed, "removed")?;
+        Ok(removed)
     }
 
     /// The approver whose token `token` is: every stored hash is compared in constant time,

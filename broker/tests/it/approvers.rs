@@ -135,6 +135,37 @@ fn an_approver_token_is_printed_once_stored_hashed_and_never_listed() {
     assert!(!stdout(&fx.cli(&["approver", "list"])).contains("bob"));
     let unknown = fx.cli(&["approver", "remove", "bob"]);
     assert_eq!(unknown.status.code(), Some(1), "{}", stderr(&unknown));
+
+    // Every change to the list is in the audit log, never a token or its hash.
+    let changes: Vec<(String, Value)> = fx
+        .audit_kinds()
+        .into_iter()
+        .filter(|(kind, _)| kind == "approver_changed")
+        .collect();
+    let summary: Vec<(String, String, bool)> = changes
+        .iter()
+        .map(|(_, p)| {
+            (
+                p["name"].as_str().unwrap().to_owned(),
+                p["change"].as_str().unwrap().to_owned(),
+                p["senior"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("alice".to_owned(), "added".to_owned(), true),
+            ("bob".to_owned(), "added".to_owned(), false),
+            ("bob".to_owned(), "removed".to_owned(), false),
+        ]
+    );
+    let log = std::fs::read_to_string(&fx.audit).unwrap();
+    assert!(
+        !log.contains(&token) && !log.contains(&bob),
+        "a token reached the audit log"
+    );
+    assert!(!log.contains(&airlock_broker::approver::token_sha256(&token)));
 }
 
 #[test]
