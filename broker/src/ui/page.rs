@@ -322,6 +322,28 @@ fn line_anchor(files: &[airlock_policies::FileDiff], path: &str, line: u64) -> O
     Some(format!("#f{index}-n{line}"))
 }
 
+/// The anchor of line `line` of `path` as it stands at the pin, when the diff shows that line
+/// (a removed line, or a context line by its new number).
+fn pinned_line_anchor(
+    files: &[airlock_policies::FileDiff],
+    path: &str,
+    line: u64,
+) -> Option<String> {
+    let (index, file) = files
+        .iter()
+        .enumerate()
+        .find(|(_, f)| f.old_path.as_deref() == Some(path))?;
+    let shown = file
+        .hunks
+        .iter()
+        .flat_map(|h| &h.lines)
+        .find(|l| l.old_line.and_then(|n| u64::try_from(n).ok()) == Some(line))?;
+    Some(match (shown.kind, shown.new_line) {
+        (airlock_policies::LineKind::Context, Some(new)) => format!("#f{index}-n{new}"),
+        _ => format!("#f{index}-o{line}"),
+    })
+}
+
 /// The anchor of the diff line a flag names (`path:line:` of a file the diff shows).
 fn flag_anchor(files: &[airlock_policies::FileDiff], flag: &str) -> Option<String> {
     files.iter().enumerate().find_map(|(index, file)| {
@@ -434,13 +456,17 @@ fn risk_summary(view: &ItemView, files: &[airlock_policies::FileDiff]) -> String
         );
     }
     for f in &view.findings {
-        // A finding on the pinned file has the pin's line numbers: linked only when it names
-        // a line of the changed file, which the diff's anchors number.
-        let place = match f.line_start.filter(|_| !f.at_pin) {
-            Some(line) => match line_anchor(files, &f.path, line) {
-                Some(anchor) => format!("<a href=\"{anchor}\">{}</a>", esc(&f.place())),
-                None => esc(&f.place()),
-            },
+        // A finding on the pinned file has the pin's line numbers: linked to that line where
+        // the diff shows it (removed, or as context).
+        let anchor = f.line_start.and_then(|line| {
+            if f.at_pin {
+                pinned_line_anchor(files, &f.path, line)
+            } else {
+                line_anchor(files, &f.path, line)
+            }
+        });
+        let place = match anchor {
+            Some(anchor) => format!("<a href=\"{anchor}\">{}</a>", esc(&f.place())),
             None => esc(&f.place()),
         };
         let _ = write!(

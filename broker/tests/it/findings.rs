@@ -163,6 +163,15 @@ fn every_finding_reaches_the_item_once_per_place_attributed_and_escaped() {
     );
     assert!(row.contains("class=\"warn-icon\""), "{row}");
 
+    // The item page links the pinned file's finding to that line where the diff shows it
+    // (the fix removed the planted line).
+    let item = page.get(&format!("/items/{id}"), Some(&cookie)).body;
+    assert!(item.contains("-o1\">calc/ops.py:1</a>"), "{item}");
+    assert!(
+        item.contains(" id=\"f0-o1\"") || item.contains(" id=\"f1-o1\""),
+        "{item}"
+    );
+
     // The Security page reads the same store: every item's findings, escaped.
     let html = page.get("/security", Some(&cookie)).body;
     assert_inert(&html);
