@@ -73,6 +73,10 @@ pub struct CommandGuard {
     /// A fresh host directory outside the tree, named with a random nonce, that this
     /// command alone may write: where the runner writes its report.
     pub report_dir: Option<PathBuf>,
+    /// Paths of the tree (relative) the change touched outside its test files, on a patched
+    /// tree: the runner's guard refuses a test whose code comes from one (a hollow test module
+    /// planted by the change's source).
+    pub changed_source: Vec<String>,
 }
 
 /// Runs a test command in a tree. The production implementation is the sandbox.
@@ -571,6 +575,12 @@ fn step(
     let argv = match with_report {
         Some(argv) => {
             guard.report_dir = Some(report_dir.path().to_path_buf());
+            // What the runner's guard reads before any test runs (see
+            // `airlock_policies::testrun::GUARD_CHANGED_SOURCE`).
+            let listed = report_dir.path().join(results::GUARD_CHANGED_SOURCE);
+            let text = serde_json::to_string(&guard.changed_source).unwrap_or_default();
+            std::fs::write(&listed, text)
+                .map_err(Error::io(format!("writing {}", listed.display())))?;
             argv
         }
         None => argv,
@@ -705,6 +715,12 @@ pub fn run_witness(
     let empty = scratch.path().join("empty");
     std::fs::create_dir(&empty).map_err(Error::io(format!("creating {}", empty.display())))?;
 
+    let changed_source: Vec<String> = changes
+        .files
+        .iter()
+        .filter(|c| !c.is_test && c.kind != ChangeKind::Deleted)
+        .map(|c| c.path.clone())
+        .collect();
     let full = plan.test_command.to_vec();
     // Each step with its command line: the claimed test alone, or the full suite.
     let mut steps: Vec<(WitnessStep, Vec<String>)> = Vec::with_capacity(4);
@@ -735,6 +751,12 @@ pub fn run_witness(
         )))?;
         let mut guard = read_only_guard(&at, &protected, &links);
         guard.empty_dir = Some(empty.clone());
+        if matches!(
+            witness_step,
+            WitnessStep::PatchedSelected | WitnessStep::PatchedFull
+        ) {
+            guard.changed_source = changed_source.clone();
+        }
         let ran = step(
             executor,
             plan,
@@ -962,7 +984,11 @@ mod same_path_tests {
             let failed = tests.iter().any(|(_, ok)| !ok);
             let code = i32::from(failed);
             let mut out = String::new();
-            let mut xml = String::from("<testsuites><testsuite>");
+            // As airlock's reporter writes it: its guard's verdict first.
+            let mut xml = String::from(
+                "<testsuites><testsuite><properties><property name=\"airlock-guard\" \
+                 value=\"checked\"/></properties>",
+            );
             for (id, ok) in &tests {
                 let (class, name) = id.rsplit_once('.').unwrap();
                 let word = if *ok { "ok" } else { "FAIL" };

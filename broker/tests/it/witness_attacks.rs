@@ -505,3 +505,83 @@ fn an_honest_pytest_fix_with_awkward_test_names_is_queued() {
     let reply = fx.client().open_pr("run-names", args).unwrap();
     assert!(matches!(reply, BrokerReply::Queued { .. }), "{reply:?}");
 }
+
+/// The change's source rebinds the framework's assertion: the pinned tests import it and
+/// "pass". The runner's guard, in the test process, finds `assertEqual` is not unittest's own.
+#[test]
+fn a_source_package_that_rebinds_unittest_s_assertions_is_not_queued() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-rebind");
+    write(
+        &wt,
+        "calc/__init__.py",
+        "import unittest\n\nunittest.TestCase.assertEqual = lambda self, first, second, msg=None: None\n",
+    );
+    write(&wt, "tests/test_clamp_high.py", NEW_TEST);
+    let reply = fx
+        .client()
+        .open_pr("run-rebind", honest_args(&fx, &wt))
+        .unwrap();
+    let err = refusal(&reply);
+    assert_eq!(err.code.as_str(), "POLICY_VIOLATION", "{}", err.message);
+    assert!(
+        err.message
+            .contains("unittest.TestCase.assertEqual is not the framework's own"),
+        "{}",
+        err.message
+    );
+}
+
+/// The change's source puts a hollow module into `sys.modules` under a pinned test module's
+/// name, so the pinned file never runs while its tests "pass" and the fix breaks what they
+/// checked. The runner's guard finds the module was not loaded from its own file.
+#[test]
+fn a_hollow_test_module_planted_in_sys_modules_is_not_queued() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-hollow");
+    // Fixes the claimed case and breaks the low bound the pinned tests check.
+    write(
+        &wt,
+        "calc/ops.py",
+        "def clamp(x, lo, hi):\n    \"\"\"Clamp x into [lo, hi].\"\"\"\n    return min(x, hi)\n",
+    );
+    write(
+        &wt,
+        "calc/__init__.py",
+        r#"import sys, types, unittest
+
+_hollow = types.ModuleType("tests.test_ops")
+
+
+class TestClampLow(unittest.TestCase):
+    def test_clamp_low(self):
+        pass
+
+    def test_identity(self):
+        pass
+
+
+TestClampLow.__module__ = "tests.test_ops"
+_hollow.TestClampLow = TestClampLow
+sys.modules["tests.test_ops"] = _hollow
+"#,
+    );
+    write(&wt, "tests/test_clamp_high.py", NEW_TEST);
+    let reply = fx
+        .client()
+        .open_pr("run-hollow", honest_args(&fx, &wt))
+        .unwrap();
+    let err = refusal(&reply);
+    assert_eq!(err.code.as_str(), "POLICY_VIOLATION", "{}", err.message);
+    assert!(
+        err.message
+            .contains("module tests.test_ops was not loaded from a file")
+            && err
+                .message
+                .contains("calc/__init__.py, a source file the change touched"),
+        "{}",
+        err.message
+    );
+}

@@ -14,13 +14,27 @@
 use super::{ParsedRun, TestRunner, TestStatus};
 use std::collections::BTreeMap;
 
+/// The file beside the report the witness writes before a unittest command: a JSON list of
+/// the tree's paths the change touched outside its test files (empty on a pinned tree). The
+/// reporter's guard reads it before any test runs.
+pub const GUARD_CHANGED_SOURCE: &str = "changed-source.json";
+
 /// The program `python -m unittest` is replaced by for a witness command: what
 /// `unittest/__main__.py` does (`unittest.main(module=None)`, the arguments after the report
 /// path), with a result class that notes each test's worst outcome and, once the run has
 /// finished, writes them as JUnit XML (`classname` the test id up to its last `.`, `name` the
 /// rest) to the path given as its first argument, then exits as `unittest` would. A process
 /// that leaves before the run finishes (`os._exit`) leaves no report.
-pub const UNITTEST_REPORTER: &str = r#"import os, sys, unittest
+///
+/// Its guard, in the process that ran the tests, snapshots `unittest.TestCase`'s functions
+/// (and their code) before any test module is imported; after the run it reports, as
+/// `airlock-guard-violation` properties of the report, every framework function that is not
+/// its own any more, every test whose module (or defining class's module) was not loaded from
+/// its own file (a hollow module put into `sys.modules`), and every test whose code comes from
+/// a source file the change touched ([`GUARD_CHANGED_SOURCE`]). An `airlock-guard` property
+/// says the checks ran. In-process checks bind only code that does not forge code objects'
+/// file names; the broker's screening of the change is the other line.
+pub const UNITTEST_REPORTER: &str = r#"import os, sys, unittest, inspect, json
 from xml.sax.saxutils import quoteattr
 # `-m` puts the working directory itself first on the path, `-c` puts "" (which follows a
 # test's chdir): as `-m` does.
@@ -28,6 +42,18 @@ if sys.path and sys.path[0] == "":
     sys.path[0] = os.getcwd()
 _report = sys.argv.pop(1)
 sys.argv[0] = "python -m unittest"
+# The guard's snapshot, taken before any test module is imported.
+_real, _unwrap, _rel, _sep = os.path.realpath, inspect.unwrap, os.path.relpath, os.sep
+_TC = unittest.TestCase
+_pristine = {n: (v, getattr(v, "__code__", None)) for n, v in vars(_TC).items() if callable(v)}
+_failure_exc = _TC.failureException
+_tree = _real(os.getcwd())
+try:
+    with open(os.path.join(os.path.dirname(_report), "changed-source.json"), encoding="utf-8") as _g:
+        _changed = {_real(os.path.join(_tree, p)) for p in json.load(_g)}
+except (OSError, ValueError):
+    _changed = set()
+_cases = {}
 _seen = {}
 def _note(test, rank):
     # Named as the output parser names it: a module that failed to import by the module, a
@@ -40,6 +66,39 @@ def _note(test, rank):
         qual = qual[:-1]
         key = qual if qual == head or qual.endswith("." + head) else qual + "." + head
     _seen[key] = max(_seen.get(key, 0), rank)
+    if isinstance(test, _TC):
+        _cases.setdefault(key, test)
+def _guard():
+    bad = []
+    now = vars(_TC)
+    for n, (v, code) in sorted(_pristine.items()):
+        w = now.get(n)
+        if w is not v or getattr(w, "__code__", None) is not code:
+            bad.append("unittest.TestCase.%s is not the framework's own" % n)
+    if _TC.failureException is not _failure_exc:
+        bad.append("unittest.TestCase.failureException is not the framework's own")
+    for key, test in sorted(_cases.items()):
+        cls = type(test)
+        name = getattr(test, "_testMethodName", "")
+        owner = next((k for k in cls.__mro__ if name in vars(k)), cls)
+        for modname in sorted({cls.__module__, owner.__module__}):
+            f = getattr(sys.modules.get(modname), "__file__", None)
+            if not f:
+                bad.append("%s: module %s was not loaded from a file" % (key, modname))
+                continue
+            rf = _real(f)
+            own = _sep + _sep.join(modname.split("."))
+            if rf.startswith(_tree + _sep) and not (rf.endswith(own + ".py") or rf.endswith(own + _sep + "__init__.py")):
+                bad.append("%s: module %s was loaded from %s, not its own file" % (key, modname, _rel(rf, _tree)))
+        fn = vars(owner).get(name)
+        try:
+            fn = _unwrap(fn)
+        except ValueError:
+            pass
+        code = getattr(fn, "__code__", None)
+        if code is not None and _real(code.co_filename) in _changed:
+            bad.append("%s: its code comes from %s, a source file the change touched" % (key, _rel(_real(code.co_filename), _tree)))
+    return bad
 class _Result(unittest.TextTestResult):
     def addSuccess(self, test):
         super().addSuccess(test); _note(test, 0)
@@ -61,8 +120,14 @@ class _Runner(unittest.TextTestRunner):
     resultclass = _Result
 _prog = unittest.main(module=None, testRunner=_Runner, exit=False)
 _tags = ["", "<skipped/>", "<failure/>", "<error/>"]
+_bad = _guard()
+for _b in _bad:
+    sys.stderr.write("airlock guard: %s\n" % _b)
 with open(_report, "w", encoding="utf-8") as _f:
-    _f.write("<testsuites><testsuite>")
+    _f.write('<testsuites><testsuite><properties><property name="airlock-guard" value="checked"/>')
+    for _b in _bad:
+        _f.write('<property name="airlock-guard-violation" value=%s/>' % quoteattr(_b))
+    _f.write("</properties>")
     for _id, _rank in sorted(_seen.items()):
         _cls, _, _name = _id.rpartition(".")
         _f.write("<testcase classname=%s name=%s>%s</testcase>" % (quoteattr(_cls), quoteattr(_name), _tags[_rank]))
@@ -83,6 +148,11 @@ pub struct JunitReport {
     pub tests: BTreeMap<String, TestStatus>,
     /// How many `<testcase>` elements the report holds.
     pub testcases: usize,
+    /// The runner's guard ran its checks (an `airlock-guard` property; airlock's unittest
+    /// reporter writes one).
+    pub guard_checked: bool,
+    /// What the runner's guard found (`airlock-guard-violation` properties).
+    pub guard_violations: Vec<String>,
 }
 
 impl JunitReport {
@@ -197,6 +267,18 @@ pub fn parse_junit(xml: &str) -> Result<JunitReport, String> {
         ));
     }
     let mut report = JunitReport::default();
+    for property in root
+        .descendants()
+        .filter(|n| n.is_element() && n.tag_name().name() == "property")
+    {
+        match property.attribute("name") {
+            Some("airlock-guard") => report.guard_checked = true,
+            Some("airlock-guard-violation") => report
+                .guard_violations
+                .push(property.attribute("value").unwrap_or("").to_owned()),
+            _ => {}
+        }
+    }
     for case in root
         .descendants()
         .filter(|n| n.is_element() && n.tag_name().name() == "testcase")
@@ -247,6 +329,22 @@ pub fn report_disagreement(
     report: &JunitReport,
 ) -> Option<String> {
     let lenient = runner == TestRunner::Unittest;
+    // airlock's unittest reporter guards the test process; its verdict comes first.
+    if runner == TestRunner::Unittest {
+        if !report.guard_checked {
+            return Some(
+                "the runner's guard gave no verdict (airlock's unittest reporter checks the \
+                 framework and the test modules before it writes the report)"
+                    .to_owned(),
+            );
+        }
+        if !report.guard_violations.is_empty() {
+            return Some(format!(
+                "the runner's guard found the test process tampered with: {}",
+                report.guard_violations.join("; ")
+            ));
+        }
+    }
     let mut mapped: BTreeMap<String, (&str, TestStatus)> = BTreeMap::new();
     for (id, status) in &parsed.tests {
         let named = match id.find(" [") {
@@ -464,7 +562,7 @@ mod tests {
 
     #[test]
     fn unittest_names_map_to_the_reporter_s_keys() {
-        let xml = r#"<testsuites><testsuite><testcase classname="tests.test_ops.T" name="test_a"></testcase><testcase classname="tests" name="test_broken"><error/></testcase></testsuite></testsuites>"#;
+        let xml = r#"<testsuites><testsuite><properties><property name="airlock-guard" value="checked"/></properties><testcase classname="tests.test_ops.T" name="test_a"></testcase><testcase classname="tests" name="test_broken"><error/></testcase></testsuite></testsuites>"#;
         let report = parse_junit(xml).unwrap();
         let run = parsed(&[
             ("tests.test_ops.T.test_a", TestStatus::Passed),
@@ -484,6 +582,40 @@ mod tests {
         assert!(
             why.contains("tests.test_ops.T.test_b is in the output but not in the report"),
             "{why}"
+        );
+    }
+
+    #[test]
+    fn a_unittest_report_without_the_guard_s_verdict_or_with_a_violation_is_refused() {
+        let run = parsed(&[("tests.test_ops.T.test_a", TestStatus::Passed)]);
+        let unguarded = parse_junit(
+            r#"<testsuites><testsuite><testcase classname="tests.test_ops.T" name="test_a"/></testsuite></testsuites>"#,
+        )
+        .unwrap();
+        let why = report_disagreement(TestRunner::Unittest, &run, Some(0), &unguarded).unwrap();
+        assert!(why.contains("the runner's guard gave no verdict"), "{why}");
+        let tampered = parse_junit(
+            r#"<testsuites><testsuite><properties><property name="airlock-guard" value="checked"/><property name="airlock-guard-violation" value="unittest.TestCase.assertEqual is not the framework's own"/></properties><testcase classname="tests.test_ops.T" name="test_a"/></testsuite></testsuites>"#,
+        )
+        .unwrap();
+        assert_eq!(
+            tampered.guard_violations,
+            ["unittest.TestCase.assertEqual is not the framework's own"]
+        );
+        let why = report_disagreement(TestRunner::Unittest, &run, Some(0), &tampered).unwrap();
+        assert!(
+            why.contains("tampered with: unittest.TestCase.assertEqual is not the framework's own"),
+            "{why}"
+        );
+        // pytest writes no guard; its report is read as before.
+        let run = parsed(&[("t.py::test_a", TestStatus::Passed)]);
+        let plain = parse_junit(
+            r#"<testsuites><testsuite><testcase classname="t" name="test_a"/></testsuite></testsuites>"#,
+        )
+        .unwrap();
+        assert_eq!(
+            report_disagreement(TestRunner::Pytest, &run, Some(0), &plain),
+            None
         );
     }
 
