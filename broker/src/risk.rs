@@ -6,6 +6,13 @@ use serde::Serialize;
 
 use crate::store::QueueItem;
 
+/// The approver group a senior route names: a gate (or a policy rule) that routes an item to
+/// it makes the item need two approvals by two named approvers, one of them senior.
+pub const SENIOR_GROUP: &str = "senior";
+
+/// What a policy rule's senior route records in place of a gate component's digest.
+pub const POLICY_ROUTE_DIGEST: &str = "policy";
+
 /// The risk signals of one queue item, as counted from its stored record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Risk {
@@ -17,6 +24,8 @@ pub struct Risk {
     pub gate_notes: usize,
     /// The `test_change_reason` the call gave, when it is not `none`.
     pub test_change_reason: Option<String>,
+    /// The gates and policy rules that routed the item to the senior group.
+    pub senior_routes: Vec<String>,
 }
 
 impl Risk {
@@ -43,6 +52,15 @@ impl Risk {
                 .filter(|n| !matches!(n.verdict, airlock_gates::Verdict::Allow))
                 .count(),
             test_change_reason,
+            senior_routes: item
+                .item
+                .gates
+                .iter()
+                .filter(
+                    |n| matches!(&n.verdict, airlock_gates::Verdict::Route(g) if g == SENIOR_GROUP),
+                )
+                .map(|n| n.gate.clone())
+                .collect(),
         }
     }
 
@@ -55,7 +73,7 @@ impl Risk {
     /// A `test_change_reason` other than `none` routes the item to a senior approver: it needs
     /// two approvals by two named approvers, at least one of them senior.
     pub fn needs_senior(&self) -> bool {
-        self.test_change_reason.is_some()
+        self.test_change_reason.is_some() || !self.senior_routes.is_empty()
     }
 
     /// The signals in words, for a refusal or a page's summary: `2 findings, 1 flag, ...`.
@@ -73,6 +91,12 @@ impl Risk {
         }
         if let Some(reason) = &self.test_change_reason {
             parts.push(format!("test_change_reason {reason} (senior route)"));
+        }
+        if !self.senior_routes.is_empty() {
+            parts.push(format!(
+                "routed to a senior approver by {}",
+                self.senior_routes.join(", ")
+            ));
         }
         if parts.is_empty() {
             "no risk signals".to_owned()

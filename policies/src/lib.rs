@@ -267,19 +267,18 @@ impl Policy {
     }
 
     /// The test-code rules (`[[test_code]]`) that fire on the lines a change adds to `path`:
-    /// test infrastructure written as a test file (code in a test package's `__init__.py`, a Go
-    /// `TestMain` or `init`, pytest hooks) to refuse, and code patched at import time to flag.
-    /// `old` is the file at base (`None` when new). Empty for a path that is not a test file.
+    /// for a test file, test infrastructure written as a test file (code in a test package's
+    /// `__init__.py`, a Go `TestMain` or `init`, pytest hooks) to refuse, and code patched at
+    /// import time to flag; for any other file, the `targets = "source"` rules (source that
+    /// reaches into the test process: the framework, `sys.modules`, builtins, import hooks).
+    /// `old` is the file at base (`None` when new).
     pub fn check_test_code(
         &self,
         path: &str,
         old: Option<&str>,
         new: &str,
     ) -> Vec<TestCodeFinding> {
-        if !self.is_test_path(path) {
-            return Vec::new();
-        }
-        self.test_code.check(path, old, new)
+        self.test_code.check(path, old, new, self.is_test_path(path))
     }
 
     /// Digest of a unified diff text (no repository needed). Rust `#[cfg(test)]` regions are

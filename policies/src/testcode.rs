@@ -21,6 +21,20 @@ pub enum TestCodeAction {
     Refuse,
     /// A flag the approver sees; the item is still queued.
     Flag,
+    /// A flag, and the item is routed to a senior approver: it needs two approvals by two
+    /// named approvers, one of them senior.
+    Senior,
+}
+
+/// Which changed files a rule reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Targets {
+    /// Test files (the default).
+    #[default]
+    Tests,
+    /// Every other file of the change: source that reaches into the test process.
+    Source,
 }
 
 /// Which lines of a test file a rule reads.
@@ -44,6 +58,8 @@ pub(crate) struct TestCodeSection {
     languages: Vec<Language>,
     #[serde(default)]
     files: Vec<String>,
+    #[serde(default)]
+    targets: Targets,
     scope: Scope,
     pattern: String,
     #[serde(default)]
@@ -77,6 +93,7 @@ struct Rule {
     reason: String,
     languages: Vec<Language>,
     files: Option<GlobSet>,
+    targets: Targets,
     scope: Scope,
     pattern: Regex,
     unless: Option<Regex>,
@@ -137,6 +154,7 @@ impl TestCodeRules {
                 reason: s.reason.clone(),
                 languages: s.languages.clone(),
                 files,
+                targets: s.targets,
                 scope: s.scope,
                 pattern: regex("pattern", &s.pattern)?,
                 unless: s
@@ -168,9 +186,16 @@ impl TestCodeRules {
         Ok(TestCodeRules { rules })
     }
 
-    /// Every rule that fires on a line `new` adds to the test file `path` (`old` is its text at
-    /// base, `None` for a new file), sorted by line.
-    pub(crate) fn check(&self, path: &str, old: Option<&str>, new: &str) -> Vec<TestCodeFinding> {
+    /// Every rule that fires on a line `new` adds to `path` (`old` is its text at base, `None`
+    /// for a new file), sorted by line: the rules for test files when `is_test`, else those
+    /// for source.
+    pub(crate) fn check(
+        &self,
+        path: &str,
+        old: Option<&str>,
+        new: &str,
+        is_test: bool,
+    ) -> Vec<TestCodeFinding> {
         let Some(language) = language_of(path) else {
             return Vec::new();
         };
@@ -191,6 +216,7 @@ impl TestCodeRules {
         let mut out = Vec::new();
         for rule in &self.rules {
             if !rule.languages.contains(&language)
+                || (rule.targets == Targets::Tests) != is_test
                 || rule.files.as_ref().is_some_and(|g| !g.is_match(path))
             {
                 continue;

@@ -119,7 +119,9 @@ fn test_code_findings(
         .and_then(|c| c.tree())
         .map_err(Error::git("reading the pinned tree"))?;
     let mut out = Vec::new();
-    for change in changes.files.iter().filter(|c| c.is_test) {
+    // Every changed file: the rules for test files, and those for source that reaches into
+    // the test process.
+    for change in &changes.files {
         let Some(content) = &change.content else {
             continue;
         };

@@ -47,6 +47,8 @@ pub fn assemble(
     );
     let mut flags: Vec<String> = digested.findings.iter().map(finding_flag).collect();
     flags.extend(test_code_flags(&test_code));
+    let mut notes = notes;
+    notes.extend(senior_routes(&test_code));
     for url in crate::rules::body_urls(&call.body) {
         flags.push(format!(
             "body-url: the body links to {url:?}; open_pr allows no URL other than the issue \
@@ -160,14 +162,45 @@ pub fn answer(found: QueueInsert) -> IntakeReply {
 /// The flagging test-code findings, as the approver reads them: `rule: file:line: excerpt
 /// (reason)`.
 fn test_code_flags(findings: &[airlock_policies::TestCodeFinding]) -> Vec<String> {
+    use airlock_policies::TestCodeAction;
     findings
         .iter()
-        .filter(|f| f.action == airlock_policies::TestCodeAction::Flag)
+        .filter(|f| matches!(f.action, TestCodeAction::Flag | TestCodeAction::Senior))
         .map(|f| {
             format!(
-                "{}: {}:{}: `{}` ({})",
-                f.rule, f.file, f.line, f.excerpt, f.reason
+                "{}: {}:{}: `{}` ({}){}",
+                f.rule,
+                f.file,
+                f.line,
+                f.excerpt,
+                f.reason,
+                if f.action == TestCodeAction::Senior {
+                    "; routed to a senior approver"
+                } else {
+                    ""
+                }
             )
+        })
+        .collect()
+}
+
+/// The senior route of every rule whose findings route the item to a senior approver, once
+/// per rule, as the gates' routes are recorded: the item then needs two approvals, one of them
+/// senior ([`crate::risk::Risk::needs_senior`]).
+fn senior_routes(findings: &[airlock_policies::TestCodeFinding]) -> Vec<crate::gates::GateNote> {
+    let mut rules: Vec<&str> = findings
+        .iter()
+        .filter(|f| f.action == airlock_policies::TestCodeAction::Senior)
+        .map(|f| f.rule.as_str())
+        .collect();
+    rules.sort_unstable();
+    rules.dedup();
+    rules
+        .into_iter()
+        .map(|rule| crate::gates::GateNote {
+            gate: format!("policy:{rule}"),
+            digest: crate::risk::POLICY_ROUTE_DIGEST.to_owned(),
+            verdict: airlock_gates::Verdict::Route(crate::risk::SENIOR_GROUP.to_owned()),
         })
         .collect()
 }

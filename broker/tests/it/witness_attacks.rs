@@ -506,8 +506,9 @@ fn an_honest_pytest_fix_with_awkward_test_names_is_queued() {
     assert!(matches!(reply, BrokerReply::Queued { .. }), "{reply:?}");
 }
 
-/// The change's source rebinds the framework's assertion: the pinned tests import it and
-/// "pass". The runner's guard, in the test process, finds `assertEqual` is not unittest's own.
+/// The change's source rebinds the framework's assertion in a way no line rule reads: the
+/// pinned tests import it and "pass". The runner's guard, in the test process, finds
+/// `assertEqual` is not unittest's own.
 #[test]
 fn a_source_package_that_rebinds_unittest_s_assertions_is_not_queued() {
     let mut fx = Fixture::new();
@@ -516,7 +517,7 @@ fn a_source_package_that_rebinds_unittest_s_assertions_is_not_queued() {
     write(
         &wt,
         "calc/__init__.py",
-        "import unittest\n\nunittest.TestCase.assertEqual = lambda self, first, second, msg=None: None\n",
+        "import unittest as u\n\nsetattr(getattr(u, 'Test' + 'Case'), 'assert' + 'Equal', lambda *a, **k: None)\n",
     );
     write(&wt, "tests/test_clamp_high.py", NEW_TEST);
     let reply = fx
@@ -584,4 +585,90 @@ sys.modules["tests.test_ops"] = _hollow
         "{}",
         err.message
     );
+}
+
+/// The plain spelling of the same attack is refused before any witness runs, naming the
+/// file, the line and the rule.
+#[test]
+fn source_that_rebinds_the_test_framework_is_refused_at_the_policy() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-rebind-plain");
+    apply_fix(&wt);
+    write(
+        &wt,
+        "calc/__init__.py",
+        "import unittest\n\nunittest.TestCase.assertEqual = lambda self, first, second, msg=None: None\n",
+    );
+    let reply = fx
+        .client()
+        .open_pr("run-rebind-plain", honest_args(&fx, &wt))
+        .unwrap();
+    let err = refusal(&reply);
+    assert_eq!(err.code.as_str(), "POLICY_VIOLATION", "{}", err.message);
+    assert!(
+        err.message.contains("source-rebinds-the-test-framework")
+            && err.message.contains("calc/__init__.py"),
+        "{}",
+        err.message
+    );
+    assert!(outputs(err).is_empty(), "no witness ran: {:?}", err.details);
+}
+
+/// Source that rewires imports or patches a module it imports when loaded may be an honest
+/// shim: the item is queued, flagged with the rule and the line, and routed to a senior
+/// approver (two approvals, one senior).
+#[test]
+fn source_that_rewires_imports_is_queued_for_a_senior_approver() {
+    let mut fx = Fixture::new();
+    fx.start();
+    let wt = fx.register("run-shim");
+    apply_fix(&wt);
+    write(
+        &wt,
+        "calc/__init__.py",
+        "import sys\n\nsys.modules.setdefault('calc.compat', sys.modules[__name__])\n",
+    );
+    let reply = fx
+        .client()
+        .open_pr("run-shim", honest_args(&fx, &wt))
+        .unwrap();
+    let BrokerReply::Queued { queue_id } = reply else {
+        panic!("not queued: {reply:?}")
+    };
+    let out = fx.cli(&["show", &queue_id.to_string(), "--json"]);
+    let view: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let flags = view["flags"].to_string();
+    assert!(
+        flags.contains("source-rewires-imports: calc/__init__.py:3:")
+            && flags.contains("routed to a senior approver"),
+        "{flags}"
+    );
+    assert!(
+        view["risk"]["senior_routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r == "policy:source-rewires-imports"),
+        "{view}"
+    );
+    // One approval, even confirmed, leaves it queued.
+    let approve = fx.cli(&[
+        "approve",
+        &queue_id.to_string(),
+        "--by",
+        "rev",
+        "--confirm-risk",
+        "--reason",
+        "a compatibility alias",
+    ]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&approve.stdout),
+        String::from_utf8_lossy(&approve.stderr)
+    );
+    assert!(text.contains("senior"), "{text}");
+    let view: Value =
+        serde_json::from_slice(&fx.cli(&["show", &queue_id.to_string(), "--json"]).stdout).unwrap();
+    assert_eq!(view["status"], "queued", "{view}");
 }
