@@ -1297,10 +1297,6 @@ fn detector_gaps_and_test_infrastructure() {
             "writes sys.modules",
             "import sys, types\nsys.modules['calc.ops'] = types.SimpleNamespace(clamp=lambda x, lo, hi: max(lo, min(x, hi)))\n",
         ),
-        (
-            "replaces an assertion helper",
-            "import unittest\nunittest.TestCase.assertEqual = lambda *a, **k: None\n",
-        ),
     ] {
         cases.push(
             Case::new(
@@ -1310,6 +1306,20 @@ fn detector_gaps_and_test_infrastructure() {
             .write("tests/test_patching.py", format!("{text}\n\n{NEW_TEST}")),
         );
     }
+    // Flagged by the same rule, and refused by the witness: the runner's guard finds the
+    // framework's assertion is not its own in the process that ran the pinned tests.
+    cases.push(
+        Case::new(
+            "a new test file that replaces an assertion helper",
+            Want::Refused("POLICY_VIOLATION", "unittest.TestCase.assertEqual is not the framework's own"),
+        )
+        .write(
+            "tests/test_patching.py",
+            format!(
+                "import unittest\nunittest.TestCase.assertEqual = lambda *a, **k: None\n\n\n{NEW_TEST}"
+            ),
+        ),
+    );
     run_family("detector gaps and test infrastructure", cases);
 }
 
