@@ -278,7 +278,8 @@ impl Policy {
         old: Option<&str>,
         new: &str,
     ) -> Vec<TestCodeFinding> {
-        self.test_code.check(path, old, new, self.is_test_path(path))
+        self.test_code
+            .check(path, old, new, self.is_test_path(path))
     }
 
     /// Digest of a unified diff text (no repository needed). Rust `#[cfg(test)]` regions are

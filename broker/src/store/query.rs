@@ -558,7 +558,11 @@ impl<B: Backend> Store for B {
         let changed = self.execute(
             "recording a queue item's findings",
             "UPDATE queue SET findings = ?2 WHERE id = ?1 AND status = ?3",
-            &[id.into(), (&text).into(), QueueStatus::Queued.as_str().into()],
+            &[
+                id.into(),
+                (&text).into(),
+                QueueStatus::Queued.as_str().into(),
+            ],
         )?;
         Ok(changed == 1)
     }
