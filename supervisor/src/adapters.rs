@@ -5,23 +5,20 @@
 use crate::config::{PythonRecipe, TestsConfig};
 use crate::delegate::{ReaderChannel, ReaderLauncher};
 use crate::ports::{
-    Baseline, BaselineError, BrokerReply, Hit, OpenPrReply, PortResult, PrSink, ReadOutcome,
-    Retrieval, RunRegistration, SubmitReviewReply, TestReport, TestRunner, ToolFailure, Worktree,
+    Baseline, BaselineError, Hit, PortResult, ReadOutcome, Retrieval, TestReport, TestRunner,
+    ToolFailure, Worktree,
 };
 use crate::prepare::{self, PrepareRecord, tail};
 use crate::recipe;
 use crate::testenv::{self, Host, ResolvedTests};
-use crate::transport::{BrokerEndpoint, ConnectError, is_tls_refusal};
 use airlock_checkout::BoundedReader;
 use airlock_policies::network::{BlockedAttempt, NetworkMode, TestNetwork};
 use airlock_policies::testrun::{self, SANDBOX_TREE, TestInventory, TreeLink};
-use airlock_protocol::{FollowUpReply, RegisterRunReply, UnexpectedReply};
 use airlock_reader::repo_tools::{CodegraphSearch, read_window};
 use airlock_reader::{FromSupervisor, FromWorker};
 use airlock_sandbox::{Captured, SandboxBuilder};
-use serde_json::Value;
 use std::cell::OnceCell;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;

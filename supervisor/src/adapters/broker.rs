@@ -2,7 +2,16 @@
 //! connection, the reply typed per operation, a broken connection retried within the run's
 //! reconnect window.
 
-use super::*;
+use crate::ports::{
+    BrokerReply, OpenPrReply, PortResult, PrSink, RunRegistration, SubmitReviewReply, ToolFailure,
+};
+use crate::transport::{BrokerEndpoint, ConnectError, is_tls_refusal};
+use airlock_protocol::{FollowUpReply, RegisterRunReply, UnexpectedReply};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// The broker client: one JSON request line per connection to the broker (its Unix socket, or
 /// TLS to a broker on another host), one reply line back. It carries no forge credential; the
