@@ -70,8 +70,9 @@ impl Risk {
         self.findings > 0 || self.flags > 0 || self.gate_notes > 0 || self.needs_senior()
     }
 
-    /// A `test_change_reason` other than `none` routes the item to a senior approver: it needs
-    /// two approvals by two named approvers, at least one of them senior.
+    /// A `test_change_reason` other than `none`, or a gate's or policy rule's route to
+    /// [`SENIOR_GROUP`], routes the item to a senior approver: it needs two approvals by two
+    /// named approvers, at least one of them senior.
     pub fn needs_senior(&self) -> bool {
         self.test_change_reason.is_some() || !self.senior_routes.is_empty()
     }
