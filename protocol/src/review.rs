@@ -111,7 +111,7 @@ pub struct PrFeedback {
     pub source: FeedbackSource,
 }
 
-/// A reviewer's review or comment on a pull request, by its forge id.
+/// A reviewer's review or comment, or a CI check, on a pull request, by its forge id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FeedbackSource {
@@ -121,7 +121,7 @@ pub struct FeedbackSource {
     pub id: u64,
 }
 
-/// The kinds of reviewer text a follow-up starts from.
+/// The kinds of text a follow-up starts from: a reviewer's, or the project's CI's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FeedbackKind {
@@ -129,4 +129,11 @@ pub enum FeedbackKind {
     Review,
     /// A comment on the pull request's conversation (`/issues/comments/{id}`).
     IssueComment,
+    /// A check run of the project's CI that completed on the pull request's head
+    /// (`/check-runs/{id}`): its output, annotations and (for GitHub Actions) its job's log.
+    CheckRun,
+    /// The checks of the pull request's head as a whole: a check suite or a workflow run that
+    /// completed (its id, kept for the record). The broker lists the head's check runs
+    /// (`/commits/{sha}/check-runs`) and takes the first failed one it has not acted on.
+    HeadChecks,
 }
