@@ -79,25 +79,26 @@ pub fn github_issue_number(item: &QueueItem) -> Option<u64> {
 /// item's own (`airlock/<issue-id>-<queue id>`), or `branch` for a follow-up, whose pin is that
 /// branch's head, so the commit lands on it as a fast-forward (never forced).
 /// The commit is deterministic (author time = queue time), so a repeated call pushes the
-/// same commit again, which the remote accepts as a no-op. With `signing` it is signed
-/// ([`crate::signing::create_commit`]).
+/// same commit again, which the remote accepts as a no-op.
 pub fn commit_and_push(
     repository: &str,
     cfg: &RepositoryConfig,
     item: &QueueItem,
     branch: Option<&str>,
-    signing: Option<&crate::signing::SigningConfig>,
 ) -> Result<Pushed> {
     let token = forge_token(repository, cfg)?;
-    push_with(repository, cfg, item, branch, signing, token.as_deref())
+    push_with(repository, cfg, item, branch, token.as_deref())
         .map_err(|e| redact(e, token.as_deref()))
 }
 
-/// The pinned commit of `item` and the tree its queued diff makes of it, written in `repo`.
-pub fn patched_tree<'r>(
-    repo: &'r git2::Repository,
+fn push_with(
+    repository: &str,
+    cfg: &RepositoryConfig,
     item: &QueueItem,
-) -> Result<(git2::Commit<'r>, git2::Oid)> {
+    branch: Option<&str>,
+    token: Option<&str>,
+) -> Result<Pushed> {
+    let repo = open_clone(&cfg.clone)?;
     let pin = git2::Oid::from_str(&item.item.base_commit).map_err(Error::git("parsing the pin"))?;
     let base = repo
         .find_commit(pin)
@@ -109,21 +110,8 @@ pub fn patched_tree<'r>(
         .apply_to_tree(&base_tree, &diff, None)
         .map_err(Error::git("applying the queued diff to the pinned tree"))?;
     let tree_id = index
-        .write_tree_to(repo)
+        .write_tree_to(&repo)
         .map_err(Error::git("writing the approved tree"))?;
-    Ok((base, tree_id))
-}
-
-fn push_with(
-    repository: &str,
-    cfg: &RepositoryConfig,
-    item: &QueueItem,
-    branch: Option<&str>,
-    signing: Option<&crate::signing::SigningConfig>,
-    token: Option<&str>,
-) -> Result<Pushed> {
-    let repo = open_clone(&cfg.clone)?;
-    let (base, tree_id) = patched_tree(&repo, item)?;
     let tree = repo
         .find_tree(tree_id)
         .map_err(Error::git("reading the approved tree"))?;
@@ -134,13 +122,13 @@ fn push_with(
         "{}\n\nQueued by the airlock broker from run {} (queue item {}).\n",
         item.item.title, item.run_id, item.id
     );
+    let commit = repo
+        .commit(None, &sig, &sig, &message, &tree, &[&base])
+        .map_err(Error::git("committing the approved diff"))?;
     let branch = branch
         .map(str::to_owned)
         .unwrap_or_else(|| branch_name(&item.item.issue_id, item.id));
     let refname = format!("refs/heads/{branch}");
-    let previous = repo.refname_to_id(&refname).ok();
-    let commit =
-        crate::signing::create_commit(&repo, signing, previous, &sig, &message, &tree, &[&base])?;
     repo.reference(
         &refname,
         commit,
@@ -443,20 +431,6 @@ pub trait Forge: Send + Sync {
         repository: &str,
         item: &ReviewItem,
     ) -> Result<String>;
-
-    /// Post `body` as a comment on pull request (or issue) `number`
-    /// (`POST /repos/{owner}/{repo}/issues/{n}/comments`); its web address, `None` when no
-    /// token is configured.
-    fn post_comment(
-        &self,
-        repository: &str,
-        cfg: &RepositoryConfig,
-        number: u64,
-        body: &str,
-    ) -> Result<Option<String>> {
-        let _ = (repository, cfg, number, body);
-        Ok(None)
-    }
 }
 
 /// A pull request as the forge describes it.
@@ -636,7 +610,7 @@ pub fn pr_body(item: &QueueItem) -> String {
 /// A gate's text in the pull request's Markdown: one line, every character Markdown or HTML
 /// would read as markup backslash-escaped or written as an entity, so it shows as the gate
 /// wrote it and nothing more.
-pub(crate) fn markdown_text(text: &str) -> String {
+fn markdown_text(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -757,24 +731,6 @@ impl Forge for GitHubForge {
         let api = cfg.github_api.trim_end_matches('/');
         let url = format!("{api}/repos/{slug}/pulls/{}/reviews", item.pull.number);
         self.post_for_html_url(&url, &format!("Bearer {token}"), &review_request(item))
-            .map_err(|e| redact(e, Some(&token)))
-    }
-
-    fn post_comment(
-        &self,
-        repository: &str,
-        cfg: &RepositoryConfig,
-        number: u64,
-        body: &str,
-    ) -> Result<Option<String>> {
-        let Some(token) = forge_token(repository, cfg)? else {
-            return Ok(None);
-        };
-        let (api, slug) = (cfg.github_api.trim_end_matches('/'), cfg.forge_slug(repository));
-        let url = format!("{api}/repos/{slug}/issues/{number}/comments");
-        let request = serde_json::json!({ "body": body });
-        self.post_for_html_url(&url, &format!("Bearer {token}"), &request)
-            .map(Some)
             .map_err(|e| redact(e, Some(&token)))
     }
 }
