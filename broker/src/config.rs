@@ -192,6 +192,10 @@ pub struct RepositoryConfig {
     /// stranger's comment on a public repository never puts the agent to work.
     #[serde(default = "default_feedback_from")]
     pub feedback_from: Vec<String>,
+    /// How many follow-up runs the project's failed CI checks may start on one pull request;
+    /// past it a failed check gets a comment and an escalation, no run (0: never).
+    #[serde(default = "default_max_ci_followups")]
+    pub max_ci_followups: u32,
     /// The organisation's own rules as WebAssembly components, run in this order on every
     /// `open_pr` after the digest and before the witness (`[[repositories.NAME.gates]]`).
     #[serde(default)]
@@ -330,6 +334,11 @@ pub fn default_feedback_from() -> Vec<String> {
     ["OWNER", "MEMBER", "COLLABORATOR"]
         .map(str::to_owned)
         .to_vec()
+}
+
+/// Follow-ups the project's CI may start on one pull request by default.
+pub fn default_max_ci_followups() -> u32 {
+    2
 }
 
 fn default_github_api() -> String {

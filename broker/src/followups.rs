@@ -60,57 +60,21 @@ impl Broker {
         &self,
         feedback: &airlock_protocol::PrFeedback,
     ) -> Result<airlock_protocol::FollowUpBrief> {
+        if matches!(
+            feedback.source.kind,
+            airlock_protocol::FeedbackKind::CheckRun | airlock_protocol::FeedbackKind::HeadChecks
+        ) {
+            return self.ci_feedback(feedback);
+        }
         let refused = |why: String| Error::FeedbackRefused(why);
-        let (name, cfg) = self
-            .config
-            .repositories
-            .iter()
-            .find(|(name, cfg)| {
-                cfg.forge_slug(name)
-                    .eq_ignore_ascii_case(&feedback.forge_repo)
-            })
-            .ok_or_else(|| {
-                refused(format!(
-                    "{:?} is no repository of broker.toml (by name or forge_repo)",
-                    feedback.forge_repo
-                ))
-            })?;
         let n = feedback.pull_request;
-        let queue = self.store().queue()?;
-        let ours = |i: &QueueItem| {
-            i.item.repository == *name
-                && i.pr_url
-                    .as_deref()
-                    .and_then(|u| u.trim_end_matches('/').rsplit('/').next())
-                    .and_then(|n| n.parse::<u64>().ok())
-                    == Some(n)
-        };
-        let item = queue
-            .iter()
-            .filter(|i| i.status == QueueStatus::Published && ours(i))
-            .max_by_key(|i| i.id)
-            .cloned()
-            .ok_or_else(|| {
-                refused(format!(
-                    "pull request #{n} of {} was not opened by this broker",
-                    feedback.forge_repo
-                ))
-            })?;
-        for waiting in queue.iter().filter(|i| i.status == QueueStatus::Queued) {
-            let parent = self
-                .store()
-                .run(&waiting.run_id)?
-                .and_then(|r| r.registration.follow_up_of);
-            if let Some(parent) = parent
-                && let Some(parent) = self.store().queue_item(parent)?
-                && ours(&parent)
-            {
-                return Err(refused(format!(
-                    "queue item {}, a follow-up of pull request #{n}, waits for a decision: \
-                     approve or deny it first",
-                    waiting.id
-                )));
-            }
+        let pull = self.published_pull(&feedback.forge_repo, n)?;
+        let (name, cfg, item) = (pull.repository.as_str(), pull.config, pull.item);
+        if let Some(waiting) = self.waiting_follow_up(name, n)? {
+            return Err(refused(format!(
+                "queue item {waiting}, a follow-up of pull request #{n}, waits for a decision: \
+                 approve or deny it first"
+            )));
         }
         let read = self
             .forge
@@ -149,6 +113,79 @@ impl Broker {
         let by = format!("github:{}", read.author);
         self.request_changes(item.id, &by, &text)?;
         self.follow_up(item.id)
+    }
+
+    /// Pull request `n` of the forge repository `forge_repo` as this broker opened it: the
+    /// repository of `broker.toml` it belongs to and its latest published queue item. Its
+    /// queue, not anything the pull request says, decides that it is the broker's.
+    pub(crate) fn published_pull(&self, forge_repo: &str, n: u64) -> Result<PublishedPull<'_>> {
+        let (name, cfg) = self
+            .config
+            .repositories
+            .iter()
+            .find(|(name, cfg)| cfg.forge_slug(name).eq_ignore_ascii_case(forge_repo))
+            .ok_or_else(|| {
+                Error::FeedbackRefused(format!(
+                    "{forge_repo:?} is no repository of broker.toml (by name or forge_repo)"
+                ))
+            })?;
+        let item = self
+            .store()
+            .queue()?
+            .into_iter()
+            .filter(|i| i.status == QueueStatus::Published && is_pull(i, name, n))
+            .max_by_key(|i| i.id)
+            .ok_or_else(|| {
+                Error::FeedbackRefused(format!(
+                    "pull request #{n} of {forge_repo} was not opened by this broker"
+                ))
+            })?;
+        Ok(PublishedPull {
+            repository: name.clone(),
+            config: cfg,
+            item,
+        })
+    }
+
+    /// A follow-up of pull request `n` of `repository` that waits for a decision, by queue id.
+    pub(crate) fn waiting_follow_up(&self, repository: &str, n: u64) -> Result<Option<i64>> {
+        let queue = self.store().queue()?;
+        for waiting in queue.iter().filter(|i| i.status == QueueStatus::Queued) {
+            let parent = self
+                .store()
+                .run(&waiting.run_id)?
+                .and_then(|r| r.registration.follow_up_of);
+            if let Some(parent) = parent
+                && let Some(parent) = self.store().queue_item(parent)?
+                && is_pull(&parent, repository, n)
+            {
+                return Ok(Some(waiting.id));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The pinned base of the line of follow-ups `item` belongs to: the pin of the item that
+    /// first pushed its branch.
+    pub(crate) fn lineage_pin(&self, item: &QueueItem) -> Result<String> {
+        let mut current = item.clone();
+        // Each step goes to an older queue item; the bound guards a damaged store.
+        for _ in 0..1000 {
+            let parent = self
+                .store()
+                .run(&current.run_id)?
+                .and_then(|r| r.registration.follow_up_of);
+            match parent.filter(|p| *p < current.id) {
+                Some(parent) => {
+                    current = self
+                        .store()
+                        .queue_item(parent)?
+                        .ok_or(Error::UnknownQueueItem(parent))?;
+                }
+                None => break,
+            }
+        }
+        Ok(current.item.base_commit)
     }
 
     /// The pushed branch (and its pull request) a queue item belongs to: its own when it was
@@ -327,6 +364,27 @@ impl Broker {
 
 /// The longest feedback a request for changes takes, in characters.
 pub const MAX_FEEDBACK_CHARS: usize = 16_000;
+
+/// Whether `item` is of `repository` and published as its pull request `n`.
+fn is_pull(item: &QueueItem, repository: &str, n: u64) -> bool {
+    item.item.repository == repository
+        && item
+            .pr_url
+            .as_deref()
+            .and_then(|u| u.trim_end_matches('/').rsplit('/').next())
+            .and_then(|n| n.parse::<u64>().ok())
+            == Some(n)
+}
+
+/// A pull request the broker opened: its repository and latest published queue item.
+pub(crate) struct PublishedPull<'c> {
+    /// The repository's name in `broker.toml`.
+    pub(crate) repository: String,
+    /// Its configuration.
+    pub(crate) config: &'c crate::config::RepositoryConfig,
+    /// The latest published queue item on the pull request.
+    pub(crate) item: QueueItem,
+}
 
 /// The branch (and its pull request) a line of follow-ups is pushed to.
 pub(crate) struct Lineage {

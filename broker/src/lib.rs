@@ -16,6 +16,7 @@
 
 pub mod approver;
 pub mod changes;
+pub mod ci_checks;
 pub mod claim_requests;
 pub mod claims;
 pub mod cli;

@@ -2,7 +2,8 @@
 //! (run id, request id), the approval queue and its decisions, the judge's scores, the claims
 //! workers hold on issues (`claims`: one row per issue, a holder and a lease) and the shared
 //! work queue they take issues from (`work_queue`, each taken issue a claim), and the named
-//! approvers (`approvers`, tokens kept hashed) with the approvals they gave (`approvals`).
+//! approvers (`approvers`, tokens kept hashed) with the approvals they gave (`approvals`), and
+//! what the broker did with each failed CI check of its pull requests (`ci_checks`).
 //!
 //! Two backends keep the same rules: [`SqliteStore`], one file, the default, and
 //! [`PostgresStore`] for a database server (`state_db = "postgres://..."`). [`open`] picks one
@@ -22,6 +23,7 @@
 //! answers queries; what to answer a run is the caller's ([`Store::record_intake`] takes it).
 
 mod approvers;
+mod ci_checks;
 mod claims;
 mod codec;
 mod postgres;
@@ -431,6 +433,61 @@ pub struct WorkEntry {
     pub claim: Option<ClaimStatus>,
 }
 
+/// What the broker did with one failed CI check of one of its pull requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CiCheckOutcome {
+    /// Its output became a change request: a follow-up run starts from it.
+    FollowUp,
+    /// The same check fails at the pinned base too: a comment, no run.
+    BaseFailed,
+    /// The pull request had its `max_ci_followups`: a comment and an escalation, no run.
+    Escalated,
+}
+
+impl CiCheckOutcome {
+    /// The outcome as stored and audited.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CiCheckOutcome::FollowUp => "follow_up",
+            CiCheckOutcome::BaseFailed => "base_failed",
+            CiCheckOutcome::Escalated => "escalated",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        [
+            CiCheckOutcome::FollowUp,
+            CiCheckOutcome::BaseFailed,
+            CiCheckOutcome::Escalated,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == s)
+    }
+}
+
+/// One failed CI check the broker acted on: the first record of a (repository, pull request,
+/// head commit, check name) stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CiCheckRecord {
+    /// The repository's name in `broker.toml`.
+    pub repository: String,
+    /// The pull request's number.
+    pub pull_request: u64,
+    /// The head commit the check ran on.
+    pub head_sha: String,
+    /// The check's name.
+    pub check_name: String,
+    /// The check run's id on the forge.
+    pub check_run_id: u64,
+    /// What the broker did.
+    pub outcome: CiCheckOutcome,
+    /// The published queue item (the pull request's latest) it was recorded on.
+    pub queue_id: i64,
+    /// Unix seconds.
+    pub recorded_at: i64,
+}
+
 /// Durable broker state. Every method is atomic: a crash leaves either the before or the after.
 pub trait Store: Send {
     /// Register a run; registering the same run again with identical details is a no-op, with
@@ -577,6 +634,12 @@ pub trait Store: Send {
     ) -> Result<RecordedApproval>;
     /// The approvals given on queue item `id`, oldest first.
     fn approvals(&mut self, id: i64) -> Result<Vec<ApprovalRecord>>;
+    /// Record what was done with a failed CI check; `false` (nothing written) when its
+    /// (repository, pull request, head, check name) was recorded before.
+    fn record_ci_check(&mut self, record: &CiCheckRecord) -> Result<bool>;
+    /// The failed CI checks recorded on pull request `pull_request` of `repository`, oldest
+    /// first.
+    fn ci_checks(&mut self, repository: &str, pull_request: u64) -> Result<Vec<CiCheckRecord>>;
 }
 
 /// Open the store `config.state_db` names: the SQLite file (created when missing) or the

@@ -23,7 +23,9 @@
 use postgres::types::{ToSql, Type};
 use postgres::{Client, NoTls};
 
-use super::schema::{approver_tables, claims_table, first_release_tables, work_queue_table};
+use super::schema::{
+    approver_tables, ci_checks_table, claims_table, first_release_tables, work_queue_table,
+};
 use super::sql::{self, Backend, Cell, Dialect, Migration, Param, Row};
 use crate::error::{Error, Result};
 
@@ -56,6 +58,9 @@ const QUEUE_FINDINGS: &str = "ALTER TABLE queue ADD COLUMN IF NOT EXISTS finding
 /// Migration 5: the named approvers (their tokens hashed) and the approvals given on queue
 /// items.
 const APPROVERS: &str = approver_tables!("CREATE TABLE", "BIGINT");
+
+/// Migration 6: what the broker did with each failed CI check of its pull requests.
+const CI_CHECKS: &str = ci_checks_table!("CREATE TABLE", "BIGINT");
 
 /// Every migration, in order, with the SQLite store's version numbers for the same tables.
 /// Append only: a released step is never edited.
@@ -90,6 +95,11 @@ const MIGRATIONS: &[Migration<PostgresStore>] = &[
         version: 5,
         name: "approvers",
         apply: |pg, ctx| pg.batch(ctx, APPROVERS),
+    },
+    Migration {
+        version: 6,
+        name: "ci_checks",
+        apply: |pg, ctx| pg.batch(ctx, CI_CHECKS),
     },
 ];
 
@@ -294,10 +304,10 @@ mod tests {
                 });
             }
         });
-        assert_eq!(versions(&url), vec![1, 2, 3, 4, 5]);
+        assert_eq!(versions(&url), vec![1, 2, 3, 4, 5, 6]);
         // Opening again applies nothing.
         PostgresStore::connect(&url, None).unwrap();
-        assert_eq!(versions(&url), vec![1, 2, 3, 4, 5]);
+        assert_eq!(versions(&url), vec![1, 2, 3, 4, 5, 6]);
     }
 
     #[test]

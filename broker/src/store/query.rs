@@ -7,10 +7,10 @@
 use super::codec::{QUEUE_COLUMNS, from_json, parse_run_state, queue_item, to_json};
 use super::sql::{Backend, Param, advisory_lock, atomically, head_lock_key};
 use super::{
-    ApprovalRecord, Approver, ChangeRequest, ClaimAttempt, Decision, IntakeOutcome, IntakeReply,
-    IntakeStart, JudgeScore, NewApprover, NewQueueItem, QueueInsert, QueueItem, QueueStatus,
-    RecordedApproval, ReviewItem, ReviewQueueing, RunRecord, RunState, Store, WorkEntry, approvers,
-    claims,
+    ApprovalRecord, Approver, ChangeRequest, CiCheckRecord, ClaimAttempt, Decision, IntakeOutcome,
+    IntakeReply, IntakeStart, JudgeScore, NewApprover, NewQueueItem, QueueInsert, QueueItem,
+    QueueStatus, RecordedApproval, ReviewItem, ReviewQueueing, RunRecord, RunState, Store,
+    WorkEntry, approvers, ci_checks, claims,
 };
 use crate::error::{Error, Result};
 use airlock_protocol::{ClaimRelease, ClaimRequest, ClaimStatus, IssueKey, RunRegistration};
@@ -641,5 +641,13 @@ impl<B: Backend> Store for B {
 
     fn approvals(&mut self, id: i64) -> Result<Vec<ApprovalRecord>> {
         approvers::approvals(self, id)
+    }
+
+    fn record_ci_check(&mut self, record: &CiCheckRecord) -> Result<bool> {
+        ci_checks::record(self, record)
+    }
+
+    fn ci_checks(&mut self, repository: &str, pull_request: u64) -> Result<Vec<CiCheckRecord>> {
+        ci_checks::of_pull(self, repository, pull_request)
     }
 }

@@ -205,3 +205,38 @@ macro_rules! approver_tables {
 }
 
 pub(super) use approver_tables;
+
+/// What the broker did with each failed CI check of its pull requests (migration 6): one row
+/// per (repository, pull request, head commit, check name), so a check that fails twice on one
+/// head starts one follow-up at most.
+macro_rules! ci_checks_table {
+    ($create:literal, $int:literal) => {
+        concat!(
+            "
+",
+            $create,
+            " ci_checks (
+    repository TEXT NOT NULL,
+    pull_request ",
+            $int,
+            " NOT NULL,
+    head_sha TEXT NOT NULL,
+    check_name TEXT NOT NULL,
+    check_run_id ",
+            $int,
+            " NOT NULL,
+    outcome TEXT NOT NULL,
+    queue_id ",
+            $int,
+            " NOT NULL REFERENCES queue(id),
+    recorded_at ",
+            $int,
+            " NOT NULL,
+    PRIMARY KEY (repository, pull_request, head_sha, check_name)
+);
+"
+        )
+    };
+}
+
+pub(super) use ci_checks_table;

@@ -7,7 +7,9 @@ use rusqlite::Connection;
 use rusqlite::types::{ToSqlOutput, Type, ValueRef};
 use std::path::Path;
 
-use super::schema::{approver_tables, claims_table, first_release_tables, work_queue_table};
+use super::schema::{
+    approver_tables, ci_checks_table, claims_table, first_release_tables, work_queue_table,
+};
 use super::sql::{self, Backend, Cell, Dialect, Migration, Param, Row};
 use crate::error::{Error, Result};
 
@@ -107,6 +109,14 @@ fn approvers(store: &mut SqliteStore, ctx: &str) -> Result<()> {
     )
 }
 
+/// Migration 6: what the broker did with each failed CI check of its pull requests.
+fn ci_checks(store: &mut SqliteStore, ctx: &str) -> Result<()> {
+    store.batch(
+        ctx,
+        ci_checks_table!("CREATE TABLE IF NOT EXISTS", "INTEGER"),
+    )
+}
+
 /// Every migration, in order. Append only: a released step is never edited.
 const MIGRATIONS: &[Migration<SqliteStore>] = &[
     Migration {
@@ -133,6 +143,11 @@ const MIGRATIONS: &[Migration<SqliteStore>] = &[
         version: 5,
         name: "approvers",
         apply: approvers,
+    },
+    Migration {
+        version: 6,
+        name: "ci_checks",
+        apply: ci_checks,
     },
 ];
 
@@ -540,7 +555,7 @@ mod tests {
             let path = dir.path().join("today.db");
             unversioned_database(&path, &columns);
             let mut s = SqliteStore::open(&path).unwrap();
-            assert_eq!(versions(&path), vec![1, 2, 3, 4, 5], "{columns:?}");
+            assert_eq!(versions(&path), vec![1, 2, 3, 4, 5, 6], "{columns:?}");
             let run = s.run("r1").unwrap().unwrap();
             assert_eq!(
                 (run.state, run.registration.issue_number),
@@ -595,7 +610,7 @@ mod tests {
             drop(s);
             // Opening again applies nothing and keeps everything.
             let mut s = SqliteStore::open(&path).unwrap();
-            assert_eq!(versions(&path), vec![1, 2, 3, 4, 5]);
+            assert_eq!(versions(&path), vec![1, 2, 3, 4, 5, 6]);
             assert_eq!(s.work().unwrap().len(), 1);
             assert_eq!(
                 s.queue_item(1).unwrap().unwrap().branch.as_deref(),
