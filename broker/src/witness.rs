@@ -8,7 +8,10 @@
 //! files. The patched full run is green only when every test that passed at base ran and passed
 //! again and the new tests ran and passed (`airlock_policies::testrun::grade_full_run`).
 //! Pre-existing test files are never taken from the diff: they stay as pinned, read-only, so a
-//! weakened test cannot make the witness green. Rust's unit tests live inside source files
+//! weakened test cannot make the witness green. A test file is one the policy's patterns name or
+//! one the base run collected tests from (the inventory's ids name it: a Django-style
+//! `app/tests.py`), so the base run comes before any step on the patched tree, built after it.
+//! Rust's unit tests live inside source files
 //! (`#[cfg(test)]` items): a changed `.rs` file's test code is treated like a test file's, its
 //! new tests joining the pinned source in the pinned tree when the patch only added test lines,
 //! its test code kept as pinned in both trees when the patch changed or removed any.
@@ -154,6 +157,9 @@ pub struct WitnessReport {
     pub green: bool,
     /// The first unmet requirement, for the refusal message.
     pub failure: Option<String>,
+    /// Files the change modified or deleted that the runner collected tests from at base
+    /// although no test pattern of the policy names them: run as pinned, like every test file.
+    pub collected_test_files: Vec<String>,
 }
 
 impl WitnessReport {
@@ -590,9 +596,13 @@ fn step(
     let parsed = results::parse(plan.runner, &combined);
     let report_problem = if guard.report_dir.is_some() {
         match read_report(&report_path) {
-            Ok(report) => {
-                results::report_disagreement(plan.runner, &parsed, run.exit_code, &report)
-            }
+            Ok(report) => results::report_disagreement(
+                plan.runner,
+                &parsed,
+                run.exit_code,
+                &report,
+                plan.runner.guards(&argv),
+            ),
             Err(why) => Some(why),
         }
     } else {
@@ -625,6 +635,8 @@ fn step(
             if word == results::UNITTEST_REPORTER {
                 "<airlock's unittest reporter (airlock_policies::testrun::UNITTEST_REPORTER)>"
                     .to_owned()
+            } else if word == results::PYTEST_GUARD {
+                "<airlock's pytest guard (airlock_policies::testrun::PYTEST_GUARD)>".to_owned()
             } else {
                 word
             }
@@ -651,6 +663,43 @@ fn step(
         parsed,
         report_problem,
     })
+}
+
+/// The files `changes` modified or deleted, not already test files, that the base run
+/// collected tests from: what the inventory's ids name (`base` is the base tree on disk).
+/// Runners whose ids name no file (cargo, go) give none.
+fn test_files_collected_at_base(
+    runner: TestRunner,
+    inventory: &TestInventory,
+    base: &Path,
+    changes: &ChangeSet,
+) -> Vec<String> {
+    let candidates: std::collections::BTreeSet<&str> = changes
+        .files
+        .iter()
+        .filter(|c| !c.is_test && c.kind != ChangeKind::Added)
+        .map(|c| c.path.as_str())
+        .collect();
+    if candidates.is_empty() {
+        return Vec::new();
+    }
+    let is_file = |path: &str| {
+        !path.starts_with('/')
+            && !path.split('/').any(|part| part == "..")
+            && base
+                .join(path)
+                .symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_file())
+    };
+    let mut found: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    for id in inventory.tests.keys() {
+        if let Some(file) = runner.file_of_test(id, is_file)
+            && candidates.contains(file.as_str())
+        {
+            found.insert(file);
+        }
+    }
+    found.into_iter().collect()
 }
 
 /// The tests a green patched full run must show passing: the claimed one, and the newly added
@@ -694,44 +743,39 @@ pub fn run_witness(
     for (kind, dest) in [
         (TreeKind::Base, &base),
         (TreeKind::PinnedWithNewTests, &pinned),
-        (TreeKind::Patched, &patched),
     ] {
         build_tree(repo, pin, changes, pinned_test_files, kind, dest)?;
     }
-    // The test files no witness command may change: the pinned ones and the newly added ones
-    // (absent from the base tree, so not protected there).
-    let protected: Vec<String> = pinned_test_files
-        .iter()
-        .cloned()
-        .chain(
-            changes
-                .files
-                .iter()
-                .filter(|c| c.is_test && c.kind == ChangeKind::Added)
-                .map(|c| c.path.clone()),
-        )
-        .collect();
+    // The patched tree is built once the base inventory says which files hold tests: a file
+    // the runner collected tests from at base is a test file whatever its name, and stays as
+    // pinned there (a Django-style `app/tests.py` the change weakened is not what runs).
+    let mut changes = changes.clone();
+    let mut pinned_test_files = pinned_test_files.to_vec();
+    let mut collected_test_files: Vec<String> = Vec::new();
+    let mut patched_built = false;
     let links: Vec<String> = plan.test_env.links.iter().map(|l| l.path.clone()).collect();
     let empty = scratch.path().join("empty");
     std::fs::create_dir(&empty).map_err(Error::io(format!("creating {}", empty.display())))?;
 
-    let changed_source: Vec<String> = changes
-        .files
-        .iter()
-        .filter(|c| !c.is_test && c.kind != ChangeKind::Deleted)
-        .map(|c| c.path.clone())
-        .collect();
     let full = plan.test_command.to_vec();
-    // Each step with its command line: the claimed test alone, or the full suite.
+    // Each step with its command line: the claimed test alone, or the full suite. The base
+    // run comes before any step on the patched tree (see above).
     let mut steps: Vec<(WitnessStep, Vec<String>)> = Vec::with_capacity(4);
-    if let Some(claimed) = plan.before_failing_test {
-        let one = plan.runner.select_one(plan.test_command, claimed);
+    let one = plan
+        .before_failing_test
+        .map(|claimed| plan.runner.select_one(plan.test_command, claimed));
+    if let Some(one) = &one {
         steps.push((WitnessStep::PinnedSelected, one.clone()));
-        steps.push((WitnessStep::PatchedSelected, one));
     }
     steps.push((WitnessStep::BaseFull, full.clone()));
+    if let Some(one) = one {
+        steps.push((WitnessStep::PatchedSelected, one));
+    }
     steps.push((WitnessStep::PatchedFull, full));
-    let required = required_tests(plan, changes);
+    let required: Vec<String> = required_tests(plan, &changes)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
     let mut records = Vec::new();
     let mut failure = None;
     let mut inventory: Option<TestInventory> = None;
@@ -745,6 +789,30 @@ pub fn run_witness(
             WitnessStep::BaseFull => &base,
         };
         let (name, expect) = (witness_step.name(), witness_step.expectation());
+        if tree == patched.as_path() && !patched_built {
+            build_tree(
+                repo,
+                pin,
+                &changes,
+                &pinned_test_files,
+                TreeKind::Patched,
+                &patched,
+            )?;
+            patched_built = true;
+        }
+        // The test files no witness command may change: the pinned ones and the newly added
+        // ones (absent from the base tree, so not protected there).
+        let protected: Vec<String> = pinned_test_files
+            .iter()
+            .cloned()
+            .chain(
+                changes
+                    .files
+                    .iter()
+                    .filter(|c| c.is_test && c.kind == ChangeKind::Added)
+                    .map(|c| c.path.clone()),
+            )
+            .collect();
         std::fs::rename(tree, &at).map_err(Error::io(format!(
             "moving the {name} tree to {}",
             at.display()
@@ -755,7 +823,12 @@ pub fn run_witness(
             witness_step,
             WitnessStep::PatchedSelected | WitnessStep::PatchedFull
         ) {
-            guard.changed_source = changed_source.clone();
+            guard.changed_source = changes
+                .files
+                .iter()
+                .filter(|c| !c.is_test && c.kind != ChangeKind::Deleted)
+                .map(|c| c.path.clone())
+                .collect();
         }
         let ran = step(
             executor,
@@ -783,6 +856,15 @@ pub fn run_witness(
                             "the base inventory could not be taken from the broker's clone: {e}"
                         ))
                     })?;
+                for path in test_files_collected_at_base(plan.runner, &taken, &base, &changes) {
+                    if let Some(change) = changes.files.iter_mut().find(|c| c.path == path) {
+                        change.is_test = true;
+                    }
+                    if !pinned_test_files.contains(&path) {
+                        pinned_test_files.push(path.clone());
+                    }
+                    collected_test_files.push(path);
+                }
                 out.inventory = Some(taken.clone());
                 inventory = Some(taken);
             }
@@ -792,6 +874,7 @@ pub fn run_witness(
                         "the patched full run came before the base inventory".to_owned(),
                     ));
                 };
+                let required: Vec<&str> = required.iter().map(String::as_str).collect();
                 let verdict = results::grade_full_run(inventory, &parsed, out.exit_code, &required);
                 out.grade = match (&verdict.invalid, &report_problem, verdict.failure()) {
                     (Some(why), _, _) | (None, Some(why), _) => Grade::Invalid(why.clone()),
@@ -824,6 +907,7 @@ pub fn run_witness(
         green: failure.is_none(),
         steps: records,
         failure,
+        collected_test_files,
     })
 }
 

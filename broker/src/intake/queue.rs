@@ -37,6 +37,10 @@ pub fn assemble(
 ) -> NewQueueItem {
     let Witnessed { gated, report } = witnessed;
     let evidence = report.outputs();
+    let collected = collected_test_file_flags(
+        &report.collected_test_files,
+        &gated.digested.allowed.changes.diff,
+    );
     let findings = screen(run, &gated.digested.allowed, reported.findings);
     let notes = gated.notes;
     let digested = gated.digested;
@@ -47,6 +51,7 @@ pub fn assemble(
     );
     let mut flags: Vec<String> = digested.findings.iter().map(finding_flag).collect();
     flags.extend(test_code_flags(&test_code));
+    flags.extend(collected);
     let mut notes = notes;
     notes.extend(senior_routes(&test_code));
     for url in crate::rules::body_urls(&call.body) {
@@ -157,6 +162,44 @@ pub fn answer(found: QueueInsert) -> IntakeReply {
             error: refusal.into_broker_error(),
         },
     }
+}
+
+/// One flag per file the change edited that the runner collected tests from at base although
+/// no test pattern of the policy names it (`app/tests.py`): the witness ran it as pinned, so
+/// the change's edits to it never ran, and the approver reads how many lines they remove.
+fn collected_test_file_flags(paths: &[String], diff: &str) -> Vec<String> {
+    paths
+        .iter()
+        .map(|path| {
+            let (removed, added) = lines_changed_in(diff, path);
+            format!(
+                "test-file-by-inventory: {path} holds tests the runner collected at base, though \
+                 no test pattern of the policy names it: the witness ran it as pinned, not as \
+                 changed (lines the change removes from it: {removed}; adds: {added})"
+            )
+        })
+        .collect()
+}
+
+/// The lines a unified diff removes from and adds to `path`.
+fn lines_changed_in(diff: &str, path: &str) -> (usize, usize) {
+    let header = format!("diff --git a/{path} b/");
+    let (mut inside, mut removed, mut added) = (false, 0, 0);
+    for line in diff.lines() {
+        if line.starts_with("diff --git ") {
+            inside = line.starts_with(&header);
+            continue;
+        }
+        if !inside || line.starts_with("--- ") || line.starts_with("+++ ") {
+            continue;
+        }
+        if line.starts_with('-') {
+            removed += 1;
+        } else if line.starts_with('+') {
+            added += 1;
+        }
+    }
+    (removed, added)
 }
 
 /// The flagging test-code findings, as the approver reads them: `rule: file:line: excerpt

@@ -134,7 +134,10 @@ pub fn run(bench: &WitnessBench<'_>, run: &RunRegistration, gated: Gated) -> Sta
             .changes
             .files
             .iter()
-            .filter(|c| c.is_test && c.kind != changes::ChangeKind::Added)
+            .filter(|c| {
+                c.kind != changes::ChangeKind::Added
+                    && (c.is_test || report.collected_test_files.contains(&c.path))
+            })
             .map(|c| c.path.clone())
             .collect();
         let set_aside_findings = gated

@@ -38,8 +38,9 @@ impl fmt::Display for Expectation {
     }
 }
 
-/// One step of the witness, in the order they run. A documentation change's witness has only
-/// the two full-suite steps.
+/// One step of the witness. They run as `pinned_selected`, `base_full`, `patched_selected`,
+/// `patched_full`: the base inventory comes before any step on the patched tree, since it says
+/// which files hold tests. A documentation change's witness has only the two full-suite steps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WitnessStep {
     /// The claimed test on the pinned source with the new test files: it must fail.

@@ -672,3 +672,139 @@ fn source_that_rewires_imports_is_queued_for_a_senior_approver() {
         serde_json::from_slice(&fx.cli(&["show", &queue_id.to_string(), "--json"]).stdout).unwrap();
     assert_eq!(view["status"], "queued", "{view}");
 }
+
+/// A project whose only tests live in a Django-style `calc/tests.py`, a name no test pattern
+/// of the policy matches (unittest's discovery collects it: `test*.py`).
+fn django_style_fixture() -> Fixture {
+    Fixture::with(Options {
+        files: vec![
+            ("calc/__init__.py", String::new()),
+            ("calc/ops.py", crate::harness::BUGGY_OPS.to_owned()),
+            ("calc/tests.py", EXISTING_TEST.to_owned()),
+            ("tests/__init__.py", String::new()),
+            ("README.md", "calc\n".to_owned()),
+        ],
+        ..Options::default()
+    })
+}
+
+/// The first attack of issue 54: the source breaks `test_clamp_low` while the change weakens
+/// its assertion in `calc/tests.py`. The base inventory names the file's tests, so the witness
+/// runs it as pinned, and the regression is caught.
+#[test]
+fn a_weakened_test_module_the_runner_collected_at_base_runs_as_pinned() {
+    let mut fx = django_style_fixture();
+    fx.start();
+    let wt = fx.register("run-tests-py");
+    write(&wt, "calc/ops.py", UPPER_ONLY);
+    write(&wt, "tests/test_clamp_high.py", NEW_TEST);
+    write(&wt, "calc/tests.py", weakened_test());
+    let reply = fx
+        .client()
+        .open_pr("run-tests-py", honest_args(&fx, &wt))
+        .unwrap();
+    let err = refusal(&reply);
+    assert_eq!(err.code.as_str(), "POLICY_VIOLATION", "{}", err.message);
+    assert_eq!(err.details["offending"], "witness_run", "{:?}", err.details);
+    assert!(
+        err.message
+            .contains("calc.tests.TestClampLow.test_clamp_low"),
+        "{}",
+        err.message
+    );
+    // The weakened copy is named as set aside: the pinned one is what ran.
+    assert!(
+        err.details.to_string().contains("calc/tests.py"),
+        "{:?}",
+        err.details
+    );
+    let patched = step_text(err, "patched_full");
+    assert!(patched.contains("test_clamp_low"), "{patched}");
+}
+
+/// An honest fix that also edits such a module is queued, and the approver reads that the
+/// file's edits were not what ran.
+#[test]
+fn an_edit_to_a_test_module_found_by_the_inventory_is_flagged() {
+    let mut fx = django_style_fixture();
+    fx.start();
+    let wt = fx.register("run-tests-py-honest");
+    apply_fix(&wt);
+    write(
+        &wt,
+        "calc/tests.py",
+        EXISTING_TEST.replace("        self.assertEqual(clamp(2, 0, 3), 2)\n", ""),
+    );
+    let reply = fx
+        .client()
+        .open_pr("run-tests-py-honest", honest_args(&fx, &wt))
+        .unwrap();
+    let BrokerReply::Queued { queue_id } = reply else {
+        panic!("not queued: {reply:?}")
+    };
+    let out = fx.cli(&["show", &queue_id.to_string(), "--json"]);
+    let view: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let flags = view["flags"].to_string();
+    assert!(
+        flags.contains("test-file-by-inventory: calc/tests.py")
+            && flags.contains("lines the change removes from it: 1; adds: 0"),
+        "{flags}"
+    );
+    // The patched full run ran the pinned module's two tests.
+    let patched = view["witness"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step"] == "patched_full")
+        .unwrap()
+        .to_string();
+    assert!(
+        patched.contains("calc.tests.TestClampLow.test_identity"),
+        "{patched}"
+    );
+}
+
+/// pytest runs through airlock's guard too: a source package that rebinds pytest's own
+/// `fail` and unittest's assertion in a way no line rule reads is found in the test process,
+/// and the honest pytest fix beside it stays queued (`a_planted_pyc`'s and the others' pytest
+/// runs go through the same guard).
+#[test]
+fn pytest_s_guard_finds_the_framework_rebound_by_the_change_s_source() {
+    let mut fx = pytest_fixture(Vec::new());
+    fx.start();
+    let wt = register_pytest(&fx, "run-pytest-rebind");
+    apply_fix(&wt);
+    write(
+        &wt,
+        "calc/__init__.py",
+        "import importlib as i, unittest as u\n\nsetattr(getattr(u, 'Test' + 'Case'), 'assert' + 'Equal', lambda *a, **k: None)\nsetattr(i.import_module('_pytest.' + 'outcomes'), 'fa' + 'il', lambda *a, **k: None)\n",
+    );
+    let mut args = honest_args(&fx, &wt);
+    claim(&mut args, PYTEST_NEW_TEST);
+    let reply = fx.client().open_pr("run-pytest-rebind", args).unwrap();
+    let err = refusal(&reply);
+    assert_eq!(err.code.as_str(), "POLICY_VIOLATION", "{}", err.message);
+    assert!(
+        err.message
+            .contains("unittest.TestCase.assertEqual is not the framework's own")
+            && err
+                .message
+                .contains("_pytest.outcomes.fail is not the framework's own"),
+        "{}",
+        err.message
+    );
+    // The executed command names the guard; the command to rerun is pytest's own.
+    let step = outputs(err).into_iter().next().unwrap();
+    assert!(
+        step["argv"].to_string().contains("airlock's pytest guard"),
+        "{step}"
+    );
+    assert_eq!(step["command"][2], "pytest", "{step}");
+
+    let wt = register_pytest(&fx, "run-pytest-honest");
+    apply_fix(&wt);
+    let mut args = honest_args(&fx, &wt);
+    claim(&mut args, PYTEST_NEW_TEST);
+    let reply = fx.client().open_pr("run-pytest-honest", args).unwrap();
+    assert!(matches!(reply, BrokerReply::Queued { .. }), "{reply:?}");
+}

@@ -23,8 +23,8 @@ pub use inventory::{
     FullRunVerdict, InventoryError, TestInventory, grade_full_run, new_test_files_required,
 };
 pub use report::{
-    GUARD_CHANGED_SOURCE, JunitReport, MAX_REPORT_BYTES, UNITTEST_REPORTER, parse_junit,
-    report_disagreement,
+    GUARD_CHANGED_SOURCE, JunitReport, MAX_REPORT_BYTES, PYTEST_GUARD, UNITTEST_REPORTER,
+    parse_junit, report_disagreement,
 };
 pub use runner::TestRunner;
 

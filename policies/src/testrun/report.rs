@@ -138,6 +138,13 @@ if sys.version_info >= (3, 12) and _r.testsRun == 0 and not _r.skipped:
 sys.exit(not _r.wasSuccessful())
 "#;
 
+/// The program `python -m pytest` is replaced by for a witness command where the command
+/// runs pytest as a module: `pytest.main` on the arguments after the report path, with a guard
+/// in the test process (its source, `pytest_guard.py` beside this file, says what it checks)
+/// whose verdict it adds to the JUnit report pytest wrote (`--junitxml`, as without it), then
+/// exits with pytest's code. A bare `pytest` console script is run as it is, unguarded.
+pub const PYTEST_GUARD: &str = include_str!("pytest_guard.py");
+
 /// Largest report read, in bytes: a bigger one is refused rather than parsed.
 pub const MAX_REPORT_BYTES: usize = 32 * 1024 * 1024;
 
@@ -177,7 +184,18 @@ impl TestRunner {
         }
         let mut out = argv.to_vec();
         match self {
-            TestRunner::Pytest => out.push(format!("--junitxml={path}")),
+            TestRunner::Pytest => {
+                if let Some(at) = out
+                    .windows(2)
+                    .position(|w| w[0] == "-m" && w[1] == "pytest")
+                {
+                    out.splice(
+                        at..at + 2,
+                        ["-c".to_owned(), PYTEST_GUARD.to_owned(), path.to_owned()],
+                    );
+                }
+                out.push(format!("--junitxml={path}"));
+            }
             // `python -m unittest ARGS` becomes `python -c UNITTEST_REPORTER PATH ARGS`: the
             // same loader and runner, plus a JUnit file written once the run has finished.
             TestRunner::Unittest => {
@@ -202,6 +220,13 @@ impl TestRunner {
             }
         }
         Some(out)
+    }
+
+    /// Whether `argv` (as [`Self::with_report`] made it) runs airlock's guard in the test
+    /// process, whose verdict its report must then carry.
+    pub fn guards(self, argv: &[String]) -> bool {
+        argv.iter()
+            .any(|word| word == UNITTEST_REPORTER || word == PYTEST_GUARD)
     }
 
     /// The key a JUnit report gives the test this runner's output calls `id`.
@@ -322,19 +347,23 @@ fn worst(a: TestStatus, b: TestStatus) -> TestStatus {
 /// which is dropped before comparing, and a test the report has but the output does not name
 /// is not a disagreement here (the inventory comparison finds a pinned test missing from the
 /// output); a test the output shows passing must still be in the report, passing.
+///
+/// A `guarded` command ([`TestRunner::guards`]: airlock's unittest reporter, or its pytest
+/// guard) ran a guard in the test process: its verdict comes first, and a report without one
+/// disagrees.
 pub fn report_disagreement(
     runner: TestRunner,
     parsed: &ParsedRun,
     exit_code: Option<i32>,
     report: &JunitReport,
+    guarded: bool,
 ) -> Option<String> {
     let lenient = runner == TestRunner::Unittest;
-    // airlock's unittest reporter guards the test process; its verdict comes first.
-    if runner == TestRunner::Unittest {
+    if guarded {
         if !report.guard_checked {
             return Some(
-                "the runner's guard gave no verdict (airlock's unittest reporter checks the \
-                 framework and the test modules before it writes the report)"
+                "the runner's guard gave no verdict (airlock's guard checks the framework and \
+                 the test modules in the test process and adds its verdict to the report)"
                     .to_owned(),
             );
         }
@@ -489,11 +518,11 @@ mod tests {
             ("tests/test_ops.py::test_ok", TestStatus::Passed),
         ]);
         assert_eq!(
-            report_disagreement(TestRunner::Pytest, &run, Some(1), &report),
+            report_disagreement(TestRunner::Pytest, &run, Some(1), &report, false),
             None
         );
         // Failures in the report with exit code 0.
-        let why = report_disagreement(TestRunner::Pytest, &run, Some(0), &report).unwrap();
+        let why = report_disagreement(TestRunner::Pytest, &run, Some(0), &report, false).unwrap();
         assert!(why.contains("exit code 0"), "{why}");
     }
 
@@ -509,7 +538,7 @@ mod tests {
             ("tests/test_broken.py", TestStatus::Error),
             ("tests/test_ops.py::test_invented", TestStatus::Passed),
         ]);
-        let why = report_disagreement(TestRunner::Pytest, &run, Some(1), &report).unwrap();
+        let why = report_disagreement(TestRunner::Pytest, &run, Some(1), &report, false).unwrap();
         assert!(
             why.contains(
                 "tests/test_ops.py::test_p[a::b-1] is passed in the output but failed in the report"
@@ -532,7 +561,7 @@ mod tests {
         let report = parse_junit(xml).unwrap();
         let run = parsed(&[("t.py::test_a", TestStatus::Passed)]);
         assert_eq!(
-            report_disagreement(TestRunner::Pytest, &run, Some(0), &report),
+            report_disagreement(TestRunner::Pytest, &run, Some(0), &report, false),
             None
         );
         // But a skip the output shows passing is one.
@@ -540,7 +569,7 @@ mod tests {
             ("t.py::test_a", TestStatus::Passed),
             ("t.py::test_s", TestStatus::Passed),
         ]);
-        let why = report_disagreement(TestRunner::Pytest, &run, Some(0), &report).unwrap();
+        let why = report_disagreement(TestRunner::Pytest, &run, Some(0), &report, false).unwrap();
         assert!(
             why.contains("t.py::test_s is passed in the output but skipped in the report"),
             "{why}"
@@ -553,10 +582,10 @@ mod tests {
         let report = parse_junit(xml).unwrap();
         let run = parsed(&[("t.py::test_a", TestStatus::Passed)]);
         assert_eq!(
-            report_disagreement(TestRunner::Pytest, &run, Some(0), &report),
+            report_disagreement(TestRunner::Pytest, &run, Some(0), &report, false),
             None
         );
-        let why = report_disagreement(TestRunner::Pytest, &run, Some(1), &report).unwrap();
+        let why = report_disagreement(TestRunner::Pytest, &run, Some(1), &report, false).unwrap();
         assert!(why.contains("exit code 1"), "{why}");
     }
 
@@ -569,7 +598,7 @@ mod tests {
             ("tests.test_broken", TestStatus::Error),
         ]);
         assert_eq!(
-            report_disagreement(TestRunner::Unittest, &run, Some(1), &report),
+            report_disagreement(TestRunner::Unittest, &run, Some(1), &report, true),
             None
         );
         // A pass the runner never reported is forged.
@@ -578,7 +607,7 @@ mod tests {
             ("tests.test_ops.T.test_b", TestStatus::Passed),
             ("tests.test_broken", TestStatus::Error),
         ]);
-        let why = report_disagreement(TestRunner::Unittest, &run, Some(1), &report).unwrap();
+        let why = report_disagreement(TestRunner::Unittest, &run, Some(1), &report, true).unwrap();
         assert!(
             why.contains("tests.test_ops.T.test_b is in the output but not in the report"),
             "{why}"
@@ -592,7 +621,8 @@ mod tests {
             r#"<testsuites><testsuite><testcase classname="tests.test_ops.T" name="test_a"/></testsuite></testsuites>"#,
         )
         .unwrap();
-        let why = report_disagreement(TestRunner::Unittest, &run, Some(0), &unguarded).unwrap();
+        let why =
+            report_disagreement(TestRunner::Unittest, &run, Some(0), &unguarded, true).unwrap();
         assert!(why.contains("the runner's guard gave no verdict"), "{why}");
         let tampered = parse_junit(
             r#"<testsuites><testsuite><properties><property name="airlock-guard" value="checked"/><property name="airlock-guard-violation" value="unittest.TestCase.assertEqual is not the framework's own"/></properties><testcase classname="tests.test_ops.T" name="test_a"/></testsuite></testsuites>"#,
@@ -602,19 +632,31 @@ mod tests {
             tampered.guard_violations,
             ["unittest.TestCase.assertEqual is not the framework's own"]
         );
-        let why = report_disagreement(TestRunner::Unittest, &run, Some(0), &tampered).unwrap();
+        let why =
+            report_disagreement(TestRunner::Unittest, &run, Some(0), &tampered, true).unwrap();
         assert!(
             why.contains("tampered with: unittest.TestCase.assertEqual is not the framework's own"),
             "{why}"
         );
-        // pytest writes no guard; its report is read as before.
+        // A guarded pytest command's report must carry the verdict too.
+        let run = parsed(&[("t.py::test_a", TestStatus::Passed)]);
+        let plain = parse_junit(
+            r#"<testsuites><testsuite><testcase classname="t" name="test_a"/></testsuite></testsuites>"#,
+        )
+        .unwrap();
+        assert!(
+            report_disagreement(TestRunner::Pytest, &run, Some(0), &plain, true)
+                .unwrap()
+                .contains("no verdict")
+        );
+        // An unguarded one (a bare `pytest`) has none; its report is read as before.
         let run = parsed(&[("t.py::test_a", TestStatus::Passed)]);
         let plain = parse_junit(
             r#"<testsuites><testsuite><testcase classname="t" name="test_a"/></testsuite></testsuites>"#,
         )
         .unwrap();
         assert_eq!(
-            report_disagreement(TestRunner::Pytest, &run, Some(0), &plain),
+            report_disagreement(TestRunner::Pytest, &run, Some(0), &plain, false),
             None
         );
     }
@@ -640,10 +682,22 @@ mod tests {
 
     #[test]
     fn report_options_are_added_where_the_runner_has_a_report() {
+        // `python -m pytest` runs through airlock's guard; a bare console script as it is.
+        let guarded = TestRunner::Pytest
+            .with_report(&argv("python3 -m pytest -rA t.py::x"), "/r/a.xml")
+            .unwrap();
+        assert_eq!(guarded[..2], ["python3", "-c"]);
+        assert_eq!(guarded[2], PYTEST_GUARD);
         assert_eq!(
-            TestRunner::Pytest.with_report(&argv("python3 -m pytest -rA t.py::x"), "/r/a.xml"),
-            Some(argv("python3 -m pytest -rA t.py::x --junitxml=/r/a.xml"))
+            guarded[3..],
+            ["/r/a.xml", "-rA", "t.py::x", "--junitxml=/r/a.xml"]
         );
+        assert!(TestRunner::Pytest.guards(&guarded));
+        let bare = TestRunner::Pytest
+            .with_report(&argv("pytest -rA t.py::x"), "/r/a.xml")
+            .unwrap();
+        assert_eq!(bare, argv("pytest -rA t.py::x --junitxml=/r/a.xml"));
+        assert!(!TestRunner::Pytest.guards(&bare));
         for (runner, cmd) in [
             (TestRunner::Cargo, "cargo test"),
             (TestRunner::Go, "go test -v ./..."),
