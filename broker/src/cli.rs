@@ -154,6 +154,20 @@ enum Command {
         #[command(subcommand)]
         command: ApproverCommand,
     },
+    /// The witness attestation of a queue item: an in-toto statement of the patched tree, the
+    /// pin, the digest, the policy, the gates, each witness step and the decision. Printed, or
+    /// written with its SSH signature (`--out DIR`), or checked (`--verify FILE`: exit 0 only
+    /// for an unchanged statement of the item whose FILE.sig verifies).
+    Attest {
+        /// Queue item id.
+        id: i64,
+        /// Write DIR/N.intoto.json and, with [signing], DIR/N.intoto.json.sig.
+        #[arg(long, value_name = "DIR", conflicts_with = "verify")]
+        out: Option<PathBuf>,
+        /// Check FILE (and FILE.sig beside it) against the item; needs [signing].
+        #[arg(long, value_name = "FILE")]
+        verify: Option<PathBuf>,
+    },
     /// Expire queued pull requests older than the configured queue age.
     Expire,
     /// List the claims workers hold or held on issues (`airlock watch`, `webhook`, `batch`):
@@ -361,6 +375,8 @@ pub fn run() -> ExitCode {
                     | Error::RiskNotConfirmed { .. }
                     | Error::SeniorRouteWithoutApprovers { .. }
                     | Error::AlreadyApproved { .. }
+                    | Error::AttestationRefused { .. }
+                    | Error::SigningNotConfigured { .. }
             );
             ExitCode::from(if refused { EXIT_REFUSED } else { EXIT_ERROR })
         }
@@ -383,6 +399,15 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
             // Every gate loads, its examples passing, before anything is taken in: a gate
             // that does not is a configuration error, never a gate skipped.
             broker.gates()?;
+            // A key that cannot sign keeps `serve` down before anything is committed.
+            crate::signing::check_at_start(
+                broker.config().signing.as_ref(),
+                broker
+                    .config()
+                    .repositories
+                    .values()
+                    .map(|r| r.author_email.as_str()),
+            )?;
             // Neither a broken repository nor a failing publication keeps `serve` down: each is
             // reported here and fails only what depends on it.
             for (repository, problem) in broker.check_repositories() {
@@ -629,6 +654,11 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
                 crate::ui::Ui::new(Arc::new(broker), operator.map(|(login, _)| login), address);
             crate::ui::serve(Arc::new(ui), listener)
         }
+        Command::Attest {
+            id,
+            out: dir,
+            verify,
+        } => attest_command(&broker, id, dir, verify, &mut out),
         Command::Expire => {
             let expired = broker.expire()?;
             for item in expired {
@@ -637,6 +667,51 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `attest N [--out DIR | --verify FILE]`.
+fn attest_command(
+    broker: &Broker,
+    id: i64,
+    dir: Option<PathBuf>,
+    verify: Option<PathBuf>,
+    out: &mut impl Write,
+) -> crate::Result<()> {
+    let w = |e: std::io::Error| Error::Io {
+        context: "writing to stdout".to_owned(),
+        source: e,
+    };
+    let shown = |p: &std::path::Path| {
+        airlock_policies::terminal::escaped(&p.display().to_string()).into_owned()
+    };
+    if let Some(file) = verify {
+        crate::attestation::verify(broker, id, &file)?;
+        return writeln!(
+            out,
+            "{} is the broker's signed statement of queue item {id}",
+            shown(&file)
+        )
+        .map_err(w);
+    }
+    let Some(dir) = dir else {
+        let statement = crate::attestation::statement(broker, id)?;
+        return out.write_all(&statement.to_bytes()?).map_err(w);
+    };
+    let written = crate::attestation::write(broker, id, &dir)?;
+    match &written.signature {
+        Some(sig) => writeln!(
+            out,
+            "wrote {} and its signature {}",
+            shown(&written.statement),
+            shown(sig)
+        ),
+        None => writeln!(
+            out,
+            "wrote {} unsigned: broker.toml has no [signing] key",
+            shown(&written.statement)
+        ),
+    }
+    .map_err(w)
 }
 
 /// `approver add|list|remove`.

@@ -47,6 +47,8 @@ pub struct BrokerConfig {
     pub repositories: BTreeMap<String, RepositoryConfig>,
     /// Each repository's gates, validated, in the order they run (`repositories.*.gates`).
     pub gates: BTreeMap<String, Vec<airlock_gates::GateSpec>>,
+    /// `[signing]`: the key commits and attestations are signed with; unsigned when unset.
+    pub signing: Option<crate::signing::SigningConfig>,
 }
 
 /// `listen` with its `[tls]`: where supervisors on other hosts reach the broker.
@@ -386,6 +388,8 @@ struct RawConfig {
     policy: Option<PathBuf>,
     #[serde(default)]
     repositories: BTreeMap<String, RepositoryConfig>,
+    #[serde(default)]
+    signing: Option<crate::signing::SigningConfig>,
 }
 
 fn default_witness_timeout() -> String {
@@ -485,6 +489,7 @@ impl BrokerConfig {
                 raw.witness_network
             ));
         }
+        let signing = raw.signing.map(|s| s.resolved(&abs)).transpose()?;
         let witness_allow = airlock_egress::presets::expand(&raw.witness_allow)
             .map_err(|e| format!("witness_allow[{}]: {}", e.index, e.message))?;
         Ok(BrokerConfig {
@@ -504,6 +509,7 @@ impl BrokerConfig {
             policy: raw.policy.map(abs),
             repositories,
             gates,
+            signing,
         })
     }
 }

@@ -366,7 +366,8 @@ impl Broker {
             }
         }
         let branch = lineage.as_ref().map(|l| l.branch.as_str());
-        let pushed = publish::commit_and_push(repository, repo_cfg, item, branch)?;
+        let signing = self.config.signing.as_ref();
+        let pushed = publish::commit_and_push(repository, repo_cfg, item, branch, signing)?;
         self.store()
             .record_push(id, &pushed.branch, &pushed.commit)?;
         let pr_url = match &lineage {
@@ -395,6 +396,11 @@ impl Broker {
                 )),
             },
         )?;
+        // The attestation goes on the pull request after the item is published: a comment the
+        // forge refuses is audited and never un-publishes it.
+        if let Some(url) = &pr_url {
+            crate::attestation::comment_on_publication(self, repository, repo_cfg, item, url);
+        }
         Ok(())
     }
 

@@ -266,6 +266,30 @@ pub enum Error {
     /// A shared rule or contract crate reported an operational failure.
     #[error("{0}")]
     Dependency(String),
+    /// The `[signing]` key cannot sign, or a signature made with it does not verify.
+    #[error("signing key {key}: {message}")]
+    Signing {
+        /// The key file of `[signing]`.
+        key: PathBuf,
+        /// What went wrong and what to do.
+        message: String,
+    },
+    /// An attestation is not the broker's unchanged statement of its item.
+    #[error("attestation {file} is refused: {problem}")]
+    AttestationRefused {
+        /// The statement file checked.
+        file: PathBuf,
+        /// What differs or does not verify.
+        problem: String,
+    },
+    /// An operation needs `[signing]`, which broker.toml does not have.
+    #[error(
+        "{action} needs a [signing] table in broker.toml (key, format = \"ssh\", allowed_signers)"
+    )]
+    SigningNotConfigured {
+        /// What was asked.
+        action: String,
+    },
 }
 
 /// Result of broker operations.

@@ -15,6 +15,7 @@
 //! `airlock-policies`.
 
 pub mod approver;
+pub mod attestation;
 pub mod changes;
 pub mod ci_checks;
 pub mod claim_requests;
@@ -28,6 +29,7 @@ pub mod followups;
 pub mod gates;
 pub mod intake;
 pub mod judging;
+pub mod pr_text;
 pub mod publish;
 pub mod registration;
 pub mod reported;
@@ -37,6 +39,7 @@ pub mod sandboxed;
 pub mod screening;
 pub mod server;
 pub mod service;
+pub mod signing;
 pub mod store;
 pub mod tls;
 pub mod ui;

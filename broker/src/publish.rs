@@ -16,6 +16,8 @@ use crate::config::RepositoryConfig;
 use crate::error::{Error, Result};
 use crate::store::{QueueItem, ReviewItem};
 
+pub use crate::pr_text::{github_issue_number, pr_body};
+
 /// What was pushed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pushed {
@@ -60,45 +62,29 @@ fn redact(err: Error, token: Option<&str>) -> Error {
     }
 }
 
-/// The GitHub issue number `Closes #N` names: the one the run registered with
-/// (`issue_number`, kept beside an id such as `ACME-123`), else the issue id itself when it is
-/// a number (`123` or `#123`), else none.
-pub fn github_issue_number(item: &QueueItem) -> Option<u64> {
-    if let Some(n) = item.issue_number {
-        return Some(n);
-    }
-    let id = item.item.issue_id.trim();
-    let digits = id.strip_prefix('#').unwrap_or(id);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
-
 /// Commit the queued diff on the pinned base in the broker's clone and push the branch: the
 /// item's own (`airlock/<issue-id>-<queue id>`), or `branch` for a follow-up, whose pin is that
 /// branch's head, so the commit lands on it as a fast-forward (never forced).
 /// The commit is deterministic (author time = queue time), so a repeated call pushes the
-/// same commit again, which the remote accepts as a no-op.
+/// same commit again, which the remote accepts as a no-op. With `signing` it is signed
+/// ([`crate::signing::create_commit`]).
 pub fn commit_and_push(
     repository: &str,
     cfg: &RepositoryConfig,
     item: &QueueItem,
     branch: Option<&str>,
+    signing: Option<&crate::signing::SigningConfig>,
 ) -> Result<Pushed> {
     let token = forge_token(repository, cfg)?;
-    push_with(repository, cfg, item, branch, token.as_deref())
+    push_with(repository, cfg, item, branch, signing, token.as_deref())
         .map_err(|e| redact(e, token.as_deref()))
 }
 
-fn push_with(
-    repository: &str,
-    cfg: &RepositoryConfig,
+/// The pinned commit of `item` and the tree its queued diff makes of it, written in `repo`.
+pub fn patched_tree<'r>(
+    repo: &'r git2::Repository,
     item: &QueueItem,
-    branch: Option<&str>,
-    token: Option<&str>,
-) -> Result<Pushed> {
-    let repo = open_clone(&cfg.clone)?;
+) -> Result<(git2::Commit<'r>, git2::Oid)> {
     let pin = git2::Oid::from_str(&item.item.base_commit).map_err(Error::git("parsing the pin"))?;
     let base = repo
         .find_commit(pin)
@@ -110,8 +96,21 @@ fn push_with(
         .apply_to_tree(&base_tree, &diff, None)
         .map_err(Error::git("applying the queued diff to the pinned tree"))?;
     let tree_id = index
-        .write_tree_to(&repo)
+        .write_tree_to(repo)
         .map_err(Error::git("writing the approved tree"))?;
+    Ok((base, tree_id))
+}
+
+fn push_with(
+    repository: &str,
+    cfg: &RepositoryConfig,
+    item: &QueueItem,
+    branch: Option<&str>,
+    signing: Option<&crate::signing::SigningConfig>,
+    token: Option<&str>,
+) -> Result<Pushed> {
+    let repo = open_clone(&cfg.clone)?;
+    let (base, tree_id) = patched_tree(&repo, item)?;
     let tree = repo
         .find_tree(tree_id)
         .map_err(Error::git("reading the approved tree"))?;
@@ -122,13 +121,13 @@ fn push_with(
         "{}\n\nQueued by the airlock broker from run {} (queue item {}).\n",
         item.item.title, item.run_id, item.id
     );
-    let commit = repo
-        .commit(None, &sig, &sig, &message, &tree, &[&base])
-        .map_err(Error::git("committing the approved diff"))?;
     let branch = branch
         .map(str::to_owned)
         .unwrap_or_else(|| branch_name(&item.item.issue_id, item.id));
     let refname = format!("refs/heads/{branch}");
+    let previous = repo.refname_to_id(&refname).ok();
+    let commit =
+        crate::signing::create_commit(&repo, signing, previous, &sig, &message, &tree, &[&base])?;
     repo.reference(
         &refname,
         commit,
@@ -431,6 +430,20 @@ pub trait Forge: Send + Sync {
         repository: &str,
         item: &ReviewItem,
     ) -> Result<String>;
+
+    /// Post `body` as a comment on pull request (or issue) `number`
+    /// (`POST /repos/{owner}/{repo}/issues/{n}/comments`); its web address, `None` when no
+    /// token is configured.
+    fn post_comment(
+        &self,
+        repository: &str,
+        cfg: &RepositoryConfig,
+        number: u64,
+        body: &str,
+    ) -> Result<Option<String>> {
+        let _ = (repository, cfg, number, body);
+        Ok(None)
+    }
 }
 
 /// A pull request as the forge describes it.
@@ -518,116 +531,6 @@ impl Default for GitHubForge {
             agent: ureq::Agent::new_with_config(config),
         }
     }
-}
-
-/// The draft pull request's body: the body as the agent wrote it, then the broker's evidence
-/// (the fail-to-pass test, each witness step's result, the base inventory's counts, the
-/// detectors' flags), `Closes #N` when the issue maps to a GitHub number, and the audit run id.
-pub fn pr_body(item: &QueueItem) -> String {
-    let args = serde_json::from_str::<serde_json::Value>(&item.item.args).ok();
-    let field = |path: &[&str]| {
-        let mut v = args.as_ref()?;
-        for key in path {
-            v = v.get(key)?;
-        }
-        v.as_str().map(str::to_owned)
-    };
-    let mut out = field(&["body"]).unwrap_or_default();
-    let trimmed = out.trim_end().len();
-    out.truncate(trimmed);
-    out.push_str("\n\n---\n\n");
-    out.push_str(airlock_protocol::PR_EVIDENCE_HEADING);
-    out.push_str("\n\n");
-    // A documentation change claims no test (and its witness ran none).
-    if let Some(test) = field(&["test_evidence", "before_failing_test"]).filter(|t| !t.is_empty()) {
-        out.push_str(&format!(
-            "- Fail-to-pass test: `{test}` (fails on the pinned base, passes with the diff)\n"
-        ));
-    }
-    for step in &item.item.evidence {
-        let result = match &step.grade {
-            airlock_policies::testrun::Grade::Ok => "ok".to_owned(),
-            airlock_policies::testrun::Grade::NotOk(why) => format!("not ok: {why}"),
-            airlock_policies::testrun::Grade::Invalid(why) => format!("invalid: {why}"),
-        };
-        out.push_str(&format!(
-            "- Witness `{}` (expected {}): {result}; {} tests reported\n",
-            step.step,
-            step.expect,
-            step.parsed.tests.len()
-        ));
-        if let Some(inv) = &step.inventory {
-            let passed = inv
-                .tests
-                .values()
-                .filter(|s| matches!(s, airlock_policies::testrun::TestStatus::Passed))
-                .count();
-            out.push_str(&format!(
-                "- Base inventory: {} tests, {passed} passing{}\n",
-                inv.tests.len(),
-                inv.collected
-                    .map(|n| format!(", {n} collected"))
-                    .unwrap_or_default()
-            ));
-        }
-        if let Some(full) = &step.full_run {
-            out.push_str(&format!(
-                "- Full run with the diff: {} ({} ran, {} missing, {} newly skipped, {} regressed, {} new passing, {} new not passing)\n",
-                if full.green { "green" } else { "not green" },
-                full.ran,
-                full.missing.len(),
-                full.newly_skipped.len(),
-                full.regressed.len(),
-                full.new_passing.len(),
-                full.new_not_passing.len()
-            ));
-        }
-    }
-    if item.item.flags.is_empty() {
-        out.push_str("- Detector flags: none\n");
-    } else {
-        out.push_str("- Detector flags:\n");
-        for flag in &item.item.flags {
-            out.push_str(&format!("  - {flag}\n"));
-        }
-    }
-    for note in &item.item.gates {
-        out.push_str(&format!(
-            "- Gate: {}\n",
-            markdown_text(&crate::view::gate_note_line(note))
-        ));
-    }
-    if let Some(n) = github_issue_number(item) {
-        out.push_str(&format!("\nCloses #{n}\n"));
-    }
-    out.push_str(&format!(
-        "\nIssue {}; audit run id `{}`; queue item {}.\n",
-        item.item.issue_id, item.run_id, item.id
-    ));
-    out
-}
-
-/// A gate's text in the pull request's Markdown: one line, every character Markdown or HTML
-/// would read as markup backslash-escaped or written as an entity, so it shows as the gate
-/// wrote it and nothing more.
-fn markdown_text(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '\n' | '\r' => out.push(' '),
-            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
-            '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '(' | ')' | '#' | '+' | '-' | '.'
-            | '!' | '|' | '~' => {
-                out.push('\\');
-                out.push(c);
-            }
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 impl Forge for GitHubForge {
@@ -731,6 +634,27 @@ impl Forge for GitHubForge {
         let api = cfg.github_api.trim_end_matches('/');
         let url = format!("{api}/repos/{slug}/pulls/{}/reviews", item.pull.number);
         self.post_for_html_url(&url, &format!("Bearer {token}"), &review_request(item))
+            .map_err(|e| redact(e, Some(&token)))
+    }
+
+    fn post_comment(
+        &self,
+        repository: &str,
+        cfg: &RepositoryConfig,
+        number: u64,
+        body: &str,
+    ) -> Result<Option<String>> {
+        let Some(token) = forge_token(repository, cfg)? else {
+            return Ok(None);
+        };
+        let (api, slug) = (
+            cfg.github_api.trim_end_matches('/'),
+            cfg.forge_slug(repository),
+        );
+        let url = format!("{api}/repos/{slug}/issues/{number}/comments");
+        let request = serde_json::json!({ "body": body });
+        self.post_for_html_url(&url, &format!("Bearer {token}"), &request)
+            .map(Some)
             .map_err(|e| redact(e, Some(&token)))
     }
 }

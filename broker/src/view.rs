@@ -79,7 +79,7 @@ pub struct FileStat {
 }
 
 /// Test counts of one witness step, from the results parsed out of its output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
 pub struct TestCounts {
     /// Tests that passed.
     pub passed: usize,

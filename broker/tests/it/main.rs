@@ -16,6 +16,7 @@ mod publication;
 mod push_http;
 mod remote;
 mod rust;
+mod signing;
 mod store_suite;
 mod terminal;
 mod tls;
