@@ -931,6 +931,7 @@ timeout = "500ms"
         let c = BrokerConfig::load(&path).unwrap();
         assert!(c.work_dir.is_some() && c.policy.is_some());
         assert!(c.network.is_some(), "listen and [tls] are in the template");
+        assert!(c.signing.is_some(), "[signing] is in the template");
         assert!(!c.witness_ro.is_empty() && !c.witness_env.is_empty());
         let r = &c.repositories["acme/widgets"];
         assert_eq!(r.forge_token_env.as_deref(), Some("AIRLOCK_FORGE_TOKEN"));
@@ -956,6 +957,7 @@ timeout = "500ms"
         keys.extend(field_names::<RepositoryConfig>());
         keys.extend(field_names::<GateConfig>());
         keys.extend(field_names::<TlsConfig>());
+        keys.extend(field_names::<crate::signing::SigningConfig>());
         assert!(keys.len() > 15, "{keys:?}");
         for key in keys {
             assert!(

@@ -1,7 +1,7 @@
-//! The Markdown the broker writes on a pull request: the draft's body (the agent's words,
-//! then the broker's evidence) and the witness attestation's comment. Every text that came
-//! from the agent, a gate or the repository is escaped here ([`markdown_text`]) or fenced so it
-//! shows as written and is never read as markup.
+//! The Markdown the broker writes on a pull request's draft: the body (the agent's words, then
+//! the broker's evidence), and [`markdown_text`], the one escaping of a text that came from the
+//! agent, a gate or the repository (the attestation's comment uses it too), so it shows as
+//! written and is never read as markup.
 
 use crate::store::QueueItem;
 
