@@ -15,8 +15,9 @@ use std::process::{Command, Output};
 /// on by default, `appArmorProfile` and `procMount` in the API.
 const KUBERNETES_VERSION: &str = "1.33.0";
 
-/// The checker's PyPI package; `.ci/run` installs it.
+/// The checker's PyPI package, at the version the tests were written against.
 const CHECKER_PACKAGE: &str = "kubernetes-validate";
+const CHECKER_VERSION: &str = "1.37.0";
 
 /// Files of `deploy/kubernetes/` that `kustomization.yaml` leaves out on purpose (each says
 /// why in its header); the schema checker still checks them.
@@ -86,24 +87,70 @@ fn file_name(path: &Path) -> &str {
     path.file_name().and_then(|n| n.to_str()).unwrap()
 }
 
-/// Fails, naming the package and how to install it, when the checker is not importable.
-fn require_checker() {
-    let found = Command::new("python3")
-        .args(["-c", "import kubernetes_validate, yaml"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "the Kubernetes schema checker is missing: install the PyPI package {CHECKER_PACKAGE} \
-         (`python3 -m pip install {CHECKER_PACKAGE}`; `.ci/run` does)"
-    );
+/// `python3` with the checker importable: the machine's own when it has one, else a copy pip
+/// installs once under the target's temporary directory (from the package index, as the
+/// real-project tests take their packages: the first run needs the network, later ones reuse
+/// it). Fails naming the package when neither works.
+fn checker_python() -> Command {
+    static SITE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let site = SITE.get_or_init(|| {
+        let importable = |site: Option<&Path>| {
+            let mut python = Command::new("python3");
+            python.args(["-c", "import kubernetes_validate, yaml"]);
+            if let Some(site) = site {
+                python.env("PYTHONPATH", site);
+            }
+            python.output().is_ok_and(|o| o.status.success())
+        };
+        if importable(None) {
+            return None;
+        }
+        let site = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("{CHECKER_PACKAGE}-{CHECKER_VERSION}"));
+        if !importable(Some(&site)) {
+            let staging = site.with_extension(format!("partial-{}", std::process::id()));
+            let out = Command::new("python3")
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "--no-compile",
+                    "--target",
+                ])
+                .arg(&staging)
+                .arg(format!("{CHECKER_PACKAGE}=={CHECKER_VERSION}"))
+                .output();
+            let installed = out.as_ref().is_ok_and(|o| o.status.success());
+            assert!(
+                installed,
+                "the Kubernetes schema checker is missing and pip could not install the PyPI \
+                 package {CHECKER_PACKAGE}=={CHECKER_VERSION} under {} (the tests need \
+                 python3's pip and the package index): {}",
+                site.display(),
+                out.map(|o| text(&o.stderr))
+                    .unwrap_or_else(|e| e.to_string())
+            );
+            // Another test binary may have won the race; either copy is complete.
+            let _ = std::fs::remove_dir_all(&site);
+            if std::fs::rename(&staging, &site).is_err() {
+                let _ = std::fs::remove_dir_all(&staging);
+            }
+        }
+        Some(site)
+    });
+    let mut python = Command::new("python3");
+    if let Some(site) = site {
+        python.env("PYTHONPATH", site);
+    }
+    python
 }
 
 /// The checker's verdict on `files`: strict (unknown fields are errors), against
 /// [`KUBERNETES_VERSION`].
 fn run_checker(files: &[PathBuf]) -> Output {
-    require_checker();
-    Command::new("python3")
+    checker_python()
         .args([
             "-m",
             "kubernetes_validate",
@@ -241,11 +288,10 @@ impl PodSpec {
 /// Every document of `files`, read by the YAML library the checker itself uses (PyYAML) and
 /// handed over as JSON, with the name of its file.
 fn documents_of<T: for<'de> Deserialize<'de>>(files: &[PathBuf]) -> Vec<(String, T)> {
-    require_checker();
     let script = "import json, sys, yaml\n\
                   out = [[f, d] for f in sys.argv[1:] for d in yaml.safe_load_all(open(f)) if d]\n\
                   print(json.dumps(out))";
-    let out = Command::new("python3")
+    let out = checker_python()
         .args(["-c", script])
         .args(files)
         .output()
@@ -282,7 +328,7 @@ fn every_manifest_passes_the_schema_checker_in_strict_mode() {
         .filter(|l| l.contains(" passed for resource "))
         .count();
     assert_eq!(passed, documents, "{report}");
-    let version = Command::new("python3")
+    let version = checker_python()
         .args(["-m", "kubernetes_validate", "--version"])
         .output()
         .unwrap();
