@@ -90,6 +90,10 @@ pub struct WatchArgs {
     /// host) instead of running them here; only the default agent's label is polled.
     #[arg(long)]
     enqueue: bool,
+    /// Poll the checks of airlock's open pull requests too: a failed check starts a follow-up
+    /// when the broker takes it (for deployments no webhook reaches).
+    #[arg(long)]
+    ci_checks: bool,
     /// The repository to clone for the runs (a URL or a path); the issue's own repository on
     /// its forge when absent.
     #[arg(long)]
@@ -276,6 +280,7 @@ pub fn watch_command(args: WatchArgs) -> anyhow::Result<ExitCode> {
         interval: args.interval,
         once: args.once,
         enqueue: args.enqueue,
+        ci_checks: args.ci_checks,
     };
     let mut report = |line: WatchLine| match line {
         WatchLine::Enqueued { issues, added } => outln!(

@@ -436,6 +436,19 @@ impl GithubClient {
         }
     }
 
+    /// `GET {api}{path}` read into `T` (a type of the caller's that names the fields it reads).
+    pub fn get_typed<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        cfg: &GithubConfig,
+    ) -> Result<T> {
+        let value = self.get(path, cfg.token_env.as_deref())?;
+        serde_json::from_value(value).map_err(|e| GithubError::Shape {
+            url: format!("{}{path}", self.api),
+            problem: e.to_string(),
+        })
+    }
+
     /// The repository's default branch (`GET /repos/OWNER/REPO`).
     pub fn default_branch(&self, r: &GithubIssueRef, cfg: &GithubConfig) -> Result<String> {
         let path = format!("/repos/{}/{}", r.owner, r.repo);

@@ -5,7 +5,9 @@
 //! broker's claim label) are recorded and answered 200. `POST /repos/O/R/pulls/N/reviews` (a
 //! review the broker posts) is recorded and answered 200 with GitHub's shape (`id`,
 //! `html_url`, `state`, `commit_id`); [`MockForge::posted_reviews`] returns what was posted. Any other `GET` is answered from fixed routes set with [`MockForge::route`] (an
-//! issue, a repository), 404 with GitHub's `{"message": "Not Found"}` otherwise. Every request
+//! issue, a repository) or [`MockForge::route_text`] (plain text: a job's log), 404 with
+//! GitHub's `{"message": "Not Found"}` otherwise; a comment posted on an issue or pull request
+//! is answered 201 and listed by [`MockForge::posted_comments`]. Every request
 //! is recorded; `stall_posts` makes it record a POST and never answer. Merged pull requests set
 //! with [`MockForge::merged_pull`] are listed by `GET /repos/O/R/pulls?state=closed&...`
 //! (newest first, `per_page` and `page` honoured, GitHub's `merged_at` and `merge_commit_sha`)
@@ -40,7 +42,9 @@ pub struct MockForge {
 
 type Merged = BTreeMap<String, Vec<(Value, Value)>>;
 
-type Routes = BTreeMap<String, (u16, Value)>;
+/// Fixed answers by request target: status and body (JSON, or text set with
+/// [`MockForge::route_text`]).
+type Routes = BTreeMap<String, (u16, String)>;
 
 impl MockForge {
     /// Start the mock on an ephemeral loopback port.
@@ -97,7 +101,32 @@ impl MockForge {
         self.routes
             .lock()
             .unwrap()
-            .insert(target.to_owned(), (status, body));
+            .insert(target.to_owned(), (status, body.to_string()));
+    }
+
+    /// Answer `GET target` with `status` and `text` as it is (a job's log) from now on.
+    pub fn route_text(&self, target: &str, status: u16, text: &str) {
+        self.routes
+            .lock()
+            .unwrap()
+            .insert(target.to_owned(), (status, text.to_owned()));
+    }
+
+    /// The comments posted on issues and pull requests (`POST /repos/O/R/issues/N/comments`),
+    /// as (path, body text).
+    pub fn posted_comments(&self) -> Vec<(String, String)> {
+        self.requests()
+            .iter()
+            .filter(|r| r.method == "POST" && r.path.ends_with("/comments"))
+            .filter(|r| r.path.contains("/issues/"))
+            .map(|r| {
+                let body: Value = serde_json::from_str(&r.body).unwrap_or(Value::Null);
+                (
+                    r.path.clone(),
+                    body["body"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect()
     }
 
     /// Every request so far, in order.
@@ -302,7 +331,7 @@ fn serve(
                 .collect();
             (200, Value::Array(added).to_string())
         } else if let Some((code, body)) = fixed {
-            (code, body.to_string())
+            (code, body)
         } else if method == "GET" && !path.contains("/pulls") {
             (404, json!({"message": "Not Found"}).to_string())
         } else if method == "GET" {

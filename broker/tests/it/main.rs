@@ -4,6 +4,7 @@
 mod approval;
 mod approvers;
 mod attacks;
+mod ci_checks;
 mod claims;
 mod crash;
 mod findings;

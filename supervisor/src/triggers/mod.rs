@@ -1,5 +1,6 @@
 //! Work that starts without a person typing `airlock run`: GitHub webhooks (`webhook`), a poll
-//! of labelled issues (`watch`) and a batch of issues on one pin (`batch`). Each turns an issue
+//! of labelled issues (`watch`), the project's CI failing on airlock's pull requests
+//! (`checks`) and a batch of issues on one pin (`batch`). Each turns an issue
 //! into a run through one path, [`worker::Worker`]: triage first (no claim, no token spent on
 //! an issue that is not ready), then a claim through the broker (`claims`: one worker per
 //! issue), then [`crate::runner::run_issue`], the very code path of `airlock run`.
@@ -9,10 +10,12 @@
 //! the issue text it works from like every other text.
 
 pub mod batch;
+pub mod checks;
 pub mod claims;
 pub mod shared_queue;
 pub mod watch;
 pub mod webhook;
+pub mod work_queue;
 pub mod worker;
 
 use serde::{Deserialize, Serialize};
@@ -97,6 +100,8 @@ pub enum FollowUpTrigger {
     ReviewCommented,
     /// A comment on the pull request's conversation.
     PullRequestComment,
+    /// A check of the project's CI failed on it (the broker reads the check and decides).
+    CheckFailed,
 }
 
 /// One unit of work a trigger produced, as queued: typed, with GitHub's texts kept as data.

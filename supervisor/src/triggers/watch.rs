@@ -29,6 +29,9 @@ pub struct WatchOptions {
     /// host) instead of running them here. Only the default agent's label is polled: a worker
     /// runs the default agent.
     pub enqueue: bool,
+    /// Poll the checks of the open airlock pull requests too ([`super::checks`]): each failed
+    /// check is handed to the broker once per process, which decides on a follow-up.
+    pub ci_checks: bool,
 }
 
 /// One thing the watcher did, for the operator.
@@ -110,8 +113,12 @@ pub fn watch(
         ));
     }
     let mut finished: BTreeSet<u64> = BTreeSet::new();
+    let mut checks_seen: BTreeSet<u64> = BTreeSet::new();
     loop {
         let config = worker.load_config()?;
+        if options.ci_checks {
+            poll_checks(&owner, &repo, &config, worker, &mut checks_seen, report);
+        }
         let listed = GithubClient::from_config(&config.github).and_then(|client| {
             let mut found: Vec<(u64, String)> = Vec::new();
             for label in &labels {
@@ -189,6 +196,38 @@ pub fn watch(
             return Ok(());
         }
         std::thread::sleep(options.interval);
+    }
+}
+
+/// Hand each failed check of an open airlock pull request not handed over before to the
+/// broker, which reads it and decides on a follow-up run.
+fn poll_checks(
+    owner: &str,
+    repo: &str,
+    config: &crate::config::Config,
+    worker: &Worker,
+    seen: &mut BTreeSet<u64>,
+    report: &mut dyn FnMut(WatchLine),
+) {
+    let found = GithubClient::from_config(&config.github)
+        .and_then(|client| super::checks::failed_checks(&client, owner, repo, &config.github));
+    let found = match found {
+        Ok(found) => found,
+        Err(e) => return report(WatchLine::PollFailed(format!("checks: {e}"))),
+    };
+    for check in found {
+        if !seen.insert(check.check_run) {
+            continue;
+        }
+        let source = airlock_protocol::FeedbackSource {
+            kind: airlock_protocol::FeedbackKind::CheckRun,
+            id: check.check_run,
+        };
+        let outcome = worker.follow_up(&format!("{owner}/{repo}"), check.pull_request, source);
+        report(WatchLine::Worked {
+            issue: format!("{owner}/{repo} pull #{}", check.pull_request),
+            outcome,
+        });
     }
 }
 
