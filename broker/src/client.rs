@@ -67,27 +67,30 @@ impl BrokerClient {
         self.request(&Request::RegisterRun(Box::new(run.clone())))
     }
 
-    /// Submit the model's open_pr arguments. The request id is derived from the run id and the
-    /// argument bytes, so resending the same call after a broker crash is answered once.
+    /// Submit open_pr arguments keyed by their bytes ([`request_id_for`]): for a caller that
+    /// makes each call once (a test), so the same arguments sent again are a resend, answered
+    /// once. A caller whose calls may repeat their arguments (the supervisor's model) names each
+    /// call itself ([`Self::open_pr_with_request_id`], [`airlock_protocol::open_pr_call_id`]).
     pub fn open_pr(&mut self, run_id: &str, args: serde_json::Value) -> Result<BrokerReply> {
         let text = serde_json::to_string(&args).map_err(|e| Error::Protocol(e.to_string()))?;
         self.open_pr_raw(run_id, &text)
     }
 
-    /// Submit open_pr arguments exactly as the model wrote them.
+    /// Submit open_pr arguments exactly as written, keyed by their bytes (see [`Self::open_pr`]).
     pub fn open_pr_raw(&mut self, run_id: &str, args: &str) -> Result<BrokerReply> {
         let request_id = request_id_for(run_id, args);
         self.open_pr_with_request_id(run_id, &request_id, args)
     }
 
-    /// Submit open_pr arguments under an explicit idempotency key.
+    /// Submit open_pr arguments under an explicit idempotency key: the same key resent gets the
+    /// stored reply; another key is another call.
     pub fn open_pr_with_request_id(
         &mut self,
         run_id: &str,
         request_id: &str,
         args: &str,
     ) -> Result<BrokerReply> {
-        let request = Request::open_pr(run_id, args, Some(request_id)).map_err(|e| {
+        let request = Request::open_pr(run_id, args, request_id).map_err(|e| {
             Error::Protocol(format!("open_pr arguments are not one JSON value: {e}"))
         })?;
         self.request(&request)

@@ -29,7 +29,8 @@ mod tests {
 
     #[test]
     fn requests_round_trip_and_bad_lines_say_what_the_operation_needs() {
-        let open = Request::open_pr("run-1", "{\"b\": 1,  \"a\": 2}", None).unwrap();
+        let key = open_pr_call_id("run-1", 1);
+        let open = Request::open_pr("run-1", "{\"b\": 1,  \"a\": 2}", &key).unwrap();
         let line = serde_json::to_string(&open).unwrap();
         assert!(line.contains("\"op\":\"open_pr\""), "{line}");
         // The arguments travel byte for byte, spacing and key order kept.
@@ -38,13 +39,15 @@ mod tests {
         let Request::OpenPr { request_id, .. } = &back else {
             panic!("{back:?}")
         };
-        assert_eq!(
-            request_id,
-            &request_id_for("run-1", "{\"b\": 1,  \"a\": 2}")
-        );
+        assert_eq!(request_id, &key);
         for (line, says) in [
             (r#"{"op": "register_run"}"#, "register_run needs \"run\""),
             (r#"{"op": "open_pr", "run_id": "r"}"#, "open_pr needs"),
+            // No key is derived from the arguments: the sender names its call.
+            (
+                r#"{"op": "open_pr", "run_id": "r", "args": {"x":1}}"#,
+                "open_pr needs \"run_id\", \"request_id\"",
+            ),
             (r#"{"op": "decision"}"#, "decision needs \"run_id\""),
             (r#"{"op": "claim"}"#, "claim needs \"claim\""),
             (r#"{"op": "release_claim"}"#, "release_claim needs"),
@@ -74,13 +77,6 @@ mod tests {
                 .to_string();
             assert!(err.contains(says), "{line}: {err}");
         }
-        // Without a request id, the key is derived from the bytes sent.
-        let back: Request =
-            serde_json::from_str(r#"{"op": "open_pr", "run_id": "r", "args": {"x":1}}"#).unwrap();
-        assert_eq!(
-            serde_json::to_string(&back).unwrap(),
-            serde_json::to_string(&Request::open_pr("r", r#"{"x":1}"#, None).unwrap()).unwrap()
-        );
     }
 
     #[test]
@@ -138,17 +134,10 @@ mod tests {
     }
 
     #[test]
-    fn an_open_pr_with_its_change_is_another_request_than_without_and_round_trips() {
+    fn an_open_pr_with_its_change_round_trips() {
         let change = SubmittedChange::new(&"a".repeat(40), b"diff --git a/x b/x\n\0binary");
         assert_eq!(change.patch().unwrap(), b"diff --git a/x b/x\n\0binary");
-        let with = Request::open_pr_with_change("r", "{}", change.clone(), None).unwrap();
-        let without = Request::open_pr("r", "{}", None).unwrap();
-        let (Request::OpenPr { request_id: a, .. }, Request::OpenPr { request_id: b, .. }) =
-            (&with, &without)
-        else {
-            panic!("{with:?}")
-        };
-        assert_ne!(a, b);
+        let with = Request::open_pr_with_change("r", "{}", change.clone(), "k").unwrap();
         let line = serde_json::to_string(&with).unwrap();
         let back: Request = serde_json::from_str(&line).unwrap();
         assert!(matches!(back, Request::OpenPr { change: Some(c), .. } if *c == change));
@@ -185,5 +174,15 @@ mod tests {
             request_id_for("r", "{}"),
             hex::encode(Sha256::digest(b"r\0{}"))
         );
+    }
+
+    #[test]
+    fn an_open_pr_call_is_keyed_by_its_run_and_its_number_not_its_arguments() {
+        assert_eq!(
+            open_pr_call_id("r", 2),
+            hex::encode(Sha256::digest(b"r\x00open_pr\x002"))
+        );
+        assert_ne!(open_pr_call_id("r", 1), open_pr_call_id("r", 2));
+        assert_ne!(open_pr_call_id("r", 1), open_pr_call_id("s", 1));
     }
 }

@@ -7,8 +7,7 @@ use airlock_policies::network::BlockedAttempt;
 
 use crate::{
     ClaimRelease, ClaimRequest, EnqueueWork, ItemFinding, JudgeScoreSubmission, JudgeSelection,
-    PrFeedback, ReviewSubmission, RunRegistration, SubmittedChange, TakeWork, request_id_for,
-    request_id_for_change,
+    PrFeedback, ReviewSubmission, RunRegistration, SubmittedChange, TakeWork,
 };
 
 /// One request, by operation: what a supervisor (or the CLI's client) asks the broker.
@@ -26,9 +25,9 @@ pub enum Request {
     OpenPr {
         /// The registered run.
         run_id: String,
-        /// The idempotency key ([`request_id_for`] of the run id and the argument bytes when
-        /// absent): a retried request with the same key gets the stored reply instead of a
-        /// second intake.
+        /// The idempotency key, chosen by the sender for the call ([`crate::open_pr_call_id`]
+        /// for a run's calls): a resent request with the same key gets the stored reply instead
+        /// of a second intake; another key is another call, whatever its arguments.
         request_id: String,
         /// The arguments exactly as the model produced them.
         args: Box<RawValue>,
@@ -99,17 +98,15 @@ pub enum Request {
 
 impl Request {
     /// An `open_pr` request for `args_text` (one JSON value, sent as it is), keyed by
-    /// [`request_id_for`] unless `request_id` is given.
+    /// `request_id`.
     pub fn open_pr(
         run_id: &str,
         args_text: &str,
-        request_id: Option<&str>,
+        request_id: &str,
     ) -> Result<Request, serde_json::Error> {
         Ok(Request::OpenPr {
             run_id: run_id.to_owned(),
-            request_id: request_id
-                .map(str::to_owned)
-                .unwrap_or_else(|| request_id_for(run_id, args_text)),
+            request_id: request_id.to_owned(),
             args: RawValue::from_string(args_text.to_owned())?,
             change: None,
             network_blocked: Vec::new(),
@@ -118,18 +115,16 @@ impl Request {
     }
 
     /// An `open_pr` request for `args_text` that carries the run's change, keyed by
-    /// [`request_id_for_change`] unless `request_id` is given.
+    /// `request_id` (a resend carries the same change).
     pub fn open_pr_with_change(
         run_id: &str,
         args_text: &str,
         change: SubmittedChange,
-        request_id: Option<&str>,
+        request_id: &str,
     ) -> Result<Request, serde_json::Error> {
         Ok(Request::OpenPr {
             run_id: run_id.to_owned(),
-            request_id: request_id
-                .map(str::to_owned)
-                .unwrap_or_else(|| request_id_for_change(run_id, args_text, &change)),
+            request_id: request_id.to_owned(),
             args: RawValue::from_string(args_text.to_owned())?,
             change: Some(Box::new(change)),
             network_blocked: Vec::new(),
@@ -196,7 +191,7 @@ pub struct WireRequest {
     /// For `open_pr` and `decision`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
-    /// For `open_pr`: the idempotency key.
+    /// For `open_pr`: the idempotency key (required: the sender names its call).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
     /// For `open_pr`: the tool-call arguments exactly as the model produced them.
@@ -250,19 +245,22 @@ impl TryFrom<WireRequest> for Request {
                 Some(run) => Ok(Request::RegisterRun(Box::new(run))),
                 None => Err("register_run needs \"run\"".to_owned()),
             },
-            "open_pr" => match (w.run_id, w.args) {
-                (Some(run_id), Some(args)) => Ok(Request::OpenPr {
-                    request_id: w.request_id.unwrap_or_else(|| match &w.change {
-                        Some(change) => request_id_for_change(&run_id, args.get(), change),
-                        None => request_id_for(&run_id, args.get()),
-                    }),
+            // No default key: one derived from the arguments would make a second call with the
+            // same arguments a resend of the first instead of the second call it is.
+            "open_pr" => match (w.run_id, w.request_id, w.args) {
+                (Some(run_id), Some(request_id), Some(args)) => Ok(Request::OpenPr {
+                    request_id,
                     run_id,
                     args,
                     change: w.change,
                     network_blocked: w.network_blocked,
                     findings: w.findings,
                 }),
-                _ => Err("open_pr needs \"run_id\" and \"args\"".to_owned()),
+                _ => Err(
+                    "open_pr needs \"run_id\", \"request_id\" (the call's idempotency key) and \
+                     \"args\""
+                        .to_owned(),
+                ),
             },
             "decision" => match w.run_id {
                 Some(run_id) => Ok(Request::Decision { run_id }),

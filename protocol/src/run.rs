@@ -181,28 +181,29 @@ impl RunRegistration {
     }
 }
 
-/// The idempotency key of an open_pr call: SHA-256 of the run id, a NUL byte and the exact
-/// argument bytes. A supervisor that resends the same call after a broker crash gets the same
-/// key, and the broker answers it once.
+/// The idempotency key of a run's `call`-th `open_pr` call (counted from 1 over the whole run,
+/// a resumed run's included): SHA-256 of the run id, a NUL byte, `open_pr`, a NUL byte and the
+/// call's number. The key names the call, not its bytes: a supervisor that resends a call after
+/// a broken connection sends the same key and is answered once, while a second call with the
+/// same arguments is another request, which the broker refuses when the first was accepted.
+pub fn open_pr_call_id(run_id: &str, call: u32) -> String {
+    let mut h = Sha256::new();
+    h.update(run_id.as_bytes());
+    h.update([0u8]);
+    h.update(b"open_pr");
+    h.update([0u8]);
+    h.update(call.to_string().as_bytes());
+    hex::encode(h.finalize())
+}
+
+/// A key derived from a submission's bytes: SHA-256 of the run id, a NUL byte and the exact
+/// argument bytes. For a sender that makes each submission once and resends only that one (a
+/// reviewer's `submit_review`, a test's client); a run's `open_pr` calls are keyed by
+/// [`open_pr_call_id`], since a model may make the same call twice.
 pub fn request_id_for(run_id: &str, args: &str) -> String {
     let mut h = Sha256::new();
     h.update(run_id.as_bytes());
     h.update([0u8]);
     h.update(args.as_bytes());
-    hex::encode(h.finalize())
-}
-
-/// The idempotency key of an open_pr call that carries its change: SHA-256 of the run id, a
-/// NUL byte, the argument bytes, a NUL byte and the change's base commit and patch text, so the
-/// same arguments over another tree are another request.
-pub fn request_id_for_change(run_id: &str, args: &str, change: &SubmittedChange) -> String {
-    let mut h = Sha256::new();
-    h.update(run_id.as_bytes());
-    h.update([0u8]);
-    h.update(args.as_bytes());
-    h.update([0u8]);
-    h.update(change.base_commit.as_bytes());
-    h.update([0u8]);
-    h.update(change.patch_base64.as_bytes());
     hex::encode(h.finalize())
 }

@@ -81,6 +81,7 @@ impl PrSink for NoBroker {
     fn open_pr(
         &mut self,
         _run_id: &str,
+        _request_id: &str,
         _arguments: &Value,
         _report: &airlock_supervisor::ports::RunReport,
     ) -> PortResult<OpenPrReply> {

@@ -58,6 +58,10 @@ pub struct Counters {
     pub refusals: u32,
     /// Reader delegations started.
     pub delegations: u32,
+    /// `open_pr` calls sent to the broker, a resumed run's earlier ones included: the next
+    /// call's number names it ([`airlock_protocol::open_pr_call_id`]).
+    #[serde(default)]
+    pub open_pr_calls: u32,
 }
 
 /// What the run has done to the worktree, as `open_pr`'s gate and the test verdicts need it.
@@ -78,6 +82,10 @@ pub struct WorkState {
     /// for the approver (one per place when sent).
     #[serde(default)]
     pub findings: Vec<airlock_protocol::ItemFinding>,
+    /// The accepted `open_pr` call, as the broker accepted it: what the run's outcome states
+    /// when the run ends after it without a usable final message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_open_pr: Option<airlock_schemas::OpenPr>,
 }
 
 /// The ledger of one run.

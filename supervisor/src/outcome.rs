@@ -164,6 +164,36 @@ pub fn supervisor_escalation(reason: &str, facts: &RunFacts) -> Outcome {
     written_from_facts(&format!("Escalated by the supervisor: {reason}."), facts)
 }
 
+/// The outcome the supervisor writes when a run whose `open_pr` was accepted ends without a
+/// usable `pr` final message (a later call was refused, a budget ran out): its pull request is
+/// queued, so the outcome is `pr`, stated from the accepted call (`accepted`, the arguments the
+/// broker accepted) and the run's record.
+pub fn supervisor_queued_pr(
+    reason: &str,
+    facts: &RunFacts,
+    accepted: Option<&airlock_schemas::OpenPr>,
+) -> Outcome {
+    let mut outcome = written_from_facts(
+        &format!(
+            "Closed by the supervisor: {reason}. The run's accepted open_pr is queued for review."
+        ),
+        facts,
+    );
+    outcome.outcome = OutcomeKind::Pr;
+    outcome.confidence = CONFIDENCE_FLOOR;
+    if let Some(call) = accepted {
+        outcome.summary = format!("{} Its pull request: {}", outcome.summary, call.title);
+        outcome.root_cause = format!("as the queued pull request states: {}", call.body);
+        outcome.files_changed = call.diff_digest.files_changed.clone();
+        outcome.test_evidence.before = format!(
+            "{} failed at the pinned commit ({})",
+            call.test_evidence.before_failing_test, call.test_evidence.before_selector
+        );
+        outcome.confidence = call.confidence.max(CONFIDENCE_FLOOR);
+    }
+    outcome
+}
+
 /// The outcome of a parked run when the model could not write its own summary (the model's
 /// budget was spent, or its closing answer was unusable): derived from the run's record. It
 /// is an escalation, as the output contract makes every reached limit; the run's document says

@@ -202,11 +202,14 @@ pub struct RunReport {
 pub trait PrSink {
     /// Register the run before the loop starts.
     fn register_run(&mut self, run: &RunRegistration) -> PortResult<()>;
-    /// Forward one `open_pr` call; the broker's typed reply (a reply line that is not one an
-    /// `open_pr` gets is a failure).
+    /// Forward one `open_pr` call under `request_id`, the key that names this call of the run
+    /// ([`airlock_protocol::open_pr_call_id`]): a resend of the call keeps it, another call never
+    /// has it. The broker's typed reply (a reply line that is not one an `open_pr` gets is a
+    /// failure).
     fn open_pr(
         &mut self,
         run_id: &str,
+        request_id: &str,
         arguments: &Value,
         report: &RunReport,
     ) -> PortResult<OpenPrReply>;

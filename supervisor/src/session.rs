@@ -792,7 +792,10 @@ impl<'s> Session<'s> {
     /// A budget or terminal code ended the loop: one closing turn without tools asks the model
     /// for its escalation; if that is not a valid outcome, the supervisor writes one.
     /// A budget that parks (`park`) parks the run unless an `open_pr` was accepted already (its
-    /// pull request is queued: there is nothing left to resume).
+    /// pull request is queued: there is nothing left to resume). A run whose `open_pr` was
+    /// accepted closes as `pr` whatever ended it (a second `open_pr` refused, a budget), so the
+    /// outcome and the broker's queue agree: the closing turn asks for that `pr` message, and
+    /// when its answer is not one, the supervisor writes it from the accepted call.
     fn budget_end(
         &mut self,
         messages: &mut Vec<Message>,
@@ -821,10 +824,20 @@ impl<'s> Session<'s> {
             reason: &reason,
             parked_on: None,
         })?;
-        let ask = Message::user(format!(
-            "The run is over: {reason}. Reply now with the final JSON object only, outcome \
-             \"escalate\": say what you established, what you ruled out, and what you would read next."
-        ));
+        let accepted = self.tools.ledger.facts.pr_accepted;
+        let ask = Message::user(if accepted {
+            format!(
+                "The run is over: {reason}. Your accepted open_pr's pull request is queued for \
+                 review. Reply now with the final JSON object only, outcome \"pr\", describing \
+                 that pull request."
+            )
+        } else {
+            format!(
+                "The run is over: {reason}. Reply now with the final JSON object only, outcome \
+                 \"escalate\": say what you established, what you ruled out, and what you would \
+                 read next."
+            )
+        });
         self.ledger().record_message(&ask)?;
         messages.push(ask);
         // The tools stay in the request (the model is told not to call them): they head the
@@ -858,11 +871,22 @@ impl<'s> Session<'s> {
         };
         let stop = format!("budget: {reason}");
         match closing {
+            Some(judged) if accepted && judged.outcome.outcome == OutcomeKind::Pr => {
+                self.finish(judged, &stop)
+            }
+            _ if accepted => {
+                let written = Judged {
+                    outcome: outcome::supervisor_queued_pr(
+                        &reason,
+                        &self.tools.ledger.facts_now(),
+                        self.tools.ledger.work.accepted_open_pr.as_ref(),
+                    ),
+                    floored: None,
+                };
+                self.finish(written, &stop)
+            }
             Some(mut judged) => {
-                let accepted = self.tools.ledger.facts.pr_accepted;
-                if !(accepted && judged.outcome.outcome == OutcomeKind::Pr) {
-                    outcome::force_escalate(&mut judged.outcome, &reason);
-                }
+                outcome::force_escalate(&mut judged.outcome, &reason);
                 self.finish(judged, &stop)
             }
             None => {

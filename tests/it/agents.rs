@@ -252,7 +252,8 @@ fn the_docs_writer_queues_a_docs_pull_request_and_source_writes_are_refused() {
         "test_files_added": [], "test_files_modified": [], "assertions_removed": 0, "skip_markers_added": 0});
     let reply = ask_broker(
         &w,
-        &json!({"op": "open_pr", "run_id": "docs-source", "args": args}),
+        &json!({"op": "open_pr", "run_id": "docs-source",
+                "request_id": airlock_protocol::open_pr_call_id("docs-source", 1), "args": args}),
     );
     assert_eq!(reply["status"], "refused", "{reply}");
     assert_eq!(reply["error"]["code"], "POLICY_VIOLATION", "{reply}");

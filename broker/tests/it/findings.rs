@@ -39,9 +39,13 @@ fn queue_with_report(fx: &Fixture, reported: Vec<ItemFinding>) -> i64 {
     fx.client().register_run(&registration).unwrap();
     apply_fix(&wt);
     let args = honest_args(fx, &wt).to_string();
-    let request = Request::open_pr("run-findings", &args, None)
-        .unwrap()
-        .with_findings(reported);
+    let request = Request::open_pr(
+        "run-findings",
+        &args,
+        &airlock_protocol::open_pr_call_id("run-findings", 1),
+    )
+    .unwrap()
+    .with_findings(reported);
     match fx.client().request(&request).unwrap() {
         BrokerReply::Queued { queue_id } => queue_id,
         other => panic!("not queued: {other:?}"),

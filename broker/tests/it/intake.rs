@@ -286,26 +286,38 @@ fn a_lie_in_any_digest_field_is_a_digest_mismatch_and_an_integrity_event() {
 
 #[test]
 fn a_second_open_pr_is_refused_and_a_resent_one_is_answered_once() {
+    use airlock_protocol::open_pr_call_id;
     let mut fx = Fixture::new();
     fx.start();
     let wt = fx.register("run-twice");
     apply_fix(&wt);
-    let args = honest_args(&fx, &wt);
-    let first = fx.client().open_pr("run-twice", args.clone()).unwrap();
+    let args = honest_args(&fx, &wt).to_string();
+    let call = |n: u32, args: &str| {
+        fx.client()
+            .open_pr_with_request_id("run-twice", &open_pr_call_id("run-twice", n), args)
+            .unwrap()
+    };
+    let first = call(1, &args);
     let BrokerReply::Queued { queue_id } = first else {
         panic!("{first:?}")
     };
-    // The same call resent (a supervisor retrying after a lost reply): the same answer.
-    assert_eq!(
-        fx.client().open_pr("run-twice", args.clone()).unwrap(),
-        first
-    );
-    let mut second = args;
-    second["confidence"] = json!(0.95);
-    let reply = fx.client().open_pr("run-twice", second).unwrap();
-    let err = refused(&reply);
+    // The same call resent under its key (a supervisor retrying after a lost reply): the same
+    // answer.
+    assert_eq!(call(1, &args), first);
+    // A second call with the same arguments under a new key is a second call, not a resend.
+    let second = call(2, &args);
+    let err = refused(&second);
     assert_eq!(err.code.as_str(), "POLICY_VIOLATION");
+    assert!(!err.retryable);
     assert_eq!(err.details["offending"], "second_open_pr");
+    assert_eq!(err.details["rule"], "one_open_pr_per_run");
+    // ... and resent under its key, it gets its stored refusal again.
+    assert_eq!(call(2, &args), second);
+    // A variant is refused the same way.
+    let mut variant: Value = serde_json::from_str(&args).unwrap();
+    variant["confidence"] = json!(0.95);
+    let reply = call(3, &variant.to_string());
+    assert_eq!(refused(&reply).details["offending"], "second_open_pr");
     // The queued one is untouched.
     assert_eq!(
         fx.client().decision("run-twice").unwrap(),
@@ -313,6 +325,18 @@ fn a_second_open_pr_is_refused_and_a_resent_one_is_answered_once() {
     );
     let table = String::from_utf8_lossy(&fx.cli(&["queue"]).stdout).into_owned();
     assert_eq!(table.lines().count(), 2, "{table}");
+    // Each call is decided and recorded once; a resend is answered from the record.
+    let decisions: Vec<String> = fx
+        .audit_kinds()
+        .into_iter()
+        .filter(|(k, _)| k == "broker_decision")
+        .map(|(_, p)| p["code"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        decisions,
+        ["QUEUED", "POLICY_VIOLATION", "POLICY_VIOLATION"],
+        "{decisions:?}"
+    );
 }
 
 #[test]
@@ -597,9 +621,13 @@ fn blocked_attempts_the_run_reports_reach_the_approver_attributed_and_escaped() 
             reason: BlockReason::NotAllowed,
         },
     ];
-    let request = airlock_protocol::Request::open_pr("run-net-report", &args.to_string(), None)
-        .unwrap()
-        .with_network_blocked(blocked);
+    let request = airlock_protocol::Request::open_pr(
+        "run-net-report",
+        &args.to_string(),
+        &airlock_protocol::open_pr_call_id("run-net-report", 1),
+    )
+    .unwrap()
+    .with_network_blocked(blocked);
     let reply = fx.client().request(&request).unwrap();
     let BrokerReply::Queued { queue_id } = reply else {
         panic!("{reply:?}")

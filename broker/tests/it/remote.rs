@@ -45,8 +45,10 @@ fn register_bytes(fx: &Fixture, run_id: &str, wt: &std::path::Path) -> RunRegist
     registration
 }
 
+/// The run's first open_pr call, carrying `change`.
 fn open_pr_with(fx: &Fixture, run_id: &str, args: &Value, change: SubmittedChange) -> BrokerReply {
-    let request = Request::open_pr_with_change(run_id, &args.to_string(), change, None).unwrap();
+    let key = airlock_protocol::open_pr_call_id(run_id, 1);
+    let request = Request::open_pr_with_change(run_id, &args.to_string(), change, &key).unwrap();
     fx.client().request(&request).unwrap()
 }
 

@@ -246,15 +246,17 @@ impl PrSink for BrokerSocket {
     fn open_pr(
         &mut self,
         run_id: &str,
+        request_id: &str,
         arguments: &Value,
         report: &crate::ports::RunReport,
     ) -> PortResult<OpenPrReply> {
         self.requests += 1;
-        // The broker's idempotency key over the argument text sent, so a resend after a
-        // broker restart is answered once, not queued twice.
+        // The call's own key: the request built here is the one every resend after a broken
+        // connection sends again (`exchange_reconnecting`), so a restarted broker answers it
+        // once, while the model's next call, with the same arguments or not, is another key.
         let args_text = arguments.to_string();
         let request = match &self.change_of {
-            None => airlock_protocol::Request::open_pr(run_id, &args_text, None),
+            None => airlock_protocol::Request::open_pr(run_id, &args_text, request_id),
             Some((worktree, pin)) => {
                 let patch = airlock_policies::change_patch(worktree, pin).map_err(|e| {
                     ToolFailure::new(
@@ -273,7 +275,9 @@ impl PrSink for BrokerSocket {
                     ));
                 }
                 let change = airlock_protocol::SubmittedChange::new(pin, &patch);
-                airlock_protocol::Request::open_pr_with_change(run_id, &args_text, change, None)
+                airlock_protocol::Request::open_pr_with_change(
+                    run_id, &args_text, change, request_id,
+                )
             }
         }
         .map_err(|e| ToolFailure::new("broker_protocol", e.to_string()))?

@@ -103,16 +103,33 @@ pub(super) fn open_pr(tb: &mut Toolbox<'_>, call: &ToolCall) -> Result<ToolReply
         network_blocked: tb.ledger.work.network_blocked.iter().cloned().collect(),
         findings: airlock_protocol::merge_by_place(tb.ledger.work.findings.iter().cloned()),
     };
-    let reply = tb.broker.open_pr(&run_id, &args, &report);
+    // Each call the broker sees is named by its number in the run (a resumed run counts on
+    // from its parked counters): the broker answers a resend of this call once, and refuses a
+    // second call after an accepted one, even with the same arguments.
+    tb.ledger.counts.open_pr_calls += 1;
+    let request_id = airlock_protocol::open_pr_call_id(&run_id, tb.ledger.counts.open_pr_calls);
+    let already_accepted = tb.ledger.facts.pr_accepted;
+    let reply = tb.broker.open_pr(&run_id, &request_id, &args, &report);
     let answered = reply.as_ref().ok().map(answer);
     let result = match (&reply, &answered) {
         (Ok(r), Some(a)) => {
             let text = serde_json::to_string(r).unwrap_or_default();
             if a.accepted {
                 tb.ledger.facts.pr_accepted = true;
+                tb.ledger.work.accepted_open_pr = serde_json::from_value(args.clone()).ok();
                 ToolReply::ok(text)
             } else if a.retryable {
                 ToolReply::error(text)
+            } else if already_accepted {
+                // The run's pull request stays queued: the run ends, and closes as a `pr`.
+                let code = a.code.as_deref().unwrap_or("UNKNOWN");
+                ToolReply::ending(
+                    text,
+                    format!(
+                        "a second {name} was answered {code}; the accepted one's pull request \
+                         stays queued"
+                    ),
+                )
             } else {
                 let code = a.code.as_deref().unwrap_or("UNKNOWN");
                 ToolReply::ending(text, format!("{name} answered {code} (not retryable)"))

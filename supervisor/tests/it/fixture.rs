@@ -207,14 +207,22 @@ pub fn final_turn(value: &Value) -> Value {
     json!({"text": value.to_string()})
 }
 
-/// A broker stub for tests only: registration always succeeds; open_pr is validated against
-/// the open_pr contract (SCHEMA_INVALID when it fails) and otherwise queued.
+/// A broker stub for tests only: registration always succeeds; open_pr keeps the broker's
+/// rules of a run's calls: a request id already answered gets its stored reply (a resend), a
+/// call after an accepted one is POLICY_VIOLATION `second_open_pr`, and otherwise the call is
+/// validated against the open_pr contract (SCHEMA_INVALID when it fails) and queued.
 #[derive(Clone, Default)]
 pub struct BrokerStub {
     pub registered: Arc<Mutex<Vec<RunRegistration>>>,
     pub submitted: Arc<Mutex<Vec<Value>>>,
     /// What each open_pr reported beside its arguments.
     pub reports: Arc<Mutex<Vec<airlock_supervisor::ports::RunReport>>>,
+    /// The request id of each open_pr, in order.
+    pub request_ids: Arc<Mutex<Vec<String>>>,
+    /// The reply given to each request id, by run.
+    pub answered: Arc<Mutex<std::collections::BTreeMap<(String, String), OpenPrReply>>>,
+    /// The queued items: (run id, queue id).
+    pub queued: Arc<Mutex<Vec<(String, i64)>>>,
 }
 
 impl PrSink for BrokerStub {
@@ -225,20 +233,40 @@ impl PrSink for BrokerStub {
 
     fn open_pr(
         &mut self,
-        _run_id: &str,
+        run_id: &str,
+        request_id: &str,
         arguments: &Value,
         report: &airlock_supervisor::ports::RunReport,
     ) -> PortResult<OpenPrReply> {
         self.submitted.lock().unwrap().push(arguments.clone());
         self.reports.lock().unwrap().push(report.clone());
-        Ok(
+        self.request_ids.lock().unwrap().push(request_id.to_owned());
+        let key = (run_id.to_owned(), request_id.to_owned());
+        if let Some(stored) = self.answered.lock().unwrap().get(&key) {
+            return Ok(stored.clone());
+        }
+        let mut queued = self.queued.lock().unwrap();
+        let reply = if queued.iter().any(|(run, _)| run == run_id) {
+            OpenPrReply::Refused {
+                error: airlock_schemas::BrokerError::policy_violation(
+                    "second_open_pr",
+                    "one_open_pr_per_run",
+                    "this run already has an accepted open_pr",
+                ),
+            }
+        } else {
             match airlock_schemas::from_value::<airlock_schemas::OpenPr>(arguments) {
-                Ok(_) => OpenPrReply::Queued { queue_id: 1 },
+                Ok(_) => {
+                    queued.push((run_id.to_owned(), 1));
+                    OpenPrReply::Queued { queue_id: 1 }
+                }
                 Err(e) => OpenPrReply::Refused {
                     error: airlock_schemas::BrokerError::schema_invalid(&e.violations()),
                 },
-            },
-        )
+            }
+        };
+        self.answered.lock().unwrap().insert(key, reply.clone());
+        Ok(reply)
     }
 }
 

@@ -155,6 +155,14 @@ fn main() -> std::process::ExitCode {
             run_loop::open_pr_carries_what_the_run_screened_as_the_files_lines,
         ),
         (
+            "run_loop::a_second_identical_open_pr_is_refused_and_the_run_ends_as_its_queued_pr",
+            run_loop::a_second_identical_open_pr_is_refused_and_the_run_ends_as_its_queued_pr,
+        ),
+        (
+            "run_loop::a_closing_turn_that_escalates_after_a_queued_pr_is_replaced_by_the_queued_pr",
+            run_loop::a_closing_turn_that_escalates_after_a_queued_pr_is_replaced_by_the_queued_pr,
+        ),
+        (
             "run_loop::the_system_prompt_and_the_warm_start_are_pinned",
             run_loop::the_system_prompt_and_the_warm_start_are_pinned,
         ),

@@ -632,6 +632,128 @@ pub fn open_pr_carries_what_the_run_screened_as_the_files_lines() {
     );
 }
 
+/// The seed's "a second open_pr call ... Ends the run": a model that calls open_pr again with
+/// the same arguments after its first was queued gets POLICY_VIOLATION `second_open_pr` (the
+/// call has its own request id, so it is not taken for a resend), and the run ends with outcome
+/// `pr`, its one pull request still queued.
+pub fn a_second_identical_open_pr_is_refused_and_the_run_ends_as_its_queued_pr() {
+    let fx = Fixture::new();
+    let config = fx.config("max_turns = 12\nmax_full_runs = 2");
+    let issue = fx.issue(ready_issue());
+    let open_pr = add_fix_open_pr(&fx, &["calc/ops.py", "tests/test_add.py"], 9);
+    let mut done = outcome("pr", 0.85);
+    done["files_changed"] = json!(["calc/ops.py", "tests/test_add.py"]);
+    let model = fx.script(&[
+        call(
+            "write_file",
+            json!({"path": "tests/test_add.py", "content": NEW_TEST}),
+        ),
+        call(
+            "edit_file",
+            json!({"path": "calc/ops.py", "old_text": "return a - b", "new_text": "return a + b"}),
+        ),
+        call("run_tests", json!({})),
+        json!({"tool_calls": [{"name": "open_pr", "arguments": open_pr.clone()}],
+               "expect_contains": "full run: green"}),
+        json!({"tool_calls": [{"name": "open_pr", "arguments": open_pr}],
+               "expect_contains": "queued", "expect_tool_error": false}),
+        // The closing turn: the refusal ended the run, which closes as its queued pull request.
+        json!({"text": done.to_string(),
+               "expect_last_message_contains": ["pull request is queued", "outcome \"pr\""]}),
+    ]);
+    let broker = BrokerStub::default();
+    let report = fx.run(&issue, &model, &config, &broker);
+    assert_eq!(report.model_finish_problem, None);
+    let RunEnd::Finished {
+        outcome,
+        pr_queued,
+        stop,
+    } = &report.end
+    else {
+        panic!("{:?}", report.end)
+    };
+    assert!(pr_queued, "{stop}");
+    assert!(stop.contains("second open_pr"), "{stop}");
+    assert_eq!(serde_json::to_value(outcome).unwrap()["outcome"], "pr");
+    assert_eq!(report.exit_code(), 0);
+    // Two calls, two request ids, one queued item.
+    let ids = broker.request_ids.lock().unwrap().clone();
+    assert_eq!(ids.len(), 2);
+    assert_ne!(ids[0], ids[1]);
+    assert_eq!(
+        ids,
+        [1, 2].map(|n| airlock_protocol::open_pr_call_id(&report.run_id, n))
+    );
+    assert_eq!(broker.queued.lock().unwrap().len(), 1);
+    let t = trajectory(&report);
+    let replies = kinds(&t, "open_pr_reply");
+    assert_eq!(replies.len(), 2);
+    assert_eq!(replies[0]["accepted"], true);
+    assert_eq!(replies[1]["accepted"], false);
+    assert_eq!(replies[1]["code"], "POLICY_VIOLATION");
+    assert_eq!(
+        replies[1]["reply"]["error"]["details"]["offending"],
+        "second_open_pr"
+    );
+    // The second call is in the audit log as the first is.
+    let submitted = fx
+        .audit_kinds()
+        .into_iter()
+        .filter(|k| k == "open_pr_submitted")
+        .count();
+    assert_eq!(submitted, 2);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report.outcome_path).unwrap()).unwrap();
+    assert_eq!(doc["result"], "pr_queued");
+}
+
+/// When the closing turn after a refused second open_pr is no `pr` message, the supervisor
+/// writes the `pr` outcome from the accepted call: the queue and the outcome still agree.
+pub fn a_closing_turn_that_escalates_after_a_queued_pr_is_replaced_by_the_queued_pr() {
+    let fx = Fixture::new();
+    let config = fx.config("max_turns = 12\nmax_full_runs = 2");
+    let issue = fx.issue(ready_issue());
+    let open_pr = add_fix_open_pr(&fx, &["calc/ops.py", "tests/test_add.py"], 9);
+    let model = fx.script(&[
+        call(
+            "write_file",
+            json!({"path": "tests/test_add.py", "content": NEW_TEST}),
+        ),
+        call(
+            "edit_file",
+            json!({"path": "calc/ops.py", "old_text": "return a - b", "new_text": "return a + b"}),
+        ),
+        call("run_tests", json!({})),
+        call("open_pr", open_pr.clone()),
+        call("open_pr", open_pr),
+        json!({"text": outcome("escalate", 0.3).to_string()}),
+    ]);
+    let broker = BrokerStub::default();
+    let report = fx.run(&issue, &model, &config, &broker);
+    let RunEnd::Finished {
+        outcome, pr_queued, ..
+    } = &report.end
+    else {
+        panic!("{:?}", report.end)
+    };
+    assert!(pr_queued);
+    let outcome = serde_json::to_value(outcome).unwrap();
+    assert_eq!(outcome["outcome"], "pr", "{outcome}");
+    assert_eq!(outcome["confidence"], 0.85, "{outcome}");
+    assert_eq!(
+        outcome["files_changed"],
+        json!(["calc/ops.py", "tests/test_add.py"])
+    );
+    assert!(
+        outcome["summary"]
+            .as_str()
+            .unwrap()
+            .contains("fix: add() adds instead of subtracting"),
+        "{outcome}"
+    );
+    assert_eq!(broker.queued.lock().unwrap().len(), 1);
+}
+
 /// Text a tool hands the model is screened (`injection_suspected`); what the model reports in
 /// `injection_observed` is recorded too. The text itself still reaches the model unchanged.
 pub fn injections_are_screened_and_reported_paths_recorded() {
