@@ -523,7 +523,10 @@ fn pull_number(url: &str) -> Option<u64> {
 pub fn comment_body(statement: &Statement, bytes: &[u8], signature: Option<&str>) -> String {
     let esc = crate::pr_text::markdown_text;
     let p = &statement.predicate;
-    let mut out = String::from("### airlock/witness\n\n");
+    let mut out = format!(
+        "{}\n### airlock/witness\n\n",
+        crate::pr_text::ATTESTATION_COMMENT_MARKER
+    );
     let tree = statement.subject.iter().find(|s| s.name == TREE_SUBJECT);
     let tree = tree
         .and_then(|s| s.digest.get("gitTree"))

@@ -5,6 +5,10 @@
 
 use crate::store::QueueItem;
 
+/// The first line of the broker's witness attestation comment: hidden on the page, it tells the
+/// broker's feedback reader that the comment is its own, never a reviewer's request.
+pub const ATTESTATION_COMMENT_MARKER: &str = "<!-- airlock:witness-attestation -->";
+
 /// The GitHub issue number `Closes #N` names: the one the run registered with
 /// (`issue_number`, kept beside an id such as `ACME-123`), else the issue id itself when it is
 /// a number (`123` or `#123`), else none.

@@ -804,6 +804,12 @@ impl GitHubForge {
                         "comment {id} of {slug} is not on pull request #{pull_request}"
                     )));
                 }
+                let body = comment.body.as_deref().unwrap_or_default();
+                if body.starts_with(crate::pr_text::ATTESTATION_COMMENT_MARKER) {
+                    return Err(Error::FeedbackRefused(format!(
+                        "comment {id} is the broker's own witness attestation, not feedback"
+                    )));
+                }
                 Ok(ForgeFeedback {
                     author: author(&comment),
                     association: comment.author_association.clone().unwrap_or_default(),

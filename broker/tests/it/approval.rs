@@ -105,7 +105,9 @@ fn with_a_forge_token_a_draft_pull_request_is_opened_and_the_token_stays_in_the_
         .into_iter()
         .filter(|r| r.method == "POST")
         .collect();
-    assert_eq!(posts.len(), 1);
+    // The draft pull request, then the witness attestation's comment on it.
+    assert_eq!(posts.len(), 2);
+    assert_eq!(posts[1].path, "/repos/acme/calc/issues/1/comments");
     let post = &posts[0];
     assert_eq!(post.path, "/repos/acme/calc/pulls");
     assert_eq!(

@@ -230,7 +230,7 @@ fn kill_during_approval_then_restart_publishes_once() {
         forge
             .requests()
             .iter()
-            .filter(|r| r.method == "POST")
+            .filter(|r| r.method == "POST" && r.path.ends_with("/pulls"))
             .count(),
         1,
         "no second pull request"

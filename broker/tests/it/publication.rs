@@ -280,7 +280,7 @@ fn two_runs_on_one_issue_publish_on_two_branches_with_two_pull_requests() {
     let heads: Vec<String> = forge
         .requests()
         .into_iter()
-        .filter(|r| r.method == "POST")
+        .filter(|r| r.method == "POST" && r.path.ends_with("/pulls"))
         .map(|r| {
             serde_json::from_str::<Value>(&r.body).unwrap()["head"]
                 .as_str()

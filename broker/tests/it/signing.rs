@@ -99,7 +99,7 @@ fn ssh_verify(allowed: &Path, file: &Path) -> std::process::Output {
 fn an_approved_commit_verifies_with_git_and_its_attestation_with_ssh_keygen() {
     let keys = keys("", "");
     let (mut fx, server, forge) = signed_fixture(&keys);
-    fx.start();
+    fx.start_with_env(&[(VAR, TOKEN)]);
     let id = queue_honest_numbered(&fx, "run-signed-1", 42);
     let out = fx.cli_env(&["approve", &id.to_string()], &[(VAR, TOKEN)]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -197,7 +197,10 @@ fn an_approved_commit_verifies_with_git_and_its_attestation_with_ssh_keygen() {
     assert_eq!(comments.len(), 1, "one attestation comment");
     let body: Value = serde_json::from_str(&comments[0].body).unwrap();
     let body = body["body"].as_str().unwrap();
-    assert!(body.starts_with("### airlock/witness\n"), "{body}");
+    assert!(
+        body.starts_with("<!-- airlock:witness-attestation -->\n### airlock/witness\n"),
+        "{body}"
+    );
     let written = std::fs::read_to_string(&file).unwrap();
     assert!(body.contains(&format!("```json\n{written}```\n")), "{body}");
     assert!(body.contains("-----BEGIN SSH SIGNATURE-----"), "{body}");
@@ -207,6 +210,32 @@ fn an_approved_commit_verifies_with_git_and_its_attestation_with_ssh_keygen() {
             .any(|(_, p)| p["code"] == "ATTESTATION_POSTED"),
         "the posted attestation is audited"
     );
+    // Its own comment, seen again through a webhook, is never a reviewer's feedback.
+    forge.route(
+        "/repos/acme/calc/issues/comments/77",
+        200,
+        serde_json::json!({
+            "body": body, "user": {"login": "broker-bot"}, "author_association": "MEMBER",
+            "issue_url": "https://api.forge.example/repos/acme/calc/issues/1",
+        }),
+    );
+    let reply = fx
+        .client()
+        .request(&airlock_protocol::Request::PrFeedback(
+            airlock_protocol::PrFeedback {
+                forge_repo: "acme/calc".to_owned(),
+                pull_request: 1,
+                source: airlock_protocol::FeedbackSource {
+                    kind: airlock_protocol::FeedbackKind::IssueComment,
+                    id: 77,
+                },
+            },
+        ))
+        .unwrap();
+    let airlock_broker::BrokerReply::Failed { message } = reply else {
+        panic!("{reply:?}")
+    };
+    assert!(message.contains("own witness attestation"), "{message}");
 
     // One byte changed: ssh-keygen and `attest --verify` both refuse it.
     let mut bytes = std::fs::read(&file).unwrap();
