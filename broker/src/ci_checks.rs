@@ -458,14 +458,14 @@ fn percent_encode(text: &str) -> String {
 /// Why a failed check starts no follow-up: the audit code and the reason.
 struct Declined {
     code: &'static str,
-    error: Error,
+    error: Box<Error>,
 }
 
 impl Declined {
     fn new(code: &'static str, why: String) -> Declined {
         Declined {
             code,
-            error: Error::FeedbackRefused(why),
+            error: Box::new(Error::FeedbackRefused(why)),
         }
     }
 }
@@ -474,15 +474,18 @@ impl From<Error> for Declined {
     fn from(error: Error) -> Declined {
         Declined {
             code: "CI_REFUSED",
-            error,
+            error: Box::new(error),
         }
     }
 }
 
-/// Where a check's failure was decided: the repository and the pull request.
+/// A failed check being decided on: where, which, at what head, on which queue item.
 struct Decision<'a> {
     repository: &'a str,
     pull_request: u64,
+    run: &'a CheckRun,
+    head: &'a str,
+    item: &'a QueueItem,
 }
 
 impl Broker {
@@ -500,7 +503,7 @@ impl Broker {
                         detail: Some(error.to_string()),
                     },
                 )?;
-                Err(error)
+                Err(*error)
             }
         }
     }
@@ -598,6 +601,9 @@ impl Broker {
         let decision = Decision {
             repository: name,
             pull_request: n,
+            run: &run,
+            head: &head,
+            item,
         };
         let pin = self.lineage_pin(item)?;
         let at_base = api.runs_of(&pin, Some(&run.name))?;
@@ -611,9 +617,6 @@ impl Broker {
             return Err(self.declined(
                 &api,
                 &decision,
-                &run,
-                &head,
-                item,
                 CiCheckOutcome::BaseFailed,
                 &body,
                 format!(
@@ -638,9 +641,6 @@ impl Broker {
             return Err(self.declined(
                 &api,
                 &decision,
-                &run,
-                &head,
-                item,
                 CiCheckOutcome::Escalated,
                 &body,
                 format!(
@@ -663,7 +663,7 @@ impl Broker {
         };
         let text = feedback_text(&run, &annotations, log.as_ref());
         let findings = airlock_audit::detect(&text, airlock_audit::SourceKind::ToolOutput, None);
-        self.record_outcome(&decision, &run, &head, item, CiCheckOutcome::FollowUp)?;
+        self.record_outcome(&decision, CiCheckOutcome::FollowUp)?;
         let by = format!("ci:{}", run.name);
         self.store()
             .record_change_request(item.id, &by, &text, unix_now())?;
@@ -701,11 +701,9 @@ impl Broker {
     fn record_outcome(
         &self,
         decision: &Decision<'_>,
-        run: &CheckRun,
-        head: &str,
-        item: &QueueItem,
         outcome: CiCheckOutcome,
     ) -> std::result::Result<(), Declined> {
+        let (run, head, item) = (decision.run, decision.head, decision.item);
         let fresh = self.store().record_ci_check(&CiCheckRecord {
             repository: decision.repository.to_owned(),
             pull_request: decision.pull_request,
@@ -732,19 +730,15 @@ impl Broker {
 
     /// A failure the broker does not follow up: recorded, said on the pull request, and the
     /// refusal (audited by the caller) says why.
-    #[allow(clippy::too_many_arguments)]
     fn declined(
         &self,
         api: &ChecksApi,
         decision: &Decision<'_>,
-        run: &CheckRun,
-        head: &str,
-        item: &QueueItem,
         outcome: CiCheckOutcome,
         comment: &str,
         why: String,
     ) -> Declined {
-        if let Err(e) = self.record_outcome(decision, run, head, item, outcome) {
+        if let Err(e) = self.record_outcome(decision, outcome) {
             return e;
         }
         let code = match outcome {
