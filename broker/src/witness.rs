@@ -36,12 +36,16 @@ use airlock_policies::testrun::{
 
 use airlock_policies::network::BlockedAttempt;
 
+mod base_cache;
 pub mod rerun;
 mod slots;
 mod steps;
+mod trees;
 
+pub use base_cache::BaseInventories;
 pub use slots::{SlotCounts, WitnessSlot, WitnessSlots};
 pub use steps::{Expectation, StepRecord, WitnessStep};
+pub use trees::{TreeKind, build_tree, write_pinned_tree};
 
 /// Bytes of stdout and of stderr kept per witness command in replies and the queue.
 pub const OUTPUT_KEEP_BYTES: usize = 64 * 1024;
@@ -146,6 +150,10 @@ pub struct WitnessOutput {
     /// What the egress proxy refused this step, once per host and port.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocked: Vec<BlockedAttempt>,
+    /// Set on a `base_full` step that was not run again: whose base run it is
+    /// ([`BaseInventories`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused: Option<String>,
 }
 
 /// The outcome of the whole witness.
@@ -199,228 +207,6 @@ fn keep(text: String) -> String {
         &text[..cut],
         text.len() - cut
     )
-}
-
-/// Write the tree of commit `pin` of `repo` into the empty directory `dest`.
-pub fn write_pinned_tree(repo: &git2::Repository, pin: git2::Oid, dest: &Path) -> Result<()> {
-    let commit = repo
-        .find_commit(pin)
-        .map_err(Error::git(format!("finding pinned commit {pin}")))?;
-    let tree = commit
-        .tree()
-        .map_err(Error::git("reading the pinned tree"))?;
-    write_tree(repo, &tree, dest)
-}
-
-fn write_tree(repo: &git2::Repository, tree: &git2::Tree<'_>, dest: &Path) -> Result<()> {
-    std::fs::create_dir_all(dest).map_err(Error::io(format!("creating {}", dest.display())))?;
-    for entry in tree.iter() {
-        let Ok(name) = entry.name() else {
-            return Err(Error::Witness(format!(
-                "a path in the pinned tree under {} is not UTF-8",
-                dest.display()
-            )));
-        };
-        let path = dest.join(name);
-        match entry.kind() {
-            Some(git2::ObjectType::Tree) => {
-                let sub = repo
-                    .find_tree(entry.id())
-                    .map_err(Error::git(format!("reading tree {name}")))?;
-                write_tree(repo, &sub, &path)?;
-            }
-            Some(git2::ObjectType::Blob) => {
-                let blob = repo
-                    .find_blob(entry.id())
-                    .map_err(Error::git(format!("reading blob {name}")))?;
-                write_entry(&path, blob.content(), entry.filemode())?;
-            }
-            // Submodules (commits) are not part of the witness tree.
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// Write one file (or symlink, for mode 0o120000) with git's file mode.
-pub(crate) fn write_entry(path: &Path, content: &[u8], filemode: i32) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(Error::io(format!("creating {}", parent.display())))?;
-    }
-    if path.symlink_metadata().is_ok() {
-        std::fs::remove_file(path).map_err(Error::io(format!("replacing {}", path.display())))?;
-    }
-    if filemode == 0o120000 {
-        let target = String::from_utf8_lossy(content).into_owned();
-        return std::os::unix::fs::symlink(&target, path)
-            .map_err(Error::io(format!("creating symlink {}", path.display())));
-    }
-    std::fs::write(path, content).map_err(Error::io(format!("writing {}", path.display())))?;
-    let mode = if filemode == 0o100755 { 0o755 } else { 0o644 };
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(Error::io(format!("setting mode of {}", path.display())))
-}
-
-fn make_read_only(path: &Path) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = match path.symlink_metadata() {
-        Ok(m) if m.file_type().is_file() => m,
-        _ => return Ok(()),
-    };
-    let mode = meta.permissions().mode() & 0o555;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(Error::io(format!("making {} read-only", path.display())))
-}
-
-/// Which witness tree to build.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TreeKind {
-    /// The pinned commit alone (the base inventory's tree).
-    Base,
-    /// The pinned source plus the newly added test files.
-    PinnedWithNewTests,
-    /// The pinned source plus the diff's non-test changes plus the newly added test files.
-    Patched,
-}
-
-/// Build a witness tree in the empty directory `dest`. Every test file of the pinned tree and
-/// every newly added test file is left read-only.
-pub fn build_tree(
-    repo: &git2::Repository,
-    pin: git2::Oid,
-    changes: &ChangeSet,
-    pinned_test_files: &[String],
-    kind: TreeKind,
-    dest: &Path,
-) -> Result<()> {
-    write_pinned_tree(repo, pin, dest)?;
-    for change in &changes.files {
-        // Rust keeps its unit tests inside the source file (`#[cfg(test)] mod tests`): the
-        // test code of a changed source file is handled as a test file's would be.
-        if !change.is_test
-            && change.kind == ChangeKind::Modified
-            && change.path.ends_with(".rs")
-            && let Some(content) = &change.content
-            && let Some(pinned) = pinned_blob(repo, pin, &change.path)?
-            && let (Ok(pinned), Ok(patched)) =
-                (std::str::from_utf8(&pinned), std::str::from_utf8(content))
-            && let Some(text) = rust_tests_transplanted(pinned, patched, kind)
-        {
-            write_entry(&dest.join(&change.path), text.as_bytes(), change.filemode)?;
-            continue;
-        }
-        let take = match (kind, change.is_test, change.kind) {
-            (TreeKind::Base, _, _) => false,
-            (_, true, ChangeKind::Added) => true,
-            // Pre-existing test files stay as pinned, whatever the diff did to them.
-            (_, true, _) => false,
-            (TreeKind::Patched, false, _) => true,
-            (TreeKind::PinnedWithNewTests, false, _) => false,
-        };
-        if !take {
-            continue;
-        }
-        let path = dest.join(&change.path);
-        match (&change.kind, &change.content) {
-            (ChangeKind::Deleted, _) => {
-                if path.symlink_metadata().is_ok() {
-                    std::fs::remove_file(&path)
-                        .map_err(Error::io(format!("removing {}", path.display())))?;
-                }
-            }
-            (_, Some(content)) => write_entry(&path, content, change.filemode)?,
-            (_, None) => {
-                return Err(Error::Witness(format!(
-                    "the change to {} carries no content",
-                    change.path
-                )));
-            }
-        }
-    }
-    for test in pinned_test_files {
-        make_read_only(&dest.join(test))?;
-    }
-    if kind != TreeKind::Base {
-        for change in changes
-            .files
-            .iter()
-            .filter(|c| c.is_test && c.kind == ChangeKind::Added)
-        {
-            make_read_only(&dest.join(&change.path))?;
-        }
-    }
-    Ok(())
-}
-
-/// The pinned content of `path`, if the pin has it as a file.
-fn pinned_blob(repo: &git2::Repository, pin: git2::Oid, path: &str) -> Result<Option<Vec<u8>>> {
-    let tree = repo
-        .find_commit(pin)
-        .and_then(|c| c.tree())
-        .map_err(Error::git("reading the pinned tree"))?;
-    let Ok(entry) = tree.get_path(Path::new(path)) else {
-        return Ok(None);
-    };
-    Ok(repo
-        .find_blob(entry.id())
-        .ok()
-        .map(|b| b.content().to_vec()))
-}
-
-/// The lines of `text` outside `regions` (1-based inclusive), and the lines inside them.
-fn split_regions(text: &str, regions: &[(usize, usize)]) -> (Vec<String>, Vec<String>) {
-    let (mut code, mut tests) = (Vec::new(), Vec::new());
-    for (i, line) in text.lines().enumerate() {
-        let n = i + 1;
-        if regions.iter().any(|(a, b)| (*a..=*b).contains(&n)) {
-            tests.push(line.to_owned());
-        } else {
-            code.push(line.to_owned());
-        }
-    }
-    (code, tests)
-}
-
-/// Whether `old` is a subsequence of `new`: `new` only adds lines.
-fn only_adds(old: &[String], new: &[String]) -> bool {
-    let mut want = old.iter().peekable();
-    for line in new {
-        if want.peek() == Some(&line) {
-            want.next();
-        }
-    }
-    want.peek().is_none()
-}
-
-/// A changed Rust source file in a witness tree, its test code handled like a test file's: the
-/// pinned tree gets the pinned code with the patched test code (the new tests, on the pinned
-/// source), so long as the patch only added test lines; when it changed or removed existing
-/// test lines, those stay as pinned in both trees (a weakened in-file test cannot make the
-/// witness green) and the patched tree gets the patched code with the pinned test code.
-/// `None` when the test code is unchanged (the file is taken as the tree kind takes source).
-fn rust_tests_transplanted(pinned: &str, patched: &str, kind: TreeKind) -> Option<String> {
-    let pinned_regions = airlock_policies::rust_test_regions(pinned);
-    let patched_regions = airlock_policies::rust_test_regions(patched);
-    let (pinned_code, pinned_tests) = split_regions(pinned, &pinned_regions);
-    let (patched_code, patched_tests) = split_regions(patched, &patched_regions);
-    if pinned_tests == patched_tests {
-        return None;
-    }
-    let additions_only = only_adds(&pinned_tests, &patched_tests);
-    let (code, tests) = match (kind, additions_only) {
-        (TreeKind::Base, _) => return None,
-        (TreeKind::PinnedWithNewTests, true) => (pinned_code, patched_tests),
-        (TreeKind::PinnedWithNewTests, false) => return Some(pinned.to_owned()),
-        (TreeKind::Patched, true) => return None,
-        (TreeKind::Patched, false) => (patched_code, pinned_tests),
-    };
-    let mut text = code.join("\n");
-    text.push_str("\n\n");
-    text.push_str(&tests.join("\n"));
-    text.push('\n');
-    Some(text)
 }
 
 /// The read-only part of a witness command's guard for the built tree at `tree`: every path of
@@ -555,6 +341,7 @@ struct StepRun {
 }
 
 #[allow(clippy::too_many_arguments)]
+#[tracing::instrument(name = "witness_step", skip_all, fields(step = %witness_step))]
 fn step(
     executor: &dyn TestExecutor,
     plan: &WitnessPlan<'_>,
@@ -657,12 +444,35 @@ fn step(
         inventory: None,
         full_run: None,
         blocked: run.blocked,
+        reused: None,
     };
     Ok(StepRun {
         out,
         parsed,
         report_problem,
     })
+}
+
+/// What the base inventory says of the change: each changed file it collected tests from
+/// becomes a test file of the witness (kept as pinned, protected) and is listed as such.
+fn take_inventory(
+    changes: &mut ChangeSet,
+    pinned_test_files: &mut Vec<String>,
+    collected_test_files: &mut Vec<String>,
+    (runner, inventory, base): (TestRunner, Option<&TestInventory>, &Path),
+) {
+    let Some(inventory) = inventory else {
+        return;
+    };
+    for path in test_files_collected_at_base(runner, inventory, base, changes) {
+        if let Some(change) = changes.files.iter_mut().find(|c| c.path == path) {
+            change.is_test = true;
+        }
+        if !pinned_test_files.contains(&path) {
+            pinned_test_files.push(path.clone());
+        }
+        collected_test_files.push(path);
+    }
 }
 
 /// The files `changes` modified or deleted, not already test files, that the base run
@@ -717,8 +527,91 @@ fn required_tests<'c>(plan: &WitnessPlan<'c>, changes: &'c ChangeSet) -> Vec<&'c
     required
 }
 
+/// Where a witness's steps run: every step at the one path `at`, its tree moved there for
+/// the command and back after it.
+struct Place<'p, 'c> {
+    executor: &'p dyn TestExecutor,
+    plan: &'p WitnessPlan<'c>,
+    at: &'p Path,
+    links: &'p [String],
+    empty: &'p Path,
+    scratch: &'p Path,
+}
+
+impl Place<'_, '_> {
+    /// Run `witness_step` in `tree`, the test files no command may change (the pinned ones and
+    /// the newly added ones) read-only, and, on the patched tree, the guard told which source
+    /// files the change touched.
+    fn run(
+        &self,
+        tree: &Path,
+        witness_step: WitnessStep,
+        argv: Vec<String>,
+        changes: &ChangeSet,
+        pinned_test_files: &[String],
+    ) -> Result<StepRun> {
+        let name = witness_step.name();
+        let protected: Vec<String> = pinned_test_files
+            .iter()
+            .cloned()
+            .chain(
+                changes
+                    .files
+                    .iter()
+                    .filter(|c| c.is_test && c.kind == ChangeKind::Added)
+                    .map(|c| c.path.clone()),
+            )
+            .collect();
+        std::fs::rename(tree, self.at).map_err(Error::io(format!(
+            "moving the {name} tree to {}",
+            self.at.display()
+        )))?;
+        let mut guard = read_only_guard(self.at, &protected, self.links);
+        guard.empty_dir = Some(self.empty.to_path_buf());
+        if matches!(
+            witness_step,
+            WitnessStep::PatchedSelected | WitnessStep::PatchedFull
+        ) {
+            guard.changed_source = changes
+                .files
+                .iter()
+                .filter(|c| !c.is_test && c.kind != ChangeKind::Deleted)
+                .map(|c| c.path.clone())
+                .collect();
+        }
+        let ran = step(
+            self.executor,
+            self.plan,
+            self.at,
+            witness_step,
+            argv,
+            &guard,
+            self.scratch,
+        );
+        std::fs::rename(self.at, tree).map_err(Error::io(format!(
+            "moving the {name} tree back to {}",
+            tree.display()
+        )))?;
+        ran
+    }
+}
+
+/// The base inventory a base run's output gives.
+fn take_base_inventory(
+    runner: TestRunner,
+    parsed: &ParsedRun,
+    out: &WitnessOutput,
+) -> Result<TestInventory> {
+    TestInventory::from_base_run(runner, parsed, out.exit_code, None).map_err(|e| {
+        Error::Witness(format!(
+            "the base inventory could not be taken from the broker's clone: {e}"
+        ))
+    })
+}
+
 /// Run the witness: build both trees under `work_dir` and run the three steps, stopping at the
 /// first unmet requirement.
+#[tracing::instrument(name = "witness", skip_all)]
 pub fn run_witness(
     repo: &git2::Repository,
     pin: git2::Oid,
@@ -727,6 +620,7 @@ pub fn run_witness(
     plan: &WitnessPlan<'_>,
     executor: &dyn TestExecutor,
     work_dir: &Path,
+    kept: Option<&BaseInventories>,
 ) -> Result<WitnessReport> {
     std::fs::create_dir_all(work_dir)
         .map_err(Error::io(format!("creating {}", work_dir.display())))?;
@@ -782,6 +676,15 @@ pub fn run_witness(
     // Every step runs at one path, so a test id that holds its tree's path (a fixture's
     // tmp path, a data file's location) is the same in the base and the patched runs.
     let at = scratch.path().join("tree");
+    let base_key = BaseInventories::key(pin, plan, &executor.variables(plan.test_env));
+    let place = Place {
+        executor,
+        plan,
+        at: &at,
+        links: &links,
+        empty: &empty,
+        scratch: scratch.path(),
+    };
     for (witness_step, argv) in steps {
         let tree: &Path = match witness_step {
             WitnessStep::PinnedSelected => &pinned,
@@ -800,82 +703,84 @@ pub fn run_witness(
             )?;
             patched_built = true;
         }
-        // The test files no witness command may change: the pinned ones and the newly added
-        // ones (absent from the base tree, so not protected there).
-        let protected: Vec<String> = pinned_test_files
-            .iter()
-            .cloned()
-            .chain(
-                changes
-                    .files
-                    .iter()
-                    .filter(|c| c.is_test && c.kind == ChangeKind::Added)
-                    .map(|c| c.path.clone()),
-            )
-            .collect();
-        std::fs::rename(tree, &at).map_err(Error::io(format!(
-            "moving the {name} tree to {}",
-            at.display()
-        )))?;
-        let mut guard = read_only_guard(&at, &protected, &links);
-        guard.empty_dir = Some(empty.clone());
-        if matches!(
-            witness_step,
-            WitnessStep::PatchedSelected | WitnessStep::PatchedFull
-        ) {
-            guard.changed_source = changes
-                .files
-                .iter()
-                .filter(|c| !c.is_test && c.kind != ChangeKind::Deleted)
-                .map(|c| c.path.clone())
-                .collect();
+        // A base run kept from an earlier witness at this pin is not run again.
+        let reused = match (witness_step, kept) {
+            (WitnessStep::BaseFull, Some(kept)) => kept.reuse(&base_key, &at),
+            _ => None,
+        };
+        if let Some(out) = reused {
+            let taken = out.inventory.clone();
+            take_inventory(
+                &mut changes,
+                &mut pinned_test_files,
+                &mut collected_test_files,
+                (plan.runner, taken.as_ref(), &base),
+            );
+            inventory = taken;
+            records.push(StepRecord {
+                step: witness_step,
+                output: out,
+            });
+            continue;
         }
-        let ran = step(
-            executor,
-            plan,
-            &at,
-            witness_step,
-            argv,
-            &guard,
-            scratch.path(),
-        );
-        std::fs::rename(&at, tree).map_err(Error::io(format!(
-            "moving the {name} tree back to {}",
-            tree.display()
-        )))?;
         let StepRun {
             mut out,
             parsed,
             report_problem,
-        } = ran?;
+        } = place.run(tree, witness_step, argv, &changes, &pinned_test_files)?;
         match expect {
             Expectation::Inventory => {
-                let taken = TestInventory::from_base_run(plan.runner, &parsed, out.exit_code, None)
-                    .map_err(|e| {
-                        Error::Witness(format!(
-                            "the base inventory could not be taken from the broker's clone: {e}"
-                        ))
-                    })?;
-                for path in test_files_collected_at_base(plan.runner, &taken, &base, &changes) {
-                    if let Some(change) = changes.files.iter_mut().find(|c| c.path == path) {
-                        change.is_test = true;
-                    }
-                    if !pinned_test_files.contains(&path) {
-                        pinned_test_files.push(path.clone());
-                    }
-                    collected_test_files.push(path);
-                }
+                let taken = take_base_inventory(plan.runner, &parsed, &out)?;
+                take_inventory(
+                    &mut changes,
+                    &mut pinned_test_files,
+                    &mut collected_test_files,
+                    (plan.runner, Some(&taken), &base),
+                );
                 out.inventory = Some(taken.clone());
                 inventory = Some(taken);
+                if let Some(kept) = kept
+                    && out.grade == Grade::Ok
+                {
+                    kept.keep(&base_key, &at, &out);
+                }
             }
             Expectation::Green => {
-                let Some(inventory) = &inventory else {
+                let Some(taken) = &inventory else {
                     return Err(Error::Witness(
                         "the patched full run came before the base inventory".to_owned(),
                     ));
                 };
                 let required: Vec<&str> = required.iter().map(String::as_str).collect();
-                let verdict = results::grade_full_run(inventory, &parsed, out.exit_code, &required);
+                let mut verdict = results::grade_full_run(taken, &parsed, out.exit_code, &required);
+                // A reused base run can only spare time, never decide: graded short against
+                // it (a test id that holds the tree's path in a form not moved), the base
+                // runs again here and the patched run is graded against that.
+                let base_at = records
+                    .iter()
+                    .position(|r: &StepRecord| r.step == WitnessStep::BaseFull);
+                if verdict.failure().is_some()
+                    && let Some(i) = base_at.filter(|i| records[*i].output.reused.is_some())
+                {
+                    let fresh = place.run(
+                        &base,
+                        WitnessStep::BaseFull,
+                        plan.test_command.to_vec(),
+                        &changes,
+                        &pinned_test_files,
+                    )?;
+                    let mut base_out = fresh.out;
+                    let retaken = take_base_inventory(plan.runner, &fresh.parsed, &base_out)?;
+                    verdict = results::grade_full_run(&retaken, &parsed, out.exit_code, &required);
+                    base_out.inventory = Some(retaken.clone());
+                    if let Some(kept) = kept
+                        && base_out.grade == Grade::Ok
+                    {
+                        kept.keep(&base_key, &at, &base_out);
+                    }
+                    records[i].output = base_out;
+                    inventory = Some(retaken);
+                }
                 out.grade = match (&verdict.invalid, &report_problem, verdict.failure()) {
                     (Some(why), _, _) | (None, Some(why), _) => Grade::Invalid(why.clone()),
                     (None, None, Some(why)) => Grade::NotOk(why),
@@ -955,94 +860,13 @@ fn restore_writable(root: &Path) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const PINNED: &str = "pub fn clamp(x: i64, lo: i64, hi: i64) -> i64 {\n    x.max(lo)\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn low() {\n        assert_eq!(super::clamp(-5, 0, 3), 0);\n    }\n}\n";
-
-    fn patched(fix: bool, tests: &str) -> String {
-        let code = if fix {
-            "pub fn clamp(x: i64, lo: i64, hi: i64) -> i64 {\n    x.max(lo).min(hi)\n}\n"
-        } else {
-            "pub fn clamp(x: i64, lo: i64, hi: i64) -> i64 {\n    x.max(lo)\n}\n"
-        };
-        format!("{code}\n#[cfg(test)]\nmod tests {{\n{tests}}}\n")
-    }
-
-    const LOW: &str =
-        "    #[test]\n    fn low() {\n        assert_eq!(super::clamp(-5, 0, 3), 0);\n    }\n";
-    const HIGH: &str =
-        "\n    #[test]\n    fn high() {\n        assert_eq!(super::clamp(9, 0, 3), 3);\n    }\n";
-
-    #[test]
-    fn a_test_added_to_an_in_file_module_runs_on_the_pinned_source() {
-        let patched = patched(true, &format!("{LOW}{HIGH}"));
-        let pinned_tree =
-            rust_tests_transplanted(PINNED, &patched, TreeKind::PinnedWithNewTests).unwrap();
-        assert!(pinned_tree.contains("    x.max(lo)\n}"), "{pinned_tree}");
-        assert!(!pinned_tree.contains("min(hi)"), "{pinned_tree}");
-        assert!(pinned_tree.contains("fn high()") && pinned_tree.contains("fn low()"));
-        // The patched tree takes the file as patched; the base tree as pinned.
-        assert_eq!(
-            rust_tests_transplanted(PINNED, &patched, TreeKind::Patched),
-            None
-        );
-        assert_eq!(
-            rust_tests_transplanted(PINNED, &patched, TreeKind::Base),
-            None
-        );
-    }
-
-    #[test]
-    fn a_weakened_in_file_test_stays_as_pinned_in_both_trees() {
-        let weakened = patched(true, &format!("{}{HIGH}", LOW.replace("0);", "-5);")));
-        let pinned_tree =
-            rust_tests_transplanted(PINNED, &weakened, TreeKind::PinnedWithNewTests).unwrap();
-        assert_eq!(pinned_tree, PINNED);
-        let patched_tree = rust_tests_transplanted(PINNED, &weakened, TreeKind::Patched).unwrap();
-        assert!(patched_tree.contains("min(hi)"), "{patched_tree}");
-        assert!(
-            patched_tree.contains("assert_eq!(super::clamp(-5, 0, 3), 0);"),
-            "{patched_tree}"
-        );
-        assert!(!patched_tree.contains("fn high()"), "{patched_tree}");
-    }
-
-    #[test]
-    fn unchanged_test_code_leaves_the_file_to_the_tree_kind() {
-        let patched = patched(true, LOW);
-        for kind in [
-            TreeKind::Base,
-            TreeKind::PinnedWithNewTests,
-            TreeKind::Patched,
-        ] {
-            assert_eq!(rust_tests_transplanted(PINNED, &patched, kind), None);
-        }
-    }
-}
-
-#[cfg(test)]
-mod mod_decl_tests {
-    use super::*;
-
-    #[test]
-    fn a_declared_test_module_is_taken_into_the_pinned_tree() {
-        let pinned = "mod a;\npub use a::A;\n\npub fn f() -> u8 {\n    0\n}\n";
-        let patched = "mod a;\npub use a::A;\n\n#[cfg(test)]\nmod new_tests;\n\npub fn f() -> u8 {\n    1\n}\n";
-        let tree = rust_tests_transplanted(pinned, patched, TreeKind::PinnedWithNewTests).unwrap();
-        assert!(tree.contains("#[cfg(test)]\nmod new_tests;"), "{tree}");
-        assert!(tree.contains("    0\n"), "{tree}");
-    }
-}
-
-#[cfg(test)]
 mod same_path_tests {
     use super::*;
     use std::sync::Mutex;
 
     /// Answers as a unittest run would, reporting the tree it was given in the test's name
     /// (as a test id that holds a path does).
-    struct Recording(Mutex<Vec<PathBuf>>);
+    struct Recording(Mutex<Vec<PathBuf>>, bool);
 
     impl TestExecutor for Recording {
         fn run(
@@ -1063,7 +887,8 @@ mod same_path_tests {
                 tests.push(("tests.test_new.T.test_new".to_owned(), !pinned));
             }
             if !selected {
-                tests.push((format!("tests.test_old.T.test_at{at}"), true));
+                let name = if self.1 { at } else { String::new() };
+                tests.push((format!("tests.test_old.T.test_at{name}"), true));
             }
             let failed = tests.iter().any(|(_, ok)| !ok);
             let code = i32::from(failed);
@@ -1136,7 +961,8 @@ mod same_path_tests {
             timeout: Duration::from_secs(5),
             test_env: &env,
         };
-        let executor = Recording(Mutex::new(Vec::new()));
+        let executor = Recording(Mutex::new(Vec::new()), true);
+        let kept = BaseInventories::at(dir.path().join("kept"));
         let report = run_witness(
             &repo,
             pin,
@@ -1145,6 +971,7 @@ mod same_path_tests {
             &plan,
             &executor,
             &dir.path().join("work"),
+            Some(&kept),
         )
         .unwrap();
         let paths = executor.0.lock().unwrap().clone();
@@ -1152,6 +979,71 @@ mod same_path_tests {
         assert!(paths.iter().all(|p| p == &paths[0]), "{paths:?}");
         // The base test's id holds the path, and the patched full run still finds it.
         assert!(report.green, "{:?}", report.failure);
+
+        // A second witness at the pin finds the base run kept, but its ids hold the first
+        // witness's path in a form not moved: graded short against it, the base runs again
+        // and the verdict is the same.
+        let again = Recording(Mutex::new(Vec::new()), true);
+        let report = run_witness(
+            &repo,
+            pin,
+            &changes,
+            &["tests/test_old.py".to_owned()],
+            &plan,
+            &again,
+            &dir.path().join("work"),
+            Some(&kept),
+        )
+        .unwrap();
+        let second = again.0.lock().unwrap().clone();
+        assert_eq!(second.len(), 4, "{second:?}");
+        assert!(report.green, "{:?}", report.failure);
+        let base = &report.steps[1].output;
+        assert_eq!(base.step, "base_full");
+        assert!(base.reused.is_none(), "{base:?}");
+
+        // Where the ids do not hold the path, the kept base run is reused: three commands.
+        let plain = BaseInventories::at(dir.path().join("plain"));
+        for runs in [4, 3] {
+            let executor = Recording(Mutex::new(Vec::new()), false);
+            let report = run_witness(
+                &repo,
+                pin,
+                &changes,
+                &["tests/test_old.py".to_owned()],
+                &plan,
+                &executor,
+                &dir.path().join("work"),
+                Some(&plain),
+            )
+            .unwrap();
+            assert_eq!(executor.0.lock().unwrap().len(), runs);
+            assert!(report.green, "{:?}", report.failure);
+            let base = &report.steps[1].output;
+            assert_eq!(base.reused.is_some(), runs == 3, "{base:?}");
+        }
+
+        // Another command is another key: its base runs again.
+        let other: Vec<String> = ["python3", "-m", "unittest", "-v", "-b"]
+            .map(String::from)
+            .to_vec();
+        let plan = WitnessPlan {
+            test_command: &other,
+            ..plan
+        };
+        let third = Recording(Mutex::new(Vec::new()), false);
+        run_witness(
+            &repo,
+            pin,
+            &changes,
+            &["tests/test_old.py".to_owned()],
+            &plan,
+            &third,
+            &dir.path().join("work"),
+            Some(&plain),
+        )
+        .unwrap();
+        assert_eq!(third.0.lock().unwrap().len(), 4);
     }
 }
 

@@ -97,6 +97,7 @@ impl Fixture {
             inventory: None,
             full_run: None,
             blocked: Vec::new(),
+            reused: None,
         };
         let item = NewQueueItem {
             repository: "acme/textkit".to_owned(),

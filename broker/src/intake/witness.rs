@@ -79,6 +79,8 @@ pub fn run(bench: &WitnessBench<'_>, run: &RunRegistration, gated: Gated) -> Sta
     // Queued behind `witness_concurrency` other witness runs, so N runs submitting at once
     // do not start N test suites together.
     let slot = bench.slots.acquire();
+    // The base run of a pin is kept and reused by later witnesses at it.
+    let kept = crate::witness::BaseInventories::at(work_dir.join("base-inventories"));
     let report = crate::witness::run_witness(
         repo,
         pin,
@@ -87,6 +89,7 @@ pub fn run(bench: &WitnessBench<'_>, run: &RunRegistration, gated: Gated) -> Sta
         &plan,
         bench.executor,
         &work_dir,
+        Some(&kept),
     );
     drop(slot);
     let report = report?;
