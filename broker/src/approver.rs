@@ -62,7 +62,8 @@ pub fn item_view(broker: &Broker, id: i64) -> Result<(ItemView, Option<JudgeScor
         .unwrap_or_default();
     let view = ItemView::of(&item, issue, score.as_ref().map(|(j, _)| j.clone()), branch)
         .with_confirmed_injections(confirmed)
-        .with_approvals(broker.approvals(id)?);
+        .with_approvals(broker.approvals(id)?)
+        .opening_pull_request(broker.opens_pull_requests(&item.item.repository));
     Ok((view, score))
 }
 

@@ -375,6 +375,7 @@ pub fn run() -> ExitCode {
                     | Error::RiskNotConfirmed { .. }
                     | Error::SeniorRouteWithoutApprovers { .. }
                     | Error::AlreadyApproved { .. }
+                    | Error::AlreadyPublished { .. }
                     | Error::AttestationRefused { .. }
                     | Error::SigningNotConfigured { .. }
             );
@@ -554,7 +555,7 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
             };
             match broker.approve(id, &request)? {
                 crate::decisions::Approval::Published(item) => {
-                    write_published(&mut out, "approved", &item).map_err(w)
+                    write_published(&mut out, &broker, "approved", &item).map_err(w)
                 }
                 crate::decisions::Approval::Pending { item, approvals } => writeln!(
                     out,
@@ -569,8 +570,8 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
         }
         Command::Approver { command } => approver_command(&broker, command, &mut out),
         Command::Publish { id } => {
-            let item = broker.publish(id)?;
-            write_published(&mut out, "published", &item).map_err(w)
+            let item = broker.publish_requested(id)?;
+            write_published(&mut out, &broker, "published", &item).map_err(w)
         }
         Command::Abandon { id, reason, by } => {
             let item = broker.abandon(id, &decider(by.as_deref())?, &reason)?;
@@ -773,7 +774,12 @@ fn approver_command(
     }
 }
 
-fn write_published(out: &mut impl Write, verb: &str, item: &QueueItem) -> std::io::Result<()> {
+fn write_published(
+    out: &mut impl Write,
+    broker: &Broker,
+    verb: &str,
+    item: &QueueItem,
+) -> std::io::Result<()> {
     if let Some(review) = &item.review {
         return writeln!(
             out,
@@ -788,14 +794,9 @@ fn write_published(out: &mut impl Write, verb: &str, item: &QueueItem) -> std::i
     }
     writeln!(
         out,
-        "{verb} {}: pushed {} at {}{}",
+        "{verb} {}: {}",
         item.id,
-        item.branch.as_deref().unwrap_or("?"),
-        item.commit.as_deref().unwrap_or("?"),
-        item.pr_url
-            .as_deref()
-            .map(|u| format!("; draft pull request {u}"))
-            .unwrap_or_default()
+        airlock_policies::terminal::escaped_line(&broker.published_words(item))
     )
 }
 

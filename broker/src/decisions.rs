@@ -271,6 +271,46 @@ impl Broker {
         Ok(item)
     }
 
+    /// `airlock-broker publish N`: [`Broker::publish`], refused for an item published already
+    /// (a person asking twice is told so; nothing is pushed again).
+    pub fn publish_requested(&self, id: i64) -> Result<QueueItem> {
+        let item = self.queue_item(id)?;
+        if item.status == QueueStatus::Published {
+            return Err(Error::AlreadyPublished {
+                id,
+                what: self.published_words(&item),
+            });
+        }
+        self.publish(id)
+    }
+
+    /// Whether approving an item of `repository` opens a draft pull request: only with a forge
+    /// token (`forge_token_env` in broker.toml); without one the branch is only pushed.
+    pub fn opens_pull_requests(&self, repository: &str) -> bool {
+        self.config
+            .repositories
+            .get(repository)
+            .is_some_and(|cfg| cfg.forge_token_env.is_some())
+    }
+
+    /// What a published item's publication did, for a person: the branch and commit pushed,
+    /// and the draft pull request or why there is none.
+    pub fn published_words(&self, item: &QueueItem) -> String {
+        let pushed = format!(
+            "pushed {} at {}",
+            item.branch.as_deref().unwrap_or("(no branch)"),
+            item.commit.as_deref().unwrap_or("(no commit)")
+        );
+        match (
+            &item.pr_url,
+            self.opens_pull_requests(&item.item.repository),
+        ) {
+            (Some(url), _) => format!("{pushed}; draft pull request {url}"),
+            (None, false) => format!("{pushed}; no pull request: no forge token configured"),
+            (None, true) => format!("{pushed}; no pull request"),
+        }
+    }
+
     /// Publish an approved item, or retry one whose publication failed (idempotent: a
     /// publication cut short by a crash resumes). A failure fails only this item: it is left
     /// `publish_failed` with the error (audited), and the error is returned. A missing forge

@@ -149,6 +149,25 @@ pub enum Error {
         /// The approver.
         by: String,
     },
+    /// `publish N` on an item that is published already: nothing is pushed again.
+    #[error("queue item {id} is published already ({what}): nothing to publish again")]
+    AlreadyPublished {
+        /// The queue item.
+        id: i64,
+        /// What was published: the branch and commit, and the pull request or why none.
+        what: String,
+    },
+    /// A repository's `clone` in broker.toml names a directory that does not exist.
+    #[error(
+        "the broker's clone {} does not exist: create it with `git clone REMOTE {}` (the \
+         repository's remote) or fix `clone` in broker.toml",
+        path.display(),
+        path.display()
+    )]
+    CloneMissing {
+        /// The configured clone.
+        path: PathBuf,
+    },
     /// A reviewer's action on a pull request does not start a follow-up, and why.
     #[error("pull request feedback refused: {0}")]
     FeedbackRefused(String),

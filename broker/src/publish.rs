@@ -930,6 +930,12 @@ impl GitHubForge {
 
 /// Open the broker's own clone.
 pub fn open_clone(path: &std::path::Path) -> Result<git2::Repository> {
+    // libgit2 says only `class=Os (2); code=NotFound (-3)`: say which setting to fix.
+    if !path.exists() {
+        return Err(Error::CloneMissing {
+            path: path.to_path_buf(),
+        });
+    }
     git2::Repository::open(path).map_err(Error::git(format!(
         "opening the broker's clone {}",
         path.display()

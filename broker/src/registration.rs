@@ -1,4 +1,5 @@
-//! Run registration: a run is checked against `broker.toml` before the broker takes any of its
+//! Run registration, and the check a run makes before it pins (`preflight`: the repository known,
+//! the issue's open items). A run is checked against `broker.toml` before the broker takes any of its
 //! calls: a configured repository, a full commit id its clone has (fetched once when missing),
 //! a worktree under the runs root for a shared tree, a test command the runner accepts, a test
 //! environment no wider than the broker allows, and, for a follow-up, the head it must start
@@ -10,9 +11,39 @@ use crate::config::{BrokerConfig, RepositoryConfig};
 use crate::error::{Error, Result};
 use crate::publish;
 use crate::service::{Broker, open_clone, unix_now};
-use airlock_protocol::{RunRegistration, TreeTransfer};
+use crate::store::QueueStatus;
+use airlock_protocol::{BrokerReply, OpenItem, Preflight, RunRegistration, TreeTransfer};
 
 impl Broker {
+    /// What a run asks before it pins: whether `broker.toml` configures its repository, and
+    /// the issue's pull-request items that are still open (queued, approved, or approved with
+    /// a failed publication), oldest first. Changes nothing.
+    pub fn preflight(&self, preflight: &Preflight) -> Result<BrokerReply> {
+        let repository_known = self.config.repositories.contains_key(&preflight.repository);
+        let open_items = self
+            .queue()?
+            .into_iter()
+            .filter(|item| {
+                item.review.is_none()
+                    && item.item.repository == preflight.repository
+                    && item.item.issue_id == preflight.issue_id
+                    && matches!(
+                        item.status,
+                        QueueStatus::Queued | QueueStatus::Approved | QueueStatus::PublishFailed
+                    )
+            })
+            .map(|item| OpenItem {
+                queue_id: item.id,
+                run_id: item.run_id,
+                status: item.status.as_str().to_owned(),
+            })
+            .collect();
+        Ok(BrokerReply::Preflight {
+            repository_known,
+            open_items,
+        })
+    }
+
     /// Register a run after checking it against the configuration.
     pub fn register_run(&self, run: &RunRegistration) -> Result<()> {
         if run.run_id.trim().is_empty() || run.run_id.len() > 200 {

@@ -190,6 +190,7 @@ impl Broker {
             Request::JudgeScore(score) => self
                 .record_judge_score(&score)
                 .map(|queue_id| BrokerReply::ScoreRecorded { queue_id }),
+            Request::Preflight(preflight) => self.preflight(&preflight),
         };
         result.unwrap_or_else(|e| BrokerReply::Failed {
             message: e.to_string(),

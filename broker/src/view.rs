@@ -143,6 +143,9 @@ pub struct ItemView {
     pub commit: Option<String>,
     /// The draft pull request, once opened.
     pub pr_url: Option<String>,
+    /// Whether approval opens a draft pull request: only with the repository's forge token
+    /// (`forge_token_env` in broker.toml); without one the branch is only pushed.
+    pub opens_pull_request: bool,
     /// Who decided, when a person did.
     pub decided_by: Option<String>,
     /// The denial reason.
@@ -256,6 +259,7 @@ impl ItemView {
             branch: item.branch.clone().unwrap_or(branch_to_push),
             commit: item.commit.clone(),
             pr_url: item.pr_url.clone(),
+            opens_pull_request: true,
             decided_by: item.decided_by.clone(),
             reason: item.reason.clone(),
             publish_error: item.publish_error.clone(),
@@ -294,6 +298,13 @@ impl ItemView {
 }
 
 impl ItemView {
+    /// The view saying whether approval opens a draft pull request (see
+    /// [`crate::service::Broker::opens_pull_requests`]).
+    pub fn opening_pull_request(mut self, opens: bool) -> Self {
+        self.opens_pull_request = opens;
+        self
+    }
+
     /// The view with the approvals given on the item so far.
     pub fn with_approvals(mut self, approvals: Vec<crate::store::ApprovalRecord>) -> Self {
         self.approvals = approvals;
@@ -772,6 +783,12 @@ pub fn render_item(
             "pr:        "
         };
         out.push_str(&format!("{label} {}\n", escaped_line(url)));
+    } else if view.status == "published" && view.review.is_none() {
+        out.push_str(if view.opens_pull_request {
+            "pr:         none: pushed only\n"
+        } else {
+            "pr:         none: pushed; no pull request: no forge token configured\n"
+        });
     }
 
     out.push_str(&format!("risk:       {}\n", view.risk.summary()));

@@ -20,7 +20,10 @@ pub enum Error {
     #[error("invalid model configuration: {0}")]
     Config(String),
     /// The environment variable that should hold the API key is unset or empty.
-    #[error("API key environment variable {env_var} is not set (or is empty)")]
+    #[error(
+        "API key environment variable {env_var} is not set (or is empty): export it in this \
+         shell, or name the variable that holds the key with [model.config] api_key_env"
+    )]
     MissingApiKey {
         /// The variable's name (never its value).
         env_var: String,

@@ -61,10 +61,10 @@ pub use cassette::{
 };
 pub use config::{BudgetLimits, CacheRates, ModelConfig, ModelPrice, RetryConfig};
 pub use error::{Error, Result};
-pub use factory::{from_spec, from_spec_with_env};
+pub use factory::{check_spec, check_spec_with_env, from_spec, from_spec_with_env};
 pub use http::HttpModel;
 pub use scripted::{ScriptToolCall, ScriptTurn, ScriptedModel, parse_script};
-pub use spec::{ACCEPTED_SPECS, ModelSpec, OLLAMA_BASE_URL};
+pub use spec::{ACCEPTED_SPECS, KINDS, ModelSpec, OLLAMA_BASE_URL};
 pub use types::{
     AssistantMessage, ChatOptions, ChatRequest, ChatResponse, InvalidToolArguments, Message, Role,
     StopReason, ToolCall, ToolChoice, ToolResult, ToolSpec, Usage,

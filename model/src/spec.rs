@@ -9,6 +9,43 @@ use crate::{Error, Result};
 pub const ACCEPTED_SPECS: &str = "openai:MODEL, anthropic:MODEL, ollama:MODEL, \
 openai-compatible:BASE_URL#MODEL, scripted:PATH, replay:PATH";
 
+/// The kinds a spec may start with, as `KIND:` (the forms of [`ACCEPTED_SPECS`]).
+pub const KINDS: [&str; 6] = [
+    "openai",
+    "anthropic",
+    "ollama",
+    "openai-compatible",
+    "scripted",
+    "replay",
+];
+
+/// The known kind `kind` is most likely a misspelling of: one or two letters off (an edit
+/// distance of at most 2), else none.
+fn closest_kind(kind: &str) -> Option<&'static str> {
+    KINDS
+        .iter()
+        .map(|k| (edit_distance(&kind.to_ascii_lowercase(), k), *k))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substituted = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substituted.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
+}
+
 /// Where Ollama serves the OpenAI protocol by default.
 pub const OLLAMA_BASE_URL: &str = "http://127.0.0.1:11434/v1";
 
@@ -58,7 +95,10 @@ impl ModelSpec {
             accepted: ACCEPTED_SPECS,
         };
         let Some((kind, rest)) = spec.split_once(':') else {
-            return Err(bad("missing the `KIND:` prefix"));
+            return Err(bad(&format!(
+                "missing the `KIND:` prefix (KIND is one of {}; e.g. anthropic:{spec})",
+                KINDS.join(", ")
+            )));
         };
         let rest = rest.trim();
         if rest.is_empty() {
@@ -91,7 +131,10 @@ impl ModelSpec {
             "replay" => Ok(ModelSpec::Replay {
                 path: PathBuf::from(rest),
             }),
-            _ => Err(bad(&format!("unknown kind `{kind}`"))),
+            _ => Err(bad(&match closest_kind(kind) {
+                Some(near) => format!("unknown kind `{kind}` (did you mean `{near}`?)"),
+                None => format!("unknown kind `{kind}` (known: {})", KINDS.join(", ")),
+            })),
         }
     }
 }

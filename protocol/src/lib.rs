@@ -6,6 +6,7 @@
 mod claims;
 mod findings;
 mod judge;
+mod preflight;
 mod reply;
 mod request;
 mod review;
@@ -16,6 +17,7 @@ pub use airlock_policies::testrun::{TestEnvironment, TestRunner};
 pub use claims::*;
 pub use findings::*;
 pub use judge::*;
+pub use preflight::*;
 pub use reply::*;
 pub use request::*;
 pub use review::*;

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use airlock_schemas::BrokerError;
 
-use crate::{ClaimStatus, FollowUpBrief, ForgeMark, JudgeSubject};
+use crate::{ClaimStatus, FollowUpBrief, ForgeMark, JudgeSubject, OpenItem};
 
 /// One reply line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -93,6 +93,14 @@ pub enum BrokerReply {
         /// How many findings the item lists now.
         findings: usize,
     },
+    /// The answer to `preflight`: whether the broker knows the repository, and the issue's
+    /// open queue items.
+    Preflight {
+        /// Whether `broker.toml` configures the repository.
+        repository_known: bool,
+        /// The items still waiting for a human (or for their publication), oldest first.
+        open_items: Vec<OpenItem>,
+    },
     /// The broker could not do its job (not a verdict on the submission).
     Failed {
         /// What went wrong.
@@ -118,6 +126,7 @@ impl BrokerReply {
             BrokerReply::Subjects { .. } => "subjects",
             BrokerReply::ScoreRecorded { .. } => "score_recorded",
             BrokerReply::FindingsRecorded { .. } => "findings_recorded",
+            BrokerReply::Preflight { .. } => "preflight",
             BrokerReply::Failed { .. } => "failed",
         }
     }
@@ -356,6 +365,17 @@ replies! {
             queue_id: i64,
             /// How many findings the item lists now.
             findings: usize,
+        },
+    }
+
+    /// What `preflight` gets.
+    PreflightReply for "preflight" {
+        /// The broker answered.
+        Preflight {
+            /// Whether `broker.toml` configures the repository.
+            repository_known: bool,
+            /// The open items, oldest first.
+            open_items: Vec<OpenItem>,
         },
     }
 

@@ -7,7 +7,7 @@ use airlock_policies::network::BlockedAttempt;
 
 use crate::{
     ClaimRelease, ClaimRequest, EnqueueWork, ItemFinding, JudgeScoreSubmission, JudgeSelection,
-    PrFeedback, ReviewSubmission, RunRegistration, SubmittedChange, TakeWork,
+    PrFeedback, Preflight, ReviewSubmission, RunRegistration, SubmittedChange, TakeWork,
 };
 
 /// One request, by operation: what a supervisor (or the CLI's client) asks the broker.
@@ -94,6 +94,10 @@ pub enum Request {
         /// The findings, as the run reports them.
         findings: Vec<ItemFinding>,
     },
+    /// `preflight`: what a run asks before it pins: whether the broker knows the repository
+    /// and which of the issue's queue items are still open. Answered
+    /// [`crate::PreflightReply`]; it changes nothing.
+    Preflight(Preflight),
 }
 
 impl Request {
@@ -172,14 +176,15 @@ impl Request {
             Request::JudgeSubjects(_) => "judge_subjects",
             Request::JudgeScore(_) => "judge_score",
             Request::ReportFindings { .. } => "report_findings",
+            Request::Preflight(_) => "preflight",
         }
     }
 }
 
 /// One request line as it travels: `op` is `register_run`, `open_pr`, `decision`, `claim`,
 /// `renew_claim`, `release_claim`, `enqueue_work`, `take_work`, `follow_up`, `pr_feedback`,
-/// `submit_review`, `judge_subjects`, `judge_score` or `report_findings`, with that
-/// operation's fields.
+/// `submit_review`, `judge_subjects`, `judge_score`, `report_findings` or `preflight`, with
+/// that operation's fields.
 /// [`Request`] is what both sides handle.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct WireRequest {
@@ -234,6 +239,9 @@ pub struct WireRequest {
     /// For `judge_score`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score: Option<JudgeScoreSubmission>,
+    /// For `preflight`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preflight: Option<Preflight>,
 }
 
 impl TryFrom<WireRequest> for Request {
@@ -324,10 +332,14 @@ impl TryFrom<WireRequest> for Request {
                 }),
                 None => Err("report_findings needs \"run_id\" and \"findings\"".to_owned()),
             },
+            "preflight" => match w.preflight {
+                Some(preflight) => Ok(Request::Preflight(preflight)),
+                None => Err("preflight needs \"preflight\" (repository, issue_id)".to_owned()),
+            },
             other => Err(format!(
                 "unknown op {other:?} (expected register_run, open_pr, decision, claim, \
                  renew_claim, release_claim, enqueue_work, take_work, follow_up, pr_feedback, \
-                 submit_review, judge_subjects, judge_score or report_findings)"
+                 submit_review, judge_subjects, judge_score, report_findings or preflight)"
             )),
         }
     }
@@ -413,6 +425,11 @@ impl From<Request> for WireRequest {
                 op,
                 run_id: Some(run_id),
                 findings,
+                ..WireRequest::default()
+            },
+            Request::Preflight(preflight) => WireRequest {
+                op,
+                preflight: Some(preflight),
                 ..WireRequest::default()
             },
         }

@@ -42,8 +42,9 @@ pub struct JudgeArgs {
     to: Option<i64>,
     #[command(flatten)]
     common: CommonArgs,
-    /// The broker configuration (default: $AIRLOCK_BROKER_CONFIG, else /etc/airlock/broker.toml).
-    #[arg(long)]
+    /// The broker configuration, broker.toml (default: $AIRLOCK_BROKER_CONFIG, else
+    /// /etc/airlock/broker.toml). `--broker-config` is the same option's older name.
+    #[arg(long = "config", alias = "broker-config", value_name = "BROKER_TOML")]
     broker_config: Option<PathBuf>,
     /// Issue text for a single item (Markdown or JSON file).
     #[arg(long, conflicts_with = "issues_dir")]

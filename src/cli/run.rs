@@ -60,6 +60,10 @@ pub struct RunArgs {
     /// Keep the worktree of a run that fails (by default it is removed; its records stay).
     #[arg(long)]
     keep: bool,
+    /// Run even though the issue has a queue item still waiting for a human (by default the
+    /// run is refused, naming the item).
+    #[arg(long)]
+    again: bool,
     /// Print the outcome document as JSON instead of a summary, and stream progress on stderr
     /// as JSON lines (one object per event) instead of readable lines.
     #[arg(long)]
@@ -146,7 +150,7 @@ fn parse_issue_source(given: &str) -> Result<IssueSource, String> {
 /// `quiet` (the global `-q`) turns the progress stream off.
 pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("locating the airlock binary for reader workers")?;
-    let report = runner::run_issue(
+    let report = runner::run_issue_with(
         &SupervisorArgs {
             repo: args.repo,
             commit: args.commit,
@@ -164,6 +168,11 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<ExitCode> {
             progress: progress_mode(quiet, args.json),
         },
         Overrides::default(),
+        if args.again {
+            runner::OpenItems::Allow
+        } else {
+            runner::OpenItems::Refuse
+        },
     )?;
     report_run(&report, args.json)
 }
@@ -251,6 +260,10 @@ fn report_run(report: &runner::RunReport, json: bool) -> anyhow::Result<ExitCode
         outln!("cost: {}", describe_cost(&report.usage));
         outln!("outcome: {}", report.outcome_path.display());
         outln!("trajectory: {}", report.trajectory_path.display());
+        // Last, where the eye lands: the item and the command that shows it.
+        if let Some(id) = report.queue_id {
+            outln!("queue item: {id} (show it with: airlock-broker show {id})");
+        }
     }
     if let Some(problem) = &report.model_finish_problem {
         eprintln!("airlock: warning: {problem}");

@@ -49,6 +49,53 @@ pub enum RunError {
         /// The config file consulted.
         config: String,
     },
+    /// The broker did not answer the run's first request (before the pin).
+    #[error(
+        "the broker at {endpoint} does not answer: start it (`airlock-broker serve --config \
+         broker.toml`, on its host for a [broker] url) or fix [broker] socket or url in {config}; \
+         {cause}"
+    )]
+    BrokerUnreachable {
+        /// Where the configuration says the broker is.
+        endpoint: String,
+        /// The config file consulted.
+        config: String,
+        /// What the connection said.
+        cause: String,
+    },
+    /// The broker answered, but does not know the run's repository.
+    #[error(
+        "the broker does not know the repository {repository:?}: add a \
+         [repositories.\"{repository}\"] block to its broker.toml (`airlock init` prints one) \
+         and restart it, or set [broker] repository in {config} to the name broker.toml uses"
+    )]
+    UnknownRepository {
+        /// The name the run registers under.
+        repository: String,
+        /// The config file consulted.
+        config: String,
+    },
+    /// The issue already has a queue item waiting for a human.
+    #[error(
+        "issue {issue_id} already has queue item {queue_id} ({status}, from run {run_id}): \
+         decide it first (`airlock-broker show {queue_id}`), or pass --again to queue another"
+    )]
+    OpenItem {
+        /// The issue.
+        issue_id: String,
+        /// The open item.
+        queue_id: i64,
+        /// Its status.
+        status: String,
+        /// The run that queued it.
+        run_id: String,
+    },
+    /// The broker could not answer the run's check before the pin.
+    #[error("the broker could not check the run before it starts: {message}")]
+    BrokerCheck {
+        /// The broker's message, or the protocol failure.
+        message: String,
+    },
     /// Indexing or another capability could not be set up.
     #[error("setting up {what}: {message}")]
     Setup {
@@ -92,15 +139,17 @@ pub enum RunError {
         /// What stopped it.
         error: Box<RunError>,
     },
-    /// The run stopped on an error after it began: its outcome document says so.
-    #[error("{source} (run {run_id} failed; its outcome: {})", outcome.display())]
+    /// The run stopped on an error after it began: its outcome document says so. What stopped
+    /// it is said once, first (it is not also this error's source, which a printer of the
+    /// cause chain would print a second time).
+    #[error("{error} (run {run_id} failed; its outcome: {})", outcome.display())]
     Failed {
         /// The run.
         run_id: String,
         /// `<run_dir>/outcome.json`, written with `result: failed`.
         outcome: PathBuf,
         /// What stopped it.
-        source: Box<RunError>,
+        error: Box<RunError>,
     },
 }
 

@@ -3,12 +3,15 @@
 
 mod doctor;
 mod intake;
+mod preflight;
+mod queued;
 mod records;
 
 pub use crate::run_error::RunError;
 pub use crate::setup::broker_endpoint;
 pub use crate::usage::ModelUsage;
 pub use doctor::{TestsDoctorArgs, TestsDoctorReport, doctor_tests};
+pub use preflight::OpenItems;
 pub use records::outcome_document;
 pub(crate) use records::{host_tag, next_run_id, prepare_repo_key};
 
@@ -93,6 +96,8 @@ pub struct RunReport {
     pub model_finish_problem: Option<String>,
     /// What the run's model calls used and cost (`outcome.json`'s `model_usage`).
     pub usage: ModelUsage,
+    /// The queue item the broker queued for the run's `open_pr`, when it queued one.
+    pub queue_id: Option<i64>,
 }
 
 impl RunReport {
@@ -120,8 +125,20 @@ pub fn load_config(path: Option<&Path>) -> Result<(Config, String), RunError> {
     }
 }
 
-/// Run one issue end to end.
+/// Run one issue end to end; an issue with an open queue item runs all the same.
 pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunError> {
+    run_issue_with(args, overrides, OpenItems::Allow)
+}
+
+/// Run one issue end to end, doing as `open_items` says about a queue item of the issue that
+/// still waits for a human. Everything checkable before the pin is checked first (the model
+/// spec and its key, the broker, the repository's registration, the open items): a failure
+/// there leaves no run id and no run directory.
+pub fn run_issue_with(
+    args: &RunArgs,
+    overrides: Overrides,
+    open_items: OpenItems,
+) -> Result<RunReport, RunError> {
     let (mut config, config_origin) = load_config(args.config.as_deref())?;
     if let Some(url) = &overrides.broker {
         config
@@ -149,6 +166,23 @@ pub fn run_issue(args: &RunArgs, overrides: Overrides) -> Result<RunReport, RunE
     let model_config: ModelConfig = config.model.config.clone();
     // A learnings file the policy refuses is the operator's mistake: said before anything runs.
     agent_policy(&agent, &config, &config_origin, &repo)?;
+    preflight::check_models(
+        &spec_text,
+        &config.model.config,
+        args.model.is_some(),
+        &config,
+        &config_origin,
+    )?;
+    // A replaced sink (tests, embedding) is not the broker `[broker]` names.
+    if overrides.pr_sink.is_none() {
+        preflight::check_broker(
+            &config,
+            &config_origin,
+            &broker_repository(&config, &repo),
+            &issue.id,
+            open_items,
+        )?;
+    }
 
     // Pin first: everything after this reads exactly this tree.
     let cache = MirrorCache::new(&config.paths.cache_dir)?;
@@ -347,6 +381,10 @@ fn reached_the_loop(error: &RunError) -> bool {
             | RunError::Policy(_)
             | RunError::Model(_)
             | RunError::NoBroker { .. }
+            | RunError::BrokerUnreachable { .. }
+            | RunError::UnknownRepository { .. }
+            | RunError::OpenItem { .. }
+            | RunError::BrokerCheck { .. }
             | RunError::Setup { .. }
             | RunError::Park(_)
             | RunError::Session(SessionError::Register(_))
@@ -471,7 +509,9 @@ fn execute(
         follow_up,
         agent,
     };
-    let mut env = run.env(tests.as_ref(), pr_sink.as_mut(), &references);
+    let queued = std::rc::Rc::new(std::cell::Cell::new(None));
+    let mut recording = queued::RecordingSink::new(pr_sink.as_mut(), queued.clone());
+    let mut env = run.env(tests.as_ref(), &mut recording, &references);
     let ended = match resumed {
         None => session::run(&spec, &mut env),
         Some(resumed) => session::resume(&spec, &mut env, resumed),
@@ -524,7 +564,18 @@ fn execute(
         trajectory_path: run.trajectory_path,
         model_finish_problem: closed.finish_problem,
         usage: closed.usage,
+        queue_id: queued.get(),
     })
+}
+
+/// The name the broker knows the run's repository by: `[broker] repository`, else the
+/// repository as the run was given it (what the run registers under).
+pub fn broker_repository(config: &Config, repo: &str) -> String {
+    config
+        .broker
+        .repository
+        .clone()
+        .unwrap_or_else(|| repo.to_owned())
 }
 
 /// The agent a run uses: `--agent`, else `[agent] definition`, else the issue fixer.

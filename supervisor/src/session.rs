@@ -236,7 +236,7 @@ pub fn resume(spec: &RunSpec, env: &mut Env<'_>, resumed: Resumed) -> Result<Run
     // and a broker that lost its state learns the run again.
     env.broker
         .register_run(&registration(spec, env, &baseline))
-        .map_err(|e| SessionError::Register(e.to_string()))?;
+        .map_err(|e| SessionError::Register(e.message))?;
     let mut session = Session::new(spec, env, baseline);
     session.ledger().restore(parked.ledger);
     let budgets = &spec.config.budgets;
@@ -485,7 +485,7 @@ fn start(spec: &RunSpec, env: &mut Env<'_>) -> Result<Start> {
     })?;
     env.broker
         .register_run(&registration(spec, env, &baseline))
-        .map_err(|e| SessionError::Register(e.to_string()))?;
+        .map_err(|e| SessionError::Register(e.message))?;
     Ok(Start::Ready(Box::new(baseline), issue_findings))
 }
 

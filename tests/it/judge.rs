@@ -164,7 +164,7 @@ impl Fixture {
         Command::new(env!("CARGO_BIN_EXE_airlock"))
             .arg("judge")
             .args(args)
-            .arg("--broker-config")
+            .arg("--config")
             .arg(&self.config)
             .arg("--issues-dir")
             .arg(self.dir.path())

@@ -15,6 +15,7 @@ mod history;
 mod judge;
 mod many_hosts;
 mod park;
+mod preflight;
 mod real_projects;
 mod reference_repos;
 mod retrieval;

@@ -36,7 +36,15 @@ pub(crate) fn setup() -> Setup {
     Setup { dir, repo, commit }
 }
 
-/// A broker stub for this test only: answers register_run and queues every open_pr.
+/// A stub's answer to the check a run makes before it pins (`preflight`): the repository is
+/// known and the issue has no open item. `None` for every other request.
+pub(crate) fn preflight_reply(req: &Value) -> Option<Value> {
+    (req["op"] == "preflight")
+        .then(|| json!({"status": "preflight", "repository_known": true, "open_items": []}))
+}
+
+/// A broker stub for this test only: answers the preflight and register_run and queues every
+/// open_pr (the preflight is not recorded among the requests seen).
 pub(crate) fn broker_stub(socket: &Path) -> Arc<Mutex<Vec<Value>>> {
     let listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -47,6 +55,10 @@ pub(crate) fn broker_stub(socket: &Path) -> Arc<Mutex<Vec<Value>>> {
             let mut line = String::new();
             BufReader::new(&stream).read_line(&mut line).unwrap();
             let req: Value = serde_json::from_str(&line).unwrap();
+            if let Some(reply) = preflight_reply(&req) {
+                stream.write_all(format!("{reply}\n").as_bytes()).unwrap();
+                continue;
+            }
             let reply = match req["op"].as_str() {
                 Some("register_run") => {
                     json!({"status": "registered", "run_id": req["run"]["run_id"]})
@@ -173,6 +185,10 @@ fn run_queues_a_pull_request_with_a_sandboxed_reader() {
         "stdout: {stdout}\nstderr: {stderr}"
     );
     assert!(stdout.contains("pull request queued"), "{stdout}");
+    assert!(
+        stdout.ends_with("queue item: 1 (show it with: airlock-broker show 1)\n"),
+        "{stdout}"
+    );
     assert!(!stderr.contains("warning"), "{stderr}");
     let seen = seen.lock().unwrap();
     assert_eq!(seen[0]["op"], "register_run");
@@ -294,6 +310,10 @@ fn broker_that_restarts(
             let mut line = String::new();
             BufReader::new(&stream).read_line(&mut line).unwrap();
             let req: Value = serde_json::from_str(&line).unwrap();
+            if let Some(reply) = preflight_reply(&req) {
+                stream.write_all(format!("{reply}\n").as_bytes()).unwrap();
+                continue;
+            }
             seen2.lock().unwrap().push(req.clone());
             if req["op"] == "open_pr" && !crashed {
                 crashed = true;
@@ -746,6 +766,8 @@ fn a_failed_run_leaves_its_outcome_and_audit_record_and_no_worktree_unless_kept(
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains("failed; its outcome:"), "{stderr}");
+        // Said once: the cause is not repeated after the run's words.
+        assert_eq!(stderr.matches("expectation failed").count(), 1, "{stderr}");
         let runs = s.dir.path().join("runs");
         let run_id = format!("CALC-7-{}-{}", &s.commit[..12], if keep { 2 } else { 1 });
         let outcome: Value = serde_json::from_str(

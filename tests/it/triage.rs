@@ -245,7 +245,8 @@ fn broker_stub(socket: &Path) {
             let mut line = String::new();
             BufReader::new(&stream).read_line(&mut line).unwrap();
             let req: Value = serde_json::from_str(&line).unwrap();
-            let reply = json!({"status": "registered", "run_id": req["run"]["run_id"]});
+            let reply = crate::run::preflight_reply(&req)
+                .unwrap_or_else(|| json!({"status": "registered", "run_id": req["run"]["run_id"]}));
             stream.write_all(format!("{reply}\n").as_bytes()).unwrap();
         }
     });

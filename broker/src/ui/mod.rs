@@ -291,7 +291,8 @@ fn error_response(csrf: Option<&str>, err: &Error) -> Response {
         | Error::FollowUpStale { .. }
         | Error::RiskNotConfirmed { .. }
         | Error::SeniorRouteWithoutApprovers { .. }
-        | Error::AlreadyApproved { .. } => StatusCode::CONFLICT,
+        | Error::AlreadyApproved { .. }
+        | Error::AlreadyPublished { .. } => StatusCode::CONFLICT,
         Error::BadReason | Error::BadFeedback { .. } | Error::BadApprovalReason => {
             StatusCode::BAD_REQUEST
         }
@@ -463,6 +464,7 @@ async fn item_page(
     // The notice is one of the page's own words, never text from the query.
     let notice = match query.done.as_str() {
         "approved" => Some("Approved: pushed and published."),
+        "pushed" => Some("Approved: pushed; no pull request: no forge token configured."),
         "approval-recorded" => Some(
             "Approval recorded; the item stays queued: its senior route needs another approver, one of them senior.",
         ),
@@ -514,6 +516,12 @@ async fn approve(
         confirm_risk: form.confirm.trim() == id.to_string(),
     };
     match blocking(move || broker.approve(id, &request)).await {
+        // A pull request's item published without one was pushed only (no forge token).
+        Ok(crate::decisions::Approval::Published(item))
+            if item.review.is_none() && item.pr_url.is_none() =>
+        {
+            Redirect::to(&format!("/items/{id}?done=pushed")).into_response()
+        }
         Ok(crate::decisions::Approval::Published(_)) => {
             Redirect::to(&format!("/items/{id}?done=approved")).into_response()
         }

@@ -543,6 +543,12 @@ fn decision_forms(view: &ItemView, csrf: &str) -> String {
     let id = view.id;
     let c = esc_text(csrf);
     let mut b = String::new();
+    // What the button promises is what approval does: no forge token, no pull request.
+    let button = if view.opens_pull_request {
+        "Approve: push and open the draft pull request"
+    } else {
+        "Approve: push the branch (no pull request: no forge token configured)"
+    };
     if view.status == "queued" {
         let approve = if view.risk.is_risky() {
             format!(
@@ -550,12 +556,12 @@ fn decision_forms(view: &ItemView, csrf: &str) -> String {
                  <p>{WARN_ICON} This item is risky ({}). Read the risk summary at the top first.</p>\
                  <label>Type the item id <code>{id}</code> to confirm you saw every risk signal<br><input name=\"confirm\" id=\"confirm-risk\" required autocomplete=\"off\" size=\"10\"></label>\
                  <label>Reason (one line, required)<br><input name=\"reason\" id=\"approve-reason\" required size=\"50\"></label>\
-                 <button class=\"approve\" id=\"approve\" type=\"submit\">Approve: push and open the draft pull request</button></form>",
+                 <button class=\"approve\" id=\"approve\" type=\"submit\">{button}</button></form>",
                 esc(&view.risk.summary())
             )
         } else {
             format!(
-                "<form method=\"post\" action=\"/items/{id}/approve\"><input type=\"hidden\" name=\"csrf\" value=\"{c}\"><label>Reason (one line, optional)<br><input name=\"reason\" id=\"approve-reason\" size=\"50\"></label><button class=\"approve\" id=\"approve\" type=\"submit\">Approve: push and open the draft pull request</button></form>"
+                "<form method=\"post\" action=\"/items/{id}/approve\"><input type=\"hidden\" name=\"csrf\" value=\"{c}\"><label>Reason (one line, optional)<br><input name=\"reason\" id=\"approve-reason\" size=\"50\"></label><button class=\"approve\" id=\"approve\" type=\"submit\">{button}</button></form>"
             )
         };
         let _ = write!(
@@ -670,6 +676,18 @@ pub fn item(
             esc(url)
         };
         row("Pull request", cell);
+    } else if view.status == "published" && view.review.is_none() {
+        row(
+            "Pull request",
+            format!(
+                "<span id=\"no-pull-request\">{}</span>",
+                if view.opens_pull_request {
+                    "none: pushed only"
+                } else {
+                    "none: pushed; no pull request: no forge token configured"
+                }
+            ),
+        );
     }
     if let Some(by) = &view.decided_by {
         row("Decided by", esc(by));

@@ -13,6 +13,7 @@ mod gates;
 mod harness;
 mod intake;
 mod invariants;
+mod preflight;
 mod publication;
 mod push_http;
 mod remote;

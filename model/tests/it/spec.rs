@@ -93,3 +93,39 @@ fn missing_files_are_io_errors() {
         "{err}"
     );
 }
+
+#[test]
+fn a_misspelt_kind_is_named_with_the_kind_meant_and_a_missing_kind_lists_the_kinds() {
+    let msg = ModelSpec::parse("anthropik:x").unwrap_err().to_string();
+    assert!(
+        msg.contains("unknown kind `anthropik` (did you mean `anthropic`?)"),
+        "{msg}"
+    );
+    let msg = ModelSpec::parse("claude-sonnet").unwrap_err().to_string();
+    assert!(
+        msg.contains(
+            "KIND is one of openai, anthropic, ollama, openai-compatible, scripted, replay"
+        ),
+        "{msg}"
+    );
+    let msg = ModelSpec::parse("zzzzzz:x").unwrap_err().to_string();
+    assert!(msg.contains("(known: openai, anthropic"), "{msg}");
+}
+
+#[test]
+fn check_spec_finds_an_unset_key_and_a_missing_script_without_calling_a_model() {
+    let config = ModelConfig::default();
+    let err = airlock_model::check_spec_with_env("anthropic:x", &config, &|_| None).unwrap_err();
+    assert!(
+        matches!(&err, Error::MissingApiKey { env_var } if env_var == "ANTHROPIC_API_KEY"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("api_key_env"), "{err}");
+    let ok = airlock_model::check_spec_with_env("anthropic:x", &config, &|_| Some("k".into()));
+    assert!(ok.is_ok(), "{ok:?}");
+    let err = airlock_model::check_spec("scripted:/nonexistent/script.jsonl", &config).unwrap_err();
+    assert!(
+        err.to_string().contains("/nonexistent/script.jsonl"),
+        "{err}"
+    );
+}

@@ -236,10 +236,9 @@ impl PrSink for BrokerSocket {
             .and_then(typed::<RegisterRunReply>)?
         {
             RegisterRunReply::Registered { .. } => Ok(()),
-            failed @ RegisterRunReply::Failed { .. } => Err(ToolFailure::new(
-                "broker_refused",
-                serde_json::to_string(&failed).unwrap_or_default(),
-            )),
+            RegisterRunReply::Failed { message } => {
+                Err(ToolFailure::new("broker_refused", message))
+            }
         }
     }
 

@@ -115,7 +115,7 @@ impl Started {
         RunError::Failed {
             run_id: self.run_id,
             outcome,
-            source: Box::new(error),
+            error: Box::new(error),
         }
     }
 }
