@@ -192,6 +192,8 @@ pub struct WitnessPlan<'a> {
     /// The environment of every command (from the run's registration, checked against
     /// `broker.toml` when the run registered).
     pub test_env: &'a TestEnvironment,
+    /// Where base runs are kept for the later witnesses at a pin; `None` runs every base.
+    pub base_inventories: Option<&'a BaseInventories>,
 }
 
 fn keep(text: String) -> String {
@@ -620,8 +622,8 @@ pub fn run_witness(
     plan: &WitnessPlan<'_>,
     executor: &dyn TestExecutor,
     work_dir: &Path,
-    kept: Option<&BaseInventories>,
 ) -> Result<WitnessReport> {
+    let kept = plan.base_inventories;
     std::fs::create_dir_all(work_dir)
         .map_err(Error::io(format!("creating {}", work_dir.display())))?;
     let scratch = tempfile::Builder::new()
@@ -954,15 +956,16 @@ mod same_path_tests {
             .map(String::from)
             .to_vec();
         let env = TestEnvironment::default();
+        let kept = BaseInventories::at(dir.path().join("kept"));
         let plan = WitnessPlan {
             test_command: &command,
             runner: TestRunner::Unittest,
             before_failing_test: Some("tests.test_new.T.test_new"),
             timeout: Duration::from_secs(5),
             test_env: &env,
+            base_inventories: Some(&kept),
         };
         let executor = Recording(Mutex::new(Vec::new()), true);
-        let kept = BaseInventories::at(dir.path().join("kept"));
         let report = run_witness(
             &repo,
             pin,
@@ -971,7 +974,6 @@ mod same_path_tests {
             &plan,
             &executor,
             &dir.path().join("work"),
-            Some(&kept),
         )
         .unwrap();
         let paths = executor.0.lock().unwrap().clone();
@@ -992,7 +994,6 @@ mod same_path_tests {
             &plan,
             &again,
             &dir.path().join("work"),
-            Some(&kept),
         )
         .unwrap();
         let second = again.0.lock().unwrap().clone();
@@ -1004,6 +1005,10 @@ mod same_path_tests {
 
         // Where the ids do not hold the path, the kept base run is reused: three commands.
         let plain = BaseInventories::at(dir.path().join("plain"));
+        let plan = WitnessPlan {
+            base_inventories: Some(&plain),
+            ..plan
+        };
         for runs in [4, 3] {
             let executor = Recording(Mutex::new(Vec::new()), false);
             let report = run_witness(
@@ -1014,7 +1019,6 @@ mod same_path_tests {
                 &plan,
                 &executor,
                 &dir.path().join("work"),
-                Some(&plain),
             )
             .unwrap();
             assert_eq!(executor.0.lock().unwrap().len(), runs);
@@ -1040,7 +1044,6 @@ mod same_path_tests {
             &plan,
             &third,
             &dir.path().join("work"),
-            Some(&plain),
         )
         .unwrap();
         assert_eq!(third.0.lock().unwrap().len(), 4);

@@ -68,19 +68,20 @@ pub fn run(bench: &WitnessBench<'_>, run: &RunRegistration, gated: Gated) -> Sta
         return Err(refusal.into());
     }
     let pinned_tests = pinned_test_files(repo, pin, bench.rules)?;
+    let work_dir = bench.config.witness_work_dir();
+    // The base run of a pin is kept and reused by later witnesses at it.
+    let kept = crate::witness::BaseInventories::at(work_dir.join("base-inventories"));
     let plan = WitnessPlan {
         test_command: &run.test_command,
         runner: run.test_runner,
         before_failing_test: fail_to_pass,
         timeout: bench.config.witness_timeout,
         test_env: &run.test_env,
+        base_inventories: Some(&kept),
     };
-    let work_dir = bench.config.witness_work_dir();
     // Queued behind `witness_concurrency` other witness runs, so N runs submitting at once
     // do not start N test suites together.
     let slot = bench.slots.acquire();
-    // The base run of a pin is kept and reused by later witnesses at it.
-    let kept = crate::witness::BaseInventories::at(work_dir.join("base-inventories"));
     let report = crate::witness::run_witness(
         repo,
         pin,
@@ -89,7 +90,6 @@ pub fn run(bench: &WitnessBench<'_>, run: &RunRegistration, gated: Gated) -> Sta
         &plan,
         bench.executor,
         &work_dir,
-        Some(&kept),
     );
     drop(slot);
     let report = report?;
