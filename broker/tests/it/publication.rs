@@ -113,8 +113,17 @@ fn a_rejected_push_fails_only_its_item_serve_restarts_and_publish_retries_it() {
             pr_url: None
         }
     );
-    // Publishing a published item is a no-op; abandoning it is refused.
-    assert!(fx.cli(&["publish", &id.to_string()]).status.success());
+    // Publishing a published item again is refused (nothing is pushed twice), as is
+    // abandoning it.
+    let head = fx.remote_ref(&branch);
+    let again = fx.cli(&["publish", &id.to_string()]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("is published already"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(fx.remote_ref(&branch), head);
     assert_eq!(
         fx.cli(&["abandon", &id.to_string(), "--reason", "late"])
             .status
