@@ -168,7 +168,8 @@ pub struct RepositoryConfig {
     /// Base URL of the GitHub REST API (tests point it at a local server).
     #[serde(default = "default_github_api")]
     pub github_api: String,
-    /// `owner/name` on the forge; defaults to the repository's name in this file.
+    /// `owner/name` on the forge; defaults to the repository's name in this file. Required
+    /// to be of that form only with `forge_token_env` (no pull request is opened without it).
     #[serde(default)]
     pub forge_repo: Option<String>,
     /// Private key the push uses over SSH (`ssh -i KEY -o IdentitiesOnly=yes -o BatchMode=yes`);
@@ -457,10 +458,17 @@ impl BrokerConfig {
                     repo.github_api
                 ));
             }
+            // The forge is only spoken to with a token: a repository published locally (a
+            // path, a remote off GitHub, no forge_token_env) needs no `owner/name`.
             let forge_repo = repo.forge_repo.clone().unwrap_or_else(|| name.clone());
-            if forge_repo.split('/').count() != 2 || forge_repo.split('/').any(str::is_empty) {
+            if (repo.forge_token_env.is_some() || repo.forge_repo.is_some())
+                && (forge_repo.split('/').count() != 2 || forge_repo.split('/').any(str::is_empty))
+            {
                 return Err(format!(
-                    "repositories.{name:?}.forge_repo: {forge_repo:?} is not of the form owner/name"
+                    "repositories.{name:?}.forge_repo: {forge_repo:?} is not of the form \
+                     owner/name (the draft pull request is opened on it): set forge_repo = \
+                     \"OWNER/NAME\", or remove forge_token_env for a repository published \
+                     without a pull request"
                 ));
             }
             repo.clone = abs(repo.clone);
@@ -617,6 +625,30 @@ forge_token_env = "AIRLOCK_FORGE_TOKEN"
         assert_eq!(r.clone, PathBuf::from("/etc/airlock/clones/widgets"));
         assert_eq!(r.github_api, "https://api.github.com");
         assert_eq!(r.forge_slug("acme/widgets"), "acme/widgets");
+    }
+
+    #[test]
+    fn forge_repo_is_needed_only_where_a_pull_request_is_opened() {
+        let local = GOOD
+            .replace("\"acme/widgets\"", "\"widgets\"")
+            .replace("remote = \"origin\"", "remote = \"/srv/git/widgets.git\"");
+        let without_token = local.replace("forge_token_env = \"AIRLOCK_FORGE_TOKEN\"\n", "");
+        let c = BrokerConfig::parse(&without_token, Path::new("/etc/airlock")).unwrap();
+        assert_eq!(c.repositories["widgets"].remote, "/srv/git/widgets.git");
+        let err = BrokerConfig::parse(&local, Path::new("/etc/airlock")).unwrap_err();
+        assert!(
+            err.contains("repositories.\"widgets\".forge_repo") && err.contains("OWNER/NAME"),
+            "{err}"
+        );
+        let named = local.replace(
+            "forge_token_env",
+            "forge_repo = \"acme/widgets\"\nforge_token_env",
+        );
+        let c = BrokerConfig::parse(&named, Path::new("/etc/airlock")).unwrap();
+        assert_eq!(
+            c.repositories["widgets"].forge_slug("widgets"),
+            "acme/widgets"
+        );
     }
 
     #[test]

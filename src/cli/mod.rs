@@ -26,6 +26,7 @@ mod eval_injection;
 mod history;
 mod init;
 mod judge;
+mod pair;
 mod reference_repos;
 mod retrieval;
 mod review;

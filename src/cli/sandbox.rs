@@ -4,7 +4,8 @@
 //! killed it; 124 when the timeout fired; 125 when the sandbox refused to run (a missing
 //! kernel feature) or could not be set up; 127 when the command was not found inside the
 //! sandbox and 126 when it was found but could not be executed (as a shell does).
-//! `airlock doctor` exits 0 when runs would go ahead, 1 when they would be refused.
+//! `airlock doctor` exits 0 when runs would go ahead, 1 when they would be refused (with
+//! `--config`: also when the airlock.toml and its broker.toml disagree), 2 on an error.
 
 use airlock_egress::EgressProxy;
 use airlock_policies::network::EgressRules;
@@ -37,6 +38,11 @@ pub struct DoctorArgs {
     /// The revision whose tests are checked (with --config).
     #[arg(long, default_value = "HEAD", requires = "config")]
     commit: String,
+    /// The broker.toml of the broker this airlock.toml uses (with --config; default: the
+    /// broker.toml beside it): first check the pair: the broker answers, the repository is
+    /// registered, every path a run grants is allowed, the forge token is set.
+    #[arg(long, value_name = "BROKER_TOML", requires = "config")]
+    broker_config: Option<PathBuf>,
 }
 
 /// Subcommands of `airlock sandbox`.
@@ -134,13 +140,15 @@ pub struct RunArgs {
 pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let report = airlock_sandbox::probe(None)?;
     if let Some(config) = &args.config {
+        let pair_ok = check_pair(config, &args.repo, args.broker_config.as_deref(), args.json)?;
         if report.runs_refused {
             anyhow::bail!(
                 "this host's kernel lacks a sandbox layer (run `airlock doctor` without --config \
                  for the list), so no test can run"
             );
         }
-        return tests_doctor(config, &args.repo, &args.commit, args.json);
+        let tests = tests_doctor(config, &args.repo, &args.commit, args.json)?;
+        return Ok(if pair_ok { tests } else { ExitCode::from(1) });
     }
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
@@ -229,6 +237,41 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `airlock doctor --config`'s first part: the airlock.toml against its broker.toml, one line
+/// per finding (on stderr with `--json`); whether every check passed.
+fn check_pair(
+    config_path: &std::path::Path,
+    repo: &str,
+    broker_config: Option<&std::path::Path>,
+    json: bool,
+) -> anyhow::Result<bool> {
+    let config = airlock_supervisor::config::Config::load(config_path)?;
+    let say = |line: String| {
+        if json {
+            eprintln!("{line}");
+        } else {
+            outln!("{line}");
+        }
+    };
+    let Some(broker_toml) = super::pair::broker_toml_for(config_path, broker_config) else {
+        say(format!(
+            "airlock doctor: no broker.toml beside {}: pass --broker-config to check the pair",
+            config_path.display()
+        ));
+        return Ok(true);
+    };
+    say(format!(
+        "airlock doctor: {} with {}",
+        config_path.display(),
+        broker_toml.display()
+    ));
+    let findings = super::pair::check(&config, repo, &broker_toml);
+    for finding in &findings {
+        say(airlock_policies::terminal::escaped_line(&finding.line()).into_owned());
+    }
+    Ok(findings.iter().all(|f| f.fix.is_none()))
 }
 
 /// `airlock doctor --config`: the repository's test set-up, as a run will see it.

@@ -8,6 +8,7 @@ mod cli;
 mod demo;
 mod deploy;
 mod e2e;
+mod first_run;
 mod follow_up;
 mod gates;
 mod github;

@@ -1,7 +1,7 @@
 //! `[paths]`: where a run's records, caches, indexes and prepared environments go.
 
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// `[paths]`: where the run's records go.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -27,6 +27,15 @@ impl Default for PathsConfig {
     /// the working directory) when none can be derived.
     fn default() -> Self {
         let base = airlock_audit::data_dir().unwrap_or_else(|_| PathBuf::from(".airlock"));
+        PathsConfig::under(&base)
+    }
+}
+
+impl PathsConfig {
+    /// The default layout under the data directory `base`: `runs/`, `audit.jsonl`, `cache/`,
+    /// `index/`, `envs/`. `airlock init` writes the same into both `airlock.toml` and
+    /// `broker.toml`, so the two agree.
+    pub fn under(base: &Path) -> PathsConfig {
         PathsConfig {
             runs_root: base.join("runs"),
             audit_log: base.join("audit.jsonl"),

@@ -50,6 +50,9 @@ pub struct HostFacts {
     /// The absolute directory the generated `airlock.toml` is written to: its relative `[paths]`
     /// resolve against it.
     pub config_dir: PathBuf,
+    /// airlock's data directory ([`airlock_audit::data_dir`], else `.airlock` in
+    /// `config_dir`): both generated files put the records under it ([`Layout`](super::Layout)).
+    pub data_dir: PathBuf,
 }
 
 impl HostFacts {
@@ -93,6 +96,9 @@ impl HostFacts {
             python,
             node,
             go,
+            data_dir: airlock_audit::data_dir()
+                .map(|d| config_dir.join(d))
+                .unwrap_or_else(|_| config_dir.join(".airlock")),
             config_dir: config_dir.to_path_buf(),
         }
     }

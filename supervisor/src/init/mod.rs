@@ -13,7 +13,8 @@
 //! depends only on the tree and those facts, and every list in it is sorted.
 //!
 //! This module never reads a network and never runs the repository's code: it asks `git` for the
-//! tracked files and the `origin` URL (with `core.fsmonitor` off), `python3` and each
+//! work tree's top, the tracked files and the remote (`origin`, else the only one; with
+//! `core.fsmonitor` off for the listing), `python3` and each
 //! `python3.N` it finds (isolated, `-I`) and `go` where they live. It writes nothing but the one file it is asked to
 //! ([`write_config`]), which must load with [`Config::parse`] first.
 //!
@@ -40,18 +41,16 @@ mod toolchains;
 mod tree;
 
 pub use host::{GoFacts, HostFacts, PythonFacts};
-pub use proposal::{Detected, Ecosystem};
-pub use render::{
-    DEFAULT_BROKER_SOCKET, DETECTION_RULES, render_airlock_toml, render_broker_block,
-};
-pub use tree::github_slug;
+pub use proposal::{Detected, Ecosystem, Layout, Remote, is_http_url};
+pub use render::{DETECTION_RULES, render_airlock_toml, render_broker_block, render_broker_toml};
+pub use tree::{classify_remote, github_slug, host_and_slug};
 
 use ci::{from_ci, read_ci};
 use python::{configure_python, python_runner};
 use toolchains::{
     allowlist, configure_go, configure_javascript, configure_rust, javascript_runner,
 };
-use tree::{Tree, repository_name};
+use tree::{Tree, read_remote, repository_name, work_tree_top};
 
 /// Errors writing the generated configuration.
 #[derive(Debug, thiserror::Error)]
@@ -70,11 +69,46 @@ pub enum InitError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// `--repo` is not the top of a git work tree; nothing was written.
+    #[error("{}", not_a_work_tree(path, top.as_deref()))]
+    NotAWorkTree {
+        /// The directory given.
+        path: PathBuf,
+        /// The top of the work tree holding it, when it lies inside one.
+        top: Option<PathBuf>,
+    },
     /// The generated text does not load as an `airlock.toml`; nothing was written.
     #[error(
         "the generated configuration does not load, so it was not written (a bug in airlock init): {0}"
     )]
     Generated(#[from] ConfigError),
+}
+
+fn not_a_work_tree(path: &Path, top: Option<&Path>) -> String {
+    match top {
+        Some(top) => format!(
+            "{} is inside the git repository {}, not its top: pass --repo {}",
+            path.display(),
+            top.display(),
+            top.display()
+        ),
+        None => format!(
+            "{} is not a git repository: airlock works on a repository's commits. Pass --repo \
+             the repository's directory, or make this one a repository first (`git init && git \
+             add -A && git commit -m initial`)",
+            path.display()
+        ),
+    }
+}
+
+/// Check that `repo` is the top directory of a git work tree, the only kind `init` configures.
+pub fn check_work_tree(repo: &Path) -> Result<()> {
+    let path = std::path::absolute(repo).unwrap_or_else(|_| repo.to_path_buf());
+    let real = path.canonicalize().unwrap_or_else(|_| path.clone());
+    match work_tree_top(&path) {
+        Some(top) if top.canonicalize().unwrap_or_else(|_| top.clone()) == real => Ok(()),
+        top => Err(InitError::NotAWorkTree { path, top }),
+    }
 }
 
 /// Result alias of this module.
@@ -83,11 +117,22 @@ pub type Result<T> = std::result::Result<T, InitError>;
 /// Inspect the working tree at `repo` and propose its configuration. Never fails: what cannot
 /// be read counts as absent, and what the operator must check is in [`Detected::warnings`].
 pub fn detect(repo: &Path, host: &HostFacts) -> Detected {
+    detect_for(repo, host, None)
+}
+
+/// [`detect`], a remote on any host counting as GitHub Enterprise's when `github_api` names
+/// its REST API.
+pub fn detect_for(repo: &Path, host: &HostFacts, github_api: Option<&str>) -> Detected {
     let repo = std::path::absolute(repo).unwrap_or_else(|_| repo.to_path_buf());
+    // Both files name it: without `..` or a symlink, as the broker resolves paths.
+    let repo = repo.canonicalize().unwrap_or(repo);
     let mut warnings = Vec::new();
     let tree = Tree::list(&repo, &mut warnings);
+    let remote = read_remote(&repo, github_api);
     let mut d = Detected {
-        name: repository_name(&repo),
+        name: repository_name(&repo, &remote),
+        layout: Layout::under(&host.data_dir),
+        remote,
         repo,
         ecosystem: None,
         findings: Vec::new(),
@@ -156,8 +201,13 @@ pub fn detect(repo: &Path, host: &HostFacts) -> Detected {
 /// Write `text` to `path` after checking it loads as an `airlock.toml`; an existing file is
 /// refused unless `force`.
 pub fn write_config(path: &Path, text: &str, force: bool) -> Result<()> {
-    use std::io::Write;
     Config::parse(text, path)?;
+    write_file(path, text, force)
+}
+
+/// Write `text` to `path`, synced; an existing file is refused unless `force`.
+pub fn write_file(path: &Path, text: &str, force: bool) -> Result<()> {
+    use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
     options.write(true);
     if force {

@@ -32,6 +32,75 @@ impl Ecosystem {
     }
 }
 
+/// Where publication goes: the repository's remote as `init` found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Remote {
+    /// The work tree has no remote: approved branches can only be pushed into a local
+    /// repository (no pull request).
+    None,
+    /// A remote on GitHub (github.com, or the GitHub Enterprise `--github-api` names).
+    GitHub {
+        /// The remote's name in the work tree (`origin`).
+        name: String,
+        /// Its URL.
+        url: String,
+        /// `owner/name` on GitHub.
+        slug: String,
+        /// The REST API base, when it is not `https://api.github.com`.
+        api: Option<String>,
+    },
+    /// A remote on another forge or host: branches are pushed there, no pull request is opened.
+    Other {
+        /// The remote's name in the work tree.
+        name: String,
+        /// Its URL.
+        url: String,
+    },
+}
+
+impl Remote {
+    /// Whether a push to it goes over HTTP(S), where the forge token is the credential.
+    pub fn is_https(&self) -> bool {
+        match self {
+            Remote::None => false,
+            Remote::GitHub { url, .. } | Remote::Other { url, .. } => is_http_url(url),
+        }
+    }
+}
+
+/// Whether `url` is an `http://` or `https://` URL.
+pub fn is_http_url(url: &str) -> bool {
+    let lower = url.trim().to_ascii_lowercase();
+    lower.starts_with("https://") || lower.starts_with("http://")
+}
+
+/// Where both configuration files put the records, derived from one data directory
+/// ([`airlock_audit::data_dir`]): `airlock.toml`'s `[paths]` and `[broker] socket`, and
+/// `broker.toml`'s `socket`, `runs_root`, `state_db`, `audit_log` and `allow_ro`.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// `[paths]` of `airlock.toml`; `runs_root` is the broker's too.
+    pub paths: PathsConfig,
+    /// The broker's Unix socket, in both files.
+    pub socket: PathBuf,
+    /// The broker's state database (SQLite).
+    pub state_db: PathBuf,
+    /// The broker's own audit log (the runs keep theirs in `paths.audit_log`).
+    pub broker_audit_log: PathBuf,
+}
+
+impl Layout {
+    /// The layout under the data directory `data_dir`.
+    pub fn under(data_dir: &Path) -> Layout {
+        Layout {
+            paths: PathsConfig::under(data_dir),
+            socket: data_dir.join("broker.sock"),
+            state_db: data_dir.join("broker.db"),
+            broker_audit_log: data_dir.join("broker-audit.jsonl"),
+        }
+    }
+}
+
 /// What [`detect`](super::detect) found, and the configuration it proposes.
 #[derive(Debug, Clone)]
 pub struct Detected {
@@ -56,6 +125,10 @@ pub struct Detected {
     pub home: Option<PathBuf>,
     /// The directory the file is written to ([`HostFacts::config_dir`](super::HostFacts::config_dir)).
     pub config_dir: PathBuf,
+    /// Where both files put the records ([`HostFacts::data_dir`](super::HostFacts::data_dir)).
+    pub layout: Layout,
+    /// Where approved branches are pushed.
+    pub remote: Remote,
 }
 
 impl Detected {
@@ -69,9 +142,29 @@ impl Detected {
             .map(|p| expand_home(p, self.home.as_deref()))
             .collect();
         out.insert(path_text(
-            &self.config_dir.join(PathsConfig::default().envs_dir),
+            &self.config_dir.join(&self.layout.paths.envs_dir),
         ));
         out.into_iter().collect()
+    }
+
+    /// What the operator must know about publication when it is not a draft pull request on
+    /// GitHub: no remote, or a remote on another forge; `None` for GitHub.
+    pub fn publication_note(&self) -> Option<String> {
+        match &self.remote {
+            Remote::None => Some(
+                "the repository has no git remote: approved branches are pushed into the \
+                 repository itself (local-only publication, no pull request). To publish on \
+                 GitHub, add one (`git remote add origin https://github.com/OWNER/NAME.git`) and \
+                 run `airlock init --broker --force` again"
+                    .into(),
+            ),
+            Remote::Other { name, url } => Some(format!(
+                "the remote {name} ({url}) is not on GitHub: a draft pull request needs GitHub \
+                 today (GitLab is coming), so approved branches are pushed to {name} with no \
+                 pull request. For GitHub Enterprise, pass --github-api https://HOST/api/v3"
+            )),
+            Remote::GitHub { .. } => None,
+        }
     }
 
     pub(super) fn comment(&mut self, key: &str, line: impl Into<String>) {

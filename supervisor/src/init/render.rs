@@ -4,13 +4,10 @@
 //! optional keys are the decor of the key or table header they precede (the document's trailing
 //! text after the last one). Nothing here inspects a tree or the host.
 
-use super::proposal::{Detected, path_text};
-use crate::config::{AsOf, Budgets, PathsConfig};
+use super::proposal::{Detected, Remote, path_text};
+use crate::config::{AsOf, Budgets};
 use std::collections::BTreeMap;
 use toml_edit::{Array, ArrayOfTables, DocumentMut, InlineTable, Item, Key, Table, Value};
-
-/// The broker socket a generated file points at (the README's layout).
-pub const DEFAULT_BROKER_SOCKET: &str = "/run/airlock/broker.sock";
 
 /// How `init` recognises a project, as the generated file's header states it.
 pub const DETECTION_RULES: &str = "\
@@ -47,7 +44,10 @@ pub fn render_airlock_toml(d: &Detected) -> String {
     for warning in &d.warnings {
         o.comment(&format!("Warning: {warning}."));
     }
-    if !d.findings.is_empty() || !d.warnings.is_empty() {
+    if let Some(note) = d.publication_note() {
+        o.comment(&format!("Publication: {note}."));
+    }
+    if !d.findings.is_empty() || !d.warnings.is_empty() || d.publication_note().is_some() {
         o.blank();
     }
     for line in DETECTION_RULES.lines() {
@@ -239,9 +239,9 @@ pub fn render_airlock_toml(d: &Detected) -> String {
     o.blank();
 
     let mut broker = o.table();
-    o.comment("The broker's Unix socket (`socket` in broker.toml).");
-    o.key(&mut broker, "socket", DEFAULT_BROKER_SOCKET);
-    o.comment("This repository's key in broker.toml ([repositories.\"NAME\"], printed by `airlock init`).");
+    o.comment("The broker's Unix socket: `socket` in broker.toml is the same.");
+    o.key(&mut broker, "socket", path_text(&d.layout.socket));
+    o.comment("This repository's key in broker.toml ([repositories.\"NAME\"], written by `airlock init --broker`).");
     o.key(&mut broker, "repository", d.name.as_str());
     o.blank();
 
@@ -257,21 +257,22 @@ pub fn render_airlock_toml(d: &Detected) -> String {
     o.commented_key("comments", "false", None);
     o.blank();
 
-    let defaults = PathsConfig::default();
-    let paths = o.table();
-    o.comment("Every record is kept in airlock's data directory unless set here ($AIRLOCK_HOME, else $XDG_DATA_HOME/airlock, else ~/.local/share/airlock); relative paths resolve against this file's directory.");
-    o.comment("Each run writes <runs_root>/<run_id>/; must equal `runs_root` in broker.toml.");
-    o.commented_key("runs_root", &quote(&path_text(&defaults.runs_root)), None);
+    let paths = &d.layout.paths;
+    let mut paths_table = o.table();
+    o.comment("Where the records go: airlock's data directory ($AIRLOCK_HOME, else $XDG_DATA_HOME/airlock, else ~/.local/share/airlock) when `init` ran; relative paths resolve against this file's directory.");
+    o.comment("Each run writes <runs_root>/<run_id>/; `runs_root` in broker.toml is the same (the broker reads the run's tree there).");
+    o.key(&mut paths_table, "runs_root", path_text(&paths.runs_root));
     o.comment("The hash-chained audit log every step is appended to (`airlock audit` reads it).");
-    o.commented_key("audit_log", &quote(&path_text(&defaults.audit_log)), None);
+    o.key(&mut paths_table, "audit_log", path_text(&paths.audit_log));
     o.comment("The repository mirror cache.");
-    o.commented_key("cache_dir", &quote(&path_text(&defaults.cache_dir)), None);
+    o.key(&mut paths_table, "cache_dir", path_text(&paths.cache_dir));
     o.comment("The retrieval index.");
-    o.commented_key("index_dir", &quote(&path_text(&defaults.index_dir)), None);
+    o.key(&mut paths_table, "index_dir", path_text(&paths.index_dir));
     o.comment(
-        "Prepared test environments; broker.toml's `allow_ro` for this repository must include it.",
+        "Prepared test environments; broker.toml's `allow_ro` for this repository includes it.",
     );
-    o.commented_key("envs_dir", &quote(&path_text(&defaults.envs_dir)), None);
+    o.key(&mut paths_table, "envs_dir", path_text(&paths.envs_dir));
+    let paths = paths_table;
 
     let mut doc = DocumentMut::new();
     for (name, table) in [
@@ -292,7 +293,6 @@ pub fn render_airlock_toml(d: &Detected) -> String {
 /// Render the `[repositories."NAME"]` block of `broker.toml` for `d`, with every path the
 /// generated `airlock.toml` grants under `allow_ro`.
 pub fn render_broker_block(d: &Detected, name: &str) -> String {
-    let paths = PathsConfig::default();
     let mut o = Writer::default();
     o.comment(&format!(
         "For broker.toml: the repository at {} (written by `airlock init`).",
@@ -300,21 +300,96 @@ pub fn render_broker_block(d: &Detected, name: &str) -> String {
     ));
     o.comment(&format!(
         "The broker's `runs_root` must be {} and its `socket` {}, as in the airlock.toml.",
-        d.config_dir.join(&paths.runs_root).display(),
-        DEFAULT_BROKER_SOCKET
+        d.layout.paths.runs_root.display(),
+        d.layout.socket.display()
     ));
+    let repositories = repositories_table(&mut o, d, name);
+    let mut doc = DocumentMut::new();
+    doc.insert("repositories", Item::Table(repositories));
+    doc.set_trailing(o.take());
+    doc.to_string()
+}
+
+/// Render a whole `broker.toml` for `d`: its socket, runs root and the prepared environments
+/// it allows are the generated `airlock.toml`'s, its state and audit log in the same data
+/// directory, and the one repository, `name`.
+pub fn render_broker_toml(d: &Detected, name: &str, airlock_toml: &std::path::Path) -> String {
+    let layout = &d.layout;
+    let mut o = Writer::default();
+    o.comment(&format!(
+        "broker.toml for {name}, written by `airlock init --broker` with {}:",
+        airlock_toml.display()
+    ));
+    o.comment(
+        "its socket, runs root and prepared environments are that file's; check the pair with",
+    );
+    o.comment(&format!(
+        "`airlock doctor --config {}`.",
+        airlock_toml.display()
+    ));
+    o.comment(
+        "Every key: docs/configuration.md; every optional one: examples/broker.toml.template.",
+    );
+    o.blank();
+    let mut doc = DocumentMut::new();
+    let root = doc.as_table_mut();
+    o.comment("The Unix socket runs connect to (`[broker] socket` in airlock.toml).");
+    o.key(root, "socket", path_text(&layout.socket));
+    o.comment(
+        "The broker's state: runs, the queue, decisions (an SQLite file, or a postgres:// URL).",
+    );
+    o.key(root, "state_db", path_text(&layout.state_db));
+    o.comment("Every run's worktree lies under it (`[paths] runs_root` in airlock.toml).");
+    o.key(root, "runs_root", path_text(&layout.paths.runs_root));
+    o.comment("The broker's own hash-chained audit log (`airlock audit verify` reads it).");
+    o.key(root, "audit_log", path_text(&layout.broker_audit_log));
+    o.comment("A queued pull request older than this expires.");
+    o.key(root, "queue_max_age", "7d");
+    o.blank();
+    let repositories = repositories_table(&mut o, d, name);
+    doc.insert("repositories", Item::Table(repositories));
+    doc.set_trailing(o.take());
+    doc.to_string()
+}
+
+/// The implicit `[repositories]` table holding `[repositories."NAME"]` for `d`.
+fn repositories_table(o: &mut Writer, d: &Detected, name: &str) -> Table {
     let mut repository = o.table();
-    o.comment("The broker's own clone (witness trees and approved commits are built from it); a clone owned by the broker's user is safer than your working tree.");
+    o.comment("The broker's own clone (witness trees and approved commits are built from it; every pinned commit must be in it); a clone owned by the broker's user is safer than your working tree.");
     o.key(&mut repository, "clone", path_text(&d.repo));
-    o.comment("The remote of the clone that approved branches are pushed to.");
-    o.key(&mut repository, "remote", "origin");
-    if name.split('/').filter(|p| !p.is_empty()).count() != 2 {
-        let repo = name.rsplit('/').next().unwrap_or(name);
-        o.comment("`owner/name` on the forge, required because the key above is not of that form: replace OWNER.");
-        o.key(&mut repository, "forge_repo", format!("OWNER/{repo}"));
+    match &d.remote {
+        Remote::GitHub {
+            name: remote,
+            url,
+            slug,
+            api,
+        } => {
+            o.comment(&format!(
+                "The remote of the clone approved branches are pushed to ({url})."
+            ));
+            o.key(&mut repository, "remote", remote.as_str());
+            o.comment("`owner/name` on GitHub: the draft pull request is opened there.");
+            o.key(&mut repository, "forge_repo", slug.as_str());
+            if let Some(api) = api {
+                o.comment("The GitHub REST API (GitHub Enterprise).");
+                o.key(&mut repository, "github_api", api.as_str());
+            }
+            o.comment("The variable holding the forge token (Contents and Pull requests: write), read where `approve` and `publish` run: the HTTPS push credential and the token that opens the draft pull request. Approval is refused while it is unset.");
+            o.key(&mut repository, "forge_token_env", "AIRLOCK_FORGE_TOKEN");
+        }
+        Remote::Other { name: remote, url } => {
+            o.comment(&format!(
+                "The remote of the clone approved branches are pushed to ({url}). It is not on GitHub: no pull request is opened (GitLab is coming)."
+            ));
+            o.key(&mut repository, "remote", remote.as_str());
+            o.comment("A variable holding an HTTPS push token (user x-access-token), if the remote needs one:");
+            o.commented_key("forge_token_env", &quote("AIRLOCK_FORGE_TOKEN"), None);
+        }
+        Remote::None => {
+            o.comment("The repository has no remote: approved branches (airlock/<issue>-<n>) are pushed into it, with no pull request. To publish on GitHub: `git remote add origin URL`, then `airlock init --broker --force`.");
+            o.key(&mut repository, "remote", path_text(&d.repo));
+        }
     }
-    o.comment("The variable holding the forge token; without it (or when empty) no draft pull request is opened:");
-    o.commented_key("forge_token_env", &quote("AIRLOCK_FORGE_TOKEN"), None);
     o.comment("Host paths its test runs may be granted read-only: airlock.toml's [tests] ro and its [paths] envs_dir.");
     // One path a line, as an operator edits the list.
     let mut allow_ro = Array::new();
@@ -331,10 +406,7 @@ pub fn render_broker_block(d: &Detected, name: &str) -> String {
     let mut repositories = Table::new();
     repositories.set_implicit(true);
     repositories.insert(name, Item::Table(repository));
-    let mut doc = DocumentMut::new();
-    doc.insert("repositories", Item::Table(repositories));
-    doc.set_trailing(o.take());
-    doc.to_string()
+    repositories
 }
 
 /// A string as TOML writes it (`toml_edit` chooses the quoting and escaping), for the

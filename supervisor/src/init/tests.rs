@@ -6,7 +6,7 @@ use super::python::{setup_cfg_extras, setup_py_extras};
 use super::render::quote;
 use super::tree::glob_literal;
 use super::*;
-use crate::config::{AsOf, PathsConfig, SelectorStyle};
+use crate::config::{AsOf, SelectorStyle};
 use airlock_policies::testrun::TestRunner;
 
 const FAKE_PYTHON: &str = "/opt/fakepy/3.11/bin/python3.11";
@@ -48,6 +48,7 @@ impl Fixture {
                 goroot: "/opt/go".into(),
             }),
             config_dir: "/etc/airlock-test".into(),
+            data_dir: "/var/lib/airlock-test".into(),
             pythons: Vec::new(),
             postgres_bin: Some("/usr/lib/postgresql/15/bin".into()),
             redis_server: None,
@@ -679,13 +680,14 @@ fn the_broker_block_allows_every_granted_path() {
         let block = render_broker_block(&d, "acme/calc");
         let table: toml::Table = toml::from_str(&block).unwrap_or_else(|e| panic!("{e}\n{block}"));
         let repo = &table["repositories"]["acme/calc"];
-        assert_eq!(repo["remote"].as_str(), Some("origin"));
+        // No remote: approved branches go into the tree itself, with no pull request.
+        assert_eq!(repo["remote"].as_str(), Some(path_text(&d.repo).as_str()));
         assert_eq!(
             repo["clone"].as_str(),
             Some(d.repo.display().to_string().as_str())
         );
         assert!(repo.get("forge_repo").is_none());
-        assert!(block.contains("# forge_token_env = "), "{block}");
+        assert!(repo.get("forge_token_env").is_none(), "{block}");
         let allowed: Vec<String> = repo["allow_ro"]
             .as_array()
             .unwrap()
@@ -700,22 +702,92 @@ fn the_broker_block_allows_every_granted_path() {
             .iter()
             .map(|p| p.replacen('~', &home, 1))
             .collect();
-        expected.push(path_text(&PathsConfig::default().envs_dir));
+        expected.push(path_text(&config.paths.envs_dir));
         expected.sort();
         assert_eq!(allowed, expected, "{block}");
         assert!(allowed.iter().all(|p| Path::new(p).is_absolute()));
     }
 }
 
+/// Where approved branches go, by remote: a GitHub remote gets its `owner/name` and the forge
+/// token, another forge neither (no pull request), no remote the tree itself; each but GitHub
+/// says so in a note. Both files name the same socket, runs root and environments.
 #[test]
-fn a_name_that_is_not_owner_slash_name_gets_a_forge_repo_placeholder() {
-    let f = Fixture::new(&[]);
-    let block = render_broker_block(&f.detect(), "calc");
-    let table: toml::Table = toml::from_str(&block).unwrap();
-    assert_eq!(
-        table["repositories"]["calc"]["forge_repo"].as_str(),
-        Some("OWNER/calc")
+fn the_remote_decides_the_forge_keys_and_both_files_agree() {
+    let f = Fixture::new(&[("test_a.py", "")]);
+    let mut d = f.detect();
+    assert_eq!(d.remote, Remote::None);
+    assert!(
+        d.publication_note()
+            .unwrap()
+            .contains("git remote add origin")
     );
+    for (remote, forge) in [
+        (
+            classify_remote(
+                "origin".into(),
+                "https://github.com/acme/calc.git".into(),
+                None,
+            ),
+            Some(("acme/calc", None)),
+        ),
+        (
+            classify_remote(
+                "origin".into(),
+                "https://ghe.acme.test/team/calc.git".into(),
+                Some("https://ghe.acme.test/api/v3/"),
+            ),
+            Some(("team/calc", Some("https://ghe.acme.test/api/v3"))),
+        ),
+        (
+            classify_remote("up".into(), "https://gitlab.com/acme/calc.git".into(), None),
+            None,
+        ),
+    ] {
+        d.remote = remote;
+        let text = render_broker_toml(&d, "calc", Path::new("/etc/airlock-test/airlock.toml"));
+        let table: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let repo = &table["repositories"]["calc"];
+        match forge {
+            Some((slug, api)) => {
+                assert_eq!(repo["remote"].as_str(), Some("origin"));
+                assert_eq!(repo["forge_repo"].as_str(), Some(slug), "{text}");
+                assert_eq!(repo.get("github_api").and_then(|v| v.as_str()), api);
+                assert_eq!(
+                    repo["forge_token_env"].as_str(),
+                    Some("AIRLOCK_FORGE_TOKEN")
+                );
+                assert!(d.publication_note().is_none());
+            }
+            None => {
+                assert_eq!(repo["remote"].as_str(), Some("up"));
+                assert!(repo.get("forge_repo").is_none() && repo.get("forge_token_env").is_none());
+                let note = d.publication_note().unwrap();
+                assert!(
+                    note.contains("not on GitHub") && note.contains("GitLab"),
+                    "{note}"
+                );
+            }
+        }
+        let config = assert_parses(&d);
+        assert_eq!(
+            table["socket"].as_str().map(PathBuf::from),
+            config.broker.socket
+        );
+        assert_eq!(
+            table["runs_root"].as_str().map(PathBuf::from),
+            Some(config.paths.runs_root.clone())
+        );
+        assert!(config.paths.runs_root.starts_with("/var/lib/airlock-test"));
+        assert!(
+            repo["allow_ro"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p.as_str().map(Path::new) == Some(config.paths.envs_dir.as_path())),
+            "{text}"
+        );
+    }
 }
 
 #[test]

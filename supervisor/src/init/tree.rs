@@ -4,6 +4,7 @@
 //! code; `git` is asked with `core.fsmonitor` off.
 
 use super::host::command_lines;
+use super::proposal::Remote;
 use airlock_policies::{Language, language_of};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -68,20 +69,33 @@ impl Tree {
 /// `owner/name` of a GitHub remote URL (`https://github.com/o/n.git`, `git@github.com:o/n`,
 /// `ssh://git@github.com/o/n`), `None` for any other URL.
 pub fn github_slug(url: &str) -> Option<String> {
+    let (host, slug) = host_and_slug(url)?;
+    (host.eq_ignore_ascii_case("github.com") || host.eq_ignore_ascii_case("www.github.com"))
+        .then_some(slug)
+}
+
+/// The host and `owner/name` of a remote URL on any host (`https://HOST/o/n.git`,
+/// `git@HOST:o/n`, `ssh://git@HOST:22/o/n`); `None` for a path or a URL of another shape.
+pub fn host_and_slug(url: &str) -> Option<(String, String)> {
     let url = url.trim();
-    let path = if let Some(rest) = url.strip_prefix("git@github.com:") {
-        rest
-    } else {
-        let (_, rest) = url.split_once("://")?;
-        let (authority, path) = rest.split_once('/')?;
-        let host = authority.rsplit('@').next().unwrap_or(authority);
-        let host = host.split(':').next().unwrap_or(host);
-        if !(host.eq_ignore_ascii_case("github.com") || host.eq_ignore_ascii_case("www.github.com"))
-        {
-            return None;
+    let (host, path) = match url.split_once("://") {
+        Some((_, rest)) => {
+            let (authority, path) = rest.split_once('/')?;
+            let host = authority.rsplit('@').next().unwrap_or(authority);
+            (host.split(':').next().unwrap_or(host), path)
         }
-        path
+        // scp-like syntax: `user@host:path` (a colon before any slash).
+        None => {
+            let (authority, path) = url.split_once(':')?;
+            if authority.contains('/') || !authority.contains('@') {
+                return None;
+            }
+            (authority.rsplit('@').next().unwrap_or(authority), path)
+        }
     };
+    if host.is_empty() {
+        return None;
+    }
     let path = path.trim_matches('/');
     let path = path.strip_suffix(".git").unwrap_or(path);
     let parts: Vec<&str> = path.split('/').collect();
@@ -93,28 +107,80 @@ pub fn github_slug(url: &str) -> Option<String> {
                 .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
     };
     match parts.as_slice() {
-        [owner, name] if valid(owner) && valid(name) => Some(format!("{owner}/{name}")),
+        [owner, name] if valid(owner) && valid(name) => {
+            Some((host.to_owned(), format!("{owner}/{name}")))
+        }
         _ => None,
     }
 }
 
-/// `owner/name` of the GitHub `origin` of the git work tree at `repo`, else its directory's name.
-pub(super) fn repository_name(repo: &Path) -> String {
-    if repo.join(".git").exists()
-        && let Some(lines) = command_lines(
-            Command::new("git")
-                .arg("-C")
-                .arg(repo)
-                .args(["remote", "get-url", "origin"]),
-        )
-        && let Some(slug) = lines.first().and_then(|url| github_slug(url))
-    {
-        return slug;
+/// The remote approved branches go to: `origin`, else the only remote (`None` when there are
+/// several and none is `origin`, or none at all), classified with `github_api` (a GitHub
+/// Enterprise API base: then a remote on any host is that GitHub's).
+pub(super) fn read_remote(repo: &Path, github_api: Option<&str>) -> Remote {
+    let Some(names) = command_lines(Command::new("git").arg("-C").arg(repo).arg("remote")) else {
+        return Remote::None;
+    };
+    let name = if names.iter().any(|n| n == "origin") {
+        "origin".to_owned()
+    } else if let [only] = names.as_slice() {
+        only.clone()
+    } else {
+        return Remote::None;
+    };
+    let Some(url) = command_lines(
+        Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(["remote", "get-url", &name]),
+    )
+    .and_then(|lines| lines.into_iter().next()) else {
+        return Remote::None;
+    };
+    classify_remote(name, url, github_api)
+}
+
+/// A remote named `name` at `url`, as GitHub (github.com, or any host with `github_api`) or
+/// another forge.
+pub fn classify_remote(name: String, url: String, github_api: Option<&str>) -> Remote {
+    let slug = match github_api {
+        Some(_) => host_and_slug(&url).map(|(_, slug)| slug),
+        None => github_slug(&url),
+    };
+    match slug {
+        Some(slug) => Remote::GitHub {
+            name,
+            url,
+            slug,
+            api: github_api.map(|a| a.trim_end_matches('/').to_owned()),
+        },
+        None => Remote::Other { name, url },
+    }
+}
+
+/// The repository's name in both files: `owner/name` of a GitHub remote, else the directory's
+/// name.
+pub(super) fn repository_name(repo: &Path, remote: &Remote) -> String {
+    if let Remote::GitHub { slug, .. } = remote {
+        return slug.clone();
     }
     let real = repo.canonicalize().unwrap_or_else(|_| repo.to_path_buf());
     real.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "repository".into())
+}
+
+/// The top directory of the git work tree holding `dir`, as git reports it; `None` when `dir`
+/// is in none.
+pub(super) fn work_tree_top(dir: &Path) -> Option<PathBuf> {
+    command_lines(
+        Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["rev-parse", "--show-toplevel"]),
+    )
+    .and_then(|lines| lines.into_iter().next())
+    .map(PathBuf::from)
 }
 
 /// The tracked files of the git work tree whose top is `root`; `None` when it is not one.
