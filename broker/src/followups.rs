@@ -111,7 +111,7 @@ impl Broker {
         }
         let text = read.text();
         let by = format!("github:{}", read.author);
-        self.request_changes(item.id, &by, &text)?;
+        self.record_changes_requested(item.id, &by, &text)?;
         self.follow_up(item.id)
     }
 
@@ -321,13 +321,17 @@ impl Broker {
     /// denied with the feedback as the reason (the run is told APPROVAL_DENIED); a published
     /// one stays published, its branch and pull request waiting for the follow-up's commit.
     pub fn request_changes(&self, id: i64, by: &str, feedback: &str) -> Result<QueueItem> {
-        let feedback = feedback.trim();
-        if feedback.is_empty() || feedback.chars().count() > MAX_FEEDBACK_CHARS {
-            return Err(Error::BadFeedback {
-                max: MAX_FEEDBACK_CHARS,
-            });
-        }
+        check_feedback(feedback)?;
         self.check_decider(by)?;
+        self.record_changes_requested(id, by, feedback)
+    }
+
+    /// [`Self::request_changes`] for a reviewer whose standing the forge vouched for (their
+    /// association, held to `feedback_from`): not one of the broker's named approvers, who
+    /// decide items, but a person of the project asking for changes on its pull request.
+    fn record_changes_requested(&self, id: i64, by: &str, feedback: &str) -> Result<QueueItem> {
+        check_feedback(feedback)?;
+        let feedback = feedback.trim();
         self.expire()?;
         let item = self
             .store()
@@ -403,4 +407,15 @@ pub fn change_request_reason(feedback: &str) -> String {
     } else {
         format!("changes requested: {joined}")
     }
+}
+
+/// Feedback a follow-up can start from: not empty, and within [`MAX_FEEDBACK_CHARS`].
+fn check_feedback(feedback: &str) -> Result<()> {
+    let feedback = feedback.trim();
+    if feedback.is_empty() || feedback.chars().count() > MAX_FEEDBACK_CHARS {
+        return Err(Error::BadFeedback {
+            max: MAX_FEEDBACK_CHARS,
+        });
+    }
+    Ok(())
 }

@@ -124,3 +124,76 @@ fn requesting_changes_on_a_queued_item_denies_it_and_empty_feedback_is_refused()
     assert_eq!(brief.branch, None);
     assert_eq!(brief.feedback, "Keep the docstring.\nAdd a test.");
 }
+
+/// A member's review requesting changes on the forge starts a follow-up even where the broker
+/// has named approvers: the reviewer's standing is the forge's association, held to
+/// `feedback_from`, not a seat among the people who decide items; the change request records
+/// them as `github:LOGIN`.
+#[test]
+fn a_members_review_starts_a_follow_up_where_approvers_are_named() {
+    const TOKEN_VAR: &str = "AIRLOCK_IT_REVIEW_TOKEN";
+    let forge = MockForge::start();
+    let mut fx = Fixture::with(Options {
+        forge: Some((forge.base.clone(), TOKEN_VAR.into())),
+        ..Options::default()
+    });
+    fx.start_with_env(&[(TOKEN_VAR, "tok-review")]);
+    let added = fx.cli(&["approver", "add", "alice"]);
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let id = queue_honest(&fx, "run-reviewed");
+    let out = fx.cli_env(
+        &["approve", &id.to_string(), "--by", "alice"],
+        &[(TOKEN_VAR, "tok-review")],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    forge.route(
+        "/repos/acme/calc/pulls/1/reviews/42",
+        200,
+        serde_json::json!({"id": 42, "state": "CHANGES_REQUESTED", "user": {"login": "rev"},
+                           "author_association": "MEMBER",
+                           "body": "clamp should also accept lo > hi by swapping them."}),
+    );
+    forge.route(
+        "/repos/acme/calc/pulls/1/reviews/42/comments?per_page=50",
+        200,
+        serde_json::json!([]),
+    );
+    let reply = fx
+        .client()
+        .request(&Request::PrFeedback(airlock_protocol::PrFeedback {
+            forge_repo: "acme/calc".to_owned(),
+            pull_request: 1,
+            source: airlock_protocol::FeedbackSource {
+                kind: airlock_protocol::FeedbackKind::Review,
+                id: 42,
+            },
+        }))
+        .unwrap();
+    let BrokerReply::FollowUp { brief } = reply else {
+        panic!("no follow-up: {reply:?}")
+    };
+    assert_eq!(brief.requested_by, "github:rev");
+    assert!(
+        brief.feedback.contains("swapping them"),
+        "{}",
+        brief.feedback
+    );
+    // A person at the broker's own command line still has to be a named approver.
+    let stranger = fx.cli(&[
+        "request-changes",
+        &id.to_string(),
+        "--by",
+        "mallory",
+        "--feedback",
+        "do more",
+    ]);
+    assert!(!stranger.status.success());
+}
