@@ -25,11 +25,28 @@ pub const EXIT_REFUSED: u8 = 1;
 /// Exit code for configuration and operational failures.
 pub const EXIT_ERROR: u8 = 2;
 
+/// `--version`: the crate version and the commit it was built from (`build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("AIRLOCK_BUILD_COMMIT"),
+    ")"
+);
+
+/// Every exit status `airlock-broker` uses, shown at the end of `--help` (and in docs/cli.md).
+const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0    done (also when the output's reader went away, as with `show 3 | head`)
+  1    refused: an unknown item, a wrong state, a missing reason or confirmation, an unknown
+       approver, an attestation that does not verify; gate test: an example failed
+  2    error: a usage mistake, a configuration or operational failure";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "airlock-broker",
-    version,
-    about = "Checks every open_pr claim, runs the witness tests and queues pull requests for a human."
+    version = VERSION,
+    about = "Checks every open_pr claim, runs the witness tests and queues pull requests for a human.",
+    after_help = EXIT_CODES_HELP
 )]
 struct Cli {
     /// The broker configuration (default: $AIRLOCK_BROKER_CONFIG, else /etc/airlock/broker.toml).
@@ -47,6 +64,15 @@ struct Cli {
         display_order = 901
     )]
     quiet: bool,
+    /// Log lines on stderr as `text` or `json` (one object a line, for machines).
+    #[arg(
+        long,
+        global = true,
+        default_value = "text",
+        value_name = "FORMAT",
+        display_order = 902
+    )]
+    log_format: airlock_policies::terminal::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -206,6 +232,19 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         by: Option<String>,
     },
+    /// Print a shell completion script for airlock-broker (e.g. `airlock-broker completions
+    /// bash > ~/.local/share/bash-completion/completions/airlock-broker`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write airlock-broker's man pages (airlock-broker.1 and one per subcommand) into a
+    /// directory.
+    Man {
+        /// Where to write them (created if missing).
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -302,6 +341,38 @@ fn gate_command(command: GateCommand) -> ExitCode {
     }
 }
 
+/// `airlock-broker completions SHELL`: the script clap generates for the whole command tree.
+fn completions(shell: clap_complete::Shell) -> crate::Result<()> {
+    use clap::CommandFactory;
+    let mut out = std::io::stdout().lock();
+    clap_complete::generate(shell, &mut Cli::command(), "airlock-broker", &mut out);
+    out.flush().map_err(Error::io("writing to stdout"))
+}
+
+/// `airlock-broker man --dir DIR`: `airlock-broker.1` and `airlock-broker-SUBCOMMAND.1` for
+/// every visible subcommand, each path printed once written.
+fn man_pages(dir: &std::path::Path) -> crate::Result<()> {
+    use clap::CommandFactory;
+    std::fs::create_dir_all(dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+    let command = Cli::command();
+    let mut pages = vec![("airlock-broker".to_owned(), command.clone())];
+    for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("airlock-broker-{}", sub.get_name());
+        pages.push((name.clone(), sub.clone().name(name)));
+    }
+    let mut out = std::io::stdout().lock();
+    for (name, page) in pages {
+        let path = dir.join(format!("{name}.1"));
+        let mut text = Vec::new();
+        clap_mangen::Man::new(page)
+            .render(&mut text)
+            .map_err(Error::io(format!("rendering {name}.1")))?;
+        std::fs::write(&path, text).map_err(Error::io(format!("writing {}", path.display())))?;
+        writeln!(out, "{}", path.display()).map_err(Error::io("writing to stdout"))?;
+    }
+    Ok(())
+}
+
 fn config_path(cli: &Cli) -> PathBuf {
     cli.config
         .clone()
@@ -311,9 +382,12 @@ fn config_path(cli: &Cli) -> PathBuf {
 
 /// Build the production broker for `config`.
 pub fn production_broker(config: BrokerConfig) -> crate::Result<Broker> {
+    let _span = tracing::debug_span!("open_broker").entered();
     let store = crate::store::open(&config)?;
+    tracing::debug!("queue store open");
     let rules = PolicyRules::load(config.policy.as_deref())?;
     let journal = AuditJournal::open(&config.audit_log)?;
+    tracing::debug!(audit_log = %config.audit_log.display(), "audit log open");
     let executor = SandboxExecutor::new(
         config.witness_ro.clone(),
         config
@@ -336,18 +410,33 @@ use crate::approver::decider;
 
 /// Parse the process arguments and run; returns the exit code.
 pub fn run() -> ExitCode {
-    let cli = Cli::parse();
-    airlock_policies::terminal::init_logging(airlock_policies::terminal::Verbosity {
-        verbose: cli.verbose,
-        quiet: cli.quiet,
-    });
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    airlock_policies::terminal::init_logging(
+        airlock_policies::terminal::Verbosity {
+            verbose: cli.verbose,
+            quiet: cli.quiet,
+        },
+        cli.log_format,
+    );
+    let name = matches.subcommand_name().unwrap_or_default();
+    tracing::debug!(version = VERSION, command = name, "airlock-broker starting");
+    // Closes (and logs its time with -v) when the command is done.
+    let _span = tracing::info_span!("command", command = name).entered();
     let path = config_path(&cli);
-    if let Command::Gate { command } = cli.command {
-        return gate_command(command);
-    }
-    let result = BrokerConfig::load(&path)
-        .and_then(production_broker)
-        .and_then(|broker| dispatch(broker, cli.command));
+    // What needs no configuration runs before it is read.
+    let result = match cli.command {
+        Command::Gate { command } => return gate_command(command),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { dir } => man_pages(&dir),
+        command => {
+            tracing::debug!(config = %path.display(), "reading the broker configuration");
+            BrokerConfig::load(&path)
+                .and_then(production_broker)
+                .and_then(|broker| dispatch(broker, command))
+        }
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // The reader went away (`airlock-broker show 3 | head`): it has what it wanted.
@@ -391,11 +480,8 @@ fn dispatch(broker: Broker, command: Command) -> crate::Result<()> {
         source: e,
     };
     match command {
-        Command::Gate { command } => {
-            // Handled before the configuration is read (`run`).
-            let _ = command;
-            Ok(())
-        }
+        // Handled before the configuration is read (`run`).
+        Command::Gate { .. } | Command::Completions { .. } | Command::Man { .. } => Ok(()),
         Command::Serve => {
             // Every gate loads, its examples passing, before anything is taken in: a gate
             // that does not is a configuration error, never a gate skipped.

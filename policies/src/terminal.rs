@@ -264,24 +264,51 @@ impl Verbosity {
     }
 }
 
+/// The shape of the log lines on stderr (`--log-format`): `text` for a person, `json` for a
+/// machine (one JSON object a line: `timestamp`, `level`, `fields`, `target`, `span`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// One readable line an event, coloured on a terminal.
+    #[default]
+    Text,
+    /// One JSON object an event, never coloured.
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+    fn from_str(name: &str) -> Result<Self, String> {
+        match name {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            other => Err(format!("`{other}` is not a log format: use text or json")),
+        }
+    }
+}
+
 /// Install the stderr logger for a binary: `RUST_LOG` when it is set and parses, else the
-/// level `verbosity` selects. Colour only on a terminal and never with `NO_COLOR` set. A second
-/// call (tests) leaves the first logger in place.
-pub fn init_logging(verbosity: Verbosity) {
+/// level `verbosity` selects, in `format`. Colour only on a terminal and never with `NO_COLOR`
+/// set. A span (a run's phase, a turn, a tool call, a witness step) logs one line when it
+/// closes, with the time spent in it, at its own level. Logs never go to stdout, where the
+/// `--json` outputs are. A second call (tests) leaves the first logger in place.
+pub fn init_logging(verbosity: Verbosity, format: LogFormat) {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::fmt::format::FmtSpan;
     let filter = std::env::var("RUST_LOG")
         .ok()
         .filter(|v| !v.trim().is_empty())
         .and_then(|v| EnvFilter::try_new(v).ok())
         .unwrap_or_else(|| EnvFilter::new(verbosity.level()));
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let _ = tracing_subscriber::fmt()
+    let logger = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(colour)
-        .with_target(false)
-        .try_init();
+        .with_span_events(FmtSpan::CLOSE);
+    let _ = match format {
+        LogFormat::Text => logger.with_ansi(colour).with_target(false).try_init(),
+        LogFormat::Json => logger.json().with_ansi(false).try_init(),
+    };
 }
 
 #[cfg(test)]
@@ -296,5 +323,13 @@ mod verbosity_tests {
         assert_eq!(v(2, false), "debug");
         assert_eq!(v(7, false), "trace");
         assert_eq!(v(3, true), "error");
+    }
+
+    #[test]
+    fn log_formats_parse_by_name() {
+        use super::LogFormat;
+        assert_eq!("text".parse::<LogFormat>(), Ok(LogFormat::Text));
+        assert_eq!("json".parse::<LogFormat>(), Ok(LogFormat::Json));
+        assert!("yaml".parse::<LogFormat>().is_err());
     }
 }

@@ -53,11 +53,37 @@ pub(crate) fn write_out(args: std::fmt::Arguments<'_>) {
 /// Exit code for a usage error or an operational failure that is not a refusal.
 pub const EXIT_ERROR: u8 = 2;
 
+/// `--version`: the crate version and the commit it was built from (`build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("AIRLOCK_BUILD_COMMIT"),
+    ")"
+);
+
+/// Every exit status `airlock` uses, shown at the end of `--help` (and in docs/cli.md).
+const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0    done: a pull request or review queued, a check passed
+  1    a check failed: doctor (runs would be refused), audit verify (tampering), audit
+       detect (an injection found), audit fp-scan, judge, demo, eval injection
+  2    error: a usage mistake, a configuration or operational failure
+  3    run, resume: escalated; review: no review queued; audit verify: only a torn tail;
+       reference-repos: the directory cannot be read
+  4    run: the issue is not ready (triage)
+  5    run, resume: parked, a budget stopped it (see `airlock resume`)
+  74   the output could not be written
+  141  the output's reader went away (a closed pipe)
+`batch` exits with the worst of its runs' codes (2, 3, 5, 4, then 0); `sandbox run` with its
+command's own (124 timed out, 125 refused by the sandbox, 126 cannot run, 127 not found, 128+N
+killed by signal N).";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "airlock",
-    version,
-    about = "One issue on one pinned commit in, one reviewable pull request (or an escalation) out."
+    version = VERSION,
+    about = "One issue on one pinned commit in, one reviewable pull request (or an escalation) out.",
+    after_help = EXIT_CODES_HELP
 )]
 struct Cli {
     /// Log more on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
@@ -72,6 +98,15 @@ struct Cli {
         display_order = 901
     )]
     quiet: bool,
+    /// Log lines on stderr as `text` or `json` (one object a line, for machines).
+    #[arg(
+        long,
+        global = true,
+        default_value = "text",
+        value_name = "FORMAT",
+        display_order = 902
+    )]
+    log_format: airlock_policies::terminal::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -199,11 +234,20 @@ fn man_pages(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
 
 /// Parse the process arguments and run the chosen subcommand; returns the process exit code.
 pub fn run() -> ExitCode {
-    let cli = Cli::parse();
-    airlock_policies::terminal::init_logging(airlock_policies::terminal::Verbosity {
-        verbose: cli.verbose,
-        quiet: cli.quiet,
-    });
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    airlock_policies::terminal::init_logging(
+        airlock_policies::terminal::Verbosity {
+            verbose: cli.verbose,
+            quiet: cli.quiet,
+        },
+        cli.log_format,
+    );
+    let command = matches.subcommand_name().unwrap_or_default();
+    tracing::debug!(version = VERSION, command, "airlock starting");
+    // Closes (and logs its time with -v) when the command is done.
+    let span = tracing::info_span!("command", command).entered();
     let result = match cli.command {
         Command::Doctor(args) => sandbox::doctor(args),
         Command::Init(args) => init::run(args),
@@ -229,6 +273,7 @@ pub fn run() -> ExitCode {
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man_pages(&dir),
     };
+    drop(span);
     match result {
         Ok(code) => code,
         Err(err) => {

@@ -94,6 +94,7 @@ pub struct CodegraphRetrieval {
 impl CodegraphRetrieval {
     /// Open and index (incrementally) the commit under the index named `index_key` (the
     /// mirror's, so that every run on the project shares one index).
+    #[tracing::instrument(name = "index", skip_all, fields(commit))]
     pub fn open(repo: &Path, index_dir: &Path, index_key: &str, commit: &str) -> PortResult<Self> {
         let search = CodegraphSearch::open(repo, index_dir, Some(index_key), commit)
             .map_err(|e| ToolFailure::new("index", e))?;
@@ -525,7 +526,9 @@ fn combined_output(captured: &Captured) -> String {
 
 impl TestRunner for SandboxTestRunner {
     fn baseline(&self) -> Result<Baseline, BaselineError> {
-        let (resolved, prepare) = self.resolve()?;
+        let (resolved, prepare) = tracing::info_span!("prepare").in_scope(|| self.resolve())?;
+        // The base inventory: the collection run (when the runner has one) and the full suite.
+        let _inventory = tracing::info_span!("inventory").entered();
         let runner = self.tests.runner;
         let collected = match runner.collect_command(&resolved.command) {
             Some(argv) => {

@@ -185,6 +185,7 @@ pub fn run_issue_with(
     }
 
     // Pin first: everything after this reads exactly this tree.
+    let pin_span = tracing::info_span!("pin").entered();
     let cache = MirrorCache::new(&config.paths.cache_dir)?;
     let mirror = cache.mirror_with(
         &repo,
@@ -194,6 +195,7 @@ pub fn run_issue_with(
         },
     )?;
     let commit = mirror.resolve(&rev)?;
+    drop(pin_span);
     let mut intake_record = intake_record;
     if let Some(pin) = &mut intake_record.pin {
         pin.commit = Some(commit.as_str().to_owned());

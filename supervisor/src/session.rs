@@ -639,6 +639,7 @@ impl<'s> Session<'s> {
                 self.ledger().record(&TrajectoryEvent::Condensed(&done))?;
             }
             let turn = self.ledger().next_turn();
+            let _turn = tracing::debug_span!("turn", turn).entered();
             let request = ChatRequest {
                 messages: messages.clone(),
                 tools: tool_specs.clone(),

@@ -147,6 +147,7 @@ impl RunSetup {
             progress,
         } = request;
         let worktree_dir = run_dir.join("worktree");
+        let worktree_span = tracing::info_span!("worktree").entered();
         match start {
             WorktreeStart::Materialise => {
                 mirror.materialize(commit, &worktree_dir)?;
@@ -160,6 +161,7 @@ impl RunSetup {
             WorktreeStart::Parked => {}
         }
         let tracked = airlock_checkout::tracked_files(&worktree_dir, commit)?;
+        drop(worktree_span);
         let audit = AuditLog::open(&config.paths.audit_log)?;
         let screen = ScreenContext {
             repository: repo.to_owned(),

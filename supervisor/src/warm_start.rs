@@ -83,6 +83,7 @@ pub fn clip(text: &str, max_chars: usize) -> String {
 }
 
 /// Build the warm start.
+#[tracing::instrument(name = "warm_start", skip_all)]
 pub fn build(w: &WarmInputs<'_>) -> WarmStart {
     let cfg = &w.config.tokens;
     let issue = w.issue;

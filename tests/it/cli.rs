@@ -120,3 +120,106 @@ fn completions_cover_every_subcommand_and_man_pages_are_written() {
         "{run}"
     );
 }
+
+/// `airlock ARGS` with `RUST_LOG` set to `rust_log` (unset for `None`).
+fn airlock_with_log(args: &[&str], rust_log: Option<&str>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_airlock"));
+    cmd.args(args).env_remove("RUST_LOG").env_remove("NO_COLOR");
+    if let Some(filter) = rust_log {
+        cmd.env("RUST_LOG", filter);
+    }
+    cmd.output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+/// The `--json` document on stdout, whatever the logs on stderr say.
+fn json_stdout(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}):\n{}\nstderr:\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    })
+}
+
+#[test]
+fn verbosity_and_rust_log_add_log_lines_on_stderr_and_never_on_stdout() {
+    let plain = airlock_with_log(&["doctor", "--json"], None);
+    let report = json_stdout(&plain);
+    let plain_err = text(&plain.stderr);
+    assert!(!plain_err.contains("DEBUG"), "{plain_err}");
+
+    // -v: the command's span closes at info, with its time.
+    let v = airlock_with_log(&["-v", "doctor", "--json"], None);
+    assert_eq!(json_stdout(&v), report);
+    let v_err = text(&v.stderr);
+    assert!(
+        v_err.contains("INFO") && v_err.contains("command{command=\"doctor\"}: close time.busy="),
+        "{v_err}"
+    );
+    assert!(!v_err.contains("DEBUG"), "{v_err}");
+
+    // -vv and RUST_LOG=debug: debug lines too, on stderr only.
+    for (args, rust_log) in [
+        (&["-vv", "doctor", "--json"][..], None),
+        (&["doctor", "--json"][..], Some("debug")),
+    ] {
+        let out = airlock_with_log(args, rust_log);
+        assert_eq!(json_stdout(&out), report, "{args:?} {rust_log:?}");
+        let err = text(&out.stderr);
+        assert!(
+            err.lines().count() > plain_err.lines().count(),
+            "{args:?} {rust_log:?} added nothing:\n{err}"
+        );
+        assert!(
+            err.contains("DEBUG") && err.contains("airlock starting"),
+            "{args:?} {rust_log:?}:\n{err}"
+        );
+    }
+}
+
+#[test]
+fn log_format_json_writes_one_json_object_a_line_on_stderr() {
+    let out = airlock_with_log(&["-vv", "--log-format", "json", "doctor", "--json"], None);
+    json_stdout(&out);
+    let err = text(&out.stderr);
+    let lines: Vec<serde_json::Value> = err
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    assert!(lines.len() >= 2, "{err}");
+    for line in &lines {
+        assert!(line["level"].is_string(), "{line}");
+        assert!(line["fields"].is_object(), "{line}");
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["level"] == "DEBUG" && l["fields"]["message"] == "airlock starting"),
+        "{err}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["fields"]["message"] == "close" && l["span"]["command"] == "doctor"),
+        "{err}"
+    );
+    let bad = airlock_with_log(&["--log-format", "yaml", "doctor"], None);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains("text or json"), "{:?}", bad);
+}
+
+#[test]
+fn version_names_the_crate_version_and_the_commit_it_was_built_from() {
+    for flag in ["--version", "-V"] {
+        airlock_testkit::bin::assert_version_line(
+            "airlock",
+            env!("CARGO_PKG_VERSION"),
+            &stdout(&airlock(&[flag])),
+        );
+    }
+}

@@ -6,6 +6,7 @@ mod approvers;
 mod attacks;
 mod ci_checks;
 mod claims;
+mod cli;
 mod crash;
 mod findings;
 mod follow_up;

@@ -246,6 +246,9 @@ impl Toolbox<'_> {
         self.ledger
             .record(&crate::trajectory::TrajectoryEvent::ToolCall { call })?;
         let tool = Tool::from_name(&call.name).filter(|t| self.offered.contains(t));
+        // Named by the tool enum, never by the model's text, which could hold escapes.
+        let _span =
+            tracing::debug_span!("tool_call", tool = tool.map_or("unknown", Tool::name)).entered();
         let reply = match tool {
             Some(tool) => self.dispatch(tool, call)?,
             None => ToolReply::error(format!(

@@ -1,0 +1,9 @@
+//! The broker's build script: `AIRLOCK_BUILD_COMMIT` for `--version`, exactly as `airlock`'s
+//! (one script for both binaries).
+
+#[path = "../build.rs"]
+mod build_commit;
+
+fn main() {
+    build_commit::main();
+}
