@@ -23,6 +23,7 @@ mod retrieval;
 mod review;
 mod run;
 mod sandbox;
+mod scripted_model_doc;
 mod setup;
 mod tls;
 mod triage;
