@@ -194,6 +194,10 @@ pub struct WitnessPlan<'a> {
     pub test_env: &'a TestEnvironment,
     /// Where base runs are kept for the later witnesses at a pin; `None` runs every base.
     pub base_inventories: Option<&'a BaseInventories>,
+    /// The broker's witness slots: when one more is free, a selected step and the full step
+    /// after it run at once (`pinned_selected` with `base_full`, `patched_selected` with
+    /// `patched_full`); `None` runs every step in turn.
+    pub spare_slots: Option<&'a WitnessSlots>,
 }
 
 fn keep(text: String) -> String {
@@ -598,6 +602,16 @@ impl Place<'_, '_> {
     }
 }
 
+/// Whether `next` may run at once with `step` before it: a selected step and the full step
+/// after it, on different trees.
+fn runs_beside(step: WitnessStep, next: WitnessStep) -> bool {
+    matches!(
+        (step, next),
+        (WitnessStep::PinnedSelected, WitnessStep::BaseFull)
+            | (WitnessStep::PatchedSelected, WitnessStep::PatchedFull)
+    )
+}
+
 /// The base inventory a base run's output gives.
 fn take_base_inventory(
     runner: TestRunner,
@@ -687,7 +701,18 @@ pub fn run_witness(
         empty: &empty,
         scratch: scratch.path(),
     };
-    for (witness_step, argv) in steps {
+    // A selected step run beside a full one runs at a path of its own, on a tree of its own:
+    // its claimed test's id is the run's, never compared with the base inventory's.
+    let beside_at = scratch.path().join("tree-selected");
+    let beside = Place {
+        at: &beside_at,
+        ..place
+    };
+    let patched_beside: PathBuf = scratch.path().join("patched-selected");
+    // The full step run at once with the selected step before it, waiting to be graded.
+    let mut prefetched: Option<(WitnessStep, Result<StepRun>)> = None;
+    let mut steps = steps.into_iter().peekable();
+    while let Some((witness_step, argv)) = steps.next() {
         let tree: &Path = match witness_step {
             WitnessStep::PinnedSelected => &pinned,
             WitnessStep::PatchedSelected | WitnessStep::PatchedFull => &patched,
@@ -725,11 +750,55 @@ pub fn run_witness(
             });
             continue;
         }
+        let partner = steps
+            .peek()
+            .filter(|(next, _)| runs_beside(witness_step, *next))
+            .filter(|(next, _)| {
+                *next != WitnessStep::BaseFull || !kept.is_some_and(|k| k.has(&base_key))
+            })
+            .cloned();
+        let extra = partner
+            .as_ref()
+            .and(plan.spare_slots)
+            .and_then(WitnessSlots::try_acquire);
+        let ran = match (prefetched.take(), partner, extra) {
+            (Some((step, ran)), _, _) if step == witness_step => ran,
+            (_, Some((next, next_argv)), Some(_extra)) => {
+                let (own_tree, next_tree): (&Path, &Path) = match witness_step {
+                    WitnessStep::PinnedSelected => (&pinned, &base),
+                    _ => {
+                        build_tree(
+                            repo,
+                            pin,
+                            &changes,
+                            &pinned_test_files,
+                            TreeKind::Patched,
+                            &patched_beside,
+                        )?;
+                        (&patched_beside, &patched)
+                    }
+                };
+                let (own, theirs) = std::thread::scope(|s| {
+                    let theirs = s.spawn(|| {
+                        place.run(next_tree, next, next_argv, &changes, &pinned_test_files)
+                    });
+                    let own =
+                        beside.run(own_tree, witness_step, argv, &changes, &pinned_test_files);
+                    (own, theirs.join())
+                });
+                let theirs = theirs.unwrap_or_else(|_| {
+                    Err(Error::Witness(format!("the {next} step's thread panicked")))
+                });
+                prefetched = Some((next, theirs));
+                own
+            }
+            _ => place.run(tree, witness_step, argv, &changes, &pinned_test_files),
+        };
         let StepRun {
             mut out,
             parsed,
             report_problem,
-        } = place.run(tree, witness_step, argv, &changes, &pinned_test_files)?;
+        } = ran?;
         match expect {
             Expectation::Inventory => {
                 let taken = take_base_inventory(plan.runner, &parsed, &out)?;
@@ -931,10 +1000,9 @@ mod same_path_tests {
         }
     }
 
-    #[test]
-    fn every_step_runs_at_one_path() {
-        let dir = tempfile::tempdir().unwrap();
-        let wt = dir.path().join("wt");
+    /// A pinned repository under `dir` with a test, and a change that fixes it and adds one.
+    fn pinned_repo(dir: &Path) -> (git2::Repository, git2::Oid, ChangeSet) {
+        let wt = dir.join("wt");
         std::fs::create_dir_all(wt.join("tests")).unwrap();
         std::fs::write(wt.join("tests/test_old.py"), "").unwrap();
         std::fs::write(wt.join("mod.py"), "x = 1\n").unwrap();
@@ -948,10 +1016,112 @@ mod same_path_tests {
         let pin = repo
             .commit(Some("HEAD"), &sig, &sig, "pin", &tree, &[])
             .unwrap();
+        drop(tree);
         std::fs::write(wt.join("fixed"), "").unwrap();
         std::fs::write(wt.join("tests/test_new.py"), "").unwrap();
         let is_test = |p: &str| p.starts_with("tests/");
         let changes = crate::changes::collect(&repo, pin, &wt, &is_test).unwrap();
+        (repo, pin, changes)
+    }
+
+    /// Counts the commands in flight; each waits (up to a bound) for a second to join it, so
+    /// two run at once exactly when the witness started them together.
+    struct Paired {
+        inner: Recording,
+        flight: Mutex<(usize, usize)>,
+        joined: std::sync::Condvar,
+    }
+
+    impl TestExecutor for Paired {
+        fn run(
+            &self,
+            tree: &Path,
+            argv: &[String],
+            timeout: Duration,
+            env: &TestEnvironment,
+            guard: &CommandGuard,
+        ) -> Result<CapturedRun> {
+            let mut flight = self.flight.lock().unwrap();
+            flight.0 += 1;
+            flight.1 = flight.1.max(flight.0);
+            self.joined.notify_all();
+            let (mut flight, _) = self
+                .joined
+                .wait_timeout_while(flight, Duration::from_secs(2), |f| f.0 < 2 && f.1 < 2)
+                .unwrap();
+            flight.0 -= 1;
+            drop(flight);
+            self.inner.run(tree, argv, timeout, env, guard)
+        }
+    }
+
+    #[test]
+    fn with_a_spare_slot_each_selected_step_runs_beside_the_full_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (repo, pin, changes) = pinned_repo(dir.path());
+        let command: Vec<String> = ["python3", "-m", "unittest", "-v"]
+            .map(String::from)
+            .to_vec();
+        let env = TestEnvironment::default();
+        let slots = WitnessSlots::new(2);
+        let _this_witness = slots.acquire();
+        let plan = WitnessPlan {
+            test_command: &command,
+            runner: TestRunner::Unittest,
+            before_failing_test: Some("tests.test_new.T.test_new"),
+            timeout: Duration::from_secs(5),
+            test_env: &env,
+            base_inventories: None,
+            spare_slots: Some(&slots),
+        };
+        let executor = Paired {
+            inner: Recording(Mutex::new(Vec::new()), true),
+            flight: Mutex::new((0, 0)),
+            joined: std::sync::Condvar::new(),
+        };
+        let report = run_witness(
+            &repo,
+            pin,
+            &changes,
+            &["tests/test_old.py".to_owned()],
+            &plan,
+            &executor,
+            &dir.path().join("work"),
+        )
+        .unwrap();
+        assert!(report.green, "{:?}", report.failure);
+        assert_eq!(
+            executor.flight.lock().unwrap().1,
+            2,
+            "two commands ran at once"
+        );
+        let order: Vec<&str> = report.steps.iter().map(|r| r.step.name()).collect();
+        assert_eq!(
+            order,
+            [
+                "pinned_selected",
+                "base_full",
+                "patched_selected",
+                "patched_full"
+            ]
+        );
+        // The full runs share one path, where the base's ids (which hold it) match; the
+        // selected runs have their own.
+        let paths = executor.inner.0.lock().unwrap().clone();
+        assert_eq!(paths.len(), 4);
+        let selected: Vec<&PathBuf> = paths
+            .iter()
+            .filter(|p| p.ends_with("tree-selected"))
+            .collect();
+        assert_eq!(selected.len(), 2, "{paths:?}");
+        // The slot taken for the second command is free again.
+        assert_eq!(slots.counts_now().running, 1);
+    }
+
+    #[test]
+    fn every_step_runs_at_one_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let (repo, pin, changes) = pinned_repo(dir.path());
         let command: Vec<String> = ["python3", "-m", "unittest", "-v"]
             .map(String::from)
             .to_vec();
@@ -964,6 +1134,7 @@ mod same_path_tests {
             timeout: Duration::from_secs(5),
             test_env: &env,
             base_inventories: Some(&kept),
+            spare_slots: None,
         };
         let executor = Recording(Mutex::new(Vec::new()), true);
         let report = run_witness(

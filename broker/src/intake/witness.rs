@@ -78,6 +78,7 @@ pub fn run(bench: &WitnessBench<'_>, run: &RunRegistration, gated: Gated) -> Sta
         timeout: bench.config.witness_timeout,
         test_env: &run.test_env,
         base_inventories: Some(&kept),
+        spare_slots: Some(bench.slots),
     };
     // Queued behind `witness_concurrency` other witness runs, so N runs submitting at once
     // do not start N test suites together.

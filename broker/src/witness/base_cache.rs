@@ -77,6 +77,11 @@ impl BaseInventories {
         hex::encode(sha2::Sha256::digest(material.to_string().as_bytes()))
     }
 
+    /// Whether a base step is kept under `key` (it may still fail to read).
+    pub fn has(&self, key: &str) -> bool {
+        self.file(key).is_file()
+    }
+
     /// The base step kept under `key`, its test ids and output moved to the path `at`, with
     /// a note saying it is reused; `None` when none is kept or it cannot be read.
     pub fn reuse(&self, key: &str, at: &Path) -> Option<WitnessOutput> {

@@ -59,6 +59,17 @@ impl WitnessSlots {
         WitnessSlot { slots: self }
     }
 
+    /// A free slot, taken, if one is free and no run waits for one: a witness that holds a slot
+    /// runs two of its steps at once with it, never ahead of a run still queued.
+    pub fn try_acquire(&self) -> Option<WitnessSlot<'_>> {
+        let mut counts = self.counts();
+        if counts.running >= self.limit || counts.waiting > 0 {
+            return None;
+        }
+        counts.running += 1;
+        Some(WitnessSlot { slots: self })
+    }
+
     /// How many runs hold a slot and how many wait, now.
     pub fn counts_now(&self) -> SlotCounts {
         *self.counts()

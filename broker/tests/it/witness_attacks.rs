@@ -676,7 +676,11 @@ fn source_that_rewires_imports_is_queued_for_a_senior_approver() {
 /// A project whose only tests live in a Django-style `calc/tests.py`, a name no test pattern
 /// of the policy matches (unittest's discovery collects it: `test*.py`).
 fn django_style_fixture() -> Fixture {
-    Fixture::with(Options {
+    Fixture::with(django_style_fixture_options())
+}
+
+fn django_style_fixture_options() -> Options {
+    Options {
         files: vec![
             ("calc/__init__.py", String::new()),
             ("calc/ops.py", crate::harness::BUGGY_OPS.to_owned()),
@@ -685,7 +689,7 @@ fn django_style_fixture() -> Fixture {
             ("README.md", "calc\n".to_owned()),
         ],
         ..Options::default()
-    })
+    }
 }
 
 /// The first attack of issue 54: the source breaks `test_clamp_low` while the change weakens
@@ -807,4 +811,55 @@ fn pytest_s_guard_finds_the_framework_rebound_by_the_change_s_source() {
     claim(&mut args, PYTEST_NEW_TEST);
     let reply = fx.client().open_pr("run-pytest-honest", args).unwrap();
     assert!(matches!(reply, BrokerReply::Queued { .. }), "{reply:?}");
+}
+
+/// With a second witness slot free, each selected step runs beside its full step, on a tree and
+/// at a path of its own: the honest fix is still queued with its four steps, and the weakened
+/// Django-style module is still run as pinned and refused.
+#[test]
+fn steps_run_two_at_once_with_a_spare_slot_and_judge_the_same() {
+    let mut fx = Fixture::with(Options {
+        extra_config: "witness_concurrency = 2".to_owned(),
+        ..Options::default()
+    });
+    fx.start();
+    let id = crate::harness::queue_honest(&fx, "run-two-at-once");
+    let view: Value =
+        serde_json::from_slice(&fx.cli(&["show", &id.to_string(), "--json"]).stdout).unwrap();
+    let steps: Vec<&str> = view["witness"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "pinned_selected",
+            "base_full",
+            "patched_selected",
+            "patched_full"
+        ]
+    );
+
+    let mut fx = Fixture::with(Options {
+        extra_config: "witness_concurrency = 2".to_owned(),
+        ..django_style_fixture_options()
+    });
+    fx.start();
+    let wt = fx.register("run-tests-py-two");
+    write(&wt, "calc/ops.py", UPPER_ONLY);
+    write(&wt, "tests/test_clamp_high.py", NEW_TEST);
+    write(&wt, "calc/tests.py", weakened_test());
+    let reply = fx
+        .client()
+        .open_pr("run-tests-py-two", honest_args(&fx, &wt))
+        .unwrap();
+    let err = refusal(&reply);
+    assert!(
+        err.message
+            .contains("calc.tests.TestClampLow.test_clamp_low"),
+        "{}",
+        err.message
+    );
 }
