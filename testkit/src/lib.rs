@@ -6,6 +6,8 @@
 //! - [`bin`]: where the workspace's built binaries are.
 //! - [`githttp`]: a real `git http-backend` behind Basic authentication on 127.0.0.1.
 //! - [`mockgithub`]: a GitHub REST stand-in for issues and draft pull requests.
+//! - [`mockgitlab`]: a GitLab REST v4 stand-in for issues, notes, labels and draft merge
+//!   requests.
 //! - [`mockmodel`]: an OpenAI-compatible chat-completions server that plays scripted turns.
 //! - [`tls`]: a CA, broker and worker certificates (and a stranger's) for the TLS transport.
 //! - [`pg`]: a throwaway PostgreSQL server (`initdb` and `postgres` from the machine's
@@ -19,6 +21,7 @@ pub mod git;
 pub mod githttp;
 mod http;
 pub mod mockgithub;
+pub mod mockgitlab;
 pub mod mockmodel;
 pub mod pg;
 pub mod tls;

@@ -66,6 +66,7 @@ fn crates_depend_only_on_what_the_code_map_allows() {
                 "airlock-audit",
                 "airlock-egress",
                 "airlock-gates",
+                "airlock-forge",
             ],
         ),
         ("airlock-gates", &["airlock-schemas"]),
@@ -81,6 +82,8 @@ fn crates_depend_only_on_what_the_code_map_allows() {
             ],
         ),
         ("airlock-testkit", &[]),
+        // Below both the supervisor and the broker, which alone may use it.
+        ("airlock-forge", &[]),
         (
             "airlock-supervisor",
             &[
@@ -88,6 +91,7 @@ fn crates_depend_only_on_what_the_code_map_allows() {
                 "airlock-checkout",
                 "airlock-codegraph",
                 "airlock-egress",
+                "airlock-forge",
                 "airlock-model",
                 "airlock-policies",
                 "airlock-protocol",

@@ -1,0 +1,77 @@
+//! The one error type of forge access: each variant names the request, the forge's answer and
+//! what to do. None carries a token.
+
+/// What went wrong talking to a forge.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The token's source has nothing to give (an environment variable unset or empty).
+    #[error("the forge token is missing: {var} is not set or is empty; export it")]
+    TokenMissing {
+        /// Where the token was to come from (a variable's name).
+        var: String,
+    },
+    /// The configuration cannot address a forge (a bad `api_url` or project).
+    #[error("forge configuration: {problem}")]
+    Config {
+        /// What is wrong and what to write instead.
+        problem: String,
+    },
+    /// An issue reference is not one this forge understands.
+    #[error("invalid issue reference {given:?}: {problem}")]
+    Reference {
+        /// What was given.
+        given: String,
+        /// What is wrong with it and the accepted shapes.
+        problem: String,
+    },
+    /// A label a forge cannot carry in its request (GitLab separates labels with commas).
+    #[error("label {label:?} cannot be sent: {problem}")]
+    Label {
+        /// The label.
+        label: String,
+        /// Why.
+        problem: String,
+    },
+    /// The request did not complete (connection refused, TLS, timeout).
+    #[error("{method} {url} failed: {message}")]
+    Transport {
+        /// `GET`, `POST`, ...
+        method: &'static str,
+        /// The URL (no credential is ever in one).
+        url: String,
+        /// The client's message, redacted.
+        message: String,
+    },
+    /// The forge answered with an error status.
+    #[error("{method} {url} answered {status}: {problem}")]
+    Status {
+        /// `GET`, `POST`, ...
+        method: &'static str,
+        /// The URL.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// What it means and what to do.
+        problem: String,
+    },
+    /// The answer is not the shape the forge's API documents.
+    #[error("unexpected answer to {method} {url}: {problem}")]
+    Shape {
+        /// `GET`, `POST`, ...
+        method: &'static str,
+        /// The URL.
+        url: String,
+        /// What was wrong.
+        problem: String,
+    },
+    /// A webhook delivery that is not proven to come from the forge: it must be dropped
+    /// unread.
+    #[error("webhook delivery refused: {problem}")]
+    Webhook {
+        /// What was missing or wrong (never the secret or the token sent).
+        problem: String,
+    },
+}
+
+/// Result alias for forge access.
+pub type Result<T> = std::result::Result<T, Error>;
