@@ -49,6 +49,10 @@ pub trait Forge {
     /// The open change request whose head (source) branch is `branch`, if there is one.
     fn find_change_request(&self, branch: &str) -> Result<Option<ChangeRequest>>;
 
+    /// The standing of user `user_id` in the project; `None` for someone who is no member
+    /// (whose reply to a question, say, starts nothing).
+    fn member_access(&self, user_id: u64) -> Result<Option<AccessLevel>>;
+
     /// The review feedback on change request `number`: its threads, their line comments, and
     /// each author's standing in the project.
     fn review_feedback(&self, number: u64) -> Result<ReviewFeedback>;

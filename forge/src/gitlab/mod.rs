@@ -260,16 +260,6 @@ impl GitLab {
         self.parse(method, path, &answer.text)
     }
 
-    /// The member's access level, `None` for someone who is no member (`404`).
-    fn access_level(&self, user_id: u64) -> Result<Option<AccessLevel>> {
-        let path = self.project_path(&format!("/members/all/{user_id}"));
-        match self.get::<wire::Member>(&path) {
-            Ok(m) => Ok(Some(AccessLevel(m.access_level))),
-            Err(Error::Status { status: 404, .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
     fn change_labels(&self, number: u64, key: &str, label: &str) -> Result<()> {
         if label.contains(',') || label.trim().is_empty() {
             return Err(Error::Label {
@@ -400,6 +390,17 @@ impl Forge for GitLab {
             .map(wire::MergeRequest::into_change))
     }
 
+    /// `GET /projects/:id/members/all/:user_id` (inherited memberships included); `404` is
+    /// no member.
+    fn member_access(&self, user_id: u64) -> Result<Option<AccessLevel>> {
+        let path = self.project_path(&format!("/members/all/{user_id}"));
+        match self.get::<wire::Member>(&path) {
+            Ok(m) => Ok(Some(AccessLevel(m.access_level))),
+            Err(Error::Status { status: 404, .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     fn review_feedback(&self, number: u64) -> Result<ReviewFeedback> {
         let path = self.project_path(&format!("/merge_requests/{number}/discussions"));
         let discussions: Vec<wire::Discussion> = self.get_all(&path)?;
@@ -419,7 +420,7 @@ impl Forge for GitLab {
                 let access = match levels.get(&note.author.id) {
                     Some(level) => *level,
                     None => {
-                        let level = self.access_level(note.author.id)?;
+                        let level = self.member_access(note.author.id)?;
                         levels.insert(note.author.id, level);
                         level
                     }

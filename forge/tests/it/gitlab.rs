@@ -271,6 +271,23 @@ fn review_discussions_carry_line_comments_and_each_authors_access_level() {
 }
 
 #[test]
+fn a_member_has_an_access_level_and_a_stranger_none() {
+    let mock = MockGitLab::start();
+    mock.route(
+        "/projects/7/members/all/5",
+        200,
+        json!({"id": 5, "username": "dev", "access_level": 30}),
+    );
+    let gl = client(&mock, "7");
+    assert_eq!(gl.member_access(5).unwrap(), Some(AccessLevel::DEVELOPER));
+    assert_eq!(gl.member_access(6).unwrap(), None);
+    // Any other failure is an error, not "no member".
+    mock.require_token("another");
+    let err = gl.member_access(5).unwrap_err();
+    assert!(matches!(err, Error::Status { status: 401, .. }), "{err:?}");
+}
+
+#[test]
 fn a_rejected_token_is_an_error_naming_its_variable_never_its_value() {
     let mock = MockGitLab::start();
     mock.require_token("the-right-token");
