@@ -32,6 +32,17 @@ pub enum Error {
         /// Why.
         problem: String,
     },
+    /// A text longer than the forge accepts: it is refused before it is sent, so that nothing
+    /// is cut silently.
+    #[error("{what} is {chars} characters; the forge accepts at most {limit}: shorten it")]
+    TooLong {
+        /// What the text is (`a note`, `a merge request description`).
+        what: &'static str,
+        /// Its length in characters.
+        chars: usize,
+        /// The forge's limit.
+        limit: usize,
+    },
     /// The request did not complete (connection refused, TLS, timeout).
     #[error("{method} {url} failed: {message}")]
     Transport {

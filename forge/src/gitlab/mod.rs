@@ -29,6 +29,9 @@ pub const MAX_PAGES: u32 = 100;
 /// The largest answer body read, in bytes.
 const MAX_BODY_BYTES: u64 = 16 * 1024 * 1024;
 
+/// The longest note or description GitLab stores, in characters.
+pub const MAX_TEXT_CHARS: usize = 1_000_000;
+
 /// GitLab's marker of a draft merge request, in its title.
 pub const DRAFT_PREFIX: &str = "Draft: ";
 
@@ -274,6 +277,19 @@ impl GitLab {
     }
 }
 
+/// Nothing when GitLab would store `text` whole; an error naming `what` otherwise.
+fn within_limit(what: &'static str, text: &str) -> Result<()> {
+    let chars = text.chars().count();
+    if chars > MAX_TEXT_CHARS {
+        return Err(Error::TooLong {
+            what,
+            chars,
+            limit: MAX_TEXT_CHARS,
+        });
+    }
+    Ok(())
+}
+
 fn redact(error: Error, token: Option<&str>) -> Error {
     let Some(token) = token.filter(|t| !t.is_empty()) else {
         return error;
@@ -343,12 +359,14 @@ impl Forge for GitLab {
     }
 
     fn comment_on_issue(&self, number: u64, body: &str) -> Result<Comment> {
+        within_limit("the note", body)?;
         let path = self.project_path(&format!("/issues/{number}/notes"));
         let note: wire::Note = self.send_json(Method::Post, &path, &json!({ "body": body }))?;
         Ok(note.into_comment())
     }
 
     fn open_draft(&self, request: &DraftRequest) -> Result<ChangeRequest> {
+        within_limit("the merge request's description", &request.description)?;
         let path = self.project_path("/merge_requests");
         // The create endpoint has no draft parameter: the title's prefix is GitLab's flag.
         let title = if request.title.starts_with("Draft:") {

@@ -157,6 +157,14 @@ fn a_comment_is_posted_as_a_note_on_the_issue() {
             "Which of the two behaviours is intended?".to_owned()
         )]
     );
+    // A note GitLab would refuse is refused here, before any request, naming the limit.
+    let long = "?".repeat(airlock_forge::gitlab::MAX_TEXT_CHARS + 1);
+    let err = client(&mock, "acme/app")
+        .comment_on_issue(12, &long)
+        .unwrap_err();
+    assert!(matches!(err, Error::TooLong { .. }), "{err:?}");
+    assert!(err.to_string().contains("at most 1000000"), "{err}");
+    assert_eq!(mock.posted_notes().len(), 1);
 }
 
 #[test]
