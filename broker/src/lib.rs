@@ -31,6 +31,7 @@ pub mod intake;
 pub mod judging;
 pub mod pr_text;
 pub mod publish;
+pub mod questions;
 pub mod registration;
 pub mod reported;
 pub mod risk;

@@ -399,6 +399,20 @@ pub trait Forge: Send + Sync {
         Ok(false)
     }
 
+    /// Put `label` (a text fixed by airlock: [`airlock_protocol::NEEDS_INFO_LABEL`]) on issue
+    /// `issue_number` (`on`) or take it off; `false` when no token is configured.
+    fn set_issue_label(
+        &self,
+        repository: &str,
+        cfg: &RepositoryConfig,
+        issue_number: u64,
+        label: &'static str,
+        on: bool,
+    ) -> Result<bool> {
+        let _ = (repository, cfg, issue_number, label, on);
+        Ok(false)
+    }
+
     /// Read a reviewer's review (with its inline comments) or conversation comment on pull
     /// request `pull_request`, as the forge has it; `None` when no token is configured. The
     /// only reviewer text a follow-up starts from is what this returns.
@@ -558,7 +572,29 @@ impl Forge for GitHubForge {
         let Some(token) = forge_token(repository, cfg)? else {
             return Ok(false);
         };
-        self.label_with(cfg, repository, issue_number, claimed, &token)
+        self.label_with(
+            cfg,
+            repository,
+            issue_number,
+            (crate::claims::CLAIM_LABEL, claimed),
+            &token,
+        )
+        .map_err(|e| redact(e, Some(&token)))?;
+        Ok(true)
+    }
+
+    fn set_issue_label(
+        &self,
+        repository: &str,
+        cfg: &RepositoryConfig,
+        issue_number: u64,
+        label: &'static str,
+        on: bool,
+    ) -> Result<bool> {
+        let Some(token) = forge_token(repository, cfg)? else {
+            return Ok(false);
+        };
+        self.label_with(cfg, repository, issue_number, (label, on), &token)
             .map_err(|e| redact(e, Some(&token)))?;
         Ok(true)
     }
@@ -825,20 +861,19 @@ impl GitHubForge {
         }
     }
 
-    /// `POST /repos/{slug}/issues/{n}/labels` with the claim label, or `DELETE` of it (a
-    /// label already gone is not an error).
+    /// `POST /repos/{slug}/issues/{n}/labels` with `label` (when `claimed`), or `DELETE` of
+    /// it (a label already gone is not an error).
     fn label_with(
         &self,
         cfg: &RepositoryConfig,
         repository: &str,
         issue_number: u64,
-        claimed: bool,
+        (label, claimed): (&str, bool),
         token: &str,
     ) -> Result<()> {
         let slug = cfg.forge_slug(repository);
         let api = cfg.github_api.trim_end_matches('/');
         let auth = format!("Bearer {token}");
-        let label = crate::claims::CLAIM_LABEL;
         let (method, url) = if claimed {
             (
                 "POST",

@@ -191,6 +191,8 @@ impl Broker {
                 .record_judge_score(&score)
                 .map(|queue_id| BrokerReply::ScoreRecorded { queue_id }),
             Request::Preflight(preflight) => self.preflight(&preflight),
+            Request::AskQuestion(question) => self.ask_question(&question),
+            Request::CloseQuestion(reply) => self.close_question(&reply),
         };
         result.unwrap_or_else(|e| BrokerReply::Failed {
             message: e.to_string(),

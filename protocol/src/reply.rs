@@ -101,6 +101,19 @@ pub enum BrokerReply {
         /// The items still waiting for a human (or for their publication), oldest first.
         open_items: Vec<OpenItem>,
     },
+    /// `ask_question`: the question's comment and label on the forge.
+    QuestionAsked {
+        /// The comment's web address; absent when no forge token is configured.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        comment_url: Option<String>,
+        /// What became of the `needs-info` label.
+        label: ForgeMark,
+    },
+    /// `close_question`: the reply is recorded (and the label taken off when accepted).
+    QuestionClosed {
+        /// What became of the `needs-info` label.
+        label: ForgeMark,
+    },
     /// The broker could not do its job (not a verdict on the submission).
     Failed {
         /// What went wrong.
@@ -127,6 +140,8 @@ impl BrokerReply {
             BrokerReply::ScoreRecorded { .. } => "score_recorded",
             BrokerReply::FindingsRecorded { .. } => "findings_recorded",
             BrokerReply::Preflight { .. } => "preflight",
+            BrokerReply::QuestionAsked { .. } => "question_asked",
+            BrokerReply::QuestionClosed { .. } => "question_closed",
             BrokerReply::Failed { .. } => "failed",
         }
     }
@@ -376,6 +391,26 @@ replies! {
             repository_known: bool,
             /// The open items, oldest first.
             open_items: Vec<OpenItem>,
+        },
+    }
+
+    /// What `ask_question` gets.
+    AskQuestionReply for "ask_question" {
+        /// The comment and the label.
+        QuestionAsked {
+            /// The comment's web address, when a forge token is configured.
+            comment_url: Option<String>,
+            /// What became of the `needs-info` label.
+            label: ForgeMark,
+        },
+    }
+
+    /// What `close_question` gets.
+    CloseQuestionReply for "close_question" {
+        /// The reply is recorded.
+        QuestionClosed {
+            /// What became of the `needs-info` label.
+            label: ForgeMark,
         },
     }
 

@@ -6,8 +6,9 @@ use serde_json::value::RawValue;
 use airlock_policies::network::BlockedAttempt;
 
 use crate::{
-    ClaimRelease, ClaimRequest, EnqueueWork, ItemFinding, JudgeScoreSubmission, JudgeSelection,
-    PrFeedback, Preflight, ReviewSubmission, RunRegistration, SubmittedChange, TakeWork,
+    ClaimRelease, ClaimRequest, EnqueueWork, IssueQuestion, ItemFinding, JudgeScoreSubmission,
+    JudgeSelection, PrFeedback, Preflight, QuestionReply, ReviewSubmission, RunRegistration,
+    SubmittedChange, TakeWork,
 };
 
 /// One request, by operation: what a supervisor (or the CLI's client) asks the broker.
@@ -98,6 +99,12 @@ pub enum Request {
     /// and which of the issue's queue items are still open. Answered
     /// [`crate::PreflightReply`]; it changes nothing.
     Preflight(Preflight),
+    /// `ask_question`: post the escalated run's question on its issue and label it
+    /// `needs-info`. Answered [`crate::AskQuestionReply`].
+    AskQuestion(Box<IssueQuestion>),
+    /// `close_question`: a reply came in on an issue with an open question; record it and,
+    /// when accepted, take the `needs-info` label off. Answered [`crate::CloseQuestionReply`].
+    CloseQuestion(QuestionReply),
 }
 
 impl Request {
@@ -177,6 +184,8 @@ impl Request {
             Request::JudgeScore(_) => "judge_score",
             Request::ReportFindings { .. } => "report_findings",
             Request::Preflight(_) => "preflight",
+            Request::AskQuestion(_) => "ask_question",
+            Request::CloseQuestion(_) => "close_question",
         }
     }
 }
@@ -242,6 +251,12 @@ pub struct WireRequest {
     /// For `preflight`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preflight: Option<Preflight>,
+    /// For `ask_question`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<IssueQuestion>,
+    /// For `close_question`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<QuestionReply>,
 }
 
 impl TryFrom<WireRequest> for Request {
@@ -336,10 +351,27 @@ impl TryFrom<WireRequest> for Request {
                 Some(preflight) => Ok(Request::Preflight(preflight)),
                 None => Err("preflight needs \"preflight\" (repository, issue_id)".to_owned()),
             },
+            "ask_question" => match w.question {
+                Some(question) => Ok(Request::AskQuestion(Box::new(question))),
+                None => Err(
+                    "ask_question needs \"question\" (repository, issue_number, run_id, \
+                     round, established, ruled_out, question)"
+                        .to_owned(),
+                ),
+            },
+            "close_question" => match w.reply {
+                Some(reply) => Ok(Request::CloseQuestion(reply)),
+                None => Err(
+                    "close_question needs \"reply\" (repository, issue_number, by, \
+                     association, accepted)"
+                        .to_owned(),
+                ),
+            },
             other => Err(format!(
                 "unknown op {other:?} (expected register_run, open_pr, decision, claim, \
                  renew_claim, release_claim, enqueue_work, take_work, follow_up, pr_feedback, \
-                 submit_review, judge_subjects, judge_score, report_findings or preflight)"
+                 submit_review, judge_subjects, judge_score, report_findings, preflight, ask_question or \
+                 close_question)"
             )),
         }
     }
@@ -430,6 +462,16 @@ impl From<Request> for WireRequest {
             Request::Preflight(preflight) => WireRequest {
                 op,
                 preflight: Some(preflight),
+                ..WireRequest::default()
+            },
+            Request::AskQuestion(question) => WireRequest {
+                op,
+                question: Some(*question),
+                ..WireRequest::default()
+            },
+            Request::CloseQuestion(reply) => WireRequest {
+                op,
+                reply: Some(reply),
                 ..WireRequest::default()
             },
         }

@@ -221,6 +221,7 @@ fn outcome_line(issue: &str, outcome: &WorkOutcome) -> String {
             )
         }
         WorkOutcome::Failed { error } => format!("{issue} failed: {}", escaped(error)),
+        WorkOutcome::Ignored { reason } => format!("{issue} ignored: {}", escaped(reason)),
     }
 }
 
@@ -403,6 +404,9 @@ fn print_table(report: &BatchReport) {
             ),
             WorkOutcome::Failed { error } => {
                 ("failed", error.clone(), "-".to_owned(), String::new())
+            }
+            WorkOutcome::Ignored { reason } => {
+                ("ignored", reason.clone(), "-".to_owned(), String::new())
             }
         };
         let mut detail = escaped(&detail).into_owned();

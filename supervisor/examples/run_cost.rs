@@ -205,6 +205,7 @@ fn run_once(
             readers: None,
             tests: Some(Box::new(NoTests)),
             broker: None,
+            answer: None,
         },
     )
     .unwrap();

@@ -661,6 +661,10 @@ impl GithubClient {
                     let who = login(c).unwrap_or_else(|| "(unknown)".to_owned());
                     let when = c.get("created_at").and_then(Value::as_str).unwrap_or("");
                     let text = c.get("body").and_then(Value::as_str).unwrap_or("");
+                    // The broker's own question is not the text.
+                    if text.starts_with(airlock_protocol::QUESTION_COMMENT_MARKER) {
+                        continue;
+                    }
                     body.push_str(&comment_block(&who, when, text));
                     comments += 1;
                 }

@@ -29,6 +29,7 @@ pub mod ports;
 pub mod prepare;
 pub mod progress;
 pub mod prompts;
+pub mod questions;
 pub mod recipe;
 pub mod reference_repos;
 pub mod review;

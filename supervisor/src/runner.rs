@@ -75,6 +75,8 @@ pub struct Overrides {
     pub tests: Option<Box<dyn TestRunner>>,
     /// Replaces where `[broker]` says the broker is (`airlock worker --broker URL`).
     pub broker: Option<String>,
+    /// The reply that answered an earlier run's question, added to the issue as data.
+    pub answer: Option<crate::questions::Answer>,
 }
 
 /// What a finished `airlock run` produced.
@@ -158,6 +160,10 @@ pub fn run_issue_with(
         record: intake_record,
         follow_up: intake_follow_up,
     } = intake(args, &config)?;
+    let issue = match &overrides.answer {
+        Some(answer) => crate::questions::answered_issue(issue, answer),
+        None => issue,
+    };
     let spec_text = args
         .model
         .clone()

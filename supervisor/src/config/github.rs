@@ -93,6 +93,26 @@ impl GithubConfig {
     }
 }
 
+/// `[questions]`: whether a triggered run that escalates on an ambiguous issue asks its
+/// question on the issue (through the broker), and how many times per issue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QuestionsConfig {
+    /// Ask at all (default on; only triggered runs ask).
+    pub enabled: bool,
+    /// The most questions asked on one issue; past it an escalation stays a plain one.
+    pub max_rounds: u32,
+}
+
+impl Default for QuestionsConfig {
+    fn default() -> Self {
+        QuestionsConfig {
+            enabled: true,
+            max_rounds: 2,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,7 +29,7 @@ pub use budgets::{
     Budgets, ContextConfig, DEFAULT_MENTION_THRESHOLD, DEFAULT_PARK_MAX_AGE_SECS, HistoryConfig,
     TokenBudgets,
 };
-pub use github::{GithubConfig, valid_project_key};
+pub use github::{GithubConfig, QuestionsConfig, valid_project_key};
 pub use model::{ModelConfig, SecurityModelConfig};
 pub use paths::PathsConfig;
 pub use python::{AsOf, LOCKFILES, PythonRecipe, check_python_recipe};
@@ -181,6 +181,8 @@ pub struct Config {
     pub agent: AgentConfig,
     /// `[docs]`.
     pub docs: DocsConfig,
+    /// `[questions]`.
+    pub questions: QuestionsConfig,
 }
 
 impl Config {

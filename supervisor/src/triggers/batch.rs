@@ -217,6 +217,7 @@ pub fn run_batch(options: &BatchOptions, worker: &Worker) -> Result<BatchReport>
                             repo: Some(options.repo.clone()),
                             commit: Some(commit.clone()),
                             agent: agent.clone(),
+                            answer: None,
                         },
                     ));
                     // Replaced by the run's outcome below.

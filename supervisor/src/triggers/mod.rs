@@ -12,6 +12,7 @@
 pub mod batch;
 pub mod checks;
 pub mod claims;
+pub mod replies;
 pub mod shared_queue;
 pub mod watch;
 pub mod webhook;
@@ -171,5 +172,23 @@ pub enum WorkItem {
         agent: Option<String>,
         /// The webhook delivery it came from.
         delivery: String,
+    },
+    /// A comment on an issue labelled `needs-info`: perhaps the answer to a run's question.
+    Reply {
+        /// `OWNER/REPO` on GitHub.
+        repository: String,
+        /// The issue number.
+        number: u64,
+        /// The replier's login.
+        author: String,
+        /// The replier's `author_association`.
+        association: String,
+        /// Whether the replier opened the issue.
+        by_issue_author: bool,
+        /// The reply (GitHub's text, kept as data).
+        text: String,
+        /// The webhook delivery it came from, when it did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        delivery: Option<String>,
     },
 }

@@ -128,6 +128,7 @@ fn work_on_taken(
         repo: None,
         commit: None,
         agent: None,
+        answer: None,
     };
     let triaged = worker
         .load_config()

@@ -173,6 +173,7 @@ pub fn watch(
                         repo: None,
                         commit: None,
                         agent: routes.for_label(&label).map(str::to_owned),
+                        answer: None,
                     });
                     let again = matches!(
                         outcome,

@@ -33,11 +33,12 @@ use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
 
+use super::replies::IssueReply;
 use super::worker::{Job, WorkOutcome, Worker};
 use super::{FollowUpTrigger, IssueTrigger, Result, TriggerError, WorkItem};
 use crate::agents::{RouteOptions, Routes};
 use crate::github::{GithubIssueRef, IssueSource};
-use airlock_protocol::{FeedbackKind, FeedbackSource};
+use airlock_protocol::{FeedbackKind, FeedbackSource, QUESTION_COMMENT_MARKER};
 
 /// The heading the broker puts in every draft pull request's body; a comment on a pull request
 /// whose body carries it is a comment on an airlock pull request.
@@ -161,6 +162,10 @@ struct IssuePayload {
     #[serde(default)]
     body: Option<String>,
     #[serde(default)]
+    labels: Vec<Label>,
+    #[serde(default)]
+    user: Option<User>,
+    #[serde(default)]
     pull_request: Option<serde_json::Value>,
 }
 
@@ -172,6 +177,8 @@ struct Comment {
     body: Option<String>,
     #[serde(default)]
     user: Option<User>,
+    #[serde(default)]
+    author_association: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -296,6 +303,25 @@ pub fn parse_event(event: &str, payload: &[u8], routes: &Routes, delivery: &str)
                         id,
                     },
                     delivery,
+                });
+            }
+            let waits_for_answer = issue.labels.iter().any(|l| {
+                l.name
+                    .eq_ignore_ascii_case(airlock_protocol::NEEDS_INFO_LABEL)
+            });
+            // The broker's own question is never a reply.
+            if waits_for_answer && !text.contains(QUESTION_COMMENT_MARKER) {
+                let author = comment.user.and_then(|u| u.login).unwrap_or_default();
+                let by_issue_author = !author.is_empty()
+                    && issue.user.and_then(|u| u.login).as_deref() == Some(author.as_str());
+                return EventAction::Work(WorkItem::Reply {
+                    repository,
+                    number: issue.number,
+                    author,
+                    association: comment.author_association.unwrap_or_default(),
+                    by_issue_author,
+                    text,
+                    delivery: Some(delivery),
                 });
             }
             if !mentions_airlock(&text) {
@@ -629,6 +655,7 @@ fn carry_out(worker: &Worker, item: &WorkItem, pulls: &PullLocks) -> (String, Wo
                         repo: None,
                         commit: None,
                         agent: agent.clone(),
+                        answer: None,
                     }),
                 ),
                 _ => (
@@ -639,6 +666,25 @@ fn carry_out(worker: &Worker, item: &WorkItem, pulls: &PullLocks) -> (String, Wo
                 ),
             }
         }
+        WorkItem::Reply {
+            repository,
+            number,
+            author,
+            association,
+            by_issue_author,
+            text,
+            ..
+        } => (
+            format!("reply on {repository}#{number}"),
+            worker.take_reply(&IssueReply {
+                repository: repository.clone(),
+                number: *number,
+                author: author.clone(),
+                association: association.clone(),
+                by_issue_author: *by_issue_author,
+                text: text.clone(),
+            }),
+        ),
         WorkItem::FollowUp {
             repository,
             pull_request,
@@ -680,6 +726,7 @@ fn carry_out(worker: &Worker, item: &WorkItem, pulls: &PullLocks) -> (String, Wo
                     repo: None,
                     commit: None,
                     agent: Some(agent.clone()),
+                    answer: None,
                 }),
             )
         }
@@ -778,6 +825,9 @@ fn queue(state: &AppState, delivery: &str, item: WorkItem) -> (StatusCode, Strin
             pull_request,
             ..
         } => format!("a run after the merge of {repository} pull #{pull_request}"),
+        WorkItem::Reply {
+            repository, number, ..
+        } => format!("a reply on {repository}#{number}"),
     };
     let path = match state.queue.push(delivery, &item) {
         Ok(path) => path,
@@ -1029,6 +1079,37 @@ mod tests {
         assert!(mentions_airlock("hey @airlock, look"));
         assert!(!mentions_airlock("mail me@airlock.dev"));
         assert!(!mentions_airlock("@airlock-bot"));
+    }
+
+    #[test]
+    fn a_comment_on_an_issue_waiting_for_an_answer_is_a_reply_but_the_question_is_not() {
+        let comment = |body: &str| {
+            serde_json::json!({"action": "created", "repository": {"full_name": "acme/calc"},
+                "issue": {"number": 7, "labels": [{"name": "needs-info"}],
+                    "user": {"login": "alice"}},
+                "comment": {"id": 3, "body": body, "author_association": "NONE",
+                    "user": {"login": "alice", "type": "User"}}})
+            .to_string()
+        };
+        match parse_event(
+            "issue_comment",
+            comment("Raise.").as_bytes(),
+            &routes(),
+            "d",
+        ) {
+            EventAction::Work(WorkItem::Reply {
+                by_issue_author,
+                association,
+                text,
+                ..
+            }) => assert!(by_issue_author && association == "NONE" && text == "Raise."),
+            other => panic!("{other:?}"),
+        }
+        let own = comment(&format!("{QUESTION_COMMENT_MARKER}\nwhich?"));
+        assert!(matches!(
+            parse_event("issue_comment", own.as_bytes(), &routes(), "d"),
+            EventAction::Ignore(_)
+        ));
     }
 
     #[test]

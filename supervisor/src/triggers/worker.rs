@@ -56,6 +56,9 @@ pub struct Job {
     /// The agent its trigger chose (a built-in name or a definition's path); `[agent]
     /// definition`, else the issue fixer, when absent.
     pub agent: Option<String>,
+    /// The reply that answered an earlier run's question on the issue, given to this run as
+    /// data (`crate::questions`).
+    pub answer: Option<crate::questions::Answer>,
 }
 
 /// How a run that started ended.
@@ -116,6 +119,12 @@ pub enum WorkOutcome {
         /// What went wrong.
         error: String,
     },
+    /// A reply on an issue that starts nothing (no open question, or a replier who may not
+    /// answer it); recorded.
+    Ignored {
+        /// Why.
+        reason: String,
+    },
 }
 
 impl WorkOutcome {
@@ -140,6 +149,7 @@ impl WorkOutcome {
                 ..
             }
             | WorkOutcome::Skipped { .. }
+            | WorkOutcome::Ignored { .. }
             | WorkOutcome::ClaimedElsewhere { .. } => crate::EXIT_NOT_READY,
             WorkOutcome::Failed { .. } => crate::EXIT_ERROR,
         }
@@ -222,7 +232,11 @@ impl Worker {
 
     fn try_work_on(&self, job: &Job) -> Result<WorkOutcome> {
         let config = self.load_config()?;
-        let triaged = read_and_triage(&job.issue, &config)?;
+        let mut triaged = read_and_triage(&job.issue, &config)?;
+        if let Some(answer) = &job.answer {
+            triaged.issue = crate::questions::answered_issue(triaged.issue, answer);
+            triaged.triage = triage::classify(&triaged.issue);
+        }
         if triaged.triage.state != TriageState::ReadyForAgent {
             return Ok(WorkOutcome::Skipped {
                 triage: triaged.triage,
@@ -294,8 +308,12 @@ impl Worker {
         let client = ClaimClient::new(endpoint, &self.holder);
         let lease = Lease::keep(endpoint, &self.holder, key, self.lease);
         let mut outcome = self.run(job, Some(forge));
+        // An issue whose run asked its question is free again: the `needs-info` label keeps
+        // triage off it until a reply answers the question and starts the next run.
+        let asked = self.ask_question(job, endpoint, key, &outcome);
         let end = match outcome {
             WorkOutcome::Failed { .. } => ClaimEnd::Abandoned,
+            _ if asked => ClaimEnd::Abandoned,
             _ => ClaimEnd::Done,
         };
         // The claim ends while its lease is still renewed, and a release that meets a broker
@@ -379,6 +397,7 @@ impl Worker {
             repo: Some(repo),
             commit: None,
             agent: None,
+            answer: None,
         };
         Ok(self.run(&job, None))
     }
@@ -445,6 +464,7 @@ impl Worker {
         };
         let overrides = Overrides {
             broker: self.broker.clone(),
+            answer: job.answer.clone(),
             ..Overrides::default()
         };
         match runner::run_issue(&args, overrides) {

@@ -143,6 +143,7 @@ impl Fixture {
                 })),
                 tests: None,
                 broker: None,
+                answer: None,
             },
         )
     }
