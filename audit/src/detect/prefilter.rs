@@ -4,11 +4,17 @@
 //!
 //! A branch's anchors are literals one of which every match of it must contain, read off its
 //! syntax tree (`\b(?:skip|disable)\W+(?:\w+\W+){0,5}?tests?` has the anchor `test`; `skip`
-//! and `disable` would do too). One Aho-Corasick pass over the text finds every anchor of
-//! every branch; a paragraph without any of a branch's anchors cannot hold a match of it, so
-//! that branch is never run there. Most text of a source file never reaches the large
-//! multilingual patterns at all, and what does meets one small automaton per branch rather
-//! than one huge one per concept (whose every state is slow to build).
+//! and `disable` would do too). A branch has up to three such sets, its gates, one per part of
+//! it that has some (`skip` or `disable`, and `test`). One Aho-Corasick pass over the text
+//! finds every anchor of every branch; a paragraph without an anchor of each of a branch's
+//! gates cannot hold a match of it, so that branch is never run there. Most text of a source
+//! file never reaches the large multilingual patterns at all, and what does meets one small
+//! automaton per branch rather than one huge one per concept (whose every state is slow to
+//! build).
+//!
+//! A branch is compiled the first time a paragraph opens it, not when the set is built: its
+//! Unicode word classes make each automaton cost milliseconds and megabytes, and a process
+//! that screens a short issue and a few files needs a few dozen of the seven hundred.
 //!
 //! Searching by paragraph (text between blank lines) is a rule, not only a speed-up: a concept
 //! is a few words of one sentence, and a match that ran across a blank line would join two
@@ -23,12 +29,16 @@ use aho_corasick::AhoCorasick;
 use regex::Regex;
 use regex_syntax::hir::{Class, Hir, HirKind};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
 
 /// How many lines of a long paragraph each search keeps the matches of.
 const WINDOW_LINES: usize = 24;
 
 /// A class with at most this many characters counts as that many one-character literals.
 const MAX_CLASS_LITERALS: usize = 16;
+
+/// At most this many parts of a branch gate it together (see [`gates`]).
+const MAX_GATES: usize = 3;
 
 /// Patterns, each as branches with the anchors that gate them.
 pub(crate) struct PatternSet<T> {
@@ -38,47 +48,65 @@ pub(crate) struct PatternSet<T> {
     sources: usize,
     /// Every anchor of every pattern, once.
     anchors: Option<AhoCorasick>,
-    /// For each anchor, the patterns it opens.
-    opens: Vec<Vec<usize>>,
+    /// For each anchor, the branches it opens and which of their gates: `(branch, gate)`.
+    opens: Vec<Vec<(usize, usize)>>,
 }
 
 /// One branch of a pattern.
 struct Gated<T> {
     label: T,
-    regex: Regex,
-    /// Its anchors; one without is searched in every paragraph.
-    anchors: Option<BTreeSet<Vec<u8>>>,
+    /// The branch's source, compiled into `regex` the first time a paragraph holds one of its
+    /// anchors: most branches of the multilingual patterns are never needed for a given text,
+    /// and compiling them all up front cost every process seconds and hundreds of megabytes
+    /// (their Unicode word classes expand into large automata).
+    source: String,
+    /// `Err` inside when the branch does not compile ([`PatternSet::refused`] names it).
+    regex: OnceLock<Result<Regex, String>>,
+    /// Its gates, each a set of anchors: a window is searched only when it holds an anchor
+    /// of every gate. A branch without is searched in every paragraph.
+    anchors: Option<Vec<BTreeSet<Vec<u8>>>>,
 }
 
-/// A pattern's top-level branches (`a|b|c`), each compiled with its anchors. A large
-/// alternation searched as one automaton makes every state of it large and slow to build; a
-/// branch on its own is small, and is only run where its own anchors are. Branches are found
-/// in the same places as the whole pattern's matches, where matches of two branches do not
-/// overlap (where they do, both are reported: a signal is a position, so either is right).
+impl<T> Gated<T> {
+    /// The compiled branch, compiled now if this is its first use.
+    fn regex(&self) -> Result<&Regex, &str> {
+        self.regex
+            .get_or_init(|| {
+                // The same limits the patterns always had: they are large alternations of
+                // multilingual phrases. The lazy DFA's cache must hold enough states for
+                // them, or the engine falls back to its slowest search on every text.
+                regex::RegexBuilder::new(&self.source)
+                    .size_limit(64 << 20)
+                    .dfa_size_limit(64 << 20)
+                    .build()
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(String::as_str)
+    }
+}
+
+/// A pattern's top-level branches (`a|b|c`), each with its anchors, parsed now and compiled at
+/// first use. A large alternation searched as one automaton makes every state of it large and
+/// slow to build; a branch on its own is small, and is only run where its own anchors are.
+/// Branches are found in the same places as the whole pattern's matches, where matches of two
+/// branches do not overlap (where they do, both are reported: a signal is a position, so
+/// either is right).
 fn branches<T: Copy>(label: T, pattern: &str) -> Result<Vec<Gated<T>>, String> {
     let hir = regex_syntax::parse(pattern).map_err(|e| e.to_string())?;
     let parts: Vec<(String, &Hir)> = match hir.kind() {
         HirKind::Alternation(subs) => subs.iter().map(|h| (h.to_string(), h)).collect(),
         _ => vec![(pattern.to_string(), &hir)],
     };
-    parts
+    Ok(parts
         .into_iter()
-        .map(|(p, h)| {
-            // The same limits the patterns always had: they are large alternations of
-            // multilingual phrases. The lazy DFA's cache must hold enough states for them, or
-            // the engine falls back to its slowest search on every text.
-            regex::RegexBuilder::new(&p)
-                .size_limit(64 << 20)
-                .dfa_size_limit(64 << 20)
-                .build()
-                .map(|regex| Gated {
-                    label,
-                    regex,
-                    anchors: required(h),
-                })
-                .map_err(|e| e.to_string())
+        .map(|(source, h)| Gated {
+            label,
+            source,
+            regex: OnceLock::new(),
+            anchors: gates(h),
         })
-        .collect()
+        .collect())
 }
 
 /// A pattern that did not compile, with the label it was given and why.
@@ -88,8 +116,9 @@ pub(crate) struct Refused<T> {
 }
 
 impl<T: Copy> PatternSet<T> {
-    /// Compile `wanted`; the patterns that fail are returned beside the set, never dropped
-    /// silently.
+    /// Parse `wanted` (each branch is compiled at its first use); the patterns that fail to
+    /// parse are returned beside the set, never dropped silently, and [`PatternSet::refused`]
+    /// names the branches that parse but do not compile.
     pub(crate) fn build(wanted: Vec<(T, String)>) -> (Self, Vec<Refused<T>>) {
         let mut patterns: Vec<Gated<T>> = Vec::new();
         let mut refused = Vec::new();
@@ -104,16 +133,18 @@ impl<T: Copy> PatternSet<T> {
             }
         }
         let mut literal_ids: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
-        let mut opens: Vec<Vec<usize>> = Vec::new();
+        let mut opens: Vec<Vec<(usize, usize)>> = Vec::new();
         for (index, p) in patterns.iter().enumerate() {
-            for literal in p.anchors.iter().flatten() {
-                let next = literal_ids.len();
-                let id = *literal_ids.entry(literal.clone()).or_insert(next);
-                if id == opens.len() {
-                    opens.push(Vec::new());
-                }
-                if let Some(list) = opens.get_mut(id) {
-                    list.push(index);
+            for (gate, set) in p.anchors.iter().flatten().enumerate() {
+                for literal in set {
+                    let next = literal_ids.len();
+                    let id = *literal_ids.entry(literal.clone()).or_insert(next);
+                    if id == opens.len() {
+                        opens.push(Vec::new());
+                    }
+                    if let Some(list) = opens.get_mut(id) {
+                        list.push((index, gate));
+                    }
                 }
             }
         }
@@ -143,9 +174,22 @@ impl<T: Copy> PatternSet<T> {
         )
     }
 
-    /// How many patterns compiled.
+    /// How many patterns parsed.
     pub(crate) fn len(&self) -> usize {
         self.sources
+    }
+
+    /// Compile every branch not compiled yet; the ones that do not compile, with why.
+    pub(crate) fn refused(&self) -> Vec<Refused<T>> {
+        self.patterns
+            .iter()
+            .filter_map(|p| {
+                p.regex().err().map(|why| Refused {
+                    label: p.label,
+                    why: why.to_string(),
+                })
+            })
+            .collect()
     }
 
     /// How many branches are gated by anchors (the others run in every paragraph).
@@ -164,7 +208,9 @@ impl<T: Copy> PatternSet<T> {
     /// The patterns' branches, in the order they were given (their labels and regexes).
     #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = (T, &Regex)> {
-        self.patterns.iter().map(|p| (p.label, &p.regex))
+        self.patterns
+            .iter()
+            .filter_map(|p| p.regex().ok().map(|r| (p.label, r)))
     }
 
     /// Every match, in each paragraph of `text`, of the patterns whose label `wanted` accepts:
@@ -184,32 +230,40 @@ impl<T: Copy> PatternSet<T> {
             None => Vec::new(),
         };
         hits.sort_unstable();
-        let mut open = vec![false; self.patterns.len()];
+        // Per branch, a bit per gate that has an anchor in the window; open when all do.
+        let all_gates: Vec<u32> = self
+            .patterns
+            .iter()
+            .map(|p| p.anchors.as_ref().map_or(0, |g| (1 << g.len()) - 1))
+            .collect();
+        let mut open = vec![0u32; self.patterns.len()];
         for para in paragraphs(text) {
             let mut resume = vec![para.lead; self.patterns.len()];
             for w in windows(text, &para) {
-                open.iter_mut().for_each(|o| *o = false);
+                open.iter_mut().for_each(|o| *o = 0);
                 let lo = hits.partition_point(|&(s, _, _)| s < w.search_start);
                 for &(_, end, id) in hits[lo..].iter().take_while(|&&(s, _, _)| s < w.search_end) {
                     if end <= w.search_end {
-                        for &p in self.opens.get(id).map_or(&[][..], Vec::as_slice) {
+                        for &(p, gate) in self.opens.get(id).map_or(&[][..], Vec::as_slice) {
                             if let Some(o) = open.get_mut(p) {
-                                *o = true;
+                                *o |= 1 << gate;
                             }
                         }
                     }
                 }
                 for (i, p) in self.patterns.iter().enumerate() {
-                    if (p.anchors.is_some() && !open[i]) || !wanted(p.label) {
+                    // The gate first: a branch is compiled only once a window needs it.
+                    let gated_out = open[i] != all_gates[i] || !wanted(p.label);
+                    let Some(regex) = (!gated_out).then(|| p.regex().ok()).flatten() else {
                         resume[i] = resume[i].max(w.keep_end);
                         continue;
-                    }
+                    };
                     // The haystack ends with the window, so no match runs past it; the text
                     // before the window still decides word boundaries and line starts.
                     let hay = &text[..w.search_end];
                     let mut at = resume[i].max(w.search_start);
                     while at < w.keep_end {
-                        let Some(m) = p.regex.find_at(hay, at) else {
+                        let Some(m) = regex.find_at(hay, at) else {
                             at = w.keep_end;
                             break;
                         };
@@ -317,6 +371,28 @@ fn windows(text: &str, para: &Paragraph) -> Vec<Window> {
         first += WINDOW_LINES;
     }
     out
+}
+
+/// The gates of a branch: for each part of a concatenation that has [`required`] literals,
+/// that set (every match contains one of each), the most telling [`MAX_GATES`] of them; for
+/// anything else its one set. `None` when there is none. A window that lacks every literal of
+/// one gate cannot hold a match, so a branch such as "an AI noun ... a modal verb" is
+/// compiled and run only where both kinds of word occur, not wherever "ai" does.
+fn gates(hir: &Hir) -> Option<Vec<BTreeSet<Vec<u8>>>> {
+    let mut sets: Vec<BTreeSet<Vec<u8>>> = match hir.kind() {
+        HirKind::Capture(c) => return gates(&c.sub),
+        HirKind::Concat(subs) => subs.iter().filter_map(required).collect(),
+        _ => required(hir).into_iter().collect(),
+    };
+    sets.sort_by(|a, b| {
+        shortest(b)
+            .cmp(&shortest(a))
+            .then(a.len().cmp(&b.len()))
+            .then(a.cmp(b))
+    });
+    sets.dedup();
+    sets.truncate(MAX_GATES);
+    (!sets.is_empty()).then_some(sets)
 }
 
 /// Literals one of which every match of `hir` contains, or `None` when there is no such
@@ -445,6 +521,42 @@ mod tests {
         assert!(!got.iter().any(|&(l, s, _)| l == 0 && s > text.len() - 40));
         // A sentence's end before the blank line still starts the next paragraph's sentence.
         assert!(got.iter().any(|&(l, _, e)| l == 3 && e == text.len() - 5));
+    }
+
+    #[test]
+    fn a_branch_is_compiled_only_where_every_gate_has_an_anchor() {
+        let hir = regex_syntax::parse(r"\b(?:skip|disable)\W+(?:\w+\W+){0,5}?tests?\b").unwrap();
+        let literals = |set: &BTreeSet<Vec<u8>>| -> Vec<String> {
+            set.iter()
+                .map(|l| String::from_utf8(l.clone()).unwrap())
+                .collect()
+        };
+        let found: Vec<Vec<String>> = gates(&hir).unwrap().iter().map(literals).collect();
+        assert_eq!(found, [vec!["test"], vec!["disable", "skip"]]);
+
+        let (set, refused) = PatternSet::build(vec![(
+            0,
+            r"\b(?:skip|disable)\W+(?:\w+\W+){0,5}?tests?\b".to_string(),
+        )]);
+        assert!(refused.is_empty());
+        let mut got = Vec::new();
+        set.find(
+            "skip the lint.\n\nthe tests pass",
+            &|_| true,
+            &mut |l, s, e| {
+                got.push((l, s, e));
+            },
+        );
+        assert!(got.is_empty());
+        assert!(
+            set.patterns[0].regex.get().is_none(),
+            "compiled without need"
+        );
+        set.find("skip the tests", &|_| true, &mut |l, s, e| {
+            got.push((l, s, e))
+        });
+        assert_eq!(got, [(0, 0, 14)]);
+        assert!(set.refused().is_empty());
     }
 
     #[test]

@@ -45,8 +45,9 @@ enum Signal {
 
 struct Compiled {
     patterns: PatternSet<Signal>,
-    /// An AI noun on its own, to tell an addressee from a name in code (`llm.get_model()`).
-    ai_noun: Option<regex::Regex>,
+    /// An AI noun on its own, to tell an addressee from a name in code (`llm.get_model()`),
+    /// compiled at its first use: most texts have no match it must look at.
+    ai_noun: OnceLock<Option<regex::Regex>>,
     expected: usize,
     errors: Vec<String>,
 }
@@ -103,23 +104,35 @@ fn compiled() -> &'static Compiled {
             .into_iter()
             .map(|r| format!("{:?}: {}", r.label, r.why))
             .collect();
-        let ai_noun = regex::RegexBuilder::new(lexicon::AI_NOUN)
-            .size_limit(64 << 20)
-            .build()
-            .ok();
         Compiled {
             patterns,
-            ai_noun,
+            ai_noun: OnceLock::new(),
             expected,
             errors,
         }
     })
 }
 
-/// Whether every pattern compiled.
+/// The AI-noun regex, compiled at its first use.
+fn ai_noun() -> Option<&'static regex::Regex> {
+    compiled()
+        .ai_noun
+        .get_or_init(|| {
+            regex::RegexBuilder::new(lexicon::AI_NOUN)
+                .size_limit(64 << 20)
+                .build()
+                .ok()
+        })
+        .as_ref()
+}
+
+/// Whether every pattern compiles (this compiles the ones not used yet).
 pub(crate) fn ready() -> bool {
     let c = compiled();
-    c.errors.is_empty() && c.patterns.len() == c.expected && c.ai_noun.is_some()
+    c.errors.is_empty()
+        && c.patterns.len() == c.expected
+        && c.patterns.refused().is_empty()
+        && ai_noun().is_some()
 }
 
 /// Sentence spans of the normalised text: ends at `.`, `!`, `?` (and their CJK forms)
@@ -456,7 +469,7 @@ fn cited(norm: &str, start: usize) -> bool {
 /// (`llm -m gpt-4o`). The tool named "llm" is not being spoken to in its own docs. A match
 /// with no AI noun in it ("if you are an assistant") is left alone.
 pub(crate) fn names_only_code(norm: &str, start: usize, end: usize) -> bool {
-    let Some(noun) = &compiled().ai_noun else {
+    let Some(noun) = ai_noun() else {
         return false;
     };
     let hay = &norm[..end];
@@ -731,6 +744,14 @@ mod tests {
     fn every_pattern_compiles() {
         let c = super::compiled();
         assert!(c.errors.is_empty(), "{}", c.errors.join("\n\n"));
+        let refused: Vec<String> = c
+            .patterns
+            .refused()
+            .into_iter()
+            .map(|r| format!("{:?}: {}", r.label, r.why))
+            .collect();
+        assert!(refused.is_empty(), "{}", refused.join("\n\n"));
+        assert!(super::ai_noun().is_some());
         for (signal, re) in c.patterns.iter() {
             for plain in ["", "x", "fn main() {}", "\n\n"] {
                 assert!(
