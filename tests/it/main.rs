@@ -17,6 +17,7 @@ mod judge;
 mod many_hosts;
 mod park;
 mod preflight;
+mod questions;
 mod real_projects;
 mod reference_repos;
 mod retrieval;

@@ -64,7 +64,9 @@ impl Worker {
         }
         let Some(parsed) = std::fs::read_to_string(outcome_path)
             .ok()
-            .and_then(|t| serde_json::from_str::<Outcome>(&t).ok())
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            // `outcome.json` holds the model's outcome under `outcome`, beside the run's record.
+            .and_then(|v| serde_json::from_value::<Outcome>(v["outcome"].clone()).ok())
         else {
             return false;
         };
