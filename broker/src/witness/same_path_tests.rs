@@ -69,6 +69,27 @@ impl TestExecutor for Recording {
     }
 }
 
+/// The witness of `changes` at `pin` with the pinned test file, in `dir`'s work directory.
+fn witness(
+    repo: &git2::Repository,
+    pin: git2::Oid,
+    changes: &ChangeSet,
+    plan: &WitnessPlan<'_>,
+    executor: &dyn TestExecutor,
+    dir: &Path,
+) -> WitnessReport {
+    run_witness(
+        repo,
+        pin,
+        changes,
+        &["tests/test_old.py".to_owned()],
+        plan,
+        executor,
+        &dir.join("work"),
+    )
+    .unwrap()
+}
+
 /// A pinned repository under `dir` with a test, and a change that fixes it and adds one.
 fn pinned_repo(dir: &Path) -> (git2::Repository, git2::Oid, ChangeSet) {
     let wt = dir.join("wt");
@@ -148,16 +169,7 @@ fn with_a_spare_slot_each_selected_step_runs_beside_the_full_one() {
         flight: Mutex::new((0, 0)),
         joined: std::sync::Condvar::new(),
     };
-    let report = run_witness(
-        &repo,
-        pin,
-        &changes,
-        &["tests/test_old.py".to_owned()],
-        &plan,
-        &executor,
-        &dir.path().join("work"),
-    )
-    .unwrap();
+    let report = witness(&repo, pin, &changes, &plan, &executor, dir.path());
     assert!(report.green, "{:?}", report.failure);
     assert_eq!(
         executor.flight.lock().unwrap().1,
@@ -206,16 +218,7 @@ fn every_step_runs_at_one_path() {
         spare_slots: None,
     };
     let executor = Recording(Mutex::new(Vec::new()), true);
-    let report = run_witness(
-        &repo,
-        pin,
-        &changes,
-        &["tests/test_old.py".to_owned()],
-        &plan,
-        &executor,
-        &dir.path().join("work"),
-    )
-    .unwrap();
+    let report = witness(&repo, pin, &changes, &plan, &executor, dir.path());
     let paths = executor.0.lock().unwrap().clone();
     assert_eq!(paths.len(), 4, "{paths:?}");
     assert!(paths.iter().all(|p| p == &paths[0]), "{paths:?}");
@@ -226,16 +229,7 @@ fn every_step_runs_at_one_path() {
     // witness's path in a form not moved: graded short against it, the base runs again
     // and the verdict is the same.
     let again = Recording(Mutex::new(Vec::new()), true);
-    let report = run_witness(
-        &repo,
-        pin,
-        &changes,
-        &["tests/test_old.py".to_owned()],
-        &plan,
-        &again,
-        &dir.path().join("work"),
-    )
-    .unwrap();
+    let report = witness(&repo, pin, &changes, &plan, &again, dir.path());
     let second = again.0.lock().unwrap().clone();
     assert_eq!(second.len(), 4, "{second:?}");
     assert!(report.green, "{:?}", report.failure);
@@ -251,16 +245,7 @@ fn every_step_runs_at_one_path() {
     };
     for runs in [4, 3] {
         let executor = Recording(Mutex::new(Vec::new()), false);
-        let report = run_witness(
-            &repo,
-            pin,
-            &changes,
-            &["tests/test_old.py".to_owned()],
-            &plan,
-            &executor,
-            &dir.path().join("work"),
-        )
-        .unwrap();
+        let report = witness(&repo, pin, &changes, &plan, &executor, dir.path());
         assert_eq!(executor.0.lock().unwrap().len(), runs);
         assert!(report.green, "{:?}", report.failure);
         let base = &report.steps[1].output;
@@ -276,15 +261,6 @@ fn every_step_runs_at_one_path() {
         ..plan
     };
     let third = Recording(Mutex::new(Vec::new()), false);
-    run_witness(
-        &repo,
-        pin,
-        &changes,
-        &["tests/test_old.py".to_owned()],
-        &plan,
-        &third,
-        &dir.path().join("work"),
-    )
-    .unwrap();
+    witness(&repo, pin, &changes, &plan, &third, dir.path());
     assert_eq!(third.0.lock().unwrap().len(), 4);
 }

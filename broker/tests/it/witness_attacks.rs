@@ -692,6 +692,16 @@ fn django_style_fixture_options() -> Options {
     }
 }
 
+/// Submit the first attack of issue 54 as run `run_id`: the source breaks `test_clamp_low`
+/// while the change weakens its assertion in `calc/tests.py`.
+fn weaken_django_module(fx: &Fixture, run_id: &str) -> BrokerReply {
+    let wt = fx.register(run_id);
+    write(&wt, "calc/ops.py", UPPER_ONLY);
+    write(&wt, "tests/test_clamp_high.py", NEW_TEST);
+    write(&wt, "calc/tests.py", weakened_test());
+    fx.client().open_pr(run_id, honest_args(fx, &wt)).unwrap()
+}
+
 /// The first attack of issue 54: the source breaks `test_clamp_low` while the change weakens
 /// its assertion in `calc/tests.py`. The base inventory names the file's tests, so the witness
 /// runs it as pinned, and the regression is caught.
@@ -699,14 +709,7 @@ fn django_style_fixture_options() -> Options {
 fn a_weakened_test_module_the_runner_collected_at_base_runs_as_pinned() {
     let mut fx = django_style_fixture();
     fx.start();
-    let wt = fx.register("run-tests-py");
-    write(&wt, "calc/ops.py", UPPER_ONLY);
-    write(&wt, "tests/test_clamp_high.py", NEW_TEST);
-    write(&wt, "calc/tests.py", weakened_test());
-    let reply = fx
-        .client()
-        .open_pr("run-tests-py", honest_args(&fx, &wt))
-        .unwrap();
+    let reply = weaken_django_module(&fx, "run-tests-py");
     let err = refusal(&reply);
     assert_eq!(err.code.as_str(), "POLICY_VIOLATION", "{}", err.message);
     assert_eq!(err.details["offending"], "witness_run", "{:?}", err.details);
@@ -847,14 +850,7 @@ fn steps_run_two_at_once_with_a_spare_slot_and_judge_the_same() {
         ..django_style_fixture_options()
     });
     fx.start();
-    let wt = fx.register("run-tests-py-two");
-    write(&wt, "calc/ops.py", UPPER_ONLY);
-    write(&wt, "tests/test_clamp_high.py", NEW_TEST);
-    write(&wt, "calc/tests.py", weakened_test());
-    let reply = fx
-        .client()
-        .open_pr("run-tests-py-two", honest_args(&fx, &wt))
-        .unwrap();
+    let reply = weaken_django_module(&fx, "run-tests-py-two");
     let err = refusal(&reply);
     assert!(
         err.message
