@@ -179,8 +179,11 @@ pub fn run_issue_with(
         &config,
         &config_origin,
     )?;
-    // A replaced sink (tests, embedding) is not the broker `[broker]` names.
-    if overrides.pr_sink.is_none() {
+    // A replaced sink (tests, embedding) is not the broker `[broker]` names. An issue triage
+    // hands back (not ready for an agent) ends before any registration: it needs no broker.
+    let ready = intake_follow_up.is_some()
+        || crate::triage::classify(&issue).state == crate::triage::TriageState::ReadyForAgent;
+    if overrides.pr_sink.is_none() && ready {
         preflight::check_broker(
             &config,
             &config_origin,

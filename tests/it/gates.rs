@@ -88,7 +88,8 @@ fn airlock_run_submissions_are_allowed_flagged_routed_and_denied_by_the_example_
     std::fs::write(&w.airlock_toml, config).unwrap();
 
     let queued = |n: usize, turns: &[Value]| -> u64 {
-        let out = w.run_turns(n, turns);
+        // Each submission is issue 7 again, with the earlier items still queued.
+        let out = w.run_turns_with(n, turns, &["--again"]);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out));
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(doc["result"], "pr_queued", "{doc}");
@@ -141,13 +142,14 @@ fn airlock_run_submissions_are_allowed_flagged_routed_and_denied_by_the_example_
     );
 
     // Denied: a vendored file; the run is told POLICY_VIOLATION naming the gate, and escalates.
-    let out = w.run_turns(
+    let out = w.run_turns_with(
         4,
         &turns_with(
             &w,
             &[("vendor/six.py", "# patched\n")],
             Some("the gate \"vendor-freeze\" denied this diff"),
         ),
+        &["--again"],
     );
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();

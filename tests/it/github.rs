@@ -171,11 +171,18 @@ impl World {
 
     /// `airlock run` on issue 7 with the scripted `turns` (script file number `n`).
     pub(crate) fn run_turns(&self, n: usize, turns: &[Value]) -> Output {
+        self.run_turns_with(n, turns, &[])
+    }
+
+    /// [`Self::run_turns`] with more arguments (`--again`, for a test that queues issue 7
+    /// again on purpose).
+    pub(crate) fn run_turns_with(&self, n: usize, turns: &[Value], extra: &[&str]) -> Output {
         let script = self.s.dir.path().join(format!("script-{n}.jsonl"));
         let turns: Vec<String> = turns.iter().map(Value::to_string).collect();
         std::fs::write(&script, turns.join("\n")).unwrap();
         Command::new(env!("CARGO_BIN_EXE_airlock"))
             .args(["run", "--issue", "https://github.com/acme/calc/issues/7"])
+            .args(extra)
             .arg("--repo")
             .arg(&self.s.repo)
             .arg("--model")

@@ -958,6 +958,8 @@ fn six_whose_base_run_reports_no_test_shows_the_commands_output() {
         .tests_toml
         .replace("env = { PYTHONPATH = \"{env}/site\" }\n", "");
     let work = Work::new(&p);
+    // A run checks that its broker answers before it pins.
+    let _broker = work.start_broker();
     let out = work.run_output(
         &p,
         SIX_ISSUE,
