@@ -262,7 +262,12 @@ impl ChecksApi {
             .header("X-GitHub-Api-Version", "2022-11-28")
             .header("User-Agent", "airlock-broker")
             .header("Content-Type", "application/json")
-            .send(serde_json::json!({ "body": body }).to_string())
+            .send(
+                serde_json::json!({
+                    "body": format!("{}\n{body}", crate::pr_text::CI_COMMENT_MARKER)
+                })
+                .to_string(),
+            )
             .map_err(|e| self.redact(format!("POST {url}: {e}")))?;
         if resp.status().is_success() {
             Ok(())

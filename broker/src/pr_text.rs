@@ -9,6 +9,14 @@ use crate::store::QueueItem;
 /// broker's feedback reader that the comment is its own, never a reviewer's request.
 pub const ATTESTATION_COMMENT_MARKER: &str = "<!-- airlock:witness-attestation -->";
 
+/// The first line of a comment the broker posts about a failed CI check (the base fails too,
+/// or `max_ci_followups` is spent).
+pub const CI_COMMENT_MARKER: &str = "<!-- airlock:ci-check -->";
+
+/// What every comment the broker or a run's question posts begins with: a comment that begins
+/// so is never read back as a person's feedback.
+pub const OWN_COMMENT_PREFIX: &str = "<!-- airlock:";
+
 /// The GitHub issue number `Closes #N` names: the one the run registered with
 /// (`issue_number`, kept beside an id such as `ACME-123`), else the issue id itself when it is
 /// a number (`123` or `#123`), else none.

@@ -841,9 +841,14 @@ impl GitHubForge {
                     )));
                 }
                 let body = comment.body.as_deref().unwrap_or_default();
-                if body.starts_with(crate::pr_text::ATTESTATION_COMMENT_MARKER) {
+                if body.starts_with(crate::pr_text::OWN_COMMENT_PREFIX) {
+                    let what = if body.starts_with(crate::pr_text::ATTESTATION_COMMENT_MARKER) {
+                        "the broker's own witness attestation"
+                    } else {
+                        "one airlock posted (a CI check's or a question)"
+                    };
                     return Err(Error::FeedbackRefused(format!(
-                        "comment {id} is the broker's own witness attestation, not feedback"
+                        "comment {id} is {what}, not feedback"
                     )));
                 }
                 Ok(ForgeFeedback {

@@ -191,6 +191,34 @@ fn ci_failures_start_one_follow_up_per_head_and_check_then_comment_and_escalate(
         comments[0].1.contains("fails at the pinned base"),
         "{comments:?}"
     );
+    // Each is marked as airlock's own, so it is never read back as feedback, even when the
+    // token that posted it is a member's.
+    assert!(
+        comments
+            .iter()
+            .all(|(_, body)| body.starts_with("<!-- airlock:ci-check -->\n")),
+        "{comments:?}"
+    );
+    forge.route(
+        "/repos/acme/calc/issues/comments/555",
+        200,
+        json!({"id": 555, "body": comments[0].1, "user": {"login": "airlock-bot"},
+               "author_association": "MEMBER",
+               "issue_url": "https://api.example/repos/acme/calc/issues/1"}),
+    );
+    let reply = fx
+        .client()
+        .request(&Request::PrFeedback(PrFeedback {
+            forge_repo: "acme/calc".to_owned(),
+            pull_request: 1,
+            source: FeedbackSource {
+                kind: FeedbackKind::IssueComment,
+                id: 555,
+            },
+        }))
+        .unwrap();
+    let why = refusal(reply);
+    assert!(why.contains("airlock posted"), "{why}");
     assert!(
         comments[1].1.contains("max\\_ci\\_followups = 1"),
         "{comments:?}"
