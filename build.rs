@@ -1,7 +1,7 @@
 //! Build script of the two binaries' packages (`airlock` here; `airlock-broker` takes this
-//! file as a module): `AIRLOCK_BUILD_COMMIT` is the commit the binary was built from,
-//! `abc1234 2026-12-06` (short hash and commit date), or `unknown` outside a git checkout or
-//! without git. `--version` prints it after the crate version.
+//! file as a module): `AIRLOCK_VERSION` is what `--version` prints, the package's version and
+//! the commit the binary was built from, `0.1.0 (abc1234 2026-12-06)` (short hash and commit
+//! date), or `0.1.0 (unknown)` outside a git checkout or without git.
 //!
 //! Cargo runs this again only when `HEAD` or the ref it points to moves (a new commit, another
 //! branch checked out), never for an edit of a file.
@@ -9,11 +9,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Set `AIRLOCK_BUILD_COMMIT` and say when cargo must run this again.
+/// Set `AIRLOCK_VERSION` and say when cargo must run this again.
 pub fn main() {
     let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
     let commit = git(&dir, &["log", "-1", "--format=%h %cs"]).unwrap_or_else(|| "unknown".into());
-    println!("cargo:rustc-env=AIRLOCK_BUILD_COMMIT={commit}");
+    let version = std::env::var("CARGO_PKG_VERSION").unwrap_or_default();
+    println!("cargo:rustc-env=AIRLOCK_VERSION={version} ({commit})");
     println!("cargo:rerun-if-changed=build.rs");
     let mut watched = vec!["HEAD".to_owned(), "packed-refs".to_owned()];
     if let Some(reference) = git(&dir, &["symbolic-ref", "-q", "HEAD"]) {

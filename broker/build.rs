@@ -1,4 +1,4 @@
-//! The broker's build script: `AIRLOCK_BUILD_COMMIT` for `--version`, exactly as `airlock`'s
+//! The broker's build script: `AIRLOCK_VERSION` for `--version`, exactly as `airlock`'s
 //! (one script for both binaries).
 
 #[path = "../build.rs"]

@@ -54,12 +54,7 @@ pub(crate) fn write_out(args: std::fmt::Arguments<'_>) {
 pub const EXIT_ERROR: u8 = 2;
 
 /// `--version`: the crate version and the commit it was built from (`build.rs`).
-const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (",
-    env!("AIRLOCK_BUILD_COMMIT"),
-    ")"
-);
+const VERSION: &str = env!("AIRLOCK_VERSION");
 
 /// Every exit status `airlock` uses, shown at the end of `--help` (and in docs/cli.md).
 const EXIT_CODES_HELP: &str = "\
