@@ -15,39 +15,18 @@ use airlock_broker::config::BrokerConfig;
 use airlock_broker::rules::PolicyRules;
 use airlock_broker::sandboxed::SandboxExecutor;
 use airlock_broker::service::{AuditJournal, Broker};
-use airlock_broker::witness::{CapturedRun, CommandGuard, TestExecutor};
 use airlock_broker::{BrokerReply, RunRegistration, TestRunner};
-use airlock_protocol::{SubmittedChange, TestEnvironment, TreeTransfer};
+use airlock_protocol::{SubmittedChange, TreeTransfer};
 use airlock_testkit::{git, write};
 
 #[path = "common/calc.rs"]
 mod calc;
+#[path = "common/timed.rs"]
+mod timed;
 use calc::{FIXED, NEW_TEST, NEW_TEST_NAME, Project, median, millis, project};
+use timed::Timed;
 
 const RUNS: usize = 9;
-
-/// The sandbox's executor, with the wall time spent inside its commands counted in `spent`
-/// (shared with the bench, which reads and resets it around each intake).
-struct Timed {
-    inner: SandboxExecutor,
-    spent: Arc<Mutex<Duration>>,
-}
-
-impl TestExecutor for Timed {
-    fn run(
-        &self,
-        tree: &Path,
-        argv: &[String],
-        timeout: Duration,
-        env: &TestEnvironment,
-        guard: &CommandGuard,
-    ) -> airlock_broker::Result<CapturedRun> {
-        let t = Instant::now();
-        let out = self.inner.run(tree, argv, timeout, env, guard);
-        *self.spent.lock().unwrap() += t.elapsed();
-        out
-    }
-}
 
 /// Median (own time, whole intake) over [`RUNS`] intakes.
 fn intake(p: &Project, label: &str, state_db: &str, tree: TreeTransfer) -> (Duration, Duration) {
@@ -58,10 +37,10 @@ fn intake(p: &Project, label: &str, state_db: &str, tree: TreeTransfer) -> (Dura
         p.root.display()
     );
     let config = BrokerConfig::parse(&text, Path::new("/")).unwrap();
-    let spent = Arc::new(Mutex::new(Duration::ZERO));
+    let spent = Arc::new(Mutex::new(Vec::new()));
     let executor = Timed {
         inner: SandboxExecutor::new(Vec::new(), Vec::new()),
-        spent: spent.clone(),
+        commands: spent.clone(),
     };
     let broker = Broker::new(
         config.clone(),
@@ -132,14 +111,14 @@ fn intake(p: &Project, label: &str, state_db: &str, tree: TreeTransfer) -> (Dura
                 &airlock_policies::change_patch(&wt, &p.pin).unwrap(),
             )
         });
-        *spent.lock().unwrap() = Duration::ZERO;
+        spent.lock().unwrap().clear();
         let t = Instant::now();
         let reply = broker
             .open_pr_with_change(&run_id, &run_id, &args, change.as_ref())
             .unwrap();
         let took = t.elapsed();
         assert!(matches!(reply, BrokerReply::Queued { .. }), "{reply:?}");
-        let witness = *spent.lock().unwrap();
+        let witness: Duration = spent.lock().unwrap().iter().sum();
         own.push(took.saturating_sub(witness));
         whole.push(took);
     }

@@ -14,44 +14,24 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use airlock_broker::config::BrokerConfig;
 use airlock_broker::rules::PolicyRules;
 use airlock_broker::sandboxed::SandboxExecutor;
 use airlock_broker::service::{AuditJournal, Broker};
-use airlock_broker::witness::{CapturedRun, CommandGuard, TestExecutor};
 use airlock_broker::{BrokerReply, RunRegistration, TestRunner};
-use airlock_protocol::TestEnvironment;
 use airlock_testkit::{git, write};
+
+#[path = "common/timed.rs"]
+mod timed;
+use timed::Timed;
 
 const PACKAGE: &str = "more-itertools==11.2.1";
 const BUGGY: &str = "def double(x):\n    return x + x + 1\n";
 const FIXED: &str = "def double(x):\n    return x + x\n";
 const NEW_TEST: &str = "import unittest\n\nfrom more_itertools.airlock_bench import double\n\n\nclass TestDouble(unittest.TestCase):\n    def test_double(self):\n        self.assertEqual(double(2), 4)\n";
 const NEW_TEST_NAME: &str = "tests.test_airlock_bench.TestDouble.test_double";
-
-/// The sandbox's executor, each command's wall time recorded.
-struct Timed {
-    inner: SandboxExecutor,
-    commands: Arc<Mutex<Vec<Duration>>>,
-}
-
-impl TestExecutor for Timed {
-    fn run(
-        &self,
-        tree: &Path,
-        argv: &[String],
-        timeout: Duration,
-        env: &TestEnvironment,
-        guard: &CommandGuard,
-    ) -> airlock_broker::Result<CapturedRun> {
-        let t = Instant::now();
-        let out = self.inner.run(tree, argv, timeout, env, guard);
-        self.commands.lock().unwrap().push(t.elapsed());
-        out
-    }
-}
 
 /// The sdist, unpacked and committed with the bench's buggy module; returns (origin, pin).
 fn project(root: &Path) -> (PathBuf, String) {
