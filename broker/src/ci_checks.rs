@@ -149,7 +149,8 @@ impl LogTail {
     }
 }
 
-/// The forge's checks API, read with the broker's token (never anyone else's).
+/// The forge's checks API, read with the broker's token (never anyone else's); comments go
+/// through the broker's `Forge` like every other it posts.
 struct ChecksApi {
     agent: ureq::Agent,
     api: String,
@@ -250,30 +251,6 @@ impl ChecksApi {
         tail_of(&mut reader)
             .map(Some)
             .map_err(|e| self.redact(format!("reading the log of job {job}: {e}")))
-    }
-
-    fn comment(&self, number: u64, body: &str) -> Result<()> {
-        let url = format!("{}/repos/{}/issues/{number}/comments", self.api, self.slug);
-        let resp = self
-            .agent
-            .post(&url)
-            .header("Authorization", &format!("Bearer {}", self.token))
-            .header("Accept", "application/vnd.github+json")
-            .header("X-GitHub-Api-Version", "2022-11-28")
-            .header("User-Agent", "airlock-broker")
-            .header("Content-Type", "application/json")
-            .send(
-                serde_json::json!({
-                    "body": format!("{}\n{body}", crate::pr_text::CI_COMMENT_MARKER)
-                })
-                .to_string(),
-            )
-            .map_err(|e| self.redact(format!("POST {url}: {e}")))?;
-        if resp.status().is_success() {
-            Ok(())
-        } else {
-            Err(self.redact(format!("POST {url} answered {}", resp.status())))
-        }
     }
 }
 
@@ -620,7 +597,7 @@ impl Broker {
                 markdown_name(&run.name)
             );
             return Err(self.declined(
-                &api,
+                cfg,
                 &decision,
                 CiCheckOutcome::BaseFailed,
                 &body,
@@ -644,7 +621,7 @@ impl Broker {
                 markdown_name(&run.name)
             );
             return Err(self.declined(
-                &api,
+                cfg,
                 &decision,
                 CiCheckOutcome::Escalated,
                 &body,
@@ -737,7 +714,7 @@ impl Broker {
     /// refusal (audited by the caller) says why.
     fn declined(
         &self,
-        api: &ChecksApi,
+        cfg: &RepositoryConfig,
         decision: &Decision<'_>,
         outcome: CiCheckOutcome,
         comment: &str,
@@ -751,10 +728,16 @@ impl Broker {
             CiCheckOutcome::Escalated => "CI_ESCALATED",
             CiCheckOutcome::FollowUp => "CI_FOLLOW_UP",
         };
-        let why = match api.comment(decision.pull_request, comment) {
-            Ok(()) => why,
-            Err(e) => format!("{why}; the comment could not be posted: {e}"),
-        };
+        // Marked as airlock's own, so it is never read back as a person's feedback.
+        let marked = format!("{}\n{comment}", crate::pr_text::CI_COMMENT_MARKER);
+        let why =
+            match self
+                .forge
+                .post_comment(decision.repository, cfg, decision.pull_request, &marked)
+            {
+                Ok(_) => why,
+                Err(e) => format!("{why}; the comment could not be posted: {e}"),
+            };
         Declined::new(code, why)
     }
 }
