@@ -184,6 +184,8 @@ fn the_readme_first_real_run_goes_from_an_empty_directory_to_a_published_draft_p
 
     // The issue, and airlock run with a model (an OpenAI-compatible stand-in).
     std::fs::write(cfg.join("issue.md"), ISSUE).unwrap();
+    // The fix's turns without its first three (the reader delegation, which a chat-completions
+    // stand-in does not play), as `run_drives_an_openai_compatible_server_…` plays them.
     let model = MockModel::start(fix_turns(&s).into_iter().skip(3).collect());
     let spec = model.spec("gpt-test");
     let run = airlock(
