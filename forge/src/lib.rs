@@ -31,6 +31,9 @@ pub trait Forge {
     /// The issue `number` with its comments (system notes left out), oldest first.
     fn issue(&self, number: u64) -> Result<ForgeIssue>;
 
+    /// The project's default branch (what a run pins when no commit is named).
+    fn default_branch(&self) -> Result<String>;
+
     /// The numbers of the open issues that carry `label`, ascending, every page read.
     fn open_issues_labelled(&self, label: &str) -> Result<Vec<u64>>;
 

@@ -80,30 +80,13 @@ impl GitLab {
     /// A client of `project` on the instance at `api_url` (`https://HOST/api/v4`), taking its
     /// token from `token` at each request.
     pub fn new(api_url: &str, project: ProjectId, token: Box<dyn TokenSource>) -> Result<GitLab> {
-        let api = api_url.trim().trim_end_matches('/');
-        let Some((scheme, rest)) = api.split_once("://") else {
-            return Err(Error::Config {
-                problem: format!("api_url {api:?} is not a URL; give https://HOST/api/v4"),
-            });
-        };
-        if !matches!(scheme, "https" | "http") || rest.is_empty() || rest.contains('@') {
-            return Err(Error::Config {
-                problem: format!(
-                    "api_url {api:?} must be https://HOST/api/v4 (no credentials in it)"
-                ),
-            });
-        }
-        if !api.ends_with("/api/v4") {
-            return Err(Error::Config {
-                problem: format!("api_url {api:?} does not end in /api/v4 (REST API v4)"),
-            });
-        }
+        let api = api_base(api_url)?;
         let config = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(60)))
             .http_status_as_error(false)
             .build();
         Ok(GitLab {
-            api: api.to_owned(),
+            api,
             project,
             token,
             agent: ureq::Agent::new_with_config(config),
@@ -277,6 +260,63 @@ impl GitLab {
     }
 }
 
+/// The REST API base `api_url` names, checked: `http(s)://HOST[/PATH]/api/v4` without
+/// credentials, trailing `/` dropped. A bad one is an error saying what to write instead.
+pub fn api_base(api_url: &str) -> Result<String> {
+    let api = api_url.trim().trim_end_matches('/');
+    let Some((scheme, rest)) = api.split_once("://") else {
+        return Err(Error::Config {
+            problem: format!("api_url {api:?} is not a URL; give https://HOST/api/v4"),
+        });
+    };
+    if !matches!(scheme, "https" | "http") || rest.is_empty() || rest.contains('@') {
+        return Err(Error::Config {
+            problem: format!("api_url {api:?} must be https://HOST/api/v4 (no credentials in it)"),
+        });
+    }
+    if !api.ends_with("/api/v4") {
+        return Err(Error::Config {
+            problem: format!("api_url {api:?} does not end in /api/v4 (REST API v4)"),
+        });
+    }
+    Ok(api.to_owned())
+}
+
+/// Check a GitLab webhook delivery: its `X-Gitlab-Token` equals `secret` (compared in
+/// constant time) and it names its event; the event and the delivery's id
+/// (`X-Gitlab-Event-UUID`, else `Idempotency-Key`) when it does. Needs no project or token:
+/// a listener checks deliveries before it knows which project one is about.
+pub fn verify_delivery(delivery: &WebhookDelivery<'_>, secret: &str) -> Result<VerifiedDelivery> {
+    let refuse = |problem: &str| Error::Webhook {
+        problem: problem.to_owned(),
+    };
+    if secret.is_empty() {
+        return Err(refuse(
+            "no webhook secret is configured: every delivery is refused until one is",
+        ));
+    }
+    let given = delivery.header("X-Gitlab-Token").ok_or_else(|| {
+        refuse("no X-Gitlab-Token header: set the webhook's secret token on GitLab")
+    })?;
+    if !secrets_match(given.as_bytes(), secret.as_bytes()) {
+        return Err(refuse(
+            "X-Gitlab-Token does not match the configured webhook secret",
+        ));
+    }
+    let event = delivery
+        .header("X-Gitlab-Event")
+        .filter(|e| !e.trim().is_empty())
+        .ok_or_else(|| refuse("no X-Gitlab-Event header: not a GitLab webhook delivery"))?;
+    let delivery_id = delivery
+        .header("X-Gitlab-Event-UUID")
+        .or_else(|| delivery.header("Idempotency-Key"))
+        .map(str::to_owned);
+    Ok(VerifiedDelivery {
+        event: event.trim().to_owned(),
+        delivery_id,
+    })
+}
+
 /// Nothing when GitLab would store `text` whole; an error naming `what` otherwise.
 fn within_limit(what: &'static str, text: &str) -> Result<()> {
     let chars = text.chars().count();
@@ -336,6 +376,19 @@ impl Forge for GitLab {
             "/issues/{number}/notes?sort=asc&order_by=created_at"
         )))?;
         Ok(issue.into_issue(notes))
+    }
+
+    fn default_branch(&self) -> Result<String> {
+        let path = self.project_path("");
+        let project: wire::Project = self.get(&path)?;
+        match project.default_branch {
+            Some(b) if !b.is_empty() && !b.starts_with('-') && !b.contains("..") => Ok(b),
+            _ => Err(Error::Shape {
+                method: "GET",
+                url: format!("{}{path}", self.api),
+                problem: "no usable `default_branch` (an empty project has none)".to_owned(),
+            }),
+        }
     }
 
     fn open_issues_labelled(&self, label: &str) -> Result<Vec<u64>> {
@@ -457,33 +510,6 @@ impl Forge for GitLab {
         delivery: &WebhookDelivery<'_>,
         secret: &str,
     ) -> Result<VerifiedDelivery> {
-        let refuse = |problem: &str| Error::Webhook {
-            problem: problem.to_owned(),
-        };
-        if secret.is_empty() {
-            return Err(refuse(
-                "no webhook secret is configured: every delivery is refused until one is",
-            ));
-        }
-        let given = delivery.header("X-Gitlab-Token").ok_or_else(|| {
-            refuse("no X-Gitlab-Token header: set the webhook's secret token on GitLab")
-        })?;
-        if !secrets_match(given.as_bytes(), secret.as_bytes()) {
-            return Err(refuse(
-                "X-Gitlab-Token does not match the configured webhook secret",
-            ));
-        }
-        let event = delivery
-            .header("X-Gitlab-Event")
-            .filter(|e| !e.trim().is_empty())
-            .ok_or_else(|| refuse("no X-Gitlab-Event header: not a GitLab webhook delivery"))?;
-        let delivery_id = delivery
-            .header("X-Gitlab-Event-UUID")
-            .or_else(|| delivery.header("Idempotency-Key"))
-            .map(str::to_owned);
-        Ok(VerifiedDelivery {
-            event: event.trim().to_owned(),
-            delivery_id,
-        })
+        verify_delivery(delivery, secret)
     }
 }

@@ -154,3 +154,9 @@ impl MergeRequest {
 pub(super) struct Member {
     pub(super) access_level: u16,
 }
+
+#[derive(Deserialize)]
+pub(super) struct Project {
+    #[serde(default)]
+    pub(super) default_branch: Option<String>,
+}

@@ -407,3 +407,27 @@ fn a_webhook_is_accepted_only_with_the_right_token_and_names_its_delivery() {
     // Verifying a delivery never calls the forge.
     assert!(mock.requests().is_empty());
 }
+
+#[test]
+fn the_default_branch_is_the_projects_and_an_unusable_one_is_refused() {
+    let mock = MockGitLab::start();
+    mock.route(
+        "/projects/plat%2Fcalc",
+        200,
+        json!({"id": 9, "default_branch": "trunk"}),
+    );
+    mock.route("/projects/plat%2Fempty", 200, json!({"id": 10}));
+    mock.route(
+        "/projects/plat%2Fodd",
+        200,
+        json!({"id": 11, "default_branch": "--upload-pack=x"}),
+    );
+    assert_eq!(
+        client(&mock, "plat/calc").default_branch().unwrap(),
+        "trunk"
+    );
+    for project in ["plat/empty", "plat/odd"] {
+        let err = client(&mock, project).default_branch().unwrap_err();
+        assert!(err.to_string().contains("default_branch"), "{err}");
+    }
+}
