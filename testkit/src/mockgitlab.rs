@@ -5,10 +5,12 @@
 //! lists the recorded ones of that branch. `PUT /projects/:id/issues/:iid` (`add_labels`,
 //! `remove_labels`) is recorded and answered 200 with the issue's labels as changed so far;
 //! [`MockGitLab::label_changes`] lists them. `POST /projects/:id/issues/:iid/notes` is answered
-//! 201 with the note and listed by [`MockGitLab::posted_notes`]. Any other `GET` is answered
+//! 201 with the note and listed by [`MockGitLab::posted_notes`], as is a merge request's
+//! (`.../merge_requests/:iid/notes`). Any other `GET` is answered
 //! from fixed routes set with [`MockGitLab::route`] (an issue, a list page with its
 //! `X-Next-Page`), 404 with GitLab's `{"message": "404 Not found"}` otherwise;
-//! [`MockGitLab::only_projects`] makes every other project 404. With
+//! [`MockGitLab::only_projects`] makes every other project 404;
+//! [`MockGitLab::route_text`] answers with plain text (a job's log). With
 //! [`MockGitLab::require_token`] set, a request whose `PRIVATE-TOKEN` is not that token is
 //! answered 401 `{"message": "401 Unauthorized"}`. Every request is recorded. `:id` is kept
 //! as sent (a number or a path with `%2F`); merge requests are numbered per project from 1.
@@ -82,6 +84,18 @@ impl MockGitLab {
     /// Answer `GET target` (below `/api/v4`, query included) with `status` and `body`.
     pub fn route(&self, target: &str, status: u16, body: Value) {
         self.insert(target, status, body, None);
+    }
+
+    /// Answer `GET target` with `text` as it is (a job's log: `.../jobs/:id/trace`).
+    pub fn route_text(&self, target: &str, status: u16, text: &str) {
+        self.state.lock().unwrap().routes.insert(
+            format!("/api/v4{target}"),
+            Answer {
+                status,
+                body: text.to_owned(),
+                next_page: None,
+            },
+        );
     }
 
     /// Answer `GET target` with one page of a list and `X-Next-Page: next` (`None`: this is

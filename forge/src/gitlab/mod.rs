@@ -3,9 +3,11 @@
 //! The token goes in the `PRIVATE-TOKEN` header, read from its source for each request. Lists
 //! are read page by page (`per_page=100`, following `X-Next-Page`).
 
+mod mr;
 mod reference;
 mod wire;
 
+pub use mr::{Job, JobTrace, MAX_TRACE_BYTES, MergeRequestRefs};
 pub use reference::{GitLabIssueRef, ProjectId};
 
 use std::collections::BTreeMap;
