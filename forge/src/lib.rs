@@ -2,8 +2,9 @@
 //! uses (read an issue with its comments, list issues by label, add and remove a label, comment,
 //! open a draft change request, find one by its head branch, read review feedback with its line
 //! comments and each author's standing, verify a webhook delivery) as typed requests and
-//! replies. [`gitlab::GitLab`] implements it over GitLab's REST API v4 (gitlab.com or a
-//! self-managed instance by its `api_url`).
+//! replies. [`github::GitHub`] implements it over GitHub's REST API (github.com or GitHub
+//! Enterprise), [`gitlab::GitLab`] over GitLab's REST API v4 (gitlab.com or a self-managed
+//! instance by its `api_url`).
 //!
 //! What a forge answers is repository text: it is returned as data, never interpreted. A
 //! token is read from its [`TokenSource`] for each request and dropped when the request ends;
@@ -12,6 +13,7 @@
 //! runs git, never pushes, and depends on no other airlock crate.
 
 pub mod error;
+pub mod github;
 pub mod gitlab;
 pub mod token;
 pub mod types;

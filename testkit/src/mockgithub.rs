@@ -7,7 +7,8 @@
 //! `html_url`, `state`, `commit_id`); [`MockForge::posted_reviews`] returns what was posted. Any other `GET` is answered from fixed routes set with [`MockForge::route`] (an
 //! issue, a repository) or [`MockForge::route_text`] (plain text: a job's log), 404 with
 //! GitHub's `{"message": "Not Found"}` otherwise; a comment posted on an issue or pull request
-//! is answered 201 and listed by [`MockForge::posted_comments`]. Every request
+//! is answered 201 with GitHub's shape (`id`, `body`, `user`, `html_url`) and listed by
+//! [`MockForge::posted_comments`]. Every request
 //! is recorded; `stall_posts` makes it record a POST and never answer. Merged pull requests set
 //! with [`MockForge::merged_pull`] are listed by `GET /repos/O/R/pulls?state=closed&...`
 //! (newest first, `per_page` and `page` honoured, GitHub's `merged_at` and `merge_commit_sha`)
@@ -183,6 +184,30 @@ fn is_pull_post(r: &SeenRequest) -> bool {
     r.method == "POST" && r.path.ends_with("/pulls")
 }
 
+fn is_comment_post(r: &SeenRequest) -> bool {
+    r.method == "POST" && r.path.contains("/issues/") && r.path.ends_with("/comments")
+}
+
+/// GitHub's answer to a created issue comment: its id (numbered from 1 in the order of the
+/// POSTs), the text, its author (the token's user, `airlock-bot`) and where it is shown.
+fn comment(slug: &str, path: &str, n: usize, post: &SeenRequest) -> Value {
+    let body: Value = serde_json::from_str(&post.body).unwrap_or(Value::Null);
+    let number = path
+        .split("/issues/")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or("0");
+    json!({
+        "id": n,
+        "body": body["body"],
+        "user": {"login": "airlock-bot", "id": 1},
+        "author_association": "NONE",
+        "created_at": "2026-01-01T00:00:00Z",
+        "issue_url": format!("https://api.forge.example/repos/{slug}/issues/{number}"),
+        "html_url": format!("https://forge.example/{slug}/issues/{number}#issuecomment-{n}"),
+    })
+}
+
 fn is_review_post(r: &SeenRequest) -> bool {
     r.method == "POST" && r.path.contains("/pulls/") && r.path.ends_with("/reviews")
 }
@@ -355,8 +380,18 @@ fn serve(
                 std::thread::sleep(Duration::from_secs(600));
                 return;
             }
-            let n = prior_posts.len() + 1;
-            (201, pull(&slug, n, &req).to_string())
+            if is_comment_post(&req) {
+                let n = seen
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|r| is_comment_post(r))
+                    .count();
+                (201, comment(&slug, &path, n, &req).to_string())
+            } else {
+                let n = prior_posts.len() + 1;
+                (201, pull(&slug, n, &req).to_string())
+            }
         };
         if !write_json(&mut writer, status, &reply) {
             return;
