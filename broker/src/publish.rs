@@ -10,6 +10,8 @@
 
 use std::time::Duration;
 
+use airlock_forge::github::GitHub;
+use airlock_forge::{DraftRequest, EnvToken, Error as ForgeError, Forge as _};
 use airlock_protocol::{FeedbackKind, FeedbackSource};
 
 use crate::config::RepositoryConfig;
@@ -558,7 +560,8 @@ impl Forge for GitHubForge {
         let Some(token) = forge_token(repository, cfg)? else {
             return Ok(None);
         };
-        self.open_with(repository, cfg, item, pushed, &token)
+        let github = github(repository, cfg)?;
+        self.open_with(&github, cfg, item, pushed)
             .map_err(|e| redact(e, Some(&token)))
     }
 
@@ -572,12 +575,10 @@ impl Forge for GitHubForge {
         let Some(token) = forge_token(repository, cfg)? else {
             return Ok(false);
         };
-        self.label_with(
-            cfg,
-            repository,
+        label_with(
+            &github(repository, cfg)?,
             issue_number,
             (crate::claims::CLAIM_LABEL, claimed),
-            &token,
         )
         .map_err(|e| redact(e, Some(&token)))?;
         Ok(true)
@@ -594,7 +595,7 @@ impl Forge for GitHubForge {
         let Some(token) = forge_token(repository, cfg)? else {
             return Ok(false);
         };
-        self.label_with(cfg, repository, issue_number, (label, on), &token)
+        label_with(&github(repository, cfg)?, issue_number, (label, on))
             .map_err(|e| redact(e, Some(&token)))?;
         Ok(true)
     }
@@ -683,15 +684,10 @@ impl Forge for GitHubForge {
         let Some(token) = forge_token(repository, cfg)? else {
             return Ok(None);
         };
-        let (api, slug) = (
-            cfg.github_api.trim_end_matches('/'),
-            cfg.forge_slug(repository),
-        );
-        let url = format!("{api}/repos/{slug}/issues/{number}/comments");
-        let request = serde_json::json!({ "body": body });
-        self.post_for_html_url(&url, &format!("Bearer {token}"), &request)
-            .map(Some)
-            .map_err(|e| redact(e, Some(&token)))
+        github(repository, cfg)?
+            .post_comment(number, body)
+            .map(|posted| Some(posted.web_url))
+            .map_err(|e| redact(forge_error(e), Some(&token)))
     }
 }
 
@@ -866,106 +862,62 @@ impl GitHubForge {
         }
     }
 
-    /// `POST /repos/{slug}/issues/{n}/labels` with `label` (when `claimed`), or `DELETE` of
-    /// it (a label already gone is not an error).
-    fn label_with(
-        &self,
-        cfg: &RepositoryConfig,
-        repository: &str,
-        issue_number: u64,
-        (label, claimed): (&str, bool),
-        token: &str,
-    ) -> Result<()> {
-        let slug = cfg.forge_slug(repository);
-        let api = cfg.github_api.trim_end_matches('/');
-        let auth = format!("Bearer {token}");
-        let (method, url) = if claimed {
-            (
-                "POST",
-                format!("{api}/repos/{slug}/issues/{issue_number}/labels"),
-            )
-        } else {
-            (
-                "DELETE",
-                format!("{api}/repos/{slug}/issues/{issue_number}/labels/{label}"),
-            )
-        };
-        let result = if claimed {
-            self.agent
-                .post(&url)
-                .header("Authorization", &auth)
-                .header("Accept", "application/vnd.github+json")
-                .header("X-GitHub-Api-Version", "2022-11-28")
-                .header("User-Agent", "airlock-broker")
-                .header("Content-Type", "application/json")
-                .send(serde_json::json!({ "labels": [label] }).to_string())
-        } else {
-            self.agent
-                .delete(&url)
-                .header("Authorization", &auth)
-                .header("Accept", "application/vnd.github+json")
-                .header("X-GitHub-Api-Version", "2022-11-28")
-                .header("User-Agent", "airlock-broker")
-                .call()
-        };
-        let resp = result.map_err(|e| Error::Forge(format!("{method} {url}: {e}")))?;
-        let status = resp.status();
-        if status.is_success() || (!claimed && status.as_u16() == 404) {
-            return Ok(());
-        }
-        Err(Error::Forge(format!("{method} {url} answered {status}")))
-    }
-
+    /// The draft pull request of `pushed.branch`: one an earlier attempt opened (in any
+    /// state), or a new one (`POST /repos/{slug}/pulls` with `draft: true`).
     fn open_with(
         &self,
-        repository: &str,
+        github: &GitHub,
         cfg: &RepositoryConfig,
         item: &QueueItem,
         pushed: &Pushed,
-        token: &str,
     ) -> Result<Option<String>> {
-        let slug = cfg.forge_slug(repository);
-        let owner = slug.split('/').next().unwrap_or_default();
-        let api = cfg.github_api.trim_end_matches('/');
-        let auth = format!("Bearer {token}");
-        // An earlier attempt may have opened it before the broker died: look first.
-        let list_url = format!(
-            "{api}/repos/{slug}/pulls?state=all&head={owner}:{}",
-            pushed.branch
-        );
-        let mut resp = self
-            .agent
-            .get(&list_url)
-            .header("Authorization", &auth)
-            .header("Accept", "application/vnd.github+json")
-            .header("X-GitHub-Api-Version", "2022-11-28")
-            .header("User-Agent", "airlock-broker")
-            .call()
-            .map_err(|e| Error::Forge(format!("GET {list_url}: {e}")))?;
-        if resp.status().is_success() {
-            let text = resp
-                .body_mut()
-                .read_to_string()
-                .map_err(|e| Error::Forge(format!("GET {list_url}: {e}")))?;
-            if let Ok(serde_json::Value::Array(prs)) =
-                serde_json::from_str::<serde_json::Value>(&text)
-                && let Some(url) = prs
-                    .iter()
-                    .find_map(|p| p.get("html_url").and_then(|u| u.as_str()))
-            {
-                return Ok(Some(url.to_owned()));
-            }
+        // An earlier attempt may have opened it before the broker died: look first. A list
+        // the forge refuses or garbles is no answer, and the pull request is opened.
+        match github.find_pull(&pushed.branch, true) {
+            Ok(Some(pull)) => return Ok(Some(pull.web_url)),
+            Ok(None) | Err(ForgeError::Status { .. } | ForgeError::Shape { .. }) => {}
+            Err(e) => return Err(forge_error(e)),
         }
-        let url = format!("{api}/repos/{slug}/pulls");
-        let request = serde_json::json!({
-            "title": item.item.title,
-            "head": pushed.branch,
-            "base": cfg.base_branch,
-            "body": pr_body(item),
-            "draft": true,
-        });
-        self.post_for_html_url(&url, &auth, &request).map(Some)
+        let request = DraftRequest {
+            title: item.item.title.clone(),
+            description: pr_body(item),
+            source_branch: pushed.branch.clone(),
+            target_branch: cfg.base_branch.clone(),
+        };
+        github
+            .open_draft(&request)
+            .map(|pull| Some(pull.web_url))
+            .map_err(forge_error)
     }
+}
+
+/// The repository's GitHub through `airlock_forge`, with the token read from
+/// `forge_token_env` at each request.
+fn github(repository: &str, cfg: &RepositoryConfig) -> Result<GitHub> {
+    let var = cfg.forge_token_env.clone().unwrap_or_default();
+    GitHub::from_slug(
+        &cfg.github_api,
+        &cfg.forge_slug(repository),
+        Box::new(EnvToken { var }),
+    )
+    .map(|g| g.with_user_agent("airlock-broker"))
+    .map_err(forge_error)
+}
+
+/// A forge error as the broker reports it (it names no token: the forge crate redacts).
+fn forge_error(e: ForgeError) -> Error {
+    Error::Forge(e.to_string())
+}
+
+/// Put `label` on issue `issue_number` (when `on`: `POST .../issues/{n}/labels`) or take it
+/// off (`DELETE .../labels/{label}`; a label already gone is not an error).
+fn label_with(github: &GitHub, issue_number: u64, (label, on): (&str, bool)) -> Result<()> {
+    let done = if on {
+        github.add_label(issue_number, label)
+    } else {
+        github.remove_label(issue_number, label)
+    };
+    done.map_err(forge_error)
 }
 
 /// Open the broker's own clone.
