@@ -480,7 +480,9 @@ pub fn comment_on_publication(
             None => None,
         };
         let body = comment_body(&statement, &bytes, signature.as_deref());
-        let url = broker.forge.post_comment(repository, cfg, number, &body)?;
+        let url = broker
+            .forge
+            .post_pull_comment(repository, cfg, number, &body)?;
         Ok::<_, Error>((url, hex::encode(sha2::Sha256::digest(&bytes))))
     })();
     let event = match posted {
@@ -511,7 +513,9 @@ pub fn comment_on_publication(
 
 /// `https://github.com/O/R/pull/12` → 12.
 fn pull_number(url: &str) -> Option<u64> {
-    let (_, tail) = url.rsplit_once("/pull/")?;
+    let (_, tail) = url
+        .rsplit_once("/pull/")
+        .or_else(|| url.rsplit_once("/-/merge_requests/"))?;
     let digits: String = tail.chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
 }
@@ -640,6 +644,11 @@ mod tests {
         assert_eq!(pull_number("https://github.com/o/r/pull/12"), Some(12));
         assert_eq!(pull_number("https://forge.example/o/r/pull/3#x"), Some(3));
         assert_eq!(pull_number("https://github.com/o/r/issues/12"), None);
+        assert_eq!(
+            pull_number("https://gitlab.example/g/s/r/-/merge_requests/4"),
+            Some(4)
+        );
+        assert_eq!(pull_number("https://gitlab.example/g/r/-/issues/4"), None);
     }
 
     #[test]

@@ -733,7 +733,7 @@ impl Broker {
         let why =
             match self
                 .forge
-                .post_comment(decision.repository, cfg, decision.pull_request, &marked)
+                .post_pull_comment(decision.repository, cfg, decision.pull_request, &marked)
             {
                 Ok(_) => why,
                 Err(e) => format!("{why}; the comment could not be posted: {e}"),

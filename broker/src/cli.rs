@@ -14,7 +14,6 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::config::BrokerConfig;
 use crate::error::Error;
-use crate::publish::GitHubForge;
 use crate::rules::PolicyRules;
 use crate::sandboxed::SandboxExecutor;
 use crate::service::{AuditJournal, Broker, unix_now};
@@ -397,7 +396,7 @@ pub fn production_broker(config: BrokerConfig) -> crate::Result<Broker> {
         Box::new(rules),
         Box::new(executor),
         Box::new(journal),
-        Box::new(GitHubForge::default()),
+        Box::new(crate::forges::Forges::default()),
     ))
 }
 

@@ -1,6 +1,8 @@
 //! `broker.toml`: where the broker listens, keeps its state and finds the repositories it may
 //! publish to. Every path is operator-controlled; nothing here ever comes from a run.
 
+pub mod forge;
+
 use crate::error::{Error, Result};
 use airlock_policies::network::{AllowEntry, NetworkMode};
 use serde::Deserialize;
@@ -203,6 +205,14 @@ pub struct RepositoryConfig {
     /// `open_pr` after the digest and before the witness (`[[repositories.NAME.gates]]`).
     #[serde(default)]
     pub gates: Vec<GateConfig>,
+    /// `[repositories."NAME".forge]`: the forge as a table (`kind`, `api_url`, `project`,
+    /// `token_env`, `feedback_min_access`), resolved into the keys above
+    /// ([`crate::config::forge`]).
+    #[serde(default)]
+    pub forge: Option<crate::config::forge::ForgeTable>,
+    /// GitLab's settings when `forge.kind = "gitlab"`; `None` for GitHub.
+    #[serde(skip)]
+    pub gitlab: Option<crate::config::forge::GitLabSettings>,
 }
 
 /// One gate of a repository, as written in `broker.toml`.
@@ -344,7 +354,7 @@ pub fn default_max_ci_followups() -> u32 {
     2
 }
 
-fn default_github_api() -> String {
+pub(crate) fn default_github_api() -> String {
     "https://api.github.com".to_owned()
 }
 fn default_base_branch() -> String {
@@ -444,6 +454,7 @@ impl BrokerConfig {
             if repo.remote.trim().is_empty() {
                 return Err(format!("repositories.{name:?}.remote: must not be empty"));
             }
+            crate::config::forge::resolve(&format!("repositories.{name:?}"), &mut repo)?;
             if let Some(env) = &repo.forge_token_env
                 && (env.is_empty() || env.contains('='))
             {
@@ -461,7 +472,8 @@ impl BrokerConfig {
             // The forge is only spoken to with a token: a repository published locally (a
             // path, a remote off GitHub, no forge_token_env) needs no `owner/name`.
             let forge_repo = repo.forge_repo.clone().unwrap_or_else(|| name.clone());
-            if (repo.forge_token_env.is_some() || repo.forge_repo.is_some())
+            if repo.gitlab.is_none()
+                && (repo.forge_token_env.is_some() || repo.forge_repo.is_some())
                 && (forge_repo.split('/').count() != 2 || forge_repo.split('/').any(str::is_empty))
             {
                 return Err(format!(

@@ -252,6 +252,10 @@ pub enum Error {
     /// The forge refused or failed the pull-request request.
     #[error("forge: {0}")]
     Forge(String),
+    /// A forge reached through `airlock_forge` (GitLab) refused or failed a request (the error
+    /// names the request and what to do; it never carries the token).
+    #[error("forge: {0}")]
+    ForgeApi(#[from] airlock_forge::Error),
     /// A claim request was refused (unknown repository, bad holder or lease).
     #[error("claim refused: {0}")]
     Claim(String),

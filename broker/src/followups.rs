@@ -96,7 +96,26 @@ impl Broker {
                 read.state.as_deref().unwrap_or("")
             )));
         }
-        if !cfg
+        if let Some(gitlab) = &cfg.gitlab {
+            if read.access.is_none_or(|a| a < gitlab.feedback_min_access) {
+                let why = format!(
+                    "{:?} is {} on {}; follow-ups are taken from members at or above {} \
+                     (forge.feedback_min_access in broker.toml)",
+                    read.author,
+                    read.association,
+                    feedback.forge_repo,
+                    crate::config::forge::access_name(gitlab.feedback_min_access)
+                );
+                self.journal.record(
+                    &format!("review:{}!{n}", feedback.forge_repo),
+                    Event::BrokerDecision {
+                        code: "FEEDBACK_REFUSED".to_owned(),
+                        detail: Some(why.clone()),
+                    },
+                )?;
+                return Err(refused(why));
+            }
+        } else if !cfg
             .feedback_from
             .iter()
             .any(|a| a.eq_ignore_ascii_case(&read.association))
@@ -110,7 +129,10 @@ impl Broker {
             )));
         }
         let text = read.text();
-        let by = format!("github:{}", read.author);
+        let by = match cfg.forge_kind() {
+            crate::config::forge::ForgeKind::GitHub => format!("github:{}", read.author),
+            crate::config::forge::ForgeKind::GitLab => format!("gitlab:{}", read.author),
+        };
         self.record_changes_requested(item.id, &by, &text)?;
         self.follow_up(item.id)
     }

@@ -26,6 +26,8 @@ pub mod config;
 pub mod decisions;
 pub mod error;
 pub mod followups;
+pub mod forge_gitlab;
+pub mod forges;
 pub mod gates;
 pub mod intake;
 pub mod judging;

@@ -150,8 +150,11 @@ fn push_with(
 const PUSH_TOKEN_VAR: &str = "AIRLOCK_BROKER_PUSH_TOKEN";
 
 /// A credential helper (git runs it with `sh`, the action appended) that answers `get` with the
-/// token from [`PUSH_TOKEN_VAR`] under GitHub's token user name and ignores `store`/`erase`.
-const TOKEN_CREDENTIAL_HELPER: &str = "!f() { test \"$1\" = get || exit 0; echo username=x-access-token; printf 'password=%s\\n' \"$AIRLOCK_BROKER_PUSH_TOKEN\"; }; f";
+/// token from [`PUSH_TOKEN_VAR`] under the forge's token user name (`user`, a fixed word of
+/// [`crate::config::forge::push_user`]) and ignores `store`/`erase`.
+fn token_credential_helper(user: &str) -> String {
+    format!("!f() {{ test \"$1\" = get || exit 0; echo username={user}; printf 'password=%s\\n' \"$AIRLOCK_BROKER_PUSH_TOKEN\"; }}; f")
+}
 
 /// `ssh_key` as `GIT_SSH_COMMAND`: only that key, and never a prompt.
 fn ssh_command(key: &std::path::Path) -> String {
@@ -203,7 +206,10 @@ fn remote_git(cfg: &RepositoryConfig, token: Option<&str>) -> std::process::Comm
         // The first, empty value resets any helper of the clone's own configuration.
         cmd.args(["-c", "credential.helper="])
             .arg("-c")
-            .arg(format!("credential.helper={TOKEN_CREDENTIAL_HELPER}"))
+            .arg(format!(
+                "credential.helper={}",
+                token_credential_helper(crate::config::forge::push_user(cfg.forge_kind()))
+            ))
             .env(PUSH_TOKEN_VAR, token);
     }
     if let Some(key) = &cfg.ssh_key {
@@ -375,7 +381,9 @@ fn credentials_refused(stderr: &str) -> bool {
     .any(|needle| stderr.contains(needle))
 }
 
-/// Opens draft pull requests. Production: [`GitHubForge`].
+/// Opens draft pull requests. Production: [`crate::forges::Forges`], which forwards each
+/// method to [`GitHubForge`] or [`crate::forge_gitlab::GitLabForge`] (a new method is forwarded
+/// there too).
 pub trait Forge: Send + Sync {
     /// Open (or find the already opened) draft pull request for `item`; `None` when no token
     /// is configured for the repository.
@@ -447,8 +455,8 @@ pub trait Forge: Send + Sync {
         item: &ReviewItem,
     ) -> Result<String>;
 
-    /// Post `body` as a comment on pull request (or issue) `number`
-    /// (`POST /repos/{owner}/{repo}/issues/{n}/comments`); its web address, `None` when no
+    /// Post `body` as a comment on issue `number` (on GitHub also a pull request:
+    /// `POST /repos/{owner}/{repo}/issues/{n}/comments`); its web address, `None` when no
     /// token is configured.
     fn post_comment(
         &self,
@@ -459,6 +467,18 @@ pub trait Forge: Send + Sync {
     ) -> Result<Option<String>> {
         let _ = (repository, cfg, number, body);
         Ok(None)
+    }
+
+    /// Post `body` as a comment on pull request `number` (GitLab numbers merge requests apart
+    /// from issues); [`Forge::post_comment`] where the numbers are shared, as on GitHub.
+    fn post_pull_comment(
+        &self,
+        repository: &str,
+        cfg: &RepositoryConfig,
+        number: u64,
+        body: &str,
+    ) -> Result<Option<String>> {
+        self.post_comment(repository, cfg, number, body)
     }
 }
 
@@ -504,8 +524,12 @@ pub fn review_request(item: &ReviewItem) -> serde_json::Value {
 pub struct ForgeFeedback {
     /// The author's login.
     pub author: String,
-    /// GitHub's `author_association` (`OWNER`, `MEMBER`, `COLLABORATOR`, `NONE`, ...).
+    /// GitHub's `author_association` (`OWNER`, `MEMBER`, `COLLABORATOR`, `NONE`, ...); on
+    /// GitLab the name of `access`.
     pub association: String,
+    /// GitLab: the author's access level in the project (`None`: no member); `None` on GitHub,
+    /// where `association` decides.
+    pub access: Option<airlock_forge::AccessLevel>,
     /// A review's state (`CHANGES_REQUESTED`, `COMMENTED`, `APPROVED`); `None` for a comment.
     pub state: Option<String>,
     /// The review's body or the comment.
@@ -808,6 +832,7 @@ impl GitHubForge {
                 Ok(ForgeFeedback {
                     author: author(&review),
                     association: review.author_association.clone().unwrap_or_default(),
+                    access: None,
                     state: Some(review.state.clone().unwrap_or_default()),
                     body: review.body.unwrap_or_default(),
                     comments: comments
@@ -850,6 +875,7 @@ impl GitHubForge {
                 Ok(ForgeFeedback {
                     author: author(&comment),
                     association: comment.author_association.clone().unwrap_or_default(),
+                    access: None,
                     state: None,
                     body: comment.body.unwrap_or_default(),
                     comments: Vec::new(),

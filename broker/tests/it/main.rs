@@ -11,6 +11,7 @@ mod crash;
 mod findings;
 mod follow_up;
 mod gates;
+mod gitlab;
 mod harness;
 mod intake;
 mod invariants;

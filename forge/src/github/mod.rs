@@ -12,13 +12,13 @@
 //! member; a collaborator's permission `admin`/`maintain`/`write`/`triage`/`read` is
 //! owner/maintainer/developer/reporter/guest.
 
+mod api;
 mod wire;
 
-use std::time::Duration;
+pub use api::GitHubApi;
 
 use hmac::{Hmac, Mac};
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::json;
 use sha2::Sha256;
 
 use crate::Forge;
@@ -36,21 +36,12 @@ pub const MAX_PAGES: u32 = 100;
 /// Items per page asked for (GitHub's maximum).
 const PER_PAGE: usize = 100;
 
-/// The largest answer body read, in bytes.
-const MAX_BODY_BYTES: u64 = 16 * 1024 * 1024;
-
-/// The API version every request names.
-const API_VERSION: &str = "2022-11-28";
-
 /// A GitHub repository through the REST API.
+#[derive(Clone)]
 pub struct GitHub {
-    api: String,
+    api: GitHubApi,
     owner: String,
     repo: String,
-    token: Box<dyn TokenSource>,
-    agent: ureq::Agent,
-    user_agent: &'static str,
-    token_hint: String,
 }
 
 impl std::fmt::Debug for GitHub {
@@ -58,25 +49,7 @@ impl std::fmt::Debug for GitHub {
         f.debug_struct("GitHub")
             .field("api", &self.api)
             .field("repository", &format_args!("{}/{}", self.owner, self.repo))
-            .field("token", &self.token.describe())
             .finish()
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Method {
-    Get,
-    Post,
-    Delete,
-}
-
-impl Method {
-    fn name(self) -> &'static str {
-        match self {
-            Method::Get => "GET",
-            Method::Post => "POST",
-            Method::Delete => "DELETE",
-        }
     }
 }
 
@@ -155,42 +128,7 @@ impl GitHub {
         repo: &str,
         token: Box<dyn TokenSource>,
     ) -> Result<GitHub> {
-        let api = api_url.trim().trim_end_matches('/');
-        let Some((scheme, rest)) = api.split_once("://") else {
-            return Err(Error::Config {
-                problem: format!("api_url {api:?} is not a URL; give https://api.github.com"),
-            });
-        };
-        if !matches!(scheme, "https" | "http") || rest.is_empty() || rest.contains('@') {
-            return Err(Error::Config {
-                problem: format!("api_url {api:?} must be https://HOST[/api/v3] (no credentials)"),
-            });
-        }
-        let segment_ok = |s: &str| {
-            !s.is_empty()
-                && s != "."
-                && s != ".."
-                && s.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        };
-        if !segment_ok(owner) || !segment_ok(repo) {
-            return Err(Error::Config {
-                problem: format!("{owner}/{repo} is not a GitHub repository OWNER/REPO"),
-            });
-        }
-        let config = ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_secs(60)))
-            .http_status_as_error(false)
-            .build();
-        Ok(GitHub {
-            api: api.to_owned(),
-            owner: owner.to_owned(),
-            repo: repo.to_owned(),
-            token,
-            agent: ureq::Agent::new_with_config(config),
-            user_agent: "airlock",
-            token_hint: "configure a token".to_owned(),
-        })
+        GitHubApi::new(api_url, token)?.repository(owner, repo)
     }
 
     /// A client of `slug` (`OWNER/REPO`) at `api_url`.
@@ -206,16 +144,20 @@ impl GitHub {
     /// The same client sending `user_agent` (each airlock binary names itself).
     #[must_use]
     pub fn with_user_agent(mut self, user_agent: &'static str) -> GitHub {
-        self.user_agent = user_agent;
+        self.api = self.api.with_user_agent(user_agent);
         self
     }
 
-    /// The same client, saying `hint` (what the operator writes to give a token, such as
-    /// "set [github] token_env") where an answer asks for a token it did not send.
+    /// The same client, saying `hint` where an answer asks for a token it did not send.
     #[must_use]
     pub fn with_token_hint(mut self, hint: &str) -> GitHub {
-        hint.clone_into(&mut self.token_hint);
+        self.api = self.api.with_token_hint(hint);
         self
+    }
+
+    /// The API this repository is read and written through.
+    pub fn api(&self) -> &GitHubApi {
+        &self.api
     }
 
     /// `OWNER/REPO`.
@@ -223,25 +165,8 @@ impl GitHub {
         format!("{}/{}", self.owner, self.repo)
     }
 
-    /// `{api}{path}`: where a request for `path` goes.
-    pub fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.api)
-    }
-
     fn repo_path(&self, tail: &str) -> String {
         format!("/repos/{}/{}{tail}", self.owner, self.repo)
-    }
-
-    /// `GET {api}{path}` (`path` from the API's root, query included), read into `T`.
-    pub fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
-        let text = self.send(Method::Get, path, None)?;
-        self.parse(Method::Get, path, &text)
-    }
-
-    /// `POST {api}{path}` with `body` as JSON; the answer read into `T`.
-    pub fn post_json<T: DeserializeOwned>(&self, path: &str, body: &Value) -> Result<T> {
-        let text = self.send(Method::Post, path, Some(body))?;
-        self.parse(Method::Post, path, &text)
     }
 
     /// The issue `number` with at most `max_comments` of its comments (`0` reads none), oldest
@@ -255,12 +180,12 @@ impl GitHub {
         keep: &dyn Fn(&Comment) -> bool,
     ) -> Result<GitHubIssue> {
         let path = self.repo_path(&format!("/issues/{number}"));
-        let mut v: wire::Issue = self.get_json(&path)?;
+        let mut v: wire::Issue = self.api.get_json(&path)?;
         let pull_request = v.is_pull_request();
         if !pull_request && v.number != number {
             return Err(Error::Shape {
                 method: "GET",
-                url: self.url(&path),
+                url: self.api.url(&path),
                 problem: "the answer is not the issue asked for (its `number` differs)".to_owned(),
             });
         }
@@ -271,7 +196,7 @@ impl GitHub {
                 let list_path = self.repo_path(&format!(
                     "/issues/{number}/comments?per_page={PER_PAGE}&page={page}"
                 ));
-                let items: Vec<wire::IssueComment> = self.get_json(&list_path)?;
+                let items: Vec<wire::IssueComment> = self.api.get_json(&list_path)?;
                 let full = items.len() >= PER_PAGE;
                 for c in items.into_iter().take(max_comments - comments.len()) {
                     let c = c.into_comment();
@@ -305,11 +230,11 @@ impl GitHub {
     /// Post `body` on issue (or pull request) `number`: `POST .../issues/N/comments`.
     pub fn post_comment(&self, number: u64, body: &str) -> Result<PostedComment> {
         let path = self.repo_path(&format!("/issues/{number}/comments"));
-        let posted: wire::IssueComment = self.post_json(&path, &json!({ "body": body }))?;
+        let posted: wire::IssueComment = self.api.post_json(&path, &json!({ "body": body }))?;
         let Some(web_url) = posted.html_url.clone() else {
             return Err(Error::Shape {
                 method: "POST",
-                url: self.url(&path),
+                url: self.api.url(&path),
                 problem: "reply has no html_url".to_owned(),
             });
         };
@@ -326,147 +251,12 @@ impl GitHub {
         let state = if any_state { "all" } else { "open" };
         let head = percent_encode(&format!("{}:{branch}", self.owner));
         let path = self.repo_path(&format!("/pulls?state={state}&head={head}"));
-        let pulls: Vec<wire::Pull> = self.get_json(&path)?;
+        let pulls: Vec<wire::Pull> = self.api.get_json(&path)?;
         // GitHub filters by `head`; a server that did not is not believed.
         Ok(pulls
             .into_iter()
             .find(|p| p.head() == branch)
             .map(wire::Pull::into_change))
-    }
-
-    fn send(&self, method: Method, path: &str, body: Option<&Value>) -> Result<String> {
-        let url = self.url(path);
-        let token = self.token.token()?;
-        let result = self.send_with(method, &url, body, token.as_deref());
-        // The token lives only for this request; whatever the client said, it is not in it.
-        result.map_err(|e| redact(e, token.as_deref()))
-    }
-
-    fn send_with(
-        &self,
-        method: Method,
-        url: &str,
-        body: Option<&Value>,
-        token: Option<&str>,
-    ) -> Result<String> {
-        let transport = |e: ureq::Error| Error::Transport {
-            method: method.name(),
-            url: url.to_owned(),
-            message: e.to_string(),
-        };
-        let auth = token.map(|t| format!("Bearer {t}"));
-        let mut resp = match method {
-            Method::Get | Method::Delete => {
-                let mut r = match method {
-                    Method::Get => self.agent.get(url),
-                    _ => self.agent.delete(url),
-                }
-                .header("Accept", "application/vnd.github+json")
-                .header("X-GitHub-Api-Version", API_VERSION)
-                .header("User-Agent", self.user_agent);
-                if let Some(auth) = &auth {
-                    r = r.header("Authorization", auth);
-                }
-                r.call().map_err(transport)?
-            }
-            Method::Post => {
-                let mut r = self
-                    .agent
-                    .post(url)
-                    .header("Accept", "application/vnd.github+json")
-                    .header("X-GitHub-Api-Version", API_VERSION)
-                    .header("User-Agent", self.user_agent)
-                    .header("Content-Type", "application/json");
-                if let Some(auth) = &auth {
-                    r = r.header("Authorization", auth);
-                }
-                r.send(body.map(Value::to_string).unwrap_or_default())
-                    .map_err(transport)?
-            }
-        };
-        let status = resp.status().as_u16();
-        let rate_limited = resp
-            .headers()
-            .get("x-ratelimit-remaining")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.trim() == "0");
-        let text = resp
-            .body_mut()
-            .with_config()
-            .limit(MAX_BODY_BYTES)
-            .read_to_string()
-            .map_err(transport)?;
-        if !(200..300).contains(&status) {
-            return Err(Error::Status {
-                method: method.name(),
-                url: url.to_owned(),
-                status,
-                problem: self.status_problem(status, rate_limited, token.is_some(), &text),
-            });
-        }
-        Ok(text)
-    }
-
-    /// What an error status means here, and what to do about it.
-    fn status_problem(
-        &self,
-        status: u16,
-        rate_limited: bool,
-        sent_token: bool,
-        text: &str,
-    ) -> String {
-        let source = self.token.describe();
-        let hint = &self.token_hint;
-        match status {
-            401 if sent_token => {
-                format!("GitHub rejected the token in {source} (expired, revoked or mistyped)")
-            }
-            401 => format!("GitHub asks for credentials: {hint}"),
-            403 | 429 if rate_limited => {
-                if sent_token {
-                    "the API rate limit is used up; wait for it to reset".to_owned()
-                } else {
-                    format!(
-                        "the API rate limit is used up; {hint} (authenticated requests get a \
-                         higher limit)"
-                    )
-                }
-            }
-            404 if sent_token => {
-                format!("not found, or the token in {source} cannot read this repository")
-            }
-            404 => format!("not found; a private repository needs a token: {hint}"),
-            _ => serde_json::from_str::<Value>(text)
-                .ok()
-                .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_owned))
-                .unwrap_or_else(|| text.chars().take(200).collect())
-                .escape_debug()
-                .to_string(),
-        }
-    }
-
-    fn parse<T: DeserializeOwned>(&self, method: Method, path: &str, text: &str) -> Result<T> {
-        serde_json::from_str(text).map_err(|e| Error::Shape {
-            method: method.name(),
-            url: self.url(path),
-            problem: format!("not the JSON expected: {e}"),
-        })
-    }
-
-    /// Every page of the list at `path`, in GitHub's order.
-    fn get_all<T: DeserializeOwned>(&self, path: &str) -> Result<Vec<T>> {
-        let glue = if path.contains('?') { '&' } else { '?' };
-        let mut all = Vec::new();
-        for page in 1..=MAX_PAGES {
-            let paged = format!("{path}{glue}per_page={PER_PAGE}&page={page}");
-            let items: Vec<T> = self.get_json(&paged)?;
-            let full = items.len() >= PER_PAGE;
-            all.extend(items);
-            if !full {
-                break;
-            }
-        }
-        Ok(all)
     }
 }
 
@@ -482,45 +272,6 @@ fn percent_encode(text: &str) -> String {
             }
         })
         .collect()
-}
-
-fn redact(error: Error, token: Option<&str>) -> Error {
-    let Some(token) = token.filter(|t| !t.is_empty()) else {
-        return error;
-    };
-    let clean = |s: String| s.replace(token, "***");
-    match error {
-        Error::Transport {
-            method,
-            url,
-            message,
-        } => Error::Transport {
-            method,
-            url: clean(url),
-            message: clean(message),
-        },
-        Error::Status {
-            method,
-            url,
-            status,
-            problem,
-        } => Error::Status {
-            method,
-            url: clean(url),
-            status,
-            problem: clean(problem),
-        },
-        Error::Shape {
-            method,
-            url,
-            problem,
-        } => Error::Shape {
-            method,
-            url: clean(url),
-            problem: clean(problem),
-        },
-        other => other,
-    }
 }
 
 impl Forge for GitHub {
@@ -539,12 +290,12 @@ impl Forge for GitHub {
     /// `GET /repos/O/R`'s `default_branch`, refused when it could not name a branch.
     fn default_branch(&self) -> Result<String> {
         let path = self.repo_path("");
-        let repository: wire::Repository = self.get_json(&path)?;
+        let repository: wire::Repository = self.api.get_json(&path)?;
         match repository.default_branch {
             Some(b) if !b.is_empty() && !b.starts_with('-') && !b.contains("..") => Ok(b),
             _ => Err(Error::Shape {
                 method: "GET",
-                url: self.url(&path),
+                url: self.api.url(&path),
                 problem: "no usable `default_branch`".to_owned(),
             }),
         }
@@ -556,7 +307,7 @@ impl Forge for GitHub {
             "/issues?state=open&labels={}",
             percent_encode(label)
         ));
-        let items: Vec<wire::IssueNumber> = self.get_all(&path)?;
+        let items: Vec<wire::IssueNumber> = self.api.get_all(&path)?;
         let mut numbers: Vec<u64> = items
             .iter()
             .filter(|i| !i.is_pull_request())
@@ -570,7 +321,7 @@ impl Forge for GitHub {
     /// `POST .../issues/N/labels` with `{"labels": [label]}`.
     fn add_label(&self, number: u64, label: &str) -> Result<()> {
         let path = self.repo_path(&format!("/issues/{number}/labels"));
-        self.send(Method::Post, &path, Some(&json!({ "labels": [label] })))?;
+        let _: serde::de::IgnoredAny = self.api.post_json(&path, &json!({ "labels": [label] }))?;
         Ok(())
     }
 
@@ -580,7 +331,7 @@ impl Forge for GitHub {
             "/issues/{number}/labels/{}",
             percent_encode(label)
         ));
-        match self.send(Method::Delete, &path, None) {
+        match self.api.delete(&path) {
             Ok(_) | Err(Error::Status { status: 404, .. }) => Ok(()),
             Err(e) => Err(e),
         }
@@ -600,7 +351,7 @@ impl Forge for GitHub {
             "body": request.description,
             "draft": true,
         });
-        let pull: wire::Pull = self.post_json(&path, &body)?;
+        let pull: wire::Pull = self.api.post_json(&path, &body)?;
         Ok(pull.into_change())
     }
 
@@ -611,7 +362,7 @@ impl Forge for GitHub {
     /// `GET /user/ID` for the login, then `GET .../collaborators/LOGIN/permission`; a user or
     /// collaborator GitHub does not know (404) is no member.
     fn member_access(&self, user_id: u64) -> Result<Option<AccessLevel>> {
-        let account: wire::Account = match self.get_json(&format!("/user/{user_id}")) {
+        let account: wire::Account = match self.api.get_json(&format!("/user/{user_id}")) {
             Ok(a) => a,
             Err(Error::Status { status: 404, .. }) => return Ok(None),
             Err(e) => return Err(e),
@@ -620,7 +371,7 @@ impl Forge for GitHub {
             "/collaborators/{}/permission",
             percent_encode(&account.login)
         ));
-        match self.get_json::<wire::Permission>(&path) {
+        match self.api.get_json::<wire::Permission>(&path) {
             Ok(p) => Ok(p.access()),
             Err(Error::Status { status: 404, .. }) => Ok(None),
             Err(e) => Err(e),
@@ -631,10 +382,12 @@ impl Forge for GitHub {
     /// (`GET .../pulls/N/comments`), each author's standing from `author_association`. GitHub's
     /// REST API does not say whether a conversation was resolved: `resolved` is false.
     fn review_feedback(&self, number: u64) -> Result<ReviewFeedback> {
-        let reviews: Vec<wire::Review> =
-            self.get_all(&self.repo_path(&format!("/pulls/{number}/reviews")))?;
-        let mut comments: Vec<wire::ReviewComment> =
-            self.get_all(&self.repo_path(&format!("/pulls/{number}/comments")))?;
+        let reviews: Vec<wire::Review> = self
+            .api
+            .get_all(&self.repo_path(&format!("/pulls/{number}/reviews")))?;
+        let mut comments: Vec<wire::ReviewComment> = self
+            .api
+            .get_all(&self.repo_path(&format!("/pulls/{number}/comments")))?;
         let mut threads = Vec::new();
         for review in reviews {
             let id = review.id;
