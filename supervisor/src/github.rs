@@ -12,6 +12,7 @@
 use crate::config::GithubConfig;
 use crate::issue::Issue;
 use airlock_codegraph::history::{ForgeFile, ForgePull};
+use airlock_forge::gitlab::GitLabIssueRef;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -88,6 +89,9 @@ pub enum GithubError {
         /// `OWNER/REPO#N`.
         reference: String,
     },
+    /// A GitLab issue reference that is not a valid one.
+    #[error(transparent)]
+    GitLabReference(#[from] airlock_forge::Error),
     /// An `on-merge` run was asked for a pull request that is not merged.
     #[error(
         "{reference} is not merged (or GitHub gave no merge commit): an on-merge run starts \
@@ -109,6 +113,8 @@ pub enum IssueSource {
     File(PathBuf),
     /// An issue on GitHub.
     GitHub(GithubIssueRef),
+    /// An issue on GitLab (`https://HOST/GROUP/.../NAME/-/issues/N`, `gitlab:GROUP/NAME#N`).
+    GitLab(GitLabIssueRef),
     /// A follow-up of queue item N on which a reviewer requested changes: the issue, the
     /// branch head and the feedback come from the broker.
     FollowUp(i64),
@@ -139,13 +145,18 @@ impl std::fmt::Display for GithubIssueRef {
 
 impl IssueSource {
     /// Classify `--issue`: `github:OWNER/REPO#N`, a URL `http(s)://HOST/OWNER/REPO/issues/N`
-    /// (any host: GitHub Enterprise), otherwise a file path (`-` for stdin).
+    /// (any host: GitHub Enterprise), `gitlab:GROUP/.../NAME#N` or a URL whose path has GitLab's
+    /// `/-/` (`https://HOST/GROUP/.../NAME/-/issues/N`), otherwise a file path (`-` for stdin).
     pub fn parse(given: &str) -> Result<IssueSource> {
         let bad = |problem: &str| GithubError::Reference {
             given: given.to_owned(),
             problem: problem.to_owned(),
         };
         let trimmed = given.trim();
+        let gitlab_url = trimmed.contains("://") && trimmed.contains("/-/");
+        if trimmed.starts_with("gitlab:") || gitlab_url {
+            return Ok(IssueSource::GitLab(GitLabIssueRef::parse(trimmed)?));
+        }
         if let Some(rest) = trimmed.strip_prefix("github:") {
             let (slug, number) = rest
                 .split_once('#')
@@ -897,7 +908,7 @@ fn login(v: &Value) -> Option<String> {
 
 /// One comment as it is appended to the body: marked as a comment, and by whom, so neither
 /// the model nor the security team can take it for the issue's own text.
-fn comment_block(who: &str, when: &str, text: &str) -> String {
+pub(crate) fn comment_block(who: &str, when: &str, text: &str) -> String {
     let when = if when.is_empty() {
         String::new()
     } else {

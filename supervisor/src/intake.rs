@@ -45,6 +45,23 @@ pub enum IntakeSource {
         /// How many comments were included in the body.
         comments_included: usize,
     },
+    /// A GitLab issue.
+    Gitlab {
+        /// The reference as given (`GROUP/NAME#N`).
+        reference: String,
+        /// `[gitlab] api_url`.
+        api_url: String,
+        /// The issue's number (its `iid`).
+        number: Option<u64>,
+        /// Its web address.
+        url: Option<String>,
+        /// Its author's username.
+        author: Option<String>,
+        /// Its state on the forge.
+        state: Option<String>,
+        /// How many notes were included in the body.
+        comments_included: usize,
+    },
     /// A merged pull request (an on-merge agent's task).
     GithubMergedPull {
         /// The reference as given.

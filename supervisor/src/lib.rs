@@ -19,6 +19,7 @@ pub mod condense;
 pub mod config;
 pub mod delegate;
 pub mod github;
+pub mod gitlab;
 pub mod init;
 pub mod intake;
 pub mod issue;

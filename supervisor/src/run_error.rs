@@ -23,6 +23,9 @@ pub enum RunError {
     /// The GitHub issue could not be fetched.
     #[error(transparent)]
     Github(#[from] GithubError),
+    /// The GitLab issue could not be fetched.
+    #[error(transparent)]
+    Gitlab(#[from] crate::gitlab::GitlabError),
     /// The command line lacks something this issue source needs.
     #[error("{0}")]
     Usage(String),

@@ -15,6 +15,7 @@ mod agent;
 mod broker;
 mod budgets;
 mod github;
+mod gitlab;
 mod model;
 mod paths;
 mod python;
@@ -30,6 +31,7 @@ pub use budgets::{
     TokenBudgets,
 };
 pub use github::{GithubConfig, QuestionsConfig, valid_project_key};
+pub use gitlab::{GITLAB_COM_API, GitlabConfig};
 pub use model::{ModelConfig, SecurityModelConfig};
 pub use paths::PathsConfig;
 pub use python::{AsOf, LOCKFILES, PythonRecipe, check_python_recipe};
@@ -170,6 +172,8 @@ pub struct Config {
     pub paths: PathsConfig,
     /// `[github]`.
     pub github: GithubConfig,
+    /// `[gitlab]`.
+    pub gitlab: GitlabConfig,
     /// `[history]`.
     pub history: HistoryConfig,
     /// `[security_model]`, when the operator configured one.
@@ -265,6 +269,7 @@ impl Config {
             return Err(invalid("tests.timeout_secs", "must be at least 1"));
         }
         self.github.validate(&invalid)?;
+        self.gitlab.validate(&invalid)?;
         self.context.validate(&invalid)?;
         if self.github.max_comments == 0 {
             return Err(invalid("github.max_comments", "must be at least 1"));

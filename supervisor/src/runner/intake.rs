@@ -64,6 +64,7 @@ pub(super) fn intake(args: &RunArgs, config: &Config) -> Result<Intake, RunError
         }
         IssueSource::FollowUp(queue_id) => follow_up_intake(*queue_id, args, config),
         IssueSource::Merged(reference) => merged_intake(reference, args, config),
+        IssueSource::GitLab(reference) => gitlab_intake(reference, args, config),
         IssueSource::GitHub(reference) => {
             let client = GithubClient::from_config(&config.github)?;
             let fetched = client.fetch_issue(reference, &config.github)?;
@@ -105,6 +106,66 @@ pub(super) fn intake(args: &RunArgs, config: &Config) -> Result<Intake, RunError
             })
         }
     }
+}
+
+/// A GitLab issue's intake: the issue read through the `Forge` trait, the project's clone URL
+/// (or `--repo`), and its default branch's head pinned unless `--commit` names a revision.
+/// The token is never handed to git: a private project is cloned through `--repo`.
+fn gitlab_intake(
+    reference: &airlock_forge::gitlab::GitLabIssueRef,
+    args: &RunArgs,
+    config: &Config,
+) -> Result<Intake, RunError> {
+    use airlock_forge::Forge;
+    let cfg = &config.gitlab;
+    let forge = crate::gitlab::client_for(reference, cfg)?;
+    let fetched = crate::gitlab::fetch_issue(&forge, reference, cfg)?;
+    let repo = match &args.repo {
+        Some(repo) => repo.clone(),
+        None => crate::gitlab::clone_url(reference, cfg).ok_or_else(|| {
+            RunError::Usage(format!(
+                "--repo is needed: the clone URL of {reference} cannot be told from a numeric \
+                 project id"
+            ))
+        })?,
+    };
+    let (rev, refresh, from) = match &args.commit {
+        Some(c) => (c.clone(), false, PinFrom::commit_flag()),
+        None => {
+            let branch = forge
+                .default_branch()
+                .map_err(crate::gitlab::GitlabError::from)?;
+            (
+                format!("refs/heads/{branch}"),
+                true,
+                PinFrom::DefaultBranch {
+                    default_branch: branch,
+                },
+            )
+        }
+    };
+    let record = IntakeRecord::pinned(
+        IntakeSource::Gitlab {
+            reference: reference.to_string(),
+            api_url: cfg.api_url.clone(),
+            number: fetched.issue.number,
+            url: fetched.issue.url.clone(),
+            author: fetched.issue.author.clone(),
+            state: fetched.issue.state.clone(),
+            comments_included: fetched.comments,
+        },
+        rev.clone(),
+        from,
+    );
+    Ok(Intake {
+        issue: fetched.issue,
+        repo,
+        rev,
+        refresh,
+        clone_token: None,
+        record,
+        follow_up: None,
+    })
 }
 
 /// The repository a GitHub issue's (or merged pull request's) run clones and the token git may

@@ -109,6 +109,7 @@ fn describe(source: &IssueSource) -> String {
     match source {
         IssueSource::File(p) => p.display().to_string(),
         IssueSource::GitHub(r) => r.to_string(),
+        IssueSource::GitLab(r) => format!("gitlab:{r}"),
         IssueSource::FollowUp(n) => format!("follow-up of queue item {n}"),
         IssueSource::Merged(r) => format!("{r} (merged)"),
     }

@@ -12,6 +12,7 @@
 pub mod batch;
 pub mod checks;
 pub mod claims;
+pub mod gitlab;
 pub mod replies;
 pub mod shared_queue;
 pub mod watch;
@@ -50,6 +51,9 @@ pub enum TriggerError {
     /// Listing or reading issues on GitHub failed.
     #[error(transparent)]
     Github(#[from] crate::github::GithubError),
+    /// Reading an issue on GitLab failed.
+    #[error(transparent)]
+    Gitlab(#[from] crate::gitlab::GitlabError),
     /// Reading an issue file failed.
     #[error(transparent)]
     Issue(#[from] crate::issue::IssueError),
@@ -71,6 +75,19 @@ pub enum TriggerError {
 
 /// Result alias for the triggers.
 pub type Result<T> = std::result::Result<T, TriggerError>;
+
+/// Issue `number` of `repository` as a work item names it (`OWNER/REPO` on GitHub,
+/// `gitlab:GROUP/NAME` on GitLab) as a run's source; `None` when no reference can carry it.
+pub fn forge_issue(repository: &str, number: u64) -> Option<crate::github::IssueSource> {
+    use crate::github::IssueSource;
+    let source = if repository.starts_with(gitlab::GITLAB_PREFIX) {
+        IssueSource::parse(&format!("{repository}#{number}")).ok()?
+    } else {
+        let (owner, repo) = repository.split_once('/')?;
+        IssueSource::parse(&format!("github:{owner}/{repo}#{number}")).ok()?
+    };
+    matches!(source, IssueSource::GitHub(_) | IssueSource::GitLab(_)).then_some(source)
+}
 
 impl TriggerError {
     pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> TriggerError {

@@ -1,5 +1,6 @@
 //! `airlock watch`: poll GitHub's REST API (`[github] api_url`) for the open issues of one
-//! repository that carry a label that starts an agent ([`Routes`]), and work on each with that
+//! repository, or GitLab's (`[gitlab] api_url`, `--repo gitlab:GROUP/NAME`) for those of one
+//! project, that carry a label that starts an agent ([`Routes`]), and work on each with that
 //! agent through [`super::worker::Worker`]: triage,
 //! claim through the broker, run. Several watchers (on one host or many) may poll the same
 //! repository: the broker's claim lets exactly one of them run each issue.
@@ -11,12 +12,13 @@ use super::worker::{Job, WorkOutcome, Worker};
 use super::{Result, TriggerError};
 use crate::agents::{RouteOptions, Routes};
 use crate::github::{GithubClient, IssueSource};
+use airlock_forge::gitlab::{GitLabIssueRef, ProjectId};
 use airlock_protocol::ClaimState;
 
 /// What `airlock watch` was asked.
 #[derive(Debug, Clone)]
 pub struct WatchOptions {
-    /// `OWNER/REPO`.
+    /// `OWNER/REPO` on GitHub, or `gitlab:GROUP/.../NAME` (or `gitlab:ID`) on GitLab.
     pub repository: String,
     /// The label that starts the default agent; when absent, the default agent's own trigger
     /// label. Every agent of `[agent] triggered` started by a label is polled too.
@@ -60,14 +62,68 @@ pub enum WatchLine {
     },
 }
 
-/// `OWNER/REPO` checked as GitHub spells it.
-fn split_repository(repository: &str) -> Result<(String, String)> {
-    match IssueSource::parse(&format!("github:{repository}#1")) {
-        Ok(IssueSource::GitHub(r)) => Ok((r.owner, r.repo)),
-        _ => Err(TriggerError::Usage(format!(
-            "--repo {:?} is not OWNER/REPO",
-            repository.escape_debug().to_string()
-        ))),
+/// The repository or project a watcher polls.
+#[derive(Debug, Clone)]
+enum Watched {
+    /// `OWNER/REPO` on GitHub.
+    GitHub { owner: String, repo: String },
+    /// A GitLab project.
+    GitLab(ProjectId),
+}
+
+impl Watched {
+    /// `OWNER/REPO` checked as GitHub spells it, or `gitlab:` and a GitLab project.
+    fn parse(repository: &str) -> Result<Watched> {
+        if let Some(project) = repository.strip_prefix("gitlab:") {
+            return ProjectId::parse(project)
+                .map(Watched::GitLab)
+                .map_err(|e| TriggerError::Usage(format!("--repo: {e}")));
+        }
+        match IssueSource::parse(&format!("github:{repository}#1")) {
+            Ok(IssueSource::GitHub(r)) => Ok(Watched::GitHub {
+                owner: r.owner,
+                repo: r.repo,
+            }),
+            _ => Err(TriggerError::Usage(format!(
+                "--repo {:?} is not OWNER/REPO (or gitlab:GROUP/NAME for a GitLab project)",
+                repository.escape_debug().to_string()
+            ))),
+        }
+    }
+
+    /// The open issues carrying `label`, ascending.
+    fn list(&self, config: &crate::config::Config, label: &str) -> Result<Vec<u64>> {
+        match self {
+            Watched::GitHub { owner, repo } => Ok(GithubClient::from_config(&config.github)?
+                .labelled_open_issues(owner, repo, label, &config.github)?),
+            Watched::GitLab(project) => {
+                let forge = crate::gitlab::client(&config.gitlab, project.clone())?;
+                Ok(airlock_forge::Forge::open_issues_labelled(&forge, label)
+                    .map_err(crate::gitlab::GitlabError::from)?)
+            }
+        }
+    }
+
+    /// Issue `n` as a run's source (`None` for a number no reference can carry).
+    fn source(&self, n: u64) -> Option<IssueSource> {
+        match self {
+            Watched::GitHub { owner, repo } => {
+                IssueSource::parse(&format!("github:{owner}/{repo}#{n}")).ok()
+            }
+            Watched::GitLab(project) => Some(IssueSource::GitLab(GitLabIssueRef {
+                project: project.clone(),
+                number: n,
+                web_base: None,
+            })),
+        }
+    }
+
+    /// Issue `n` as the operator reads it: `OWNER/REPO#N`, `gitlab:GROUP/NAME#N`.
+    fn name(&self, n: u64) -> String {
+        match self {
+            Watched::GitHub { owner, repo } => format!("{owner}/{repo}#{n}"),
+            Watched::GitLab(project) => format!("gitlab:{project}#{n}"),
+        }
     }
 }
 
@@ -80,7 +136,16 @@ pub fn watch(
     worker: &Worker,
     report: &mut dyn FnMut(WatchLine),
 ) -> Result<()> {
-    let (owner, repo) = split_repository(&options.repository)?;
+    let watched = Watched::parse(&options.repository)?;
+    if let Watched::GitLab(_) = &watched
+        && (options.enqueue || options.ci_checks)
+    {
+        return Err(TriggerError::Usage(
+            "--enqueue and --ci-checks work with GitHub repositories only; watch a GitLab \
+             project without them (its pipelines reach airlock through the broker)"
+                .to_owned(),
+        ));
+    }
     if options
         .label
         .as_deref()
@@ -116,13 +181,13 @@ pub fn watch(
     let mut checks_seen: BTreeSet<u64> = BTreeSet::new();
     loop {
         let config = worker.load_config()?;
-        if options.ci_checks {
-            poll_checks(&owner, &repo, &config, worker, &mut checks_seen, report);
+        if let (true, Watched::GitHub { owner, repo }) = (options.ci_checks, &watched) {
+            poll_checks(owner, repo, &config, worker, &mut checks_seen, report);
         }
-        let listed = GithubClient::from_config(&config.github).and_then(|client| {
+        let listed = (|| -> Result<Vec<(u64, String)>> {
             let mut found: Vec<(u64, String)> = Vec::new();
             for label in &labels {
-                for n in client.labelled_open_issues(&owner, &repo, label, &config.github)? {
+                for n in watched.list(&config, label)? {
                     if !found.iter().any(|(m, _)| *m == n) {
                         found.push((n, label.clone()));
                     }
@@ -130,9 +195,9 @@ pub fn watch(
             }
             found.sort();
             Ok(found)
-        });
+        })();
         match listed {
-            Err(e) if options.once => return Err(e.into()),
+            Err(e) if options.once => return Err(e),
             Err(e) => report(WatchLine::PollFailed(e.to_string())),
             Ok(found) => {
                 let numbers: Vec<u64> = found.iter().map(|(n, _)| *n).collect();
@@ -144,15 +209,12 @@ pub fn watch(
                     .filter(|(n, _)| !finished.contains(n))
                     .collect();
                 if options.enqueue {
-                    let ready = enqueue_ready(&todo, &owner, &repo, &config, report)?;
+                    let ready = enqueue_ready(&todo, &watched, &config, report)?;
                     finished.extend(todo.iter().map(|(n, _)| *n));
                     if !ready.is_empty() {
                         let added = worker.enqueue(&config, &ready)?;
                         report(WatchLine::Enqueued {
-                            issues: ready
-                                .iter()
-                                .map(|k| format!("{owner}/{repo}#{}", k.issue_number))
-                                .collect(),
+                            issues: ready.iter().map(|k| watched.name(k.issue_number)).collect(),
                             added,
                         });
                     }
@@ -163,13 +225,11 @@ pub fn watch(
                     continue;
                 }
                 for (n, label) in todo {
-                    let Ok(IssueSource::GitHub(reference)) =
-                        IssueSource::parse(&format!("github:{owner}/{repo}#{n}"))
-                    else {
+                    let Some(issue) = watched.source(n) else {
                         continue;
                     };
                     let outcome = worker.work_on(&Job {
-                        issue: IssueSource::GitHub(reference.clone()),
+                        issue,
                         repo: None,
                         commit: None,
                         agent: routes.for_label(&label).map(str::to_owned),
@@ -187,7 +247,7 @@ pub fn watch(
                         finished.insert(n);
                     }
                     report(WatchLine::Worked {
-                        issue: reference.to_string(),
+                        issue: watched.name(n),
                         outcome,
                     });
                 }
@@ -236,28 +296,25 @@ fn poll_checks(
 /// skipped with the reason (a failure to read one is reported too, and it is not queued).
 fn enqueue_ready(
     todo: &[(u64, String)],
-    owner: &str,
-    repo: &str,
+    watched: &Watched,
     config: &crate::config::Config,
     report: &mut dyn FnMut(WatchLine),
 ) -> Result<Vec<airlock_protocol::IssueKey>> {
     let mut ready = Vec::new();
     for (n, _) in todo {
-        let Ok(IssueSource::GitHub(reference)) =
-            IssueSource::parse(&format!("github:{owner}/{repo}#{n}"))
-        else {
+        let Some(source) = watched.source(*n) else {
             continue;
         };
-        match super::worker::read_and_triage(&IssueSource::GitHub(reference.clone()), config) {
+        match super::worker::read_and_triage(&source, config) {
             Ok(t) if t.triage.state == crate::triage::TriageState::ReadyForAgent => {
-                ready.push(Worker::claim_key(config, &reference));
+                ready.extend(Worker::claim_key_of(config, &source));
             }
             Ok(t) => report(WatchLine::Worked {
-                issue: reference.to_string(),
+                issue: watched.name(*n),
                 outcome: WorkOutcome::Skipped { triage: t.triage },
             }),
             Err(e) => report(WatchLine::Worked {
-                issue: reference.to_string(),
+                issue: watched.name(*n),
                 outcome: WorkOutcome::Failed {
                     error: e.to_string(),
                 },

@@ -494,10 +494,12 @@ pub enum WebhookLine {
     },
 }
 
-struct AppState {
-    secret: Vec<u8>,
-    routes: Routes,
-    deliveries: DeliveryLog,
+pub(super) struct AppState {
+    pub(super) secret: Vec<u8>,
+    pub(super) routes: Routes,
+    pub(super) deliveries: DeliveryLog,
+    /// `[gitlab]`, for the projects whose deliveries are taken.
+    pub(super) gitlab: crate::config::GitlabConfig,
     queue: WorkQueue,
     jobs: Mutex<mpsc::Sender<PathBuf>>,
     report: Report,
@@ -508,7 +510,7 @@ struct AppState {
 impl AppState {
     /// Record a refused delivery: its id as sent (escaped) and the rule that refused it. A
     /// failure to record is reported, never a reason to accept.
-    fn audit_refusal(&self, delivery: &str, rule: &str) {
+    pub(super) fn audit_refusal(&self, delivery: &str, rule: &str) {
         let event = airlock_audit::Event::PolicyRefusal {
             path: format!("delivery:{}", delivery.escape_debug()),
             rule: format!("webhook:{rule}"),
@@ -591,6 +593,7 @@ pub fn serve(options: WebhookOptions, worker: Worker, report: Report) -> Result<
     }
     let state = Arc::new(AppState {
         secret: options.secret,
+        gitlab: config.gitlab.clone(),
         routes,
         deliveries,
         queue,
@@ -643,12 +646,9 @@ fn carry_out(worker: &Worker, item: &WorkItem, pulls: &PullLocks) -> (String, Wo
             agent,
             ..
         } => {
-            let reference = repository.split_once('/').and_then(|(owner, repo)| {
-                IssueSource::parse(&format!("github:{owner}/{repo}#{number}")).ok()
-            });
             let what = format!("{repository}#{number}");
-            match reference {
-                Some(issue @ IssueSource::GitHub(_)) => (
+            match super::forge_issue(repository, *number) {
+                Some(issue) => (
                     what,
                     worker.work_on(&Job {
                         issue,
@@ -661,7 +661,7 @@ fn carry_out(worker: &Worker, item: &WorkItem, pulls: &PullLocks) -> (String, Wo
                 _ => (
                     what,
                     WorkOutcome::Failed {
-                        error: "the repository or issue number is not a GitHub one".to_owned(),
+                        error: "the repository or issue number is not a forge's".to_owned(),
                     },
                 ),
             }
@@ -761,6 +761,7 @@ async fn receive(
     body: Bytes,
 ) -> (StatusCode, String) {
     let delivery = header(&headers, "x-github-delivery")
+        .or_else(|| header(&headers, "x-gitlab-event-uuid"))
         .unwrap_or("")
         .to_owned();
     let (status, reason) = answer(&state, &headers, &delivery, &body);
@@ -778,6 +779,9 @@ fn answer(
     delivery: &str,
     body: &[u8],
 ) -> (StatusCode, String) {
+    if header(headers, "x-gitlab-event").is_some() {
+        return super::gitlab::answer(state, headers, delivery, body);
+    }
     if let Err(e) = verify_signature(&state.secret, header(headers, "x-hub-signature-256"), body) {
         state.audit_refusal(delivery, "bad_signature");
         return (StatusCode::UNAUTHORIZED, format!("refused: {e}"));
@@ -805,7 +809,7 @@ fn answer(
     }
 }
 
-fn queue(state: &AppState, delivery: &str, item: WorkItem) -> (StatusCode, String) {
+pub(super) fn queue(state: &AppState, delivery: &str, item: WorkItem) -> (StatusCode, String) {
     let what = match &item {
         WorkItem::Issue {
             repository, number, ..

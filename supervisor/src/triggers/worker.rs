@@ -186,6 +186,10 @@ pub fn read_and_triage(source: &IssueSource, config: &Config) -> Result<Triaged>
                 .fetch_issue(reference, &config.github)?
                 .issue
         }
+        IssueSource::GitLab(reference) => {
+            let forge = crate::gitlab::client_for(reference, &config.gitlab)?;
+            crate::gitlab::fetch_issue(&forge, reference, &config.gitlab)?.issue
+        }
         IssueSource::Merged(reference) => {
             let client = GithubClient::from_config(&config.github)?;
             client
@@ -218,6 +222,26 @@ impl Worker {
                 .clone()
                 .unwrap_or_else(|| format!("{}/{}", reference.owner, reference.repo)),
             issue_number: reference.number,
+        }
+    }
+
+    /// The broker's key of a forge issue: `[broker] repository`, else the forge's name of its
+    /// repository (`OWNER/REPO`, a GitLab project's `GROUP/NAME`); `None` for an issue that is
+    /// on no forge (a file, a follow-up), which is not claimed.
+    pub fn claim_key_of(config: &Config, source: &IssueSource) -> Option<IssueKey> {
+        match source {
+            IssueSource::GitHub(reference) | IssueSource::Merged(reference) => {
+                Some(Self::claim_key(config, reference))
+            }
+            IssueSource::GitLab(reference) => Some(IssueKey {
+                repository: config
+                    .broker
+                    .repository
+                    .clone()
+                    .unwrap_or_else(|| reference.project.to_string()),
+                issue_number: reference.number,
+            }),
+            IssueSource::File(_) | IssueSource::FollowUp(_) => None,
         }
     }
 
@@ -276,13 +300,12 @@ impl Worker {
         }
     }
 
-    /// Claim (for a GitHub issue) and run an issue already triaged ready.
+    /// Claim (for a forge issue) and run an issue already triaged ready.
     pub fn claim_and_run(&self, job: &Job, config: &Config) -> Result<WorkOutcome> {
-        let (IssueSource::GitHub(reference) | IssueSource::Merged(reference)) = &job.issue else {
+        let Some(key) = Self::claim_key_of(config, &job.issue) else {
             return Ok(self.run(job, None));
         };
         let endpoint = self.broker_endpoint(config)?;
-        let key = Self::claim_key(config, reference);
         let client = ClaimClient::new(&endpoint, &self.holder);
         let forge = match client.claim(&key, self.lease)? {
             ClaimOutcome::Taken(claim) => {
@@ -366,14 +389,34 @@ impl Worker {
             config.broker.reply_timeout(config.tests.timeout_secs),
         )
         .pr_feedback(airlock_protocol::PrFeedback {
-            forge_repo: repository.to_owned(),
+            // The broker knows a GitLab project by its path, as `[repositories."NAME".forge]`
+            // names it.
+            forge_repo: repository
+                .strip_prefix(super::gitlab::GITLAB_PREFIX)
+                .unwrap_or(repository)
+                .to_owned(),
             pull_request,
             source,
         })
         .map_err(|e| TriggerError::Broker(e.to_string()))?;
-        let repo = match &self.clone {
-            Some(clone) => clone.clone(),
-            None => {
+        let gitlab_project = repository.strip_prefix(super::gitlab::GITLAB_PREFIX);
+        let repo = match (&self.clone, gitlab_project) {
+            (Some(clone), _) => clone.clone(),
+            (None, Some(project)) => {
+                let reference = airlock_forge::gitlab::GitLabIssueRef {
+                    project: airlock_forge::gitlab::ProjectId::parse(project)
+                        .map_err(|e| TriggerError::Usage(e.to_string()))?,
+                    number: pull_request,
+                    web_base: None,
+                };
+                crate::gitlab::clone_url(&reference, &config.gitlab).ok_or_else(|| {
+                    TriggerError::Usage(format!(
+                        "the clone URL of {repository} cannot be told from its project id; \
+                         pass --clone"
+                    ))
+                })?
+            }
+            (None, None) => {
                 let (owner, repo) = repository.split_once('/').ok_or_else(|| {
                     TriggerError::Usage(format!("{repository:?} is not OWNER/REPO"))
                 })?;
