@@ -730,14 +730,15 @@ impl Broker {
         };
         // Marked as airlock's own, so it is never read back as a person's feedback.
         let marked = format!("{}\n{comment}", crate::pr_text::CI_COMMENT_MARKER);
-        let why =
-            match self
-                .forge
-                .post_pull_comment(decision.repository, cfg, decision.pull_request, &marked)
-            {
-                Ok(_) => why,
-                Err(e) => format!("{why}; the comment could not be posted: {e}"),
-            };
+        let why = match self.forge.post_pull_comment(
+            decision.repository,
+            cfg,
+            decision.pull_request,
+            &marked,
+        ) {
+            Ok(_) => why,
+            Err(e) => format!("{why}; the comment could not be posted: {e}"),
+        };
         Declined::new(code, why)
     }
 }

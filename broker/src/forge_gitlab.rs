@@ -58,7 +58,10 @@ fn note_url(settings: &GitLabSettings, number: u64, note: u64) -> String {
     match &settings.project {
         ProjectId::Path(path) => format!("{instance}/{path}/-/issues/{number}#note_{note}"),
         ProjectId::Id(id) => {
-            format!("{}/projects/{id}/issues/{number}/notes/{note}", settings.api_url)
+            format!(
+                "{}/projects/{id}/issues/{number}/notes/{note}",
+                settings.api_url
+            )
         }
     }
 }
@@ -133,10 +136,18 @@ impl GitLabForge {
             FeedbackKind::Review => {
                 let counted = |n: &&ReviewNote| {
                     n.id == id
-                        || (!is_own(n) && n.access.is_some_and(|a| a >= settings.feedback_min_access))
+                        || (!is_own(n)
+                            && n.access.is_some_and(|a| a >= settings.feedback_min_access))
                 };
                 thread.notes.iter().filter(counted).for_each(&mut take);
-                Some(if thread.resolved { "RESOLVED" } else { "CHANGES_REQUESTED" }.to_owned())
+                Some(
+                    if thread.resolved {
+                        "RESOLVED"
+                    } else {
+                        "CHANGES_REQUESTED"
+                    }
+                    .to_owned(),
+                )
             }
             FeedbackKind::CheckRun | FeedbackKind::HeadChecks => {
                 return Err(Error::FeedbackRefused(format!(
@@ -146,7 +157,9 @@ impl GitLabForge {
         };
         Ok(ForgeFeedback {
             author: note.author.username.clone(),
-            association: note.access.map_or_else(|| "no member".to_owned(), access_name),
+            association: note
+                .access
+                .map_or_else(|| "no member".to_owned(), access_name),
             access: note.access,
             state,
             body: body.join("\n\n"),
@@ -283,7 +296,10 @@ impl Forge for GitLabForge {
         let instance = settings.api_url.trim_end_matches("/api/v4");
         Ok(Some(match &settings.project {
             ProjectId::Path(path) => {
-                format!("{instance}/{path}/-/merge_requests/{number}#note_{}", note.id)
+                format!(
+                    "{instance}/{path}/-/merge_requests/{number}#note_{}",
+                    note.id
+                )
             }
             ProjectId::Id(id) => format!(
                 "{}/projects/{id}/merge_requests/{number}/notes/{}",

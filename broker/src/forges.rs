@@ -109,7 +109,8 @@ impl Forge for Forges {
         number: u64,
         body: &str,
     ) -> Result<Option<String>> {
-        self.of(cfg).post_pull_comment(repository, cfg, number, body)
+        self.of(cfg)
+            .post_pull_comment(repository, cfg, number, body)
     }
 
 }

@@ -153,7 +153,9 @@ const PUSH_TOKEN_VAR: &str = "AIRLOCK_BROKER_PUSH_TOKEN";
 /// token from [`PUSH_TOKEN_VAR`] under the forge's token user name (`user`, a fixed word of
 /// [`crate::config::forge::push_user`]) and ignores `store`/`erase`.
 fn token_credential_helper(user: &str) -> String {
-    format!("!f() {{ test \"$1\" = get || exit 0; echo username={user}; printf 'password=%s\\n' \"$AIRLOCK_BROKER_PUSH_TOKEN\"; }}; f")
+    format!(
+        "!f() {{ test \"$1\" = get || exit 0; echo username={user}; printf 'password=%s\\n' \"$AIRLOCK_BROKER_PUSH_TOKEN\"; }}; f"
+    )
 }
 
 /// `ssh_key` as `GIT_SSH_COMMAND`: only that key, and never a prompt.

@@ -111,16 +111,21 @@ pub(crate) fn resolve(at: &str, repo: &mut RepositoryConfig) -> Result<(), Strin
         return Ok(());
     };
     let key = |k: &str| format!("{at}.forge.{k}");
-    let agree = |flat: &str, flat_value: &Option<String>, k: &str, value: &Option<String>| {
-        match (flat_value, value) {
-            (Some(a), Some(b)) if a != b => Err(format!(
-                "{at}.{flat} ({a:?}) and {} ({b:?}) disagree: give it once, in the forge table",
-                key(k)
-            )),
-            _ => Ok(()),
-        }
+    let agree = |flat: &str, flat_value: &Option<String>, k: &str, value: &Option<String>| match (
+        flat_value, value,
+    ) {
+        (Some(a), Some(b)) if a != b => Err(format!(
+            "{at}.{flat} ({a:?}) and {} ({b:?}) disagree: give it once, in the forge table",
+            key(k)
+        )),
+        _ => Ok(()),
     };
-    agree("forge_token_env", &repo.forge_token_env, "token_env", &table.token_env)?;
+    agree(
+        "forge_token_env",
+        &repo.forge_token_env,
+        "token_env",
+        &table.token_env,
+    )?;
     if let Some(token_env) = &table.token_env {
         repo.forge_token_env = Some(token_env.clone());
     }
@@ -177,8 +182,8 @@ pub(crate) fn resolve(at: &str, repo: &mut RepositoryConfig) -> Result<(), Strin
                         key("project")
                     )
                 })?;
-            let project = ProjectId::parse(&project_text)
-                .map_err(|e| format!("{}: {e}", key("project")))?;
+            let project =
+                ProjectId::parse(&project_text).map_err(|e| format!("{}: {e}", key("project")))?;
             let api_url = table
                 .api_url
                 .clone()
@@ -264,7 +269,10 @@ mod tests {
              github_api = \"http://127.0.0.1:9/\"\n",
         )
         .unwrap();
-        let (t, f) = (&table.repositories["plat/app"], &flat.repositories["plat/app"]);
+        let (t, f) = (
+            &table.repositories["plat/app"],
+            &flat.repositories["plat/app"],
+        );
         assert_eq!(t.forge_kind(), ForgeKind::GitHub);
         assert_eq!(f.forge_kind(), ForgeKind::GitHub);
         assert_eq!(
@@ -298,7 +306,10 @@ mod tests {
             ),
             (
                 "[repositories.\"plat/app\".forge]\nkind = \"gitlab\"\n",
-                &["repositories.\"plat/app\".forge.project: missing", "group/name"][..],
+                &[
+                    "repositories.\"plat/app\".forge.project: missing",
+                    "group/name",
+                ][..],
             ),
             (
                 "[repositories.\"plat/app\".forge]\nkind = \"gitlab\"\nproject = \"plat/app\"\n\
@@ -308,7 +319,11 @@ mod tests {
             (
                 "[repositories.\"plat/app\".forge]\nkind = \"gitlab\"\nproject = \"plat/app\"\n\
                  feedback_min_access = \"admin\"\n",
-                &["forge.feedback_min_access", "\"admin\"", "developer, maintainer"][..],
+                &[
+                    "forge.feedback_min_access",
+                    "\"admin\"",
+                    "developer, maintainer",
+                ][..],
             ),
             (
                 "[repositories.\"plat/app\".forge]\nkind = \"github\"\n\

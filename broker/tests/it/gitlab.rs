@@ -86,7 +86,12 @@ fn an_approved_item_is_pushed_as_oauth2_and_becomes_one_draft_merge_request_clos
     // git was asked for a credential and gave `oauth2` with the token: the only one the
     // server takes.
     assert_eq!(server.receive_pack_posts(), 1);
-    assert!(server.requests().iter().any(|r| !r.authorized && r.status == 401));
+    assert!(
+        server
+            .requests()
+            .iter()
+            .any(|r| !r.authorized && r.status == 401)
+    );
     assert!(server.requests().iter().any(|r| r.authorized));
 
     let created = gitlab.created_merge_requests();
@@ -103,7 +108,10 @@ fn an_approved_item_is_pushed_as_oauth2_and_becomes_one_draft_merge_request_clos
     assert_eq!(mr["target_branch"], "main");
     let description = mr["description"].as_str().unwrap();
     assert!(description.contains("\nCloses #42\n"), "{description}");
-    assert!(description.contains("audit run id `run-gl-1`"), "{description}");
+    assert!(
+        description.contains("audit run id `run-gl-1`"),
+        "{description}"
+    );
     // It looked for a merge request of the branch before it opened one.
     let requests = gitlab.requests();
     let looked = requests
@@ -128,10 +136,9 @@ fn an_approved_item_is_pushed_as_oauth2_and_becomes_one_draft_merge_request_clos
     // The attestation is a note on the merge request, not on issue 1.
     let notes = gitlab.posted_notes();
     assert!(
-        notes
-            .iter()
-            .any(|(path, body)| path == &format!("/api/v4{PROJECT}/merge_requests/1/notes")
-                && body.starts_with("<!-- airlock:witness-attestation -->")),
+        notes.iter().any(|(path, body)| path
+            == &format!("/api/v4{PROJECT}/merge_requests/1/notes")
+            && body.starts_with("<!-- airlock:witness-attestation -->")),
         "{notes:?}"
     );
     assert!(!notes.iter().any(|(path, _)| path.contains("/issues/")));
@@ -158,7 +165,11 @@ fn an_approved_item_is_pushed_as_oauth2_and_becomes_one_draft_merge_request_clos
         .unwrap();
     approve(&fx, second);
     assert!(fx.remote_ref(&second_branch).is_some());
-    assert_eq!(gitlab.created_merge_requests().len(), 2, "no second for one branch");
+    assert_eq!(
+        gitlab.created_merge_requests().len(),
+        2,
+        "no second for one branch"
+    );
     let BrokerReply::Approved { pr_url, .. } = fx.client().decision("run-gl-2").unwrap() else {
         panic!("not approved")
     };
@@ -210,8 +221,7 @@ fn feedback(fx: &Fixture, note: u64) -> BrokerReply {
 }
 
 #[test]
-fn a_developers_discussion_starts_a_follow_up_on_the_same_merge_request_and_a_guests_is_refused()
-{
+fn a_developers_discussion_starts_a_follow_up_on_the_same_merge_request_and_a_guests_is_refused() {
     let (mut fx, _server, gitlab) = gitlab_fixture("feedback_min_access = \"developer\"\n");
     fx.start_with_env(&[(VAR, TOKEN)]);
     let id = queue_honest_numbered(&fx, "run-gl-review", 7);
@@ -229,11 +239,9 @@ fn a_developers_discussion_starts_a_follow_up_on_the_same_merge_request_and_a_gu
     );
     assert!(message.contains("feedback_min_access"), "{message}");
     assert!(
-        fx.audit_kinds()
-            .iter()
-            .any(|(k, p)| k == "broker_decision"
-                && p["code"] == "FEEDBACK_REFUSED"
-                && p["detail"].as_str().unwrap_or("").contains("guest")),
+        fx.audit_kinds().iter().any(|(k, p)| k == "broker_decision"
+            && p["code"] == "FEEDBACK_REFUSED"
+            && p["detail"].as_str().unwrap_or("").contains("guest")),
         "the refusal is recorded"
     );
 
@@ -254,7 +262,10 @@ fn a_developers_discussion_starts_a_follow_up_on_the_same_merge_request_and_a_gu
         brief.pr_url.as_deref(),
         Some("https://gitlab.example/acme/calc/-/merge_requests/1")
     );
-    assert_eq!(brief.base_commit, head, "the follow-up starts from the head");
+    assert_eq!(
+        brief.base_commit, head,
+        "the follow-up starts from the head"
+    );
     // It registers on that head, to be pushed to the same branch and merge request.
     let wt = fx.worktree("run-gl-follow-up");
     let mut follow_up = fx.registration("run-gl-follow-up", &wt);
@@ -310,5 +321,8 @@ fn a_forge_table_that_disagrees_with_the_flat_keys_or_lacks_its_project_is_refus
             assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
         }
     }
-    assert!(gitlab.requests().is_empty(), "a bad configuration asks nothing");
+    assert!(
+        gitlab.requests().is_empty(),
+        "a bad configuration asks nothing"
+    );
 }

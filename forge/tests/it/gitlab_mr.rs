@@ -63,7 +63,9 @@ fn a_merge_requests_refs_come_from_its_diff_refs_and_their_absence_says_try_agai
 #[test]
 fn a_note_on_a_merge_request_goes_to_its_notes_not_an_issues() {
     let mock = MockGitLab::start();
-    let comment = client(&mock).comment_on_merge_request(2, "CI failed").unwrap();
+    let comment = client(&mock)
+        .comment_on_merge_request(2, "CI failed")
+        .unwrap();
     assert_eq!(comment.body, "CI failed");
     assert_eq!(
         mock.posted_notes(),
@@ -73,9 +75,15 @@ fn a_note_on_a_merge_request_goes_to_its_notes_not_an_issues() {
         )]
     );
     let long = "x".repeat(airlock_forge::gitlab::MAX_TEXT_CHARS + 1);
-    let err = client(&mock).comment_on_merge_request(2, &long).unwrap_err();
+    let err = client(&mock)
+        .comment_on_merge_request(2, &long)
+        .unwrap_err();
     assert!(matches!(err, Error::TooLong { .. }), "{err}");
-    assert_eq!(mock.posted_notes().len(), 1, "a note too long is never sent");
+    assert_eq!(
+        mock.posted_notes().len(),
+        1,
+        "a note too long is never sent"
+    );
 }
 
 #[test]
@@ -113,8 +121,15 @@ fn a_pipelines_failed_jobs_are_listed_with_their_commit_and_a_log_keeps_its_tail
     let jobs = gl.failed_jobs(90).unwrap();
     assert_eq!(jobs.len(), 2);
     assert_eq!(jobs[0].sha, "c".repeat(40));
-    assert!(jobs[0].failed() && !jobs[1].failed(), "an allowed failure fails nothing");
-    assert_eq!(jobs[1].sha, "c".repeat(40), "the pipeline's sha when no commit");
+    assert!(
+        jobs[0].failed() && !jobs[1].failed(),
+        "an allowed failure fails nothing"
+    );
+    assert_eq!(
+        jobs[1].sha,
+        "c".repeat(40),
+        "the pipeline's sha when no commit"
+    );
     assert_eq!(gl.pipelines_of(&"c".repeat(40)).unwrap(), [90]);
     let job = gl.job(901).unwrap();
     assert_eq!((job.name.as_str(), job.pipeline_id), ("test", Some(90)));
