@@ -8,14 +8,18 @@
 //! whose id is derived from the project key (`ACME-123`, the `open_pr` pattern) with the
 //! GitHub number kept beside it. The session screens that text like every other text. The
 //! token is sent only to the API base and never appears in an error, a log or the trajectory.
+//! The requests themselves are `airlock_forge::github`'s (headers, pages, status problems),
+//! the one GitHub REST client the broker uses too.
 
 use crate::config::GithubConfig;
 use crate::issue::Issue;
 use airlock_codegraph::history::{ForgeFile, ForgePull};
+use airlock_forge::Forge as _;
+use airlock_forge::github::GitHubApi;
 use airlock_forge::gitlab::GitLabIssueRef;
+use airlock_forge::token::{EnvToken, NoToken, TokenSource};
 use serde_json::Value;
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// The largest issue number an issue id can carry (`^[A-Z]{2,6}-[0-9]{1,6}$`).
 pub const MAX_ISSUE_NUMBER: u64 = 999_999;
@@ -70,6 +74,13 @@ pub enum GithubError {
         /// The URL.
         url: String,
         /// What was wrong.
+        problem: String,
+    },
+    /// `[github]` cannot address GitHub (an `api_url` that is no URL, a repository name
+    /// GitHub cannot have).
+    #[error("[github]: {problem}")]
+    Config {
+        /// What is wrong and what to write instead.
         problem: String,
     },
     /// `--pr` is not a valid pull request reference.
@@ -324,9 +335,8 @@ pub struct FetchedIssue {
 
 /// A GitHub REST client for intake.
 pub struct GithubClient {
-    api: String,
+    api: GitHubApi,
     token: Option<String>,
-    agent: ureq::Agent,
 }
 
 impl std::fmt::Debug for GithubClient {
@@ -338,25 +348,46 @@ impl std::fmt::Debug for GithubClient {
     }
 }
 
+/// A forge error as intake reports it (the forge crate has redacted the token already).
+fn from_forge(e: airlock_forge::Error) -> GithubError {
+    use airlock_forge::Error as F;
+    match e {
+        F::TokenMissing { var } => GithubError::TokenMissing { var },
+        F::Transport { url, message, .. } => GithubError::Transport { url, message },
+        F::Status {
+            url,
+            status,
+            problem,
+            ..
+        } => GithubError::Status {
+            url,
+            status,
+            problem,
+        },
+        F::Shape { url, problem, .. } => GithubError::Shape { url, problem },
+        other => GithubError::Config {
+            problem: other.to_string(),
+        },
+    }
+}
+
 impl GithubClient {
     /// A client for `cfg`, with the token read from this process's environment now.
     pub fn from_config(cfg: &GithubConfig) -> Result<GithubClient> {
-        let token = match &cfg.token_env {
-            None => None,
+        let (token, source): (_, Box<dyn TokenSource>) = match &cfg.token_env {
+            None => (None, Box::new(NoToken)),
             Some(var) => match std::env::var(var) {
-                Ok(t) if !t.trim().is_empty() => Some(t.trim().to_owned()),
+                Ok(t) if !t.trim().is_empty() => (
+                    Some(t.trim().to_owned()),
+                    Box::new(EnvToken { var: var.clone() }),
+                ),
                 _ => return Err(GithubError::TokenMissing { var: var.clone() }),
             },
         };
-        let config = ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_secs(60)))
-            .http_status_as_error(false)
-            .build();
-        Ok(GithubClient {
-            api: cfg.api_url.trim_end_matches('/').to_owned(),
-            token,
-            agent: ureq::Agent::new_with_config(config),
-        })
+        let api = GitHubApi::new(&cfg.api_url, source)
+            .map_err(from_forge)?
+            .with_token_hint("set [github] token_env");
+        Ok(GithubClient { api, token })
     }
 
     /// The read token, when one is configured: also the clone credential of the issue's own
@@ -366,85 +397,13 @@ impl GithubClient {
     }
 
     /// `GET {api}{path}` as JSON, with the REST API's headers and the token when there is one.
-    fn get(&self, path: &str, token_var: Option<&str>) -> Result<Value> {
-        let url = format!("{}{path}", self.api);
-        let mut request = self
-            .agent
-            .get(&url)
-            .header("Accept", "application/vnd.github+json")
-            .header("X-GitHub-Api-Version", "2022-11-28")
-            .header("User-Agent", "airlock");
-        if let Some(token) = &self.token {
-            request = request.header("Authorization", &format!("Bearer {token}"));
-        }
-        let mut resp = request.call().map_err(|e| GithubError::Transport {
-            url: url.clone(),
-            message: self.redact(&e.to_string()),
-        })?;
-        let status = resp.status().as_u16();
-        let remaining = resp
-            .headers()
-            .get("x-ratelimit-remaining")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let text = resp
-            .body_mut()
-            .with_config()
-            .limit(16 * 1024 * 1024)
-            .read_to_string()
-            .map_err(|e| GithubError::Transport {
-                url: url.clone(),
-                message: self.redact(&e.to_string()),
-            })?;
-        if !(200..300).contains(&status) {
-            let problem = match status {
-                401 => match token_var {
-                    Some(var) => {
-                        format!("GitHub rejected the token in {var} (expired, revoked or mistyped)")
-                    }
-                    None => "GitHub asks for credentials: set [github] token_env".to_owned(),
-                },
-                403 | 429 if remaining.as_deref() == Some("0") => format!(
-                    "the API rate limit is used up{}",
-                    if token_var.is_some() {
-                        "; wait for it to reset"
-                    } else {
-                        "; set [github] token_env (authenticated requests get a higher limit)"
-                    }
-                ),
-                404 => match token_var {
-                    Some(var) => {
-                        format!("not found, or the token in {var} cannot read this repository")
-                    }
-                    None => "not found; a private repository needs a token: set [github] \
-                             token_env"
-                        .to_owned(),
-                },
-                _ => {
-                    let message = serde_json::from_str::<Value>(&text)
-                        .ok()
-                        .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_owned))
-                        .unwrap_or_else(|| text.chars().take(200).collect());
-                    self.redact(&message).escape_debug().to_string()
-                }
-            };
-            return Err(GithubError::Status {
-                url,
-                status,
-                problem,
-            });
-        }
-        serde_json::from_str(&text).map_err(|e| GithubError::Shape {
-            url,
-            problem: format!("not JSON: {e}"),
-        })
+    fn get(&self, path: &str) -> Result<Value> {
+        self.api.get_json(path).map_err(from_forge)
     }
 
-    fn redact(&self, text: &str) -> String {
-        match &self.token {
-            Some(t) if !t.is_empty() => text.replace(t.as_str(), "***"),
-            _ => text.to_owned(),
-        }
+    /// `owner/repo` through the API.
+    fn repository(&self, owner: &str, repo: &str) -> Result<airlock_forge::github::GitHub> {
+        self.api.repository(owner, repo).map_err(from_forge)
     }
 
     /// `GET {api}{path}` read into `T` (a type of the caller's that names the fields it reads).
@@ -453,26 +412,20 @@ impl GithubClient {
         path: &str,
         cfg: &GithubConfig,
     ) -> Result<T> {
-        let value = self.get(path, cfg.token_env.as_deref())?;
+        let _ = cfg;
+        let value = self.get(path)?;
         serde_json::from_value(value).map_err(|e| GithubError::Shape {
-            url: format!("{}{path}", self.api),
+            url: self.api.url(path),
             problem: e.to_string(),
         })
     }
 
     /// The repository's default branch (`GET /repos/OWNER/REPO`).
     pub fn default_branch(&self, r: &GithubIssueRef, cfg: &GithubConfig) -> Result<String> {
-        let path = format!("/repos/{}/{}", r.owner, r.repo);
-        let v = self.get(&path, cfg.token_env.as_deref())?;
-        match v.get("default_branch").and_then(Value::as_str) {
-            Some(b) if !b.is_empty() && !b.starts_with('-') && !b.contains("..") => {
-                Ok(b.to_owned())
-            }
-            _ => Err(GithubError::Shape {
-                url: format!("{}{path}", self.api),
-                problem: "no usable `default_branch`".to_owned(),
-            }),
-        }
+        let _ = cfg;
+        self.repository(&r.owner, &r.repo)?
+            .default_branch()
+            .map_err(from_forge)
     }
 
     /// The numbers of the open issues of `owner/repo` that carry `label` (pull requests left
@@ -484,36 +437,15 @@ impl GithubClient {
         label: &str,
         cfg: &GithubConfig,
     ) -> Result<Vec<u64>> {
-        let mut numbers = Vec::new();
-        let mut page = 1;
-        loop {
-            let path = format!(
-                "/repos/{owner}/{repo}/issues?state=open&labels={}&per_page=100&page={page}",
-                percent_encode(label)
-            );
-            let list = self.get(&path, cfg.token_env.as_deref())?;
-            let Some(items) = list.as_array() else {
-                return Err(GithubError::Shape {
-                    url: format!("{}{path}", self.api),
-                    problem: "the issues are not a list".to_owned(),
-                });
-            };
-            numbers.extend(
-                items
-                    .iter()
-                    .filter(|i| i.get("pull_request").is_none_or(Value::is_null))
-                    .filter_map(|i| i.get("number").and_then(Value::as_u64))
-                    .filter(|n| (1..=MAX_ISSUE_NUMBER).contains(n)),
-            );
-            // A bound on a misbehaving server: 100 pages is 10 000 issues.
-            if items.len() < 100 || page >= 100 {
-                break;
-            }
-            page += 1;
-        }
-        numbers.sort_unstable();
-        numbers.dedup();
-        Ok(numbers)
+        let _ = cfg;
+        let numbers = self
+            .repository(owner, repo)?
+            .open_issues_labelled(label)
+            .map_err(from_forge)?;
+        Ok(numbers
+            .into_iter()
+            .filter(|n| (1..=MAX_ISSUE_NUMBER).contains(n))
+            .collect())
     }
 
     /// The merged pull requests of `owner/repo`, newest first, at most `max` (closed pull
@@ -529,7 +461,7 @@ impl GithubClient {
         known: &[u64],
         cfg: &GithubConfig,
     ) -> Result<Vec<ForgePull>> {
-        let var = cfg.token_env.as_deref();
+        let _ = cfg;
         let mut pulls = Vec::new();
         let mut seen_merged = 0usize;
         let mut page = 1;
@@ -537,10 +469,10 @@ impl GithubClient {
             let path = format!(
                 "/repos/{owner}/{repo}/pulls?state=closed&sort=updated&direction=desc&per_page=100&page={page}"
             );
-            let list = self.get(&path, var)?;
+            let list = self.get(&path)?;
             let Some(items) = list.as_array() else {
                 return Err(GithubError::Shape {
-                    url: format!("{}{path}", self.api),
+                    url: self.api.url(&path),
                     problem: "the pull requests are not a list".to_owned(),
                 });
             };
@@ -553,7 +485,7 @@ impl GithubClient {
                 };
                 seen_merged += 1;
                 if !known.contains(&number) {
-                    let files = self.pull_files(owner, repo, number, var)?;
+                    let files = self.pull_files(owner, repo, number)?;
                     pulls.push(ForgePull {
                         number,
                         title: text_field(item, "title"),
@@ -580,21 +512,15 @@ impl GithubClient {
         Ok(pulls)
     }
 
-    fn pull_files(
-        &self,
-        owner: &str,
-        repo: &str,
-        number: u64,
-        var: Option<&str>,
-    ) -> Result<Vec<ForgeFile>> {
+    fn pull_files(&self, owner: &str, repo: &str, number: u64) -> Result<Vec<ForgeFile>> {
         let mut files = Vec::new();
         for page in 1..=3 {
             let path =
                 format!("/repos/{owner}/{repo}/pulls/{number}/files?per_page=100&page={page}");
-            let list = self.get(&path, var)?;
+            let list = self.get(&path)?;
             let parsed: Vec<ForgeFile> =
                 serde_json::from_value(list).map_err(|e| GithubError::Shape {
-                    url: format!("{}{path}", self.api),
+                    url: self.api.url(&path),
                     problem: format!("the files are not a list of files: {e}"),
                 })?;
             let full = parsed.len() == 100;
@@ -608,83 +534,42 @@ impl GithubClient {
 
     /// The issue (and, when configured, its comments) as an [`Issue`].
     pub fn fetch_issue(&self, r: &GithubIssueRef, cfg: &GithubConfig) -> Result<FetchedIssue> {
-        let var = cfg.token_env.as_deref();
         let path = format!("/repos/{}/{}/issues/{}", r.owner, r.repo, r.number);
-        let url = format!("{}{path}", self.api);
-        let v = self.get(&path, var)?;
-        let shape = |problem: &str| GithubError::Shape {
-            url: url.clone(),
-            problem: problem.to_owned(),
+        let url = self.api.url(&path);
+        let limit = if cfg.comments {
+            cfg.max_comments.min(COMMENTS_CEILING)
+        } else {
+            0
         };
-        if v.get("pull_request").is_some_and(|p| !p.is_null()) {
+        // The broker's own question is not the issue's text.
+        let not_a_question = |c: &airlock_forge::Comment| {
+            !c.body
+                .starts_with(airlock_protocol::QUESTION_COMMENT_MARKER)
+        };
+        let read = self
+            .repository(&r.owner, &r.repo)?
+            .read_issue(r.number, limit, &not_a_question)
+            .map_err(from_forge)?;
+        if read.pull_request {
             return Err(GithubError::PullRequest {
                 reference: r.to_string(),
             });
         }
-        if v.get("number").and_then(Value::as_u64) != Some(r.number) {
-            return Err(shape(
-                "the answer is not the issue asked for (its `number` differs)",
-            ));
+        let found = read.issue;
+        let mut body = found.body;
+        for c in &found.comments {
+            let who = if c.author.username.is_empty() {
+                "(unknown)"
+            } else {
+                &c.author.username
+            };
+            body.push_str(&comment_block(who, &c.created_at, &c.body));
         }
-        let title = v
-            .get("title")
-            .and_then(Value::as_str)
-            .ok_or_else(|| shape("no `title`"))?
-            .to_owned();
-        let mut body = v
-            .get("body")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let labels = v
-            .get("labels")
-            .and_then(Value::as_array)
-            .map(|ls| {
-                ls.iter()
-                    .filter_map(|l| {
-                        l.as_str()
-                            .or_else(|| l.get("name").and_then(Value::as_str))
-                            .map(str::to_owned)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let author = login(&v);
-        let state = v.get("state").and_then(Value::as_str).map(str::to_owned);
-        let html_url = v.get("html_url").and_then(Value::as_str).map(str::to_owned);
-        let mut comments = 0;
-        if cfg.comments && v.get("comments").and_then(Value::as_u64).unwrap_or(1) > 0 {
-            let limit = cfg.max_comments.min(COMMENTS_CEILING);
-            let mut page = 1;
-            while comments < limit {
-                let path = format!(
-                    "/repos/{}/{}/issues/{}/comments?per_page=100&page={page}",
-                    r.owner, r.repo, r.number
-                );
-                let list = self.get(&path, var)?;
-                let Some(items) = list.as_array() else {
-                    return Err(GithubError::Shape {
-                        url: format!("{}{path}", self.api),
-                        problem: "the comments are not a list".to_owned(),
-                    });
-                };
-                for c in items.iter().take(limit - comments) {
-                    let who = login(c).unwrap_or_else(|| "(unknown)".to_owned());
-                    let when = c.get("created_at").and_then(Value::as_str).unwrap_or("");
-                    let text = c.get("body").and_then(Value::as_str).unwrap_or("");
-                    // The broker's own question is not the issue's text.
-                    if text.starts_with(airlock_protocol::QUESTION_COMMENT_MARKER) {
-                        continue;
-                    }
-                    body.push_str(&comment_block(&who, when, text));
-                    comments += 1;
-                }
-                if items.len() < 100 {
-                    break;
-                }
-                page += 1;
-            }
-        }
+        let comments = found.comments.len();
+        let (title, labels) = (found.title, found.labels);
+        let author = Some(found.author.username).filter(|a| !a.is_empty());
+        let state = Some(found.state).filter(|s| !s.is_empty());
+        let html_url = Some(found.web_url).filter(|u| !u.is_empty());
         let key = cfg.project_key_for(&r.repo);
         let issue = Issue {
             id: format!("{key}-{}", r.number),
@@ -805,10 +690,10 @@ pub const PULL_FILES_CEILING: usize = 3000;
 impl GithubClient {
     /// Pull request `r`: `GET /repos/O/R/pulls/N` and its files, every page.
     pub fn fetch_pull(&self, r: &GithubIssueRef, cfg: &GithubConfig) -> Result<FetchedPull> {
-        let var = cfg.token_env.as_deref();
+        let _ = cfg;
         let path = format!("/repos/{}/{}/pulls/{}", r.owner, r.repo, r.number);
-        let url = format!("{}{path}", self.api);
-        let v = self.get(&path, var)?;
+        let url = self.api.url(&path);
+        let v = self.get(&path)?;
         let shape = |problem: &str| GithubError::Shape {
             url: url.clone(),
             problem: problem.to_owned(),
@@ -834,10 +719,10 @@ impl GithubClient {
                 "/repos/{}/{}/pulls/{}/files?per_page=100&page={page}",
                 r.owner, r.repo, r.number
             );
-            let list = self.get(&list_path, var)?;
+            let list = self.get(&list_path)?;
             let Some(items) = list.as_array() else {
                 return Err(GithubError::Shape {
-                    url: format!("{}{list_path}", self.api),
+                    url: self.api.url(&list_path),
                     problem: "the files are not a list".to_owned(),
                 });
             };
@@ -878,25 +763,12 @@ impl GithubClient {
     }
 }
 
-/// `text` with every byte but unreserved ones (RFC 3986) as `%XX`, for a query value.
 /// A string field of a JSON object, empty when absent or null.
 fn text_field(v: &Value, key: &str) -> String {
     v.get(key)
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned()
-}
-
-fn percent_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 fn login(v: &Value) -> Option<String> {
