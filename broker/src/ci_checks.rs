@@ -13,7 +13,12 @@
 //! stripped, every other control, bidi or invisible character shown as `\u{..}`, and the
 //! whole marked as the CI's output, which the run screens and fences as data.
 //!
+//! On GitLab ([`gitlab`]) a check is a pipeline's job: a failed job (not allowed to fail) of the
+//! merge request's head, its log's tail the output.
+//!
 //! Every outcome and every refusal is in the audit log under `ci:OWNER/REPO#N`.
+
+mod gitlab;
 
 use std::io::Read;
 use std::time::Duration;
@@ -149,7 +154,20 @@ impl LogTail {
     }
 }
 
-/// The forge's checks API, read with the broker's token (never anyone else's); comments go
+/// Where a pull request's checks are read, with the broker's token: GitHub's checks API
+/// ([`ChecksApi`]) or GitLab's pipelines ([`gitlab::GitLabChecks`]).
+trait Checks {
+    /// Check run `id`.
+    fn check_run(&self, id: u64) -> Result<CheckRun>;
+    /// The check runs of commit `sha` (named `name` when given).
+    fn runs_of(&self, sha: &str, name: Option<&str>) -> Result<Vec<CheckRun>>;
+    /// Check run `id`'s annotations.
+    fn annotations(&self, id: u64) -> Result<Vec<Annotation>>;
+    /// The tail of `run`'s log, when the forge keeps one for it.
+    fn log(&self, run: &CheckRun) -> Result<Option<LogTail>>;
+}
+
+/// GitHub's checks API, read with the broker's token (never anyone else's); comments go
 /// through the broker's `Forge` like every other it posts.
 struct ChecksApi {
     agent: ureq::Agent,
@@ -217,6 +235,20 @@ impl ChecksApi {
             .map_err(|e| Error::Forge(format!("GET {path}: the reply does not parse: {e}")))
     }
 
+    /// The tail of an Actions job's log, read as it streams (never more than
+    /// [`MAX_LOG_BYTES`] twice over in memory); `None` when the forge has none.
+    fn job_log(&self, job: u64) -> Result<Option<LogTail>> {
+        let Some(mut resp) = self.get(&format!("/actions/jobs/{job}/logs"))? else {
+            return Ok(None);
+        };
+        let mut reader = resp.body_mut().with_config().limit(u64::MAX).reader();
+        tail_of(&mut reader)
+            .map(Some)
+            .map_err(|e| self.redact(format!("reading the log of job {job}: {e}")))
+    }
+}
+
+impl Checks for ChecksApi {
     fn check_run(&self, id: u64) -> Result<CheckRun> {
         self.get_json(&format!("/check-runs/{id}"))?
             .ok_or_else(|| Error::FeedbackRefused(format!("check run {id} does not exist")))
@@ -241,16 +273,12 @@ impl ChecksApi {
             .unwrap_or_default())
     }
 
-    /// The tail of an Actions job's log, read as it streams (never more than
-    /// [`MAX_LOG_BYTES`] twice over in memory); `None` when the forge has none.
-    fn job_log(&self, job: u64) -> Result<Option<LogTail>> {
-        let Some(mut resp) = self.get(&format!("/actions/jobs/{job}/logs"))? else {
-            return Ok(None);
-        };
-        let mut reader = resp.body_mut().with_config().limit(u64::MAX).reader();
-        tail_of(&mut reader)
-            .map(Some)
-            .map_err(|e| self.redact(format!("reading the log of job {job}: {e}")))
+    fn log(&self, run: &CheckRun) -> Result<Option<LogTail>> {
+        if run.is_actions() {
+            self.job_log(run.id)
+        } else {
+            Ok(None)
+        }
     }
 }
 
@@ -504,7 +532,10 @@ impl Broker {
                  (set forge_token_env)"
             ))
         })?;
-        let api = ChecksApi::new(name, cfg, token);
+        let api: Box<dyn Checks> = match &cfg.gitlab {
+            Some(settings) => Box::new(gitlab::GitLabChecks::new(name, cfg, settings)?),
+            None => Box::new(ChecksApi::new(name, cfg, token)),
+        };
         let lineage = self.lineage(item)?.ok_or_else(|| {
             Error::FeedbackRefused(format!("pull request #{n} has no branch the broker pushed"))
         })?;
@@ -638,11 +669,7 @@ impl Broker {
         } else {
             Vec::new()
         };
-        let log = if run.is_actions() {
-            api.job_log(run.id)?
-        } else {
-            None
-        };
+        let log = api.log(&run)?;
         let text = feedback_text(&run, &annotations, log.as_ref());
         let findings = airlock_audit::detect(&text, airlock_audit::SourceKind::ToolOutput, None);
         self.record_outcome(&decision, CiCheckOutcome::FollowUp)?;

@@ -326,3 +326,110 @@ fn a_forge_table_that_disagrees_with_the_flat_keys_or_lacks_its_project_is_refus
         "a bad configuration asks nothing"
     );
 }
+
+fn ci_feedback(fx: &Fixture, job: u64) -> BrokerReply {
+    fx.client()
+        .request(&Request::PrFeedback(PrFeedback {
+            forge_repo: "acme/calc".to_owned(),
+            pull_request: 1,
+            source: FeedbackSource {
+                kind: FeedbackKind::CheckRun,
+                id: job,
+            },
+        }))
+        .unwrap()
+}
+
+fn failed_job(id: u64, name: &str, sha: &str, pipeline: u64) -> serde_json::Value {
+    json!({"id": id, "name": name, "stage": "test", "status": "failed", "allow_failure": false,
+           "failure_reason": "script_failure", "commit": {"id": sha},
+           "pipeline": {"id": pipeline, "sha": sha}})
+}
+
+#[test]
+fn a_failed_job_on_the_merge_requests_head_starts_one_follow_up_and_one_failing_at_the_base_a_note()
+{
+    let (mut fx, _server, gitlab) = gitlab_fixture("");
+    fx.start_with_env(&[(VAR, TOKEN)]);
+    let id = queue_honest_numbered(&fx, "run-gl-ci", 7);
+    approve(&fx, id);
+    let head = fx
+        .remote_ref(&format!("airlock/CALC-42-{id}"))
+        .expect("pushed");
+    gitlab.route(
+        &format!("{PROJECT}/jobs/901"),
+        200,
+        failed_job(901, "unit", &head, 90),
+    );
+    gitlab.route_text(
+        &format!("{PROJECT}/jobs/901/trace"),
+        200,
+        "\u{1b}[31mFAIL\u{1b}[0m test_clamp_high\r\nAssertionError: clamp(9, 0, 3) != 3\r\n",
+    );
+    gitlab.route(
+        &format!("{PROJECT}/jobs/902"),
+        200,
+        failed_job(902, "lint", &head, 90),
+    );
+    // At the pin, `lint` fails too; `unit` does not.
+    gitlab.route_page(
+        &format!("{PROJECT}/pipelines?sha={}&per_page=100&page=1", fx.pin),
+        json!([{"id": 80, "sha": fx.pin}]),
+        None,
+    );
+    gitlab.route_page(
+        &format!("{PROJECT}/pipelines/80/jobs?scope%5B%5D=failed&per_page=100&page=1"),
+        json!([failed_job(802, "lint", &fx.pin, 80)]),
+        None,
+    );
+
+    let BrokerReply::FollowUp { brief } = ci_feedback(&fx, 901) else {
+        panic!("the failed job started nothing")
+    };
+    assert_eq!(brief.requested_by, "ci:unit");
+    assert!(
+        brief
+            .feedback
+            .contains(&format!("\"unit\" concluded failure on commit {head}")),
+        "{}",
+        brief.feedback
+    );
+    assert!(
+        brief
+            .feedback
+            .contains("FAIL test_clamp_high\nAssertionError: clamp(9, 0, 3) != 3"),
+        "{}",
+        brief.feedback
+    );
+    assert!(!brief.feedback.contains('\u{1b}'));
+    assert_eq!(brief.base_commit, head);
+
+    let BrokerReply::Failed { message } = ci_feedback(&fx, 901) else {
+        panic!("the same failure started a second follow-up")
+    };
+    assert!(
+        message.contains("one follow-up per head and check"),
+        "{message}"
+    );
+
+    let BrokerReply::Failed { message } = ci_feedback(&fx, 902) else {
+        panic!("a failure of the base started a follow-up")
+    };
+    assert!(message.contains("fails at the pinned base"), "{message}");
+    let notes = gitlab.posted_notes();
+    assert!(
+        notes.iter().any(|(path, body)| path
+            == &format!("/api/v4{PROJECT}/merge_requests/1/notes")
+            && body.starts_with("<!-- airlock:ci-check -->")
+            && body.contains("**lint**")),
+        "{notes:?}"
+    );
+    let codes: Vec<String> = fx
+        .audit_kinds()
+        .iter()
+        .filter_map(|(_, p)| p["code"].as_str().map(str::to_owned))
+        .filter(|c| c.starts_with("CI_"))
+        .collect();
+    assert_eq!(codes, ["CI_FOLLOW_UP", "CI_DUPLICATE", "CI_BASE_FAILED"]);
+    assert_token_nowhere(&fx, TOKEN);
+}
