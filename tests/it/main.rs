@@ -12,6 +12,7 @@ mod first_run;
 mod follow_up;
 mod gates;
 mod github;
+mod gitlab;
 mod history;
 mod judge;
 mod many_hosts;

@@ -15,7 +15,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const SECRET_VAR: &str = "AIRLOCK_IT_WEBHOOK_SECRET";
-const SECRET: &str = "it-webhook-secret-4f1";
+pub(crate) const SECRET: &str = "it-webhook-secret-4f1";
 const FORGE_VAR: &str = "AIRLOCK_IT_TRIGGERS_FORGE_TOKEN";
 
 fn text(out: &Output) -> String {
