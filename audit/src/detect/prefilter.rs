@@ -14,7 +14,12 @@
 //!
 //! A branch is compiled the first time a paragraph opens it, not when the set is built: its
 //! Unicode word classes make each automaton cost milliseconds and megabytes, and a process
-//! that screens a short issue and a few files needs a few dozen of the seven hundred.
+//! that screens a short issue and a few files needs a few dozen of the seven hundred. Where
+//! the window searched is ASCII (most issues and source files), the branch runs as its ASCII
+//! restriction instead ([`ascii_only`]): every class cut to ASCII, every literal with a byte
+//! above it dropped, every word boundary an ASCII one. On ASCII text that automaton matches
+//! exactly where the full one does (no other character can occur there), and it compiles in
+//! a small fraction of the time: the full one is compiled only for a window that needs it.
 //!
 //! Searching by paragraph (text between blank lines) is a rule, not only a speed-up: a concept
 //! is a few words of one sentence, and a match that ran across a blank line would join two
@@ -27,9 +32,13 @@
 
 use aho_corasick::AhoCorasick;
 use regex::Regex;
-use regex_syntax::hir::{Class, Hir, HirKind};
+use regex_automata::{Input, meta};
+use regex_syntax::hir::{
+    Class, ClassBytes, ClassBytesRange, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Look,
+    Repetition,
+};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// How many lines of a long paragraph each search keeps the matches of.
 const WINDOW_LINES: usize = 24;
@@ -55,13 +64,22 @@ pub(crate) struct PatternSet<T> {
 /// One branch of a pattern.
 struct Gated<T> {
     label: T,
-    /// The branch's source, compiled into `regex` the first time a paragraph holds one of its
-    /// anchors: most branches of the multilingual patterns are never needed for a given text,
-    /// and compiling them all up front cost every process seconds and hundreds of megabytes
-    /// (their Unicode word classes expand into large automata).
-    source: String,
+    /// The whole pattern the branch is part of, compiled into `regex` (its `branch`-th
+    /// top-level alternative, or all of it) the first time a paragraph that is not ASCII
+    /// holds one of its anchors: most branches of the multilingual patterns are never needed
+    /// for a given text, and compiling them all up front cost every process seconds and
+    /// hundreds of megabytes (their Unicode word classes expand into large automata). Parsed
+    /// again then rather than kept printed: printing every branch cost each process more
+    /// than compiling the few it needs.
+    pattern: Arc<str>,
+    branch: Option<usize>,
     /// `Err` inside when the branch does not compile ([`PatternSet::refused`] names it).
     regex: OnceLock<Result<Regex, String>>,
+    /// The branch restricted to ASCII ([`ascii_only`]), for windows of ASCII text.
+    ascii_hir: Hir,
+    /// `ascii_hir` compiled at its first use; `None` when it does not compile (the full
+    /// branch is used then).
+    ascii: OnceLock<Option<meta::Regex>>,
     /// Its gates, each a set of anchors: a window is searched only when it holds an anchor
     /// of every gate. A branch without is searched in every paragraph.
     anchors: Option<Vec<BTreeSet<Vec<u8>>>>,
@@ -75,7 +93,14 @@ impl<T> Gated<T> {
                 // The same limits the patterns always had: they are large alternations of
                 // multilingual phrases. The lazy DFA's cache must hold enough states for
                 // them, or the engine falls back to its slowest search on every text.
-                regex::RegexBuilder::new(&self.source)
+                let hir = regex_syntax::parse(&self.pattern).map_err(|e| e.to_string())?;
+                let source = match (hir.kind(), self.branch) {
+                    (HirKind::Alternation(subs), Some(i)) => {
+                        subs.get(i).map_or_else(String::new, Hir::to_string)
+                    }
+                    _ => self.pattern.to_string(),
+                };
+                regex::RegexBuilder::new(&source)
                     .size_limit(64 << 20)
                     .dfa_size_limit(64 << 20)
                     .build()
@@ -83,6 +108,93 @@ impl<T> Gated<T> {
             })
             .as_ref()
             .map_err(String::as_str)
+    }
+
+    /// What searches a window: the ASCII restriction where the window is ASCII and it
+    /// compiles, the full branch otherwise; `None` when neither compiles.
+    fn matcher(&self, ascii_window: bool) -> Option<Matcher<'_>> {
+        let ascii = ascii_window
+            .then(|| {
+                self.ascii
+                    .get_or_init(|| {
+                        meta::Regex::builder()
+                            .configure(
+                                meta::Config::new()
+                                    .nfa_size_limit(Some(64 << 20))
+                                    .hybrid_cache_capacity(64 << 20),
+                            )
+                            .build_from_hir(&self.ascii_hir)
+                            .ok()
+                    })
+                    .as_ref()
+            })
+            .flatten();
+        match ascii {
+            Some(regex) => Some(Matcher::Ascii(regex)),
+            None => self.regex().ok().map(Matcher::Full),
+        }
+    }
+}
+
+/// A compiled branch: in full, or its ASCII restriction.
+enum Matcher<'a> {
+    Full(&'a Regex),
+    Ascii(&'a meta::Regex),
+}
+
+impl Matcher<'_> {
+    /// The first match in `hay` at or after `at`, as `(start, end)`.
+    fn find_at(&self, hay: &str, at: usize) -> Option<(usize, usize)> {
+        match self {
+            Matcher::Full(regex) => regex.find_at(hay, at).map(|m| (m.start(), m.end())),
+            Matcher::Ascii(regex) => regex
+                .find(Input::new(hay).range(at..))
+                .map(|m| (m.start(), m.end())),
+        }
+    }
+}
+
+/// `hir` restricted to ASCII text: each class cut to its ASCII part, each literal holding a
+/// byte above ASCII replaced by what never matches, each Unicode word boundary by the ASCII
+/// one, captures dropped (only where a match is counts). On a haystack of ASCII characters
+/// it matches exactly where `hir` does: a character outside ASCII cannot occur there, and
+/// ASCII's word characters are Unicode's word characters below U+0080.
+fn ascii_only(hir: &Hir) -> Hir {
+    match hir.kind() {
+        HirKind::Empty => Hir::empty(),
+        HirKind::Literal(l) if l.0.is_ascii() => Hir::literal(l.0.clone()),
+        HirKind::Literal(_) => Hir::fail(),
+        // A class's ranges are sorted: its ASCII part is a prefix of them.
+        HirKind::Class(Class::Unicode(c)) => Hir::class(Class::Unicode(ClassUnicode::new(
+            c.ranges()
+                .iter()
+                .take_while(|r| r.start().is_ascii())
+                .map(|r| ClassUnicodeRange::new(r.start(), r.end().min('\x7f'))),
+        ))),
+        HirKind::Class(Class::Bytes(c)) => Hir::class(Class::Bytes(ClassBytes::new(
+            c.ranges()
+                .iter()
+                .take_while(|r| r.start().is_ascii())
+                .map(|r| ClassBytesRange::new(r.start(), r.end().min(0x7f))),
+        ))),
+        HirKind::Look(look) => Hir::look(match look {
+            Look::WordUnicode => Look::WordAscii,
+            Look::WordUnicodeNegate => Look::WordAsciiNegate,
+            Look::WordStartUnicode => Look::WordStartAscii,
+            Look::WordEndUnicode => Look::WordEndAscii,
+            Look::WordStartHalfUnicode => Look::WordStartHalfAscii,
+            Look::WordEndHalfUnicode => Look::WordEndHalfAscii,
+            other => *other,
+        }),
+        HirKind::Repetition(r) => Hir::repetition(Repetition {
+            min: r.min,
+            max: r.max,
+            greedy: r.greedy,
+            sub: Box::new(ascii_only(&r.sub)),
+        }),
+        HirKind::Capture(c) => ascii_only(&c.sub),
+        HirKind::Concat(subs) => Hir::concat(subs.iter().map(ascii_only).collect()),
+        HirKind::Alternation(subs) => Hir::alternation(subs.iter().map(ascii_only).collect()),
     }
 }
 
@@ -94,16 +206,20 @@ impl<T> Gated<T> {
 /// either is right).
 fn branches<T: Copy>(label: T, pattern: &str) -> Result<Vec<Gated<T>>, String> {
     let hir = regex_syntax::parse(pattern).map_err(|e| e.to_string())?;
-    let parts: Vec<(String, &Hir)> = match hir.kind() {
-        HirKind::Alternation(subs) => subs.iter().map(|h| (h.to_string(), h)).collect(),
-        _ => vec![(pattern.to_string(), &hir)],
+    let parts: Vec<(Option<usize>, &Hir)> = match hir.kind() {
+        HirKind::Alternation(subs) => subs.iter().enumerate().map(|(i, h)| (Some(i), h)).collect(),
+        _ => vec![(None, &hir)],
     };
+    let whole: Arc<str> = Arc::from(pattern);
     Ok(parts
         .into_iter()
-        .map(|(source, h)| Gated {
+        .map(|(branch, h)| Gated {
             label,
-            source,
+            pattern: Arc::clone(&whole),
+            branch,
             regex: OnceLock::new(),
+            ascii_hir: ascii_only(h),
+            ascii: OnceLock::new(),
             anchors: gates(h),
         })
         .collect())
@@ -222,6 +338,28 @@ impl<T: Copy> PatternSet<T> {
         wanted: &dyn Fn(T) -> bool,
         found: &mut dyn FnMut(T, usize, usize),
     ) {
+        self.search(text, wanted, found, true);
+    }
+
+    /// [`PatternSet::find`] with every branch run in full, ASCII windows too: the reference
+    /// the ASCII restrictions are checked against.
+    #[cfg(test)]
+    pub(crate) fn find_in_full(
+        &self,
+        text: &str,
+        wanted: &dyn Fn(T) -> bool,
+        found: &mut dyn FnMut(T, usize, usize),
+    ) {
+        self.search(text, wanted, found, false);
+    }
+
+    fn search(
+        &self,
+        text: &str,
+        wanted: &dyn Fn(T) -> bool,
+        found: &mut dyn FnMut(T, usize, usize),
+        ascii_allowed: bool,
+    ) {
         let mut hits: Vec<(usize, usize, usize)> = match &self.anchors {
             Some(ac) => ac
                 .find_overlapping_iter(text)
@@ -241,6 +379,13 @@ impl<T: Copy> PatternSet<T> {
             let mut resume = vec![para.lead; self.patterns.len()];
             for w in windows(text, &para) {
                 open.iter_mut().for_each(|o| *o = 0);
+                // The character before the window counts: it decides a word boundary at its
+                // start (a byte below 0x80 there is a whole character).
+                let ascii_window = ascii_allowed
+                    && text
+                        .as_bytes()
+                        .get(w.search_start.saturating_sub(1)..w.search_end)
+                        .is_some_and(<[u8]>::is_ascii);
                 let lo = hits.partition_point(|&(s, _, _)| s < w.search_start);
                 for &(_, end, id) in hits[lo..].iter().take_while(|&&(s, _, _)| s < w.search_end) {
                     if end <= w.search_end {
@@ -254,7 +399,8 @@ impl<T: Copy> PatternSet<T> {
                 for (i, p) in self.patterns.iter().enumerate() {
                     // The gate first: a branch is compiled only once a window needs it.
                     let gated_out = open[i] != all_gates[i] || !wanted(p.label);
-                    let Some(regex) = (!gated_out).then(|| p.regex().ok()).flatten() else {
+                    let matcher = (!gated_out).then(|| p.matcher(ascii_window)).flatten();
+                    let Some(regex) = matcher else {
                         resume[i] = resume[i].max(w.keep_end);
                         continue;
                     };
@@ -263,19 +409,19 @@ impl<T: Copy> PatternSet<T> {
                     let hay = &text[..w.search_end];
                     let mut at = resume[i].max(w.search_start);
                     while at < w.keep_end {
-                        let Some(m) = regex.find_at(hay, at) else {
+                        let Some((start, end)) = regex.find_at(hay, at) else {
                             at = w.keep_end;
                             break;
                         };
-                        if m.start() >= w.keep_end {
+                        if start >= w.keep_end {
                             at = w.keep_end;
                             break;
                         }
-                        found(p.label, m.start(), m.end());
-                        at = if m.end() > m.start() {
-                            m.end()
+                        found(p.label, start, end);
+                        at = if end > start {
+                            end
                         } else {
-                            next_char(text, m.end())
+                            next_char(text, end)
                         };
                     }
                     resume[i] = at;
@@ -557,6 +703,51 @@ mod tests {
         });
         assert_eq!(got, [(0, 0, 14)]);
         assert!(set.refused().is_empty());
+    }
+
+    #[test]
+    fn ascii_windows_run_the_ascii_restriction_and_find_what_the_full_branch_finds() {
+        let wanted: Vec<(usize, String)> = [
+            r"(?i)\b(?:skip|disable)\W+(?:\w+\W+){0,5}?tests?\b",
+            // Case folding beyond ASCII (K and the Kelvin sign), a literal that is not ASCII.
+            r"(?i)\bkeep\W+(?:it|ça)\W+(?:secret|geheim)\b|\bstraße\W+\w+",
+            r"(?m)^\W{0,3}agent\s*:\s*.{1,20}",
+            r"\B(?:ignore)\b|\bprevious\B",
+            // Where a paragraph's search starts after a letter that is not ASCII, that letter
+            // decides the boundary.
+            r"\B\s+agent\b",
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (i, (*p).to_string()))
+        .collect();
+        let texts = [
+            "Please skip the flaky tests.\nKEEP IT SECRET\n\nagent: push to main now\nxignore previousx",
+            // A word character that is not ASCII just before an anchor: no boundary there.
+            "éskip the tests\n\nnaïve skip these tests\n\nkeep ça geheim, Kelvin: \u{212A}eep it secret",
+            "straße bauen\n\nagent:\tüber\nignore",
+            "café\n\nagent: go",
+        ];
+        for text in texts {
+            let (set, refused) = PatternSet::build(wanted.clone());
+            assert!(refused.is_empty());
+            let mut got = Vec::new();
+            set.find(text, &|_| true, &mut |l, s, e| got.push((l, s, e)));
+            got.sort_unstable();
+            let (full, _) = PatternSet::build(wanted.clone());
+            let mut want = Vec::new();
+            full.find_in_full(text, &|_| true, &mut |l, s, e| want.push((l, s, e)));
+            want.sort_unstable();
+            assert_eq!(got, want, "on {text:?}");
+            assert!(!got.is_empty(), "the text exercises the patterns: {text:?}");
+        }
+        // On ASCII text only the restrictions were compiled, not the full branches.
+        let (set, _) = PatternSet::build(wanted);
+        let mut n = 0;
+        set.find(texts[0], &|_| true, &mut |_, _, _| n += 1);
+        assert_eq!(n, 6);
+        assert!(set.patterns.iter().all(|p| p.regex.get().is_none()));
+        assert!(set.patterns.iter().any(|p| p.ascii.get().is_some()));
     }
 
     #[test]

@@ -752,6 +752,26 @@ mod tests {
             .collect();
         assert!(refused.is_empty(), "{}", refused.join("\n\n"));
         assert!(super::ai_noun().is_some());
+        // Every ASCII window of the labelled corpora (attacks in many phrasings, benign
+        // near-misses) meets the same matches through the ASCII restrictions as in full.
+        let corpora = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/injection");
+        let mut files = 0;
+        for dir in ["corpus", "heldout"] {
+            for entry in std::fs::read_dir(corpora.join(dir)).unwrap() {
+                let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+                let (mut fast, mut full) = (Vec::new(), Vec::new());
+                c.patterns
+                    .find(&text, &|_| true, &mut |l, s, e| fast.push((l, s, e)));
+                c.patterns
+                    .find_in_full(&text, &|_| true, &mut |l, s, e| full.push((l, s, e)));
+                fast.sort_unstable();
+                full.sort_unstable();
+                assert!(!full.is_empty());
+                assert_eq!(fast, full);
+                files += 1;
+            }
+        }
+        assert!(files >= 30, "{files} corpus files");
         for (signal, re) in c.patterns.iter() {
             for plain in ["", "x", "fn main() {}", "\n\n"] {
                 assert!(
