@@ -977,6 +977,12 @@ timeout = "500ms"
         assert!(c.network.is_some(), "listen and [tls] are in the template");
         assert!(c.signing.is_some(), "[signing] is in the template");
         assert!(!c.witness_ro.is_empty() && !c.witness_env.is_empty());
+        let gitlab = &c.repositories["plat/calc"];
+        assert_eq!(gitlab.forge_kind(), forge::ForgeKind::GitLab);
+        assert_eq!(
+            gitlab.forge_token_env.as_deref(),
+            Some("AIRLOCK_GITLAB_TOKEN")
+        );
         let r = &c.repositories["acme/widgets"];
         assert_eq!(r.forge_token_env.as_deref(), Some("AIRLOCK_FORGE_TOKEN"));
         assert!(r.forge_repo.is_some() && !r.allow_ro.is_empty());
@@ -994,6 +1000,7 @@ timeout = "500ms"
                     l.starts_with(&format!("{key} = "))
                         || l.starts_with(&format!("[{key}."))
                         || l == format!("[{key}]")
+                        || (l.starts_with("[repositories.") && l.ends_with(&format!(".{key}]")))
                         || (l.starts_with("[[") && l.ends_with(&format!(".{key}]]")))
                 })
         };
@@ -1002,6 +1009,7 @@ timeout = "500ms"
         keys.extend(field_names::<GateConfig>());
         keys.extend(field_names::<TlsConfig>());
         keys.extend(field_names::<crate::signing::SigningConfig>());
+        keys.extend(field_names::<forge::ForgeTable>());
         assert!(keys.len() > 15, "{keys:?}");
         for key in keys {
             assert!(
