@@ -307,7 +307,6 @@ impl Forge for GitLabForge {
             ),
         }))
     }
-
 }
 
 #[cfg(test)]

@@ -112,5 +112,4 @@ impl Forge for Forges {
         self.of(cfg)
             .post_pull_comment(repository, cfg, number, body)
     }
-
 }
