@@ -36,8 +36,12 @@ pub struct InitArgs {
     broker_output: Option<PathBuf>,
     /// The GitHub Enterprise REST API (https://HOST/api/v3): the remote's host is that
     /// GitHub's, and draft pull requests are opened through it.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", conflicts_with = "gitlab_api")]
     github_api: Option<String>,
+    /// A GitLab instance's REST API (https://HOST/api/v4) whose host name does not say
+    /// `gitlab`: the remote is a project there, and airlock.toml gets its [gitlab] table.
+    #[arg(long, value_name = "URL")]
+    gitlab_api: Option<String>,
     /// Overwrite the files that exist.
     #[arg(long)]
     force: bool,
@@ -56,6 +60,11 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
         && !init::is_http_url(api)
     {
         bail!("--github-api {api:?}: must be an https:// URL such as https://HOST/api/v3");
+    }
+    if let Some(api) = &args.gitlab_api
+        && let Err(e) = airlock_supervisor::config::GitlabConfig::check_api_url(api)
+    {
+        bail!("--gitlab-api {api:?}: {e}");
     }
     let output = std::path::absolute(&args.output)
         .with_context(|| format!("--output {}", args.output.display()))?;
@@ -78,7 +87,12 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let host = HostFacts::current(&args.repo, &config_dir);
-    let detected = init::detect_for(&args.repo, &host, args.github_api.as_deref());
+    let forge_api = match (&args.github_api, &args.gitlab_api) {
+        (Some(api), _) => init::ForgeApi::GitHub(api),
+        (None, Some(api)) => init::ForgeApi::GitLab(api),
+        (None, None) => init::ForgeApi::FromHost,
+    };
+    let detected = init::detect_for(&args.repo, &host, forge_api);
     let text = init::render_airlock_toml(&detected);
     let broker_text = broker_output
         .as_ref()

@@ -144,17 +144,17 @@ enum Command {
     /// outcome: 2 an error, 3 an escalation, 5 a run parked, 4 an issue skipped, 0 every issue
     /// queued.
     Batch(triggers::BatchArgs),
-    /// Poll GitHub for open issues with a label and run each (claimed through the broker, so
-    /// several watchers never run one issue twice). Exit codes: 0 stopped, 2 error.
+    /// Poll GitHub or GitLab for open issues with a label and run each (claimed through the
+    /// broker, so several watchers never run one issue twice). Exit codes: 0 stopped, 2 error.
     Watch(triggers::WatchArgs),
     /// Take ready issues from the broker's shared work queue (`airlock-broker work add`) and
     /// run each, on this host or any other: the broker gives each issue to one worker at a
     /// time, and a worker that dies loses its issue at its lease's end. Exit codes: 0 stopped
     /// (with --once: the queue had nothing ready), 2 error.
     Worker(triggers::QueueWorkerArgs),
-    /// Receive GitHub webhooks (signature checked, replays ignored): a labelled issue or an
-    /// `@airlock` mention starts a run, a review asking for changes queues a follow-up.
-    /// Exit codes: 2 error (it serves until stopped).
+    /// Receive GitHub and GitLab webhooks (signature or token checked, replays ignored): a
+    /// labelled issue or an `@airlock` mention starts a run, a review asking for changes queues
+    /// a follow-up. Exit codes: 2 error (it serves until stopped).
     Webhook(triggers::WebhookArgs),
     /// The agents `airlock run --agent` can run: list the built-in definitions, or validate a
     /// definition file. Exit codes: 0 listed or valid, 2 invalid or unreadable.

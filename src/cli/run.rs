@@ -24,16 +24,17 @@ use std::process::ExitCode;
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The repository: a local path or a URL (mirrored once into the checkout cache). For a
-    /// GitHub issue, defaults to the issue's repository.
+    /// GitHub or GitLab issue, defaults to the issue's repository.
     #[arg(long)]
     repo: Option<String>,
-    /// Any revision; it is pinned to a 40-hex commit before anything else. For a GitHub issue,
+    /// Any revision; it is pinned to a 40-hex commit before anything else. For a forge issue,
     /// defaults to the head of the default branch at intake (recorded in the outcome).
     #[arg(long)]
     commit: Option<String>,
     /// The issue: a GitHub issue (https://github.com/OWNER/REPO/issues/N or
-    /// github:OWNER/REPO#N, fetched with `[github]` of airlock.toml), or a JSON file or
-    /// Markdown with front matter (id, title, labels); `-` for stdin.
+    /// github:OWNER/REPO#N, fetched with `[github]` of airlock.toml), a GitLab issue
+    /// (https://HOST/GROUP/NAME/-/issues/N or gitlab:GROUP/NAME#N, with `[gitlab]`), or a JSON
+    /// file or Markdown with front matter (id, title, labels); `-` for stdin.
     #[arg(long, value_parser = parse_issue_source, required_unless_present = "follow_up")]
     issue: Option<IssueSource>,
     /// Follow up queue item N, on which a reviewer requested changes (`airlock-broker

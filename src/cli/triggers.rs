@@ -42,7 +42,8 @@ pub struct WebhookArgs {
     /// Where to listen, e.g. 127.0.0.1:8643 (behind the operator's TLS proxy); port 0 picks one.
     #[arg(long)]
     listen: std::net::SocketAddr,
-    /// The environment variable holding the webhook's secret (as configured on GitHub).
+    /// The environment variable holding the webhook's secret (as configured on GitHub, or as
+    /// GitLab's secret token: GitLab deliveries are told by their X-Gitlab-Event header).
     #[arg(long)]
     secret_env: String,
     /// The label that starts the default agent (`[agent] definition`, else issue-fixer); each
@@ -72,7 +73,8 @@ pub struct WebhookArgs {
 /// Arguments of `airlock watch`.
 #[derive(Debug, Args)]
 pub struct WatchArgs {
-    /// The GitHub repository, OWNER/REPO.
+    /// The repository: OWNER/REPO on GitHub, or gitlab:GROUP/NAME for a GitLab project (read
+    /// with `[gitlab]` of airlock.toml).
     #[arg(long)]
     repo: String,
     /// The label that starts the default agent (`[agent] definition`, else issue-fixer);

@@ -67,6 +67,14 @@ impl GitlabConfig {
         }
     }
 
+    /// `api_url` checked as `[gitlab] api_url` is (`https://HOST/api/v4`, no credentials); the
+    /// problem and what to write instead when it is not.
+    pub fn check_api_url(api_url: &str) -> std::result::Result<(), String> {
+        api_base(api_url)
+            .map(drop)
+            .map_err(|e| format!("{e} (gitlab.com's is {GITLAB_COM_API})"))
+    }
+
     /// Whether `project` (a path or an id, as a delivery names it) is one of `projects`; a
     /// path is compared without regard to case, as GitLab does.
     pub fn knows_project(&self, path: Option<&str>, id: Option<u64>) -> bool {
@@ -98,11 +106,8 @@ impl GitlabConfig {
                 "must name an environment variable (letters, digits and `_`), not hold a token",
             ));
         }
-        if let Err(e) = api_base(&self.api_url) {
-            return Err(invalid(
-                "gitlab.api_url",
-                &format!("{e} (gitlab.com's is {GITLAB_COM_API})"),
-            ));
+        if let Err(problem) = Self::check_api_url(&self.api_url) {
+            return Err(invalid("gitlab.api_url", &problem));
         }
         if self.max_comments == 0 {
             return Err(invalid("gitlab.max_comments", "must be at least 1"));

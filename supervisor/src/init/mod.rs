@@ -43,7 +43,9 @@ mod tree;
 pub use host::{GoFacts, HostFacts, PythonFacts};
 pub use proposal::{Detected, Ecosystem, Layout, Remote, is_http_url};
 pub use render::{DETECTION_RULES, render_airlock_toml, render_broker_block, render_broker_toml};
-pub use tree::{classify_remote, github_slug, host_and_slug};
+pub use tree::{
+    ForgeApi, classify_remote, classify_remote_with, github_slug, host_and_project, host_and_slug,
+};
 
 use ci::{from_ci, read_ci};
 use python::{configure_python, python_runner};
@@ -117,18 +119,18 @@ pub type Result<T> = std::result::Result<T, InitError>;
 /// Inspect the working tree at `repo` and propose its configuration. Never fails: what cannot
 /// be read counts as absent, and what the operator must check is in [`Detected::warnings`].
 pub fn detect(repo: &Path, host: &HostFacts) -> Detected {
-    detect_for(repo, host, None)
+    detect_for(repo, host, ForgeApi::FromHost)
 }
 
-/// [`detect`], a remote on any host counting as GitHub Enterprise's when `github_api` names
-/// its REST API.
-pub fn detect_for(repo: &Path, host: &HostFacts, github_api: Option<&str>) -> Detected {
+/// [`detect`], a remote on any host counting as the forge's whose API `forge_api` names
+/// (GitHub Enterprise's, a GitLab instance's).
+pub fn detect_for(repo: &Path, host: &HostFacts, forge_api: ForgeApi<'_>) -> Detected {
     let repo = std::path::absolute(repo).unwrap_or_else(|_| repo.to_path_buf());
     // Both files name it: without `..` or a symlink, as the broker resolves paths.
     let repo = repo.canonicalize().unwrap_or(repo);
     let mut warnings = Vec::new();
     let tree = Tree::list(&repo, &mut warnings);
-    let remote = read_remote(&repo, github_api);
+    let remote = read_remote(&repo, forge_api);
     let mut d = Detected {
         name: repository_name(&repo, &remote),
         layout: Layout::under(&host.data_dir),

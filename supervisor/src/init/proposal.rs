@@ -49,6 +49,18 @@ pub enum Remote {
         /// The REST API base, when it is not `https://api.github.com`.
         api: Option<String>,
     },
+    /// A remote on GitLab (a host whose name contains `gitlab`, or the instance `--gitlab-api`
+    /// names).
+    GitLab {
+        /// The remote's name in the work tree (`origin`).
+        name: String,
+        /// Its URL.
+        url: String,
+        /// `group/subgroup/name` on GitLab.
+        project: String,
+        /// The instance's REST API base (`https://HOST/api/v4`).
+        api: String,
+    },
     /// A remote on another forge or host: branches are pushed there, no pull request is opened.
     Other {
         /// The remote's name in the work tree.
@@ -63,7 +75,9 @@ impl Remote {
     pub fn is_https(&self) -> bool {
         match self {
             Remote::None => false,
-            Remote::GitHub { url, .. } | Remote::Other { url, .. } => is_http_url(url),
+            Remote::GitHub { url, .. } | Remote::GitLab { url, .. } | Remote::Other { url, .. } => {
+                is_http_url(url)
+            }
         }
     }
 }
@@ -159,9 +173,16 @@ impl Detected {
                     .into(),
             ),
             Remote::Other { name, url } => Some(format!(
-                "the remote {name} ({url}) is not on GitHub: a draft pull request needs GitHub \
-                 today (GitLab is coming), so approved branches are pushed to {name} with no \
-                 pull request. For GitHub Enterprise, pass --github-api https://HOST/api/v3"
+                "the remote {name} ({url}) is not on GitHub, nor on GitLab as far as its host's \
+                 name says: approved branches are pushed to {name} with no pull request. For \
+                 GitHub Enterprise, pass --github-api https://HOST/api/v3; for a GitLab instance \
+                 whose host name does not say gitlab, --gitlab-api https://HOST/api/v4"
+            )),
+            Remote::GitLab { project, .. } => Some(format!(
+                "the remote is GitLab's project {project}: airlock.toml's [gitlab] reads its \
+                 issues; to open draft merge requests, give its repository a \
+                 [repositories.\"NAME\".forge] table with kind = \"gitlab\" in broker.toml \
+                 (docs/publication.md)"
             )),
             Remote::GitHub { .. } => None,
         }

@@ -245,17 +245,11 @@ pub fn render_airlock_toml(d: &Detected) -> String {
     o.key(&mut broker, "repository", d.name.as_str());
     o.blank();
 
-    let github = o.table();
-    o.comment("For `airlock run --issue https://github.com/OWNER/REPO/issues/N` (or github:OWNER/REPO#N).");
-    o.comment("The REST API base (GitHub Enterprise: https://HOST/api/v3).");
-    o.commented_key("api_url", &quote("https://api.github.com"), None);
-    o.comment("The variable holding a read token (none is needed for a public repository).");
-    o.commented_key("token_env", &quote("GITHUB_TOKEN"), None);
-    o.comment("GitHub issue N becomes issue id KEY-N (2 to 6 capital letters).");
-    o.commented_key("project_key", &quote("ACME"), None);
-    o.comment("Include the issue's comments, each marked with its author.");
-    o.commented_key("comments", "false", None);
-    o.blank();
+    // The forge the remote is on gets its table; GitHub's (commented) when it is on neither.
+    let (forge_name, forge) = match &d.remote {
+        Remote::GitLab { project, api, .. } => ("gitlab", gitlab_table(&mut o, project, api)),
+        _ => ("github", github_table(&mut o)),
+    };
 
     let paths = &d.layout.paths;
     let mut paths_table = o.table();
@@ -281,13 +275,48 @@ pub fn render_airlock_toml(d: &Detected) -> String {
         ("budgets", budgets),
         ("model", model),
         ("broker", broker),
-        ("github", github),
+        (forge_name, forge),
         ("paths", paths),
     ] {
         doc.insert(name, Item::Table(table));
     }
     doc.set_trailing(o.take());
     doc.to_string()
+}
+
+/// `[github]`, every key commented: issues read from GitHub.
+fn github_table(o: &mut Writer) -> Table {
+    let github = o.table();
+    o.comment("For `airlock run --issue https://github.com/OWNER/REPO/issues/N` (or github:OWNER/REPO#N).");
+    o.comment("The REST API base (GitHub Enterprise: https://HOST/api/v3).");
+    o.commented_key("api_url", &quote("https://api.github.com"), None);
+    o.comment("The variable holding a read token (none is needed for a public repository).");
+    o.commented_key("token_env", &quote("GITHUB_TOKEN"), None);
+    o.comment("GitHub issue N becomes issue id KEY-N (2 to 6 capital letters).");
+    o.commented_key("project_key", &quote("ACME"), None);
+    o.comment("Include the issue's comments, each marked with its author.");
+    o.commented_key("comments", "false", None);
+    o.blank();
+    github
+}
+
+/// `[gitlab]` for a remote on GitLab: its instance's API and its project set, the rest
+/// commented.
+fn gitlab_table(o: &mut Writer, project: &str, api: &str) -> Table {
+    let mut gitlab = o.table();
+    o.comment("The remote is on GitLab: for `airlock run --issue https://HOST/GROUP/NAME/-/issues/N` (or gitlab:GROUP/NAME#N), `airlock watch --repo gitlab:GROUP/NAME` and GitLab webhooks.");
+    o.comment("The instance's REST API base (its host's name says gitlab, or `init --gitlab-api` named it).");
+    o.key(&mut gitlab, "api_url", api);
+    o.comment("The variable holding a read token (scope read_api; none is needed for a public project), sent as PRIVATE-TOKEN.");
+    o.commented_key("token_env", &quote("GITLAB_TOKEN"), None);
+    o.comment("GitLab issue N becomes issue id KEY-N (2 to 6 capital letters).");
+    o.commented_key("project_key", &quote("ACME"), None);
+    o.comment("Include the issue's notes, each marked with its author.");
+    o.commented_key("comments", "false", None);
+    o.comment("The projects `airlock webhook` takes GitLab deliveries for (any other is refused).");
+    o.key(&mut gitlab, "projects", Array::from_iter([project]));
+    o.blank();
+    gitlab
 }
 
 /// Render the `[repositories."NAME"]` block of `broker.toml` for `d`, with every path the
@@ -377,9 +406,24 @@ fn repositories_table(o: &mut Writer, d: &Detected, name: &str) -> Table {
             o.comment("The variable holding the forge token (Contents and Pull requests: write), read where `approve` and `publish` run: the HTTPS push credential and the token that opens the draft pull request. Approval is refused while it is unset.");
             o.key(&mut repository, "forge_token_env", "AIRLOCK_FORGE_TOKEN");
         }
+        Remote::GitLab {
+            name: remote,
+            url,
+            project,
+            api,
+        } => {
+            o.comment(&format!(
+                "The remote of the clone approved branches are pushed to ({url}): GitLab's project {project} on {api}. A draft merge request needs the repository's forge table, [repositories.\"NAME\".forge] with kind = \"gitlab\" (docs/publication.md); without it no merge request is opened."
+            ));
+            o.key(&mut repository, "remote", remote.as_str());
+            o.comment(
+                "A variable holding an HTTPS push token (user oauth2), if the remote needs one:",
+            );
+            o.commented_key("forge_token_env", &quote("AIRLOCK_FORGE_TOKEN"), None);
+        }
         Remote::Other { name: remote, url } => {
             o.comment(&format!(
-                "The remote of the clone approved branches are pushed to ({url}). It is not on GitHub: no pull request is opened (GitLab is coming)."
+                "The remote of the clone approved branches are pushed to ({url}). It is neither on GitHub nor on GitLab: no pull request is opened."
             ));
             o.key(&mut repository, "remote", remote.as_str());
             o.comment("A variable holding an HTTPS push token (user x-access-token), if the remote needs one:");

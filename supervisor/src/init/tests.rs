@@ -740,7 +740,11 @@ fn the_remote_decides_the_forge_keys_and_both_files_agree() {
             Some(("team/calc", Some("https://ghe.acme.test/api/v3"))),
         ),
         (
-            classify_remote("up".into(), "https://gitlab.com/acme/calc.git".into(), None),
+            classify_remote(
+                "up".into(),
+                "https://git.acme.test/acme/calc.git".into(),
+                None,
+            ),
             None,
         ),
     ] {
@@ -837,5 +841,94 @@ fn strings_are_escaped_for_toml() {
     assert_eq!(
         glob_literal("requirements[dev].txt"),
         "requirements[[]dev[]].txt"
+    );
+}
+
+#[test]
+fn a_remote_whose_host_says_gitlab_or_that_gitlab_api_names_is_a_gitlab_project() {
+    use super::{ForgeApi, classify_remote_with};
+    for (url, api, expected) in [
+        (
+            "https://gitlab.com/plat/tools/calc.git",
+            ForgeApi::FromHost,
+            Some(("plat/tools/calc", "https://gitlab.com/api/v4")),
+        ),
+        (
+            "git@gitlab.acme.test:plat/calc.git",
+            ForgeApi::FromHost,
+            Some(("plat/calc", "https://gitlab.acme.test/api/v4")),
+        ),
+        (
+            "http://code-GitLab.example/plat/calc",
+            ForgeApi::FromHost,
+            Some(("plat/calc", "http://code-GitLab.example/api/v4")),
+        ),
+        (
+            "https://git.acme.test/plat/calc.git",
+            ForgeApi::GitLab("https://git.acme.test/api/v4/"),
+            Some(("plat/calc", "https://git.acme.test/api/v4")),
+        ),
+        (
+            "https://git.acme.test/plat/calc.git",
+            ForgeApi::FromHost,
+            None,
+        ),
+        ("https://gitlab.com/solo.git", ForgeApi::FromHost, None),
+    ] {
+        let remote = classify_remote_with("origin".into(), url.into(), api);
+        match expected {
+            Some((project, api_url)) => assert_eq!(
+                remote,
+                Remote::GitLab {
+                    name: "origin".into(),
+                    url: url.into(),
+                    project: project.into(),
+                    api: api_url.into(),
+                },
+                "{url}"
+            ),
+            None => assert!(matches!(remote, Remote::Other { .. }), "{url}: {remote:?}"),
+        }
+    }
+    // github.com stays GitHub's whatever the rule for GitLab says.
+    assert!(matches!(
+        classify_remote_with(
+            "origin".into(),
+            "https://github.com/gitlab/calc.git".into(),
+            ForgeApi::FromHost
+        ),
+        Remote::GitHub { .. }
+    ));
+
+    // airlock.toml gets [gitlab] (its api_url and project set) instead of [github]; broker.toml
+    // pushes to the remote and names the repository by its project path.
+    let f = Fixture::new(&[("test_a.py", "")]);
+    let mut d = f.detect();
+    d.remote = classify_remote_with(
+        "origin".into(),
+        "git@gitlab.acme.test:plat/calc.git".into(),
+        ForgeApi::FromHost,
+    );
+    d.name = super::tree::repository_name(&d.repo, &d.remote);
+    assert_eq!(d.name, "plat/calc");
+    let text = render_airlock_toml(&d);
+    assert!(
+        text.contains("[gitlab]") && !text.contains("[github]"),
+        "{text}"
+    );
+    assert!(text.contains("# token_env = \"GITLAB_TOKEN\""), "{text}");
+    let config = assert_parses(&d);
+    assert_eq!(config.gitlab.api_url, "https://gitlab.acme.test/api/v4");
+    assert_eq!(config.gitlab.projects, ["plat/calc"]);
+    assert_eq!(config.broker.repository.as_deref(), Some("plat/calc"));
+    let broker = render_broker_toml(&d, &d.name, Path::new("/etc/airlock-test/airlock.toml"));
+    let table: toml::Table = toml::from_str(&broker).unwrap_or_else(|e| panic!("{e}\n{broker}"));
+    let repo = &table["repositories"]["plat/calc"];
+    assert_eq!(repo["remote"].as_str(), Some("origin"), "{broker}");
+    assert!(repo.get("forge_repo").is_none(), "{broker}");
+    let note = d.publication_note().unwrap();
+    assert!(
+        note.contains("plat/calc") && note.contains("kind = \"gitlab\""),
+        "{note}"
     );
 }

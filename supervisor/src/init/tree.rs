@@ -77,6 +77,33 @@ pub fn github_slug(url: &str) -> Option<String> {
 /// The host and `owner/name` of a remote URL on any host (`https://HOST/o/n.git`,
 /// `git@HOST:o/n`, `ssh://git@HOST:22/o/n`); `None` for a path or a URL of another shape.
 pub fn host_and_slug(url: &str) -> Option<(String, String)> {
+    let (host, path) = host_and_path(url)?;
+    let parts: Vec<&str> = path.split('/').collect();
+    let valid = |p: &str| {
+        !p.is_empty()
+            && p != "."
+            && p != ".."
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
+    match parts.as_slice() {
+        [owner, name] if valid(owner) && valid(name) => Some((host, format!("{owner}/{name}"))),
+        _ => None,
+    }
+}
+
+/// The host and the GitLab project path (`group/subgroup/name`, subgroups allowed) of a remote
+/// URL; `None` for a path or a URL of another shape.
+pub fn host_and_project(url: &str) -> Option<(String, String)> {
+    let (host, path) = host_and_path(url)?;
+    match airlock_forge::gitlab::ProjectId::parse(&path) {
+        Ok(airlock_forge::gitlab::ProjectId::Path(project)) => Some((host, project)),
+        _ => None,
+    }
+}
+
+/// The host (no user, no port) and the path (no `.git`, no surrounding `/`) of a remote URL.
+fn host_and_path(url: &str) -> Option<(String, String)> {
     let url = url.trim();
     let (host, path) = match url.split_once("://") {
         Some((_, rest)) => {
@@ -98,26 +125,13 @@ pub fn host_and_slug(url: &str) -> Option<(String, String)> {
     }
     let path = path.trim_matches('/');
     let path = path.strip_suffix(".git").unwrap_or(path);
-    let parts: Vec<&str> = path.split('/').collect();
-    let valid = |p: &str| {
-        !p.is_empty()
-            && p != "."
-            && p != ".."
-            && p.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    };
-    match parts.as_slice() {
-        [owner, name] if valid(owner) && valid(name) => {
-            Some((host.to_owned(), format!("{owner}/{name}")))
-        }
-        _ => None,
-    }
+    Some((host.to_owned(), path.to_owned()))
 }
 
 /// The remote approved branches go to: `origin`, else the only remote (`None` when there are
-/// several and none is `origin`, or none at all), classified with `github_api` (a GitHub
-/// Enterprise API base: then a remote on any host is that GitHub's).
-pub(super) fn read_remote(repo: &Path, github_api: Option<&str>) -> Remote {
+/// several and none is `origin`, or none at all), classified with `forge_api` (an API base:
+/// then a remote on any host is that forge's).
+pub(super) fn read_remote(repo: &Path, forge_api: ForgeApi<'_>) -> Remote {
     let Some(names) = command_lines(Command::new("git").arg("-C").arg(repo).arg("remote")) else {
         return Remote::None;
     };
@@ -137,22 +151,72 @@ pub(super) fn read_remote(repo: &Path, github_api: Option<&str>) -> Remote {
     .and_then(|lines| lines.into_iter().next()) else {
         return Remote::None;
     };
-    classify_remote(name, url, github_api)
+    classify_remote_with(name, url, forge_api)
+}
+
+/// The API base the operator named for the remote's forge (`airlock init --github-api` or
+/// `--gitlab-api`): with one, a remote on any host is that forge's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ForgeApi<'a> {
+    /// None named: the remote's host decides.
+    #[default]
+    FromHost,
+    /// A GitHub Enterprise REST API (`https://HOST/api/v3`).
+    GitHub(&'a str),
+    /// A GitLab instance's REST API (`https://HOST/api/v4`).
+    GitLab(&'a str),
 }
 
 /// A remote named `name` at `url`, as GitHub (github.com, or any host with `github_api`) or
 /// another forge.
 pub fn classify_remote(name: String, url: String, github_api: Option<&str>) -> Remote {
-    let slug = match github_api {
-        Some(_) => host_and_slug(&url).map(|(_, slug)| slug),
-        None => github_slug(&url),
+    classify_remote_with(
+        name,
+        url,
+        github_api.map_or(ForgeApi::FromHost, ForgeApi::GitHub),
+    )
+}
+
+/// A remote named `name` at `url`: GitHub's when `forge_api` names GitHub or the host is
+/// github.com; GitLab's when `forge_api` names GitLab or the host's name contains `gitlab`
+/// (gitlab.com, gitlab.acme.test, code-gitlab.example: the rule, not a list of hosts), its API
+/// then `https://HOST/api/v4` (`http://` for an `http://` remote); another forge otherwise.
+pub fn classify_remote_with(name: String, url: String, forge_api: ForgeApi<'_>) -> Remote {
+    let slug = match forge_api {
+        ForgeApi::GitHub(_) => host_and_slug(&url).map(|(_, slug)| slug),
+        ForgeApi::FromHost => github_slug(&url),
+        ForgeApi::GitLab(_) => None,
     };
-    match slug {
-        Some(slug) => Remote::GitHub {
+    if let Some(slug) = slug {
+        let api = match forge_api {
+            ForgeApi::GitHub(api) => Some(api.trim_end_matches('/').to_owned()),
+            _ => None,
+        };
+        return Remote::GitHub {
             name,
             url,
             slug,
-            api: github_api.map(|a| a.trim_end_matches('/').to_owned()),
+            api,
+        };
+    }
+    let gitlab = host_and_project(&url).and_then(|(host, project)| match forge_api {
+        ForgeApi::GitLab(api) => Some((api.trim_end_matches('/').to_owned(), project)),
+        ForgeApi::FromHost if host.to_ascii_lowercase().contains("gitlab") => {
+            let scheme = if url.trim().to_ascii_lowercase().starts_with("http://") {
+                "http"
+            } else {
+                "https"
+            };
+            Some((format!("{scheme}://{host}/api/v4"), project))
+        }
+        _ => None,
+    });
+    match gitlab {
+        Some((api, project)) => Remote::GitLab {
+            name,
+            url,
+            project,
+            api,
         },
         None => Remote::Other { name, url },
     }
@@ -161,8 +225,8 @@ pub fn classify_remote(name: String, url: String, github_api: Option<&str>) -> R
 /// The repository's name in both files: `owner/name` of a GitHub remote, else the directory's
 /// name.
 pub(super) fn repository_name(repo: &Path, remote: &Remote) -> String {
-    if let Remote::GitHub { slug, .. } = remote {
-        return slug.clone();
+    if let Remote::GitHub { slug: name, .. } | Remote::GitLab { project: name, .. } = remote {
+        return name.clone();
     }
     let real = repo.canonicalize().unwrap_or_else(|_| repo.to_path_buf());
     real.file_name()
