@@ -29,9 +29,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use hmac::{Hmac, Mac};
 use serde::Deserialize;
-use sha2::Sha256;
 
 use super::replies::IssueReply;
 use super::worker::{Job, WorkOutcome, Worker};
@@ -67,25 +65,18 @@ pub enum SignatureError {
 }
 
 /// Check `header` (the `X-Hub-Signature-256` value) against the HMAC-SHA256 of `body` under
-/// `secret`, in constant time.
+/// `secret`, in constant time (`airlock_forge::github::check_signature`).
 pub fn verify_signature(
     secret: &[u8],
     header: Option<&str>,
     body: &[u8],
 ) -> std::result::Result<(), SignatureError> {
-    let header = header.ok_or(SignatureError::Missing)?;
-    let hex_digest = header
-        .trim()
-        .strip_prefix("sha256=")
-        .ok_or(SignatureError::Malformed)?;
-    let expected = hex::decode(hex_digest).map_err(|_| SignatureError::Malformed)?;
-    if expected.len() != 32 {
-        return Err(SignatureError::Malformed);
-    }
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret).map_err(|_| SignatureError::Mismatch)?;
-    mac.update(body);
-    mac.verify_slice(&expected)
-        .map_err(|_| SignatureError::Mismatch)
+    use airlock_forge::github::{SignatureFault, check_signature};
+    check_signature(secret, header, body).map_err(|fault| match fault {
+        SignatureFault::Missing => SignatureError::Missing,
+        SignatureFault::Malformed => SignatureError::Malformed,
+        SignatureFault::Mismatch => SignatureError::Mismatch,
+    })
 }
 
 /// The delivery ids seen, one empty file each under a directory: creating the file exclusively
@@ -856,6 +847,8 @@ pub(super) fn queue(state: &AppState, delivery: &str, item: WorkItem) -> (Status
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hmac::{Hmac, Mac};
+    use sha2::Sha256;
 
     fn routes_for(label: &str, review_pull_requests: bool) -> Routes {
         Routes::build(RouteOptions {
