@@ -7,6 +7,9 @@
 
 use crate::harness::*;
 use airlock_broker::BrokerReply;
+use airlock_broker::config::{BrokerConfig, RepositoryConfig};
+use airlock_broker::forge_gitlab::GitLabForge;
+use airlock_broker::publish::{Forge as _, ForgePull};
 use airlock_forge::gitlab::{GitLab, ProjectId};
 use airlock_forge::{DraftRequest, Forge, TokenSource};
 use airlock_protocol::{FeedbackKind, FeedbackSource, PrFeedback, Request};
@@ -481,4 +484,78 @@ fn a_failed_job_on_the_merge_requests_head_starts_one_follow_up_and_one_failing_
         .collect();
     assert_eq!(codes, ["CI_FOLLOW_UP", "CI_DUPLICATE", "CI_BASE_FAILED"]);
     assert_token_nowhere(&fx, TOKEN);
+}
+
+/// A repository of `broker.toml` published to the stand-in, as the broker reads it.
+fn gitlab_repository(api_url: &str, token_env: Option<&str>) -> RepositoryConfig {
+    let token = token_env
+        .map(|v| format!("token_env = \"{v}\"\n"))
+        .unwrap_or_default();
+    let text = format!(
+        "socket = \"s\"\nstate_db = \"db\"\nruns_root = \"r\"\naudit_log = \"a\"\n\
+         queue_max_age = \"72h\"\n[repositories.\"acme/calc\"]\nclone = \"c\"\nremote = \"r\"\n\
+         [repositories.\"acme/calc\".forge]\nkind = \"gitlab\"\napi_url = \"{api_url}\"\n\
+         project = \"acme/calc\"\n{token}"
+    );
+    BrokerConfig::parse(&text, std::path::Path::new("/etc/airlock"))
+        .unwrap()
+        .repositories
+        .remove("acme/calc")
+        .unwrap()
+}
+
+#[test]
+fn a_merge_requests_base_and_head_come_from_gitlab_and_without_a_token_nothing_is_written() {
+    let gitlab = MockGitLab::start();
+    let (base, head) = ("b".repeat(40), "h".repeat(40));
+    gitlab.route(
+        &format!("{PROJECT}/merge_requests/3"),
+        200,
+        json!({"iid": 3, "title": "Draft: fix <b>", "source_branch": "airlock/CALC-1-3",
+               "target_branch": "main", "state": "opened",
+               "diff_refs": {"base_sha": base, "start_sha": base, "head_sha": head}}),
+    );
+    let forge = GitLabForge;
+    // A public project is read without a token; nothing is ever written without one.
+    let public = gitlab_repository(&gitlab.api_url, None);
+    let pull = forge.pull_request(&public, "acme/calc", 3, None).unwrap();
+    assert_eq!(
+        pull,
+        ForgePull {
+            base_sha: base,
+            base_ref: "main".into(),
+            head_sha: head,
+            title: "Draft: fix <b>".into(),
+        }
+    );
+    assert!(
+        !forge
+            .set_issue_label("acme/calc", &public, 3, "needs-info", true)
+            .unwrap()
+    );
+    assert_eq!(
+        forge
+            .post_comment("acme/calc", &public, 3, "a question")
+            .unwrap(),
+        None
+    );
+    assert!(
+        gitlab
+            .requests()
+            .iter()
+            .all(|r| r.method == "GET" && r.header("PRIVATE-TOKEN").is_none()),
+        "{:?}",
+        gitlab.requests()
+    );
+    // A configured variable that is unset is named, and nothing is sent.
+    let unset = gitlab_repository(&gitlab.api_url, Some("AIRLOCK_IT_GITLAB_SURELY_UNSET"));
+    let seen = gitlab.requests().len();
+    let err = forge
+        .post_comment("acme/calc", &unset, 3, "a question")
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("AIRLOCK_IT_GITLAB_SURELY_UNSET"),
+        "{err}"
+    );
+    assert_eq!(gitlab.requests().len(), seen);
 }
