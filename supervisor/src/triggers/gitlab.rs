@@ -116,6 +116,10 @@ struct Attributes {
     note: Option<String>,
     #[serde(default)]
     noteable_type: Option<String>,
+    /// `DiffNote` (on a line of the diff) or `DiscussionNote` (in a thread); none for a note
+    /// on its own.
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
     #[serde(default)]
     system: Option<bool>,
 }
@@ -338,16 +342,27 @@ pub fn parse_event(
                     let Some(id) = attributes.id else {
                         return ignore("a note without its id");
                     };
+                    // A note in a thread (on a line of the diff, or a reply) is review feedback:
+                    // the broker reads its thread; one on its own is a comment, read alone.
+                    let threaded = matches!(
+                        attributes.kind.as_deref(),
+                        Some("DiffNote" | "DiscussionNote")
+                    );
+                    let (trigger, kind) = if threaded {
+                        (FollowUpTrigger::ReviewCommented, FeedbackKind::Review)
+                    } else {
+                        (
+                            FollowUpTrigger::PullRequestComment,
+                            FeedbackKind::IssueComment,
+                        )
+                    };
                     Ok(EventAction::Work(WorkItem::FollowUp {
                         repository,
                         pull_request: mr.iid,
                         head_branch: Some(mr.source_branch),
-                        trigger: FollowUpTrigger::PullRequestComment,
+                        trigger,
                         author: p.user.and_then(|u| u.username),
-                        source: FeedbackSource {
-                            kind: FeedbackKind::IssueComment,
-                            id,
-                        },
+                        source: FeedbackSource { kind, id },
                         delivery,
                     }))
                 }
@@ -497,6 +512,23 @@ mod tests {
                 delivery: "u-1".into(),
             }))
         );
+        let mut on_a_line = note(
+            "MergeRequest",
+            "This raises.",
+            json!({"merge_request": {"iid": 4, "source_branch": "airlock/CALC-7-1"}}),
+        );
+        on_a_line["object_attributes"]["type"] = json!("DiffNote");
+        assert!(matches!(
+            parse("Note Hook", &on_a_line),
+            Ok(EventAction::Work(WorkItem::FollowUp {
+                trigger: FollowUpTrigger::ReviewCommented,
+                source: FeedbackSource {
+                    kind: FeedbackKind::Review,
+                    id: 55
+                },
+                ..
+            }))
+        ));
         let theirs = json!({"merge_request": {"iid": 5, "source_branch": "feature/x"}});
         assert!(matches!(
             parse("Note Hook", &note("MergeRequest", "@airlock fix", theirs)),
