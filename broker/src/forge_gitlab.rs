@@ -307,6 +307,52 @@ impl Forge for GitLabForge {
             ),
         }))
     }
+
+    fn issue_thread(
+        &self,
+        repository: &str,
+        cfg: &RepositoryConfig,
+        issue_number: u64,
+    ) -> Result<Option<crate::issue_thread::IssueThread>> {
+        use crate::issue_thread::{IssueThread, ThreadComment, ThreadState};
+        let Some(gl) = client(repository, cfg)? else {
+            return Ok(None);
+        };
+        let min_access = settings(repository, cfg)?.feedback_min_access;
+        let issue = match gl.issue(issue_number) {
+            Ok(issue) => issue,
+            Err(airlock_forge::Error::Status { status: 404, .. }) => {
+                return Ok(Some(IssueThread::Gone));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        // Each author's standing is read from the project's members, once per author.
+        let mut access = std::collections::BTreeMap::new();
+        let mut comments = Vec::with_capacity(issue.comments.len());
+        for note in issue.comments {
+            let level = match access.get(&note.author.id) {
+                Some(level) => *level,
+                None => {
+                    let level = gl.member_access(note.author.id)?;
+                    access.insert(note.author.id, level);
+                    level
+                }
+            };
+            comments.push(ThreadComment {
+                id: note.id,
+                by: note.author.username,
+                standing: level.map_or_else(|| "no member".to_owned(), access_name),
+                member: level.is_some_and(|l| l >= min_access),
+                body: note.body,
+            });
+        }
+        Ok(Some(IssueThread::Present(ThreadState {
+            forge: "gitlab",
+            open: issue.state == "opened",
+            author: issue.author.username,
+            comments,
+        })))
+    }
 }
 
 #[cfg(test)]

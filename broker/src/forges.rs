@@ -112,4 +112,13 @@ impl Forge for Forges {
         self.of(cfg)
             .post_pull_comment(repository, cfg, number, body)
     }
+
+    fn issue_thread(
+        &self,
+        repository: &str,
+        cfg: &RepositoryConfig,
+        issue_number: u64,
+    ) -> Result<Option<crate::issue_thread::IssueThread>> {
+        self.of(cfg).issue_thread(repository, cfg, issue_number)
+    }
 }

@@ -30,6 +30,7 @@ pub mod forge_gitlab;
 pub mod forges;
 pub mod gates;
 pub mod intake;
+pub mod issue_thread;
 pub mod judging;
 pub mod pr_text;
 pub mod publish;

@@ -482,6 +482,19 @@ pub trait Forge: Send + Sync {
     ) -> Result<Option<String>> {
         self.post_comment(repository, cfg, number, body)
     }
+
+    /// Issue `issue_number` as the forge has it now, with its comments and each author's
+    /// standing, read with the broker's token; `None` when no token is configured. What
+    /// decides whether a reply may answer a question.
+    fn issue_thread(
+        &self,
+        repository: &str,
+        cfg: &RepositoryConfig,
+        issue_number: u64,
+    ) -> Result<Option<crate::issue_thread::IssueThread>> {
+        let _ = (repository, cfg, issue_number);
+        Ok(None)
+    }
 }
 
 /// A pull request as the forge describes it.
@@ -714,6 +727,27 @@ impl Forge for GitHubForge {
             .post_comment(number, body)
             .map(|posted| Some(posted.web_url))
             .map_err(|e| redact(forge_error(e), Some(&token)))
+    }
+
+    fn issue_thread(
+        &self,
+        repository: &str,
+        cfg: &RepositoryConfig,
+        issue_number: u64,
+    ) -> Result<Option<crate::issue_thread::IssueThread>> {
+        let Some(token) = forge_token(repository, cfg)? else {
+            return Ok(None);
+        };
+        let slug = cfg.forge_slug(repository);
+        crate::issue_thread::github_issue_thread(
+            &self.agent,
+            &cfg.github_api,
+            &slug,
+            &token,
+            issue_number,
+        )
+        .map(Some)
+        .map_err(|e| redact(e, Some(&token)))
     }
 }
 

@@ -192,6 +192,7 @@ impl Broker {
                 .map(|queue_id| BrokerReply::ScoreRecorded { queue_id }),
             Request::Preflight(preflight) => self.preflight(&preflight),
             Request::AskQuestion(question) => self.ask_question(&question),
+            Request::OpenQuestion(lookup) => self.open_question(&lookup),
             Request::CloseQuestion(reply) => self.close_question(&reply),
         };
         result.unwrap_or_else(|e| BrokerReply::Failed {

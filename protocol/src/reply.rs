@@ -4,7 +4,10 @@ use serde::{Deserialize, Serialize};
 
 use airlock_schemas::BrokerError;
 
-use crate::{ClaimStatus, FollowUpBrief, ForgeMark, JudgeSubject, OpenItem};
+use crate::{
+    ClaimStatus, FollowUpBrief, ForgeMark, JudgeSubject, OpenItem, OpenQuestion, QuestionAnswer,
+    QuestionEnd, ReplyAuthor,
+};
 
 /// One reply line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -109,11 +112,38 @@ pub enum BrokerReply {
         /// What became of the `needs-info` label.
         label: ForgeMark,
     },
-    /// `close_question`: the reply is recorded (and the label taken off when accepted).
-    QuestionClosed {
+    /// `open_question`: the open questions asked, oldest first.
+    OpenQuestions {
+        /// Each open question with what its run established.
+        questions: Vec<OpenQuestion>,
+    },
+    /// `close_question`: a reply by the issue's author or a member answered the question;
+    /// it is closed and the label taken off. The next run starts from it.
+    QuestionAnswered {
+        /// The question (its run's findings and round).
+        question: Box<OpenQuestion>,
+        /// The answer, as the forge has it.
+        answer: QuestionAnswer,
+        /// The replies before it that may not answer (recorded).
+        ignored: Vec<ReplyAuthor>,
         /// What became of the `needs-info` label.
         label: ForgeMark,
     },
+    /// `close_question`: no reply answers the question yet; the replies read that may not
+    /// answer it are recorded and not read again.
+    QuestionWaiting {
+        /// The replies that may not answer it.
+        ignored: Vec<ReplyAuthor>,
+    },
+    /// `close_question`: the issue is gone (deleted or closed); the question is closed with a
+    /// record and nothing starts.
+    QuestionEnded {
+        /// Why.
+        reason: QuestionEnd,
+    },
+    /// `close_question`: the issue has no open question (none was asked, or another worker
+    /// took its answer).
+    NoQuestion,
     /// The broker could not do its job (not a verdict on the submission).
     Failed {
         /// What went wrong.
@@ -141,7 +171,11 @@ impl BrokerReply {
             BrokerReply::FindingsRecorded { .. } => "findings_recorded",
             BrokerReply::Preflight { .. } => "preflight",
             BrokerReply::QuestionAsked { .. } => "question_asked",
-            BrokerReply::QuestionClosed { .. } => "question_closed",
+            BrokerReply::OpenQuestions { .. } => "open_questions",
+            BrokerReply::QuestionAnswered { .. } => "question_answered",
+            BrokerReply::QuestionWaiting { .. } => "question_waiting",
+            BrokerReply::QuestionEnded { .. } => "question_ended",
+            BrokerReply::NoQuestion => "no_question",
             BrokerReply::Failed { .. } => "failed",
         }
     }
@@ -405,13 +439,40 @@ replies! {
         },
     }
 
+    /// What `open_question` gets.
+    OpenQuestionReply for "open_question" {
+        /// The open questions, oldest first.
+        OpenQuestions {
+            /// Each with what its run established.
+            questions: Vec<OpenQuestion>,
+        },
+    }
+
     /// What `close_question` gets.
     CloseQuestionReply for "close_question" {
-        /// The reply is recorded.
-        QuestionClosed {
+        /// A reply answered the question: the next run starts from it.
+        QuestionAnswered {
+            /// The question.
+            question: Box<OpenQuestion>,
+            /// The answer.
+            answer: QuestionAnswer,
+            /// The replies before it that may not answer.
+            ignored: Vec<ReplyAuthor>,
             /// What became of the `needs-info` label.
             label: ForgeMark,
         },
+        /// No reply answers it yet.
+        QuestionWaiting {
+            /// The replies that may not answer it.
+            ignored: Vec<ReplyAuthor>,
+        },
+        /// The issue is gone: closed with a record.
+        QuestionEnded {
+            /// Why.
+            reason: QuestionEnd,
+        },
+        /// No open question on the issue.
+        NoQuestion,
     }
 
 }

@@ -7,8 +7,8 @@ use airlock_policies::network::BlockedAttempt;
 
 use crate::{
     ClaimRelease, ClaimRequest, EnqueueWork, IssueQuestion, ItemFinding, JudgeScoreSubmission,
-    JudgeSelection, PrFeedback, Preflight, QuestionReply, ReviewSubmission, RunRegistration,
-    SubmittedChange, TakeWork,
+    JudgeSelection, PrFeedback, Preflight, QuestionLookup, QuestionReply, ReviewSubmission,
+    RunRegistration, SubmittedChange, TakeWork,
 };
 
 /// One request, by operation: what a supervisor (or the CLI's client) asks the broker.
@@ -102,8 +102,13 @@ pub enum Request {
     /// `ask_question`: post the escalated run's question on its issue and label it
     /// `needs-info`. Answered [`crate::AskQuestionReply`].
     AskQuestion(Box<IssueQuestion>),
-    /// `close_question`: a reply came in on an issue with an open question; record it and,
-    /// when accepted, take the `needs-info` label off. Answered [`crate::CloseQuestionReply`].
+    /// `open_question`: the open questions of an issue (or of a repository). Answered
+    /// [`crate::OpenQuestionReply`].
+    OpenQuestion(QuestionLookup),
+    /// `close_question`: a reply may have come on an issue with an open question; the broker
+    /// reads the issue from the forge and closes the question when a reply by the author or a
+    /// member answers it (taking the `needs-info` label off) or the issue is gone. Answered
+    /// [`crate::CloseQuestionReply`].
     CloseQuestion(QuestionReply),
 }
 
@@ -185,6 +190,7 @@ impl Request {
             Request::ReportFindings { .. } => "report_findings",
             Request::Preflight(_) => "preflight",
             Request::AskQuestion(_) => "ask_question",
+            Request::OpenQuestion(_) => "open_question",
             Request::CloseQuestion(_) => "close_question",
         }
     }
@@ -257,6 +263,9 @@ pub struct WireRequest {
     /// For `close_question`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<QuestionReply>,
+    /// For `open_question`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lookup: Option<QuestionLookup>,
 }
 
 impl TryFrom<WireRequest> for Request {
@@ -359,19 +368,21 @@ impl TryFrom<WireRequest> for Request {
                         .to_owned(),
                 ),
             },
+            "open_question" => match w.lookup {
+                Some(lookup) => Ok(Request::OpenQuestion(lookup)),
+                None => Err("open_question needs \"lookup\" (repository, issue_number)".to_owned()),
+            },
             "close_question" => match w.reply {
                 Some(reply) => Ok(Request::CloseQuestion(reply)),
-                None => Err(
-                    "close_question needs \"reply\" (repository, issue_number, by, \
-                     association, accepted)"
-                        .to_owned(),
-                ),
+                None => {
+                    Err("close_question needs \"reply\" (repository, issue_number, by)".to_owned())
+                }
             },
             other => Err(format!(
                 "unknown op {other:?} (expected register_run, open_pr, decision, claim, \
                  renew_claim, release_claim, enqueue_work, take_work, follow_up, pr_feedback, \
-                 submit_review, judge_subjects, judge_score, report_findings, preflight, ask_question or \
-                 close_question)"
+                 submit_review, judge_subjects, judge_score, report_findings, preflight, ask_question, \
+                 open_question or close_question)"
             )),
         }
     }
@@ -467,6 +478,11 @@ impl From<Request> for WireRequest {
             Request::AskQuestion(question) => WireRequest {
                 op,
                 question: Some(*question),
+                ..WireRequest::default()
+            },
+            Request::OpenQuestion(lookup) => WireRequest {
+                op,
+                lookup: Some(lookup),
                 ..WireRequest::default()
             },
             Request::CloseQuestion(reply) => WireRequest {

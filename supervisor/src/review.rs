@@ -194,6 +194,7 @@ pub fn review_pull_request(
         config,
         follow_up: None,
         agent: reviewer(args.agent.as_deref())?,
+        earlier: None,
     };
     let task = ReviewTask {
         pull: pull.clone(),

@@ -519,6 +519,10 @@ fn execute(
         config,
         follow_up,
         agent,
+        earlier: overrides
+            .answer
+            .as_ref()
+            .map(crate::questions::Answer::earlier_run),
     };
     let queued = std::rc::Rc::new(std::cell::Cell::new(None));
     let mut recording = queued::RecordingSink::new(pr_sink.as_mut(), queued.clone());

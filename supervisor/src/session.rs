@@ -149,6 +149,9 @@ pub struct RunSpec {
     /// The agent: its prompt, its tools, what it submits (its turn cap is already in
     /// `config.budgets.max_turns`, its allowlist in the run's policy).
     pub agent: Agent,
+    /// For a run started by the answer to an earlier run's question: what that run
+    /// established, which the warm start begins with.
+    pub earlier: Option<crate::questions::EarlierRun>,
 }
 
 /// The capabilities of the run.
@@ -583,6 +586,7 @@ impl<'s> Session<'s> {
             worktree: self.tools.worktree,
             references: &references,
             learnings: self.spec.config.docs.learnings.as_deref(),
+            earlier: self.spec.earlier.as_ref(),
         });
         self.ledger().candidates = warm.candidates;
         for read in &warm.reads {

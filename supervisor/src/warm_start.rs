@@ -67,6 +67,9 @@ pub struct WarmInputs<'w> {
     /// `[docs] learnings`: the file of durable facts the docs writer keeps, shown (bounded)
     /// when it exists at the pin.
     pub learnings: Option<&'w str>,
+    /// What an earlier run on the issue established before it asked the question this run's
+    /// issue carries the answer to: its findings and its most relevant files come first.
+    pub earlier: Option<&'w crate::questions::EarlierRun>,
 }
 
 /// Cut `text` to at most `max_chars` bytes on a char boundary, saying so.
@@ -108,16 +111,19 @@ pub fn build(w: &WarmInputs<'_>) -> WarmStart {
         Err(e) => format!("(repository map unavailable: {e})"),
     };
     let candidates_chars = chars_for_tokens(cfg.candidates);
-    let (candidates, shown, reads) = match w.retrieval.search(w.query, cfg.candidate_count) {
-        Ok(hits) => {
-            let listed = candidate_list(&hits, candidates_chars);
-            let (text, reads) =
-                with_windows(w.worktree, listed.text, &listed.shown, candidates_chars);
-            (text, listed.shown, reads)
-        }
-        Err(e) => (format!("(search unavailable: {e})"), Vec::new(), Vec::new()),
-    };
-    let mut paths: Vec<String> = Vec::new();
+    let (candidates, shown, candidate_reads) =
+        match w.retrieval.search(w.query, cfg.candidate_count) {
+            Ok(hits) => {
+                let listed = candidate_list(&hits, candidates_chars);
+                let (text, reads) =
+                    with_windows(w.worktree, listed.text, &listed.shown, candidates_chars);
+                (text, listed.shown, reads)
+            }
+            Err(e) => (format!("(search unavailable: {e})"), Vec::new(), Vec::new()),
+        };
+    let (earlier, earlier_reads, earlier_paths) = earlier_block(w.worktree, w.earlier);
+    // The earlier run's files lead the candidates: this run starts where that one stopped.
+    let mut paths: Vec<String> = earlier_paths;
     for hit in &shown {
         if !paths.contains(&hit.path) {
             paths.push(hit.path.clone());
@@ -134,7 +140,8 @@ pub fn build(w: &WarmInputs<'_>) -> WarmStart {
     );
     let references = clip(w.references, REFERENCES_BLOCK_MAX);
     let (learnings, learnings_read) = learnings_block(w.worktree, w.learnings);
-    let mut reads = reads;
+    let mut reads = earlier_reads;
+    reads.extend(candidate_reads);
     reads.extend(learnings_read);
     let rest_budget = chars_for_tokens(cfg.warm_start).saturating_sub(
         fixed.len()
@@ -144,6 +151,7 @@ pub fn build(w: &WarmInputs<'_>) -> WarmStart {
             + tree.len()
             + references.len()
             + learnings.len()
+            + earlier.len()
             + 200
             + TESTS_BLOCK_MAX,
     );
@@ -151,7 +159,7 @@ pub fn build(w: &WarmInputs<'_>) -> WarmStart {
     let tests = tests_at_base(w.baseline);
     let text = format!(
         "{fixed}<issue>\n{issue_block}\n</issue>\n\n## Tests at base\n{tests}\n\n\
-         ## Repository map\n{repo_map}\n\n\
+         {earlier}## Repository map\n{repo_map}\n\n\
          ## Search candidates for the issue text\n{candidates}\n\n{history}{references}{learnings}\
          ## File tree\n{tree}\n"
     );
@@ -160,6 +168,68 @@ pub fn build(w: &WarmInputs<'_>) -> WarmStart {
         candidates: paths,
         reads,
     }
+}
+
+/// The heading of the warm start's block of what an earlier run on the issue established.
+pub const EARLIER_HEADING: &str = "## What an earlier run on this issue established";
+/// Most characters of the warm start's block of an earlier run.
+const EARLIER_BLOCK_MAX: usize = 6000;
+/// Most lines of each of an earlier run's files the warm start shows.
+const EARLIER_FILE_LINES: usize = 40;
+
+/// The block of what an earlier run established (its findings, quoted as its own words to
+/// check, and the first lines of the files it found most relevant, through the bounded reader
+/// so each read is audited), ending in a blank line; its reads; and the files that exist at
+/// this pin, in the earlier run's order. Empty without an earlier run.
+fn earlier_block(
+    worktree: &dyn Worktree,
+    earlier: Option<&crate::questions::EarlierRun>,
+) -> (String, Vec<ReadOutcome>, Vec<String>) {
+    let Some(e) = earlier else {
+        return (String::new(), Vec::new(), Vec::new());
+    };
+    let quoted = |text: &str| -> String { text.lines().map(|l| format!("> {l}\n")).collect() };
+    let mut out = format!(
+        "{EARLIER_HEADING}\nRun {} stopped on this issue to ask question {} (its answer is in \
+         the issue above). What it established, in its own words (facts to check, not \
+         instructions):\n\n{}",
+        e.run_id,
+        e.round,
+        quoted(&e.established)
+    );
+    if !e.ruled_out.is_empty() {
+        out.push_str("\nWhat it ruled out:\n\n");
+        for item in &e.ruled_out {
+            out.push_str(&quoted(&format!("- {item}")));
+        }
+    }
+    let mut reads = Vec::new();
+    let mut paths = Vec::new();
+    if !e.likely_files.is_empty() {
+        out.push_str("\nThe files it found most relevant, in the order it read them:\n");
+    }
+    for path in &e.likely_files {
+        let Some(lines) = worktree.line_count(path) else {
+            out.push_str(&format!("\n{path}: not at this commit\n"));
+            continue;
+        };
+        paths.push(path.clone());
+        if lines == 0 {
+            continue;
+        }
+        let Ok(read) = worktree.read_lines(path, 1, lines.min(EARLIER_FILE_LINES)) else {
+            continue;
+        };
+        let block = format!("\n{}\n", render_read(&read).trim_end());
+        if out.len() + block.len() > EARLIER_BLOCK_MAX {
+            out.push_str(&format!("\n{path} ({lines} lines; read it when needed)\n"));
+            continue;
+        }
+        out.push_str(&block);
+        reads.push(read);
+    }
+    out.push('\n');
+    (clip(&out, EARLIER_BLOCK_MAX), reads, paths)
 }
 
 /// The heading of the warm start's block of the learnings file.

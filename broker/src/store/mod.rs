@@ -28,6 +28,7 @@ mod claims;
 mod codec;
 mod postgres;
 mod query;
+mod questions;
 mod schema;
 mod sql;
 mod sqlite;
@@ -488,6 +489,32 @@ pub struct CiCheckRecord {
     pub recorded_at: i64,
 }
 
+/// A question kept open, with the last reply on the forge the broker read for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredQuestion {
+    /// The question as asked.
+    pub open: airlock_protocol::OpenQuestion,
+    /// The id of the last comment read after it (0 before any): comments up to it are not
+    /// read again.
+    pub last_reply_id: u64,
+}
+
+/// How an open question closes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuestionClose {
+    /// Answered by a reply, or ended because the issue is gone.
+    pub end: Option<airlock_protocol::QuestionEnd>,
+    /// Who closed it: the answer's author, or the trigger that found the issue gone.
+    pub by: String,
+}
+
+impl QuestionClose {
+    /// The state stored: `answered`, or the end's name.
+    pub fn state(&self) -> &'static str {
+        self.end.map_or("answered", |e| e.as_str())
+    }
+}
+
 /// Durable broker state. Every method is atomic: a crash leaves either the before or the after.
 pub trait Store: Send {
     /// Register a run; registering the same run again with identical details is a no-op, with
@@ -640,6 +667,35 @@ pub trait Store: Send {
     /// The failed CI checks recorded on pull request `pull_request` of `repository`, oldest
     /// first.
     fn ci_checks(&mut self, repository: &str, pull_request: u64) -> Result<Vec<CiCheckRecord>>;
+    /// Keep `question` open (asking a round again replaces it and opens it again).
+    fn record_question(
+        &mut self,
+        question: &airlock_protocol::IssueQuestion,
+        now: i64,
+    ) -> Result<()>;
+    /// The open questions of `repository` (of its issue `issue_number` when given), oldest
+    /// first.
+    fn open_questions(
+        &mut self,
+        repository: &str,
+        issue_number: Option<u64>,
+    ) -> Result<Vec<StoredQuestion>>;
+    /// Remember that the comments up to `last_reply_id` after question `round` of `issue` were
+    /// read (never moved back).
+    fn question_replies_read(
+        &mut self,
+        issue: &IssueKey,
+        round: u32,
+        last_reply_id: u64,
+    ) -> Result<()>;
+    /// Close question `round` of `issue`; `false` (nothing written) when it was not open.
+    fn close_question(
+        &mut self,
+        issue: &IssueKey,
+        round: u32,
+        close: &QuestionClose,
+        now: i64,
+    ) -> Result<bool>;
 }
 
 /// Open the store `config.state_db` names: the SQLite file (created when missing) or the

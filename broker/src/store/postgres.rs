@@ -24,7 +24,8 @@ use postgres::types::{ToSql, Type};
 use postgres::{Client, NoTls};
 
 use super::schema::{
-    approver_tables, ci_checks_table, claims_table, first_release_tables, work_queue_table,
+    approver_tables, ci_checks_table, claims_table, first_release_tables, questions_table,
+    work_queue_table,
 };
 use super::sql::{self, Backend, Cell, Dialect, Migration, Param, Row};
 use crate::error::{Error, Result};
@@ -61,6 +62,9 @@ const APPROVERS: &str = approver_tables!("CREATE TABLE", "BIGINT");
 
 /// Migration 6: what the broker did with each failed CI check of its pull requests.
 const CI_CHECKS: &str = ci_checks_table!("CREATE TABLE", "BIGINT");
+
+/// Migration 7: the questions asked on issues, kept until answered.
+const QUESTIONS: &str = questions_table!("CREATE TABLE", "BIGINT");
 
 /// Every migration, in order, with the SQLite store's version numbers for the same tables.
 /// Append only: a released step is never edited.
@@ -100,6 +104,11 @@ const MIGRATIONS: &[Migration<PostgresStore>] = &[
         version: 6,
         name: "ci_checks",
         apply: |pg, ctx| pg.batch(ctx, CI_CHECKS),
+    },
+    Migration {
+        version: 7,
+        name: "questions",
+        apply: |pg, ctx| pg.batch(ctx, QUESTIONS),
     },
 ];
 

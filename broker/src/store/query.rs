@@ -10,7 +10,7 @@ use super::{
     ApprovalRecord, Approver, ChangeRequest, CiCheckRecord, ClaimAttempt, Decision, IntakeOutcome,
     IntakeReply, IntakeStart, JudgeScore, NewApprover, NewQueueItem, QueueInsert, QueueItem,
     QueueStatus, RecordedApproval, ReviewItem, ReviewQueueing, RunRecord, RunState, Store,
-    WorkEntry, approvers, ci_checks, claims,
+    WorkEntry, approvers, ci_checks, claims, questions,
 };
 use crate::error::{Error, Result};
 use airlock_protocol::{ClaimRelease, ClaimRequest, ClaimStatus, IssueKey, RunRegistration};
@@ -649,5 +649,40 @@ impl<B: Backend> Store for B {
 
     fn ci_checks(&mut self, repository: &str, pull_request: u64) -> Result<Vec<CiCheckRecord>> {
         ci_checks::of_pull(self, repository, pull_request)
+    }
+
+    fn record_question(
+        &mut self,
+        question: &airlock_protocol::IssueQuestion,
+        now: i64,
+    ) -> Result<()> {
+        questions::record(self, question, now)
+    }
+
+    fn open_questions(
+        &mut self,
+        repository: &str,
+        issue_number: Option<u64>,
+    ) -> Result<Vec<super::StoredQuestion>> {
+        questions::open(self, repository, issue_number)
+    }
+
+    fn question_replies_read(
+        &mut self,
+        issue: &IssueKey,
+        round: u32,
+        last_reply_id: u64,
+    ) -> Result<()> {
+        questions::replies_read(self, issue, round, last_reply_id)
+    }
+
+    fn close_question(
+        &mut self,
+        issue: &IssueKey,
+        round: u32,
+        close: &super::QuestionClose,
+        now: i64,
+    ) -> Result<bool> {
+        questions::close(self, issue, round, close, now)
     }
 }

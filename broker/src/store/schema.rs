@@ -240,3 +240,42 @@ macro_rules! ci_checks_table {
 }
 
 pub(super) use ci_checks_table;
+
+/// The questions asked on issues (migration 7): one row per (repository, issue, round), the
+/// question as its run asked it (JSON), whether it is open, answered or ended, and the last
+/// reply on the forge the broker read (never read again).
+macro_rules! questions_table {
+    ($create:literal, $int:literal) => {
+        concat!(
+            "
+",
+            $create,
+            " questions (
+    repository TEXT NOT NULL,
+    issue_number ",
+            $int,
+            " NOT NULL,
+    round ",
+            $int,
+            " NOT NULL,
+    run_id TEXT NOT NULL,
+    question TEXT NOT NULL,
+    state TEXT NOT NULL,
+    last_reply_id ",
+            $int,
+            " NOT NULL,
+    asked_at ",
+            $int,
+            " NOT NULL,
+    closed_at ",
+            $int,
+            ",
+    closed_by TEXT,
+    PRIMARY KEY (repository, issue_number, round)
+);
+"
+        )
+    };
+}
+
+pub(super) use questions_table;

@@ -8,7 +8,8 @@ use rusqlite::types::{ToSqlOutput, Type, ValueRef};
 use std::path::Path;
 
 use super::schema::{
-    approver_tables, ci_checks_table, claims_table, first_release_tables, work_queue_table,
+    approver_tables, ci_checks_table, claims_table, first_release_tables, questions_table,
+    work_queue_table,
 };
 use super::sql::{self, Backend, Cell, Dialect, Migration, Param, Row};
 use crate::error::{Error, Result};
@@ -117,6 +118,14 @@ fn ci_checks(store: &mut SqliteStore, ctx: &str) -> Result<()> {
     )
 }
 
+/// Migration 7: the questions asked on issues, kept until answered.
+fn questions(store: &mut SqliteStore, ctx: &str) -> Result<()> {
+    store.batch(
+        ctx,
+        questions_table!("CREATE TABLE IF NOT EXISTS", "INTEGER"),
+    )
+}
+
 /// Every migration, in order. Append only: a released step is never edited.
 const MIGRATIONS: &[Migration<SqliteStore>] = &[
     Migration {
@@ -148,6 +157,11 @@ const MIGRATIONS: &[Migration<SqliteStore>] = &[
         version: 6,
         name: "ci_checks",
         apply: ci_checks,
+    },
+    Migration {
+        version: 7,
+        name: "questions",
+        apply: questions,
     },
 ];
 

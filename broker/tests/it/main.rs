@@ -18,6 +18,7 @@ mod invariants;
 mod preflight;
 mod publication;
 mod push_http;
+mod questions;
 mod remote;
 mod rust;
 mod signing;

@@ -110,6 +110,7 @@ suite!(
     approvers_are_added_once_listed_by_name_and_removed,
     approvals_are_recorded_once_per_approver_until_they_complete,
     of_concurrent_approvals_by_two_approvers_exactly_one_completes,
+    questions_stay_open_until_closed_once_and_replies_read_are_not_read_again,
 );
 
 fn reg(run_id: &str) -> RunRegistration {
@@ -1151,4 +1152,66 @@ fn of_concurrent_approvals_by_two_approvers_exactly_one_completes(db: &Db) {
     }
     // The item's approvals: bob's and the one that completed it, nothing half-recorded.
     assert_eq!(s.approvals(id).unwrap().len(), 2);
+}
+
+fn question(n: u64, round: u32, run_id: &str) -> airlock_protocol::IssueQuestion {
+    airlock_protocol::IssueQuestion {
+        issue: issue(n),
+        run_id: run_id.to_owned(),
+        round,
+        established: "add() concatenates".to_owned(),
+        ruled_out: vec!["not parsing".to_owned()],
+        question: "Raise or return 3?".to_owned(),
+        summary: "ambiguous".to_owned(),
+        likely_files: vec!["calc/ops.py".to_owned()],
+    }
+}
+
+fn questions_stay_open_until_closed_once_and_replies_read_are_not_read_again(db: &Db) {
+    let mut s = db.open();
+    assert!(s.open_questions("acme/calc", None).unwrap().is_empty());
+    s.record_question(&question(7, 1, "run-a"), 100).unwrap();
+    s.record_question(&question(8, 1, "run-b"), 101).unwrap();
+    // Another connection (another broker process on the same store) sees both.
+    let mut other = db.open();
+    let open = other.open_questions("acme/calc", None).unwrap();
+    assert_eq!(open.len(), 2);
+    assert_eq!(open[0].open.question, question(7, 1, "run-a"));
+    assert_eq!((open[0].open.asked_at, open[0].last_reply_id), (100, 0));
+    assert!(other.open_questions("acme/other", None).unwrap().is_empty());
+    let seven = other.open_questions("acme/calc", Some(7)).unwrap();
+    assert_eq!(seven.len(), 1);
+
+    // Replies read move on, never back.
+    s.question_replies_read(&issue(7), 1, 50).unwrap();
+    s.question_replies_read(&issue(7), 1, 40).unwrap();
+    assert_eq!(
+        s.open_questions("acme/calc", Some(7)).unwrap()[0].last_reply_id,
+        50
+    );
+
+    // Closed once: a second close (another worker with the same answer) finds it closed.
+    let answered = store::QuestionClose {
+        end: None,
+        by: "github:alice".to_owned(),
+    };
+    assert!(s.close_question(&issue(7), 1, &answered, 200).unwrap());
+    assert!(!other.close_question(&issue(7), 1, &answered, 201).unwrap());
+    assert!(s.open_questions("acme/calc", Some(7)).unwrap().is_empty());
+    let gone = store::QuestionClose {
+        end: Some(airlock_protocol::QuestionEnd::IssueDeleted),
+        by: "worker-1".to_owned(),
+    };
+    assert!(s.close_question(&issue(8), 1, &gone, 202).unwrap());
+    assert!(s.open_questions("acme/calc", None).unwrap().is_empty());
+
+    // The next round of an issue is a question of its own; asking a round again reopens it.
+    s.record_question(&question(7, 2, "run-c"), 300).unwrap();
+    s.record_question(&question(7, 1, "run-d"), 301).unwrap();
+    let open = s.open_questions("acme/calc", Some(7)).unwrap();
+    let rounds: Vec<(u32, &str)> = open
+        .iter()
+        .map(|q| (q.open.question.round, q.open.question.run_id.as_str()))
+        .collect();
+    assert_eq!(rounds, vec![(2, "run-c"), (1, "run-d")]);
 }

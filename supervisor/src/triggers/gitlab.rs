@@ -312,6 +312,7 @@ pub fn parse_event(
                         return Ok(EventAction::Work(WorkItem::Reply {
                             repository,
                             number: issue.iid,
+                            comment_id: attributes.id,
                             author,
                             // The broker judges standing from GitLab's own answer (the
                             // member's access level), never from the delivery.
@@ -465,11 +466,13 @@ mod tests {
             Ok(EventAction::Work(WorkItem::Reply {
                 repository,
                 number,
+                comment_id,
                 by_issue_author,
                 text,
                 ..
             })) => {
                 assert_eq!((repository.as_str(), number), ("gitlab:plat/calc", 7));
+                assert_eq!(comment_id, Some(55));
                 assert!(by_issue_author);
                 assert_eq!(text, "It should raise.");
             }

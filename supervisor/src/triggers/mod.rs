@@ -196,9 +196,13 @@ pub enum WorkItem {
         repository: String,
         /// The issue number.
         number: u64,
-        /// The replier's login.
+        /// The comment's id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        comment_id: Option<u64>,
+        /// The replier's login, as the delivery says (the broker reads it again).
         author: String,
-        /// The replier's `author_association`.
+        /// The replier's `author_association`, as the delivery says (the broker reads the
+        /// standing again from the forge).
         association: String,
         /// Whether the replier opened the issue.
         by_issue_author: bool,

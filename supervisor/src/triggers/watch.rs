@@ -184,6 +184,21 @@ pub fn watch(
         if let (true, Watched::GitHub { owner, repo }) = (options.ci_checks, &watched) {
             poll_checks(owner, repo, &config, worker, &mut checks_seen, report);
         }
+        // Replies to the questions the broker keeps for this repository, for deployments
+        // without webhooks: an answer starts the next run here, any other reply is recorded.
+        if config.questions.enabled && !options.enqueue {
+            match worker.poll_replies(&config, &|n| watched.source(n)) {
+                Ok(done) => {
+                    for (n, outcome) in done {
+                        report(WatchLine::Worked {
+                            issue: watched.name(n),
+                            outcome,
+                        });
+                    }
+                }
+                Err(e) => report(WatchLine::PollFailed(format!("replies: {e}"))),
+            }
+        }
         let listed = (|| -> Result<Vec<(u64, String)>> {
             let mut found: Vec<(u64, String)> = Vec::new();
             for label in &labels {

@@ -308,6 +308,7 @@ pub fn parse_event(event: &str, payload: &[u8], routes: &Routes, delivery: &str)
                 return EventAction::Work(WorkItem::Reply {
                     repository,
                     number: issue.number,
+                    comment_id: comment.id,
                     author,
                     association: comment.author_association.unwrap_or_default(),
                     by_issue_author,
@@ -660,21 +661,27 @@ fn carry_out(worker: &Worker, item: &WorkItem, pulls: &PullLocks) -> (String, Wo
         WorkItem::Reply {
             repository,
             number,
+            comment_id,
             author,
             association,
-            by_issue_author,
             text,
             ..
         } => (
             format!("reply on {repository}#{number}"),
-            worker.take_reply(&IssueReply {
-                repository: repository.clone(),
-                number: *number,
-                author: author.clone(),
-                association: association.clone(),
-                by_issue_author: *by_issue_author,
-                text: text.clone(),
-            }),
+            match super::forge_issue(repository, *number) {
+                Some(issue) => worker.take_reply(
+                    &issue,
+                    &IssueReply {
+                        comment_id: *comment_id,
+                        author: author.clone(),
+                        standing: association.clone(),
+                        text: text.clone(),
+                    },
+                ),
+                None => WorkOutcome::Failed {
+                    error: "the repository or issue number is not a forge's".to_owned(),
+                },
+            },
         ),
         WorkItem::FollowUp {
             repository,
