@@ -3,7 +3,8 @@
 //! branch and one draft merge request (`Draft:`, `Closes #N`), found again rather than opened
 //! twice; the token goes only to the push and the API; a discussion requesting changes by a
 //! member at or above `feedback_min_access` starts a follow-up on the same merge request, a
-//! guest's is refused and audited; a forge table that disagrees with the flat keys is refused.
+//! guest's is refused and audited; a failed job becomes CI feedback; a claim is the claim label
+//! on the issue; a forge table that disagrees with the flat keys is refused.
 
 use crate::harness::*;
 use airlock_broker::BrokerReply;
@@ -12,7 +13,10 @@ use airlock_broker::forge_gitlab::GitLabForge;
 use airlock_broker::publish::{Forge as _, ForgePull};
 use airlock_forge::gitlab::{GitLab, ProjectId};
 use airlock_forge::{DraftRequest, Forge, TokenSource};
-use airlock_protocol::{FeedbackKind, FeedbackSource, PrFeedback, Request};
+use airlock_protocol::{
+    ClaimEnd, ClaimRelease, ClaimRequest, FeedbackKind, FeedbackSource, ForgeMark, IssueKey,
+    PrFeedback, Request,
+};
 use airlock_testkit::githttp::GitHttpServer;
 use airlock_testkit::mockgitlab::MockGitLab;
 use serde_json::json;
@@ -558,4 +562,56 @@ fn a_merge_requests_base_and_head_come_from_gitlab_and_without_a_token_nothing_i
         "{err}"
     );
     assert_eq!(gitlab.requests().len(), seen);
+}
+
+#[test]
+fn a_claim_puts_the_claim_label_on_the_gitlab_issue_and_an_abandoned_one_takes_it_off() {
+    let (mut fx, _server, gitlab) = gitlab_fixture("");
+    fx.start_with_env(&[(VAR, TOKEN)]);
+    let issue = IssueKey {
+        repository: "acme/calc".to_owned(),
+        issue_number: 12,
+    };
+    let mut client = fx.client();
+    let reply = client
+        .request(&Request::Claim(ClaimRequest {
+            issue: issue.clone(),
+            holder: "worker-1".to_owned(),
+            lease_secs: 600,
+        }))
+        .unwrap();
+    assert!(
+        matches!(
+            reply,
+            BrokerReply::Claimed {
+                acquired: true,
+                forge: ForgeMark::Posted,
+                ..
+            }
+        ),
+        "{reply:?}"
+    );
+    let reply = client
+        .request(&Request::ReleaseClaim(ClaimRelease {
+            issue,
+            holder: "worker-1".to_owned(),
+            end: ClaimEnd::Abandoned,
+        }))
+        .unwrap();
+    assert!(matches!(reply, BrokerReply::Released { .. }), "{reply:?}");
+    assert_eq!(
+        gitlab.label_changes(),
+        [
+            (12, "add_labels".to_owned(), "airlock-claimed".to_owned()),
+            (12, "remove_labels".to_owned(), "airlock-claimed".to_owned()),
+        ]
+    );
+    assert!(
+        gitlab
+            .requests()
+            .iter()
+            .all(|r| r.path.starts_with(&format!("/api/v4{PROJECT}/issues/12"))),
+        "{:?}",
+        gitlab.requests()
+    );
 }
