@@ -615,3 +615,27 @@ fn a_claim_puts_the_claim_label_on_the_gitlab_issue_and_an_abandoned_one_takes_i
         gitlab.requests()
     );
 }
+
+#[test]
+fn a_token_gitlab_rejects_fails_the_item_naming_its_variable_never_its_value() {
+    let (mut fx, server, gitlab) = gitlab_fixture("");
+    // The push takes the token; the API wants another one.
+    gitlab.require_token("glpat-some-other-token");
+    fx.start_with_env(&[(VAR, TOKEN)]);
+    let id = queue_honest_numbered(&fx, "run-gl-401", 5);
+    let out = fx.cli_env(&["approve", &id.to_string()], &[(VAR, TOKEN)]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("publish_failed"), "{stderr}");
+    assert!(
+        stderr.contains("GitLab rejected the token") && stderr.contains(VAR),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(TOKEN), "{stderr}");
+    assert_eq!(server.receive_pack_posts(), 1, "the branch was pushed");
+    assert!(gitlab.created_merge_requests().is_empty());
+    let shown = fx.cli(&["show", &id.to_string(), "--json"]);
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["status"], "publish_failed");
+    assert_token_nowhere(&fx, TOKEN);
+}
