@@ -129,6 +129,17 @@ impl Broker {
             )
             .into());
         };
+        if cfg.forge_kind() == crate::config::forge::ForgeKind::GitLab {
+            return Err(Refusal::policy(
+                "pull",
+                "review_on_github",
+                &format!(
+                    "{repository:?} is published to GitLab: the broker reviews GitHub pull \
+                     requests only, and posts nothing on a merge request"
+                ),
+            )
+            .into());
+        }
         // The token, when this process has it (intake reads a private repository with it; a
         // public one is read without).
         let token = publish::forge_token(repository, cfg).ok().flatten();

@@ -639,3 +639,28 @@ fn a_token_gitlab_rejects_fails_the_item_naming_its_variable_never_its_value() {
     assert_eq!(shown["status"], "publish_failed");
     assert_token_nowhere(&fx, TOKEN);
 }
+
+#[test]
+fn a_review_of_a_gitlab_merge_request_is_refused_before_anything_is_read() {
+    let (mut fx, _server, gitlab) = gitlab_fixture("");
+    fx.start_with_env(&[(VAR, TOKEN)]);
+    let submission: airlock_protocol::ReviewSubmission = serde_json::from_value(json!({
+        "run_id": "run-gl-review-agent",
+        "pull": {"owner": "acme", "repo": "calc", "number": 1, "head_sha": "a".repeat(40)},
+        "review": {"summary": "Looks fine.", "verdict": "comment", "comments": []},
+    }))
+    .unwrap();
+    let reply = fx
+        .client()
+        .request(&Request::SubmitReview(Box::new(submission)))
+        .unwrap();
+    let BrokerReply::Refused { error } = reply else {
+        panic!("a review of a merge request was taken: {reply:?}")
+    };
+    assert!(
+        error.message.contains("published to GitLab")
+            && error.message.contains("GitHub pull requests only"),
+        "{error:?}"
+    );
+    assert!(gitlab.requests().is_empty(), "nothing was asked of GitLab");
+}
