@@ -329,7 +329,13 @@ fn a_watcher_claims_and_runs_the_labelled_ready_gitlab_issue_once_and_skips_the_
 
 /// POST `body` as GitLab would: `X-Gitlab-Event`, `X-Gitlab-Token` (none when `None`) and
 /// `X-Gitlab-Event-UUID`; the status and body.
-fn deliver(addr: &str, event: &str, uuid: &str, token: Option<&str>, body: &str) -> (u16, String) {
+pub(crate) fn deliver(
+    addr: &str,
+    event: &str,
+    uuid: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, String) {
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     let mut request = format!(
         "POST /webhook HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: GitLab/17.0\r\n\
