@@ -10,8 +10,8 @@
 
 use std::time::Duration;
 
-use airlock_forge::github::GitHub;
-use airlock_forge::{DraftRequest, EnvToken, Error as ForgeError, Forge as _};
+use airlock_forge::github::{GitHub, GitHubApi};
+use airlock_forge::{DraftRequest, Error as ForgeError, Forge as _, TokenSource};
 use airlock_protocol::{FeedbackKind, FeedbackSource};
 
 use crate::config::RepositoryConfig;
@@ -599,7 +599,7 @@ impl Forge for GitHubForge {
         let Some(token) = forge_token(repository, cfg)? else {
             return Ok(None);
         };
-        let github = github(repository, cfg)?;
+        let github = github(repository, cfg, &token)?;
         self.open_with(&github, cfg, item, pushed)
             .map_err(|e| redact(e, Some(&token)))
     }
@@ -615,7 +615,7 @@ impl Forge for GitHubForge {
             return Ok(false);
         };
         label_with(
-            &github(repository, cfg)?,
+            &github(repository, cfg, &token)?,
             issue_number,
             (crate::claims::CLAIM_LABEL, claimed),
         )
@@ -634,7 +634,7 @@ impl Forge for GitHubForge {
         let Some(token) = forge_token(repository, cfg)? else {
             return Ok(false);
         };
-        label_with(&github(repository, cfg)?, issue_number, (label, on))
+        label_with(&github(repository, cfg, &token)?, issue_number, (label, on))
             .map_err(|e| redact(e, Some(&token)))?;
         Ok(true)
     }
@@ -661,11 +661,11 @@ impl Forge for GitHubForge {
         number: u64,
         token: Option<&str>,
     ) -> Result<ForgePull> {
-        let slug = cfg.forge_slug(repository);
-        let api = cfg.github_api.trim_end_matches('/');
-        let url = format!("{api}/repos/{slug}/pulls/{number}");
+        let path = format!("/repos/{}/pulls/{number}", cfg.forge_slug(repository));
         let result = (|| {
-            let v: serde_json::Value = self.get_json(&url, token)?;
+            let api = github_api(cfg, token)?;
+            let url = api.url(&path);
+            let v: serde_json::Value = api.get_json(&path).map_err(forge_error)?;
             let field = |path: [&str; 2]| {
                 v.get(path[0])
                     .and_then(|o| {
@@ -706,11 +706,18 @@ impl Forge for GitHubForge {
                  forge token; set forge_token_env in broker.toml"
             ))
         })?;
-        let slug = cfg.forge_slug(repository);
-        let api = cfg.github_api.trim_end_matches('/');
-        let url = format!("{api}/repos/{slug}/pulls/{}/reviews", item.pull.number);
-        self.post_for_html_url(&url, &format!("Bearer {token}"), &review_request(item))
-            .map_err(|e| redact(e, Some(&token)))
+        let path = format!(
+            "/repos/{}/pulls/{}/reviews",
+            cfg.forge_slug(repository),
+            item.pull.number
+        );
+        let api = github_api(cfg, Some(&token))?;
+        let created: Created = api
+            .post_json(&path, &review_request(item))
+            .map_err(|e| redact(forge_error(e), Some(&token)))?;
+        created
+            .html_url
+            .ok_or_else(|| Error::Forge(format!("POST {}: reply has no html_url", api.url(&path))))
     }
 
     fn post_comment(
@@ -723,7 +730,7 @@ impl Forge for GitHubForge {
         let Some(token) = forge_token(repository, cfg)? else {
             return Ok(None);
         };
-        github(repository, cfg)?
+        github(repository, cfg, &token)?
             .post_comment(number, body)
             .map(|posted| Some(posted.web_url))
             .map_err(|e| redact(forge_error(e), Some(&token)))
@@ -775,76 +782,17 @@ struct GhUser {
     login: String,
 }
 
+/// What GitHub answers to a created review: where it is shown.
+#[derive(serde::Deserialize)]
+struct Created {
+    #[serde(default)]
+    html_url: Option<String>,
+}
+
 /// Most inline comments of one review a follow-up is shown.
 const MAX_REVIEW_COMMENTS: usize = 50;
 
 impl GitHubForge {
-    /// POST `body` as JSON to the REST API with the `Authorization` value `auth`; the
-    /// `html_url` of what the reply created (a draft pull request, a review).
-    fn post_for_html_url(&self, url: &str, auth: &str, body: &serde_json::Value) -> Result<String> {
-        let mut resp = self
-            .agent
-            .post(url)
-            .header("Authorization", auth)
-            .header("Accept", "application/vnd.github+json")
-            .header("X-GitHub-Api-Version", "2022-11-28")
-            .header("User-Agent", "airlock-broker")
-            .header("Content-Type", "application/json")
-            .send(body.to_string())
-            .map_err(|e| Error::Forge(format!("POST {url}: {e}")))?;
-        let status = resp.status();
-        let text = resp
-            .body_mut()
-            .read_to_string()
-            .map_err(|e| Error::Forge(format!("POST {url}: {e}")))?;
-        if !status.is_success() {
-            return Err(Error::Forge(format!(
-                "POST {url} answered {status}: {}",
-                text.chars().take(500).collect::<String>()
-            )));
-        }
-        let value: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| Error::Forge(format!("POST {url}: reply is not JSON: {e}")))?;
-        value
-            .get("html_url")
-            .and_then(|u| u.as_str())
-            .map(str::to_owned)
-            .ok_or_else(|| Error::Forge(format!("POST {url}: reply has no html_url")))
-    }
-
-    /// `GET url` (with the token when there is one); the reply's JSON. The caller redacts.
-    fn get_json<T: serde::de::DeserializeOwned>(
-        &self,
-        url: &str,
-        token: Option<&str>,
-    ) -> Result<T> {
-        let mut request = self
-            .agent
-            .get(url)
-            .header("Accept", "application/vnd.github+json")
-            .header("X-GitHub-Api-Version", "2022-11-28")
-            .header("User-Agent", "airlock-broker");
-        if let Some(token) = token {
-            request = request.header("Authorization", &format!("Bearer {token}"));
-        }
-        let mut resp = request
-            .call()
-            .map_err(|e| Error::Forge(format!("GET {url}: {e}")))?;
-        let status = resp.status();
-        let text = resp
-            .body_mut()
-            .read_to_string()
-            .map_err(|e| Error::Forge(format!("GET {url}: {e}")))?;
-        if !status.is_success() {
-            return Err(Error::Forge(format!(
-                "GET {url} answered {status}: {}",
-                text.chars().take(300).collect::<String>()
-            )));
-        }
-        serde_json::from_str(&text)
-            .map_err(|e| Error::Forge(format!("GET {url}: the reply does not parse: {e}")))
-    }
-
     /// A review (`/pulls/{n}/reviews/{id}` and its `/comments`) or a conversation comment
     /// (`/issues/comments/{id}`, which must belong to pull request `n`).
     fn feedback_with(
@@ -856,15 +804,15 @@ impl GitHubForge {
         token: &str,
     ) -> Result<ForgeFeedback> {
         let slug = cfg.forge_slug(repository);
-        let api = cfg.github_api.trim_end_matches('/');
+        let api = github_api(cfg, Some(token))?;
         let id = source.id;
         let author = |t: &GhText| t.user.as_ref().map(|u| u.login.clone()).unwrap_or_default();
         match source.kind {
             FeedbackKind::Review => {
-                let url = format!("{api}/repos/{slug}/pulls/{pull_request}/reviews/{id}");
-                let review: GhText = self.get_json(&url, Some(token))?;
-                let url = format!("{url}/comments?per_page={MAX_REVIEW_COMMENTS}");
-                let comments: Vec<GhText> = self.get_json(&url, Some(token))?;
+                let path = format!("/repos/{slug}/pulls/{pull_request}/reviews/{id}");
+                let review: GhText = api.get_json(&path).map_err(forge_error)?;
+                let path = format!("{path}/comments?per_page={MAX_REVIEW_COMMENTS}");
+                let comments: Vec<GhText> = api.get_json(&path).map_err(forge_error)?;
                 Ok(ForgeFeedback {
                     author: author(&review),
                     association: review.author_association.clone().unwrap_or_default(),
@@ -885,8 +833,8 @@ impl GitHubForge {
                 })
             }
             FeedbackKind::IssueComment => {
-                let url = format!("{api}/repos/{slug}/issues/comments/{id}");
-                let comment: GhText = self.get_json(&url, Some(token))?;
+                let path = format!("/repos/{slug}/issues/comments/{id}");
+                let comment: GhText = api.get_json(&path).map_err(forge_error)?;
                 let on = comment
                     .issue_url
                     .as_deref()
@@ -953,17 +901,41 @@ impl GitHubForge {
     }
 }
 
-/// The repository's GitHub through `airlock_forge`, with the token read from
-/// `forge_token_env` at each request.
-fn github(repository: &str, cfg: &RepositoryConfig) -> Result<GitHub> {
-    let var = cfg.forge_token_env.clone().unwrap_or_default();
-    GitHub::from_slug(
-        &cfg.github_api,
-        &cfg.forge_slug(repository),
-        Box::new(EnvToken { var }),
-    )
-    .map(|g| g.with_user_agent("airlock-broker"))
-    .map_err(forge_error)
+/// The token one call read (from `forge_token_env`), handed to the forge crate for that
+/// call's requests only.
+struct CallToken {
+    token: Option<String>,
+    var: String,
+}
+
+impl TokenSource for CallToken {
+    fn token(&self) -> airlock_forge::Result<Option<String>> {
+        Ok(self.token.clone())
+    }
+
+    fn describe(&self) -> String {
+        self.var.clone()
+    }
+}
+
+/// The repository's GitHub API through `airlock_forge`, sending `token` when there is one.
+fn github_api(cfg: &RepositoryConfig, token: Option<&str>) -> Result<GitHubApi> {
+    let token = CallToken {
+        token: token.map(str::to_owned),
+        var: cfg.forge_token_env.clone().unwrap_or_default(),
+    };
+    GitHubApi::new(&cfg.github_api, Box::new(token))
+        .map(|api| api.with_user_agent("airlock-broker"))
+        .map_err(forge_error)
+}
+
+/// The repository's GitHub through `airlock_forge`, with the token the call read.
+fn github(repository: &str, cfg: &RepositoryConfig, token: &str) -> Result<GitHub> {
+    let slug = cfg.forge_slug(repository);
+    let (owner, repo) = slug.split_once('/').unwrap_or((&slug, ""));
+    github_api(cfg, Some(token))?
+        .repository(owner, repo)
+        .map_err(forge_error)
 }
 
 /// A forge error as the broker reports it (it names no token: the forge crate redacts).
