@@ -32,6 +32,9 @@ pub struct BrokerConfig {
     pub witness_timeout: Duration,
     /// Witness runs that may go at once; the others queue (`witness::WitnessSlots`).
     pub witness_concurrency: usize,
+    /// Take a registered run's base full run at once, in a free witness slot, and keep it for
+    /// its witness (`witness::BaseInventories::warm`); default on.
+    pub witness_warm_up: bool,
     /// Extra host paths the witness sandbox may read (toolchains outside `/usr`); a run's test
     /// environment may grant these and anything beneath them.
     pub witness_ro: Vec<PathBuf>,
@@ -387,6 +390,8 @@ struct RawConfig {
     witness_timeout: String,
     #[serde(default = "default_witness_concurrency")]
     witness_concurrency: usize,
+    #[serde(default = "default_true")]
+    witness_warm_up: bool,
     #[serde(default)]
     witness_ro: Vec<PathBuf>,
     #[serde(default)]
@@ -401,6 +406,10 @@ struct RawConfig {
     repositories: BTreeMap<String, RepositoryConfig>,
     #[serde(default)]
     signing: Option<crate::signing::SigningConfig>,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_witness_timeout() -> String {
@@ -522,6 +531,7 @@ impl BrokerConfig {
             queue_max_age,
             witness_timeout,
             witness_concurrency: raw.witness_concurrency,
+            witness_warm_up: raw.witness_warm_up,
             witness_ro: raw.witness_ro.into_iter().map(abs).collect(),
             witness_env: raw.witness_env,
             witness_network: raw.witness_network,

@@ -154,7 +154,7 @@ fn tracing_like_log(line: &str) {
 
 /// One connection's requests, a line each, answered in order until the peer closes (either
 /// transport: the Unix socket or an authenticated TLS stream).
-fn handle_connection<S: Read + Write>(broker: &Broker, stream: S) -> std::io::Result<()> {
+fn handle_connection<S: Read + Write>(broker: &Arc<Broker>, stream: S) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream);
     loop {
         let mut line = String::new();
@@ -168,7 +168,20 @@ fn handle_connection<S: Read + Write>(broker: &Broker, stream: S) -> std::io::Re
             }
         } else {
             match serde_json::from_str::<Request>(line.trim_end()) {
-                Ok(request) => broker.handle(request),
+                Ok(request) => {
+                    let registered = match &request {
+                        Request::RegisterRun(run) => Some(run.clone()),
+                        _ => None,
+                    };
+                    let reply = broker.handle(request);
+                    // A registered run's base full run is taken now, beside its agent's work,
+                    // for its witness to reuse.
+                    if let (Some(run), BrokerReply::Registered { .. }) = (registered, &reply) {
+                        let broker = Arc::clone(broker);
+                        std::thread::spawn(move || crate::intake::warm_base(&broker, &run));
+                    }
+                    reply
+                }
                 Err(e) => BrokerReply::Failed {
                     message: format!("not a request: {e}"),
                 },

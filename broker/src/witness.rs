@@ -41,11 +41,13 @@ pub mod rerun;
 mod slots;
 mod steps;
 mod trees;
+mod warm;
 
 pub use base_cache::BaseInventories;
 pub use slots::{SlotCounts, WitnessSlot, WitnessSlots};
 pub use steps::{Expectation, StepRecord, WitnessStep};
 pub use trees::{TreeKind, build_tree, write_pinned_tree};
+pub use warm::Warmed;
 
 /// Bytes of stdout and of stderr kept per witness command in replies and the queue.
 pub const OUTPUT_KEEP_BYTES: usize = 64 * 1024;
@@ -693,6 +695,11 @@ pub fn run_witness(
     // tmp path, a data file's location) is the same in the base and the patched runs.
     let at = scratch.path().join("tree");
     let base_key = BaseInventories::key(pin, plan, &executor.variables(plan.test_env));
+    // A base run a warm-up is taking now (the run's registration started it) is waited for
+    // and reused, not run a second time beside it.
+    if let Some(kept) = kept {
+        kept.wait_for_warm_up(&base_key, plan.timeout + Duration::from_secs(60));
+    }
     let place = Place {
         executor,
         plan,

@@ -47,6 +47,7 @@ use airlock_schemas::OpenPr;
 use sha2::{Digest, Sha256};
 
 pub use queue::FinishIntake;
+pub(crate) use witness::warm_base;
 
 /// What a run reports with its `open_pr`, as data: stored on the queue item and shown to the
 /// approver attributed to the run; the intake decides nothing on it.

@@ -199,6 +199,60 @@ fn claimed_test_outside_test_files(
     )))
 }
 
+/// Take `run`'s base full run now, while its agent works, and keep it for its witness
+/// ([`crate::witness::BaseInventories::warm`]): only with `witness_warm_up` on and a witness
+/// slot free, never queued behind (or ahead of) a witness that is waiting. A failure only
+/// means the witness runs its base itself; it is logged, never a reply.
+pub(crate) fn warm_base(broker: &crate::service::Broker, run: &RunRegistration) {
+    let config = broker.config();
+    if !config.witness_warm_up {
+        return;
+    }
+    let Some(_slot) = broker.witness_slots.try_acquire() else {
+        tracing::debug!(run = %run.run_id, "no witness slot free: its base is not taken ahead");
+        return;
+    };
+    let started = std::time::Instant::now();
+    let warmed = (|| {
+        let repo_cfg = config.repositories.get(&run.repository).ok_or_else(|| {
+            Error::Registration(format!("repository {:?} is not configured", run.repository))
+        })?;
+        let repo = crate::publish::open_clone(&repo_cfg.clone)?;
+        let pin = git2::Oid::from_str(&run.base_commit).map_err(Error::git("reading the pin"))?;
+        let pinned_tests = pinned_test_files(&repo, pin, broker.rules.as_ref())?;
+        let work_dir = config.witness_work_dir();
+        let kept = crate::witness::BaseInventories::at(work_dir.join("base-inventories"));
+        let plan = WitnessPlan {
+            test_command: &run.test_command,
+            runner: run.test_runner,
+            before_failing_test: None,
+            timeout: config.witness_timeout,
+            test_env: &run.test_env,
+            base_inventories: Some(&kept),
+            spare_slots: None,
+        };
+        kept.warm(
+            &repo,
+            pin,
+            &pinned_tests,
+            &plan,
+            broker.executor.as_ref(),
+            &work_dir,
+        )
+    })();
+    match warmed {
+        Ok(done) => tracing::info!(
+            run = %run.run_id,
+            took_ms = started.elapsed().as_millis() as u64,
+            "base run taken ahead: {done:?}"
+        ),
+        Err(e) => tracing::warn!(
+            run = %run.run_id,
+            "taking the base run ahead: {e}; its witness runs the base itself"
+        ),
+    }
+}
+
 /// Every test file of the pinned tree, sorted: the witness restores them as pinned.
 fn pinned_test_files(
     repo: &git2::Repository,

@@ -160,7 +160,7 @@ impl BaseInventories {
         Ok(())
     }
 
-    fn file(&self, key: &str) -> PathBuf {
+    pub(super) fn file(&self, key: &str) -> PathBuf {
         self.dir.join(format!("{key}.json"))
     }
 }

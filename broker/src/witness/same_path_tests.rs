@@ -264,3 +264,116 @@ fn every_step_runs_at_one_path() {
     witness(&repo, pin, &changes, &plan, &third, dir.path());
     assert_eq!(third.0.lock().unwrap().len(), 4);
 }
+
+/// Says when its first command starts and holds it until told to go; the rest run at once.
+struct Held {
+    inner: Recording,
+    started: Mutex<Option<std::sync::mpsc::Sender<()>>>,
+    go: Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl TestExecutor for Held {
+    fn run(
+        &self,
+        tree: &Path,
+        argv: &[String],
+        timeout: Duration,
+        env: &TestEnvironment,
+        guard: &CommandGuard,
+    ) -> Result<CapturedRun> {
+        if let Some(started) = self.started.lock().unwrap().take() {
+            started.send(()).unwrap();
+            let _ = self
+                .go
+                .lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(20));
+        }
+        self.inner.run(tree, argv, timeout, env, guard)
+    }
+}
+
+#[test]
+fn a_base_run_taken_ahead_is_reused_and_a_witness_waits_for_one_being_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, pin, changes) = pinned_repo(dir.path());
+    let command: Vec<String> = ["python3", "-m", "unittest", "-v"]
+        .map(String::from)
+        .to_vec();
+    let env = TestEnvironment::default();
+    let pinned = ["tests/test_old.py".to_owned()];
+    let work = dir.path().join("work");
+    let kept = BaseInventories::at(dir.path().join("kept"));
+    let plan = WitnessPlan {
+        test_command: &command,
+        runner: TestRunner::Unittest,
+        before_failing_test: Some("tests.test_new.T.test_new"),
+        timeout: Duration::from_secs(5),
+        test_env: &env,
+        base_inventories: Some(&kept),
+        spare_slots: None,
+    };
+    // Taken ahead: one command, kept once; the witness then runs three, its base reused.
+    let ahead = Recording(Mutex::new(Vec::new()), false);
+    let warmed = kept
+        .warm(&repo, pin, &pinned, &plan, &ahead, &work)
+        .unwrap();
+    assert_eq!(warmed, Warmed::Kept);
+    let again = kept
+        .warm(&repo, pin, &pinned, &plan, &ahead, &work)
+        .unwrap();
+    assert_eq!(again, Warmed::Already);
+    assert_eq!(ahead.0.lock().unwrap().len(), 1);
+    let executor = Recording(Mutex::new(Vec::new()), false);
+    let report = witness(&repo, pin, &changes, &plan, &executor, dir.path());
+    assert_eq!(executor.0.lock().unwrap().len(), 3);
+    assert!(report.green, "{:?}", report.failure);
+    assert!(
+        report.steps[1].output.reused.is_some(),
+        "{:?}",
+        report.steps[1]
+    );
+
+    // A witness that starts while its base run is being taken waits for it and reuses it,
+    // rather than running a second one beside it.
+    let fresh = BaseInventories::at(dir.path().join("fresh"));
+    let plan = WitnessPlan {
+        base_inventories: Some(&fresh),
+        ..plan
+    };
+    let (started, on_start) = std::sync::mpsc::channel();
+    let (go, wait) = std::sync::mpsc::channel();
+    let held = Held {
+        inner: Recording(Mutex::new(Vec::new()), false),
+        started: Mutex::new(Some(started)),
+        go: Mutex::new(wait),
+    };
+    let witnessed = Recording(Mutex::new(Vec::new()), false);
+    let git_dir = repo.path().to_path_buf();
+    std::thread::scope(|s| {
+        let taking = s.spawn(|| {
+            let repo = git2::Repository::open(&git_dir).unwrap();
+            fresh
+                .warm(&repo, pin, &pinned, &plan, &held, &work)
+                .unwrap()
+        });
+        on_start.recv_timeout(Duration::from_secs(20)).unwrap();
+        let witnessing = s.spawn(|| {
+            let repo = git2::Repository::open(&git_dir).unwrap();
+            witness(&repo, pin, &changes, &plan, &witnessed, dir.path())
+        });
+        // The witness is under way (its base waits); then the base run ends.
+        std::thread::sleep(Duration::from_millis(300));
+        go.send(()).unwrap();
+        assert_eq!(taking.join().unwrap(), Warmed::Kept);
+        let report = witnessing.join().unwrap();
+        assert!(report.green, "{:?}", report.failure);
+        assert!(
+            report.steps[1].output.reused.is_some(),
+            "{:?}",
+            report.steps[1]
+        );
+    });
+    assert_eq!(held.inner.0.lock().unwrap().len(), 1);
+    assert_eq!(witnessed.0.lock().unwrap().len(), 3);
+}
