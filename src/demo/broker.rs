@@ -133,19 +133,26 @@ pub(super) fn show_item(
     show_txt: &Path,
 ) -> anyhow::Result<Result<ShownItem, String>> {
     let id = id.to_string();
-    let text = Command::new(broker_exe)
-        .arg("--config")
-        .arg(broker_toml)
-        .args(["show", &id, "--color", "never"])
-        .output()
+    // Both at once: each is a process start and a read of the store.
+    let show = |format: &[&str]| {
+        Command::new(broker_exe)
+            .arg("--config")
+            .arg(broker_toml)
+            .args(["show", &id])
+            .args(format)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+    };
+    let text = show(&["--color", "never"]).context("running airlock-broker show")?;
+    let json = show(&["--json"]).context("running airlock-broker show --json")?;
+    let text = text
+        .wait_with_output()
         .context("running airlock-broker show")?;
-    write(show_txt, &String::from_utf8_lossy(&text.stdout))?;
-    let json = Command::new(broker_exe)
-        .arg("--config")
-        .arg(broker_toml)
-        .args(["show", &id, "--json"])
-        .output()
+    let json = json
+        .wait_with_output()
         .context("running airlock-broker show --json")?;
+    write(show_txt, &String::from_utf8_lossy(&text.stdout))?;
     if !json.status.success() {
         return Ok(Err(format!(
             "airlock-broker show {id} --json exited {:?}: {}",

@@ -35,7 +35,12 @@ pub const GUARD_CHANGED_SOURCE: &str = "changed-source.json";
 /// says the checks ran. In-process checks bind only code that does not forge code objects'
 /// file names; the broker's screening of the change is the other line.
 pub const UNITTEST_REPORTER: &str = r#"import os, sys, unittest, inspect, json
-from xml.sax.saxutils import quoteattr
+def quoteattr(s):
+    # xml.sax.saxutils' quoteattr, always double-quoted: that module imports urllib and
+    # http.client, a third of this program's start-up, to escape a few characters.
+    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;"), ("\n", "&#10;"), ("\r", "&#13;"), ("\t", "&#9;")):
+        s = s.replace(a, b)
+    return '"' + s + '"'
 # `-m` puts the working directory itself first on the path, `-c` puts "" (which follows a
 # test's chdir): as `-m` does.
 if sys.path and sys.path[0] == "":
