@@ -2,7 +2,7 @@
 //! broker's own clone with git2, branch `airlock/<issue-id>-<queue id>` pushed to the configured
 //! remote with the git CLI (HTTPS with the forge token through a credential helper, SSH with the
 //! configured key, or a local path), and, when a forge token is configured, a draft pull
-//! request through the GitHub REST API.
+//! request through the GitHub REST API (`airlock_forge::github`, the one GitHub client).
 //! Every step is idempotent so a publication cut short by a crash can simply run again. The
 //! token is read from the environment of the process that publishes (`approve`, `publish`, or
 //! `serve` resuming), here and nowhere else, and goes nowhere but the forge: every error text
