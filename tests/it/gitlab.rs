@@ -271,6 +271,34 @@ fn airlock_run_reads_a_gitlab_issue_and_its_notes_with_the_private_token() {
         "{}",
         text(&out)
     );
+
+    // An api_url that is not REST v4 is refused before anything is read, naming the key.
+    let bad = w.s.dir.path().join("bad-api.toml");
+    let toml = std::fs::read_to_string(&w.airlock_toml).unwrap();
+    std::fs::write(
+        &bad,
+        toml.replace(&w.gitlab.api_url, "https://gitlab.acme.test"),
+    )
+    .unwrap();
+    let asked = w.gitlab.requests().len();
+    let out = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(["run", "--issue", "gitlab:plat/calc#7", "--commit", "HEAD"])
+        .arg("--repo")
+        .arg(&w.s.repo)
+        .arg("--config")
+        .arg(&bad)
+        .env(TOKEN_VAR, TOKEN)
+        .current_dir(w.s.dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("gitlab.api_url") && stderr.contains("/api/v4"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(w.gitlab.requests().len(), asked);
 }
 
 #[test]
@@ -314,6 +342,32 @@ fn a_watcher_claims_and_runs_the_labelled_ready_gitlab_issue_once_and_skips_the_
     assert_eq!(claims[0]["issue_number"], 1);
     assert_eq!(claims[0]["state"], "done", "{claims:#?}");
     assert_eq!(w.outcomes().len(), 1);
+    // What GitLab has no shared queue or check runs for, and a path that names no project, are
+    // refused before any poll, saying why.
+    for (args, says) in [
+        (
+            ["watch", "--repo", "gitlab:plat/calc", "--enqueue"],
+            "work with GitHub repositories only",
+        ),
+        (
+            ["watch", "--repo", "gitlab:plat/calc", "--ci-checks"],
+            "work with GitHub repositories only",
+        ),
+        (
+            ["watch", "--repo", "gitlab:calc", "--label=airlock"],
+            "a path names at least a namespace and a project",
+        ),
+    ] {
+        let asked = w.gitlab.requests().len();
+        let out = w.airlock(&args).arg("--once").output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{args:?}: {}",
+            text(&out)
+        );
+        assert_eq!(w.gitlab.requests().len(), asked, "{args:?} asked GitLab");
+    }
     // A second watcher finds #1 done by the first and runs nothing.
     let out = watch();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));

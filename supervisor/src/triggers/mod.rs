@@ -31,7 +31,7 @@ pub enum TriggerError {
     /// The webhook secret's variable is unset or empty.
     #[error(
         "--secret-env names {var}, which is not set or is empty: export the webhook's secret \
-         (the one configured on GitHub) in it"
+         (the one configured on GitHub, or GitLab's secret token) in it"
     )]
     SecretMissing {
         /// The variable's name.
@@ -128,7 +128,7 @@ pub enum FollowUpTrigger {
 pub enum WorkItem {
     /// Run the issue.
     Issue {
-        /// `OWNER/REPO` on GitHub.
+        /// `OWNER/REPO` on GitHub, `gitlab:GROUP/NAME` on GitLab ([`forge_issue`]).
         repository: String,
         /// The issue number.
         number: u64,
@@ -145,7 +145,7 @@ pub enum WorkItem {
     /// A reviewer acted on an airlock pull request: a follow-up run on the same pull request,
     /// once the broker has read the review or comment from GitHub and accepted it.
     FollowUp {
-        /// `OWNER/REPO` on GitHub.
+        /// `OWNER/REPO` on GitHub, `gitlab:GROUP/NAME` on GitLab ([`forge_issue`]).
         repository: String,
         /// The pull request's number.
         pull_request: u64,
@@ -192,7 +192,7 @@ pub enum WorkItem {
     },
     /// A comment on an issue labelled `needs-info`: perhaps the answer to a run's question.
     Reply {
-        /// `OWNER/REPO` on GitHub.
+        /// `OWNER/REPO` on GitHub, `gitlab:GROUP/NAME` on GitLab ([`forge_issue`]).
         repository: String,
         /// The issue number.
         number: u64,
