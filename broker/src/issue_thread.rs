@@ -5,6 +5,8 @@
 //! REST reading is here, a GitLab implementation of [`crate::publish::Forge::issue_thread`]
 //! fills the same types from its notes and member access levels.
 
+use airlock_forge::github::GitHubApi;
+
 use crate::error::{Error, Result};
 
 /// Most comments read from one issue (100 a page): a thread longer than that is read to here.
@@ -78,56 +80,28 @@ enum Got<T> {
     Gone,
 }
 
-fn get<T: serde::de::DeserializeOwned>(
-    agent: &ureq::Agent,
-    url: &str,
-    token: &str,
-) -> Result<Got<T>> {
-    let mut resp = agent
-        .get(url)
-        .header("Authorization", &format!("Bearer {token}"))
-        .header("Accept", "application/vnd.github+json")
-        .header("X-GitHub-Api-Version", "2022-11-28")
-        .header("User-Agent", "airlock-broker")
-        .call()
-        .map_err(|e| Error::Forge(format!("GET {url}: {e}")))?;
-    let status = resp.status().as_u16();
-    if status == 404 || status == 410 {
-        return Ok(Got::Gone);
+/// `GET` of `path` through the forge crate's GitHub client; 404 and 410 are "gone".
+fn get<T: serde::de::DeserializeOwned>(api: &GitHubApi, path: &str) -> Result<Got<T>> {
+    match api.get_json(path) {
+        Ok(found) => Ok(Got::Found(found)),
+        Err(airlock_forge::Error::Status {
+            status: 404 | 410, ..
+        }) => Ok(Got::Gone),
+        Err(e) => Err(Error::Forge(e.to_string())),
     }
-    let text = resp
-        .body_mut()
-        .read_to_string()
-        .map_err(|e| Error::Forge(format!("GET {url}: {e}")))?;
-    if !(200..300).contains(&status) {
-        return Err(Error::Forge(format!(
-            "GET {url} answered {status}: {}",
-            text.chars().take(300).collect::<String>()
-        )));
-    }
-    serde_json::from_str(&text)
-        .map(Got::Found)
-        .map_err(|e| Error::Forge(format!("GET {url}: the reply does not parse: {e}")))
 }
 
-/// Issue `number` of `slug` on GitHub's REST API at `api`, read with `token`: the issue, then
-/// its comments page by page. The caller redacts the token from errors.
-pub fn github_issue_thread(
-    agent: &ureq::Agent,
-    api: &str,
-    slug: &str,
-    token: &str,
-    number: u64,
-) -> Result<IssueThread> {
-    let api = api.trim_end_matches('/');
-    let issue: GhIssue = match get(agent, &format!("{api}/repos/{slug}/issues/{number}"), token)? {
+/// Issue `number` of `slug` through `api` (the broker's token in it): the issue, then its
+/// comments page by page.
+pub fn github_issue_thread(api: &GitHubApi, slug: &str, number: u64) -> Result<IssueThread> {
+    let issue: GhIssue = match get(api, &format!("/repos/{slug}/issues/{number}"))? {
         Got::Found(issue) => issue,
         Got::Gone => return Ok(IssueThread::Gone),
     };
     let mut comments = Vec::new();
     for page in 1..=MAX_COMMENT_PAGES {
-        let url = format!("{api}/repos/{slug}/issues/{number}/comments?per_page=100&page={page}");
-        let batch: Vec<GhComment> = match get(agent, &url, token)? {
+        let path = format!("/repos/{slug}/issues/{number}/comments?per_page=100&page={page}");
+        let batch: Vec<GhComment> = match get(api, &path)? {
             Got::Found(batch) => batch,
             Got::Gone => return Ok(IssueThread::Gone),
         };

@@ -8,8 +8,6 @@
 //! `serve` resuming), here and nowhere else, and goes nowhere but the forge: every error text
 //! that leaves this module has it replaced by `***`.
 
-use std::time::Duration;
-
 use airlock_forge::github::{GitHub, GitHubApi};
 use airlock_forge::{DraftRequest, Error as ForgeError, Forge as _, TokenSource};
 use airlock_protocol::{FeedbackKind, FeedbackSource};
@@ -571,21 +569,12 @@ impl ForgeFeedback {
     }
 }
 
-/// The GitHub REST API (`POST /repos/{owner}/{repo}/pulls` with `draft: true`).
+/// The GitHub REST API (`POST /repos/{owner}/{repo}/pulls` with `draft: true`), spoken
+/// through `airlock_forge::github` with the token each call reads.
+#[derive(Debug, Default)]
 pub struct GitHubForge {
-    agent: ureq::Agent,
-}
-
-impl Default for GitHubForge {
-    fn default() -> Self {
-        let config = ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_secs(60)))
-            .http_status_as_error(false)
-            .build();
-        GitHubForge {
-            agent: ureq::Agent::new_with_config(config),
-        }
-    }
+    /// Nothing held: each call reads its token and builds its client.
+    _private: (),
 }
 
 impl Forge for GitHubForge {
@@ -745,16 +734,10 @@ impl Forge for GitHubForge {
         let Some(token) = forge_token(repository, cfg)? else {
             return Ok(None);
         };
-        let slug = cfg.forge_slug(repository);
-        crate::issue_thread::github_issue_thread(
-            &self.agent,
-            &cfg.github_api,
-            &slug,
-            &token,
-            issue_number,
-        )
-        .map(Some)
-        .map_err(|e| redact(e, Some(&token)))
+        let api = github_api(cfg, Some(&token))?;
+        crate::issue_thread::github_issue_thread(&api, &cfg.forge_slug(repository), issue_number)
+            .map(Some)
+            .map_err(|e| redact(e, Some(&token)))
     }
 }
 
