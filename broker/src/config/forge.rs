@@ -127,6 +127,13 @@ pub(crate) fn resolve(at: &str, repo: &mut RepositoryConfig) -> Result<(), Strin
         &table.token_env,
     )?;
     if let Some(token_env) = &table.token_env {
+        if token_env.trim().is_empty() || token_env.contains('=') {
+            return Err(format!(
+                "{}: is not an environment variable name (empty, or with a '='): name the \
+                 variable that holds the token, never the token itself (not repeated here)",
+                key("token_env")
+            ));
+        }
         repo.forge_token_env = Some(token_env.clone());
     }
     let default_github_api = crate::config::default_github_api();
@@ -341,6 +348,14 @@ mod tests {
                 &["feedback_from", "forge.feedback_min_access"][..],
             ),
             (
+                "[repositories.\"plat/app\".forge]\nkind = \"gitlab\"\nproject = \"plat/app\"\n\
+                 token_env = \"glpat=abc\"\n",
+                &[
+                    "repositories.\"plat/app\".forge.token_env",
+                    "not an environment variable",
+                ][..],
+            ),
+            (
                 "[repositories.\"plat/app\".forge]\nkind = \"gitea\"\nproject = \"plat/app\"\n",
                 &["gitea", "github", "gitlab"][..],
             ),
@@ -356,6 +371,13 @@ mod tests {
                 assert!(err.contains(needle), "{needle:?} not in {err}");
             }
         }
+        // A token written where its variable's name belongs is not repeated in the error.
+        let err = config(
+            "[repositories.\"plat/app\".forge]\nkind = \"gitlab\"\nproject = \"plat/app\"\n\
+             token_env = \"glpat=abc\"\n",
+        )
+        .unwrap_err();
+        assert!(!err.contains("glpat"), "{err}");
     }
 
     #[test]
