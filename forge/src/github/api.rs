@@ -142,18 +142,34 @@ impl GitHubApi {
     fn send(&self, method: Method, path: &str, body: Option<&Value>) -> Result<String> {
         let url = self.url(path);
         let token = self.token.token()?;
-        let result = self.send_with(method, &url, body, token.as_deref());
+        let result = self.send_with(method, &url, (body, token.as_deref()), read_text);
         // The token lives only for this request; whatever the client said, it is not in it.
         result.map_err(|e| redact(e, token.as_deref()))
     }
 
-    fn send_with(
+    /// `GET {api}{path}` whose answer `read` reads as it streams (a job's log, larger than
+    /// any JSON answer is let be): what `read` made of it. A 404 is an [`Error::Status`] as
+    /// for every request.
+    pub fn get_streamed<R>(
+        &self,
+        path: &str,
+        read: impl FnOnce(&mut dyn std::io::Read) -> std::io::Result<R>,
+    ) -> Result<R> {
+        let url = self.url(path);
+        let token = self.token.token()?;
+        let result = self.send_with(Method::Get, &url, (None, token.as_deref()), |body| {
+            read(&mut body.with_config().limit(u64::MAX).reader()).map_err(ureq::Error::Io)
+        });
+        result.map_err(|e| redact(e, token.as_deref()))
+    }
+
+    fn send_with<R>(
         &self,
         method: Method,
         url: &str,
-        body: Option<&Value>,
-        token: Option<&str>,
-    ) -> Result<String> {
+        (body, token): (Option<&Value>, Option<&str>),
+        read: impl FnOnce(&mut ureq::Body) -> std::result::Result<R, ureq::Error>,
+    ) -> Result<R> {
         let transport = |e: ureq::Error| Error::Transport {
             method: method.name(),
             url: url.to_owned(),
@@ -195,13 +211,8 @@ impl GitHubApi {
             .get("x-ratelimit-remaining")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim() == "0");
-        let text = resp
-            .body_mut()
-            .with_config()
-            .limit(MAX_BODY_BYTES)
-            .read_to_string()
-            .map_err(transport)?;
         if !(200..300).contains(&status) {
+            let text = read_text(resp.body_mut()).map_err(transport)?;
             return Err(Error::Status {
                 method: method.name(),
                 url: url.to_owned(),
@@ -209,7 +220,7 @@ impl GitHubApi {
                 problem: self.status_problem(status, rate_limited, token.is_some(), &text),
             });
         }
-        Ok(text)
+        read(resp.body_mut()).map_err(transport)
     }
 
     /// What an error status means here, and what to do about it.
@@ -273,6 +284,11 @@ impl GitHubApi {
         }
         Ok(all)
     }
+}
+
+/// An answer's body as text, at most [`MAX_BODY_BYTES`].
+fn read_text(body: &mut ureq::Body) -> std::result::Result<String, ureq::Error> {
+    body.with_config().limit(MAX_BODY_BYTES).read_to_string()
 }
 
 fn redact(error: Error, token: Option<&str>) -> Error {

@@ -401,3 +401,28 @@ fn errors_say_what_to_do_and_never_carry_the_token() {
     assert!(GitHub::from_slug(&mock.base, "acme", Box::new(NoToken)).is_err());
     assert!(GitHub::from_slug(&mock.base, "acme/..", Box::new(NoToken)).is_err());
 }
+
+#[test]
+fn a_long_answer_is_streamed_to_its_reader_and_a_missing_one_is_a_404() {
+    let mock = MockForge::start();
+    let log = "step 1\n".repeat(10_000);
+    mock.route_text("/repos/acme/calc/actions/jobs/5/logs", 200, &log);
+    let api = client(&mock).api().clone();
+    let read = api
+        .get_streamed("/repos/acme/calc/actions/jobs/5/logs", |r| {
+            let mut text = String::new();
+            r.read_to_string(&mut text).map(|_| text)
+        })
+        .unwrap();
+    assert_eq!(read, log);
+    let expected = format!("Bearer {TOKEN}");
+    assert_eq!(
+        mock.requests().last().unwrap().header("authorization"),
+        Some(expected.as_str())
+    );
+    let missing = api.get_streamed("/repos/acme/calc/actions/jobs/6/logs", |_| Ok(()));
+    assert!(
+        matches!(missing, Err(Error::Status { status: 404, .. })),
+        "{missing:?}"
+    );
+}
