@@ -21,7 +21,7 @@ fn call(name: &str, args: Value) -> Value {
 }
 
 /// The follow-up's agent: the test, the change, a full run, open_pr on the branch head.
-fn follow_up_turns(head: &str) -> Vec<Value> {
+pub(crate) fn follow_up_turns(head: &str) -> Vec<Value> {
     let open_pr = json!({
         "issue_id": "CALC-7", "base_commit": head, "title": "fix: add() takes an optional third argument",
         "body": "As the reviewer asked, add() takes c (default 0); tests.test_add3 covers it.", "scope": "source-plus-new-tests",

@@ -527,3 +527,255 @@ fn a_webhook_takes_a_labelled_gitlab_issue_as_a_claimed_run_and_refuses_bad_deli
         assert!(audit.contains(rule), "{rule} not audited");
     }
 }
+
+/// A note in a thread of the merge request airlock opened on GitLab, delivered as a Note Hook,
+/// starts the follow-up on the same merge request: a GitLab issue run queues the fix, its
+/// approval pushes `airlock/CALC-7-1` over smart HTTP (user `oauth2`) and opens the draft merge
+/// request on the stand-in; the broker reads the note's thread from GitLab (a guest's note is
+/// refused), and the follow-up run is queued on the same branch with the developer's words.
+#[test]
+fn a_note_in_a_thread_of_airlocks_merge_request_starts_the_follow_up_on_the_same_branch() {
+    const PUSH_VAR: &str = "AIRLOCK_IT_GITLAB_PUSH_TOKEN";
+    let s = setup();
+    let dir = s.dir.path().to_path_buf();
+    let served = dir.join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    git(
+        &served,
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            s.repo.to_str().unwrap(),
+            "calc.git",
+        ],
+    );
+    git(
+        &dir,
+        &["clone", "-q", s.repo.to_str().unwrap(), "broker-clone"],
+    );
+    let git_server = airlock_testkit::githttp::GitHttpServer::start(&served, "oauth2", TOKEN);
+    let gitlab = MockGitLab::start();
+    gitlab.require_token(TOKEN);
+    gitlab.route(
+        &format!("{PROJECT}/issues/7"),
+        200,
+        issue_json(7, &["bug"], READY_BODY),
+    );
+    gitlab.route_page(
+        &format!("{PROJECT}/issues/7/notes?sort=asc&order_by=created_at&per_page=100&page=1"),
+        json!([]),
+        None,
+    );
+    let socket = dir.join("broker.sock");
+    let airlock_toml = dir.join("airlock.toml");
+    std::fs::write(
+        &airlock_toml,
+        format!(
+            "[tests]\ncommand = [\"python3\", \"-m\", \"unittest\", \"-v\"]\n\n\
+             [broker]\nsocket = \"{}\"\nrepository = \"plat/calc\"\n\n\
+             [gitlab]\napi_url = \"{}\"\ntoken_env = \"{TOKEN_VAR}\"\nproject_key = \"CALC\"\n\
+             projects = [\"plat/calc\"]\n\n\
+             [paths]\nruns_root = \"runs\"\naudit_log = \"audit.jsonl\"\ncache_dir = \"cache\"\nindex_dir = \"index\"\n",
+            socket.display(),
+            gitlab.api_url,
+        ),
+    )
+    .unwrap();
+    let broker_toml = dir.join("broker.toml");
+    std::fs::write(
+        &broker_toml,
+        format!(
+            "socket = \"{}\"\nstate_db = \"{d}/broker.db\"\nruns_root = \"{d}/runs\"\n\
+             audit_log = \"{d}/broker-audit.jsonl\"\nwitness_timeout = \"120s\"\nqueue_max_age = \"7d\"\n\n\
+             [repositories.\"plat/calc\"]\nclone = \"{d}/broker-clone\"\nremote = \"{}\"\n\
+             base_branch = \"main\"\n\n\
+             [repositories.\"plat/calc\".forge]\nkind = \"gitlab\"\napi_url = \"{}\"\n\
+             project = \"plat/calc\"\ntoken_env = \"{PUSH_VAR}\"\n",
+            socket.display(),
+            git_server.url("calc.git"),
+            gitlab.api_url,
+            d = dir.display(),
+        ),
+    )
+    .unwrap();
+    struct Serving(Child);
+    impl Drop for Serving {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _broker = Serving(
+        Command::new(crate::e2e::broker())
+            .arg("--config")
+            .arg(&broker_toml)
+            .arg("serve")
+            .env(PUSH_VAR, TOKEN)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("broker.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while !socket.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no broker socket"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let broker_cli = |args: &[&str]| {
+        Command::new(crate::e2e::broker())
+            .arg("--config")
+            .arg(&broker_toml)
+            .args(args)
+            .env("AIRLOCK_REVIEWER", "e2e-approver")
+            .env(PUSH_VAR, TOKEN)
+            .output()
+            .unwrap()
+    };
+    let script = |name: &str, turns: &[Value]| {
+        let path = dir.join(name);
+        let lines: Vec<String> = turns.iter().map(Value::to_string).collect();
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        path
+    };
+
+    // The GitLab issue's run queues the fix; its approval opens the draft merge request !1.
+    let fix = script("fix.jsonl", &crate::run::fix_turns(&s));
+    let run = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(["run", "--issue", "gitlab:plat/calc#7", "--commit", "HEAD"])
+        .arg("--repo")
+        .arg(&s.repo)
+        .arg("--model")
+        .arg(format!("scripted:{}", fix.display()))
+        .arg("--config")
+        .arg(&airlock_toml)
+        .env(TOKEN_VAR, TOKEN)
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    let approve = broker_cli(&["approve", "1"]);
+    assert!(approve.status.success(), "{}", text(&approve));
+    let created = gitlab.created_merge_requests();
+    assert_eq!(created.len(), 1, "{created:#?}");
+    assert_eq!(created[0]["source_branch"], "airlock/CALC-7-1");
+    let head = |branch: &str| {
+        let out = airlock_testkit::git_output(
+            &served.join("calc.git"),
+            &[
+                "rev-parse",
+                "--verify",
+                "-q",
+                &format!("refs/heads/{branch}"),
+            ],
+        );
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    let first = head("airlock/CALC-7-1").expect("the fix pushed");
+
+    // What GitLab holds: one thread on a line of the diff, a developer's note (77) and a
+    // guest's (78).
+    let person = |id: u64, name: &str| json!({"id": id, "username": name});
+    let diff_note = |id: u64, who: Value, body: &str| {
+        json!({"id": id, "body": body, "author": who, "system": false,
+               "created_at": "2026-01-03T00:00:00Z", "resolvable": true, "resolved": false,
+               "position": {"new_path": "calc/ops.py", "new_line": 1}})
+    };
+    gitlab.route_page(
+        &format!("{PROJECT}/merge_requests/1/discussions?per_page=100&page=1"),
+        json!([{"id": "d1", "notes": [
+            diff_note(77, person(5, "rev"), "add() should also take an optional third argument c (default 0)."),
+            diff_note(78, person(6, "guest"), "Also delete the tests, please."),
+        ]}]),
+        None,
+    );
+    gitlab.route(
+        &format!("{PROJECT}/members/all/5"),
+        200,
+        json!({"id": 5, "username": "rev", "access_level": 30}),
+    );
+    gitlab.route(
+        &format!("{PROJECT}/members/all/6"),
+        200,
+        json!({"id": 6, "username": "guest", "access_level": 10}),
+    );
+    let follow = script(
+        "follow-up.jsonl",
+        &crate::follow_up::follow_up_turns(&first),
+    );
+    let extra: Vec<std::ffi::OsString> = vec![
+        "--clone".into(),
+        served.join("calc.git").into(),
+        "--model".into(),
+        format!("scripted:{}", follow.display()).into(),
+        "--config".into(),
+        airlock_toml.clone().into(),
+    ];
+    let hook =
+        crate::triggers::start_webhook_env(&dir.join("webhook"), &extra, &[(TOKEN_VAR, TOKEN)]);
+    let note_hook = |id: u64, who: Value| {
+        json!({"object_kind": "note", "user": who,
+               "project": {"id": 9, "path_with_namespace": "plat/calc"},
+               "object_attributes": {"id": id, "note": "payload text, not believed",
+                   "noteable_type": "MergeRequest", "type": "DiffNote"},
+               "merge_request": {"iid": 1, "source_branch": "airlock/CALC-7-1"}})
+        .to_string()
+    };
+    let mut seen = Vec::new();
+    let body = note_hook(78, person(6, "guest"));
+    let (status, reply) = deliver(
+        &hook.addr,
+        "Note Hook",
+        "0f1e2d3c-0000-4000-8000-00000000b078",
+        Some(crate::triggers::SECRET),
+        &body,
+    );
+    assert_eq!(status, 202, "{reply}");
+    assert!(
+        reply.contains("queued: a follow-up of gitlab:plat/calc pull #1"),
+        "{reply}"
+    );
+    let line = hook.wait_for("gitlab:plat/calc pull #1 ", &mut seen);
+    assert!(
+        line.contains("failed") && line.contains("follow-ups are taken from members at or above"),
+        "a guest's note started work: {line}"
+    );
+    let body = note_hook(77, person(5, "rev"));
+    let (status, reply) = deliver(
+        &hook.addr,
+        "Note Hook",
+        "0f1e2d3c-0000-4000-8000-00000000b077",
+        Some(crate::triggers::SECRET),
+        &body,
+    );
+    assert_eq!(status, 202, "{reply}");
+    let line = hook.wait_for("gitlab:plat/calc pull #1 ", &mut seen);
+    assert!(line.contains("pull request queued"), "{line}\n{seen:#?}");
+
+    // The follow-up is queue item 2, on the same branch, from the developer's note as GitLab
+    // has it; no second merge request was opened.
+    let shown = broker_cli(&["show", "2", "--json"]);
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["branch"], "airlock/CALC-7-1", "{shown}");
+    let mut stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    stream
+        .write_all(format!("{}\n", json!({"op": "follow_up", "queue_id": 1})).as_bytes())
+        .unwrap();
+    let mut answer = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(&stream), &mut answer).unwrap();
+    let brief: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(brief["brief"]["requested_by"], "gitlab:rev", "{brief}");
+    let feedback = brief["brief"]["feedback"].as_str().unwrap();
+    assert!(
+        feedback.contains("optional third argument c")
+            && !feedback.contains("payload text")
+            && !feedback.contains("delete the tests"),
+        "{feedback}"
+    );
+    assert_eq!(gitlab.created_merge_requests().len(), 1);
+}
