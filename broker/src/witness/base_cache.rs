@@ -120,7 +120,8 @@ impl BaseInventories {
         output.stdout = moved(&output.stdout);
         output.stderr = moved(&output.stderr);
         output.reused = Some(format!(
-            "the base run of an earlier witness at this pin, with the same command, environment \
+            "the broker's base run at this pin (taken when a run registered, or by an earlier \
+             witness), with the same command, environment \
              and broker (taken at Unix time {}), reused",
             kept.taken_at
         ));
