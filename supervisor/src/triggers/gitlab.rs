@@ -180,10 +180,13 @@ pub(super) fn answer(
             format!("refused: {}", refusal.reason),
         )
     };
-    let event = match verify(&pairs, body, &state.secret) {
-        Ok((event, _)) => event,
+    // The id GitLab's own headers give (`X-Gitlab-Event-UUID`, else `Idempotency-Key`) is the
+    // one recorded, whatever else the request carries.
+    let (event, id) = match verify(&pairs, body, &state.secret) {
+        Ok(verified) => verified,
         Err(refusal) => return refuse(refusal),
     };
+    let delivery = id.as_str();
     match state.deliveries.first_time(delivery) {
         Ok(true) => {}
         Ok(false) => {
