@@ -21,7 +21,6 @@
 mod gitlab;
 
 use std::io::Read;
-use std::time::Duration;
 
 use airlock_audit::Event;
 use airlock_protocol::{FeedbackKind, FollowUpBrief, PrFeedback};
@@ -170,81 +169,38 @@ trait Checks {
 /// GitHub's checks API, read with the broker's token (never anyone else's); comments go
 /// through the broker's `Forge` like every other it posts.
 struct ChecksApi {
-    agent: ureq::Agent,
-    api: String,
+    api: airlock_forge::github::GitHubApi,
     slug: String,
-    token: String,
 }
 
 impl ChecksApi {
-    fn new(repository: &str, cfg: &RepositoryConfig, token: String) -> ChecksApi {
-        let config = ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_secs(60)))
-            .http_status_as_error(false)
-            .build();
-        ChecksApi {
-            agent: ureq::Agent::new_with_config(config),
-            api: cfg.github_api.trim_end_matches('/').to_owned(),
+    fn new(repository: &str, cfg: &RepositoryConfig, token: &str) -> Result<ChecksApi> {
+        Ok(ChecksApi {
+            api: crate::publish::github_api(cfg, Some(token))?,
             slug: cfg.forge_slug(repository),
-            token,
-        }
-    }
-
-    fn redact(&self, text: String) -> Error {
-        Error::Forge(if self.token.is_empty() {
-            text
-        } else {
-            text.replace(&self.token, "***")
         })
     }
 
-    /// `GET` of `path` under the repository; the response, or `None` for a 404.
-    fn get(&self, path: &str) -> Result<Option<ureq::http::Response<ureq::Body>>> {
-        let url = format!("{}/repos/{}{path}", self.api, self.slug);
-        let resp = self
-            .agent
-            .get(&url)
-            .header("Authorization", &format!("Bearer {}", self.token))
-            .header("Accept", "application/vnd.github+json")
-            .header("X-GitHub-Api-Version", "2022-11-28")
-            .header("User-Agent", "airlock-broker")
-            .call()
-            .map_err(|e| self.redact(format!("GET {url}: {e}")))?;
-        let status = resp.status();
-        if status.as_u16() == 404 {
-            return Ok(None);
-        }
-        if !status.is_success() {
-            return Err(self.redact(format!("GET {url} answered {status}")));
-        }
-        Ok(Some(resp))
-    }
-
+    /// `GET` of `path` under the repository, read into `T`; `None` for a 404.
     fn get_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<Option<T>> {
-        let Some(mut resp) = self.get(path)? else {
-            return Ok(None);
-        };
-        let text = resp
-            .body_mut()
-            .with_config()
-            .limit(16 * 1024 * 1024)
-            .read_to_string()
-            .map_err(|e| self.redact(format!("GET {path}: {e}")))?;
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| Error::Forge(format!("GET {path}: the reply does not parse: {e}")))
+        absent_on_404(self.api.get_json(&format!("/repos/{}{path}", self.slug)))
     }
 
     /// The tail of an Actions job's log, read as it streams (never more than
     /// [`MAX_LOG_BYTES`] twice over in memory); `None` when the forge has none.
     fn job_log(&self, job: u64) -> Result<Option<LogTail>> {
-        let Some(mut resp) = self.get(&format!("/actions/jobs/{job}/logs"))? else {
-            return Ok(None);
-        };
-        let mut reader = resp.body_mut().with_config().limit(u64::MAX).reader();
-        tail_of(&mut reader)
-            .map(Some)
-            .map_err(|e| self.redact(format!("reading the log of job {job}: {e}")))
+        let path = format!("/repos/{}/actions/jobs/{job}/logs", self.slug);
+        absent_on_404(self.api.get_streamed(&path, tail_of))
+    }
+}
+
+/// A forge answer, `None` for GitHub's 404; any other failure as the broker reports it (the
+/// forge crate has taken the token out).
+fn absent_on_404<T>(answer: airlock_forge::Result<T>) -> Result<Option<T>> {
+    match answer {
+        Ok(found) => Ok(Some(found)),
+        Err(airlock_forge::Error::Status { status: 404, .. }) => Ok(None),
+        Err(e) => Err(Error::Forge(e.to_string())),
     }
 }
 
@@ -534,7 +490,7 @@ impl Broker {
         })?;
         let api: Box<dyn Checks> = match &cfg.gitlab {
             Some(settings) => Box::new(gitlab::GitLabChecks::new(name, cfg, settings)?),
-            None => Box::new(ChecksApi::new(name, cfg, token)),
+            None => Box::new(ChecksApi::new(name, cfg, &token)?),
         };
         let lineage = self.lineage(item)?.ok_or_else(|| {
             Error::FeedbackRefused(format!("pull request #{n} has no branch the broker pushed"))

@@ -902,7 +902,7 @@ impl TokenSource for CallToken {
 }
 
 /// The repository's GitHub API through `airlock_forge`, sending `token` when there is one.
-fn github_api(cfg: &RepositoryConfig, token: Option<&str>) -> Result<GitHubApi> {
+pub(crate) fn github_api(cfg: &RepositoryConfig, token: Option<&str>) -> Result<GitHubApi> {
     let token = CallToken {
         token: token.map(str::to_owned),
         var: cfg.forge_token_env.clone().unwrap_or_default(),
