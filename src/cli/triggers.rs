@@ -42,10 +42,14 @@ pub struct WebhookArgs {
     /// Where to listen, e.g. 127.0.0.1:8643 (behind the operator's TLS proxy); port 0 picks one.
     #[arg(long)]
     listen: std::net::SocketAddr,
-    /// The environment variable holding the webhook's secret (as configured on GitHub, or as
-    /// GitLab's secret token: GitLab deliveries are told by their X-Gitlab-Event header).
+    /// The environment variable holding the webhook's secret (as configured on GitHub, and as
+    /// GitLab's secret token unless --gitlab-secret-env names another).
     #[arg(long)]
     secret_env: String,
+    /// The environment variable holding GitLab's secret token, when it is not --secret-env's
+    /// (GitLab sends it as it is in every delivery: a separate one is never GitHub's key).
+    #[arg(long, value_name = "VAR")]
+    gitlab_secret_env: Option<String>,
     /// The label that starts the default agent (`[agent] definition`, else issue-fixer); each
     /// agent of `[agent] triggered` is started by its own trigger.
     #[arg(long, default_value = "airlock")]
@@ -237,6 +241,20 @@ pub fn webhook(args: WebhookArgs) -> anyhow::Result<ExitCode> {
                 var: args.secret_env.clone(),
             },
         )?;
+    let gitlab_secret = match &args.gitlab_secret_env {
+        None => None,
+        Some(var) => Some(
+            std::env::var(var)
+                .ok()
+                .filter(|s| !s.is_empty())
+                .ok_or_else(
+                    || airlock_supervisor::triggers::TriggerError::SecretMissing {
+                        var: var.clone(),
+                    },
+                )?
+                .into_bytes(),
+        ),
+    };
     let state_dir = match args.state_dir {
         Some(d) => d,
         None => airlock_audit::data_dir()
@@ -263,6 +281,7 @@ pub fn webhook(args: WebhookArgs) -> anyhow::Result<ExitCode> {
         WebhookOptions {
             listen: args.listen,
             secret: secret.into_bytes(),
+            gitlab_secret,
             label: args.label,
             state_dir,
             parallel: args.parallel,

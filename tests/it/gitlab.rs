@@ -526,6 +526,42 @@ fn a_webhook_takes_a_labelled_gitlab_issue_as_a_claimed_run_and_refuses_bad_deli
     ] {
         assert!(audit.contains(rule), "{rule} not audited");
     }
+    drop(hook);
+
+    // With a GitLab secret token of its own, GitHub's secret is no GitLab token.
+    let mut own = extra.clone();
+    own.extend([
+        "--gitlab-secret-env".into(),
+        "AIRLOCK_IT_GITLAB_HOOK_TOKEN".into(),
+    ]);
+    let hook = crate::triggers::start_webhook_env(
+        &w.s.dir.path().join("webhook-own"),
+        &own,
+        &[
+            (TOKEN_VAR, TOKEN),
+            ("AIRLOCK_IT_GITLAB_HOOK_TOKEN", "gl-hook-token-2"),
+        ],
+    );
+    let unlisted = labelled_hook("plat/other", 1);
+    let (status, reply) = deliver(
+        &hook.addr,
+        "Issue Hook",
+        "0f1e2d3c-0000-4000-8000-00000000a004",
+        Some(secret),
+        &unlisted,
+    );
+    assert_eq!(status, 401, "{reply}");
+    let (status, reply) = deliver(
+        &hook.addr,
+        "Issue Hook",
+        "0f1e2d3c-0000-4000-8000-00000000a005",
+        Some("gl-hook-token-2"),
+        &unlisted,
+    );
+    assert_eq!(
+        status, 403,
+        "the token was taken, the project refused: {reply}"
+    );
 }
 
 /// A note in a thread of the merge request airlock opened on GitLab, delivered as a Note Hook,

@@ -182,7 +182,8 @@ pub(super) fn answer(
     };
     // The id GitLab's own headers give (`X-Gitlab-Event-UUID`, else `Idempotency-Key`) is the
     // one recorded, whatever else the request carries.
-    let (event, id) = match verify(&pairs, body, &state.secret) {
+    let secret = state.gitlab_secret.as_deref().unwrap_or(&state.secret);
+    let (event, id) = match verify(&pairs, body, secret) {
         Ok(verified) => verified,
         Err(refusal) => return refuse(refusal),
     };

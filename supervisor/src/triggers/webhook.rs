@@ -444,6 +444,10 @@ pub struct WebhookOptions {
     pub listen: SocketAddr,
     /// The shared secret (read from the variable `--secret-env` names).
     pub secret: Vec<u8>,
+    /// GitLab's secret token, when it is not `secret` (`--gitlab-secret-env`): GitLab sends
+    /// its token as it is in every delivery, so a separate one keeps a token seen on the way
+    /// from also being GitHub's signing key.
+    pub gitlab_secret: Option<Vec<u8>>,
     /// The label that triggers a run.
     pub label: String,
     /// Where the delivery log and the work queue live.
@@ -492,6 +496,8 @@ pub(super) struct AppState {
     pub(super) deliveries: DeliveryLog,
     /// `[gitlab]`, for the projects whose deliveries are taken.
     pub(super) gitlab: crate::config::GitlabConfig,
+    /// GitLab's secret token when it is not `secret`.
+    pub(super) gitlab_secret: Option<Vec<u8>>,
     queue: WorkQueue,
     jobs: Mutex<mpsc::Sender<PathBuf>>,
     report: Report,
@@ -586,6 +592,7 @@ pub fn serve(options: WebhookOptions, worker: Worker, report: Report) -> Result<
     let state = Arc::new(AppState {
         secret: options.secret,
         gitlab: config.gitlab.clone(),
+        gitlab_secret: options.gitlab_secret,
         routes,
         deliveries,
         queue,
