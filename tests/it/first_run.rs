@@ -317,14 +317,14 @@ fn a_remote_off_github_gets_a_push_without_a_pull_request_and_says_why() {
             "remote",
             "add",
             "origin",
-            "https://gitlab.com/acme/calc.git",
+            "https://git.example.org/acme/calc.git",
         ],
     );
     let out = init_in(dir.path(), &repo, &[]);
     assert!(out.status.success(), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("is not on GitHub") && stderr.contains("GitLab is coming"),
+        stderr.contains("is not on GitHub, nor on GitLab") && stderr.contains("--gitlab-api"),
         "{stderr}"
     );
     let broker = broker_config(dir.path());
@@ -349,8 +349,66 @@ fn a_remote_off_github_gets_a_push_without_a_pull_request_and_says_why() {
     let all = text(&out);
     assert_eq!(out.status.code(), Some(1), "{all}");
     assert!(
-        all.contains("FIX  the remote https://gitlab.com/acme/calc.git is pushed over HTTPS")
+        all.contains("FIX  the remote https://git.example.org/acme/calc.git is pushed over HTTPS")
             && all.contains("set forge_token_env = \"AIRLOCK_FORGE_TOKEN\""),
+        "{all}"
+    );
+}
+
+#[test]
+fn a_gitlab_remote_gets_its_forge_table_and_doctor_checks_its_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("calc");
+    airlock_testkit::git::repo_with(
+        &repo,
+        &[(
+            "test_a.py",
+            "import unittest\n\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        pass\n",
+        )],
+    );
+    git(
+        &repo,
+        &[
+            "remote",
+            "add",
+            "origin",
+            "https://gitlab.com/acme/calc.git",
+        ],
+    );
+    let out = init_in(dir.path(), &repo, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("GitLab's project acme/calc") && stderr.contains("kind = \"gitlab\""),
+        "{stderr}"
+    );
+    // broker.toml publishes there: a GitLab forge, its project, its token variable.
+    let broker = broker_config(dir.path());
+    let calc = &broker.repositories["acme/calc"];
+    assert_eq!(calc.remote, "origin");
+    assert_eq!(
+        calc.forge_kind(),
+        airlock_broker::config::forge::ForgeKind::GitLab
+    );
+    let gitlab = calc.gitlab.as_ref().unwrap();
+    assert_eq!(gitlab.api_url, "https://gitlab.com/api/v4");
+    assert_eq!(gitlab.project.to_string(), "acme/calc");
+    assert_eq!(calc.forge_token_env.as_deref(), Some("AIRLOCK_FORGE_TOKEN"));
+    // doctor: the token variable the table names is checked (each step sets it).
+    let out = airlock(
+        dir.path(),
+        &dir.path().join("data"),
+        &[
+            "doctor",
+            "--config",
+            "airlock.toml",
+            "--repo",
+            repo.to_str().unwrap(),
+        ],
+    );
+    let all = text(&out);
+    assert!(
+        all.contains(&format!("ok   the forge token variable {FORGE_VAR} is set")),
         "{all}"
     );
 }

@@ -180,9 +180,9 @@ impl Detected {
             )),
             Remote::GitLab { project, .. } => Some(format!(
                 "the remote is GitLab's project {project}: airlock.toml's [gitlab] reads its \
-                 issues; to open draft merge requests, give its repository a \
-                 [repositories.\"NAME\".forge] table with kind = \"gitlab\" in broker.toml \
-                 (docs/publication.md)"
+                 issues, and the repository's [repositories.\"NAME\".forge] table in \
+                 broker.toml (kind = \"gitlab\") opens draft merge requests there with the \
+                 token in its token_env (docs/publication.md)"
             )),
             Remote::GitHub { .. } => None,
         }

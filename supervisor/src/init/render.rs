@@ -384,6 +384,7 @@ pub fn render_broker_toml(d: &Detected, name: &str, airlock_toml: &std::path::Pa
 /// The implicit `[repositories]` table holding `[repositories."NAME"]` for `d`.
 fn repositories_table(o: &mut Writer, d: &Detected, name: &str) -> Table {
     let mut repository = o.table();
+    let mut gitlab: Option<(String, String)> = None;
     o.comment("The broker's own clone (witness trees and approved commits are built from it; every pinned commit must be in it); a clone owned by the broker's user is safer than your working tree.");
     o.key(&mut repository, "clone", path_text(&d.repo));
     match &d.remote {
@@ -413,13 +414,10 @@ fn repositories_table(o: &mut Writer, d: &Detected, name: &str) -> Table {
             api,
         } => {
             o.comment(&format!(
-                "The remote of the clone approved branches are pushed to ({url}): GitLab's project {project} on {api}. A draft merge request needs the repository's forge table, [repositories.\"NAME\".forge] with kind = \"gitlab\" (docs/publication.md); without it no merge request is opened."
+                "The remote of the clone approved branches are pushed to ({url}): GitLab's project {project} on {api}, where the forge table below opens the draft merge request."
             ));
             o.key(&mut repository, "remote", remote.as_str());
-            o.comment(
-                "A variable holding an HTTPS push token (user oauth2), if the remote needs one:",
-            );
-            o.commented_key("forge_token_env", &quote("AIRLOCK_FORGE_TOKEN"), None);
+            gitlab = Some((project.clone(), api.clone()));
         }
         Remote::Other { name: remote, url } => {
             o.comment(&format!(
@@ -446,6 +444,21 @@ fn repositories_table(o: &mut Writer, d: &Detected, name: &str) -> Table {
     allow_ro.set_trailing_comma(true);
     allow_ro.set_trailing("\n");
     o.key(&mut repository, "allow_ro", allow_ro);
+    if let Some((project, api)) = gitlab {
+        o.blank();
+        o.comment("The forge the repository is published to (docs/publication.md): GitLab's REST API v4, the project the draft merge request is opened on.");
+        let mut forge = o.table();
+        o.key(&mut forge, "kind", "gitlab");
+        o.key(&mut forge, "api_url", api.as_str());
+        o.key(&mut forge, "project", project.as_str());
+        o.comment("The variable holding the forge token (scope api), read where `approve` and `publish` run: the HTTPS push credential (user oauth2) and the token that opens the draft merge request, labels and notes. Approval is refused while it is unset.");
+        o.key(&mut forge, "token_env", "AIRLOCK_FORGE_TOKEN");
+        o.comment(
+            "Review comments start a follow-up only from members at or above this access level.",
+        );
+        o.commented_key("feedback_min_access", &quote("developer"), None);
+        repository.insert("forge", Item::Table(forge));
+    }
 
     let mut repositories = Table::new();
     repositories.set_implicit(true);

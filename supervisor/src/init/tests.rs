@@ -926,6 +926,19 @@ fn a_remote_whose_host_says_gitlab_or_that_gitlab_api_names_is_a_gitlab_project(
     let repo = &table["repositories"]["plat/calc"];
     assert_eq!(repo["remote"].as_str(), Some("origin"), "{broker}");
     assert!(repo.get("forge_repo").is_none(), "{broker}");
+    // ... and opens its draft merge requests through the forge table.
+    let forge = &repo["forge"];
+    assert_eq!(forge["kind"].as_str(), Some("gitlab"), "{broker}");
+    assert_eq!(
+        forge["api_url"].as_str(),
+        Some("https://gitlab.acme.test/api/v4")
+    );
+    assert_eq!(forge["project"].as_str(), Some("plat/calc"));
+    assert_eq!(forge["token_env"].as_str(), Some("AIRLOCK_FORGE_TOKEN"));
+    assert!(
+        broker.contains("# feedback_min_access = \"developer\""),
+        "{broker}"
+    );
     let note = d.publication_note().unwrap();
     assert!(
         note.contains("plat/calc") && note.contains("kind = \"gitlab\""),
