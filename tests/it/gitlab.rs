@@ -247,6 +247,26 @@ fn airlock_run_reads_a_gitlab_issue_and_its_notes_with_the_private_token() {
         intake["comments_included"], 1,
         "the system note is left out"
     );
+    // Every line the run wrote, its run_started with the GitLab intake included, keeps the
+    // trajectory's contract.
+    let runs = w.s.dir.path().join("runs");
+    let trajectory = std::fs::read_dir(&runs)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("trajectory.jsonl"))
+        .find(|p| p.exists())
+        .unwrap();
+    let lines = std::fs::read_to_string(trajectory).unwrap();
+    let mut started = 0;
+    for line in lines.lines() {
+        let event: Value = serde_json::from_str(line).unwrap();
+        started += usize::from(event["kind"] == "run_started");
+        let violations = airlock_schemas::Schema::TrajectoryEvent
+            .violations(&event)
+            .unwrap();
+        assert!(violations.is_empty(), "{line}\n{violations:#?}");
+    }
+    assert_eq!(started, 1);
     // Read by path with the token as PRIVATE-TOKEN; nothing written to GitLab.
     let seen = w.gitlab.requests();
     assert!(
