@@ -86,3 +86,47 @@ pub enum Error {
 
 /// Result alias for forge access.
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// The error with every occurrence of `token` in its texts replaced by `***`: what a
+    /// request failed with never carries the token it was sent with (a URL echoed back, a
+    /// transport error that quotes a header).
+    pub(crate) fn redacted(self, token: Option<&str>) -> Error {
+        let Some(token) = token.filter(|t| !t.is_empty()) else {
+            return self;
+        };
+        let clean = |s: String| s.replace(token, "***");
+        match self {
+            Error::Transport {
+                method,
+                url,
+                message,
+            } => Error::Transport {
+                method,
+                url: clean(url),
+                message: clean(message),
+            },
+            Error::Status {
+                method,
+                url,
+                status,
+                problem,
+            } => Error::Status {
+                method,
+                url: clean(url),
+                status,
+                problem: clean(problem),
+            },
+            Error::Shape {
+                method,
+                url,
+                problem,
+            } => Error::Shape {
+                method,
+                url: clean(url),
+                problem: clean(problem),
+            },
+            other => other,
+        }
+    }
+}

@@ -144,7 +144,7 @@ impl GitHubApi {
         let token = self.token.token()?;
         let result = self.send_with(method, &url, (body, token.as_deref()), read_text);
         // The token lives only for this request; whatever the client said, it is not in it.
-        result.map_err(|e| redact(e, token.as_deref()))
+        result.map_err(|e| e.redacted(token.as_deref()))
     }
 
     /// `GET {api}{path}` whose answer `read` reads as it streams (a job's log, larger than
@@ -160,7 +160,7 @@ impl GitHubApi {
         let result = self.send_with(Method::Get, &url, (None, token.as_deref()), |body| {
             read(&mut body.with_config().limit(u64::MAX).reader()).map_err(ureq::Error::Io)
         });
-        result.map_err(|e| redact(e, token.as_deref()))
+        result.map_err(|e| e.redacted(token.as_deref()))
     }
 
     fn send_with<R>(
@@ -289,43 +289,4 @@ impl GitHubApi {
 /// An answer's body as text, at most [`MAX_BODY_BYTES`].
 fn read_text(body: &mut ureq::Body) -> std::result::Result<String, ureq::Error> {
     body.with_config().limit(MAX_BODY_BYTES).read_to_string()
-}
-
-fn redact(error: Error, token: Option<&str>) -> Error {
-    let Some(token) = token.filter(|t| !t.is_empty()) else {
-        return error;
-    };
-    let clean = |s: String| s.replace(token, "***");
-    match error {
-        Error::Transport {
-            method,
-            url,
-            message,
-        } => Error::Transport {
-            method,
-            url: clean(url),
-            message: clean(message),
-        },
-        Error::Status {
-            method,
-            url,
-            status,
-            problem,
-        } => Error::Status {
-            method,
-            url: clean(url),
-            status,
-            problem: clean(problem),
-        },
-        Error::Shape {
-            method,
-            url,
-            problem,
-        } => Error::Shape {
-            method,
-            url: clean(url),
-            problem: clean(problem),
-        },
-        other => other,
-    }
 }

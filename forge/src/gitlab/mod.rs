@@ -110,7 +110,7 @@ impl GitLab {
         let token = self.token.token()?;
         let result = self.send_with(method, &url, body, token.as_deref());
         // The token lives only for this request; whatever the client said, it is not in it.
-        result.map_err(|e| redact(e, token.as_deref()))
+        result.map_err(|e| e.redacted(token.as_deref()))
     }
 
     fn send_with(
@@ -330,45 +330,6 @@ fn within_limit(what: &'static str, text: &str) -> Result<()> {
         });
     }
     Ok(())
-}
-
-fn redact(error: Error, token: Option<&str>) -> Error {
-    let Some(token) = token.filter(|t| !t.is_empty()) else {
-        return error;
-    };
-    let clean = |s: String| s.replace(token, "***");
-    match error {
-        Error::Transport {
-            method,
-            url,
-            message,
-        } => Error::Transport {
-            method,
-            url: clean(url),
-            message: clean(message),
-        },
-        Error::Status {
-            method,
-            url,
-            status,
-            problem,
-        } => Error::Status {
-            method,
-            url: clean(url),
-            status,
-            problem: clean(problem),
-        },
-        Error::Shape {
-            method,
-            url,
-            problem,
-        } => Error::Shape {
-            method,
-            url: clean(url),
-            problem: clean(problem),
-        },
-        other => other,
-    }
 }
 
 impl Forge for GitLab {
