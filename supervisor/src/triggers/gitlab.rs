@@ -11,8 +11,9 @@
 //! label that starts an agent is an issue run; a `Note Hook` on an issue waiting for an answer
 //! (`needs-info`) is a reply, one mentioning `@airlock` an issue run, and one on a merge request
 //! airlock opened (its source branch `airlock/...`) a follow-up, which the broker reads from
-//! GitLab before believing. A note on a merge request airlock did not open is ignored and
-//! recorded. GitLab repositories are named `gitlab:GROUP/NAME` in the work items.
+//! GitLab before believing; so is a failed `Pipeline Hook` of such a merge request (its first
+//! failed job not allowed to fail). A note on a merge request airlock did not open is ignored
+//! and recorded. GitLab repositories are named `gitlab:GROUP/NAME` in the work items.
 
 use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
@@ -122,6 +123,21 @@ struct Attributes {
     kind: Option<String>,
     #[serde(default)]
     system: Option<bool>,
+    /// A pipeline's status (`success`, `failed`, ...).
+    #[serde(default)]
+    status: Option<String>,
+}
+
+/// One job of a pipeline, as a `Pipeline Hook` lists it.
+#[derive(Deserialize)]
+struct Build {
+    id: u64,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    allow_failure: bool,
 }
 
 #[derive(Deserialize)]
@@ -155,6 +171,8 @@ struct Payload {
     issue: Option<NotedIssue>,
     #[serde(default)]
     merge_request: Option<NotedMergeRequest>,
+    #[serde(default)]
+    builds: Vec<Build>,
 }
 
 /// Why a note on a merge request starts nothing: it is ignored, and recorded.
@@ -291,6 +309,52 @@ pub fn parse_event(
                 trigger: IssueTrigger::Labelled,
                 agent: Some(agent),
                 delivery: Some(delivery),
+            }))
+        }
+        // A failed pipeline of a merge request airlock opened: a follow-up on its first job
+        // that failed and was not allowed to (the broker reads the job from GitLab before
+        // believing it), or on the head's failed jobs when the payload lists none.
+        "Pipeline Hook" => {
+            let status = attributes.status.as_deref().unwrap_or("nothing");
+            if status != "failed" {
+                return ignore(&format!(
+                    "a pipeline that is {}: only a failed one starts a follow-up",
+                    status.escape_debug()
+                ));
+            }
+            let Some(mr) = p.merge_request else {
+                return ignore(
+                    "a failed pipeline of no merge request (a branch pipeline): only a merge \
+                     request pipeline names the merge request airlock opened; run the \
+                     project's pipelines for merge requests to have its failures followed up",
+                );
+            };
+            if !mr.source_branch.starts_with("airlock/") {
+                return ignore("a failed pipeline of a merge request airlock did not open");
+            }
+            let job = p
+                .builds
+                .iter()
+                .filter(|b| b.status.as_deref() == Some("failed") && !b.allow_failure)
+                .min_by_key(|b| b.id);
+            let source = match job {
+                Some(job) => FeedbackSource {
+                    kind: FeedbackKind::CheckRun,
+                    id: job.id,
+                },
+                None => FeedbackSource {
+                    kind: FeedbackKind::HeadChecks,
+                    id: attributes.id.unwrap_or_default(),
+                },
+            };
+            Ok(EventAction::Work(WorkItem::FollowUp {
+                repository,
+                pull_request: mr.iid,
+                head_branch: Some(mr.source_branch),
+                trigger: FollowUpTrigger::CheckFailed,
+                author: job.and_then(|j| j.name.clone()),
+                source,
+                delivery,
             }))
         }
         "Note Hook" => {
@@ -541,6 +605,64 @@ mod tests {
             parse("Note Hook", &note("MergeRequest", "@airlock fix", theirs)),
             Ok(EventAction::Ignore(why)) if why.contains("airlock did not open")
         ));
+    }
+
+    #[test]
+    fn a_failed_pipeline_of_an_airlock_merge_request_is_a_follow_up_on_its_failed_job() {
+        let pipeline = |status: &str, mr: serde_json::Value, builds: serde_json::Value| {
+            json!({"object_kind": "pipeline",
+                "project": {"id": 9, "path_with_namespace": PROJECT},
+                "object_attributes": {"id": 31, "status": status, "ref": "airlock/CALC-7-1"},
+                "merge_request": mr, "builds": builds})
+        };
+        let ours = json!({"iid": 4, "source_branch": "airlock/CALC-7-1"});
+        let builds = json!([
+            {"id": 12, "name": "lint", "status": "failed", "allow_failure": true},
+            {"id": 14, "name": "test", "status": "failed", "allow_failure": false},
+            {"id": 11, "name": "build", "status": "success", "allow_failure": false}]);
+        assert_eq!(
+            parse("Pipeline Hook", &pipeline("failed", ours.clone(), builds)),
+            Ok(EventAction::Work(WorkItem::FollowUp {
+                repository: "gitlab:plat/calc".into(),
+                pull_request: 4,
+                head_branch: Some("airlock/CALC-7-1".into()),
+                trigger: FollowUpTrigger::CheckFailed,
+                author: Some("test".into()),
+                source: FeedbackSource {
+                    kind: FeedbackKind::CheckRun,
+                    id: 14,
+                },
+                delivery: "u-1".into(),
+            }))
+        );
+        // No job listed: the head's failed jobs, as the broker finds them.
+        assert!(matches!(
+            parse(
+                "Pipeline Hook",
+                &pipeline("failed", ours.clone(), json!([]))
+            ),
+            Ok(EventAction::Work(WorkItem::FollowUp {
+                source: FeedbackSource {
+                    kind: FeedbackKind::HeadChecks,
+                    id: 31
+                },
+                ..
+            }))
+        ));
+        for (status, mr) in [
+            ("success", ours.clone()),
+            ("running", ours),
+            ("failed", serde_json::Value::Null),
+            ("failed", json!({"iid": 5, "source_branch": "feature/x"})),
+        ] {
+            assert!(
+                matches!(
+                    parse("Pipeline Hook", &pipeline(status, mr.clone(), json!([]))),
+                    Ok(EventAction::Ignore(_))
+                ),
+                "{status} {mr}"
+            );
+        }
     }
 
     #[test]
