@@ -242,7 +242,8 @@ fn answer(state: &Mutex<State>, req: &SeenRequest) -> Answer {
         .collect();
     let route = req.path.split('?').next().unwrap_or("");
     match req.method.as_str() {
-        "GET" if route.ends_with("/merge_requests") => {
+        // A list set with `route_page` is answered as set; any other, from what was created.
+        "GET" if route.ends_with("/merge_requests") && !state.routes.contains_key(&req.path) => {
             let branch = query_param(&req.path, "source_branch");
             let list: Vec<Value> = prior
                 .iter()

@@ -362,16 +362,12 @@ fn a_watcher_claims_and_runs_the_labelled_ready_gitlab_issue_once_and_skips_the_
     assert_eq!(claims[0]["issue_number"], 1);
     assert_eq!(claims[0]["state"], "done", "{claims:#?}");
     assert_eq!(w.outcomes().len(), 1);
-    // What GitLab has no shared queue or check runs for, and a path that names no project, are
-    // refused before any poll, saying why.
+    // What GitLab has no shared queue for, and a path that names no project, are refused
+    // before any poll, saying why.
     for (args, says) in [
         (
             ["watch", "--repo", "gitlab:plat/calc", "--enqueue"],
-            "work with GitHub repositories only",
-        ),
-        (
-            ["watch", "--repo", "gitlab:plat/calc", "--ci-checks"],
-            "work with GitHub repositories only",
+            "works with GitHub repositories only",
         ),
         (
             ["watch", "--repo", "gitlab:calc", "--label=airlock"],
@@ -388,6 +384,56 @@ fn a_watcher_claims_and_runs_the_labelled_ready_gitlab_issue_once_and_skips_the_
         );
         assert_eq!(w.gitlab.requests().len(), asked, "{args:?} asked GitLab");
     }
+    // --ci-checks: the failed job of the newest pipeline on the head of an open merge request
+    // from an airlock/ branch goes to the broker (as a check run, read from GitLab there); a
+    // job allowed to fail, a job of another commit and a merge request from another branch do
+    // not.
+    let head = "a".repeat(40);
+    w.gitlab.route_page(
+        &format!("{PROJECT}/merge_requests?state=opened&per_page=100&page=1"),
+        json!([{"iid": 4, "source_branch": "airlock/CALC-1-1", "sha": head},
+               {"iid": 5, "source_branch": "feature/x", "sha": "b".repeat(40)}]),
+        None,
+    );
+    w.gitlab.route_page(
+        &format!("{PROJECT}/pipelines?sha={head}&per_page=100&page=1"),
+        json!([{"id": 90, "sha": head}]),
+        None,
+    );
+    let job = |id: u64, sha: &str, allowed: bool| {
+        json!({"id": id, "name": format!("job{id}"), "stage": "test", "status": "failed",
+               "allow_failure": allowed, "commit": {"id": sha}, "pipeline": {"id": 90, "sha": sha}})
+    };
+    w.gitlab.route_page(
+        &format!("{PROJECT}/pipelines/90/jobs?scope%5B%5D=failed&per_page=100&page=1"),
+        json!([
+            job(901, &head, false),
+            job(902, &head, true),
+            job(903, &"c".repeat(40), false)
+        ]),
+        None,
+    );
+    let out = w
+        .airlock(&["watch", "--repo", "gitlab:plat/calc", "--label", "airlock"])
+        .args(["--ci-checks", "--once"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let handed: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("gitlab:plat/calc merge request !"))
+        .collect();
+    assert_eq!(handed.len(), 1, "{}", text(&out));
+    assert!(
+        handed[0].starts_with("gitlab:plat/calc merge request !4 "),
+        "{handed:?}"
+    );
+    let asked: Vec<String> = w.gitlab.requests().iter().map(|r| r.path.clone()).collect();
+    assert!(
+        asked.iter().all(|p| !p.contains("pipelines?sha=bbbb")),
+        "read the pipelines of a merge request airlock did not open: {asked:#?}"
+    );
     // A second watcher finds #1 done by the first and runs nothing.
     let out = watch();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));

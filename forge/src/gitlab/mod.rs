@@ -7,7 +7,7 @@ mod mr;
 mod reference;
 mod wire;
 
-pub use mr::{Job, JobTrace, MAX_TRACE_BYTES, MergeRequestRefs};
+pub use mr::{Job, JobTrace, MAX_TRACE_BYTES, MergeRequestRefs, OpenMergeRequest};
 pub use reference::{GitLabIssueRef, ProjectId};
 
 use std::collections::BTreeMap;

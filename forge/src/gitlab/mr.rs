@@ -33,6 +33,25 @@ pub struct MergeRequestRefs {
     pub state: String,
 }
 
+/// An open merge request: its number, source branch and head commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenMergeRequest {
+    /// The project-scoped number (`iid`).
+    pub number: u64,
+    /// The source (head) branch.
+    pub source_branch: String,
+    /// The source branch's head commit (`sha`).
+    pub head_sha: String,
+}
+
+#[derive(Deserialize)]
+struct WireOpenMergeRequest {
+    iid: u64,
+    source_branch: String,
+    #[serde(default)]
+    sha: Option<String>,
+}
+
 /// One CI job of a pipeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
@@ -167,6 +186,27 @@ impl GitLab {
             head_sha: refs.head_sha,
             state: mr.state,
         })
+    }
+
+    /// The open merge requests whose source branch starts with `prefix`
+    /// (`GET .../merge_requests?state=opened`, every page), by number; one GitLab lists with
+    /// no head commit yet is left out.
+    pub fn open_merge_requests(&self, prefix: &str) -> Result<Vec<OpenMergeRequest>> {
+        let path = self.project_path("/merge_requests?state=opened");
+        let listed: Vec<WireOpenMergeRequest> = self.get_all(&path)?;
+        let mut open: Vec<OpenMergeRequest> = listed
+            .into_iter()
+            .filter(|m| m.source_branch.starts_with(prefix))
+            .filter_map(|m| {
+                Some(OpenMergeRequest {
+                    number: m.iid,
+                    source_branch: m.source_branch,
+                    head_sha: m.sha.filter(|s| !s.is_empty())?,
+                })
+            })
+            .collect();
+        open.sort_by_key(|m| m.number);
+        Ok(open)
     }
 
     /// Post `body` as a note on merge request `number` (`POST .../merge_requests/:iid/notes`).

@@ -138,11 +138,10 @@ pub fn watch(
 ) -> Result<()> {
     let watched = Watched::parse(&options.repository)?;
     if let Watched::GitLab(_) = &watched
-        && (options.enqueue || options.ci_checks)
+        && options.enqueue
     {
         return Err(TriggerError::Usage(
-            "--enqueue and --ci-checks work with GitHub repositories only; watch a GitLab \
-             project without them (its pipelines reach airlock through the broker)"
+            "--enqueue works with GitHub repositories only; watch a GitLab project without it"
                 .to_owned(),
         ));
     }
@@ -181,8 +180,14 @@ pub fn watch(
     let mut checks_seen: BTreeSet<u64> = BTreeSet::new();
     loop {
         let config = worker.load_config()?;
-        if let (true, Watched::GitHub { owner, repo }) = (options.ci_checks, &watched) {
-            poll_checks(owner, repo, &config, worker, &mut checks_seen, report);
+        match (options.ci_checks, &watched) {
+            (true, Watched::GitHub { owner, repo }) => {
+                poll_checks(owner, repo, &config, worker, &mut checks_seen, report);
+            }
+            (true, Watched::GitLab(project)) => {
+                poll_jobs(project, &config, worker, &mut checks_seen, report);
+            }
+            (false, _) => {}
         }
         // Replies to the questions the broker keeps for this repository, for deployments
         // without webhooks: an answer starts the next run here, any other reply is recorded.
@@ -306,6 +311,56 @@ fn poll_checks(
         });
     }
 }
+
+/// GitLab's [`poll_checks`]: each failed job (not allowed to fail) of the newest pipelines on
+/// the head of an open merge request from an `airlock/` branch, not handed over before, goes
+/// to the broker as a check run, which it reads from GitLab and decides on.
+fn poll_jobs(
+    project: &ProjectId,
+    config: &crate::config::Config,
+    worker: &Worker,
+    seen: &mut BTreeSet<u64>,
+    report: &mut dyn FnMut(WatchLine),
+) {
+    let found = crate::gitlab::client(&config.gitlab, project.clone()).and_then(|gitlab| {
+        let mut found = Vec::new();
+        for mr in gitlab.open_merge_requests("airlock/")? {
+            for pipeline in gitlab
+                .pipelines_of(&mr.head_sha)?
+                .into_iter()
+                .take(PIPELINES_PER_HEAD)
+            {
+                for job in gitlab.failed_jobs(pipeline)? {
+                    if job.failed() && job.sha == mr.head_sha {
+                        found.push((mr.number, job.id));
+                    }
+                }
+            }
+        }
+        Ok(found)
+    });
+    let found = match found {
+        Ok(found) => found,
+        Err(e) => return report(WatchLine::PollFailed(format!("pipelines: {e}"))),
+    };
+    for (number, job) in found {
+        if !seen.insert(job) {
+            continue;
+        }
+        let source = airlock_protocol::FeedbackSource {
+            kind: airlock_protocol::FeedbackKind::CheckRun,
+            id: job,
+        };
+        let outcome = worker.follow_up(&format!("gitlab:{project}"), number, source);
+        report(WatchLine::Worked {
+            issue: format!("gitlab:{project} merge request !{number}"),
+            outcome,
+        });
+    }
+}
+
+/// How many of a head's pipelines (newest first) `watch --ci-checks` reads on GitLab.
+const PIPELINES_PER_HEAD: usize = 5;
 
 /// The issues of `todo` that triage finds ready, as the broker's keys; the others are reported
 /// skipped with the reason (a failure to read one is reported too, and it is not queued).
