@@ -116,8 +116,9 @@ pub struct QueueWorkerArgs {
     /// socket (`unix:PATH`, or a path); replaces where `[broker]` says the broker is.
     #[arg(long, value_name = "URL")]
     broker: Option<String>,
-    /// The forge repository the queued issues are read from, OWNER/REPO (the broker's
-    /// repository name is `[broker] repository`, else this).
+    /// The forge repository the queued issues are read from: OWNER/REPO on GitHub, or
+    /// gitlab:GROUP/NAME for a GitLab project (the broker's repository name is
+    /// `[broker] repository`, else OWNER/REPO or the project's path).
     #[arg(long)]
     repo: String,
     /// The repository to clone for the runs (a URL or a path); the issue's own repository on

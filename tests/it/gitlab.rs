@@ -362,28 +362,21 @@ fn a_watcher_claims_and_runs_the_labelled_ready_gitlab_issue_once_and_skips_the_
     assert_eq!(claims[0]["issue_number"], 1);
     assert_eq!(claims[0]["state"], "done", "{claims:#?}");
     assert_eq!(w.outcomes().len(), 1);
-    // What GitLab has no shared queue for, and a path that names no project, are refused
-    // before any poll, saying why.
-    for (args, says) in [
-        (
-            ["watch", "--repo", "gitlab:plat/calc", "--enqueue"],
-            "works with GitHub repositories only",
-        ),
-        (
-            ["watch", "--repo", "gitlab:calc", "--label=airlock"],
-            "a path names at least a namespace and a project",
-        ),
-    ] {
-        let asked = w.gitlab.requests().len();
-        let out = w.airlock(&args).arg("--once").output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains(says),
-            "{args:?}: {}",
-            text(&out)
-        );
-        assert_eq!(w.gitlab.requests().len(), asked, "{args:?} asked GitLab");
-    }
+    // A path that names no project is refused before any poll, saying why.
+    let asked = w.gitlab.requests().len();
+    let out = w
+        .airlock(&["watch", "--repo", "gitlab:calc", "--label=airlock"])
+        .arg("--once")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("a path names at least a namespace and a project"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(w.gitlab.requests().len(), asked, "a bad path asked GitLab");
     // --ci-checks: the failed job of the newest pipeline on the head of an open merge request
     // from an airlock/ branch goes to the broker (as a check run, read from GitLab there); a
     // job allowed to fail, a job of another commit and a merge request from another branch do
@@ -445,6 +438,75 @@ fn a_watcher_claims_and_runs_the_labelled_ready_gitlab_issue_once_and_skips_the_
         text(&out)
     );
     assert_eq!(w.outcomes().len(), 1);
+}
+
+#[test]
+fn a_watcher_enqueues_the_ready_gitlab_issue_and_a_worker_reads_it_from_gitlab_and_runs_it() {
+    let w = world();
+    let out = w
+        .airlock(&["watch", "--repo", "gitlab:plat/calc", "--label", "airlock"])
+        .args(["--once", "--enqueue"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        stdout.contains("queued for the workers: gitlab:plat/calc#1 (1 new)"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        stdout.contains("gitlab:plat/calc#2 skipped: needs-info"),
+        "{}",
+        text(&out)
+    );
+    assert!(w.outcomes().is_empty(), "the watcher ran something");
+    let worker = || {
+        w.airlock(&["worker", "--repo", "gitlab:plat/calc", "--once"])
+            .arg("--clone")
+            .arg(&w.s.repo)
+            .output()
+            .unwrap()
+    };
+    let out = worker();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l.starts_with("gitlab:plat/calc#1 escalated: looked only")),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(w.outcomes().len(), 1);
+    // The issue was read from GitLab by the worker, and the queue is empty now.
+    let asked: Vec<String> = w.gitlab.requests().iter().map(|r| r.path.clone()).collect();
+    assert!(
+        asked
+            .iter()
+            .filter(|p| p.as_str() == format!("/api/v4{PROJECT}/issues/1"))
+            .count()
+            >= 2,
+        "{asked:#?}"
+    );
+    let out = worker();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no ready issue in the queue"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(w.outcomes().len(), 1);
+    // A --repo that is neither form is refused, naming both.
+    let out = w
+        .airlock(&["worker", "--repo", "plat", "--once"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("gitlab:GROUP/NAME"),
+        "{}",
+        text(&out)
+    );
 }
 
 /// POST `body` as GitLab would: `X-Gitlab-Event`, `X-Gitlab-Token` (none when `None`) and

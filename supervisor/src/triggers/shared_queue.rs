@@ -15,13 +15,15 @@ use super::worker::{Job, WorkOutcome, Worker, read_and_triage};
 use super::{Result, TriggerError};
 use crate::adapters::BrokerSocket;
 use crate::github::{GithubIssueRef, IssueSource};
+use airlock_forge::gitlab::{GitLabIssueRef, ProjectId};
 use crate::transport::BrokerEndpoint;
 use crate::triage::TriageState;
 
 /// What `airlock worker` was asked.
 #[derive(Debug, Clone)]
 pub struct QueueWorkerOptions {
-    /// The forge repository the queue's issues are read from, `OWNER/REPO`.
+    /// The forge repository the queue's issues are read from: `OWNER/REPO` on GitHub, or
+    /// `gitlab:GROUP/.../NAME` on GitLab.
     pub forge_repo: String,
     /// The pause before asking again when the queue has nothing ready.
     pub interval: Duration,
@@ -38,7 +40,7 @@ pub enum QueueLine {
     BrokerFailed(String),
     /// An issue was taken and worked on.
     Worked {
-        /// `OWNER/REPO#N`.
+        /// `OWNER/REPO#N` or `gitlab:GROUP/NAME#N`.
         issue: String,
         /// How it ended.
         outcome: WorkOutcome,
@@ -53,17 +55,12 @@ pub fn drain(
 ) -> Result<()> {
     let config = worker.load_config()?;
     let endpoint = worker.broker_endpoint(&config)?;
-    let (owner, repo) = options.forge_repo.split_once('/').ok_or_else(|| {
-        TriggerError::Usage(format!(
-            "--repo {:?} is not OWNER/REPO",
-            options.forge_repo.escape_debug().to_string()
-        ))
-    })?;
+    let forge = QueueForge::parse(&options.forge_repo)?;
     let repository = config
         .broker
         .repository
         .clone()
-        .unwrap_or_else(|| options.forge_repo.clone());
+        .unwrap_or_else(|| forge.claim_repository());
     let broker = BrokerSocket::new(&endpoint, Duration::from_secs(60));
     let take = Request::TakeWork(TakeWork {
         holder: worker.holder.clone(),
@@ -92,7 +89,7 @@ pub fn drain(
                 continue;
             }
         };
-        let Some((claim, forge)) = claim else {
+        let Some((claim, mark)) = claim else {
             report(QueueLine::Idle);
             if options.once {
                 return Ok(());
@@ -100,17 +97,74 @@ pub fn drain(
             std::thread::sleep(options.interval);
             continue;
         };
-        let reference = GithubIssueRef {
-            owner: owner.to_owned(),
-            repo: repo.to_owned(),
-            number: claim.issue.issue_number,
-            web_base: None,
-        };
-        let outcome = work_on_taken(worker, &endpoint, &claim, forge, reference.clone());
+        let (issue, name) = forge.issue(claim.issue.issue_number);
+        let outcome = work_on_taken(worker, &endpoint, &claim, mark, issue);
         report(QueueLine::Worked {
-            issue: reference.to_string(),
+            issue: name,
             outcome,
         });
+    }
+}
+
+/// Where the queue's issues are read: `OWNER/REPO` on GitHub, or `gitlab:GROUP/.../NAME`.
+enum QueueForge {
+    GitHub { owner: String, repo: String },
+    GitLab(ProjectId),
+}
+
+impl QueueForge {
+    fn parse(given: &str) -> Result<QueueForge> {
+        if let Some(project) = given.strip_prefix(super::gitlab::GITLAB_PREFIX) {
+            return ProjectId::parse(project)
+                .map(QueueForge::GitLab)
+                .map_err(|e| TriggerError::Usage(format!("--repo: {e}")));
+        }
+        let (owner, repo) = given
+            .split_once('/')
+            .filter(|(o, r)| !o.is_empty() && !r.is_empty() && !r.contains('/'))
+            .ok_or_else(|| {
+                TriggerError::Usage(format!(
+                    "--repo {:?} is not OWNER/REPO (GitHub) or gitlab:GROUP/NAME (GitLab)",
+                    given.escape_debug().to_string()
+                ))
+            })?;
+        Ok(QueueForge::GitHub {
+            owner: owner.to_owned(),
+            repo: repo.to_owned(),
+        })
+    }
+
+    /// The repository the broker's queue knows the issues by when `[broker] repository` does
+    /// not say: `OWNER/REPO`, or the GitLab project's path (as `airlock watch` claims them).
+    fn claim_repository(&self) -> String {
+        match self {
+            QueueForge::GitHub { owner, repo } => format!("{owner}/{repo}"),
+            QueueForge::GitLab(project) => project.to_string(),
+        }
+    }
+
+    /// Issue `number` to read, and its name for the operator.
+    fn issue(&self, number: u64) -> (IssueSource, String) {
+        match self {
+            QueueForge::GitHub { owner, repo } => {
+                let reference = GithubIssueRef {
+                    owner: owner.clone(),
+                    repo: repo.clone(),
+                    number,
+                    web_base: None,
+                };
+                let name = reference.to_string();
+                (IssueSource::GitHub(reference), name)
+            }
+            QueueForge::GitLab(project) => (
+                IssueSource::GitLab(GitLabIssueRef {
+                    project: project.clone(),
+                    number,
+                    web_base: None,
+                }),
+                format!("{}{project}#{number}", super::gitlab::GITLAB_PREFIX),
+            ),
+        }
     }
 }
 
@@ -121,10 +175,10 @@ fn work_on_taken(
     endpoint: &BrokerEndpoint,
     claim: &ClaimStatus,
     forge: airlock_protocol::ForgeMark,
-    reference: GithubIssueRef,
+    issue: IssueSource,
 ) -> WorkOutcome {
     let job = Job {
-        issue: IssueSource::GitHub(reference),
+        issue,
         repo: None,
         commit: None,
         agent: None,

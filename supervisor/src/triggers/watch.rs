@@ -137,14 +137,6 @@ pub fn watch(
     report: &mut dyn FnMut(WatchLine),
 ) -> Result<()> {
     let watched = Watched::parse(&options.repository)?;
-    if let Watched::GitLab(_) = &watched
-        && options.enqueue
-    {
-        return Err(TriggerError::Usage(
-            "--enqueue works with GitHub repositories only; watch a GitLab project without it"
-                .to_owned(),
-        ));
-    }
     if options
         .label
         .as_deref()
