@@ -313,10 +313,10 @@ mod tests {
                 });
             }
         });
-        assert_eq!(versions(&url), vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(versions(&url), vec![1, 2, 3, 4, 5, 6, 7]);
         // Opening again applies nothing.
         PostgresStore::connect(&url, None).unwrap();
-        assert_eq!(versions(&url), vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(versions(&url), vec![1, 2, 3, 4, 5, 6, 7]);
     }
 
     #[test]

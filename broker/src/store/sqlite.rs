@@ -569,7 +569,7 @@ mod tests {
             let path = dir.path().join("today.db");
             unversioned_database(&path, &columns);
             let mut s = SqliteStore::open(&path).unwrap();
-            assert_eq!(versions(&path), vec![1, 2, 3, 4, 5, 6], "{columns:?}");
+            assert_eq!(versions(&path), vec![1, 2, 3, 4, 5, 6, 7], "{columns:?}");
             let run = s.run("r1").unwrap().unwrap();
             assert_eq!(
                 (run.state, run.registration.issue_number),
@@ -624,7 +624,7 @@ mod tests {
             drop(s);
             // Opening again applies nothing and keeps everything.
             let mut s = SqliteStore::open(&path).unwrap();
-            assert_eq!(versions(&path), vec![1, 2, 3, 4, 5, 6]);
+            assert_eq!(versions(&path), vec![1, 2, 3, 4, 5, 6, 7]);
             assert_eq!(s.work().unwrap().len(), 1);
             assert_eq!(
                 s.queue_item(1).unwrap().unwrap().branch.as_deref(),
