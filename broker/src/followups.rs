@@ -141,14 +141,23 @@ impl Broker {
     /// repository of `broker.toml` it belongs to and its latest published queue item. Its
     /// queue, not anything the pull request says, decides that it is the broker's.
     pub(crate) fn published_pull(&self, forge_repo: &str, n: u64) -> Result<PublishedPull<'_>> {
-        let (name, cfg) = self
-            .config
-            .repositories
+        let repositories = &self.config.repositories;
+        let (name, cfg) = repositories
             .iter()
             .find(|(name, cfg)| cfg.forge_slug(name).eq_ignore_ascii_case(forge_repo))
+            // A GitLab project named by its numeric id is known by the path GitLab reports.
+            .or_else(|| {
+                repositories.iter().find(|(name, cfg)| {
+                    crate::forge_gitlab::numeric_project_path(name, cfg)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|path| path.eq_ignore_ascii_case(forge_repo))
+                })
+            })
             .ok_or_else(|| {
                 Error::FeedbackRefused(format!(
-                    "{forge_repo:?} is no repository of broker.toml (by name or forge_repo)"
+                    "{forge_repo:?} is no repository of broker.toml (by name, forge_repo, or \
+                     the path of a GitLab project named by id)"
                 ))
             })?;
         let item = self

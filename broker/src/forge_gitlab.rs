@@ -43,6 +43,25 @@ fn client(repository: &str, cfg: &RepositoryConfig) -> Result<Option<GitLab>> {
     build(settings, Box::new(token)).map(Some)
 }
 
+/// The full path GitLab reports for `repository`'s project when `broker.toml` names it by
+/// numeric id (a webhook names a project by its path); `None` when it is named by path, is no
+/// GitLab project, or no token is configured.
+pub(crate) fn numeric_project_path(
+    repository: &str,
+    cfg: &RepositoryConfig,
+) -> Result<Option<String>> {
+    let Some(settings) = &cfg.gitlab else {
+        return Ok(None);
+    };
+    if !matches!(settings.project, ProjectId::Id(_)) {
+        return Ok(None);
+    }
+    let Some(gitlab) = client(repository, cfg)? else {
+        return Ok(None);
+    };
+    Ok(Some(gitlab.project_full_path()?))
+}
+
 fn build(settings: &GitLabSettings, token: Box<dyn TokenSource>) -> Result<GitLab> {
     Ok(GitLab::new(
         &settings.api_url,

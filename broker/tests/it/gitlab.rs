@@ -664,3 +664,56 @@ fn a_review_of_a_gitlab_merge_request_is_refused_before_anything_is_read() {
     );
     assert!(gitlab.requests().is_empty(), "nothing was asked of GitLab");
 }
+
+#[test]
+fn a_project_named_by_its_numeric_id_takes_feedback_named_by_the_path_gitlab_reports() {
+    let gitlab = MockGitLab::start();
+    gitlab.require_token(TOKEN);
+    gitlab.route(
+        "/projects/42",
+        200,
+        json!({"id": 42, "path_with_namespace": "plat/calc", "default_branch": "main"}),
+    );
+    let mut fx = Fixture::with(Options {
+        repository_tables: format!(
+            "[repositories.\"acme/calc\".forge]\nkind = \"gitlab\"\napi_url = \"{}\"\n\
+             project = \"42\"\ntoken_env = \"{VAR}\"\n",
+            gitlab.api_url
+        ),
+        ..Options::default()
+    });
+    fx.start_with_env(&[(VAR, TOKEN)]);
+    let feedback = |forge_repo: &str| {
+        let reply = fx
+            .client()
+            .request(&Request::PrFeedback(PrFeedback {
+                forge_repo: forge_repo.to_owned(),
+                pull_request: 3,
+                source: FeedbackSource {
+                    kind: FeedbackKind::IssueComment,
+                    id: 5,
+                },
+            }))
+            .unwrap();
+        match reply {
+            BrokerReply::Failed { message } => message,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    };
+    // The webhook's path is the repository's (its merge request !3 is just not the broker's);
+    // another path is no repository at all.
+    let ours = feedback("plat/calc");
+    assert!(ours.contains("was not opened by this broker"), "{ours}");
+    let theirs = feedback("plat/other");
+    assert!(
+        theirs.contains("is no repository of broker.toml"),
+        "{theirs}"
+    );
+    assert!(
+        gitlab
+            .requests()
+            .iter()
+            .any(|r| r.path == "/api/v4/projects/42"),
+        "the project's path was read from GitLab"
+    );
+}

@@ -188,6 +188,21 @@ impl GitLab {
         })
     }
 
+    /// The project's full path (`GET /projects/:id`'s `path_with_namespace`): what a
+    /// webhook names the project by, whichever way it was configured.
+    pub fn project_full_path(&self) -> Result<String> {
+        let path = self.project_path("");
+        let project: wire::Project = self.get(&path)?;
+        project
+            .path_with_namespace
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| Error::Shape {
+                method: "GET",
+                url: format!("{}{path}", self.api),
+                problem: "no `path_with_namespace`".to_owned(),
+            })
+    }
+
     /// The open merge requests whose source branch starts with `prefix`
     /// (`GET .../merge_requests?state=opened`, every page), by number; one GitLab lists with
     /// no head commit yet is left out.

@@ -159,4 +159,6 @@ pub(super) struct Member {
 pub(super) struct Project {
     #[serde(default)]
     pub(super) default_branch: Option<String>,
+    #[serde(default)]
+    pub(super) path_with_namespace: Option<String>,
 }
