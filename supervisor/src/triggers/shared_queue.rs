@@ -15,9 +15,9 @@ use super::worker::{Job, WorkOutcome, Worker, read_and_triage};
 use super::{Result, TriggerError};
 use crate::adapters::BrokerSocket;
 use crate::github::{GithubIssueRef, IssueSource};
-use airlock_forge::gitlab::{GitLabIssueRef, ProjectId};
 use crate::transport::BrokerEndpoint;
 use crate::triage::TriageState;
+use airlock_forge::gitlab::{GitLabIssueRef, ProjectId};
 
 /// What `airlock worker` was asked.
 #[derive(Debug, Clone)]
