@@ -902,7 +902,8 @@ pub fn remove_stale_scratch(work_dir: &Path) -> Result<usize> {
     };
     let mut removed = 0;
     for entry in entries.flatten() {
-        let is_scratch = entry.file_name().to_string_lossy().starts_with("witness-")
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_scratch = (name.starts_with("witness-") || name.starts_with(warm::WARM_UP_PREFIX))
             && entry.file_type().is_ok_and(|t| t.is_dir());
         if is_scratch {
             restore_writable(&entry.path());

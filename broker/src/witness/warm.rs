@@ -19,6 +19,11 @@ use crate::changes::ChangeSet;
 use crate::error::{Error, Result};
 use airlock_policies::testrun::Grade;
 
+/// The scratch directories of warm-ups are named apart from a witness's (`witness-`), so what
+/// is under way in a work directory can be told; a killed broker's are removed all the same
+/// ([`super::remove_stale_scratch`]).
+pub(super) const WARM_UP_PREFIX: &str = "warm-up-";
+
 /// The base runs being taken now, by the file each will be kept in.
 struct Warming {
     keys: Mutex<BTreeSet<PathBuf>>,
@@ -86,7 +91,7 @@ impl BaseInventories {
         std::fs::create_dir_all(work_dir)
             .map_err(Error::io(format!("creating {}", work_dir.display())))?;
         let scratch = tempfile::Builder::new()
-            .prefix("witness-")
+            .prefix(WARM_UP_PREFIX)
             .tempdir_in(work_dir)
             .map_err(Error::io(format!(
                 "creating a witness directory in {}",
