@@ -17,6 +17,21 @@ pub(crate) fn broker() -> PathBuf {
     airlock_testkit::bin::path("airlock-broker")
 }
 
+/// Wait (at most 30 s) until `airlock-broker serve` has made `socket`; the panic shows `log`,
+/// the broker's stderr, when one is given.
+pub(crate) fn wait_for_socket(socket: &Path, log: Option<&Path>) {
+    let start = std::time::Instant::now();
+    while !socket.exists() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "no broker socket: {}",
+            log.and_then(|l| std::fs::read_to_string(l).ok())
+                .unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 fn jsonl(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))

@@ -15,7 +15,6 @@ use airlock_testkit::mockgithub::MockForge;
 use airlock_testkit::mockmodel::MockModel;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 /// The recipe's token variable, as `init` names it in broker.toml.
 const FORGE_VAR: &str = "AIRLOCK_FORGE_TOKEN";
@@ -159,15 +158,7 @@ fn the_readme_first_real_run_goes_from_an_empty_directory_to_a_published_draft_p
         .spawn()
         .unwrap(),
     );
-    let start = Instant::now();
-    while !socket.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no broker socket: {}",
-            std::fs::read_to_string(root.join("broker.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    crate::e2e::wait_for_socket(&socket, Some(&root.join("broker.log")));
 
     // airlock doctor --config airlock.toml --repo ~/src/project: every check passes.
     let doctor = airlock(&cfg, &data, &doctor_args);

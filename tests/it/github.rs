@@ -11,7 +11,6 @@ use airlock_testkit::mockgithub::MockForge;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
-use std::time::{Duration, Instant};
 
 pub(crate) const READ_VAR: &str = "AIRLOCK_E2E_GITHUB_READ_TOKEN";
 pub(crate) const READ_TOKEN: &str = "ghr-read-5be1d0";
@@ -139,15 +138,7 @@ pub(crate) fn world_configured(serve_token: bool, broker_extra: &str) -> World {
         .stderr(std::fs::File::create(dir.join("broker.log")).unwrap())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while !socket.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no broker socket: {}",
-            std::fs::read_to_string(dir.join("broker.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    crate::e2e::wait_for_socket(&socket, Some(&dir.join("broker.log")));
     World {
         s,
         api,

@@ -11,7 +11,6 @@ use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 const TOKEN_VAR: &str = "AIRLOCK_IT_GITLAB_TOKEN";
 const TOKEN: &str = "glpat-it-supervisor-7c2";
@@ -135,15 +134,7 @@ fn world() -> World {
         .stderr(std::fs::File::create(dir.join("broker.log")).unwrap())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while !socket.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no broker socket: {}",
-            std::fs::read_to_string(dir.join("broker.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    crate::e2e::wait_for_socket(&socket, Some(&dir.join("broker.log")));
     // Every run escalates at its first turn: what is tested is what is read and who runs it.
     let escalate = dir.join("escalate.jsonl");
     let outcome = json!({"outcome": "escalate", "summary": "looked only", "root_cause": "",
@@ -781,14 +772,7 @@ fn a_note_in_a_thread_of_airlocks_merge_request_starts_the_follow_up_on_the_same
             .spawn()
             .unwrap(),
     );
-    let start = Instant::now();
-    while !socket.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no broker socket"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    crate::e2e::wait_for_socket(&socket, None);
     let broker_cli = |args: &[&str]| {
         Command::new(crate::e2e::broker())
             .arg("--config")

@@ -141,15 +141,7 @@ fn a_worker_takes_a_queued_issue_and_its_change_reaches_the_broker_as_bytes() {
             .spawn()
             .unwrap(),
     };
-    let start = Instant::now();
-    while !socket.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no broker socket: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    crate::e2e::wait_for_socket(&socket, Some(&log));
     let added = broker_cli(&broker_toml, &["work", "add", "acme/calc", "7"]);
     assert!(added.status.success(), "{}", text(&added));
 

@@ -14,7 +14,6 @@ use airlock_testkit::mockgithub::MockForge;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 const FORGE_VAR: &str = "AIRLOCK_IT_QUESTIONS_FORGE_TOKEN";
 const READY_BODY: &str = "`calc.ops.add(\"1\", 2)` returns \"12\"; expected something else.";
@@ -166,14 +165,7 @@ fn world() -> World {
         .stderr(std::fs::File::create(dir.join("broker.log")).unwrap())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while !socket.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no broker socket"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    crate::e2e::wait_for_socket(&socket, None);
     let script = dir.join("script.jsonl");
     World {
         s,
@@ -468,7 +460,6 @@ mod gitlab {
     use airlock_testkit::mockgitlab::MockGitLab;
     use serde_json::{Value, json};
     use std::process::{Command, Stdio};
-    use std::time::{Duration, Instant};
 
     const TOKEN_VAR: &str = "AIRLOCK_IT_QUESTIONS_GITLAB_TOKEN";
     const TOKEN: &str = "glpat-it-questions-3e1";
@@ -556,14 +547,7 @@ mod gitlab {
             .stderr(std::fs::File::create(dir.join("broker.log")).unwrap())
             .spawn()
             .unwrap();
-        let start = Instant::now();
-        while !socket.exists() {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "no broker socket"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        crate::e2e::wait_for_socket(&socket, None);
         let script = dir.join("script.jsonl");
         std::fs::write(
             &script,

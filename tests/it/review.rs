@@ -14,7 +14,6 @@ use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output};
-use std::time::{Duration, Instant};
 
 /// The pull request's change: `add` fixed, and a new caller of it.
 const OPS_FIXED: &str = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n";
@@ -148,15 +147,7 @@ fn world() -> ReviewWorld {
         .stderr(std::fs::File::create(dir.join("broker.log")).unwrap())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while !socket.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no broker socket: {}",
-            std::fs::read_to_string(dir.join("broker.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    crate::e2e::wait_for_socket(&socket, Some(&dir.join("broker.log")));
     ReviewWorld {
         dir,
         _keep: s.dir,

@@ -353,15 +353,7 @@ fn world() -> World {
         .stderr(std::fs::File::create(dir.join("broker.log")).unwrap())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while !socket.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no broker socket: {}",
-            std::fs::read_to_string(dir.join("broker.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    crate::e2e::wait_for_socket(&socket, Some(&dir.join("broker.log")));
     // Every run escalates at its first turn: what is tested is who runs what, not the fix.
     let escalate = dir.join("escalate.jsonl");
     let outcome = json!({"outcome": "escalate", "summary": "looked only", "root_cause": "",
