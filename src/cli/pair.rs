@@ -261,9 +261,14 @@ fn forge_token(
                 "the remote {} is pushed over HTTPS, and repository {name:?} names no token",
                 url.as_deref().unwrap_or_default()
             ),
-            format!(
-                "set forge_token_env = \"AIRLOCK_FORGE_TOKEN\" in [repositories.\"{name}\"] and export it where approve runs"
-            ),
+            match repository.forge_kind() {
+                airlock_broker::config::forge::ForgeKind::GitLab => format!(
+                    "set token_env = \"AIRLOCK_FORGE_TOKEN\" in [repositories.\"{name}\".forge] and export it where approve runs"
+                ),
+                airlock_broker::config::forge::ForgeKind::GitHub => format!(
+                    "set forge_token_env = \"AIRLOCK_FORGE_TOKEN\" in [repositories.\"{name}\"] and export it where approve runs"
+                ),
+            },
         )),
         None => None,
         Some(var) => Some(match std::env::var_os(var).filter(|v| !v.is_empty()) {
@@ -271,7 +276,15 @@ fn forge_token(
             None => Finding::fix(
                 format!("the forge token variable {var} is not set here"),
                 format!(
-                    "export {var}=<a token with Contents and Pull requests: write> where `airlock-broker approve` runs (approval is refused without it)"
+                    "export {var}=<{}> where `airlock-broker approve` runs (approval is refused without it)",
+                    match repository.forge_kind() {
+                        airlock_broker::config::forge::ForgeKind::GitLab => {
+                            "a GitLab token with scope api"
+                        }
+                        airlock_broker::config::forge::ForgeKind::GitHub => {
+                            "a token with Contents and Pull requests: write"
+                        }
+                    }
                 ),
             ),
         }),

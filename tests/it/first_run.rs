@@ -402,4 +402,27 @@ fn a_gitlab_remote_gets_its_forge_table_and_doctor_checks_its_token() {
         all.contains(&format!("ok   the forge token variable {FORGE_VAR} is set")),
         "{all}"
     );
+    // Unset, the fix names the token GitLab needs.
+    let out = step(
+        Path::new(env!("CARGO_BIN_EXE_airlock")),
+        dir.path(),
+        &dir.path().join("data"),
+        &[
+            "doctor",
+            "--config",
+            "airlock.toml",
+            "--repo",
+            repo.to_str().unwrap(),
+        ],
+    )
+    .env_remove(FORGE_VAR)
+    .output()
+    .unwrap();
+    let all = text(&out);
+    assert!(
+        all.contains(&format!(
+            "FIX  the forge token variable {FORGE_VAR} is not set here"
+        )) && all.contains("a GitLab token with scope api"),
+        "{all}"
+    );
 }
