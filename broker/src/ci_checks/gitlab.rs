@@ -89,20 +89,13 @@ impl Checks for GitLabChecks {
     }
 
     fn runs_of(&self, sha: &str, name: Option<&str>) -> Result<Vec<CheckRun>> {
-        let mut runs = Vec::new();
-        for pipeline in self
+        Ok(self
             .gitlab
-            .pipelines_of(sha)?
+            .failed_jobs_on(sha, MAX_PIPELINES)?
             .into_iter()
-            .take(MAX_PIPELINES)
-        {
-            for job in self.gitlab.failed_jobs(pipeline)? {
-                if job.sha == sha && name.is_none_or(|n| n == job.name) {
-                    runs.push(check_run(job));
-                }
-            }
-        }
-        Ok(runs)
+            .filter(|job| name.is_none_or(|n| n == job.name))
+            .map(check_run)
+            .collect())
     }
 
     fn annotations(&self, _id: u64) -> Result<Vec<Annotation>> {

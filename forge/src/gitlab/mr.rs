@@ -256,6 +256,20 @@ impl GitLab {
         Ok(pipelines.into_iter().map(|p| p.id).collect())
     }
 
+    /// The failed jobs (`scope[]=failed`, allowed failures included: see [`Job::failed`]) that
+    /// ran on commit `sha`, in its newest `pipelines` pipelines: what a commit's CI said.
+    pub fn failed_jobs_on(&self, sha: &str, pipelines: usize) -> Result<Vec<Job>> {
+        let mut jobs = Vec::new();
+        for pipeline in self.pipelines_of(sha)?.into_iter().take(pipelines) {
+            jobs.extend(
+                self.failed_jobs(pipeline)?
+                    .into_iter()
+                    .filter(|job| job.sha == sha),
+            );
+        }
+        Ok(jobs)
+    }
+
     /// The tail of job `id`'s log (`GET .../jobs/:id/trace`), at most [`MAX_TRACE_BYTES`].
     pub fn job_trace(&self, id: u64) -> Result<JobTrace> {
         let path = self.project_path(&format!("/jobs/{id}/trace"));

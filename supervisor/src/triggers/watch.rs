@@ -288,17 +288,32 @@ fn poll_checks(
         Ok(found) => found,
         Err(e) => return report(WatchLine::PollFailed(format!("checks: {e}"))),
     };
-    for check in found {
-        if !seen.insert(check.check_run) {
+    let repository = format!("{owner}/{repo}");
+    let found = found.into_iter().map(|c| (c.pull_request, c.check_run));
+    hand_over(&repository, "pull #", found, worker, seen, report);
+}
+
+/// Hand each failed check `(number, check)` of `repository` not handed over before to the
+/// broker (`pr_feedback` as a check run), reporting each as `repository PREFIXnumber`.
+fn hand_over(
+    repository: &str,
+    prefix: &str,
+    found: impl IntoIterator<Item = (u64, u64)>,
+    worker: &Worker,
+    seen: &mut BTreeSet<u64>,
+    report: &mut dyn FnMut(WatchLine),
+) {
+    for (number, check) in found {
+        if !seen.insert(check) {
             continue;
         }
         let source = airlock_protocol::FeedbackSource {
             kind: airlock_protocol::FeedbackKind::CheckRun,
-            id: check.check_run,
+            id: check,
         };
-        let outcome = worker.follow_up(&format!("{owner}/{repo}"), check.pull_request, source);
+        let outcome = worker.follow_up(repository, number, source);
         report(WatchLine::Worked {
-            issue: format!("{owner}/{repo} pull #{}", check.pull_request),
+            issue: format!("{repository} {prefix}{number}"),
             outcome,
         });
     }
@@ -317,15 +332,9 @@ fn poll_jobs(
     let found = crate::gitlab::client(&config.gitlab, project.clone()).and_then(|gitlab| {
         let mut found = Vec::new();
         for mr in gitlab.open_merge_requests("airlock/")? {
-            for pipeline in gitlab
-                .pipelines_of(&mr.head_sha)?
-                .into_iter()
-                .take(PIPELINES_PER_HEAD)
-            {
-                for job in gitlab.failed_jobs(pipeline)? {
-                    if job.failed() && job.sha == mr.head_sha {
-                        found.push((mr.number, job.id));
-                    }
+            for job in gitlab.failed_jobs_on(&mr.head_sha, PIPELINES_PER_HEAD)? {
+                if job.failed() {
+                    found.push((mr.number, job.id));
                 }
             }
         }
@@ -335,20 +344,8 @@ fn poll_jobs(
         Ok(found) => found,
         Err(e) => return report(WatchLine::PollFailed(format!("pipelines: {e}"))),
     };
-    for (number, job) in found {
-        if !seen.insert(job) {
-            continue;
-        }
-        let source = airlock_protocol::FeedbackSource {
-            kind: airlock_protocol::FeedbackKind::CheckRun,
-            id: job,
-        };
-        let outcome = worker.follow_up(&format!("gitlab:{project}"), number, source);
-        report(WatchLine::Worked {
-            issue: format!("gitlab:{project} merge request !{number}"),
-            outcome,
-        });
-    }
+    let repository = format!("gitlab:{project}");
+    hand_over(&repository, "merge request !", found, worker, seen, report);
 }
 
 /// How many of a head's pipelines (newest first) `watch --ci-checks` reads on GitLab.
