@@ -640,15 +640,7 @@ pub fn run_witness(
     work_dir: &Path,
 ) -> Result<WitnessReport> {
     let kept = plan.base_inventories;
-    std::fs::create_dir_all(work_dir)
-        .map_err(Error::io(format!("creating {}", work_dir.display())))?;
-    let scratch = tempfile::Builder::new()
-        .prefix("witness-")
-        .tempdir_in(work_dir)
-        .map_err(Error::io(format!(
-            "creating a witness directory in {}",
-            work_dir.display()
-        )))?;
+    let scratch = scratch_dir(work_dir, "witness-")?;
     let base: PathBuf = scratch.path().join("base");
     let pinned: PathBuf = scratch.path().join("pinned");
     let patched: PathBuf = scratch.path().join("patched");
@@ -892,6 +884,20 @@ pub fn run_witness(
         failure,
         collected_test_files,
     })
+}
+
+/// A fresh scratch directory `PREFIX*` in `work_dir` (created when missing), removed when
+/// dropped; [`remove_stale_scratch`] removes what a killed broker left.
+fn scratch_dir(work_dir: &Path, prefix: &str) -> Result<tempfile::TempDir> {
+    std::fs::create_dir_all(work_dir)
+        .map_err(Error::io(format!("creating {}", work_dir.display())))?;
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(work_dir)
+        .map_err(Error::io(format!(
+            "creating a witness directory in {}",
+            work_dir.display()
+        )))
 }
 
 /// Remove witness scratch directories a killed broker left in `work_dir`. Call only when no

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::{
     BaseInventories, Place, StepRun, TestExecutor, TreeKind, WitnessPlan, WitnessStep, build_tree,
-    restore_writable, take_base_inventory,
+    restore_writable, scratch_dir, take_base_inventory,
 };
 use crate::changes::ChangeSet;
 use crate::error::{Error, Result};
@@ -88,15 +88,7 @@ impl BaseInventories {
         if self.has(&key) {
             return Ok(Warmed::Already);
         }
-        std::fs::create_dir_all(work_dir)
-            .map_err(Error::io(format!("creating {}", work_dir.display())))?;
-        let scratch = tempfile::Builder::new()
-            .prefix(WARM_UP_PREFIX)
-            .tempdir_in(work_dir)
-            .map_err(Error::io(format!(
-                "creating a witness directory in {}",
-                work_dir.display()
-            )))?;
+        let scratch = scratch_dir(work_dir, WARM_UP_PREFIX)?;
         let ran = (|| {
             let base = scratch.path().join("base");
             let tree = repo
